@@ -1,0 +1,9 @@
+// Package v1alpha1 holds NodeletConfiguration, the component-config API of
+// nodelet (group config.nodelet.io), in the way KubeletConfiguration is the
+// kubelet's: the types, their defaults, their validation with field paths, and
+// the scheme they are registered in. It imports only apimachinery so that any
+// tool can read a nodelet configuration file without pulling in the agent.
+//
+// +kubebuilder:object:generate=true
+// +groupName=config.nodelet.io
+package v1alpha1

@@ -1,0 +1,124 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// ChangeDetectionStrategy says how nodelet notices changes to the ConfigMaps
+// and Secrets its pods reference.
+type ChangeDetectionStrategy string
+
+const (
+	// WatchChangeDetectionStrategy opens one watch per referenced object, by name.
+	WatchChangeDetectionStrategy ChangeDetectionStrategy = "Watch"
+	// GetChangeDetectionStrategy reads the object from the API server on every sync.
+	GetChangeDetectionStrategy ChangeDetectionStrategy = "Get"
+)
+
+// +kubebuilder:object:root=true
+
+// NodeletConfiguration is the configuration of one nodelet, read from the file
+// given with --config. Command-line flags that are set override the file.
+type NodeletConfiguration struct {
+	metav1.TypeMeta `json:",inline"`
+
+	// NodeName is the name of the Node this agent runs. Defaults to the
+	// NODE_NAME environment variable, else the host name, lower-cased.
+	NodeName string `json:"nodeName,omitempty"`
+	// NodeIP is the address reported as the Node's InternalIP. Detected from
+	// the host when empty.
+	NodeIP string `json:"nodeIP,omitempty"`
+
+	// ContainerRuntimeEndpoint is the CRI runtime service endpoint.
+	// Default: unix:///run/containerd/containerd.sock.
+	ContainerRuntimeEndpoint string `json:"containerRuntimeEndpoint,omitempty"`
+	// ImageServiceEndpoint is the CRI image service endpoint. Defaults to
+	// ContainerRuntimeEndpoint.
+	ImageServiceEndpoint string `json:"imageServiceEndpoint,omitempty"`
+	// RuntimeRequestTimeout bounds every CRI call but image pulls. Default: 2m.
+	RuntimeRequestTimeout metav1.Duration `json:"runtimeRequestTimeout,omitempty"`
+	// SerializeImagePulls pulls one image at a time when true. Default: true.
+	SerializeImagePulls *bool `json:"serializeImagePulls,omitempty"`
+
+	// RootDir holds nodelet's state: checkpoints and pod directories.
+	// Default: /var/lib/nodelet.
+	RootDir string `json:"rootDir,omitempty"`
+	// PodLogsDir holds container logs as <ns>_<name>_<uid>/<container>/<n>.log.
+	// Default: /var/log/pods.
+	PodLogsDir string `json:"podLogsDir,omitempty"`
+	// CgroupRoot is the cgroup parent of pod sandboxes; empty lets the runtime choose.
+	CgroupRoot string `json:"cgroupRoot,omitempty"`
+
+	// MaxPods is the number of pods this node runs at most. Default: 110.
+	MaxPods int32 `json:"maxPods,omitempty"`
+	// NodeLabels are added to the Node when nodelet registers it.
+	NodeLabels map[string]string `json:"nodeLabels,omitempty"`
+	// RegisterWithTaints are added to the Node when nodelet registers it.
+	RegisterWithTaints []Taint `json:"registerWithTaints,omitempty"`
+
+	// NodeStatusUpdateFrequency is how often the Node status is computed. Default: 10s.
+	NodeStatusUpdateFrequency metav1.Duration `json:"nodeStatusUpdateFrequency,omitempty"`
+	// NodeStatusReportFrequency is how often an unchanged Node status is
+	// written anyway. Default: 5m.
+	NodeStatusReportFrequency metav1.Duration `json:"nodeStatusReportFrequency,omitempty"`
+	// NodeLeaseDurationSeconds is the lease duration of the node heartbeat;
+	// it is renewed every quarter of it. Default: 40.
+	NodeLeaseDurationSeconds int32 `json:"nodeLeaseDurationSeconds,omitempty"`
+	// SyncFrequency is the longest time between two syncs of a running pod. Default: 1m.
+	SyncFrequency metav1.Duration `json:"syncFrequency,omitempty"`
+	// RelistPeriod is how often the runtime is listed for container changes. Default: 1s.
+	RelistPeriod metav1.Duration `json:"relistPeriod,omitempty"`
+
+	// SystemReserved is held back from allocatable for the system (cpu, memory,
+	// ephemeral-storage, pid), as resource quantities.
+	SystemReserved map[string]string `json:"systemReserved,omitempty"`
+	// KubeReserved is held back from allocatable for the node agents.
+	KubeReserved map[string]string `json:"kubeReserved,omitempty"`
+	// EvictionHard are the hard eviction thresholds, as quantities or
+	// percentages. Default: memory.available 100Mi, nodefs.available 10%,
+	// nodefs.inodesFree 5%, imagefs.available 15%.
+	EvictionHard map[string]string `json:"evictionHard,omitempty"`
+
+	// ConfigMapAndSecretChangeDetectionStrategy is Watch or Get. Default: Watch.
+	ConfigMapAndSecretChangeDetectionStrategy ChangeDetectionStrategy `json:"configMapAndSecretChangeDetectionStrategy,omitempty"`
+
+	// ClusterDNS are the DNS server addresses given to ClusterFirst pods.
+	ClusterDNS []string `json:"clusterDNS,omitempty"`
+	// ClusterDomain is the cluster's DNS domain. Default: cluster.local.
+	ClusterDomain string `json:"clusterDomain,omitempty"`
+	// ResolvConf is the resolver file pods with dnsPolicy Default inherit.
+	// Default: /etc/resolv.conf. Empty string disables it.
+	ResolvConf *string `json:"resolvConf,omitempty"`
+
+	// Server is the node agent API (logs, exec, configz, healthz).
+	Server ServerConfig `json:"server,omitempty"`
+	// HealthzBindAddress serves /healthz and /readyz; "0" disables. Default: 127.0.0.1:10248.
+	HealthzBindAddress string `json:"healthzBindAddress,omitempty"`
+	// MetricsBindAddress serves /metrics and /configz; "0" disables. Default: 127.0.0.1:10249.
+	MetricsBindAddress string `json:"metricsBindAddress,omitempty"`
+
+	// Controllers lists the reconcilers to run: "*" for all, a name to add
+	// one, "-name" to remove one. Default: ["*"].
+	Controllers []string `json:"controllers,omitempty"`
+}
+
+// Taint is a taint the Node is registered with.
+type Taint struct {
+	Key    string `json:"key"`
+	Value  string `json:"value,omitempty"`
+	Effect string `json:"effect"`
+}
+
+// ServerConfig configures the node agent API server.
+type ServerConfig struct {
+	// Address to listen on. Default: 0.0.0.0.
+	Address string `json:"address,omitempty"`
+	// Port to listen on; 0 disables the server. Default: 10250.
+	Port *int32 `json:"port,omitempty"`
+	// TLSCertFile and TLSPrivateKeyFile are the serving certificate; when
+	// both are empty a self-signed one is made under RootDir.
+	TLSCertFile       string `json:"tlsCertFile,omitempty"`
+	TLSPrivateKeyFile string `json:"tlsPrivateKeyFile,omitempty"`
+	// ClientCAFile authenticates clients by certificate.
+	ClientCAFile string `json:"clientCAFile,omitempty"`
+}

@@ -1,0 +1,190 @@
+package v1alpha1
+
+import (
+	"fmt"
+	"net"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/api/resource"
+	metavalidation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+)
+
+// ReservableResources are the resource names SystemReserved and KubeReserved accept.
+var ReservableResources = []string{"cpu", "memory", "ephemeral-storage", "pid"}
+
+// EvictionSignals are the signal names EvictionHard accepts.
+var EvictionSignals = []string{
+	"memory.available", "nodefs.available", "nodefs.inodesFree",
+	"imagefs.available", "imagefs.inodesFree", "pid.available",
+}
+
+var taintEffects = []string{"NoSchedule", "PreferNoSchedule", "NoExecute"}
+
+// Validate checks a defaulted configuration and returns every problem with
+// the path of the field it is in.
+func Validate(c *NodeletConfiguration) field.ErrorList {
+	var errs field.ErrorList
+	p := func(name string) *field.Path { return field.NewPath(name) }
+
+	for _, msg := range validation.IsDNS1123Subdomain(c.NodeName) {
+		errs = append(errs, field.Invalid(p("nodeName"), c.NodeName, msg))
+	}
+	if c.NodeIP != "" && net.ParseIP(c.NodeIP) == nil {
+		errs = append(errs, field.Invalid(p("nodeIP"), c.NodeIP, "must be an IP address"))
+	}
+	errs = append(errs, validateEndpoint(p("containerRuntimeEndpoint"), c.ContainerRuntimeEndpoint)...)
+	errs = append(errs, validateEndpoint(p("imageServiceEndpoint"), c.ImageServiceEndpoint)...)
+	errs = append(errs, validateAbsPath(p("rootDir"), c.RootDir)...)
+	errs = append(errs, validateAbsPath(p("podLogsDir"), c.PodLogsDir)...)
+	if c.MaxPods <= 0 {
+		errs = append(errs, field.Invalid(p("maxPods"), c.MaxPods, "must be greater than 0"))
+	}
+	errs = append(errs, metavalidation.ValidateLabels(c.NodeLabels, p("nodeLabels"))...)
+	for i, t := range c.RegisterWithTaints {
+		tp := p("registerWithTaints").Index(i)
+		for _, msg := range validation.IsQualifiedName(t.Key) {
+			errs = append(errs, field.Invalid(tp.Child("key"), t.Key, msg))
+		}
+		if t.Value != "" {
+			for _, msg := range validation.IsValidLabelValue(t.Value) {
+				errs = append(errs, field.Invalid(tp.Child("value"), t.Value, msg))
+			}
+		}
+		if !slices.Contains(taintEffects, t.Effect) {
+			errs = append(errs, field.NotSupported(tp.Child("effect"), t.Effect, taintEffects))
+		}
+	}
+	for name, d := range map[string]int64{
+		"runtimeRequestTimeout":     int64(c.RuntimeRequestTimeout.Duration),
+		"nodeStatusUpdateFrequency": int64(c.NodeStatusUpdateFrequency.Duration),
+		"nodeStatusReportFrequency": int64(c.NodeStatusReportFrequency.Duration),
+		"syncFrequency":             int64(c.SyncFrequency.Duration),
+		"relistPeriod":              int64(c.RelistPeriod.Duration),
+	} {
+		if d <= 0 {
+			errs = append(errs, field.Invalid(p(name), fmt.Sprint(d), "must be a positive duration"))
+		}
+	}
+	if c.NodeLeaseDurationSeconds <= 0 {
+		errs = append(errs, field.Invalid(p("nodeLeaseDurationSeconds"), c.NodeLeaseDurationSeconds, "must be greater than 0"))
+	}
+	errs = append(errs, validateReserved(p("systemReserved"), c.SystemReserved)...)
+	errs = append(errs, validateReserved(p("kubeReserved"), c.KubeReserved)...)
+	errs = append(errs, validateEviction(p("evictionHard"), c.EvictionHard)...)
+	switch c.ConfigMapAndSecretChangeDetectionStrategy {
+	case WatchChangeDetectionStrategy, GetChangeDetectionStrategy:
+	default:
+		errs = append(errs, field.NotSupported(p("configMapAndSecretChangeDetectionStrategy"),
+			c.ConfigMapAndSecretChangeDetectionStrategy,
+			[]ChangeDetectionStrategy{WatchChangeDetectionStrategy, GetChangeDetectionStrategy}))
+	}
+	for i, ip := range c.ClusterDNS {
+		if net.ParseIP(ip) == nil {
+			errs = append(errs, field.Invalid(p("clusterDNS").Index(i), ip, "must be an IP address"))
+		}
+	}
+	for _, msg := range validation.IsDNS1123Subdomain(c.ClusterDomain) {
+		errs = append(errs, field.Invalid(p("clusterDomain"), c.ClusterDomain, msg))
+	}
+	errs = append(errs, validateServer(p("server"), &c.Server)...)
+	errs = append(errs, validateBindAddress(p("healthzBindAddress"), c.HealthzBindAddress)...)
+	errs = append(errs, validateBindAddress(p("metricsBindAddress"), c.MetricsBindAddress)...)
+	for i, s := range c.Controllers {
+		if strings.TrimPrefix(s, "-") == "" {
+			errs = append(errs, field.Invalid(p("controllers").Index(i), s, "must be *, a controller name or -name"))
+		}
+	}
+	return errs
+}
+
+func validateEndpoint(fp *field.Path, ep string) field.ErrorList {
+	switch {
+	case ep == "":
+		return field.ErrorList{field.Required(fp, "")}
+	case strings.HasPrefix(ep, "unix:///"), strings.HasPrefix(ep, "tcp://"):
+		return nil
+	}
+	return field.ErrorList{field.Invalid(fp, ep, "must be unix:///path or tcp://host:port")}
+}
+
+func validateAbsPath(fp *field.Path, path string) field.ErrorList {
+	if !filepath.IsAbs(path) {
+		return field.ErrorList{field.Invalid(fp, path, "must be an absolute path")}
+	}
+	return nil
+}
+
+func validateReserved(fp *field.Path, m map[string]string) field.ErrorList {
+	var errs field.ErrorList
+	for k, v := range m {
+		if !slices.Contains(ReservableResources, k) {
+			errs = append(errs, field.NotSupported(fp.Key(k), k, ReservableResources))
+			continue
+		}
+		q, err := resource.ParseQuantity(v)
+		if err != nil {
+			errs = append(errs, field.Invalid(fp.Key(k), v, err.Error()))
+		} else if q.Sign() < 0 {
+			errs = append(errs, field.Invalid(fp.Key(k), v, "must not be negative"))
+		}
+	}
+	return errs
+}
+
+func validateEviction(fp *field.Path, m map[string]string) field.ErrorList {
+	var errs field.ErrorList
+	for k, v := range m {
+		if !slices.Contains(EvictionSignals, k) {
+			errs = append(errs, field.NotSupported(fp.Key(k), k, EvictionSignals))
+			continue
+		}
+		if pct, ok := strings.CutSuffix(v, "%"); ok {
+			f, err := strconv.ParseFloat(pct, 64)
+			if err != nil || f < 0 || f > 100 {
+				errs = append(errs, field.Invalid(fp.Key(k), v, "must be a percentage between 0% and 100%"))
+			}
+			continue
+		}
+		q, err := resource.ParseQuantity(v)
+		if err != nil {
+			errs = append(errs, field.Invalid(fp.Key(k), v, "must be a quantity or a percentage"))
+		} else if q.Sign() < 0 {
+			errs = append(errs, field.Invalid(fp.Key(k), v, "must not be negative"))
+		}
+	}
+	return errs
+}
+
+func validateServer(fp *field.Path, s *ServerConfig) field.ErrorList {
+	var errs field.ErrorList
+	if s.Address != "" && net.ParseIP(s.Address) == nil {
+		errs = append(errs, field.Invalid(fp.Child("address"), s.Address, "must be an IP address"))
+	}
+	if s.Port != nil && (*s.Port < 0 || *s.Port > 65535) {
+		errs = append(errs, field.Invalid(fp.Child("port"), *s.Port, "must be between 0 and 65535"))
+	}
+	if (s.TLSCertFile == "") != (s.TLSPrivateKeyFile == "") {
+		errs = append(errs, field.Invalid(fp.Child("tlsPrivateKeyFile"), s.TLSPrivateKeyFile,
+			"tlsCertFile and tlsPrivateKeyFile must be set together"))
+	}
+	return errs
+}
+
+func validateBindAddress(fp *field.Path, addr string) field.ErrorList {
+	if addr == "0" {
+		return nil
+	}
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return field.ErrorList{field.Invalid(fp, addr, "must be host:port or 0")}
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
+		return field.ErrorList{field.Invalid(fp, addr, "port must be between 0 and 65535")}
+	}
+	return nil
+}

@@ -1,0 +1,86 @@
+package controllers
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	ctrl "sigs.k8s.io/controller-runtime"
+
+	"github.com/nodelet/nodelet/api/v1alpha1"
+)
+
+// Deps is what the reconcilers are built from. main fills it once.
+type Deps struct {
+	// Config is the effective configuration.
+	Config *v1alpha1.NodeletConfiguration
+}
+
+// SetupFunc registers one reconciler (and any runnables it needs) with mgr.
+type SetupFunc func(mgr ctrl.Manager, deps *Deps) error
+
+// Registry maps a reconciler's name, as --controllers spells it, to its
+// setup function.
+type Registry map[string]SetupFunc
+
+// Default is every reconciler nodelet has. Add a line here to add one.
+var Default = Registry{}
+
+// Names returns the registered names, sorted.
+func (r Registry) Names() []string {
+	names := make([]string, 0, len(r))
+	for n := range r {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	return names
+}
+
+// Resolve turns a --controllers list into the sorted names to run. "*"
+// adds every registered reconciler, "name" adds one, "-name" removes one;
+// later entries win over earlier ones ("*,-secret" runs all but secret). An
+// unknown name is an error naming it and the known ones.
+func (r Registry) Resolve(spec []string) (enabled []string, err error) {
+	on := map[string]bool{}
+	for _, item := range spec {
+		item = strings.TrimSpace(item)
+		if item == "*" {
+			for n := range r {
+				on[n] = true
+			}
+			continue
+		}
+		name, disable := strings.CutPrefix(item, "-")
+		if _, ok := r[name]; !ok {
+			return nil, fmt.Errorf("unknown controller %q in --controllers (known: %s)", item, strings.Join(r.Names(), ", "))
+		}
+		on[name] = !disable
+	}
+	for _, n := range r.Names() {
+		if on[n] {
+			enabled = append(enabled, n)
+		}
+	}
+	return enabled, nil
+}
+
+// Setup resolves spec and calls the setup function of every enabled
+// reconciler. Disabled ones are logged.
+func (r Registry) Setup(mgr ctrl.Manager, deps *Deps, spec []string) error {
+	enabled, err := r.Resolve(spec)
+	if err != nil {
+		return err
+	}
+	log := mgr.GetLogger().WithName("controllers")
+	for _, name := range r.Names() {
+		if !slices.Contains(enabled, name) {
+			log.Info("Controller is disabled", "controller", name)
+			continue
+		}
+		if err := r[name](mgr, deps); err != nil {
+			return fmt.Errorf("setting up controller %q: %w", name, err)
+		}
+		log.V(1).Info("Controller is set up", "controller", name)
+	}
+	return nil
+}

@@ -1,0 +1,101 @@
+package agent
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/nodelet/nodelet/api/v1alpha1"
+)
+
+// ConfigzPath is where the effective configuration is served.
+const ConfigzPath = "/configz"
+
+// NewScheme returns the scheme nodelet's clients use: the built-in API
+// types and the configuration API.
+func NewScheme() *runtime.Scheme {
+	s := runtime.NewScheme()
+	utilruntime.Must(clientgoscheme.AddToScheme(s))
+	utilruntime.Must(v1alpha1.AddToScheme(s))
+	return s
+}
+
+// CacheOptions scopes the cache to one node: only the pods bound to it and
+// only its own Node object, with managedFields stripped. A read of any other
+// type through the cached client fails instead of starting an informer.
+func CacheOptions(nodeName string) cache.Options {
+	return cache.Options{
+		ByObject: map[client.Object]cache.ByObject{
+			&corev1.Pod{}:  {Field: fields.OneTermEqualSelector("spec.nodeName", nodeName)},
+			&corev1.Node{}: {Field: fields.OneTermEqualSelector("metadata.name", nodeName)},
+		},
+		DefaultTransform:            cache.TransformStripManagedFields(),
+		ReaderFailOnMissingInformer: true,
+	}
+}
+
+// NewManager builds the manager for cfg, which must be defaulted and valid.
+func NewManager(restCfg *rest.Config, cfg *v1alpha1.NodeletConfiguration) (ctrl.Manager, error) {
+	configz, err := ConfigzHandler(cfg)
+	if err != nil {
+		return nil, err
+	}
+	shutdown := 30 * time.Second
+	mgr, err := ctrl.NewManager(restCfg, ctrl.Options{
+		Scheme: NewScheme(),
+		Cache:  CacheOptions(cfg.NodeName),
+		Client: client.Options{Cache: &client.CacheOptions{
+			// The Node authorizer lets a node read only the objects its
+			// pods name, and leases never by list: read these directly.
+			DisableFor: []client.Object{&corev1.ConfigMap{}, &corev1.Secret{}, &coordinationv1.Lease{}},
+		}},
+		LeaderElection:          false,
+		HealthProbeBindAddress:  cfg.HealthzBindAddress,
+		GracefulShutdownTimeout: &shutdown,
+		Metrics: metricsserver.Options{
+			BindAddress:   cfg.MetricsBindAddress,
+			ExtraHandlers: map[string]http.Handler{ConfigzPath: configz},
+		},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("creating manager for node %s: %w", cfg.NodeName, err)
+	}
+	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
+		return nil, fmt.Errorf("adding healthz check: %w", err)
+	}
+	if err := mgr.AddReadyzCheck("ping", healthz.Ping); err != nil {
+		return nil, fmt.Errorf("adding readyz check: %w", err)
+	}
+	return mgr, nil
+}
+
+// ConfigzHandler serves cfg as the kubelet serves its configz: a JSON object
+// whose one key holds the versioned configuration.
+func ConfigzHandler(cfg *v1alpha1.NodeletConfiguration) (http.Handler, error) {
+	body, err := json.Marshal(map[string]any{"nodeletconfig": cfg})
+	if err != nil {
+		return nil, fmt.Errorf("encoding configz: %w", err)
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodGet {
+			http.Error(w, "only GET is allowed", http.StatusMethodNotAllowed)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write(body)
+	}), nil
+}

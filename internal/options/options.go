@@ -1,0 +1,139 @@
+package options
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/spf13/pflag"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/serializer"
+
+	"github.com/nodelet/nodelet/api/v1alpha1"
+)
+
+// Options is the parsed command line.
+type Options struct {
+	// ConfigFile is the path given with --config, if any.
+	ConfigFile string
+	// Kubeconfig is the path given with --kubeconfig; empty means the
+	// in-cluster config or $KUBECONFIG.
+	Kubeconfig string
+	// Config is the effective, defaulted and validated configuration.
+	Config *v1alpha1.NodeletConfiguration
+}
+
+// ErrHelp is returned when --help was asked for; the usage has been printed.
+var ErrHelp = pflag.ErrHelp
+
+// Parse reads args (without the program name): the config file named by
+// --config first, then every flag that was set on top of it, then defaults,
+// then validation. extra, if not nil, is called to add flags of the caller
+// (logging, for example) to the flag set.
+func Parse(args []string, extra func(*pflag.FlagSet)) (*Options, error) {
+	// First pass: only to learn --config and --kubeconfig.
+	opts := &Options{}
+	first := newFlagSet(opts, &v1alpha1.NodeletConfiguration{}, extra)
+	if err := first.Parse(args); err != nil {
+		return nil, err
+	}
+
+	cfg := &v1alpha1.NodeletConfiguration{}
+	if opts.ConfigFile != "" {
+		var err error
+		if cfg, err = LoadFile(opts.ConfigFile); err != nil {
+			return nil, err
+		}
+	}
+	// Second pass: flags that were set override the file.
+	second := newFlagSet(opts, cfg, nil)
+	second.ParseErrorsAllowlist.UnknownFlags = true
+	if err := second.Parse(args); err != nil {
+		return nil, err
+	}
+	if err := Complete(cfg); err != nil {
+		return nil, err
+	}
+	opts.Config = cfg
+	return opts, nil
+}
+
+// Complete defaults and validates cfg.
+func Complete(cfg *v1alpha1.NodeletConfiguration) error {
+	v1alpha1.SetDefaults(cfg)
+	if errs := v1alpha1.Validate(cfg); len(errs) > 0 {
+		return fmt.Errorf("invalid configuration: %w", errs.ToAggregate())
+	}
+	return nil
+}
+
+var codecs = func() serializer.CodecFactory {
+	scheme := runtime.NewScheme()
+	if err := v1alpha1.AddToScheme(scheme); err != nil {
+		panic(err)
+	}
+	return serializer.NewCodecFactory(scheme, serializer.EnableStrict)
+}()
+
+// Decode decodes a configuration document (YAML or JSON) strictly: it must
+// name apiVersion config.nodelet.io/v1alpha1 and kind NodeletConfiguration,
+// and every field must be known and appear once.
+func Decode(data []byte) (*v1alpha1.NodeletConfiguration, error) {
+	cfg := &v1alpha1.NodeletConfiguration{}
+	obj, gvk, err := codecs.UniversalDeserializer().Decode(data, nil, cfg)
+	if err != nil {
+		return nil, err
+	}
+	if gvk.GroupVersion() != v1alpha1.GroupVersion {
+		return nil, fmt.Errorf("apiVersion %q is not supported, want %q", gvk.GroupVersion(), v1alpha1.GroupVersion)
+	}
+	out, ok := obj.(*v1alpha1.NodeletConfiguration)
+	if !ok {
+		return nil, fmt.Errorf("kind %q is not NodeletConfiguration", gvk.Kind)
+	}
+	return out, nil
+}
+
+// LoadFile reads and strictly decodes a configuration file. It does not
+// default or validate; Parse and Complete do.
+func LoadFile(path string) (*v1alpha1.NodeletConfiguration, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("reading config file: %w", err)
+	}
+	if len(strings.TrimSpace(string(data))) == 0 {
+		return nil, errors.New("config file " + path + " is empty")
+	}
+	cfg, err := Decode(data)
+	if err != nil {
+		return nil, fmt.Errorf("decoding config file %s: %w", path, err)
+	}
+	return cfg, nil
+}
+
+func newFlagSet(opts *Options, cfg *v1alpha1.NodeletConfiguration, extra func(*pflag.FlagSet)) *pflag.FlagSet {
+	fs := pflag.NewFlagSet("nodelet", pflag.ContinueOnError)
+	fs.StringVar(&opts.ConfigFile, "config", opts.ConfigFile, "Path to a NodeletConfiguration file. Flags that are set override it.")
+	fs.StringVar(&opts.Kubeconfig, "kubeconfig", opts.Kubeconfig, "Path to the kubeconfig nodelet authenticates with (as system:node:<name>).")
+
+	fs.StringVar(&cfg.NodeName, "node-name", cfg.NodeName, "Name of this node (default $NODE_NAME or the host name, lower-cased).")
+	fs.StringVar(&cfg.NodeIP, "node-ip", cfg.NodeIP, "InternalIP reported for the node (default: detected).")
+	fs.StringVar(&cfg.ContainerRuntimeEndpoint, "container-runtime-endpoint", cfg.ContainerRuntimeEndpoint, "CRI runtime endpoint.")
+	fs.StringVar(&cfg.ImageServiceEndpoint, "image-service-endpoint", cfg.ImageServiceEndpoint, "CRI image endpoint (default: the runtime endpoint).")
+	fs.StringVar(&cfg.RootDir, "root-dir", cfg.RootDir, "Directory for nodelet's state.")
+	fs.StringVar(&cfg.PodLogsDir, "pod-logs-dir", cfg.PodLogsDir, "Directory for container logs.")
+	fs.Int32Var(&cfg.MaxPods, "max-pods", cfg.MaxPods, "Number of pods this node runs at most.")
+	fs.StringToStringVar(&cfg.NodeLabels, "node-labels", cfg.NodeLabels, "Labels added to the Node at registration, key=value,...")
+	fs.StringSliceVar(&cfg.ClusterDNS, "cluster-dns", cfg.ClusterDNS, "DNS server addresses for ClusterFirst pods.")
+	fs.StringVar(&cfg.ClusterDomain, "cluster-domain", cfg.ClusterDomain, "Cluster DNS domain.")
+	fs.StringVar(&cfg.HealthzBindAddress, "healthz-bind-address", cfg.HealthzBindAddress, "Address of /healthz and /readyz; 0 disables.")
+	fs.StringVar(&cfg.MetricsBindAddress, "metrics-bind-address", cfg.MetricsBindAddress, "Address of /metrics and /configz; 0 disables.")
+	fs.StringSliceVar(&cfg.Controllers, "controllers", cfg.Controllers, "Reconcilers to run: * for all, name to add one, -name to remove one.")
+	fs.DurationVar(&cfg.RuntimeRequestTimeout.Duration, "runtime-request-timeout", cfg.RuntimeRequestTimeout.Duration, "Timeout of CRI calls but image pulls.")
+	fs.DurationVar(&cfg.NodeStatusUpdateFrequency.Duration, "node-status-update-frequency", cfg.NodeStatusUpdateFrequency.Duration, "How often the Node status is computed.")
+	if extra != nil {
+		extra(fs)
+	}
+	return fs
+}
