@@ -1,0 +1,307 @@
+package checkpoint
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"k8s.io/utils/clock"
+)
+
+const (
+	dirMode  fs.FileMode = 0o700
+	fileMode fs.FileMode = 0o600
+
+	// maxFileSize bounds what GetCheckpoint reads and CreateCheckpoint
+	// writes. Checkpoints hold a pod's bookkeeping, a few KiB; a file larger
+	// than this is not one of ours.
+	maxFileSize = 16 << 20
+)
+
+// FileStore is a Manager that keeps one file per key in a directory. Writes go
+// to a temporary file in the same directory that is fsync'd and renamed over
+// the key's file, then the directory is fsync'd, so a crash at any point
+// leaves the old or the new complete file. Use one FileStore per directory;
+// FileStore does not coordinate with other processes.
+type FileStore struct {
+	dir   string
+	clock clock.PassiveClock
+	locks keyLocks
+}
+
+var _ Manager = (*FileStore)(nil)
+
+// Option configures a FileStore.
+type Option func(*FileStore)
+
+// WithClock sets the clock used for quarantine file names and write latency.
+func WithClock(c clock.PassiveClock) Option {
+	return func(s *FileStore) { s.clock = c }
+}
+
+// NewFileStore opens the store in dir, creating dir with mode 0700 if needed
+// and restricting it to 0700 if it exists with another mode. It removes
+// temporary files left by a write that a crash interrupted, and registers the
+// package's metrics with controller-runtime's registry.
+func NewFileStore(dir string, opts ...Option) (*FileStore, error) {
+	if dir == "" {
+		return nil, errors.New("opening checkpoint store: directory is empty")
+	}
+	s := &FileStore{dir: filepath.Clean(dir), clock: clock.RealClock{}}
+	for _, o := range opts {
+		o(s)
+	}
+	if err := registerMetrics(); err != nil {
+		return nil, fmt.Errorf("opening checkpoint store %s: %w", s.dir, err)
+	}
+	if err := os.MkdirAll(s.dir, dirMode); err != nil {
+		return nil, fmt.Errorf("creating checkpoint directory: %w", err)
+	}
+	info, err := os.Stat(s.dir)
+	if err != nil {
+		return nil, fmt.Errorf("opening checkpoint store: %w", err)
+	}
+	if !info.IsDir() {
+		return nil, fmt.Errorf("opening checkpoint store: %s is not a directory", s.dir)
+	}
+	if info.Mode().Perm() != dirMode {
+		if err := os.Chmod(s.dir, dirMode); err != nil {
+			return nil, fmt.Errorf("restricting checkpoint directory to mode %v: %w", dirMode, err)
+		}
+	}
+	if err := s.removeTempFiles(); err != nil {
+		return nil, fmt.Errorf("opening checkpoint store %s: %w", s.dir, err)
+	}
+	return s, nil
+}
+
+// Dir returns the store's directory.
+func (s *FileStore) Dir() string { return s.dir }
+
+// CreateCheckpoint stores c under key, replacing the previous value atomically
+// and durably.
+func (s *FileStore) CreateCheckpoint(key string, c Checkpoint) error {
+	if err := ValidateKey(key); err != nil {
+		return fmt.Errorf("writing checkpoint: %w", err)
+	}
+	b, err := c.MarshalCheckpoint()
+	if err != nil {
+		return fmt.Errorf("writing checkpoint %q: %w", key, err)
+	}
+	if len(b) > maxFileSize {
+		return fmt.Errorf("writing checkpoint %q: %d bytes, more than the limit of %d", key, len(b), maxFileSize)
+	}
+
+	unlock := s.locks.lock(key)
+	defer unlock()
+	start := s.clock.Now()
+	if err := s.writeFile(key, b); err != nil {
+		return fmt.Errorf("writing checkpoint %q to %s: %w", key, s.path(key), err)
+	}
+	writeDuration.Observe(s.clock.Since(start).Seconds())
+	return nil
+}
+
+// writeFile replaces the key's file with b through a temporary file.
+func (s *FileStore) writeFile(key string, b []byte) (err error) {
+	f, err := os.CreateTemp(s.dir, tempPrefix+key+tempMarker+"*")
+	if err != nil {
+		return fmt.Errorf("creating temporary file: %w", err)
+	}
+	tmp := f.Name()
+	defer func() {
+		if err != nil {
+			f.Close()      // Already closed on most paths; the error is moot.
+			os.Remove(tmp) // Best effort: NewFileStore removes leftovers too.
+		}
+	}()
+	// CreateTemp uses mode 0600 before the umask; make sure of it.
+	if err := f.Chmod(fileMode); err != nil {
+		return fmt.Errorf("setting mode of %s: %w", tmp, err)
+	}
+	if _, err := f.Write(b); err != nil {
+		return fmt.Errorf("writing %s: %w", tmp, err)
+	}
+	if err := f.Sync(); err != nil {
+		return fmt.Errorf("syncing %s: %w", tmp, err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("closing %s: %w", tmp, err)
+	}
+	if err := os.Rename(tmp, s.path(key)); err != nil {
+		return fmt.Errorf("renaming %s: %w", tmp, err)
+	}
+	return s.syncDir()
+}
+
+// GetCheckpoint reads the checkpoint stored under key into c. A checkpoint that
+// does not decode or verify is moved aside and reported as a
+// *CorruptCheckpointError, which matches ErrCorruptCheckpoint.
+func (s *FileStore) GetCheckpoint(key string, c Checkpoint) error {
+	if err := ValidateKey(key); err != nil {
+		return fmt.Errorf("reading checkpoint: %w", err)
+	}
+	path := s.path(key)
+
+	unlock := s.locks.lock(key)
+	defer unlock()
+	b, err := readFile(path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return fmt.Errorf("reading checkpoint %q from %s: %w", key, path, ErrCheckpointNotFound)
+	case errors.Is(err, ErrCorruptCheckpoint):
+		return s.quarantine(key, err)
+	case err != nil:
+		return fmt.Errorf("reading checkpoint %q: %w", key, err)
+	}
+	if err := c.UnmarshalCheckpoint(b); err != nil {
+		if errors.Is(err, ErrUnsupportedVersion) {
+			return fmt.Errorf("reading checkpoint %q from %s: %w", key, path, err)
+		}
+		return s.quarantine(key, err)
+	}
+	if err := c.VerifyChecksum(); err != nil {
+		return s.quarantine(key, err)
+	}
+	return nil
+}
+
+// readFile reads a regular file of at most maxFileSize bytes.
+func readFile(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err // *PathError names the operation and the file.
+	}
+	defer f.Close()
+	info, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !info.Mode().IsRegular() {
+		return nil, fmt.Errorf("%w: %s is not a regular file", ErrCorruptCheckpoint, path)
+	}
+	b, err := io.ReadAll(io.LimitReader(f, maxFileSize+1))
+	if err != nil {
+		return nil, fmt.Errorf("reading %s: %w", path, err)
+	}
+	if len(b) > maxFileSize {
+		return nil, fmt.Errorf("%w: %s is larger than %d bytes", ErrCorruptCheckpoint, path, maxFileSize)
+	}
+	return b, nil
+}
+
+// quarantine moves the key's file aside because of cause, and returns the
+// *CorruptCheckpointError describing both. The caller holds the key's lock.
+func (s *FileStore) quarantine(key string, cause error) error {
+	corruptTotal.Inc()
+	path := s.path(key)
+	cerr := &CorruptCheckpointError{Key: key, Path: path, Err: cause}
+	stamp := strconv.FormatInt(s.clock.Now().UnixNano(), 10)
+	dest := path + quarantineMarker + stamp
+	// Two corruptions of one key within a clock tick (only with a fake clock)
+	// must not overwrite the first quarantined file.
+	for i := 1; ; i++ {
+		if _, err := os.Lstat(dest); errors.Is(err, fs.ErrNotExist) {
+			break
+		}
+		dest = path + quarantineMarker + stamp + "-" + strconv.Itoa(i)
+	}
+	if err := os.Rename(path, dest); err != nil {
+		cerr.Err = errors.Join(cause, fmt.Errorf("moving corrupt checkpoint aside: %w", err))
+		return cerr
+	}
+	cerr.QuarantinePath = dest
+	if err := os.Chmod(dest, fileMode); err != nil {
+		cerr.Err = errors.Join(cause, fmt.Errorf("restricting mode of %s: %w", dest, err))
+	}
+	if err := s.syncDir(); err != nil {
+		cerr.Err = errors.Join(cerr.Err, fmt.Errorf("moving corrupt checkpoint aside: %w", err))
+	}
+	return cerr
+}
+
+// RemoveCheckpoint deletes the checkpoint stored under key, if any.
+func (s *FileStore) RemoveCheckpoint(key string) error {
+	if err := ValidateKey(key); err != nil {
+		return fmt.Errorf("removing checkpoint: %w", err)
+	}
+	unlock := s.locks.lock(key)
+	defer unlock()
+	if err := os.Remove(s.path(key)); err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
+		return fmt.Errorf("removing checkpoint %q: %w", key, err)
+	}
+	if err := s.syncDir(); err != nil {
+		return fmt.Errorf("removing checkpoint %q: %w", key, err)
+	}
+	return nil
+}
+
+// ListCheckpoints returns the keys of the stored checkpoints, sorted.
+func (s *FileStore) ListCheckpoints() ([]string, error) {
+	entries, err := os.ReadDir(s.dir)
+	if err != nil {
+		return nil, fmt.Errorf("listing checkpoints: %w", err)
+	}
+	keys := make([]string, 0, len(entries))
+	for _, e := range entries {
+		// Temporary files start with '.', quarantined ones contain the
+		// quarantine marker: neither is a valid key.
+		if e.Type().IsRegular() && ValidateKey(e.Name()) == nil {
+			keys = append(keys, e.Name())
+		}
+	}
+	return keys, nil
+}
+
+// removeTempFiles deletes the temporary files of interrupted writes.
+func (s *FileStore) removeTempFiles() error {
+	entries, err := os.ReadDir(s.dir)
+	if err != nil {
+		return fmt.Errorf("listing temporary files: %w", err)
+	}
+	removed := false
+	for _, e := range entries {
+		if !isTempFile(e.Name()) || !e.Type().IsRegular() {
+			continue
+		}
+		if err := os.Remove(filepath.Join(s.dir, e.Name())); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("removing temporary file: %w", err)
+		}
+		removed = true
+	}
+	if removed {
+		return s.syncDir()
+	}
+	return nil
+}
+
+// isTempFile reports whether name is one of writeFile's temporary files.
+func isTempFile(name string) bool {
+	return strings.HasPrefix(name, tempPrefix) && strings.Contains(name, tempMarker)
+}
+
+func (s *FileStore) path(key string) string { return filepath.Join(s.dir, key) }
+
+// syncDir makes renames and removals in the directory durable.
+func (s *FileStore) syncDir() error {
+	d, err := os.Open(s.dir)
+	if err != nil {
+		return fmt.Errorf("opening directory to sync: %w", err)
+	}
+	if err := d.Sync(); err != nil {
+		d.Close()
+		return fmt.Errorf("syncing directory %s: %w", s.dir, err)
+	}
+	if err := d.Close(); err != nil {
+		return fmt.Errorf("closing directory %s: %w", s.dir, err)
+	}
+	return nil
+}
