@@ -7,8 +7,10 @@ import (
 	"strings"
 
 	"github.com/spf13/pflag"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
+	"sigs.k8s.io/yaml"
 
 	"github.com/nodelet/nodelet/api/v1alpha1"
 )
@@ -80,6 +82,13 @@ var codecs = func() serializer.CodecFactory {
 // name apiVersion config.nodelet.io/v1alpha1 and kind NodeletConfiguration,
 // and every field must be known and appear once.
 func Decode(data []byte) (*v1alpha1.NodeletConfiguration, error) {
+	var tm metav1.TypeMeta
+	if err := yaml.Unmarshal(data, &tm); err != nil {
+		return nil, err
+	}
+	if tm.APIVersion == "" || tm.Kind == "" {
+		return nil, fmt.Errorf("apiVersion and kind must be set (apiVersion: %s, kind: NodeletConfiguration)", v1alpha1.GroupVersion)
+	}
 	cfg := &v1alpha1.NodeletConfiguration{}
 	obj, gvk, err := codecs.UniversalDeserializer().Decode(data, nil, cfg)
 	if err != nil {

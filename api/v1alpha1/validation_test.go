@@ -1,0 +1,135 @@
+package v1alpha1
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+func valid() *NodeletConfiguration {
+	c := &NodeletConfiguration{NodeName: "node-a"}
+	SetDefaults(c)
+	return c
+}
+
+func TestSetDefaults(t *testing.T) {
+	t.Setenv("NODE_NAME", "Node-From-Env")
+	c := &NodeletConfiguration{}
+	SetDefaults(c)
+	checks := []struct {
+		field string
+		got   any
+		want  any
+	}{
+		{"apiVersion", c.APIVersion, "config.nodelet.io/v1alpha1"},
+		{"kind", c.Kind, "NodeletConfiguration"},
+		{"nodeName", c.NodeName, "node-from-env"},
+		{"containerRuntimeEndpoint", c.ContainerRuntimeEndpoint, DefaultContainerRuntimeEndpoint},
+		{"imageServiceEndpoint", c.ImageServiceEndpoint, DefaultContainerRuntimeEndpoint},
+		{"maxPods", c.MaxPods, int32(110)},
+		{"nodeStatusUpdateFrequency", c.NodeStatusUpdateFrequency.Duration, 10 * time.Second},
+		{"nodeStatusReportFrequency", c.NodeStatusReportFrequency.Duration, 5 * time.Minute},
+		{"nodeLeaseDurationSeconds", c.NodeLeaseDurationSeconds, int32(40)},
+		{"syncFrequency", c.SyncFrequency.Duration, time.Minute},
+		{"relistPeriod", c.RelistPeriod.Duration, time.Second},
+		{"runtimeRequestTimeout", c.RuntimeRequestTimeout.Duration, 2 * time.Minute},
+		{"serializeImagePulls", *c.SerializeImagePulls, true},
+		{"configMapAndSecretChangeDetectionStrategy", c.ConfigMapAndSecretChangeDetectionStrategy, WatchChangeDetectionStrategy},
+		{"clusterDomain", c.ClusterDomain, "cluster.local"},
+		{"resolvConf", *c.ResolvConf, "/etc/resolv.conf"},
+		{"server.port", *c.Server.Port, int32(10250)},
+		{"evictionHard[memory.available]", c.EvictionHard["memory.available"], "100Mi"},
+		{"controllers", strings.Join(c.Controllers, ","), "*"},
+	}
+	for _, tc := range checks {
+		if tc.got != tc.want {
+			t.Errorf("%s: got %v, want %v", tc.field, tc.got, tc.want)
+		}
+	}
+	if errs := Validate(c); len(errs) != 0 {
+		t.Fatalf("defaulted configuration is invalid: %v", errs)
+	}
+}
+
+func TestSetDefaultsKeepsSetFields(t *testing.T) {
+	empty := ""
+	c := &NodeletConfiguration{
+		NodeName:      "x",
+		MaxPods:       7,
+		ResolvConf:    &empty,
+		EvictionHard:  map[string]string{},
+		RelistPeriod:  metav1.Duration{Duration: 3 * time.Second},
+		ClusterDomain: "corp.example",
+		Controllers:   []string{"node"},
+	}
+	SetDefaults(c)
+	if c.MaxPods != 7 || *c.ResolvConf != "" || len(c.EvictionHard) != 0 ||
+		c.RelistPeriod.Duration != 3*time.Second || c.ClusterDomain != "corp.example" || c.Controllers[0] != "node" {
+		t.Fatalf("SetDefaults changed a field that was set: %+v", c)
+	}
+}
+
+func TestValidate(t *testing.T) {
+	port := int32(70000)
+	cases := []struct {
+		name      string
+		mutate    func(*NodeletConfiguration)
+		wantField string // empty: valid
+	}{
+		{"defaults", func(*NodeletConfiguration) {}, ""},
+		{"upper-case node name", func(c *NodeletConfiguration) { c.NodeName = "Node_A" }, "nodeName"},
+		{"bad node IP", func(c *NodeletConfiguration) { c.NodeIP = "300.1.1.1" }, "nodeIP"},
+		{"ipv6 node IP", func(c *NodeletConfiguration) { c.NodeIP = "fd00::1" }, ""},
+		{"endpoint without scheme", func(c *NodeletConfiguration) { c.ContainerRuntimeEndpoint = "/run/x.sock" }, "containerRuntimeEndpoint"},
+		{"image endpoint bad", func(c *NodeletConfiguration) { c.ImageServiceEndpoint = "http://x" }, "imageServiceEndpoint"},
+		{"relative root dir", func(c *NodeletConfiguration) { c.RootDir = "var/lib" }, "rootDir"},
+		{"relative logs dir", func(c *NodeletConfiguration) { c.PodLogsDir = "logs" }, "podLogsDir"},
+		{"negative max pods", func(c *NodeletConfiguration) { c.MaxPods = -1 }, "maxPods"},
+		{"bad label key", func(c *NodeletConfiguration) { c.NodeLabels = map[string]string{"a b": "c"} }, "nodeLabels"},
+		{"bad label value", func(c *NodeletConfiguration) { c.NodeLabels = map[string]string{"a": "-x-"} }, "nodeLabels"},
+		{"bad taint effect", func(c *NodeletConfiguration) {
+			c.RegisterWithTaints = []Taint{{Key: "k", Effect: "Sometimes"}}
+		}, "registerWithTaints[0].effect"},
+		{"bad taint key", func(c *NodeletConfiguration) {
+			c.RegisterWithTaints = []Taint{{Key: "", Effect: "NoSchedule"}}
+		}, "registerWithTaints[0].key"},
+		{"zero relist", func(c *NodeletConfiguration) { c.RelistPeriod.Duration = -1 }, "relistPeriod"},
+		{"zero lease", func(c *NodeletConfiguration) { c.NodeLeaseDurationSeconds = -5 }, "nodeLeaseDurationSeconds"},
+		{"unknown reserved resource", func(c *NodeletConfiguration) { c.SystemReserved = map[string]string{"gpu": "1"} }, "systemReserved[gpu]"},
+		{"bad reserved quantity", func(c *NodeletConfiguration) { c.KubeReserved = map[string]string{"memory": "lots"} }, "kubeReserved[memory]"},
+		{"good reserved", func(c *NodeletConfiguration) { c.KubeReserved = map[string]string{"cpu": "100m", "memory": "1Gi"} }, ""},
+		{"unknown eviction signal", func(c *NodeletConfiguration) { c.EvictionHard = map[string]string{"cpu.available": "1"} }, "evictionHard[cpu.available]"},
+		{"eviction percentage over 100", func(c *NodeletConfiguration) { c.EvictionHard = map[string]string{"nodefs.available": "120%"} }, "evictionHard[nodefs.available]"},
+		{"strategy", func(c *NodeletConfiguration) { c.ConfigMapAndSecretChangeDetectionStrategy = "Cache" }, "configMapAndSecretChangeDetectionStrategy"},
+		{"cluster DNS", func(c *NodeletConfiguration) { c.ClusterDNS = []string{"10.0.0.10", "dns"} }, "clusterDNS[1]"},
+		{"cluster domain", func(c *NodeletConfiguration) { c.ClusterDomain = "Bad_Domain" }, "clusterDomain"},
+		{"server port", func(c *NodeletConfiguration) { c.Server.Port = &port }, "server.port"},
+		{"server cert without key", func(c *NodeletConfiguration) { c.Server.TLSCertFile = "/c.pem" }, "server.tlsPrivateKeyFile"},
+		{"healthz address", func(c *NodeletConfiguration) { c.HealthzBindAddress = "localhost" }, "healthzBindAddress"},
+		{"metrics disabled", func(c *NodeletConfiguration) { c.MetricsBindAddress = "0" }, ""},
+		{"empty controller", func(c *NodeletConfiguration) { c.Controllers = []string{"-"} }, "controllers[0]"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c := valid()
+			tc.mutate(c)
+			errs := Validate(c)
+			if tc.wantField == "" {
+				if len(errs) != 0 {
+					t.Fatalf("want valid, got %v", errs)
+				}
+				return
+			}
+			if len(errs) == 0 {
+				t.Fatalf("want an error for %s, got none", tc.wantField)
+			}
+			for _, e := range errs {
+				if e.Field != tc.wantField {
+					t.Fatalf("error names field %q, want %q (%v)", e.Field, tc.wantField, e)
+				}
+			}
+		})
+	}
+}

@@ -1,0 +1,104 @@
+package options
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+const header = "apiVersion: config.nodelet.io/v1alpha1\nkind: NodeletConfiguration\n"
+
+func writeFile(t *testing.T, body string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "config.yaml")
+	if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestParseErrors(t *testing.T) {
+	cases := []struct {
+		name    string
+		file    string // written to a temp file and passed with --config when not empty
+		args    []string
+		wantErr string
+	}{
+		{"misspelt field", header + "nodeNmae: a\n", nil, `unknown field "nodeNmae"`},
+		{"misspelt nested field", header + "server:\n  prot: 1\n", nil, `unknown field "server.prot"`},
+		{"duplicate field", header + "maxPods: 1\nmaxPods: 2\n", nil, `"maxPods"`},
+		{"wrong type", header + "maxPods: many\n", nil, "maxPods"},
+		{"wrong apiVersion", "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n", nil, "no kind"},
+		{"missing kind", "apiVersion: config.nodelet.io/v1alpha1\n", nil, "apiVersion and kind must be set"},
+		{"empty file", "\n", nil, "is empty"},
+		{"invalid value names field", header + "maxPods: -3\n", nil, "maxPods: Invalid value: -3"},
+		{"invalid flag value names field", "", []string{"--node-name=n", "--cluster-dns=not-an-ip"}, "clusterDNS[0]"},
+		{"unknown flag", "", []string{"--no-such-flag"}, "unknown flag: --no-such-flag"},
+		{"missing file", "", []string{"--config=/nonexistent/nodelet.yaml"}, "reading config file"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			args := tc.args
+			if tc.file != "" {
+				args = append([]string{"--config", writeFile(t, tc.file), "--node-name=n"}, args...)
+			}
+			_, err := Parse(args, nil)
+			if err == nil {
+				t.Fatalf("want an error containing %q, got none", tc.wantErr)
+			}
+			if !strings.Contains(err.Error(), tc.wantErr) {
+				t.Fatalf("error %q does not contain %q", err, tc.wantErr)
+			}
+		})
+	}
+}
+
+func TestFlagsOverrideFile(t *testing.T) {
+	file := writeFile(t, header+`nodeName: from-file
+maxPods: 20
+clusterDomain: file.example
+relistPeriod: 3s
+nodeLabels:
+  zone: a
+controllers: ["*", "-secret"]
+`)
+	opts, err := Parse([]string{"--config", file, "--max-pods=30", "--node-labels=zone=b,tier=x", "--kubeconfig=/k"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := opts.Config
+	if c.NodeName != "from-file" {
+		t.Errorf("nodeName from file lost: %q", c.NodeName)
+	}
+	if c.MaxPods != 30 {
+		t.Errorf("--max-pods did not override the file: %d", c.MaxPods)
+	}
+	if c.ClusterDomain != "file.example" || c.RelistPeriod.Duration != 3*time.Second {
+		t.Errorf("file values not kept: %q %v", c.ClusterDomain, c.RelistPeriod)
+	}
+	if c.NodeLabels["zone"] != "b" || c.NodeLabels["tier"] != "x" {
+		t.Errorf("--node-labels did not override the file: %v", c.NodeLabels)
+	}
+	if strings.Join(c.Controllers, ",") != "*,-secret" {
+		t.Errorf("controllers from file lost: %v", c.Controllers)
+	}
+	if opts.Kubeconfig != "/k" || opts.ConfigFile != file {
+		t.Errorf("paths not kept: %+v", opts)
+	}
+	if c.NodeStatusUpdateFrequency.Duration != 10*time.Second {
+		t.Errorf("unset field not defaulted: %v", c.NodeStatusUpdateFrequency)
+	}
+}
+
+func TestNodeNameDefault(t *testing.T) {
+	t.Setenv("NODE_NAME", "Worker-7")
+	opts, err := Parse(nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if opts.Config.NodeName != "worker-7" {
+		t.Fatalf("node name %q, want worker-7", opts.Config.NodeName)
+	}
+}
