@@ -102,3 +102,9 @@ func TestNodeNameDefault(t *testing.T) {
 		t.Fatalf("node name %q, want worker-7", opts.Config.NodeName)
 	}
 }
+
+func TestSampleConfigIsValid(t *testing.T) {
+	if _, err := Parse([]string{"--config", "../../config/samples/nodelet.yaml", "--node-name=n"}, nil); err != nil {
+		t.Fatalf("config/samples/nodelet.yaml: %v", err)
+	}
+}
