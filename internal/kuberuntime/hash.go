@@ -1,0 +1,34 @@
+package kuberuntime
+
+import (
+	"encoding/json"
+	"hash/fnv"
+	"strconv"
+
+	v1 "k8s.io/api/core/v1"
+)
+
+// ContainerHash returns a stable hash of the parts of a container spec that
+// can change while the pod exists and require the container to be
+// recreated: its name and image (every other container field is immutable
+// in the API, or resized in place). Hashing only those keeps containers
+// running when an API server upgrade adds defaults to the spec.
+func ContainerHash(c *v1.Container) string {
+	canonical, err := json.Marshal(struct {
+		Name  string `json:"name"`
+		Image string `json:"image"`
+	}{c.Name, c.Image})
+	if err != nil {
+		// Marshalling two strings cannot fail.
+		panic(err)
+	}
+	h := fnv.New64a()
+	_, _ = h.Write(canonical)
+	return strconv.FormatUint(h.Sum64(), 16)
+}
+
+// hashChanged reports whether a container instance was created from a spec
+// that differs from c. Instances without a hash label are not judged.
+func hashChanged(c *v1.Container, instance *Container) bool {
+	return instance.Hash != "" && instance.Hash != ContainerHash(c)
+}

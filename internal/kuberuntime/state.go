@@ -1,0 +1,215 @@
+package kuberuntime
+
+import (
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// Waiting reasons the executor records when an action fails, and the ones
+// this package derives; they are what `kubectl get pods` shows.
+const (
+	ReasonContainerCreating          = "ContainerCreating"
+	ReasonPodInitializing            = "PodInitializing"
+	ReasonCrashLoopBackOff           = "CrashLoopBackOff"
+	ReasonErrImagePull               = "ErrImagePull"
+	ReasonImagePullBackOff           = "ImagePullBackOff"
+	ReasonErrImageNeverPull          = "ErrImageNeverPull"
+	ReasonInvalidImageName           = "InvalidImageName"
+	ReasonCreateContainerConfigError = "CreateContainerConfigError"
+	ReasonCreateContainerError       = "CreateContainerError"
+	ReasonRunContainerError          = "RunContainerError"
+	ReasonPostStartHookError         = "PostStartHookError"
+)
+
+// PodState is what nodelet remembers about one pod between reconciles and
+// across restarts, because the runtime cannot tell it. It is plain data,
+// JSON-encodable, kept in a checkpoint by the caller. The Record* methods
+// update it after the executor acted; they do no I/O.
+type PodState struct {
+	UID types.UID `json:"uid"`
+	// SandboxID and SandboxAttempt describe the last sandbox created.
+	SandboxID      string `json:"sandboxID,omitempty"`
+	SandboxAttempt uint32 `json:"sandboxAttempt,omitempty"`
+	// Containers by container name (init and regular names are unique in a pod).
+	Containers map[string]ContainerRecord `json:"containers,omitempty"`
+	// Terminating is set once the pod's containers are being stopped for good.
+	Terminating *Termination `json:"terminating,omitempty"`
+	// LastStatus is the status last written to the API server; it is the
+	// base of the next status (transition times, start time, terminal phase)
+	// and lets the caller skip identical patches.
+	LastStatus *v1.PodStatus `json:"lastStatus,omitempty"`
+}
+
+// ContainerRecord is the per-container part of PodState.
+type ContainerRecord struct {
+	// RestartCount is the restart count of the newest start attempt.
+	RestartCount uint32 `json:"restartCount"`
+	// Created is true when that attempt got as far as creating a container,
+	// so the next attempt is a restart.
+	Created bool `json:"created,omitempty"`
+	// LastStart is when the newest start attempt was made.
+	LastStart time.Time `json:"lastStart,omitempty"`
+	// CrashBackOff delays restarts of a container that keeps exiting.
+	CrashBackOff BackOff `json:"crashBackOff,omitempty"`
+	// ImageBackOff delays pulls of an image that failed to pull.
+	ImageBackOff BackOff `json:"imageBackOff,omitempty"`
+	// Waiting is the failure of the newest start attempt, if it failed.
+	Waiting *WaitingReason `json:"waiting,omitempty"`
+}
+
+// BackOff is one exponential back-off: Delay is the current delay and
+// Updated when it was last advanced (the last restart or pull attempt).
+type BackOff struct {
+	Delay   time.Duration `json:"delay,omitempty"`
+	Updated time.Time     `json:"updated,omitempty"`
+}
+
+// WaitingReason is why a container could not be started, as reported in its
+// Waiting state.
+type WaitingReason struct {
+	Reason  string    `json:"reason"`
+	Message string    `json:"message,omitempty"`
+	At      time.Time `json:"at"`
+}
+
+// Termination records the progress of stopping a pod for good.
+type Termination struct {
+	// StartedAt is when the first stop was planned.
+	StartedAt time.Time `json:"startedAt"`
+	// GracePeriodSeconds is the grace period in effect.
+	GracePeriodSeconds int64 `json:"gracePeriodSeconds"`
+	// Deadline is when every container must have been asked to stop.
+	Deadline time.Time `json:"deadline"`
+	// PreStopDone lists the container IDs whose preStop hook has run.
+	PreStopDone []string `json:"preStopDone,omitempty"`
+}
+
+// NewPodState returns the empty state of a pod.
+func NewPodState(uid types.UID) PodState {
+	return PodState{UID: uid, Containers: map[string]ContainerRecord{}}
+}
+
+func (s *PodState) record(name string) ContainerRecord {
+	return s.Containers[name]
+}
+
+func (s *PodState) setRecord(name string, r ContainerRecord) {
+	if s.Containers == nil {
+		s.Containers = map[string]ContainerRecord{}
+	}
+	s.Containers[name] = r
+}
+
+// RecordSandbox records that the executor created a sandbox.
+func (s *PodState) RecordSandbox(id string, attempt uint32) {
+	s.SandboxID, s.SandboxAttempt = id, attempt
+}
+
+// RecordStart records a start attempt of a container. Call it for every
+// attempt the executor makes, whatever its outcome (then RecordFailure if it
+// failed), as a restart advances the crash-loop back-off whether or not it
+// succeeds.
+func (s *PodState) RecordStart(c ContainerStart, now time.Time) {
+	r := s.record(c.Name)
+	if !c.PrevFinishedAt.IsZero() {
+		r.CrashBackOff = r.CrashBackOff.nextCrash(c.PrevFinishedAt, now)
+	}
+	r.RestartCount = c.RestartCount
+	r.Created = true
+	r.LastStart = now
+	r.Waiting = nil
+	s.setRecord(c.Name, r)
+}
+
+// RecordFailure records that starting the named container failed with the
+// given waiting reason (one of the Reason* constants) and message. An image
+// pull failure advances the image pull back-off; a failure before the
+// container was created makes the next attempt reuse the restart count.
+func (s *PodState) RecordFailure(name, reason, message string, now time.Time) {
+	r := s.record(name)
+	r.Waiting = &WaitingReason{Reason: reason, Message: message, At: now}
+	switch reason {
+	case ReasonErrImagePull:
+		r.ImageBackOff = r.ImageBackOff.nextImage(now)
+		r.Created = false
+	case ReasonImagePullBackOff, ReasonErrImageNeverPull, ReasonInvalidImageName,
+		ReasonCreateContainerConfigError, ReasonCreateContainerError:
+		r.Created = false
+	}
+	s.setRecord(name, r)
+}
+
+// BeginTermination records that the pod's containers are being stopped for
+// good with the pod's current grace period. Calling it again keeps the start
+// time and only ever brings the deadline forward, as a repeated delete with
+// a shorter grace period does.
+func (s *PodState) BeginTermination(pod *v1.Pod, now time.Time) {
+	grace := GracePeriodSeconds(pod)
+	deadline := now.Add(time.Duration(grace) * time.Second)
+	if s.Terminating == nil {
+		s.Terminating = &Termination{StartedAt: now, GracePeriodSeconds: grace, Deadline: deadline}
+		return
+	}
+	if deadline.Before(s.Terminating.Deadline) {
+		s.Terminating.Deadline = deadline
+		s.Terminating.GracePeriodSeconds = grace
+	}
+}
+
+// RecordPreStopDone records that the preStop hook of a container instance ran
+// (successfully or not), so it is not run again.
+func (s *PodState) RecordPreStopDone(containerID string, now time.Time) {
+	if s.Terminating == nil {
+		s.Terminating = &Termination{StartedAt: now, Deadline: now}
+	}
+	for _, id := range s.Terminating.PreStopDone {
+		if id == containerID {
+			return
+		}
+	}
+	s.Terminating.PreStopDone = append(s.Terminating.PreStopDone, containerID)
+}
+
+// RecordStatus records the status that was written to the API server.
+func (s *PodState) RecordStatus(status v1.PodStatus) {
+	s.LastStatus = status.DeepCopy()
+}
+
+// Forget drops the records of containers that are no longer in the spec.
+func (s *PodState) Forget(pod *v1.Pod) {
+	keep := map[string]bool{}
+	for _, c := range pod.Spec.InitContainers {
+		keep[c.Name] = true
+	}
+	for _, c := range pod.Spec.Containers {
+		keep[c.Name] = true
+	}
+	for name := range s.Containers {
+		if !keep[name] {
+			delete(s.Containers, name)
+		}
+	}
+}
+
+// StopTimeout returns the timeout in seconds to give StopContainer at now:
+// what is left of the grace period, and never less than the minimum.
+func (t *Termination) StopTimeout(now time.Time) int64 {
+	if t == nil {
+		return MinimumGracePeriodSeconds
+	}
+	return stopTimeout(t.Deadline, now)
+}
+
+func (t *Termination) preStopDone(id string) bool {
+	if t == nil {
+		return false
+	}
+	for _, done := range t.PreStopDone {
+		if done == id {
+			return true
+		}
+	}
+	return false
+}
