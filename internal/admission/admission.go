@@ -1,0 +1,169 @@
+package admission
+
+import (
+	"fmt"
+	"runtime"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	resourcehelper "k8s.io/component-helpers/resource"
+	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
+	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
+	"k8s.io/klog/v2"
+)
+
+// Reasons a pod is rejected with, as the kubelet reports them.
+const (
+	ReasonOutOfPods             = "OutOfpods"
+	ReasonOutOfCPU              = "OutOfcpu"
+	ReasonOutOfMemory           = "OutOfmemory"
+	ReasonOutOfEphemeralStorage = "OutOfephemeral-storage"
+	ReasonNodeAffinity          = "NodeAffinity"
+	ReasonTaintToleration       = "TaintToleration"
+	ReasonNodePorts             = "NodePorts"
+	ReasonPodOSNotSupported     = "PodOSNotSupported"
+	ReasonOSSelectorMismatch    = "PodOSSelectorNodeLabelDoesNotMatch"
+	ReasonInitContainerPolicy   = "InitContainerRestartPolicyForbidden"
+)
+
+// Result is the admission decision for one pod.
+type Result struct {
+	Admit   bool
+	Reason  string
+	Message string
+}
+
+func reject(reason, format string, args ...any) Result {
+	return Result{Reason: reason, Message: fmt.Sprintf(format, args...)}
+}
+
+// Admit decides whether pod may run on node next to the pods already
+// admitted there (terminal pods among them are ignored). Only the first
+// failure is reported, as the kubelet does.
+func Admit(pod *v1.Pod, node *v1.Node, admitted []*v1.Pod) Result {
+	if pod.Spec.OS != nil && string(pod.Spec.OS.Name) != runtime.GOOS {
+		return reject(ReasonPodOSNotSupported, "Failed to admit pod as the OS field doesn't match node OS")
+	}
+	if os, ok := pod.Spec.NodeSelector[v1.LabelOSStable]; ok && os != runtime.GOOS {
+		return reject(ReasonOSSelectorMismatch, "Failed to admit pod as the `kubernetes.io/os` label doesn't match node label")
+	}
+	for _, c := range pod.Spec.InitContainers {
+		if c.RestartPolicy != nil && *c.RestartPolicy != v1.ContainerRestartPolicyAlways {
+			return reject(ReasonInitContainerPolicy, "Init container %q may not have a non-default restartPolicy", c.Name)
+		}
+	}
+	running := active(admitted, pod)
+	if r := fitsResources(pod, node, running); !r.Admit {
+		return r
+	}
+	if ok, _ := nodeaffinity.GetRequiredNodeAffinity(pod).Match(node); !ok {
+		return reject(ReasonNodeAffinity, "Predicate NodeAffinity failed: node(s) didn't match Pod's node affinity/selector")
+	}
+	if taint, untolerated := corev1helpers.FindMatchingUntoleratedTaint(klog.Background(), node.Spec.Taints, pod.Spec.Tolerations,
+		func(t *v1.Taint) bool {
+			return t.Effect == v1.TaintEffectNoExecute || t.Effect == v1.TaintEffectNoSchedule
+		}, false); untolerated {
+		return reject(ReasonTaintToleration, "Predicate TaintToleration failed: node(s) had untolerated taint {%s: %s}", taint.Key, taint.Value)
+	}
+	if port, conflict := hostPortConflict(pod, running); conflict {
+		return reject(ReasonNodePorts, "Predicate NodePorts failed: node(s) didn't have free ports for the requested pod ports (%s)", port)
+	}
+	return Result{Admit: true}
+}
+
+// active returns the admitted pods that still hold resources: not terminal
+// and not pod itself.
+func active(pods []*v1.Pod, self *v1.Pod) []*v1.Pod {
+	out := make([]*v1.Pod, 0, len(pods))
+	for _, p := range pods {
+		if p.UID == self.UID || p.Status.Phase == v1.PodSucceeded || p.Status.Phase == v1.PodFailed {
+			continue
+		}
+		out = append(out, p)
+	}
+	return out
+}
+
+func fitsResources(pod *v1.Pod, node *v1.Node, running []*v1.Pod) Result {
+	alloc := node.Status.Allocatable
+	if podCap, ok := alloc[v1.ResourcePods]; ok && int64(len(running))+1 > podCap.Value() {
+		return reject(ReasonOutOfPods, "Node didn't have enough resource: pods, requested: 1, used: %d, capacity: %d",
+			len(running), podCap.Value())
+	}
+	want := resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{})
+	used := v1.ResourceList{}
+	for _, p := range running {
+		for name, q := range resourcehelper.PodRequests(p, resourcehelper.PodResourcesOptions{}) {
+			sum := used[name]
+			sum.Add(q)
+			used[name] = sum
+		}
+	}
+	for _, check := range []struct {
+		name   v1.ResourceName
+		reason string
+		milli  bool
+	}{
+		{v1.ResourceCPU, ReasonOutOfCPU, true},
+		{v1.ResourceMemory, ReasonOutOfMemory, false},
+		{v1.ResourceEphemeralStorage, ReasonOutOfEphemeralStorage, false},
+	} {
+		req, ok := want[check.name]
+		capQ, hasCap := alloc[check.name]
+		if !ok || req.IsZero() || !hasCap {
+			continue
+		}
+		u := used[check.name]
+		value := func(q *resource.Quantity) int64 {
+			if check.milli {
+				return q.MilliValue()
+			}
+			return q.Value()
+		}
+		if value(&req) > value(&capQ)-value(&u) {
+			return reject(check.reason, "Node didn't have enough resource: %s, requested: %d, used: %d, capacity: %d",
+				check.name, value(&req), value(&u), value(&capQ))
+		}
+	}
+	return Result{Admit: true}
+}
+
+func hostPortConflict(pod *v1.Pod, running []*v1.Pod) (string, bool) {
+	inUse := map[string]bool{}
+	for _, p := range running {
+		for _, key := range hostPorts(p) {
+			inUse[key] = true
+		}
+	}
+	for _, key := range hostPorts(pod) {
+		if inUse[key] {
+			return key, true
+		}
+	}
+	return "", false
+}
+
+func hostPorts(pod *v1.Pod) []string {
+	var keys []string
+	visit := func(cs []v1.Container) {
+		for _, c := range cs {
+			for _, p := range c.Ports {
+				if p.HostPort <= 0 {
+					continue
+				}
+				proto := p.Protocol
+				if proto == "" {
+					proto = v1.ProtocolTCP
+				}
+				ip := p.HostIP
+				if ip == "" {
+					ip = "0.0.0.0"
+				}
+				keys = append(keys, fmt.Sprintf("%s/%s:%d", proto, ip, p.HostPort))
+			}
+		}
+	}
+	visit(pod.Spec.InitContainers)
+	visit(pod.Spec.Containers)
+	return keys
+}

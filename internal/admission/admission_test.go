@@ -1,0 +1,141 @@
+package admission
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+func node(pods int64, cpu, mem string, taints ...v1.Taint) *v1.Node {
+	return &v1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: "n1", Labels: map[string]string{
+			"kubernetes.io/hostname": "n1", "kubernetes.io/os": "linux", "zone": "a",
+		}},
+		Spec: v1.NodeSpec{Taints: taints},
+		Status: v1.NodeStatus{Allocatable: v1.ResourceList{
+			v1.ResourcePods:   *resource.NewQuantity(pods, resource.DecimalSI),
+			v1.ResourceCPU:    resource.MustParse(cpu),
+			v1.ResourceMemory: resource.MustParse(mem),
+		}},
+	}
+}
+
+type podOpt func(*v1.Pod)
+
+func pod(name string, opts ...podOpt) *v1.Pod {
+	p := &v1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ns", UID: types.UID("uid-" + name)},
+		Spec:       v1.PodSpec{NodeName: "n1", Containers: []v1.Container{{Name: "c", Image: "busybox"}}},
+	}
+	for _, o := range opts {
+		o(p)
+	}
+	return p
+}
+
+func requests(cpu, mem string) podOpt {
+	return func(p *v1.Pod) {
+		p.Spec.Containers[0].Resources.Requests = v1.ResourceList{
+			v1.ResourceCPU: resource.MustParse(cpu), v1.ResourceMemory: resource.MustParse(mem),
+		}
+	}
+}
+
+func phase(ph v1.PodPhase) podOpt { return func(p *v1.Pod) { p.Status.Phase = ph } }
+
+func hostPort(port int32) podOpt {
+	return func(p *v1.Pod) {
+		p.Spec.Containers[0].Ports = []v1.ContainerPort{{ContainerPort: 80, HostPort: port}}
+	}
+}
+
+func pods(n int, opts ...podOpt) []*v1.Pod {
+	out := make([]*v1.Pod, n)
+	for i := range out {
+		out[i] = pod(fmt.Sprintf("p%d", i), opts...)
+	}
+	return out
+}
+
+func TestAdmit(t *testing.T) {
+	always := v1.ContainerRestartPolicyAlways
+	never := v1.ContainerRestartPolicyNever
+	cases := []struct {
+		name       string
+		pod        *v1.Pod
+		node       *v1.Node
+		admitted   []*v1.Pod
+		wantReason string // empty: admitted
+		wantMsg    string
+	}{
+		{name: "empty node", pod: pod("new"), node: node(110, "2", "4Gi")},
+		{name: "last free pod slot", pod: pod("new"), node: node(3, "2", "4Gi"), admitted: pods(2)},
+		{name: "over max pods", pod: pod("new"), node: node(3, "2", "4Gi"), admitted: pods(3),
+			wantReason: ReasonOutOfPods, wantMsg: "Node didn't have enough resource: pods, requested: 1, used: 3, capacity: 3"},
+		{name: "terminal pods do not count", pod: pod("new"), node: node(3, "2", "4Gi"),
+			admitted: append(pods(2), pod("done", phase(v1.PodSucceeded)), pod("failed", phase(v1.PodFailed)))},
+		{name: "the pod itself does not count", pod: pod("p0"), node: node(1, "2", "4Gi"), admitted: pods(1)},
+		{name: "cpu fits", pod: pod("new", requests("500m", "1Mi")), node: node(110, "2", "4Gi"),
+			admitted: pods(3, requests("500m", "1Mi"))},
+		{name: "cpu over allocatable", pod: pod("new", requests("600m", "1Mi")), node: node(110, "2", "4Gi"),
+			admitted: pods(3, requests("500m", "1Mi")), wantReason: ReasonOutOfCPU,
+			wantMsg: "Node didn't have enough resource: cpu, requested: 600, used: 1500, capacity: 2000"},
+		{name: "memory over allocatable", pod: pod("new", requests("1m", "5Gi")), node: node(110, "2", "4Gi"),
+			wantReason: ReasonOutOfMemory},
+		{name: "node selector matches", pod: pod("new", func(p *v1.Pod) { p.Spec.NodeSelector = map[string]string{"zone": "a"} }),
+			node: node(110, "2", "4Gi")},
+		{name: "node selector mismatch", pod: pod("new", func(p *v1.Pod) { p.Spec.NodeSelector = map[string]string{"zone": "b"} }),
+			node: node(110, "2", "4Gi"), wantReason: ReasonNodeAffinity,
+			wantMsg: "Predicate NodeAffinity failed: node(s) didn't match Pod's node affinity/selector"},
+		{name: "required affinity mismatch", pod: pod("new", func(p *v1.Pod) {
+			p.Spec.Affinity = &v1.Affinity{NodeAffinity: &v1.NodeAffinity{
+				RequiredDuringSchedulingIgnoredDuringExecution: &v1.NodeSelector{NodeSelectorTerms: []v1.NodeSelectorTerm{{
+					MatchExpressions: []v1.NodeSelectorRequirement{{Key: "zone", Operator: v1.NodeSelectorOpIn, Values: []string{"b", "c"}}},
+				}}},
+			}}
+		}), node: node(110, "2", "4Gi"), wantReason: ReasonNodeAffinity},
+		{name: "untolerated NoExecute taint", pod: pod("new"),
+			node:       node(110, "2", "4Gi", v1.Taint{Key: "dedicated", Value: "gpu", Effect: v1.TaintEffectNoExecute}),
+			wantReason: ReasonTaintToleration, wantMsg: "untolerated taint {dedicated: gpu}"},
+		{name: "untolerated NoSchedule taint", pod: pod("new"),
+			node: node(110, "2", "4Gi", v1.Taint{Key: "k", Effect: v1.TaintEffectNoSchedule}), wantReason: ReasonTaintToleration},
+		{name: "PreferNoSchedule is not enforced", pod: pod("new"),
+			node: node(110, "2", "4Gi", v1.Taint{Key: "k", Effect: v1.TaintEffectPreferNoSchedule})},
+		{name: "tolerated taint", pod: pod("new", func(p *v1.Pod) {
+			p.Spec.Tolerations = []v1.Toleration{{Key: "dedicated", Operator: v1.TolerationOpExists}}
+		}), node: node(110, "2", "4Gi", v1.Taint{Key: "dedicated", Value: "gpu", Effect: v1.TaintEffectNoExecute})},
+		{name: "host port conflict", pod: pod("new", hostPort(8080)), node: node(110, "2", "4Gi"),
+			admitted: pods(1, hostPort(8080)), wantReason: ReasonNodePorts},
+		{name: "different host ports", pod: pod("new", hostPort(8081)), node: node(110, "2", "4Gi"), admitted: pods(1, hostPort(8080))},
+		{name: "pod OS windows", pod: pod("new", func(p *v1.Pod) { p.Spec.OS = &v1.PodOS{Name: v1.Windows} }),
+			node: node(110, "2", "4Gi"), wantReason: ReasonPodOSNotSupported},
+		{name: "init container with restartPolicy Never", pod: pod("new", func(p *v1.Pod) {
+			p.Spec.InitContainers = []v1.Container{{Name: "i", Image: "busybox", RestartPolicy: &never}}
+		}), node: node(110, "2", "4Gi"), wantReason: ReasonInitContainerPolicy},
+		{name: "sidecar init container", pod: pod("new", func(p *v1.Pod) {
+			p.Spec.InitContainers = []v1.Container{{Name: "i", Image: "busybox", RestartPolicy: &always}}
+		}), node: node(110, "2", "4Gi")},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got := Admit(tc.pod, tc.node, tc.admitted)
+			if tc.wantReason == "" {
+				if !got.Admit {
+					t.Fatalf("want admitted, got %+v", got)
+				}
+				return
+			}
+			if got.Admit || got.Reason != tc.wantReason {
+				t.Fatalf("want reason %s, got %+v", tc.wantReason, got)
+			}
+			if !strings.Contains(got.Message, tc.wantMsg) {
+				t.Fatalf("message %q does not contain %q", got.Message, tc.wantMsg)
+			}
+		})
+	}
+}
