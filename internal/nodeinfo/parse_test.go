@@ -1,0 +1,112 @@
+package nodeinfo
+
+import (
+	"net"
+	"testing"
+)
+
+func TestParseMeminfo(t *testing.T) {
+	tests := []struct {
+		name    string
+		in      string
+		want    Memory
+		wantErr bool
+	}{
+		{
+			name: "typical",
+			in: "MemTotal:       16303436 kB\nMemFree:         1000000 kB\nMemAvailable:   12000000 kB\n" +
+				"HugePages_Total:       4\nHugePages_Free:        4\nHugepagesize:       2048 kB\n",
+			want: Memory{TotalBytes: 16303436 * 1024, AvailableBytes: 12000000 * 1024, HugePageSizeBytes: 2 << 20, HugePagesTotal: 4},
+		},
+		{name: "no huge pages", in: "MemTotal: 1024 kB\nMemAvailable: 512 kB\n", want: Memory{TotalBytes: 1 << 20, AvailableBytes: 512 << 10}},
+		{name: "no MemTotal", in: "MemFree: 1 kB\n", wantErr: true},
+		{name: "garbage number", in: "MemTotal: x kB\n", wantErr: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := ParseMeminfo([]byte(tt.in))
+			if (err != nil) != tt.wantErr {
+				t.Fatalf("err = %v, wantErr %v", err, tt.wantErr)
+			}
+			if got != tt.want {
+				t.Errorf("got %+v, want %+v", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestParseOSRelease(t *testing.T) {
+	tests := map[string]string{
+		"PRETTY_NAME=\"Debian GNU/Linux 12 (bookworm)\"\nNAME=\"Debian\"\n": "Debian GNU/Linux 12 (bookworm)",
+		"NAME=x\nPRETTY_NAME='Alpine Linux v3.20'\n":                        "Alpine Linux v3.20",
+		"PRETTY_NAME=Plain\n": "Plain",
+		"NAME=NoPretty\n":     "Linux",
+	}
+	for in, want := range tests {
+		if got := ParseOSRelease([]byte(in)); got != want {
+			t.Errorf("ParseOSRelease(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+func TestParseTaskCount(t *testing.T) {
+	tests := []struct {
+		in      string
+		want    int64
+		wantErr bool
+	}{
+		{in: "0.12 0.30 0.25 2/345 6789\n", want: 345},
+		{in: "0.12 0.30 0.25\n", wantErr: true},
+		{in: "0.12 0.30 0.25 345 1\n", wantErr: true},
+	}
+	for _, tt := range tests {
+		got, err := ParseTaskCount([]byte(tt.in))
+		if (err != nil) != tt.wantErr || got != tt.want {
+			t.Errorf("ParseTaskCount(%q) = %d, %v; want %d, err %v", tt.in, got, err, tt.want, tt.wantErr)
+		}
+	}
+}
+
+const routeTable = `Iface	Destination	Gateway 	Flags	RefCnt	Use	Metric	Mask		MTU	Window	IRTT
+eth1	00000000	0102A8C0	0003	0	0	200	00000000	0	0	0
+eth0	00000000	010011AC	0003	0	0	100	00000000	0	0	0
+eth0	000011AC	00000000	0001	0	0	0	0000FFFF	0	0	0
+`
+
+func TestDefaultRouteInterface(t *testing.T) {
+	if got := DefaultRouteInterface([]byte(routeTable)); got != "eth0" {
+		t.Errorf("got %q, want eth0 (lowest metric)", got)
+	}
+	if got := DefaultRouteInterface([]byte("Iface\tDestination\n")); got != "" {
+		t.Errorf("got %q with no default route, want empty", got)
+	}
+}
+
+func TestChooseNodeIP(t *testing.T) {
+	ip := net.ParseIP
+	lo := Interface{Name: "lo", Up: true, Loopback: true, Addrs: []net.IP{ip("127.0.0.1"), ip("::1")}}
+	eth0 := Interface{Name: "eth0", Up: true, Addrs: []net.IP{ip("fe80::1"), ip("172.17.0.5")}}
+	eth1 := Interface{Name: "eth1", Up: true, Addrs: []net.IP{ip("192.168.2.7")}}
+	v6only := Interface{Name: "eth2", Up: true, Addrs: []net.IP{ip("2001:db8::5")}}
+	down := Interface{Name: "eth3", Addrs: []net.IP{ip("10.0.0.9")}}
+	tests := []struct {
+		name   string
+		def    string
+		ifaces []Interface
+		want   string
+	}{
+		{name: "default route interface wins", def: "eth1", ifaces: []Interface{lo, eth0, eth1}, want: "192.168.2.7"},
+		{name: "no default route: first non-loopback", ifaces: []Interface{lo, eth0, eth1}, want: "172.17.0.5"},
+		{name: "IPv4 preferred over an earlier IPv6", ifaces: []Interface{lo, v6only, eth1}, want: "192.168.2.7"},
+		{name: "IPv6 when nothing else", ifaces: []Interface{lo, v6only}, want: "2001:db8::5"},
+		{name: "down interfaces skipped", def: "eth3", ifaces: []Interface{down, eth0}, want: "172.17.0.5"},
+		{name: "loopback only", ifaces: []Interface{lo}, want: "<nil>"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := ChooseNodeIP(tt.def, tt.ifaces).String(); got != tt.want {
+				t.Errorf("got %s, want %s", got, tt.want)
+			}
+		})
+	}
+}
