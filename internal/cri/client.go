@@ -1,0 +1,477 @@
+package cri
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+	internalapi "k8s.io/cri-api/pkg/apis"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	remote "k8s.io/cri-client/pkg"
+)
+
+const (
+	// DefaultRuntimeRequestTimeout bounds a CRI call when
+	// Options.RuntimeRequestTimeout is zero, as the kubelet's default.
+	DefaultRuntimeRequestTimeout = 2 * time.Minute
+	// DefaultImagePullTimeout bounds an image pull when
+	// Options.ImagePullTimeout is zero. cri-client sets no deadline on pulls;
+	// nodelet bounds them so that a stalled registry cannot hold the pull
+	// queue forever, generously enough for large images on slow links.
+	DefaultImagePullTimeout = 30 * time.Minute
+)
+
+// Options configure a Client.
+type Options struct {
+	// NodeName is the node whose objects this Client owns. Required.
+	NodeName string
+	// RuntimeRequestTimeout bounds every call but image pulls. Sandbox
+	// creation gets twice as long, StopContainer and ExecSync get their own
+	// timeout on top, as cri-client does. Zero means
+	// DefaultRuntimeRequestTimeout.
+	RuntimeRequestTimeout time.Duration
+	// ImagePullTimeout bounds an image pull. Zero means
+	// DefaultImagePullTimeout.
+	ImagePullTimeout time.Duration
+}
+
+func (o Options) withDefaults() Options {
+	if o.RuntimeRequestTimeout <= 0 {
+		o.RuntimeRequestTimeout = DefaultRuntimeRequestTimeout
+	}
+	if o.ImagePullTimeout <= 0 {
+		o.ImagePullTimeout = DefaultImagePullTimeout
+	}
+	return o
+}
+
+// Client implements Runtime over a CRI runtime and image service.
+type Client struct {
+	node    string
+	opts    Options
+	runtime internalapi.RuntimeService
+	images  internalapi.ImageManagerService
+}
+
+var _ Runtime = (*Client)(nil)
+
+// New returns a Client over the given services, which it does not close
+// unless Close is called.
+func New(runtime internalapi.RuntimeService, images internalapi.ImageManagerService, opts Options) (*Client, error) {
+	if opts.NodeName == "" {
+		return nil, errors.New("creating CRI client: node name is required")
+	}
+	if runtime == nil || images == nil {
+		return nil, errors.New("creating CRI client: runtime and image services are required")
+	}
+	if err := registerMetrics(); err != nil {
+		return nil, err
+	}
+	opts = opts.withDefaults()
+	return &Client{node: opts.NodeName, opts: opts, runtime: runtime, images: images}, nil
+}
+
+// Dial connects to the CRI runtime service at runtimeEndpoint and the image
+// service at imageEndpoint (runtimeEndpoint when empty), such as
+// "unix:///run/containerd/containerd.sock", and returns a Client over them.
+// The connection is checked before Dial returns.
+func Dial(ctx context.Context, runtimeEndpoint, imageEndpoint string, opts Options) (*Client, error) {
+	opts = opts.withDefaults()
+	if imageEndpoint == "" {
+		imageEndpoint = runtimeEndpoint
+	}
+	rs, err := remote.NewRemoteRuntimeServiceBuilder().
+		WithEndpoint(runtimeEndpoint).
+		WithConnectionTimeout(opts.RuntimeRequestTimeout).
+		WithTracerProvider(nil).
+		Build(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("connecting to CRI runtime service %s: %w", runtimeEndpoint, err)
+	}
+	is, err := remote.NewRemoteImageServiceBuilder().
+		WithEndpoint(imageEndpoint).
+		WithConnectionTimeout(opts.RuntimeRequestTimeout).
+		WithTracerProvider(nil).
+		Build(ctx)
+	if err != nil {
+		_ = rs.Close(ctx)
+		return nil, fmt.Errorf("connecting to CRI image service %s: %w", imageEndpoint, err)
+	}
+	c, err := New(rs, is, opts)
+	if err != nil {
+		_ = rs.Close(ctx)
+		_ = is.Close(ctx)
+		return nil, err
+	}
+	return c, nil
+}
+
+// Close closes the connections to both services.
+func (c *Client) Close(ctx context.Context) error {
+	return errors.Join(c.runtime.Close(ctx), c.images.Close(ctx))
+}
+
+// NodeName returns the node whose objects c owns.
+func (c *Client) NodeName() string { return c.node }
+
+// timeout bounds ctx by the default per-call timeout.
+func (c *Client) timeout(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, c.opts.RuntimeRequestTimeout)
+}
+
+// Version implements Runtime.
+func (c *Client) Version(ctx context.Context) (_ *runtimeapi.VersionResponse, err error) {
+	defer func(start time.Time) { observe("version", start, err) }(time.Now())
+	ctx, cancel := c.timeout(ctx)
+	defer cancel()
+	v, err := c.runtime.Version(ctx, "v1")
+	if err != nil {
+		return nil, fmt.Errorf("getting runtime version: %w", err)
+	}
+	return v, nil
+}
+
+// Status implements Runtime.
+func (c *Client) Status(ctx context.Context) (_ *runtimeapi.RuntimeStatus, err error) {
+	defer func(start time.Time) { observe("status", start, err) }(time.Now())
+	ctx, cancel := c.timeout(ctx)
+	defer cancel()
+	resp, err := c.runtime.Status(ctx, false)
+	if err != nil {
+		return nil, fmt.Errorf("getting runtime status: %w", err)
+	}
+	if resp.GetStatus() == nil {
+		return nil, errors.New("getting runtime status: runtime returned no status")
+	}
+	return resp.GetStatus(), nil
+}
+
+// RunPodSandbox implements Runtime.
+func (c *Client) RunPodSandbox(ctx context.Context, config *runtimeapi.PodSandboxConfig, runtimeHandler string) (_ string, err error) {
+	defer func(start time.Time) { observe("run_pod_sandbox", start, err) }(time.Now())
+	labels, err := withOwner(config.GetLabels(), c.node)
+	if err != nil {
+		return "", fmt.Errorf("running sandbox %s: %w", sandboxName(config), err)
+	}
+	config = proto.Clone(config).(*runtimeapi.PodSandboxConfig)
+	config.Labels = labels
+	ctx, cancel := context.WithTimeout(ctx, 2*c.opts.RuntimeRequestTimeout)
+	defer cancel()
+	id, err := c.runtime.RunPodSandbox(ctx, config, runtimeHandler)
+	if err != nil {
+		return "", fmt.Errorf("running sandbox %s: %w", sandboxName(config), err)
+	}
+	return id, nil
+}
+
+// StopPodSandbox implements Runtime.
+func (c *Client) StopPodSandbox(ctx context.Context, sandboxID string) (err error) {
+	defer func(start time.Time) { observe("stop_pod_sandbox", start, err) }(time.Now())
+	if _, err := c.ownedSandbox(ctx, sandboxID); err != nil {
+		return ignoreNotFound(fmt.Errorf("stopping sandbox %s: %w", sandboxID, err))
+	}
+	ctx, cancel := c.timeout(ctx)
+	defer cancel()
+	if err := c.runtime.StopPodSandbox(ctx, sandboxID); err != nil {
+		return ignoreNotFound(fmt.Errorf("stopping sandbox %s: %w", sandboxID, err))
+	}
+	return nil
+}
+
+// RemovePodSandbox implements Runtime.
+func (c *Client) RemovePodSandbox(ctx context.Context, sandboxID string) (err error) {
+	defer func(start time.Time) { observe("remove_pod_sandbox", start, err) }(time.Now())
+	if _, err := c.ownedSandbox(ctx, sandboxID); err != nil {
+		return ignoreNotFound(fmt.Errorf("removing sandbox %s: %w", sandboxID, err))
+	}
+	ctx, cancel := c.timeout(ctx)
+	defer cancel()
+	if err := c.runtime.RemovePodSandbox(ctx, sandboxID); err != nil {
+		return ignoreNotFound(fmt.Errorf("removing sandbox %s: %w", sandboxID, err))
+	}
+	return nil
+}
+
+// PodSandboxStatus implements Runtime.
+func (c *Client) PodSandboxStatus(ctx context.Context, sandboxID string) (_ *runtimeapi.PodSandboxStatus, err error) {
+	defer func(start time.Time) { observe("pod_sandbox_status", start, err) }(time.Now())
+	s, err := c.ownedSandbox(ctx, sandboxID)
+	if err != nil {
+		return nil, fmt.Errorf("getting status of sandbox %s: %w", sandboxID, err)
+	}
+	return s, nil
+}
+
+// ListPodSandboxes implements Runtime.
+func (c *Client) ListPodSandboxes(ctx context.Context, filter *runtimeapi.PodSandboxFilter) (_ []*runtimeapi.PodSandbox, err error) {
+	defer func(start time.Time) { observe("list_pod_sandboxes", start, err) }(time.Now())
+	f := &runtimeapi.PodSandboxFilter{}
+	if filter != nil {
+		f = proto.Clone(filter).(*runtimeapi.PodSandboxFilter)
+	}
+	f.LabelSelector = ownerSelector(f.GetLabelSelector(), c.node)
+	ctx, cancel := c.timeout(ctx)
+	defer cancel()
+	all, err := c.runtime.ListPodSandbox(ctx, f)
+	if err != nil {
+		return nil, fmt.Errorf("listing sandboxes: %w", err)
+	}
+	// The selector already filters; this guards against a runtime that
+	// ignores it.
+	return keepOwned(all, c.node), nil
+}
+
+// CreateContainer implements Runtime.
+func (c *Client) CreateContainer(ctx context.Context, sandboxID string, config *runtimeapi.ContainerConfig, sandboxConfig *runtimeapi.PodSandboxConfig) (_ string, err error) {
+	defer func(start time.Time) { observe("create_container", start, err) }(time.Now())
+	name := config.GetMetadata().GetName()
+	labels, err := withOwner(config.GetLabels(), c.node)
+	if err != nil {
+		return "", fmt.Errorf("creating container %s in sandbox %s: %w", name, sandboxID, err)
+	}
+	if _, err := c.ownedSandbox(ctx, sandboxID); err != nil {
+		return "", fmt.Errorf("creating container %s in sandbox %s: %w", name, sandboxID, err)
+	}
+	config = proto.Clone(config).(*runtimeapi.ContainerConfig)
+	config.Labels = labels
+	ctx, cancel := c.timeout(ctx)
+	defer cancel()
+	id, err := c.runtime.CreateContainer(ctx, sandboxID, config, sandboxConfig)
+	if err != nil {
+		return "", fmt.Errorf("creating container %s in sandbox %s: %w", name, sandboxID, err)
+	}
+	return id, nil
+}
+
+// StartContainer implements Runtime.
+func (c *Client) StartContainer(ctx context.Context, containerID string) (err error) {
+	defer func(start time.Time) { observe("start_container", start, err) }(time.Now())
+	if _, err := c.ownedContainer(ctx, containerID); err != nil {
+		return fmt.Errorf("starting container %s: %w", containerID, err)
+	}
+	ctx, cancel := c.timeout(ctx)
+	defer cancel()
+	if err := c.runtime.StartContainer(ctx, containerID); err != nil {
+		return fmt.Errorf("starting container %s: %w", containerID, err)
+	}
+	return nil
+}
+
+// StopContainer implements Runtime.
+func (c *Client) StopContainer(ctx context.Context, containerID string, timeoutSeconds int64) (err error) {
+	defer func(start time.Time) { observe("stop_container", start, err) }(time.Now())
+	if _, err := c.ownedContainer(ctx, containerID); err != nil {
+		return ignoreNotFound(fmt.Errorf("stopping container %s: %w", containerID, err))
+	}
+	grace := time.Duration(max(timeoutSeconds, 0)) * time.Second
+	ctx, cancel := context.WithTimeout(ctx, c.opts.RuntimeRequestTimeout+grace)
+	defer cancel()
+	if err := c.runtime.StopContainer(ctx, containerID, timeoutSeconds); err != nil {
+		return ignoreNotFound(fmt.Errorf("stopping container %s: %w", containerID, err))
+	}
+	return nil
+}
+
+// RemoveContainer implements Runtime.
+func (c *Client) RemoveContainer(ctx context.Context, containerID string) (err error) {
+	defer func(start time.Time) { observe("remove_container", start, err) }(time.Now())
+	if _, err := c.ownedContainer(ctx, containerID); err != nil {
+		return ignoreNotFound(fmt.Errorf("removing container %s: %w", containerID, err))
+	}
+	ctx, cancel := c.timeout(ctx)
+	defer cancel()
+	if err := c.runtime.RemoveContainer(ctx, containerID); err != nil {
+		return ignoreNotFound(fmt.Errorf("removing container %s: %w", containerID, err))
+	}
+	return nil
+}
+
+// ContainerStatus implements Runtime.
+func (c *Client) ContainerStatus(ctx context.Context, containerID string) (_ *runtimeapi.ContainerStatus, err error) {
+	defer func(start time.Time) { observe("container_status", start, err) }(time.Now())
+	s, err := c.ownedContainer(ctx, containerID)
+	if err != nil {
+		return nil, fmt.Errorf("getting status of container %s: %w", containerID, err)
+	}
+	return s, nil
+}
+
+// ListContainers implements Runtime.
+func (c *Client) ListContainers(ctx context.Context, filter *runtimeapi.ContainerFilter) (_ []*runtimeapi.Container, err error) {
+	defer func(start time.Time) { observe("list_containers", start, err) }(time.Now())
+	f := &runtimeapi.ContainerFilter{}
+	if filter != nil {
+		f = proto.Clone(filter).(*runtimeapi.ContainerFilter)
+	}
+	f.LabelSelector = ownerSelector(f.GetLabelSelector(), c.node)
+	ctx, cancel := c.timeout(ctx)
+	defer cancel()
+	all, err := c.runtime.ListContainers(ctx, f)
+	if err != nil {
+		return nil, fmt.Errorf("listing containers: %w", err)
+	}
+	return keepOwned(all, c.node), nil
+}
+
+// ExecSync implements Runtime.
+func (c *Client) ExecSync(ctx context.Context, containerID string, cmd []string, timeout time.Duration) (stdout, stderr []byte, err error) {
+	defer func(start time.Time) { observe("exec_sync", start, err) }(time.Now())
+	if _, err := c.ownedContainer(ctx, containerID); err != nil {
+		return nil, nil, fmt.Errorf("running command in container %s: %w", containerID, err)
+	}
+	if timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, c.opts.RuntimeRequestTimeout+timeout)
+		defer cancel()
+	}
+	stdout, stderr, err = c.runtime.ExecSync(ctx, containerID, cmd, timeout)
+	if err != nil {
+		return stdout, stderr, fmt.Errorf("running command in container %s: %w", containerID, err)
+	}
+	return stdout, stderr, nil
+}
+
+// ReopenContainerLog implements Runtime.
+func (c *Client) ReopenContainerLog(ctx context.Context, containerID string) (err error) {
+	defer func(start time.Time) { observe("reopen_container_log", start, err) }(time.Now())
+	if _, err := c.ownedContainer(ctx, containerID); err != nil {
+		return fmt.Errorf("reopening log of container %s: %w", containerID, err)
+	}
+	ctx, cancel := c.timeout(ctx)
+	defer cancel()
+	if err := c.runtime.ReopenContainerLog(ctx, containerID); err != nil {
+		return fmt.Errorf("reopening log of container %s: %w", containerID, err)
+	}
+	return nil
+}
+
+// PullImage implements Runtime.
+func (c *Client) PullImage(ctx context.Context, image *runtimeapi.ImageSpec, auth *runtimeapi.AuthConfig, sandboxConfig *runtimeapi.PodSandboxConfig) (_ string, err error) {
+	defer func(start time.Time) { observe("pull_image", start, err) }(time.Now())
+	ctx, cancel := context.WithTimeout(ctx, c.opts.ImagePullTimeout)
+	defer cancel()
+	ref, err := c.images.PullImage(ctx, image, auth, sandboxConfig)
+	if err != nil {
+		return "", fmt.Errorf("pulling image %q: %w", image.GetImage(), err)
+	}
+	return ref, nil
+}
+
+// ImageStatus implements Runtime.
+func (c *Client) ImageStatus(ctx context.Context, image *runtimeapi.ImageSpec) (_ *runtimeapi.Image, err error) {
+	defer func(start time.Time) { observe("image_status", start, err) }(time.Now())
+	ctx, cancel := c.timeout(ctx)
+	defer cancel()
+	resp, err := c.images.ImageStatus(ctx, image, false)
+	if err != nil {
+		return nil, fmt.Errorf("getting status of image %q: %w", image.GetImage(), err)
+	}
+	return resp.GetImage(), nil
+}
+
+// ListImages implements Runtime.
+func (c *Client) ListImages(ctx context.Context, filter *runtimeapi.ImageFilter) (_ []*runtimeapi.Image, err error) {
+	defer func(start time.Time) { observe("list_images", start, err) }(time.Now())
+	ctx, cancel := c.timeout(ctx)
+	defer cancel()
+	images, err := c.images.ListImages(ctx, filter)
+	if err != nil {
+		return nil, fmt.Errorf("listing images: %w", err)
+	}
+	return images, nil
+}
+
+// RemoveImage implements Runtime.
+func (c *Client) RemoveImage(ctx context.Context, image *runtimeapi.ImageSpec) (err error) {
+	defer func(start time.Time) { observe("remove_image", start, err) }(time.Now())
+	ctx, cancel := c.timeout(ctx)
+	defer cancel()
+	if err := c.images.RemoveImage(ctx, image); err != nil {
+		return ignoreNotFound(fmt.Errorf("removing image %q: %w", image.GetImage(), err))
+	}
+	return nil
+}
+
+// ImageFsInfo implements Runtime.
+func (c *Client) ImageFsInfo(ctx context.Context) (_ *runtimeapi.ImageFsInfoResponse, err error) {
+	defer func(start time.Time) { observe("image_fs_info", start, err) }(time.Now())
+	ctx, cancel := c.timeout(ctx)
+	defer cancel()
+	info, err := c.images.ImageFsInfo(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("getting image filesystem info: %w", err)
+	}
+	return info, nil
+}
+
+// ownedSandbox returns the status of a sandbox, or an error wrapping
+// ErrNotOwned when it is not ours. A NotFound from the runtime is returned
+// as is.
+func (c *Client) ownedSandbox(ctx context.Context, id string) (*runtimeapi.PodSandboxStatus, error) {
+	ctx, cancel := c.timeout(ctx)
+	defer cancel()
+	resp, err := c.runtime.PodSandboxStatus(ctx, id, false)
+	if err != nil {
+		return nil, err
+	}
+	if s := resp.GetStatus(); s != nil && IsOwned(s.GetLabels(), c.node) {
+		return s, nil
+	}
+	return nil, ErrNotOwned
+}
+
+// ownedContainer is ownedSandbox for a container.
+func (c *Client) ownedContainer(ctx context.Context, id string) (*runtimeapi.ContainerStatus, error) {
+	ctx, cancel := c.timeout(ctx)
+	defer cancel()
+	resp, err := c.runtime.ContainerStatus(ctx, id, false)
+	if err != nil {
+		return nil, err
+	}
+	if s := resp.GetStatus(); s != nil && IsOwned(s.GetLabels(), c.node) {
+		return s, nil
+	}
+	return nil, ErrNotOwned
+}
+
+// ignoreNotFound turns a runtime NotFound into success, for the idempotent
+// calls.
+func ignoreNotFound(err error) error {
+	if IsNotFound(err) {
+		return nil
+	}
+	return err
+}
+
+// ownerSelector returns a copy of selector that also requires our
+// ownership label; a caller's value for that label is overridden.
+func ownerSelector(selector map[string]string, node string) map[string]string {
+	out, err := withOwner(selector, node)
+	if err != nil {
+		out = OwnerLabels(node)
+		for k, v := range selector {
+			if k != LabelNode {
+				out[k] = v
+			}
+		}
+	}
+	return out
+}
+
+// keepOwned returns the objects whose labels mark them as owned by node.
+func keepOwned[T interface{ GetLabels() map[string]string }](objs []T, node string) []T {
+	out := objs[:0:0]
+	for _, o := range objs {
+		if IsOwned(o.GetLabels(), node) {
+			out = append(out, o)
+		}
+	}
+	return out
+}
+
+func sandboxName(config *runtimeapi.PodSandboxConfig) string {
+	m := config.GetMetadata()
+	return m.GetNamespace() + "/" + m.GetName()
+}

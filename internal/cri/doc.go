@@ -1,0 +1,13 @@
+// Package cri is nodelet's boundary to the container runtime: a narrow Runtime
+// interface over the CRI RuntimeService and ImageService, and Client, its
+// implementation over k8s.io/cri-client (Dial) or over any
+// k8s.io/cri-api RuntimeService and ImageManagerService pair (New), such as the
+// fakes in k8s.io/cri-api/pkg/apis/testing. Client enforces nodelet's
+// ownership rule: every sandbox and container it creates carries LabelNode
+// with the node's name, lists return only such objects, and every call that
+// names a sandbox or container by ID refuses one without that label
+// (ErrNotOwned), so a runtime shared with another agent is never disturbed.
+// Stops and removals are idempotent: an object the runtime no longer knows
+// counts as stopped or removed. Each call is bounded by a per-call timeout
+// and observed in the nodelet_cri_operation_* metrics.
+package cri
