@@ -109,7 +109,7 @@ func (o *Observer) observeRuntime(ctx context.Context, obs *Observation) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, o.runtimeTimeout)
 	defer cancel()
-	st, err := o.runtime.Status(ctx, false)
+	st, err := o.runtime.Status(ctx)
 	obs.RuntimeProblems = RuntimeProblems(st, err)
 	if err != nil {
 		// Down: do not wait for two more timeouts.

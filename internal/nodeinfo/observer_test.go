@@ -35,13 +35,13 @@ func (h fakeHost) Interfaces() ([]Interface, error)  { return h.ifaces, nil }
 
 type fakeRuntime struct {
 	err    error
-	status *runtimeapi.StatusResponse
+	status *runtimeapi.RuntimeStatus
 }
 
 func (r fakeRuntime) Version(context.Context) (*runtimeapi.VersionResponse, error) {
 	return &runtimeapi.VersionResponse{RuntimeName: "containerd", RuntimeVersion: "1.6.20"}, r.err
 }
-func (r fakeRuntime) Status(context.Context, bool) (*runtimeapi.StatusResponse, error) {
+func (r fakeRuntime) Status(context.Context) (*runtimeapi.RuntimeStatus, error) {
 	return r.status, r.err
 }
 func (r fakeRuntime) ListImages(context.Context, *runtimeapi.ImageFilter) ([]*runtimeapi.Image, error) {

@@ -10,13 +10,14 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
-// Runtime is the part of the container runtime node status needs. Every
-// method may be called concurrently and must honour ctx's deadline.
+// Runtime is the part of the container runtime node status needs; the
+// runtime boundary's cri.Runtime satisfies it. Every method may be called
+// concurrently and must honour ctx's deadline.
 type Runtime interface {
 	// Version returns the runtime's name and version.
 	Version(ctx context.Context) (*runtimeapi.VersionResponse, error)
 	// Status returns the runtime's conditions (RuntimeReady, NetworkReady).
-	Status(ctx context.Context, verbose bool) (*runtimeapi.StatusResponse, error)
+	Status(ctx context.Context) (*runtimeapi.RuntimeStatus, error)
 	// ListImages lists the images the runtime holds; a nil filter lists all.
 	ListImages(ctx context.Context, filter *runtimeapi.ImageFilter) ([]*runtimeapi.Image, error)
 }
@@ -42,16 +43,12 @@ func RuntimeVersion(v *runtimeapi.VersionResponse) string {
 // of its Status call: down when the call failed, not ready when its
 // RuntimeReady or NetworkReady condition is false or missing. It is empty
 // when the runtime is ready.
-func RuntimeProblems(st *runtimeapi.StatusResponse, statusErr error) []string {
+func RuntimeProblems(st *runtimeapi.RuntimeStatus, statusErr error) []string {
 	if statusErr != nil {
 		return []string{fmt.Sprintf("container runtime is down: %v", statusErr)}
 	}
-	var conds []*runtimeapi.RuntimeCondition
-	if st != nil && st.Status != nil {
-		conds = st.Status.Conditions
-	}
 	find := func(t string) *runtimeapi.RuntimeCondition {
-		for _, c := range conds {
+		for _, c := range st.GetConditions() {
 			if c.GetType() == t {
 				return c
 			}

@@ -8,10 +8,12 @@ import (
 	"testing"
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/nodelet/nodelet/internal/cri"
 )
 
-func runtimeStatus(conds ...*runtimeapi.RuntimeCondition) *runtimeapi.StatusResponse {
-	return &runtimeapi.StatusResponse{Status: &runtimeapi.RuntimeStatus{Conditions: conds}}
+func runtimeStatus(conds ...*runtimeapi.RuntimeCondition) *runtimeapi.RuntimeStatus {
+	return &runtimeapi.RuntimeStatus{Conditions: conds}
 }
 
 func TestRuntimeProblems(t *testing.T) {
@@ -21,7 +23,7 @@ func TestRuntimeProblems(t *testing.T) {
 	rtDown := &runtimeapi.RuntimeCondition{Type: runtimeapi.RuntimeReady, Reason: "Broken", Message: "oops"}
 	tests := []struct {
 		name string
-		st   *runtimeapi.StatusResponse
+		st   *runtimeapi.RuntimeStatus
 		err  error
 		want []string
 	}{
@@ -31,7 +33,7 @@ func TestRuntimeProblems(t *testing.T) {
 			"container runtime network not ready: NetworkReady=false reason:NetworkPluginNotReady message:cni plugin not initialized"}},
 		{name: "runtime not ready", st: runtimeStatus(rtDown, net), want: []string{
 			"container runtime not ready: RuntimeReady=false reason:Broken message:oops"}},
-		{name: "no conditions", st: &runtimeapi.StatusResponse{}, want: []string{
+		{name: "no conditions", st: &runtimeapi.RuntimeStatus{}, want: []string{
 			"container runtime not ready: RuntimeReady condition is missing",
 			"container runtime network not ready: NetworkReady condition is missing"}},
 	}
@@ -98,3 +100,5 @@ func TestImages(t *testing.T) {
 		}
 	})
 }
+
+var _ Runtime = cri.Runtime(nil)
