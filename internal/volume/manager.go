@@ -1,0 +1,310 @@
+package volume
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
+	"k8s.io/mount-utils"
+	"k8s.io/utils/clock"
+	"k8s.io/utils/keymutex"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+)
+
+const (
+	// stateDirMode is the mode of the directories nodelet keeps for itself:
+	// the pods directory, each pod directory and its bookkeeping subdirectories.
+	stateDirMode fs.FileMode = 0o750
+
+	podsDirName       = "pods"
+	volumesDirName    = "volumes"
+	containersDirName = "containers"
+	etcHostsFileName  = "etc-hosts"
+
+	// Plugin directory names, as the kubelet spells them, so that tools that
+	// know the kubelet's layout find volumes where they expect them.
+	emptyDirPlugin    = "kubernetes.io~empty-dir"
+	configMapPlugin   = "kubernetes.io~configmap"
+	secretPlugin      = "kubernetes.io~secret"
+	downwardAPIPlugin = "kubernetes.io~downward-api"
+	projectedPlugin   = "kubernetes.io~projected"
+)
+
+// Fetcher reads the API objects that volumes name. The caller implements it
+// with direct GETs: the Node authorizer lets a node read only the objects its
+// pods reference, by name. ConfigMap and Secret return an error for which
+// k8s.io/apimachinery/pkg/api/errors.IsNotFound is true when the object does
+// not exist. Returned objects are not modified.
+type Fetcher interface {
+	ConfigMap(ctx context.Context, namespace, name string) (*v1.ConfigMap, error)
+	Secret(ctx context.Context, namespace, name string) (*v1.Secret, error)
+	// ServiceAccountToken requests a token bound to pod for its service
+	// account (TokenRequest API). An empty audience asks for the API
+	// server's default audiences.
+	ServiceAccountToken(ctx context.Context, pod *v1.Pod, audience string, expirationSeconds int64) (token string, err error)
+}
+
+// SetUpError is a volume that SetUp could not prepare. Its text is the
+// message of the kubelet's FailedMount event.
+type SetUpError struct {
+	Volume string
+	Err    error
+}
+
+func (e *SetUpError) Error() string {
+	return fmt.Sprintf("MountVolume.SetUp failed for volume %q : %v", e.Volume, e.Err)
+}
+
+func (e *SetUpError) Unwrap() error { return e.Err }
+
+// Manager sets up and tears down pod volumes under one root directory. It is
+// safe for concurrent use; calls for the same pod are serialized.
+type Manager struct {
+	rootDir         string
+	fetcher         Fetcher
+	mounter         mount.Interface
+	clock           clock.PassiveClock
+	clusterDomain   string
+	nodeHostsFile   string
+	nodeAllocatable func() (v1.ResourceList, error)
+	secretsInMemory bool
+	locks           keymutex.KeyMutex
+	tokens          *tokenCache
+}
+
+// Option configures a Manager.
+type Option func(*Manager)
+
+// WithMounter sets the mounter used for tmpfs volumes (default: the host's,
+// mount.New("")).
+func WithMounter(m mount.Interface) Option { return func(v *Manager) { v.mounter = m } }
+
+// WithClock sets the clock used for data directory names and token refresh.
+func WithClock(c clock.PassiveClock) Option { return func(v *Manager) { v.clock = c } }
+
+// WithClusterDomain sets the cluster DNS domain used for the pod's FQDN in
+// its /etc/hosts when the pod has a subdomain.
+func WithClusterDomain(domain string) Option { return func(v *Manager) { v.clusterDomain = domain } }
+
+// WithNodeHostsFile sets the node's hosts file that host-network pods see
+// (default /etc/hosts).
+func WithNodeHostsFile(path string) Option { return func(v *Manager) { v.nodeHostsFile = path } }
+
+// WithNodeAllocatable sets the source of the node's allocatable resources,
+// which a downward API resourceFieldRef reports for a limit the container
+// does not set.
+func WithNodeAllocatable(f func() (v1.ResourceList, error)) Option {
+	return func(v *Manager) { v.nodeAllocatable = f }
+}
+
+// WithSecretsInMemory sets whether secret and projected volumes are backed by
+// tmpfs, as the kubelet does, so secret content never reaches the disk
+// (default true; mounting needs CAP_SYS_ADMIN).
+func WithSecretsInMemory(inMemory bool) Option {
+	return func(v *Manager) { v.secretsInMemory = inMemory }
+}
+
+// New returns a Manager that keeps pod directories under rootDir/pods,
+// creating it with mode 0750.
+func New(rootDir string, f Fetcher, opts ...Option) (*Manager, error) {
+	if rootDir == "" {
+		return nil, errors.New("creating volume manager: root directory is empty")
+	}
+	if f == nil {
+		return nil, errors.New("creating volume manager: fetcher is nil")
+	}
+	abs, err := filepath.Abs(rootDir)
+	if err != nil {
+		return nil, fmt.Errorf("creating volume manager: %w", err)
+	}
+	m := &Manager{
+		rootDir:         abs,
+		fetcher:         f,
+		clock:           clock.RealClock{},
+		nodeHostsFile:   "/etc/hosts",
+		secretsInMemory: true,
+		locks:           keymutex.NewHashed(0),
+	}
+	for _, o := range opts {
+		o(m)
+	}
+	if m.mounter == nil {
+		m.mounter = mount.New("")
+	}
+	m.tokens = newTokenCache(m.clock)
+	if err := os.MkdirAll(m.podsDir(), stateDirMode); err != nil {
+		return nil, fmt.Errorf("creating pods directory: %w", err)
+	}
+	return m, nil
+}
+
+func (m *Manager) podsDir() string { return filepath.Join(m.rootDir, podsDirName) }
+
+// PodDir returns the directory that holds the pod's volumes and files:
+// <rootDir>/pods/<uid>. SetUp creates it with mode 0750.
+func (m *Manager) PodDir(uid types.UID) string { return filepath.Join(m.podsDir(), string(uid)) }
+
+func (m *Manager) volumeDir(uid types.UID, plugin, name string) string {
+	return filepath.Join(m.PodDir(uid), volumesDirName, plugin, name)
+}
+
+// ensurePodDir creates the pod directory and its volumes directory.
+func (m *Manager) ensurePodDir(uid types.UID) error {
+	if err := mkdirMode(m.PodDir(uid), stateDirMode); err != nil {
+		return fmt.Errorf("creating pod directory: %w", err)
+	}
+	if err := mkdirMode(filepath.Join(m.PodDir(uid), volumesDirName), stateDirMode); err != nil {
+		return fmt.Errorf("creating pod volumes directory: %w", err)
+	}
+	return nil
+}
+
+// SetUp prepares every volume of pod and (re)writes the content of its
+// configMap, secret, downwardAPI and projected volumes; content that did not
+// change is left alone. It is idempotent and is called before the pod's
+// sandbox is created, and again whenever an object a volume references
+// changes or a service account token is due for refresh (see NextRefresh).
+// Each volume that fails is reported as a *SetUpError; the others are still
+// set up. When several fail, the error joins them (errors.Join).
+func (m *Manager) SetUp(ctx context.Context, pod *v1.Pod) error {
+	if pod.UID == "" {
+		return fmt.Errorf("setting up volumes of pod %s: pod has no UID", klog.KObj(pod))
+	}
+	m.locks.LockKey(string(pod.UID))
+	defer func() { _ = m.locks.UnlockKey(string(pod.UID)) }()
+
+	if err := m.ensurePodDir(pod.UID); err != nil {
+		return fmt.Errorf("setting up volumes of pod %s: %w", klog.KObj(pod), err)
+	}
+	var errs []error
+	for i := range pod.Spec.Volumes {
+		vol := &pod.Spec.Volumes[i]
+		if err := m.setUpVolume(ctx, pod, vol); err != nil {
+			errs = append(errs, &SetUpError{Volume: vol.Name, Err: err})
+		}
+	}
+	if len(errs) == 1 {
+		return errs[0]
+	}
+	return errors.Join(errs...)
+}
+
+func (m *Manager) setUpVolume(ctx context.Context, pod *v1.Pod, vol *v1.Volume) error {
+	src := &vol.VolumeSource
+	switch {
+	case src.EmptyDir != nil:
+		return m.setUpEmptyDir(pod, vol.Name, src.EmptyDir)
+	case src.HostPath != nil:
+		return checkHostPath(src.HostPath)
+	case src.ConfigMap != nil:
+		return m.setUpContent(ctx, pod, vol.Name, configMapPlugin, false, func() (payload, error) {
+			return m.configMapVolumePayload(ctx, pod, src.ConfigMap)
+		})
+	case src.Secret != nil:
+		return m.setUpContent(ctx, pod, vol.Name, secretPlugin, m.secretsInMemory, func() (payload, error) {
+			return m.secretVolumePayload(ctx, pod, src.Secret)
+		})
+	case src.DownwardAPI != nil:
+		return m.setUpContent(ctx, pod, vol.Name, downwardAPIPlugin, false, func() (payload, error) {
+			return m.downwardAPIPayload(pod, src.DownwardAPI.Items, modeOrDefault(src.DownwardAPI.DefaultMode))
+		})
+	case src.Projected != nil:
+		return m.setUpContent(ctx, pod, vol.Name, projectedPlugin, m.secretsInMemory, func() (payload, error) {
+			return m.projectedPayload(ctx, pod, src.Projected)
+		})
+	default:
+		return fmt.Errorf("volume source %s is not supported by nodelet", sourceKind(src))
+	}
+}
+
+// setUpContent creates the directory of a volume whose content nodelet writes,
+// on tmpfs if inMemory, builds its payload and writes it atomically.
+func (m *Manager) setUpContent(ctx context.Context, pod *v1.Pod, name, plugin string, inMemory bool, build func() (payload, error)) error {
+	dir := m.volumeDir(pod.UID, plugin, name)
+	if err := mkdirMode(dir, dataDirMode); err != nil {
+		return fmt.Errorf("creating volume directory: %w", err)
+	}
+	if inMemory {
+		if err := m.ensureTmpfs(dir, nil); err != nil {
+			return err
+		}
+		if err := os.Chmod(dir, dataDirMode); err != nil {
+			return fmt.Errorf("setting mode of volume directory: %w", err)
+		}
+	}
+	p, err := build()
+	if err != nil {
+		return err
+	}
+	w := atomicWriter{dir: dir, gid: fsGroup(pod), now: m.clock.Now}
+	changed, err := w.write(p)
+	if err != nil {
+		return fmt.Errorf("writing volume content: %w", err)
+	}
+	if changed {
+		log.FromContext(ctx).V(1).Info("Wrote volume content", "pod", klog.KObj(pod), "volume", name)
+	}
+	return nil
+}
+
+// fsGroup returns the pod's fsGroup, or nil.
+func fsGroup(pod *v1.Pod) *int64 {
+	if pod.Spec.SecurityContext == nil {
+		return nil
+	}
+	return pod.Spec.SecurityContext.FSGroup
+}
+
+// sourceKind names a volume source nodelet does not implement, for errors.
+func sourceKind(src *v1.VolumeSource) string {
+	switch {
+	case src.PersistentVolumeClaim != nil:
+		return "persistentVolumeClaim"
+	case src.Ephemeral != nil:
+		return "ephemeral"
+	case src.CSI != nil:
+		return "csi"
+	case src.Image != nil:
+		return "image"
+	case src.NFS != nil:
+		return "nfs"
+	case src.ISCSI != nil:
+		return "iscsi"
+	default:
+		return "of this type"
+	}
+}
+
+// ListPodDirs returns the UIDs of the pods that have a directory, so the
+// caller can tear down those it no longer knows.
+func (m *Manager) ListPodDirs() ([]types.UID, error) {
+	entries, err := os.ReadDir(m.podsDir())
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("listing pod directories: %w", err)
+	}
+	var uids []types.UID
+	for _, e := range entries {
+		if e.IsDir() {
+			uids = append(uids, types.UID(e.Name()))
+		}
+	}
+	return uids, nil
+}
+
+// mkdirMode creates dir and its missing parents and gives dir exactly mode,
+// whatever the umask.
+func mkdirMode(dir string, mode fs.FileMode) error {
+	if err := os.MkdirAll(dir, mode); err != nil {
+		return err
+	}
+	return os.Chmod(dir, mode)
+}

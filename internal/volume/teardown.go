@@ -1,0 +1,73 @@
+package volume
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/mount-utils"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+)
+
+// TearDown unmounts every mount under the pod's directory (the tmpfs of
+// memory-backed volumes) and removes the directory, forgetting the pod's
+// tokens. If an unmount fails, nothing is removed, so the content of a
+// mounted file system is never deleted through it. It needs only the UID, so
+// it also cleans up after pods the API server no longer has (ListPodDirs);
+// it is idempotent. Call it after all of the pod's containers and its
+// sandbox are gone.
+func (m *Manager) TearDown(ctx context.Context, uid types.UID) error {
+	if uid == "" {
+		return errors.New("tearing down volumes: pod UID is empty")
+	}
+	m.locks.LockKey(string(uid))
+	defer func() { _ = m.locks.UnlockKey(string(uid)) }()
+
+	dir := m.PodDir(uid)
+	if _, err := os.Lstat(dir); errors.Is(err, fs.ErrNotExist) {
+		m.tokens.forget(uid)
+		return nil
+	}
+	if err := m.unmountUnder(dir); err != nil {
+		return fmt.Errorf("tearing down volumes of pod %s: %w", uid, err)
+	}
+	if err := os.RemoveAll(dir); err != nil {
+		return fmt.Errorf("removing directory of pod %s: %w", uid, err)
+	}
+	m.tokens.forget(uid)
+	log.FromContext(ctx).V(1).Info("Removed pod volumes", "podUID", uid)
+	return nil
+}
+
+// unmountUnder unmounts every mount point at or below dir, deepest first.
+func (m *Manager) unmountUnder(dir string) error {
+	resolved, err := filepath.EvalSymlinks(dir)
+	if err != nil {
+		return fmt.Errorf("resolving %s: %w", dir, err)
+	}
+	mps, err := m.mounter.List()
+	if err != nil {
+		return fmt.Errorf("listing mounts: %w", err)
+	}
+	var targets []string
+	for _, mp := range mps {
+		if mount.PathWithinBase(mp.Path, resolved) || mount.PathWithinBase(mp.Path, dir) {
+			targets = append(targets, mp.Path)
+		}
+	}
+	// Deepest first; a path listed twice has stacked mounts and is
+	// unmounted twice.
+	slices.SortStableFunc(targets, func(a, b string) int { return cmp.Compare(len(b), len(a)) })
+	for _, t := range targets {
+		if err := m.mounter.Unmount(t); err != nil {
+			return fmt.Errorf("unmounting %s: %w", t, err)
+		}
+	}
+	return nil
+}
