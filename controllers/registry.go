@@ -8,12 +8,15 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/nodelet/nodelet/api/v1alpha1"
+	"github.com/nodelet/nodelet/internal/cri"
 )
 
 // Deps is what the reconcilers are built from. main fills it once.
 type Deps struct {
 	// Config is the effective configuration.
 	Config *v1alpha1.NodeletConfiguration
+	// Runtime is the container runtime; nil reports it as down.
+	Runtime cri.Runtime
 }
 
 // SetupFunc registers one reconciler (and any runnables it needs) with mgr.
@@ -24,7 +27,9 @@ type SetupFunc func(mgr ctrl.Manager, deps *Deps) error
 type Registry map[string]SetupFunc
 
 // Default is every reconciler nodelet has. Add a line here to add one.
-var Default = Registry{}
+var Default = Registry{
+	"node": setupNodeController,
+}
 
 // Names returns the registered names, sorted.
 func (r Registry) Names() []string {

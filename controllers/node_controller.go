@@ -1,0 +1,252 @@
+package controllers
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/utils/clock"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+
+	"github.com/nodelet/nodelet/api/v1alpha1"
+	"github.com/nodelet/nodelet/internal/lease"
+	"github.com/nodelet/nodelet/internal/nodeinfo"
+)
+
+// nodeStatusPatches counts the status patches written to the Node.
+var nodeStatusPatches = prometheus.NewCounter(prometheus.CounterOpts{
+	Name: "nodelet_node_status_patches_total",
+	Help: "Patches of the Node status written by the node reconciler.",
+})
+
+func init() {
+	ctrlmetrics.Registry.MustRegister(nodeStatusPatches)
+}
+
+// nodeRetryBase is the first retry delay after a failed node reconcile;
+// retries double up to the status update frequency.
+const nodeRetryBase = 200 * time.Millisecond
+
+// setupNodeController registers the node reconciler and the node lease
+// runnable.
+func setupNodeController(mgr ctrl.Manager, deps *Deps) error {
+	cfg := deps.Config
+	if err := nodeinfo.ValidateNodeLabels(cfg.NodeLabels); err != nil {
+		return fmt.Errorf("validating node labels: %w", err)
+	}
+	var rt nodeinfo.Runtime
+	if deps.Runtime != nil {
+		rt = deps.Runtime
+	}
+	observer, err := nodeinfo.NewObserver(cfg, nodeinfo.OSHost{}, rt)
+	if err != nil {
+		return fmt.Errorf("creating node observer: %w", err)
+	}
+	r := &NodeReconciler{
+		Client:    mgr.GetClient(),
+		APIReader: mgr.GetAPIReader(),
+		Config:    cfg,
+		Observer:  observer,
+		Clock:     clock.RealClock{},
+	}
+	if err := r.SetupWithManager(mgr); err != nil {
+		return err
+	}
+	leaseLog := mgr.GetLogger().WithName("lease").WithValues("node", cfg.NodeName)
+	if err := mgr.Add(lease.New(lease.Options{
+		NodeName:        cfg.NodeName,
+		DurationSeconds: cfg.NodeLeaseDurationSeconds,
+		Client:          mgr.GetClient(),
+		NodeReader:      mgr.GetClient(),
+		Logger:          &leaseLog,
+	})); err != nil {
+		return fmt.Errorf("adding node lease runnable: %w", err)
+	}
+	return nil
+}
+
+// NodeReconciler registers this agent's Node and keeps its status: it
+// creates the Node when it is missing (again after someone deletes it),
+// adopts an existing one by adding the labels nodelet owns, and patches the
+// status every NodeStatusUpdateFrequency when it changed, or when
+// NodeStatusReportFrequency passed since the last write.
+type NodeReconciler struct {
+	// Client is the manager's client; it reads the Node from the cache.
+	Client client.Client
+	// APIReader reads the Node from the API server when the cache is behind.
+	APIReader client.Reader
+	Config    *v1alpha1.NodeletConfiguration
+	Observer  *nodeinfo.Observer
+	Clock     clock.PassiveClock
+
+	// adoptedUID is the Node object whose labels were last reconciled;
+	// labels are added once per Node object so that an admin may remove
+	// them afterwards. Reconcile is never run concurrently for the one key.
+	adoptedUID types.UID
+}
+
+// SetupWithManager watches this node's Node (the cache holds no other), is
+// kicked once at start so a missing Node gets registered, and ignores
+// updates: the status is refreshed on a timer, and the Node's create and
+// delete are the events that matter.
+func (r *NodeReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	name := r.Config.NodeName
+	kick := source.Func(func(_ context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request]) error {
+		q.Add(reconcile.Request{NamespacedName: types.NamespacedName{Name: name}})
+		return nil
+	})
+	err := ctrl.NewControllerManagedBy(mgr).
+		Named("node").
+		For(&corev1.Node{}, builder.WithPredicates(predicate.Funcs{
+			UpdateFunc: func(e event.UpdateEvent) bool { return e.ObjectOld.GetUID() != e.ObjectNew.GetUID() },
+		})).
+		WatchesRawSource(kick).
+		WithOptions(controller.Options{
+			RateLimiter: workqueue.NewTypedItemExponentialFailureRateLimiter[reconcile.Request](
+				nodeRetryBase, r.Config.NodeStatusUpdateFrequency.Duration),
+			// Several agents may share a process (tests, simulations).
+			SkipNameValidation: ptr.To(true),
+		}).
+		Complete(r)
+	if err != nil {
+		return fmt.Errorf("building node controller: %w", err)
+	}
+	return nil
+}
+
+// Reconcile registers or adopts the Node, then writes its status if due.
+func (r *NodeReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	if req.Name != r.Config.NodeName {
+		return ctrl.Result{}, nil
+	}
+	node, err := r.ensureNode(ctx)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if err := r.ensureLabels(ctx, node); err != nil {
+		return ctrl.Result{}, err
+	}
+	next, err := r.updateStatus(ctx, node)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	return ctrl.Result{RequeueAfter: next}, nil
+}
+
+// ensureNode returns the Node, creating it when it does not exist.
+func (r *NodeReconciler) ensureNode(ctx context.Context) (*corev1.Node, error) {
+	key := types.NamespacedName{Name: r.Config.NodeName}
+	node := &corev1.Node{}
+	err := r.Client.Get(ctx, key, node)
+	if err == nil {
+		return node, nil
+	}
+	if !apierrors.IsNotFound(err) {
+		return nil, fmt.Errorf("reading node %s: %w", key.Name, err)
+	}
+	node = r.newNode()
+	err = r.Client.Create(ctx, node)
+	if apierrors.IsAlreadyExists(err) {
+		// The cache is behind the API server: read the Node there.
+		node = &corev1.Node{}
+		if err := r.APIReader.Get(ctx, key, node); err != nil {
+			return nil, fmt.Errorf("reading existing node %s: %w", key.Name, err)
+		}
+		return node, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("registering node %s: %w", key.Name, err)
+	}
+	r.adoptedUID = node.UID
+	log.FromContext(ctx).Info("Registered node", "node", key.Name, "uid", node.UID)
+	return node, nil
+}
+
+// newNode is the Node nodelet registers: its labels and registration taints.
+func (r *NodeReconciler) newNode() *corev1.Node {
+	return &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:   r.Config.NodeName,
+			Labels: nodeinfo.Labels(r.Config.NodeName, r.Config.NodeLabels),
+		},
+		Spec: corev1.NodeSpec{Taints: nodeinfo.Taints(r.Config.RegisterWithTaints)},
+	}
+}
+
+// ensureLabels adds the labels nodelet owns to a Node it did not create
+// in this process (one registered earlier, or re-created by someone else),
+// once per Node object, with a merge patch of those labels only; labels,
+// annotations and taints others set are left alone.
+func (r *NodeReconciler) ensureLabels(ctx context.Context, node *corev1.Node) error {
+	if node.UID == r.adoptedUID {
+		return nil
+	}
+	want := nodeinfo.Labels(r.Config.NodeName, r.Config.NodeLabels)
+	orig := node.DeepCopy()
+	changed := false
+	for k, v := range want {
+		if node.Labels[k] != v {
+			if node.Labels == nil {
+				node.Labels = map[string]string{}
+			}
+			node.Labels[k] = v
+			changed = true
+		}
+	}
+	if changed {
+		if err := r.Client.Patch(ctx, node, client.MergeFrom(orig)); err != nil {
+			return fmt.Errorf("adding nodelet's labels to node %s: %w", node.Name, err)
+		}
+	}
+	r.adoptedUID = node.UID
+	log.FromContext(ctx).Info("Adopted existing node", "node", node.Name, "uid", node.UID, "labelsAdded", changed)
+	return nil
+}
+
+// updateStatus observes the node and patches its status when it changed or
+// a report is due. It returns when to look again: the update frequency, or
+// sooner when the next report is due sooner.
+func (r *NodeReconciler) updateStatus(ctx context.Context, node *corev1.Node) (time.Duration, error) {
+	update, report := r.Config.NodeStatusUpdateFrequency.Duration, r.Config.NodeStatusReportFrequency.Duration
+	observed := r.Observer.Observe(ctx)
+	now := r.Clock.Now()
+	status, changed := nodeinfo.ComputeStatus(node.Status, observed, now)
+	due, wait := nodeinfo.ReportDue(node.Status, report, now)
+	if !changed && !due {
+		return min(update, wait), nil
+	}
+	patched := node.DeepCopy()
+	patched.Status = status
+	if err := r.Client.Status().Patch(ctx, patched, client.StrategicMergeFrom(node)); err != nil {
+		return 0, fmt.Errorf("patching status of node %s: %w", node.Name, err)
+	}
+	nodeStatusPatches.Inc()
+	log.FromContext(ctx).V(1).Info("Patched node status", "node", node.Name, "changed", changed,
+		"ready", readyStatus(status))
+	return min(update, report), nil
+}
+
+func readyStatus(s corev1.NodeStatus) corev1.ConditionStatus {
+	for _, c := range s.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.Status
+		}
+	}
+	return corev1.ConditionUnknown
+}
