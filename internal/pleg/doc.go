@@ -1,0 +1,13 @@
+// Package pleg is nodelet's pod lifecycle event generator: a Relister that
+// lists the sandboxes and containers nodelet owns every RelistPeriod,
+// compares their IDs and states with the previous list (Diff over two
+// Snapshots) and, for every pod whose runtime objects changed, sends a
+// generic event carrying a *corev1.Pod stub (name, namespace and UID from
+// the kubelet labels on the objects) on a channel that a controller-runtime
+// source.Channel consumes, so that the pod reconciler runs again. A pod whose
+// objects all disappeared is reported from the previous list. Events are
+// never dropped and never block a relist: one the channel cannot take now is
+// sent again with the next relist. The Relister is a manager.Runnable that
+// runs without leader election, and reports itself unhealthy (Healthy) when
+// no relist has succeeded for HealthThreshold, as the kubelet's PLEG check.
+package pleg

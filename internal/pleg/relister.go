@@ -1,0 +1,228 @@
+package pleg
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	"k8s.io/utils/clock"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+)
+
+const (
+	// DefaultRelistPeriod is the relist period when Options.RelistPeriod is
+	// zero, as the kubelet's.
+	DefaultRelistPeriod = time.Second
+	// DefaultHealthThreshold is how old the last successful relist may be
+	// before Healthy fails, as the kubelet's PLEG check.
+	DefaultHealthThreshold = 3 * time.Minute
+	// DefaultChannelCapacity is the capacity of the events channel.
+	DefaultChannelCapacity = 1000
+)
+
+// Lister is what a Relister needs of the runtime; cri.Runtime implements it
+// and lists only nodelet's own objects.
+type Lister interface {
+	ListPodSandboxes(ctx context.Context, filter *runtimeapi.PodSandboxFilter) ([]*runtimeapi.PodSandbox, error)
+	ListContainers(ctx context.Context, filter *runtimeapi.ContainerFilter) ([]*runtimeapi.Container, error)
+}
+
+// Options configure a Relister.
+type Options struct {
+	// RelistPeriod is the time between two relists. Zero means
+	// DefaultRelistPeriod.
+	RelistPeriod time.Duration
+	// HealthThreshold is how old the last successful relist may be before
+	// Healthy fails. Zero means DefaultHealthThreshold.
+	HealthThreshold time.Duration
+	// ChannelCapacity is the capacity of the events channel. Zero means
+	// DefaultChannelCapacity.
+	ChannelCapacity int
+	// Clock drives the relist period and the health check. Nil means the
+	// real clock.
+	Clock clock.WithTicker
+}
+
+func (o Options) withDefaults() Options {
+	if o.RelistPeriod <= 0 {
+		o.RelistPeriod = DefaultRelistPeriod
+	}
+	if o.HealthThreshold <= 0 {
+		o.HealthThreshold = DefaultHealthThreshold
+	}
+	if o.ChannelCapacity <= 0 {
+		o.ChannelCapacity = DefaultChannelCapacity
+	}
+	if o.Clock == nil {
+		o.Clock = clock.RealClock{}
+	}
+	return o
+}
+
+// Relister turns changes of the runtime's state into pod events. Create it
+// with New, add it to the manager, and watch Source (or Events) from the pod
+// controller.
+type Relister struct {
+	lister Lister
+	opts   Options
+	events chan event.TypedGenericEvent[*corev1.Pod]
+
+	// lastSuccess is the start of the last successful relist, in Unix
+	// nanoseconds; read without mu so a hung relist cannot block Healthy.
+	lastSuccess atomic.Int64
+
+	mu       sync.Mutex // serializes relists; guards the fields below
+	snapshot Snapshot
+	pending  map[types.UID]PodRef // changed pods the channel could not take yet
+}
+
+var (
+	_ manager.Runnable               = (*Relister)(nil)
+	_ manager.LeaderElectionRunnable = (*Relister)(nil)
+)
+
+// New returns a Relister over lister.
+func New(lister Lister, opts Options) (*Relister, error) {
+	if lister == nil {
+		return nil, errors.New("creating relister: a runtime lister is required")
+	}
+	if err := registerMetrics(); err != nil {
+		return nil, err
+	}
+	opts = opts.withDefaults()
+	return &Relister{
+		lister:  lister,
+		opts:    opts,
+		events:  make(chan event.TypedGenericEvent[*corev1.Pod], opts.ChannelCapacity),
+		pending: map[types.UID]PodRef{},
+	}, nil
+}
+
+// Events returns the channel of pod events. Each event's object is a pod
+// stub with only Name, Namespace and UID set.
+func (r *Relister) Events() <-chan event.TypedGenericEvent[*corev1.Pod] {
+	return r.events
+}
+
+// Source returns a controller-runtime source that enqueues the pods of
+// Events by namespace and name, for builder.WatchesRawSource.
+func (r *Relister) Source() source.Source {
+	return source.Channel(r.events, &handler.TypedEnqueueRequestForObject[*corev1.Pod]{})
+}
+
+// NeedLeaderElection implements manager.LeaderElectionRunnable: every node
+// runs its own relister.
+func (r *Relister) NeedLeaderElection() bool { return false }
+
+// Start relists every RelistPeriod until ctx is done. A failed relist is
+// logged and retried at the next period. It implements manager.Runnable.
+func (r *Relister) Start(ctx context.Context) error {
+	logger := log.FromContext(ctx).WithName("pleg")
+	ctx = log.IntoContext(ctx, logger)
+	ticker := r.opts.Clock.NewTicker(r.opts.RelistPeriod)
+	defer ticker.Stop()
+	logger.Info("Starting relister", "period", r.opts.RelistPeriod)
+	for {
+		if err := r.Relist(ctx); err != nil && ctx.Err() == nil {
+			logger.Error(err, "Relist failed; retrying next period")
+		}
+		select {
+		case <-ctx.Done():
+			logger.Info("Stopped relister")
+			return nil
+		case <-ticker.C():
+		}
+	}
+}
+
+// Relist lists the runtime once, sends an event for every pod that changed
+// since the last successful relist (and for those not delivered before),
+// and returns the error of listing, if any. Start calls it; tests and
+// callers that want an immediate look may too.
+func (r *Relister) Relist(ctx context.Context) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	start := r.opts.Clock.Now()
+	defer func() { relistDuration.Observe(r.opts.Clock.Since(start).Seconds()) }()
+
+	cur, err := r.list(ctx)
+	if err != nil {
+		relistErrors.Inc()
+		return err
+	}
+	changes := Diff(r.snapshot, cur)
+	r.snapshot = cur
+	r.lastSuccess.Store(start.UnixNano())
+	lastRelist.Set(float64(start.UnixNano()) / 1e9)
+	r.deliver(ctx, changes)
+	return nil
+}
+
+func (r *Relister) list(ctx context.Context) (Snapshot, error) {
+	sandboxes, err := r.lister.ListPodSandboxes(ctx, nil)
+	if err != nil {
+		return nil, fmt.Errorf("relisting sandboxes: %w", err)
+	}
+	containers, err := r.lister.ListContainers(ctx, nil)
+	if err != nil {
+		return nil, fmt.Errorf("relisting containers: %w", err)
+	}
+	return NewSnapshot(sandboxes, containers), nil
+}
+
+// deliver sends one event per changed or still pending pod without
+// blocking; what the channel cannot take stays pending for the next relist.
+func (r *Relister) deliver(ctx context.Context, changes []PodChange) {
+	logger := log.FromContext(ctx)
+	for _, ch := range changes {
+		logger.V(1).Info("Pod changed in runtime", "pod", ch.Pod.Namespace+"/"+ch.Pod.Name, "uid", ch.Pod.UID, "events", ch.Events)
+		r.pending[ch.Pod.UID] = ch.Pod
+	}
+	for uid, ref := range r.pending {
+		select {
+		case r.events <- event.TypedGenericEvent[*corev1.Pod]{Object: podStub(ref)}:
+			delete(r.pending, uid)
+		default:
+			logger.V(1).Info("Event channel full; deferring pod events to the next relist", "pending", len(r.pending))
+			return
+		}
+	}
+}
+
+// podStub returns the pod object an event carries.
+func podStub(ref PodRef) *corev1.Pod {
+	p := &corev1.Pod{}
+	p.Name, p.Namespace, p.UID = ref.Name, ref.Namespace, ref.UID
+	return p
+}
+
+// Healthy returns an error when no relist has succeeded within
+// HealthThreshold, or none yet.
+func (r *Relister) Healthy() error {
+	last := r.lastSuccess.Load()
+	if last == 0 {
+		return errors.New("PLEG has not relisted successfully yet")
+	}
+	if age := r.opts.Clock.Since(time.Unix(0, last)); age > r.opts.HealthThreshold {
+		return fmt.Errorf("PLEG is not healthy: last successful relist %v ago; threshold is %v", age.Truncate(time.Second), r.opts.HealthThreshold)
+	}
+	return nil
+}
+
+// Snapshot returns the pods seen by the last successful relist. The caller
+// must not modify it.
+func (r *Relister) Snapshot() Snapshot {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.snapshot
+}

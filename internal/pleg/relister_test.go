@@ -1,0 +1,223 @@
+package pleg
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/workqueue"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	fake "k8s.io/cri-api/pkg/apis/testing"
+	kubetypes "k8s.io/kubelet/pkg/types"
+	testingclock "k8s.io/utils/clock/testing"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/nodelet/nodelet/internal/cri"
+)
+
+const testNode = "node-a"
+
+type eventPod = event.TypedGenericEvent[*corev1.Pod]
+
+type env struct {
+	ctx   context.Context
+	rt    *cri.Client
+	fake  *fake.FakeRuntimeService
+	clock *testingclock.FakeClock
+	r     *Relister
+}
+
+func newEnv(t *testing.T, opts Options) *env {
+	t.Helper()
+	fr := fake.NewFakeRuntimeService()
+	rt, err := cri.New(fr, fake.NewFakeImageService(), cri.Options{NodeName: testNode})
+	if err != nil {
+		t.Fatalf("cri.New: %v", err)
+	}
+	clk := testingclock.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	opts.Clock = clk
+	r, err := New(rt, opts)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	return &env{ctx: context.Background(), rt: rt, fake: fr, clock: clk, r: r}
+}
+
+// runPod starts a sandbox and one running container for pod uid and
+// returns their IDs.
+func (e *env) runPod(t *testing.T, uid string) (sandboxID, containerID string) {
+	t.Helper()
+	cfg := &runtimeapi.PodSandboxConfig{
+		Metadata: &runtimeapi.PodSandboxMetadata{Name: "pod-" + uid, Namespace: "ns", Uid: uid},
+		Labels:   podLabels(uid),
+	}
+	sb, err := e.rt.RunPodSandbox(e.ctx, cfg, "")
+	if err != nil {
+		t.Fatalf("RunPodSandbox: %v", err)
+	}
+	labels := podLabels(uid)
+	labels[kubetypes.KubernetesContainerNameLabel] = "app"
+	id, err := e.rt.CreateContainer(e.ctx, sb, &runtimeapi.ContainerConfig{
+		Metadata: &runtimeapi.ContainerMetadata{Name: "app"},
+		Image:    &runtimeapi.ImageSpec{Image: "busybox"},
+		Labels:   labels,
+	}, cfg)
+	if err != nil {
+		t.Fatalf("CreateContainer: %v", err)
+	}
+	if err := e.rt.StartContainer(e.ctx, id); err != nil {
+		t.Fatalf("StartContainer: %v", err)
+	}
+	return sb, id
+}
+
+// relist relists and returns the pods of the events sent.
+func (e *env) relist(t *testing.T) []*corev1.Pod {
+	t.Helper()
+	if err := e.r.Relist(e.ctx); err != nil {
+		t.Fatalf("Relist: %v", err)
+	}
+	return drain(e.r.Events())
+}
+
+func drain(ch <-chan eventPod) []*corev1.Pod {
+	var pods []*corev1.Pod
+	for {
+		select {
+		case ev := <-ch:
+			pods = append(pods, ev.Object)
+		default:
+			return pods
+		}
+	}
+}
+
+func names(pods []*corev1.Pod) []string {
+	var out []string
+	for _, p := range pods {
+		out = append(out, p.Namespace+"/"+p.Name+"/"+string(p.UID))
+	}
+	return out
+}
+
+func TestRelistReportsEachLifecycleChangeOnce(t *testing.T) {
+	g := NewWithT(t)
+	e := newEnv(t, Options{})
+	sb, id := e.runPod(t, "u1")
+	e.runPod(t, "u2")
+
+	g.Expect(names(e.relist(t))).To(ConsistOf("ns/pod-u1/u1", "ns/pod-u2/u2"), "the first relist reports every pod")
+	g.Expect(e.relist(t)).To(BeEmpty(), "nothing changed")
+
+	g.Expect(e.rt.StopContainer(e.ctx, id, 0)).To(Succeed())
+	g.Expect(names(e.relist(t))).To(Equal([]string{"ns/pod-u1/u1"}), "container exited")
+	g.Expect(e.relist(t)).To(BeEmpty())
+
+	g.Expect(e.rt.RemoveContainer(e.ctx, id)).To(Succeed())
+	g.Expect(names(e.relist(t))).To(Equal([]string{"ns/pod-u1/u1"}), "container removed")
+
+	g.Expect(e.rt.StopPodSandbox(e.ctx, sb)).To(Succeed())
+	g.Expect(names(e.relist(t))).To(Equal([]string{"ns/pod-u1/u1"}), "sandbox not ready")
+
+	g.Expect(e.rt.RemovePodSandbox(e.ctx, sb)).To(Succeed())
+	g.Expect(names(e.relist(t))).To(Equal([]string{"ns/pod-u1/u1"}), "pod gone, reported from the previous relist")
+	g.Expect(e.r.Snapshot()).NotTo(HaveKey(types.UID("u1")))
+	g.Expect(e.relist(t)).To(BeEmpty())
+}
+
+func TestRelistIgnoresObjectsOfOthers(t *testing.T) {
+	g := NewWithT(t)
+	e := newEnv(t, Options{})
+	e.fake.SetFakeSandboxes([]*fake.FakePodSandbox{{PodSandboxStatus: runtimeapi.PodSandboxStatus{
+		Id: "kubelet-sb", State: ready, Labels: podLabels("foreign"), Metadata: &runtimeapi.PodSandboxMetadata{Name: "x"}}}})
+	g.Expect(e.relist(t)).To(BeEmpty())
+
+	e.fake.Sandboxes["kubelet-sb"].State = notReady
+	g.Expect(e.relist(t)).To(BeEmpty())
+}
+
+func TestEventsThatDoNotFitAreSentWithTheNextRelist(t *testing.T) {
+	g := NewWithT(t)
+	e := newEnv(t, Options{ChannelCapacity: 1})
+	e.runPod(t, "u1")
+	e.runPod(t, "u2")
+
+	g.Expect(e.r.Relist(e.ctx)).To(Succeed())
+	first := drain(e.r.Events())
+	g.Expect(first).To(HaveLen(1))
+
+	second := e.relist(t)
+	g.Expect(second).To(HaveLen(1), "the pending pod is delivered although nothing changed since")
+	g.Expect(names(append(first, second...))).To(ConsistOf("ns/pod-u1/u1", "ns/pod-u2/u2"))
+	g.Expect(e.relist(t)).To(BeEmpty())
+}
+
+func TestRelistErrorKeepsThePreviousStateAndHealthFollowsSuccess(t *testing.T) {
+	g := NewWithT(t)
+	e := newEnv(t, Options{HealthThreshold: 3 * time.Minute})
+	g.Expect(e.r.Healthy()).To(MatchError(ContainSubstring("not relisted successfully yet")))
+
+	_, id := e.runPod(t, "u1")
+	g.Expect(e.relist(t)).To(HaveLen(1))
+	g.Expect(e.r.Healthy()).To(Succeed())
+
+	g.Expect(e.rt.StopContainer(e.ctx, id, 0)).To(Succeed())
+	e.fake.InjectError("ListContainers", status.Error(codes.Unavailable, "runtime down"))
+	g.Expect(e.r.Relist(e.ctx)).To(MatchError(ContainSubstring("relisting containers")))
+	g.Expect(drain(e.r.Events())).To(BeEmpty())
+
+	// The change is found by the next successful relist.
+	g.Expect(names(e.relist(t))).To(Equal([]string{"ns/pod-u1/u1"}))
+
+	e.clock.Step(2 * time.Minute)
+	g.Expect(e.r.Healthy()).To(Succeed())
+	e.clock.Step(2 * time.Minute)
+	g.Expect(e.r.Healthy()).To(MatchError(ContainSubstring("last successful relist 4m0s ago")))
+	g.Expect(e.r.Relist(e.ctx)).To(Succeed())
+	g.Expect(e.r.Healthy()).To(Succeed())
+}
+
+func TestStartRelistsEveryPeriodSurvivesErrorsAndStops(t *testing.T) {
+	g := NewWithT(t)
+	e := newEnv(t, Options{RelistPeriod: time.Second})
+	g.Expect(e.r.NeedLeaderElection()).To(BeFalse())
+	e.fake.InjectError("ListPodSandbox", status.Error(codes.Unavailable, "runtime starting"))
+
+	ctx, cancel := context.WithCancel(e.ctx)
+	done := make(chan error)
+	go func() { done <- e.r.Start(ctx) }()
+
+	// The first relist fails; the next period's succeeds.
+	g.Eventually(e.clock.HasWaiters).Should(BeTrue())
+	g.Consistently(e.r.Healthy, 50*time.Millisecond).ShouldNot(Succeed())
+	e.runPod(t, "u1")
+	e.clock.Step(time.Second)
+	g.Eventually(e.r.Events()).Should(Receive())
+	g.Expect(e.r.Healthy()).To(Succeed())
+
+	cancel()
+	g.Eventually(done).Should(Receive(BeNil()))
+}
+
+func TestSourceEnqueuesThePodByName(t *testing.T) {
+	g := NewWithT(t)
+	e := newEnv(t, Options{})
+	e.runPod(t, "u1")
+
+	ctx, cancel := context.WithCancel(e.ctx)
+	defer cancel()
+	queue := workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[reconcile.Request]())
+	defer queue.ShutDown()
+	g.Expect(e.r.Source().Start(ctx, queue)).To(Succeed())
+
+	g.Expect(e.r.Relist(e.ctx)).To(Succeed())
+	g.Eventually(queue.Len).Should(Equal(1))
+	req, _ := queue.Get()
+	g.Expect(req).To(Equal(reconcile.Request{NamespacedName: types.NamespacedName{Namespace: "ns", Name: "pod-u1"}}))
+}
