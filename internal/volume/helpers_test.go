@@ -1,0 +1,211 @@
+package volume
+
+import (
+	"context"
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/mount-utils"
+	clocktesting "k8s.io/utils/clock/testing"
+)
+
+// fakeFetcher serves ConfigMaps and Secrets from maps keyed by name and
+// counts token requests.
+type fakeFetcher struct {
+	mu         sync.Mutex
+	configMaps map[string]*v1.ConfigMap
+	secrets    map[string]*v1.Secret
+	tokenCalls []tokenCall
+	tokenErr   error
+}
+
+type tokenCall struct {
+	audience   string
+	expiration int64
+}
+
+func newFakeFetcher() *fakeFetcher {
+	return &fakeFetcher{configMaps: map[string]*v1.ConfigMap{}, secrets: map[string]*v1.Secret{}}
+}
+
+func (f *fakeFetcher) ConfigMap(_ context.Context, _, name string) (*v1.ConfigMap, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if cm, ok := f.configMaps[name]; ok {
+		return cm, nil
+	}
+	return nil, apierrors.NewNotFound(schema.GroupResource{Resource: "configmaps"}, name)
+}
+
+func (f *fakeFetcher) Secret(_ context.Context, _, name string) (*v1.Secret, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if s, ok := f.secrets[name]; ok {
+		return s, nil
+	}
+	return nil, apierrors.NewNotFound(schema.GroupResource{Resource: "secrets"}, name)
+}
+
+func (f *fakeFetcher) ServiceAccountToken(_ context.Context, _ *v1.Pod, audience string, expiration int64) (string, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.tokenErr != nil {
+		return "", f.tokenErr
+	}
+	f.tokenCalls = append(f.tokenCalls, tokenCall{audience, expiration})
+	return "token-" + audience + "-" + string(rune('0'+len(f.tokenCalls))), nil
+}
+
+func (f *fakeFetcher) setConfigMap(name string, data map[string]string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.configMaps[name] = &v1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ns"}, Data: data}
+}
+
+func (f *fakeFetcher) setSecret(name string, data map[string]string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	s := &v1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ns"}, Data: map[string][]byte{}}
+	for k, v := range data {
+		s.Data[k] = []byte(v)
+	}
+	f.secrets[name] = s
+}
+
+type testEnv struct {
+	m       *Manager
+	f       *fakeFetcher
+	clock   *clocktesting.FakeClock
+	mounter *mount.FakeMounter
+	root    string
+}
+
+// newTestEnv returns a Manager in a temporary root with a fake mounter, so
+// tests run without mounting anything.
+func newTestEnv(t *testing.T, opts ...Option) *testEnv {
+	t.Helper()
+	e := &testEnv{
+		f:       newFakeFetcher(),
+		clock:   clocktesting.NewFakeClock(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)),
+		mounter: mount.NewFakeMounter(nil),
+		root:    t.TempDir(),
+	}
+	all := append([]Option{WithClock(e.clock), WithMounter(e.mounter)}, opts...)
+	m, err := New(e.root, e.f, all...)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	e.m = m
+	return e
+}
+
+func testPod(volumes ...v1.Volume) *v1.Pod {
+	return &v1.Pod{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: "web", Namespace: "ns", UID: "uid-1",
+			Labels:      map[string]string{"app": "web", "tier": "front"},
+			Annotations: map[string]string{"note": "a \"quoted\" value"},
+		},
+		Spec: v1.PodSpec{
+			Containers: []v1.Container{{Name: "c"}},
+			Volumes:    volumes,
+		},
+	}
+}
+
+func ptrTo[T any](v T) *T { return &v }
+
+func readFile(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("reading %s: %v", path, err)
+	}
+	return string(b)
+}
+
+func assertMode(t *testing.T, path string, want fs.FileMode) {
+	t.Helper()
+	info, err := os.Stat(path)
+	if err != nil {
+		t.Fatalf("stat %s: %v", path, err)
+	}
+	if got := info.Mode() & (fs.ModePerm | fs.ModeSetgid); got != want {
+		t.Errorf("mode of %s = %#o, want %#o", path, got, want)
+	}
+}
+
+// volumeFiles lists the user-visible regular files of a volume, following
+// links, relative to dir.
+func volumeFiles(t *testing.T, dir string) map[string]string {
+	t.Helper()
+	files := map[string]string{}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatalf("listing %s: %v", dir, err)
+	}
+	for _, e := range entries {
+		if e.Name()[0] == '.' && len(e.Name()) > 1 && e.Name()[1] == '.' {
+			continue
+		}
+		collect(t, dir, e.Name(), files)
+	}
+	return files
+}
+
+func collect(t *testing.T, dir, rel string, files map[string]string) {
+	t.Helper()
+	path := filepath.Join(dir, rel)
+	info, err := os.Stat(path)
+	if err != nil {
+		t.Fatalf("stat %s: %v", path, err)
+	}
+	if !info.IsDir() {
+		files[filepath.ToSlash(rel)] = readFile(t, path)
+		return
+	}
+	entries, err := os.ReadDir(path)
+	if err != nil {
+		t.Fatalf("listing %s: %v", path, err)
+	}
+	for _, e := range entries {
+		collect(t, dir, filepath.Join(rel, e.Name()), files)
+	}
+}
+
+func setUpErrorFor(t *testing.T, err error, volume string) *SetUpError {
+	t.Helper()
+	var se *SetUpError
+	if !errors.As(err, &se) {
+		t.Fatalf("error %v is not a *SetUpError", err)
+	}
+	if se.Volume != volume {
+		t.Fatalf("SetUpError.Volume = %q, want %q", se.Volume, volume)
+	}
+	return se
+}
+
+// assertGroup checks the group of path when the test can change groups.
+func assertGroup(t *testing.T, path string, gid uint32) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		return
+	}
+	info, err := os.Stat(path)
+	if err != nil {
+		t.Fatalf("stat %s: %v", path, err)
+	}
+	if got := info.Sys().(*syscall.Stat_t).Gid; got != gid {
+		t.Errorf("group of %s = %d, want %d", path, got, gid)
+	}
+}
