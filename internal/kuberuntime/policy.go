@@ -12,16 +12,6 @@ func isSidecar(c *v1.Container) bool {
 	return c.RestartPolicy != nil && *c.RestartPolicy == v1.ContainerRestartPolicyAlways
 }
 
-// hasSidecar reports whether the pod has a restartable init container.
-func hasSidecar(pod *v1.Pod) bool {
-	for i := range pod.Spec.InitContainers {
-		if isSidecar(&pod.Spec.InitContainers[i]) {
-			return true
-		}
-	}
-	return false
-}
-
 // runsOnce reports whether a regular container that succeeded is not run
 // again in a new sandbox.
 func runsOnce(pod *v1.Pod, c *v1.Container) bool {
