@@ -1,0 +1,158 @@
+package volume
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+
+	"golang.org/x/sys/unix"
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/mount-utils"
+)
+
+func TestTearDown(t *testing.T) {
+	e := newTestEnv(t)
+	e.f.setSecret("creds", map[string]string{"user": "admin"})
+	pod := testPod(
+		v1.Volume{Name: "mem", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{Medium: v1.StorageMediumMemory}}},
+		secretVolume("sec", "creds", nil, nil, nil),
+		v1.Volume{Name: "tok", VolumeSource: v1.VolumeSource{Projected: &v1.ProjectedVolumeSource{
+			Sources: []v1.VolumeProjection{{ServiceAccountToken: &v1.ServiceAccountTokenProjection{Path: "token"}}}}}},
+	)
+	ctx := context.Background()
+	if err := e.m.SetUp(ctx, pod); err != nil {
+		t.Fatalf("SetUp: %v", err)
+	}
+	if _, err := e.m.Mounts(pod, &pod.Spec.Containers[0], 0); err != nil {
+		t.Fatalf("Mounts: %v", err)
+	}
+	if err := e.m.WriteEtcHosts(pod, []string{"10.0.0.2"}); err != nil {
+		t.Fatalf("WriteEtcHosts: %v", err)
+	}
+	// Memory emptyDir, secret and projected volumes are on tmpfs.
+	if mps, _ := e.mounter.List(); len(mps) != 3 {
+		t.Fatalf("mounts after SetUp = %v, want 3 tmpfs", mps)
+	}
+	assertMode(t, e.m.PodDir(pod.UID), 0o750)
+	if uids, err := e.m.ListPodDirs(); err != nil || !slices.Equal(uids, []types.UID{"uid-1"}) {
+		t.Fatalf("ListPodDirs = %v, %v", uids, err)
+	}
+
+	for i := range 2 { // idempotent
+		if err := e.m.TearDown(ctx, pod.UID); err != nil {
+			t.Fatalf("TearDown #%d: %v", i+1, err)
+		}
+	}
+	if _, err := os.Stat(e.m.PodDir(pod.UID)); !os.IsNotExist(err) {
+		t.Errorf("pod directory still exists: %v", err)
+	}
+	if mps, _ := e.mounter.List(); len(mps) != 0 {
+		t.Errorf("mounts after TearDown = %v", mps)
+	}
+	if uids, err := e.m.ListPodDirs(); err != nil || len(uids) != 0 {
+		t.Errorf("ListPodDirs after TearDown = %v, %v", uids, err)
+	}
+	if _, ok := e.m.NextRefresh(pod.UID); ok {
+		t.Error("tokens of a torn-down pod are still cached")
+	}
+}
+
+// failingUnmounter refuses to unmount.
+type failingUnmounter struct{ *mount.FakeMounter }
+
+func (failingUnmounter) Unmount(string) error { return errors.New("device busy") }
+
+func TestTearDownKeepsContentWhenUnmountFails(t *testing.T) {
+	fake := mount.NewFakeMounter(nil)
+	e := newTestEnv(t, WithMounter(failingUnmounter{fake}))
+	pod := testPod(v1.Volume{Name: "mem", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{Medium: v1.StorageMediumMemory}}})
+	if err := e.m.SetUp(context.Background(), pod); err != nil {
+		t.Fatalf("SetUp: %v", err)
+	}
+	if err := e.m.TearDown(context.Background(), pod.UID); err == nil {
+		t.Fatal("TearDown succeeded although the tmpfs could not be unmounted")
+	}
+	if _, err := os.Stat(e.m.volumeDir(pod.UID, emptyDirPlugin, "mem")); err != nil {
+		t.Errorf("volume removed although still mounted: %v", err)
+	}
+}
+
+// TestMemoryEmptyDirOnTmpfs mounts real tmpfs file systems; it needs the
+// privilege to mount and is skipped without it.
+func TestMemoryEmptyDirOnTmpfs(t *testing.T) {
+	e := newTestEnv(t, WithMounter(mount.New("")))
+	e.f.setSecret("creds", map[string]string{"password": "hunter2"})
+	size := resource.MustParse("16Mi")
+	pod := testPod(
+		v1.Volume{Name: "mem", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{Medium: v1.StorageMediumMemory, SizeLimit: &size}}},
+		secretVolume("sec", "creds", nil, nil, nil),
+	)
+	ctx := context.Background()
+	err := e.m.SetUp(ctx, pod)
+	if errors.Is(err, ErrMountNotPermitted) {
+		t.Skipf("skipping: mounting tmpfs is not permitted here: %v", err)
+	}
+	if err != nil {
+		t.Fatalf("SetUp: %v", err)
+	}
+	t.Cleanup(func() { _ = e.m.TearDown(ctx, pod.UID) })
+
+	mem := e.m.volumeDir(pod.UID, emptyDirPlugin, "mem")
+	assertTmpfs(t, mem, 16<<20)
+	assertMode(t, mem, 0o777)
+	assertTmpfs(t, e.m.volumeDir(pod.UID, secretPlugin, "sec"), 0)
+	if got := readFile(t, filepath.Join(e.m.volumeDir(pod.UID, secretPlugin, "sec"), "password")); got != "hunter2" {
+		t.Errorf("secret file = %q", got)
+	}
+	// A second SetUp does not stack another mount.
+	if err := e.m.SetUp(ctx, pod); err != nil {
+		t.Fatalf("second SetUp: %v", err)
+	}
+	if n := mountsUnder(t, e.m.PodDir(pod.UID)); n != 2 {
+		t.Errorf("%d mounts under the pod directory after two SetUps, want 2", n)
+	}
+
+	if err := e.m.TearDown(ctx, pod.UID); err != nil {
+		t.Fatalf("TearDown: %v", err)
+	}
+	if n := mountsUnder(t, e.m.PodDir(pod.UID)); n != 0 {
+		t.Errorf("%d mounts left under the pod directory", n)
+	}
+	if _, err := os.Stat(e.m.PodDir(pod.UID)); !os.IsNotExist(err) {
+		t.Errorf("pod directory still exists: %v", err)
+	}
+}
+
+func assertTmpfs(t *testing.T, dir string, wantSize int64) {
+	t.Helper()
+	var st unix.Statfs_t
+	if err := unix.Statfs(dir, &st); err != nil {
+		t.Fatalf("statfs %s: %v", dir, err)
+	}
+	if st.Type != unix.TMPFS_MAGIC {
+		t.Fatalf("%s is not on tmpfs (type %#x)", dir, st.Type)
+	}
+	if got := int64(st.Blocks) * st.Bsize; wantSize != 0 && got != wantSize {
+		t.Errorf("size of %s = %d, want %d", dir, got, wantSize)
+	}
+}
+
+func mountsUnder(t *testing.T, dir string) int {
+	t.Helper()
+	mps, err := mount.New("").List()
+	if err != nil {
+		t.Fatalf("listing mounts: %v", err)
+	}
+	n := 0
+	for _, mp := range mps {
+		if mount.PathWithinBase(mp.Path, dir) {
+			n++
+		}
+	}
+	return n
+}
