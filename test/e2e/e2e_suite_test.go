@@ -1,0 +1,48 @@
+package e2e
+
+import (
+	"testing"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+
+	"github.com/nodelet/nodelet/test/utils"
+)
+
+const (
+	// suiteSetupTimeout covers a cold start: installing the Debian packages,
+	// building the envtest binaries (minutes on two cores) and the images.
+	suiteSetupTimeout = 20 * time.Minute
+	// criTimeout bounds one CRI call.
+	criTimeout = 30 * time.Second
+	// containerTimeout is how long a short-lived container may take to run.
+	containerTimeout = 30 * time.Second
+	// apiTimeout bounds API server round trips in a spec.
+	apiTimeout = 30 * time.Second
+	// pollInterval is how often Eventually looks again.
+	pollInterval = 100 * time.Millisecond
+)
+
+var (
+	ctrd      *utils.Containerd
+	apiServer *utils.APIServer
+)
+
+func TestE2E(t *testing.T) {
+	RegisterFailHandler(Fail)
+	RunSpecs(t, "nodelet e2e")
+}
+
+var _ = BeforeSuite(func(ctx SpecContext) {
+	ctrd = utils.MustStartContainerd(ctx, utils.ContainerdOptions{})
+	apiServer = utils.MustStartAPIServer(ctx)
+}, NodeTimeout(suiteSetupTimeout))
+
+// The containerd log is removed with its directory when the suite ends:
+// show its end next to a failed spec.
+var _ = JustAfterEach(func() {
+	if CurrentSpecReport().Failed() && ctrd != nil {
+		GinkgoWriter.Printf("containerd log (last 80 lines of %s):\n%s\n", ctrd.LogPath(), ctrd.LogTail(80))
+	}
+})

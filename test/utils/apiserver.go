@@ -1,0 +1,181 @@
+package utils
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+)
+
+// envtestBinaries are what hack/envtest.sh builds and envtest runs.
+var envtestBinaries = []string{"kube-apiserver", "etcd", "kubectl"}
+
+// APIServer is an envtest control plane (etcd and kube-apiserver) configured
+// the way a real cluster is for a node agent: authorization-mode Node,RBAC
+// and the NodeRestriction admission plugin.
+type APIServer struct {
+	// Env is the envtest environment; Env.Config is the admin's rest.Config
+	// (system:masters).
+	Env *envtest.Environment
+	// Config is the admin's rest.Config, the same as Env.Config.
+	Config *rest.Config
+
+	mu      sync.Mutex
+	stopped bool
+}
+
+// StartAPIServer starts etcd and kube-apiserver. It makes sure the binaries
+// exist first: KUBEBUILDER_ASSETS is used when it names a directory holding
+// them, otherwise hack/envtest.sh builds them (a no-op when cached) and
+// KUBEBUILDER_ASSETS is set to its output for the rest of the process.
+func StartAPIServer(ctx context.Context) (*APIServer, error) {
+	assets, err := EnvtestAssets(ctx)
+	if err != nil {
+		return nil, err
+	}
+	env := &envtest.Environment{
+		BinaryAssetsDirectory:    assets,
+		ControlPlaneStartTimeout: 60 * time.Second,
+		ControlPlaneStopTimeout:  20 * time.Second,
+	}
+	args := env.ControlPlane.GetAPIServer().Configure()
+	args.Set("authorization-mode", "Node,RBAC")
+	args.Set("enable-admission-plugins", "NodeRestriction")
+	cfg, err := env.Start()
+	if err != nil {
+		// A half-started control plane still has processes to stop.
+		_ = env.Stop()
+		return nil, fmt.Errorf("starting the envtest API server: %w", err)
+	}
+	return &APIServer{Env: env, Config: cfg}, nil
+}
+
+// NodeUserConfig returns a rest.Config that authenticates as the kubelet of
+// nodeName would: user system:node:<nodeName> in group system:nodes, subject
+// to the Node authorizer and NodeRestriction.
+func (a *APIServer) NodeUserConfig(nodeName string) (*rest.Config, error) {
+	user, err := a.Env.ControlPlane.AddUser(envtest.User{
+		Name:   "system:node:" + nodeName,
+		Groups: []string{"system:nodes"},
+	}, &rest.Config{QPS: 100, Burst: 200})
+	if err != nil {
+		return nil, fmt.Errorf("provisioning the node user of %s: %w", nodeName, err)
+	}
+	return user.Config(), nil
+}
+
+// AdminClient returns a controller-runtime client with the admin's
+// credentials and the client-go scheme.
+func (a *APIServer) AdminClient() (client.Client, error) {
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		return nil, fmt.Errorf("building the client scheme: %w", err)
+	}
+	c, err := client.New(a.Config, client.Options{Scheme: scheme})
+	if err != nil {
+		return nil, fmt.Errorf("creating the admin client: %w", err)
+	}
+	return c, nil
+}
+
+// Stop stops kube-apiserver and etcd and removes their directories. Safe
+// to call twice.
+func (a *APIServer) Stop() error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.stopped {
+		return nil
+	}
+	a.stopped = true
+	if err := a.Env.Stop(); err != nil {
+		return fmt.Errorf("stopping the envtest API server: %w", err)
+	}
+	return nil
+}
+
+// EnvtestAssets returns the directory holding kube-apiserver, etcd and
+// kubectl, building them with hack/envtest.sh when KUBEBUILDER_ASSETS does
+// not name such a directory, and sets KUBEBUILDER_ASSETS to it.
+func EnvtestAssets(ctx context.Context) (string, error) {
+	if dir := os.Getenv("KUBEBUILDER_ASSETS"); dir != "" && haveBinaries(dir) {
+		return dir, nil
+	}
+	// Test packages run in parallel, and two builds into the same cache
+	// would clobber each other: one at a time, on this machine.
+	cache, err := cacheDir("")
+	if err != nil {
+		return "", err
+	}
+	lock, err := os.OpenFile(filepath.Join(cache, "envtest.lock"), os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return "", fmt.Errorf("opening envtest build lock: %w", err)
+	}
+	defer lock.Close()
+	if err := unix.Flock(int(lock.Fd()), unix.LOCK_EX); err != nil {
+		return "", fmt.Errorf("locking envtest build: %w", err)
+	}
+	// The script may also be running outside of any test (make envtest);
+	// wait for that run instead of starting a second build beside it.
+	if err := waitForOtherEnvtestBuilds(ctx); err != nil {
+		return "", err
+	}
+	out, err := runHackScript(ctx, "envtest.sh")
+	if err != nil {
+		return "", fmt.Errorf("building envtest binaries: %w", err)
+	}
+	lines := strings.Split(out, "\n")
+	dir := strings.TrimSpace(lines[len(lines)-1])
+	if !haveBinaries(dir) {
+		return "", fmt.Errorf("hack/envtest.sh printed %q, which does not hold %v", dir, envtestBinaries)
+	}
+	if err := os.Setenv("KUBEBUILDER_ASSETS", dir); err != nil {
+		return "", fmt.Errorf("setting KUBEBUILDER_ASSETS: %w", err)
+	}
+	return dir, nil
+}
+
+func haveBinaries(dir string) bool {
+	for _, b := range envtestBinaries {
+		fi, err := os.Stat(filepath.Join(dir, b))
+		if err != nil || fi.IsDir() || fi.Mode()&0o111 == 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// waitForOtherEnvtestBuilds waits while another process runs hack/envtest.sh.
+func waitForOtherEnvtestBuilds(ctx context.Context) error {
+	for {
+		procs, err := listProcs()
+		if err != nil {
+			return err
+		}
+		busy := false
+		for _, p := range procs {
+			for _, a := range p.args {
+				if strings.HasSuffix(a, "hack/envtest.sh") || a == "envtest.sh" {
+					busy = true
+				}
+			}
+		}
+		if !busy {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("waiting for another hack/envtest.sh to finish: %w", ctx.Err())
+		case <-time.After(2 * time.Second):
+		}
+	}
+}

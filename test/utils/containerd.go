@@ -1,0 +1,615 @@
+package utils
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"text/template"
+	"time"
+
+	"github.com/go-logr/logr"
+	internalapi "k8s.io/cri-api/pkg/apis"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	remote "k8s.io/cri-client/pkg"
+	"k8s.io/klog/v2"
+)
+
+// ContainerdOptions tune StartContainerd. The zero value is what most tests
+// want.
+type ContainerdOptions struct {
+	// Images are imported into the k8s.io namespace once the CRI answers.
+	// nil means TestImages; an empty, non-nil slice imports nothing (the
+	// sandbox image PauseImage is then missing and sandboxes cannot start).
+	Images []string
+	// InsecureRegistries are registry hosts ("127.0.0.1:5000") that the CRI
+	// reaches over plain HTTP. More can be added later with
+	// AddInsecureRegistry.
+	InsecureRegistries []string
+	// LogLevel of containerd ("debug", "info", …); "info" when empty.
+	LogLevel string
+	// StartTimeout bounds each wait for the CRI to answer; 60s when zero.
+	StartTimeout time.Duration
+}
+
+// Containerd is a private containerd started by StartContainerd. Its root,
+// state, socket, config, CNI config, IPAM data, runc state and log all live
+// under Dir, and its pods are attached to a bridge and subnet of their own.
+type Containerd struct {
+	// Dir is the temporary directory holding everything of this instance.
+	Dir string
+	// Subnet is the pod subnet of this instance (10.250.N.0/24); every
+	// sandbox gets an IP in it.
+	Subnet *net.IPNet
+	// Bridge is the name of the CNI bridge (nlbrN).
+	Bridge string
+	// Network is the name of the CNI network (nodelet-N).
+	Network string
+
+	opts    ContainerdOptions
+	socket  string
+	config  string
+	logPath string
+	slot    *slot
+
+	mu      sync.Mutex
+	proc    *daemon // nil while the daemon is not running
+	stopped bool
+}
+
+// daemon is one run of the containerd process.
+type daemon struct {
+	pid  int
+	done chan struct{} // closed when the process has exited and been reaped
+	err  error         // exit error, valid after done is closed
+}
+
+const (
+	// subnetPrefix is the /16 the pod subnets of all instances are cut from.
+	subnetPrefix = "10.250"
+	// daemonStopTimeout is how long containerd gets between SIGTERM and SIGKILL.
+	daemonStopTimeout = 10 * time.Second
+	// cleanupTimeout bounds removing the pod sandboxes left at Stop.
+	cleanupTimeout = 60 * time.Second
+	// criCallTimeout bounds one CRI call of the harness.
+	criCallTimeout = 10 * time.Second
+)
+
+// StartContainerd starts a containerd that shares nothing with a system
+// containerd or with other test runs: its own --root, --state and --address
+// under a new temporary directory, CNI configuration (bridge nlbrN, subnet
+// 10.250.N.0/24, N unique among the instances running on this machine), runc
+// state and registry hosts directory. The CRI plugin is configured for this
+// machine kind (restrict_oom_score_adj, cgroupfs, PauseImage as the sandbox
+// image). It installs the Debian packages first when containerd is missing,
+// waits for the CRI to report the runtime and the network ready, imports the
+// test images, and returns. Stop undoes everything.
+func StartContainerd(ctx context.Context, opts ContainerdOptions) (_ *Containerd, err error) {
+	if opts.Images == nil {
+		opts.Images = TestImages
+	}
+	if opts.LogLevel == "" {
+		opts.LogLevel = "info"
+	}
+	if opts.StartTimeout == 0 {
+		opts.StartTimeout = 60 * time.Second
+	}
+	if err := ensureDeps(ctx, "containerd", "ctr", "runc", "iptables"); err != nil {
+		return nil, err
+	}
+	// Build the archives before anything runs: the first build compiles.
+	archives := make([]string, 0, len(opts.Images))
+	for _, image := range opts.Images {
+		path, err := ImageArchive(ctx, image)
+		if err != nil {
+			return nil, err
+		}
+		archives = append(archives, path)
+	}
+
+	dir, err := os.MkdirTemp("", "nodelet-containerd-")
+	if err != nil {
+		return nil, fmt.Errorf("creating containerd directory: %w", err)
+	}
+	c := &Containerd{
+		Dir:     dir,
+		opts:    opts,
+		socket:  filepath.Join(dir, "containerd.sock"),
+		config:  filepath.Join(dir, "config.toml"),
+		logPath: filepath.Join(dir, "containerd.log"),
+	}
+	if len(c.socket) > 100 {
+		os.RemoveAll(dir)
+		return nil, fmt.Errorf("containerd socket path %s is too long for a unix socket: set TMPDIR to a shorter directory", c.socket)
+	}
+	defer func() {
+		if err != nil {
+			if stopErr := c.Stop(); stopErr != nil {
+				err = fmt.Errorf("%w (and cleaning up: %v)", err, stopErr)
+			}
+		}
+	}()
+
+	c.slot, err = acquireSlot(dir)
+	if err != nil {
+		return c, err
+	}
+	n := c.slot.n
+	c.Bridge = fmt.Sprintf("nlbr%d", n)
+	c.Network = fmt.Sprintf("nodelet-%d", n)
+	_, c.Subnet, _ = net.ParseCIDR(fmt.Sprintf("%s.%d.0/24", subnetPrefix, n))
+
+	if err := c.writeConfig(); err != nil {
+		return c, err
+	}
+	for _, host := range opts.InsecureRegistries {
+		if err := c.AddInsecureRegistry(host); err != nil {
+			return c, err
+		}
+	}
+	if err := c.StartProcess(ctx); err != nil {
+		return c, err
+	}
+	for i, archive := range archives {
+		if err := c.importImage(ctx, opts.Images[i], archive); err != nil {
+			return c, err
+		}
+	}
+	return c, nil
+}
+
+// Endpoint is the CRI endpoint, "unix://<Dir>/containerd.sock".
+func (c *Containerd) Endpoint() string { return "unix://" + c.socket }
+
+// Socket is the path of the containerd socket.
+func (c *Containerd) Socket() string { return c.socket }
+
+// LogPath is the file containerd logs to, across restarts. Print it when a
+// test fails.
+func (c *Containerd) LogPath() string { return c.logPath }
+
+// Running reports whether the daemon process is up.
+func (c *Containerd) Running() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.proc != nil
+}
+
+// AddInsecureRegistry lets the CRI pull from host ("127.0.0.1:5000") over
+// plain HTTP. It writes <Dir>/certs.d/<host>/hosts.toml; the CRI reads that
+// directory (registry config_path) at every pull, so it takes effect at once,
+// also on a running containerd. Credentials still come from the pull
+// request's AuthConfig.
+func (c *Containerd) AddInsecureRegistry(host string) error {
+	if host == "" || strings.ContainsAny(host, "/\"\\ ") {
+		return fmt.Errorf("adding insecure registry: invalid host %q", host)
+	}
+	dir := filepath.Join(c.Dir, "certs.d", host)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("adding insecure registry %s: %w", host, err)
+	}
+	hosts := fmt.Sprintf("server = %q\n\n[host.%q]\n  capabilities = [\"pull\", \"resolve\"]\n  skip_verify = true\n",
+		"http://"+host, "http://"+host)
+	if err := os.WriteFile(filepath.Join(dir, "hosts.toml"), []byte(hosts), 0o644); err != nil {
+		return fmt.Errorf("adding insecure registry %s: %w", host, err)
+	}
+	return nil
+}
+
+var configTemplate = template.Must(template.New("config").Funcs(template.FuncMap{"q": strconv.Quote}).Parse(`# containerd of one nodelet test run; generated by test/utils.
+version = 2
+root = {{q .Root}}
+state = {{q .State}}
+disabled_plugins = [
+  "io.containerd.snapshotter.v1.aufs",
+  "io.containerd.snapshotter.v1.btrfs",
+  "io.containerd.snapshotter.v1.devmapper",
+  "io.containerd.snapshotter.v1.zfs",
+]
+
+[grpc]
+  address = {{q .Socket}}
+
+[debug]
+  address = ""
+
+[metrics]
+  address = ""
+
+[plugins."io.containerd.internal.v1.opt"]
+  path = {{q .Opt}}
+
+[plugins."io.containerd.grpc.v1.cri"]
+  sandbox_image = {{q .SandboxImage}}
+  # The sandbox lacks CAP_SYS_RESOURCE: lowering oom_score_adj fails.
+  restrict_oom_score_adj = true
+  # Network namespaces under our state directory, not /var/run/netns.
+  netns_mounts_under_state_dir = true
+  stream_server_address = "127.0.0.1"
+  stream_server_port = "0"
+  enable_selinux = false
+
+  [plugins."io.containerd.grpc.v1.cri".containerd]
+    snapshotter = "overlayfs"
+    default_runtime_name = "runc"
+
+    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
+      runtime_type = "io.containerd.runc.v2"
+
+      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
+        # cgroup v1 with the cgroupfs driver: there is no systemd here.
+        SystemdCgroup = false
+        Root = {{q .RuncRoot}}
+
+  [plugins."io.containerd.grpc.v1.cri".cni]
+    bin_dir = "/usr/lib/cni"
+    conf_dir = {{q .CNIConfDir}}
+    max_conf_num = 1
+
+  [plugins."io.containerd.grpc.v1.cri".registry]
+    # One hosts.toml per registry host; see AddInsecureRegistry.
+    config_path = {{q .RegistryHosts}}
+`))
+
+var cniTemplate = template.Must(template.New("cni").Funcs(template.FuncMap{"q": strconv.Quote}).Parse(`{
+  "cniVersion": "1.0.0",
+  "name": {{q .Network}},
+  "plugins": [
+    {
+      "type": "bridge",
+      "bridge": {{q .Bridge}},
+      "isGateway": true,
+      "ipMasq": false,
+      "hairpinMode": true,
+      "ipam": {
+        "type": "host-local",
+        "ranges": [[{"subnet": {{q .Subnet}}}]],
+        "routes": [{"dst": "0.0.0.0/0"}],
+        "dataDir": {{q .IPAMDir}}
+      }
+    },
+    {
+      "type": "portmap",
+      "capabilities": {"portMappings": true}
+    }
+  ]
+}
+`))
+
+func (c *Containerd) writeConfig() error {
+	vals := map[string]string{
+		"Root":          filepath.Join(c.Dir, "root"),
+		"State":         filepath.Join(c.Dir, "state"),
+		"Socket":        c.socket,
+		"Opt":           filepath.Join(c.Dir, "opt"),
+		"SandboxImage":  PauseImage,
+		"RuncRoot":      filepath.Join(c.Dir, "runc"),
+		"CNIConfDir":    filepath.Join(c.Dir, "cni", "net.d"),
+		"RegistryHosts": filepath.Join(c.Dir, "certs.d"),
+		"Network":       c.Network,
+		"Bridge":        c.Bridge,
+		"Subnet":        c.Subnet.String(),
+		"IPAMDir":       filepath.Join(c.Dir, "cni", "ipam"),
+	}
+	for _, d := range []string{"root", "state", "opt", "runc", "cni/net.d", "cni/ipam", "certs.d"} {
+		if err := os.MkdirAll(filepath.Join(c.Dir, d), 0o755); err != nil {
+			return fmt.Errorf("creating containerd directory %s: %w", d, err)
+		}
+	}
+	if err := writeTemplate(c.config, configTemplate, vals); err != nil {
+		return fmt.Errorf("writing containerd config: %w", err)
+	}
+	conflist := filepath.Join(vals["CNIConfDir"], "10-"+c.Network+".conflist")
+	if err := writeTemplate(conflist, cniTemplate, vals); err != nil {
+		return fmt.Errorf("writing CNI config: %w", err)
+	}
+	return nil
+}
+
+func writeTemplate(path string, t *template.Template, data any) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := t.Execute(f, data); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// StartProcess starts the daemon (again) on the existing state and waits
+// until the CRI reports the runtime and the network ready. A no-op when it
+// is running. Containers that ran through a StopProcess are found again.
+func (c *Containerd) StartProcess(ctx context.Context) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.stopped {
+		return errors.New("starting containerd: the instance was stopped")
+	}
+	if c.proc != nil {
+		return nil
+	}
+	logFile, err := os.OpenFile(c.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return fmt.Errorf("opening containerd log: %w", err)
+	}
+	defer logFile.Close()
+	fmt.Fprintf(logFile, "=== nodelet test harness: starting containerd at %s\n", time.Now().Format(time.RFC3339Nano))
+
+	cmd := exec.Command("containerd",
+		"--config", c.config,
+		"--address", c.socket,
+		"--root", filepath.Join(c.Dir, "root"),
+		"--state", filepath.Join(c.Dir, "state"),
+		"--log-level", c.opts.LogLevel)
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	cmd.Dir = c.Dir
+	cmd.Env = append(os.Environ(), "TMPDIR="+os.TempDir())
+	cmd.SysProcAttr = &syscall.SysProcAttr{
+		// Out of the test's process group: a ^C reaches the test, whose
+		// cleanup stops containerd in order.
+		Setpgid: true,
+		// If the test process dies without cleaning up, so does containerd.
+		Pdeathsig: syscall.SIGKILL,
+	}
+	d, err := startLocked(cmd)
+	if err != nil {
+		return fmt.Errorf("starting containerd: %w", err)
+	}
+	c.proc = d
+	if err := c.waitReady(ctx, d); err != nil {
+		return fmt.Errorf("waiting for containerd (log %s): %w", c.logPath, err)
+	}
+	return nil
+}
+
+// startLocked starts cmd from a goroutine that holds its OS thread until the
+// process exits. Pdeathsig fires when the thread that started the child ends,
+// and the Go runtime may end a thread whenever a goroutine exits locked to it;
+// holding a thread of our own makes "parent died" mean the test process died.
+func startLocked(cmd *exec.Cmd) (*daemon, error) {
+	d := &daemon{done: make(chan struct{})}
+	started := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		if err := cmd.Start(); err != nil {
+			started <- err
+			close(d.done)
+			return
+		}
+		d.pid = cmd.Process.Pid
+		started <- nil
+		d.err = cmd.Wait()
+		close(d.done)
+	}()
+	if err := <-started; err != nil {
+		return nil, err
+	}
+	return d, nil
+}
+
+// quietContext carries a logger that drops the CRI client's log lines: the
+// harness retries while containerd starts and reports what finally failed.
+func quietContext(ctx context.Context) context.Context {
+	return klog.NewContext(ctx, logr.Discard())
+}
+
+func (c *Containerd) dialRuntime(ctx context.Context) (internalapi.RuntimeService, error) {
+	return remote.NewRemoteRuntimeServiceBuilder().
+		WithEndpoint(c.Endpoint()).
+		WithConnectionTimeout(criCallTimeout).
+		WithTracerProvider(nil).
+		Build(quietContext(ctx))
+}
+
+func (c *Containerd) dialImages(ctx context.Context) (internalapi.ImageManagerService, error) {
+	return remote.NewRemoteImageServiceBuilder().
+		WithEndpoint(c.Endpoint()).
+		WithConnectionTimeout(criCallTimeout).
+		WithTracerProvider(nil).
+		Build(quietContext(ctx))
+}
+
+// waitReady polls the CRI until RuntimeReady and NetworkReady are true.
+func (c *Containerd) waitReady(ctx context.Context, d *daemon) error {
+	ctx, cancel := context.WithTimeout(ctx, c.opts.StartTimeout)
+	defer cancel()
+	var last error = errors.New("no answer yet")
+	for {
+		select {
+		case <-d.done:
+			return fmt.Errorf("containerd exited: %v\n%s", d.err, c.logTail())
+		case <-ctx.Done():
+			return fmt.Errorf("CRI not ready: %w (last: %v)\n%s", ctx.Err(), last, c.logTail())
+		default:
+		}
+		last = c.criReady(ctx)
+		if last == nil {
+			return nil
+		}
+		select {
+		case <-d.done:
+		case <-ctx.Done():
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+func (c *Containerd) criReady(ctx context.Context) error {
+	if _, err := os.Stat(c.socket); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, criCallTimeout)
+	defer cancel()
+	rs, err := c.dialRuntime(ctx)
+	if err != nil {
+		return err
+	}
+	defer rs.Close(ctx)
+	st, err := rs.Status(quietContext(ctx), false)
+	if err != nil {
+		return err
+	}
+	ready := map[string]bool{}
+	for _, cond := range st.GetStatus().GetConditions() {
+		ready[cond.GetType()] = cond.GetStatus()
+	}
+	for _, cond := range []string{runtimeapi.RuntimeReady, runtimeapi.NetworkReady} {
+		if !ready[cond] {
+			return fmt.Errorf("condition %s is not true: %v", cond, st.GetStatus().GetConditions())
+		}
+	}
+	return nil
+}
+
+// LogTail returns the last n lines of containerd's log (the log itself is
+// removed by Stop: print this when a test fails).
+func (c *Containerd) LogTail(n int) string {
+	b, err := os.ReadFile(c.logPath)
+	if err != nil {
+		return fmt.Sprintf("(no containerd log: %v)", err)
+	}
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+func (c *Containerd) logTail() string {
+	return "containerd log tail:\n" + c.LogTail(40)
+}
+
+// importImage imports a docker-archive into the CRI's namespace and waits
+// until the CRI's own image store has it.
+func (c *Containerd) importImage(ctx context.Context, image, archive string) error {
+	cmd := exec.CommandContext(ctx, "ctr", "--address", c.socket, "--namespace", "k8s.io",
+		"images", "import", "--all-platforms", "--snapshotter", "overlayfs", archive)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("importing %s from %s: %w\n%s", image, archive, err, out)
+	}
+	is, err := c.dialImages(ctx)
+	if err != nil {
+		return fmt.Errorf("connecting to the CRI image service: %w", err)
+	}
+	defer is.Close(ctx)
+	deadline := time.Now().Add(criCallTimeout)
+	for {
+		resp, err := is.ImageStatus(quietContext(ctx), &runtimeapi.ImageSpec{Image: image}, false)
+		if err == nil && resp.GetImage() != nil {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("imported %s but the CRI does not list it (err %v)", image, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// StopProcess stops only the daemon (SIGTERM, then SIGKILL after 10s) and
+// keeps its state, its shims and their containers, the way a containerd
+// restart on a node does. A no-op when it is not running.
+func (c *Containerd) StopProcess() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.stopProcessLocked()
+}
+
+func (c *Containerd) stopProcessLocked() error {
+	d := c.proc
+	if d == nil {
+		return nil
+	}
+	c.proc = nil
+	_ = syscall.Kill(d.pid, syscall.SIGTERM)
+	select {
+	case <-d.done:
+		return nil
+	case <-time.After(daemonStopTimeout):
+	}
+	_ = syscall.Kill(d.pid, syscall.SIGKILL)
+	select {
+	case <-d.done:
+		return nil
+	case <-time.After(daemonStopTimeout):
+		return fmt.Errorf("stopping containerd: pid %d did not exit after SIGKILL", d.pid)
+	}
+}
+
+// Restart stops the daemon and starts it again on the same state.
+func (c *Containerd) Restart(ctx context.Context) error {
+	if err := c.StopProcess(); err != nil {
+		return err
+	}
+	return c.StartProcess(ctx)
+}
+
+// Stop tears the instance down: it removes every pod sandbox through the CRI
+// (so CNI releases addresses and port mappings), stops the daemon, kills any
+// shim of this instance and the processes under it, unmounts whatever is
+// left under Dir, deletes the bridge and removes Dir. Safe to call twice and
+// on a partly started instance.
+func (c *Containerd) Stop() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.stopped {
+		return nil
+	}
+	c.stopped = true
+	var errs []error
+	if c.proc != nil {
+		if err := c.removeSandboxes(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if err := c.stopProcessLocked(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := teardownInstance(c.Dir, c.Bridge); err != nil {
+		errs = append(errs, err)
+	}
+	if c.slot != nil {
+		c.slot.release()
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("stopping containerd in %s: %w", c.Dir, err)
+	}
+	return nil
+}
+
+// removeSandboxes stops and removes every pod sandbox (and so every
+// container) of this instance. Every sandbox here is the test's own.
+func (c *Containerd) removeSandboxes() error {
+	ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
+	defer cancel()
+	rs, err := c.dialRuntime(ctx)
+	if err != nil {
+		return fmt.Errorf("connecting to the CRI to remove sandboxes: %w", err)
+	}
+	defer rs.Close(ctx)
+	sandboxes, err := rs.ListPodSandbox(quietContext(ctx), nil)
+	if err != nil {
+		return fmt.Errorf("listing sandboxes: %w", err)
+	}
+	var errs []error
+	for _, sb := range sandboxes {
+		if err := rs.StopPodSandbox(quietContext(ctx), sb.GetId()); err != nil {
+			errs = append(errs, fmt.Errorf("stopping sandbox %s: %w", sb.GetId(), err))
+			continue
+		}
+		if err := rs.RemovePodSandbox(quietContext(ctx), sb.GetId()); err != nil {
+			errs = append(errs, fmt.Errorf("removing sandbox %s: %w", sb.GetId(), err))
+		}
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,21 @@
+// Package utils is the harness of the integration and e2e tests: it runs the
+// real things a node agent talks to, each private to one test run so that
+// several runs can share a machine.
+//
+//   - StartContainerd runs a containerd of its own (root, state, socket, CNI
+//     bridge and subnet under a temporary directory) with the CRI plugin
+//     configured for this machine kind, and imports the test images.
+//   - PauseImage and BusyboxImage are built locally, without Docker, and
+//     cached by content under ${XDG_CACHE_HOME:-~/.cache}/nodelet/images.
+//   - StartRegistry runs a docker-registry on loopback with htpasswd auth,
+//     and Registry.Push copies a test image into it.
+//   - StartAPIServer runs an envtest kube-apiserver and etcd configured like a
+//     real cluster's for a node agent (Node authorizer, NodeRestriction), and
+//     APIServer.NodeUserConfig gives a client that authenticates as a node.
+//
+// Every Start has a Stop that is idempotent and leaves no process, mount,
+// bridge or directory behind. Missing Debian packages are installed with
+// hack/install-deps.sh and missing envtest binaries are built with
+// hack/envtest.sh. Functions return errors; the Must* helpers assert with
+// Gomega and register their cleanup with Ginkgo.
+package utils

@@ -1,0 +1,98 @@
+package utils
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+)
+
+// RepoRoot returns the root of the nodelet module: the first directory at or
+// above the working directory that holds a go.mod.
+func RepoRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", fmt.Errorf("finding the repository root: %w", err)
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", errors.New("finding the repository root: no go.mod above the working directory")
+		}
+		dir = parent
+	}
+}
+
+// cacheDir returns ${XDG_CACHE_HOME:-$HOME/.cache}/nodelet/<sub>, created.
+func cacheDir(sub string) (string, error) {
+	base, err := os.UserCacheDir()
+	if err != nil {
+		return "", fmt.Errorf("finding the user cache directory: %w", err)
+	}
+	dir := filepath.Join(base, "nodelet", sub)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", fmt.Errorf("creating cache directory %s: %w", dir, err)
+	}
+	return dir, nil
+}
+
+// runHackScript runs hack/<name> from the repository root and returns its
+// standard output; its standard error is kept for the error message.
+func runHackScript(ctx context.Context, name string) (string, error) {
+	root, err := RepoRoot()
+	if err != nil {
+		return "", err
+	}
+	cmd := exec.CommandContext(ctx, "bash", filepath.Join(root, "hack", name))
+	cmd.Dir = root
+	cmd.Stdin = nil
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		return "", fmt.Errorf("running hack/%s: %w\n%s", name, err, tail(stderr.String(), 4096))
+	}
+	return string(bytes.TrimSpace(stdout.Bytes())), nil
+}
+
+// depsMu serializes installs: apt would wait for its lock anyway.
+var depsMu sync.Mutex
+
+// ensureDeps installs the Debian packages the harness runs when one of the
+// given commands is missing from PATH.
+func ensureDeps(ctx context.Context, commands ...string) error {
+	depsMu.Lock()
+	defer depsMu.Unlock()
+	missing := false
+	for _, c := range commands {
+		if _, err := exec.LookPath(c); err != nil {
+			missing = true
+		}
+	}
+	if !missing {
+		return nil
+	}
+	if _, err := runHackScript(ctx, "install-deps.sh"); err != nil {
+		return fmt.Errorf("installing test dependencies: %w", err)
+	}
+	for _, c := range commands {
+		if _, err := exec.LookPath(c); err != nil {
+			return fmt.Errorf("%s is not on PATH after hack/install-deps.sh: %w", c, err)
+		}
+	}
+	return nil
+}
+
+// tail returns at most the last n bytes of s.
+func tail(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return "…" + s[len(s)-n:]
+}
