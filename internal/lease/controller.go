@@ -6,6 +6,7 @@ import (
 	"math"
 	"time"
 
+	"github.com/go-logr/logr"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -47,6 +48,8 @@ type Options struct {
 	NodeReader client.Reader
 	// Clock defaults to the real clock.
 	Clock clock.Clock
+	// Logger defaults to the one in Start's context.
+	Logger *logr.Logger
 }
 
 // Controller renews one node's lease until its context ends. It is a
@@ -82,7 +85,12 @@ func (c *Controller) NeedLeaderElection() bool { return false }
 // Start renews the lease every renew interval, retrying failures with a
 // back-off from 200ms doubling to 7s, until ctx ends. It returns nil.
 func (c *Controller) Start(ctx context.Context) error {
-	logger := log.FromContext(ctx).WithValues("lease", c.key.String())
+	logger := log.FromContext(ctx)
+	if c.opts.Logger != nil {
+		logger = *c.opts.Logger
+	}
+	logger = logger.WithValues("lease", c.key.String())
+	ctx = log.IntoContext(ctx, logger)
 	logger.Info("Starting node lease renewal", "renewInterval", c.interval)
 	backoff := newBackoff()
 	for {
