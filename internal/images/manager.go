@@ -1,0 +1,306 @@
+package images
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/google/go-containerregistry/pkg/name"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/util/flowcontrol"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	"k8s.io/utils/clock"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+)
+
+const (
+	// DefaultBackOffInitial is the wait after the first failed pull.
+	DefaultBackOffInitial = 10 * time.Second
+	// DefaultBackOffMax caps the wait between pulls of an image that keeps
+	// failing.
+	DefaultBackOffMax = 5 * time.Minute
+)
+
+// The event reasons the Manager records, as the kubelet's.
+const (
+	EventPulling       = "Pulling"
+	EventPulled        = "Pulled"
+	EventFailed        = "Failed"
+	EventBackOff       = "BackOff"
+	EventNeverPull     = "ErrImageNeverPull"
+	EventInspectFailed = "InspectFailed"
+)
+
+// ImageService is what the Manager needs of the runtime; cri.Runtime
+// implements it.
+type ImageService interface {
+	PullImage(ctx context.Context, image *runtimeapi.ImageSpec, auth *runtimeapi.AuthConfig, sandboxConfig *runtimeapi.PodSandboxConfig) (string, error)
+	ImageStatus(ctx context.Context, image *runtimeapi.ImageSpec) (*runtimeapi.Image, error)
+}
+
+// Recorder receives the Manager's events; record.EventRecorder implements
+// it, and EventsRecorder adapts the events.k8s.io recorder controller-runtime
+// managers hand out.
+type Recorder interface {
+	Event(object runtime.Object, eventtype, reason, message string)
+}
+
+// EventsRecorder adapts a recorder of the events.k8s.io API, such as the
+// one manager.GetEventRecorder returns, to Recorder, with action "Pull".
+func EventsRecorder(r interface {
+	Eventf(regarding, related runtime.Object, eventtype, reason, action, note string, args ...any)
+}) Recorder {
+	return eventsRecorder{r}
+}
+
+type eventsRecorder struct {
+	r interface {
+		Eventf(regarding, related runtime.Object, eventtype, reason, action, note string, args ...any)
+	}
+}
+
+func (e eventsRecorder) Event(object runtime.Object, eventtype, reason, message string) {
+	e.r.Eventf(object, nil, eventtype, reason, "Pull", "%s", message)
+}
+
+// Options configure a Manager.
+type Options struct {
+	// SerializeImagePulls pulls one image at a time.
+	SerializeImagePulls bool
+	// MaxParallelImagePulls bounds concurrent pulls when they are not
+	// serialized; zero means no bound.
+	MaxParallelImagePulls int
+	// BackOffInitial and BackOffMax shape the back-off after failed pulls;
+	// zero means DefaultBackOffInitial and DefaultBackOffMax.
+	BackOffInitial, BackOffMax time.Duration
+	// Clock times pulls and back-off; nil means the real clock.
+	Clock clock.Clock
+}
+
+// Manager makes sure images are present before containers are created. It
+// is safe for concurrent use.
+type Manager struct {
+	images   ImageService
+	recorder Recorder
+	clock    clock.Clock
+	backOff  *flowcontrol.Backoff
+	puller   *puller
+}
+
+// NewManager returns a Manager pulling through images and recording events
+// on recorder (nil records none).
+func NewManager(images ImageService, recorder Recorder, opts Options) *Manager {
+	if opts.BackOffInitial <= 0 {
+		opts.BackOffInitial = DefaultBackOffInitial
+	}
+	if opts.BackOffMax <= 0 {
+		opts.BackOffMax = DefaultBackOffMax
+	}
+	if opts.Clock == nil {
+		opts.Clock = clock.RealClock{}
+	}
+	backOff := flowcontrol.NewBackOff(opts.BackOffInitial, opts.BackOffMax)
+	backOff.Clock = opts.Clock
+	slots := opts.MaxParallelImagePulls
+	if opts.SerializeImagePulls {
+		slots = 1
+	}
+	return &Manager{
+		images:   images,
+		recorder: recorder,
+		clock:    opts.Clock,
+		backOff:  backOff,
+		puller:   newPuller(images, opts.Clock, slots),
+	}
+}
+
+// EnsureImage makes the image of container, a container of pod, present
+// according to its pull policy and returns the image reference to create
+// the container with. pullSecrets are the pod's image pull secrets, in the
+// pod's order; sandboxConfig is the pod's sandbox config, passed to the
+// runtime with the pull. Errors wrap one of the Err* reasons (see Reason);
+// the matching events are already recorded.
+//
+// Back-off is kept per pod and image, so one pod's failing credentials do
+// not hold back another pod's pull of the same image.
+func (m *Manager) EnsureImage(ctx context.Context, pod *corev1.Pod, container *corev1.Container, pullSecrets []*corev1.Secret, sandboxConfig *runtimeapi.PodSandboxConfig) (string, error) {
+	ev := m.eventsFor(pod, container)
+	image := container.Image
+	tagged, err := applyDefaultTag(image)
+	if err != nil {
+		msg := fmt.Sprintf("Failed to apply default image tag %q: %v", image, err)
+		ev(corev1.EventTypeWarning, EventInspectFailed, msg)
+		return "", &imageError{reason: ErrInvalidImageName, message: msg, cause: err}
+	}
+	spec := &runtimeapi.ImageSpec{Image: tagged, UserSpecifiedImage: image}
+
+	present, err := m.images.ImageStatus(ctx, spec)
+	if err != nil {
+		msg := fmt.Sprintf("Failed to inspect image %q: %v", image, err)
+		ev(corev1.EventTypeWarning, EventInspectFailed, msg)
+		return "", &imageError{reason: ErrImageInspect, message: msg, cause: err}
+	}
+	if !shouldPull(pullPolicy(container.ImagePullPolicy, image), present != nil) {
+		if present == nil {
+			msg := fmt.Sprintf("Container image %q is not present with pull policy of Never", image)
+			ev(corev1.EventTypeWarning, EventNeverPull, msg)
+			return "", &imageError{reason: ErrImageNeverPull, message: msg}
+		}
+		ev(corev1.EventTypeNormal, EventPulled, fmt.Sprintf("Container image %q already present on machine", image))
+		return present.GetId(), nil
+	}
+	return m.pull(ctx, pod, spec, pullSecrets, sandboxConfig, ev)
+}
+
+// pull pulls spec unless it is in back-off, recording the outcome.
+func (m *Manager) pull(ctx context.Context, pod *corev1.Pod, spec *runtimeapi.ImageSpec, pullSecrets []*corev1.Secret, sandboxConfig *runtimeapi.PodSandboxConfig, ev eventFunc) (string, error) {
+	image := spec.GetUserSpecifiedImage()
+	key := string(pod.UID) + "_" + image
+	m.backOff.GC()
+	if m.backOff.IsInBackOffSinceUpdate(key, m.clock.Now()) {
+		msg := fmt.Sprintf("Back-off pulling image %q", image)
+		ev(corev1.EventTypeNormal, EventBackOff, msg)
+		return "", &imageError{reason: ErrImagePullBackOff, message: msg}
+	}
+
+	creds := m.credentials(ctx, spec.GetImage(), pullSecrets)
+	ev(corev1.EventTypeNormal, EventPulling, fmt.Sprintf("Pulling image %q", image))
+	res, err := m.puller.pull(ctx, spec, creds, sandboxConfig)
+	if err != nil && ctx.Err() != nil {
+		// The caller gave up waiting; that says nothing about the image.
+		return "", fmt.Errorf("pulling image %q: %w", image, err)
+	}
+	if err != nil {
+		m.backOff.Next(key, m.clock.Now())
+		ev(corev1.EventTypeWarning, EventFailed, fmt.Sprintf("Failed to pull image %q: %v", image, err))
+		return "", &imageError{reason: ErrImagePull, message: pullMessage(err), cause: err}
+	}
+	m.backOff.Reset(key)
+	ev(corev1.EventTypeNormal, EventPulled, fmt.Sprintf(
+		"Successfully pulled image %q in %v (%v including waiting). Image size: %d bytes.",
+		image, res.pulling.Truncate(time.Millisecond), res.total.Truncate(time.Millisecond), res.size))
+	return res.ref, nil
+}
+
+// credentials returns the pull secrets' credentials for image; secrets that
+// do not parse are logged by name and skipped.
+func (m *Manager) credentials(ctx context.Context, image string, pullSecrets []*corev1.Secret) []Credential {
+	keyring, err := NewKeyring(pullSecrets)
+	if err != nil {
+		log.FromContext(ctx).Error(err, "Skipping unreadable image pull secret entries", "image", image)
+	}
+	creds, err := keyring.Lookup(image)
+	if err != nil {
+		// The image parsed in applyDefaultTag; this cannot happen.
+		return nil
+	}
+	return creds
+}
+
+// pullMessage is the Waiting message of a failed pull: the runtime's words,
+// without the wrapping that names the image again.
+func pullMessage(err error) string {
+	var msgs []string
+	for _, e := range attemptErrors(err) {
+		if inner := errors.Unwrap(e); inner != nil {
+			e = inner
+		}
+		msgs = append(msgs, e.Error())
+	}
+	return strings.Join(msgs, "; ")
+}
+
+func attemptErrors(err error) []error {
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		return j.Unwrap()
+	}
+	return []error{err}
+}
+
+// pullPolicy returns policy, or the API server's default for image when it
+// is empty: Always for the latest tag or no tag, IfNotPresent otherwise.
+func pullPolicy(policy corev1.PullPolicy, image string) corev1.PullPolicy {
+	if policy != "" {
+		return policy
+	}
+	if tag, digest := tagAndDigest(image); digest == "" && (tag == "" || tag == "latest") {
+		return corev1.PullAlways
+	}
+	return corev1.PullIfNotPresent
+}
+
+func shouldPull(policy corev1.PullPolicy, present bool) bool {
+	switch policy {
+	case corev1.PullAlways:
+		return true
+	case corev1.PullNever:
+		return false
+	default:
+		return !present
+	}
+}
+
+// applyDefaultTag checks that image parses and returns it with ":latest"
+// appended when it names neither a tag nor a digest.
+func applyDefaultTag(image string) (string, error) {
+	if _, err := name.ParseReference(image); err != nil || strings.TrimSpace(image) != image {
+		if err == nil {
+			err = errors.New("invalid reference format")
+		}
+		return "", fmt.Errorf("couldn't parse image name %q: %w", image, err)
+	}
+	if tag, digest := tagAndDigest(image); tag == "" && digest == "" {
+		return image + ":latest", nil
+	}
+	return image, nil
+}
+
+// tagAndDigest splits the tag and digest off an image reference.
+func tagAndDigest(image string) (tag, digest string) {
+	rest, digest, _ := strings.Cut(image, "@")
+	slash := strings.LastIndex(rest, "/")
+	if colon := strings.LastIndex(rest, ":"); colon > slash {
+		tag = rest[colon+1:]
+	}
+	return tag, digest
+}
+
+type eventFunc func(eventtype, reason, message string)
+
+// eventsFor returns a function recording events on the container's
+// reference within pod, the way kubectl describe shows them.
+func (m *Manager) eventsFor(pod *corev1.Pod, container *corev1.Container) eventFunc {
+	if m.recorder == nil {
+		return func(string, string, string) {}
+	}
+	ref := &corev1.ObjectReference{
+		Kind:            "Pod",
+		APIVersion:      "v1",
+		Namespace:       pod.Namespace,
+		Name:            pod.Name,
+		UID:             pod.UID,
+		ResourceVersion: pod.ResourceVersion,
+		FieldPath:       fieldPath(pod, container.Name),
+	}
+	return func(eventtype, reason, message string) {
+		m.recorder.Event(ref, eventtype, reason, message)
+	}
+}
+
+// fieldPath names a container within its pod's spec.
+func fieldPath(pod *corev1.Pod, container string) string {
+	for _, c := range pod.Spec.InitContainers {
+		if c.Name == container {
+			return "spec.initContainers{" + container + "}"
+		}
+	}
+	for _, c := range pod.Spec.EphemeralContainers {
+		if c.Name == container {
+			return "spec.ephemeralContainers{" + container + "}"
+		}
+	}
+	return "spec.containers{" + container + "}"
+}
