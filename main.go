@@ -3,10 +3,12 @@
 package main
 
 import (
+	"context"
 	"errors"
 	goflag "flag"
 	"fmt"
 	"os"
+	"path/filepath"
 
 	"github.com/spf13/pflag"
 	"k8s.io/client-go/rest"
@@ -14,8 +16,11 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
+	"github.com/nodelet/nodelet/api/v1alpha1"
 	"github.com/nodelet/nodelet/controllers"
 	"github.com/nodelet/nodelet/internal/agent"
+	"github.com/nodelet/nodelet/internal/checkpoint"
+	"github.com/nodelet/nodelet/internal/cri"
 	"github.com/nodelet/nodelet/internal/options"
 )
 
@@ -57,17 +62,42 @@ func run(args []string) int {
 		log.Error(err, "Unable to create the manager")
 		return 1
 	}
-	deps := &controllers.Deps{Config: cfg}
+	ctx := ctrl.SetupSignalHandler()
+	deps, err := buildDeps(ctx, cfg)
+	if err != nil {
+		log.Error(err, "Unable to set up the node's runtime and state")
+		return 1
+	}
 	if err := controllers.Default.Setup(mgr, deps, cfg.Controllers); err != nil {
 		log.Error(err, "Unable to set up controllers")
 		return 1
 	}
 	log.Info("Starting nodelet", "node", cfg.NodeName, "runtime", cfg.ContainerRuntimeEndpoint)
-	if err := mgr.Start(ctrl.SetupSignalHandler()); err != nil {
+	if err := mgr.Start(ctx); err != nil {
 		log.Error(err, "Manager stopped with an error")
 		return 1
 	}
 	return 0
+}
+
+// buildDeps connects to the container runtime and opens the state
+// directories the reconcilers share.
+func buildDeps(ctx context.Context, cfg *v1alpha1.NodeletConfiguration) (*controllers.Deps, error) {
+	if err := os.MkdirAll(cfg.RootDir, 0o750); err != nil {
+		return nil, fmt.Errorf("creating root directory: %w", err)
+	}
+	store, err := checkpoint.NewFileStore(filepath.Join(cfg.RootDir, "checkpoints"))
+	if err != nil {
+		return nil, fmt.Errorf("opening checkpoint store: %w", err)
+	}
+	runtime, err := cri.Dial(ctx, cfg.ContainerRuntimeEndpoint, cfg.ImageServiceEndpoint, cri.Options{
+		NodeName:              cfg.NodeName,
+		RuntimeRequestTimeout: cfg.RuntimeRequestTimeout.Duration,
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &controllers.Deps{Config: cfg, Runtime: runtime, Checkpoints: store}, nil
 }
 
 // loadRESTConfig uses --kubeconfig when it is given, else the usual

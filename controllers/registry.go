@@ -8,6 +8,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/nodelet/nodelet/api/v1alpha1"
+	"github.com/nodelet/nodelet/internal/checkpoint"
 	"github.com/nodelet/nodelet/internal/cri"
 )
 
@@ -17,6 +18,8 @@ type Deps struct {
 	Config *v1alpha1.NodeletConfiguration
 	// Runtime is the container runtime; nil reports it as down.
 	Runtime cri.Runtime
+	// Checkpoints stores per-pod state; nil opens <rootDir>/checkpoints.
+	Checkpoints checkpoint.Manager
 }
 
 // SetupFunc registers one reconciler (and any runnables it needs) with mgr.
@@ -29,6 +32,7 @@ type Registry map[string]SetupFunc
 // Default is every reconciler nodelet has. Add a line here to add one.
 var Default = Registry{
 	"node": setupNodeController,
+	"pod":  setupPodController,
 }
 
 // Names returns the registered names, sorted.

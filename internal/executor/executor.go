@@ -1,0 +1,347 @@
+package executor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/record"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	"k8s.io/utils/clock"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/nodelet/nodelet/internal/cri"
+	"github.com/nodelet/nodelet/internal/kuberuntime"
+)
+
+// Event reasons, as the kubelet emits them.
+const (
+	EventPulling                = "Pulling"
+	EventPulled                 = "Pulled"
+	EventFailed                 = "Failed"
+	EventBackOff                = "BackOff"
+	EventCreated                = "Created"
+	EventStarted                = "Started"
+	EventKilling                = "Killing"
+	EventFailedCreatePodSandBox = "FailedCreatePodSandBox"
+	EventFailedMount            = "FailedMount"
+	EventFailedPreStopHook      = "FailedPreStopHook"
+	EventSandboxChanged         = "SandboxChanged"
+)
+
+// ImageManager makes a container's image present and returns its reference.
+type ImageManager interface {
+	EnsureImage(ctx context.Context, pod *v1.Pod, c *v1.Container, pullSecrets []*v1.Secret, sandboxCfg *runtimeapi.PodSandboxConfig) (string, error)
+}
+
+// ImageErrorReason maps an ImageManager error to a container waiting
+// reason and message.
+type ImageErrorReason func(err error) (reason, message string)
+
+// VolumeManager prepares a pod's volumes on the host.
+type VolumeManager interface {
+	SetUp(ctx context.Context, pod *v1.Pod) error
+	WriteEtcHosts(pod *v1.Pod, podIPs []string) error
+	Mounts(pod *v1.Pod, c *v1.Container, restartCount int32) ([]*runtimeapi.Mount, error)
+	TerminationMessagePath(pod *v1.Pod, containerName string, restartCount int32) string
+	TearDown(ctx context.Context, uid types.UID) error
+}
+
+// ObjectReader reads the ConfigMaps and Secrets a pod names.
+type ObjectReader interface {
+	ConfigMap(ctx context.Context, namespace, name string) (*v1.ConfigMap, error)
+	Secret(ctx context.Context, namespace, name string) (*v1.Secret, error)
+}
+
+// SaveFunc persists the pod's state; it is called after every runtime mutation.
+type SaveFunc func() error
+
+// Executor runs plans against the container runtime. All fields but Clock
+// are required.
+type Executor struct {
+	Runtime     cri.Runtime
+	Images      ImageManager
+	ImageReason ImageErrorReason
+	Volumes     VolumeManager
+	Objects     ObjectReader
+	Recorder    record.EventRecorder
+	Clock       clock.Clock
+	// Sandbox holds the node-wide sandbox options; Attempt is set per call.
+	Sandbox kuberuntime.SandboxOptions
+	// Node returns what container configs need of the node.
+	Node func() NodeFacts
+}
+
+// NodeFacts are the node properties container configs depend on.
+type NodeFacts struct {
+	HostIPs     []string
+	Allocatable v1.ResourceList
+}
+
+func (e *Executor) now() time.Time {
+	if e.Clock == nil {
+		return time.Now()
+	}
+	return e.Clock.Now()
+}
+
+// Sync carries out one plan for pod. rt is the pod's observed runtime, st
+// its state, updated in place. It returns the first error that should make
+// the caller retry with back-off; container start failures are recorded in
+// st (and shown in the status) rather than returned.
+func (e *Executor) Sync(ctx context.Context, pod *v1.Pod, rt kuberuntime.PodRuntime, st *kuberuntime.PodState, a kuberuntime.PodActions, save SaveFunc) error {
+	if a.KillPod {
+		if a.CreateSandbox && len(rt.Sandboxes) > 0 {
+			e.Recorder.Event(pod, v1.EventTypeNormal, EventSandboxChanged, "Pod sandbox changed, it will be killed and re-created.")
+		}
+		if err := e.killPod(ctx, pod, rt); err != nil {
+			return err
+		}
+	}
+	if a.Done || (a.KillPod && !a.CreateSandbox) {
+		return nil
+	}
+	if err := e.Volumes.SetUp(ctx, pod); err != nil {
+		e.Recorder.Event(pod, v1.EventTypeWarning, EventFailedMount, err.Error())
+		return fmt.Errorf("setting up volumes: %w", err)
+	}
+	sb, err := e.ensureSandbox(ctx, pod, rt, st, a, save)
+	if err != nil {
+		return err
+	}
+	for id, k := range a.ContainersToKill {
+		if err := e.killContainer(ctx, pod, id, k.Name, k.Message, k.PreStop, k.GracePeriodSeconds); err != nil {
+			return err
+		}
+	}
+	for name, b := range a.BackingOff {
+		if b.Reason == kuberuntime.ReasonCrashLoopBackOff {
+			e.Recorder.Eventf(pod, v1.EventTypeWarning, EventBackOff, "Back-off restarting failed container %s in pod %s", name, kuberuntime.PodDesc(pod))
+		}
+	}
+	for _, s := range a.InitContainersToStart {
+		if err := e.startContainer(ctx, pod, sb, s, st, save); err != nil {
+			// The next init container must not start before this one.
+			return nil
+		}
+	}
+	for _, s := range a.ContainersToStart {
+		_ = e.startContainer(ctx, pod, sb, s, st, save)
+	}
+	return nil
+}
+
+// sandbox is the sandbox containers are started in.
+type sandbox struct {
+	id     string
+	config *runtimeapi.PodSandboxConfig
+	ips    []string
+}
+
+func (e *Executor) sandboxConfig(pod *v1.Pod, attempt uint32) (*runtimeapi.PodSandboxConfig, error) {
+	opts := e.Sandbox
+	opts.Attempt = attempt
+	cfg, err := kuberuntime.SandboxConfig(pod, opts)
+	if err != nil {
+		return nil, fmt.Errorf("building sandbox config: %w", err)
+	}
+	return cfg, nil
+}
+
+func (e *Executor) ensureSandbox(ctx context.Context, pod *v1.Pod, rt kuberuntime.PodRuntime, st *kuberuntime.PodState, a kuberuntime.PodActions, save SaveFunc) (*sandbox, error) {
+	if !a.CreateSandbox {
+		attempt, ips := uint32(0), []string(nil)
+		for _, s := range rt.Sandboxes {
+			if s.ID == a.SandboxID {
+				attempt, ips = s.Attempt, s.IPs
+			}
+		}
+		cfg, err := e.sandboxConfig(pod, attempt)
+		if err != nil {
+			return nil, err
+		}
+		return &sandbox{id: a.SandboxID, config: cfg, ips: ips}, nil
+	}
+	cfg, err := e.sandboxConfig(pod, a.Attempt)
+	if err != nil {
+		e.Recorder.Eventf(pod, v1.EventTypeWarning, EventFailedCreatePodSandBox, "Failed to create pod sandbox: %v", err)
+		return nil, err
+	}
+	if err := os.MkdirAll(cfg.LogDirectory, 0o755); err != nil {
+		return nil, fmt.Errorf("creating pod log directory: %w", err)
+	}
+	id, err := e.Runtime.RunPodSandbox(ctx, cfg, runtimeHandler(pod))
+	if err != nil {
+		e.Recorder.Eventf(pod, v1.EventTypeWarning, EventFailedCreatePodSandBox, "Failed to create pod sandbox: %v", err)
+		return nil, fmt.Errorf("creating sandbox: %w", err)
+	}
+	st.RecordSandbox(id, a.Attempt)
+	if err := save(); err != nil {
+		return nil, err
+	}
+	status, err := e.Runtime.PodSandboxStatus(ctx, id)
+	if err != nil {
+		return nil, fmt.Errorf("reading status of new sandbox %s: %w", id, err)
+	}
+	sb := &sandbox{id: id, config: cfg, ips: kuberuntime.SandboxFromCRI(status).IPs}
+	if !pod.Spec.HostNetwork {
+		if err := e.Volumes.WriteEtcHosts(pod, sb.ips); err != nil {
+			return nil, fmt.Errorf("writing /etc/hosts: %w", err)
+		}
+	}
+	log.FromContext(ctx).V(1).Info("Created sandbox", "sandbox", id, "attempt", a.Attempt, "ips", sb.ips)
+	return sb, nil
+}
+
+func runtimeHandler(pod *v1.Pod) string {
+	if pod.Spec.RuntimeClassName != nil {
+		return *pod.Spec.RuntimeClassName
+	}
+	return ""
+}
+
+// startContainer pulls, creates and starts one container, recording the
+// attempt and any failure in st. The returned error only says the start
+// failed; it has been recorded and reported already.
+func (e *Executor) startContainer(ctx context.Context, pod *v1.Pod, sb *sandbox, s kuberuntime.ContainerStart, st *kuberuntime.PodState, save SaveFunc) error {
+	c := s.Spec(pod)
+	fail := func(reason, message string) error {
+		st.RecordFailure(s.Name, reason, message, e.now())
+		if err := save(); err != nil {
+			log.FromContext(ctx).Error(err, "Unable to save pod state", "container", s.Name)
+		}
+		return errors.New(reason + ": " + message)
+	}
+	pullSecrets, err := e.pullSecrets(ctx, pod)
+	if err != nil {
+		return fail(kuberuntime.ReasonErrImagePull, err.Error())
+	}
+	imageRef, err := e.Images.EnsureImage(ctx, pod, c, pullSecrets, sb.config)
+	if err != nil {
+		reason, message := e.ImageReason(err)
+		e.Recorder.Eventf(pod, v1.EventTypeWarning, EventFailed, "Error: %s", reason)
+		return fail(reason, message)
+	}
+	cfg, err := e.containerConfig(ctx, pod, c, sb, s, imageRef)
+	if err != nil {
+		e.Recorder.Eventf(pod, v1.EventTypeWarning, EventFailed, "Error: %v", err)
+		return fail(kuberuntime.ReasonCreateContainerConfigError, err.Error())
+	}
+	st.RecordStart(s, e.now())
+	id, err := e.Runtime.CreateContainer(ctx, sb.id, cfg, sb.config)
+	if err != nil {
+		e.Recorder.Eventf(pod, v1.EventTypeWarning, EventFailed, "Error: %v", err)
+		return fail(kuberuntime.ReasonCreateContainerError, err.Error())
+	}
+	if err := save(); err != nil {
+		return fail(kuberuntime.ReasonCreateContainerError, err.Error())
+	}
+	e.Recorder.Eventf(pod, v1.EventTypeNormal, EventCreated, "Created container: %s", c.Name)
+	if err := e.Runtime.StartContainer(ctx, id); err != nil {
+		e.Recorder.Eventf(pod, v1.EventTypeWarning, EventFailed, "Error: %v", err)
+		return fail(kuberuntime.ReasonRunContainerError, err.Error())
+	}
+	e.Recorder.Eventf(pod, v1.EventTypeNormal, EventStarted, "Started container %s", c.Name)
+	log.FromContext(ctx).V(1).Info("Started container", "container", c.Name, "id", id, "restartCount", s.RestartCount)
+	return nil
+}
+
+func (e *Executor) containerConfig(ctx context.Context, pod *v1.Pod, c *v1.Container, sb *sandbox, s kuberuntime.ContainerStart, imageRef string) (*runtimeapi.ContainerConfig, error) {
+	mounts, err := e.Volumes.Mounts(pod, c, int32(s.RestartCount))
+	if err != nil {
+		return nil, err
+	}
+	cms, secrets, err := e.envObjects(ctx, pod, c)
+	if err != nil {
+		return nil, err
+	}
+	node := e.Node()
+	return kuberuntime.ContainerConfig(pod, c, kuberuntime.ContainerOptions{
+		RestartCount:    s.RestartCount,
+		SandboxID:       sb.id,
+		PodIPs:          sb.ips,
+		HostIPs:         node.HostIPs,
+		Mounts:          mounts,
+		ImageRef:        imageRef,
+		ConfigMaps:      cms,
+		Secrets:         secrets,
+		NodeAllocatable: node.Allocatable,
+		ExtraLabels:     e.Sandbox.ExtraLabels,
+	})
+}
+
+// pullSecrets reads the pod's imagePullSecrets; a missing one is skipped,
+// as the kubelet does, and the pull is tried without it.
+func (e *Executor) pullSecrets(ctx context.Context, pod *v1.Pod) ([]*v1.Secret, error) {
+	var out []*v1.Secret
+	for _, ref := range pod.Spec.ImagePullSecrets {
+		s, err := e.Objects.Secret(ctx, pod.Namespace, ref.Name)
+		if err != nil {
+			log.FromContext(ctx).Info("Unable to read image pull secret, pulling without it", "secret", ref.Name, "error", err.Error())
+			continue
+		}
+		out = append(out, s)
+	}
+	return out, nil
+}
+
+// envObjects fetches the ConfigMaps and Secrets c's environment names. A
+// missing object is left out of the maps; ContainerConfig decides whether
+// that is an error (it is unless the reference is optional).
+func (e *Executor) envObjects(ctx context.Context, pod *v1.Pod, c *v1.Container) (map[string]*v1.ConfigMap, map[string]*v1.Secret, error) {
+	cms, secrets := map[string]*v1.ConfigMap{}, map[string]*v1.Secret{}
+	getCM := func(name string) error {
+		if _, done := cms[name]; done || name == "" {
+			return nil
+		}
+		cm, err := e.Objects.ConfigMap(ctx, pod.Namespace, name)
+		if err != nil {
+			return ignoreNotFound(err)
+		}
+		cms[name] = cm
+		return nil
+	}
+	getSecret := func(name string) error {
+		if _, done := secrets[name]; done || name == "" {
+			return nil
+		}
+		s, err := e.Objects.Secret(ctx, pod.Namespace, name)
+		if err != nil {
+			return ignoreNotFound(err)
+		}
+		secrets[name] = s
+		return nil
+	}
+	for _, from := range c.EnvFrom {
+		if from.ConfigMapRef != nil {
+			if err := getCM(from.ConfigMapRef.Name); err != nil {
+				return nil, nil, err
+			}
+		}
+		if from.SecretRef != nil {
+			if err := getSecret(from.SecretRef.Name); err != nil {
+				return nil, nil, err
+			}
+		}
+	}
+	for _, env := range c.Env {
+		if env.ValueFrom == nil {
+			continue
+		}
+		if ref := env.ValueFrom.ConfigMapKeyRef; ref != nil {
+			if err := getCM(ref.Name); err != nil {
+				return nil, nil, err
+			}
+		}
+		if ref := env.ValueFrom.SecretKeyRef; ref != nil {
+			if err := getSecret(ref.Name); err != nil {
+				return nil, nil, err
+			}
+		}
+	}
+	return cms, secrets, nil
+}

@@ -1,0 +1,332 @@
+package executor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"strconv"
+	"sync"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/nodelet/nodelet/internal/cri"
+	"github.com/nodelet/nodelet/internal/kuberuntime"
+)
+
+// Terminate advances the graceful termination of a pod being deleted or
+// finished: preStop hooks, then each container stopped within what is left
+// of the grace period, sidecars last, then the sandboxes. It returns done
+// when nothing of the pod runs any more, else when to look again.
+func (e *Executor) Terminate(ctx context.Context, pod *v1.Pod, rt kuberuntime.PodRuntime, st *kuberuntime.PodState, save SaveFunc) (done bool, requeue time.Duration, err error) {
+	st.BeginTermination(pod, e.now())
+	if err := save(); err != nil {
+		return false, 0, err
+	}
+	plan := kuberuntime.PlanTermination(pod, rt, *st, e.now())
+	hooks := map[string]kuberuntime.PreStopHook{}
+	for _, h := range plan.PreStop {
+		hooks[h.ContainerID] = h
+	}
+	var (
+		wg   sync.WaitGroup
+		mu   sync.Mutex
+		errs []error
+	)
+	for _, stop := range plan.Stop {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if h, ok := hooks[stop.ContainerID]; ok {
+				e.runPreStop(ctx, pod, rt, h.ContainerID, h.Name, h.Handler, h.Timeout)
+				mu.Lock()
+				st.RecordPreStopDone(h.ContainerID, e.now())
+				mu.Unlock()
+			}
+			mu.Lock()
+			timeout := st.Terminating.StopTimeout(e.now())
+			mu.Unlock()
+			if _, hadHook := hooks[stop.ContainerID]; !hadHook {
+				timeout = stop.Timeout
+			}
+			e.Recorder.Eventf(pod, v1.EventTypeNormal, EventKilling, "Stopping container %s", stop.Name)
+			if err := e.Runtime.StopContainer(ctx, stop.ContainerID, timeout); err != nil && !cri.IsNotFound(err) {
+				mu.Lock()
+				errs = append(errs, fmt.Errorf("stopping container %s: %w", stop.Name, err))
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	if err := save(); err != nil {
+		errs = append(errs, err)
+	}
+	for _, id := range plan.StopSandboxes {
+		if err := e.Runtime.StopPodSandbox(ctx, id); err != nil && !cri.IsNotFound(err) {
+			errs = append(errs, fmt.Errorf("stopping sandbox %s: %w", id, err))
+		}
+	}
+	if len(errs) > 0 {
+		return false, 0, errors.Join(errs...)
+	}
+	return plan.Done, plan.RequeueAfter, nil
+}
+
+// killPod stops every live container of the pod (running its preStop hook
+// first) with the pod's grace period, then its sandboxes. Used when a
+// sandbox is replaced or a finished pod still has something running.
+func (e *Executor) killPod(ctx context.Context, pod *v1.Pod, rt kuberuntime.PodRuntime) error {
+	grace := kuberuntime.GracePeriodSeconds(pod)
+	var (
+		wg   sync.WaitGroup
+		mu   sync.Mutex
+		errs []error
+	)
+	for _, c := range rt.Containers {
+		if c.State != kuberuntime.ContainerRunning && c.State != kuberuntime.ContainerCreated {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var hook *v1.LifecycleHandler
+			if spec := containerSpec(pod, c.Name); spec != nil && spec.Lifecycle != nil && c.State == kuberuntime.ContainerRunning {
+				hook = spec.Lifecycle.PreStop
+			}
+			if err := e.killContainer(ctx, pod, c.ID, c.Name, "", hook, grace); err != nil {
+				mu.Lock()
+				errs = append(errs, err)
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	for _, sb := range rt.Sandboxes {
+		if !sb.Ready {
+			continue
+		}
+		if err := e.Runtime.StopPodSandbox(ctx, sb.ID); err != nil && !cri.IsNotFound(err) {
+			errs = append(errs, fmt.Errorf("stopping sandbox %s: %w", sb.ID, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// killContainer runs the container's preStop hook, if any, then stops it
+// with what is left of grace seconds.
+func (e *Executor) killContainer(ctx context.Context, pod *v1.Pod, id, name, message string, hook *v1.LifecycleHandler, grace int64) error {
+	start := e.now()
+	if hook != nil {
+		e.runPreStop(ctx, pod, kuberuntime.PodRuntime{}, id, name, hook, grace)
+	}
+	left := grace - int64(e.now().Sub(start).Seconds())
+	if left < kuberuntime.MinimumGracePeriodSeconds {
+		left = kuberuntime.MinimumGracePeriodSeconds
+	}
+	msg := "Stopping container " + name
+	if message != "" {
+		msg = fmt.Sprintf("Container %s %s, will be restarted", name, message)
+	}
+	e.Recorder.Event(pod, v1.EventTypeNormal, EventKilling, msg)
+	if err := e.Runtime.StopContainer(ctx, id, left); err != nil && !cri.IsNotFound(err) {
+		return fmt.Errorf("stopping container %s: %w", name, err)
+	}
+	return nil
+}
+
+// runPreStop runs a preStop hook for at most timeout seconds. A failing
+// hook is reported with an Event and does not stop the kill.
+func (e *Executor) runPreStop(ctx context.Context, pod *v1.Pod, rt kuberuntime.PodRuntime, id, name string, h *v1.LifecycleHandler, timeout int64) {
+	if h == nil {
+		return
+	}
+	d := time.Duration(timeout) * time.Second
+	ctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	var err error
+	switch {
+	case h.Exec != nil:
+		var stderr []byte
+		_, stderr, err = e.Runtime.ExecSync(ctx, id, h.Exec.Command, d)
+		if err != nil && len(stderr) > 0 {
+			err = fmt.Errorf("%w: %s", err, stderr)
+		}
+	case h.HTTPGet != nil:
+		err = e.httpHook(ctx, pod, rt, name, h.HTTPGet)
+	case h.Sleep != nil:
+		select {
+		case <-time.After(time.Duration(h.Sleep.Seconds) * time.Second):
+		case <-ctx.Done():
+		}
+	}
+	if err != nil {
+		log.FromContext(ctx).Info("PreStop hook failed", "container", name, "error", err.Error())
+		e.Recorder.Eventf(pod, v1.EventTypeWarning, EventFailedPreStopHook, "PreStopHook failed: %v", err)
+	}
+}
+
+func (e *Executor) httpHook(ctx context.Context, pod *v1.Pod, rt kuberuntime.PodRuntime, name string, g *v1.HTTPGetAction) error {
+	host := g.Host
+	if host == "" {
+		host = podIP(pod, rt)
+	}
+	port, err := resolvePort(g.Port, containerSpec(pod, name))
+	if err != nil {
+		return err
+	}
+	scheme := "http"
+	if g.Scheme == v1.URISchemeHTTPS {
+		scheme = "https"
+	}
+	url := fmt.Sprintf("%s://%s%s", scheme, net.JoinHostPort(host, strconv.Itoa(port)), g.Path)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return err
+	}
+	for _, h := range g.HTTPHeaders {
+		req.Header.Add(h.Name, h.Value)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	_ = resp.Body.Close()
+	if resp.StatusCode >= 400 {
+		return fmt.Errorf("HTTP lifecycle hook (%s) for Container %q in Pod %q failed with status %d", g.Path, name, pod.Name, resp.StatusCode)
+	}
+	return nil
+}
+
+func podIP(pod *v1.Pod, rt kuberuntime.PodRuntime) string {
+	for _, sb := range rt.Sandboxes {
+		if len(sb.IPs) > 0 {
+			return sb.IPs[0]
+		}
+	}
+	if pod.Status.PodIP != "" {
+		return pod.Status.PodIP
+	}
+	return "127.0.0.1"
+}
+
+func resolvePort(p intstr.IntOrString, c *v1.Container) (int, error) {
+	if p.Type == intstr.Int {
+		return p.IntValue(), nil
+	}
+	if c != nil {
+		for _, cp := range c.Ports {
+			if cp.Name == p.StrVal {
+				return int(cp.ContainerPort), nil
+			}
+		}
+	}
+	if n, err := strconv.Atoi(p.StrVal); err == nil {
+		return n, nil
+	}
+	return 0, fmt.Errorf("port %q not found in the container's ports", p.StrVal)
+}
+
+func containerSpec(pod *v1.Pod, name string) *v1.Container {
+	for i := range pod.Spec.InitContainers {
+		if pod.Spec.InitContainers[i].Name == name {
+			return &pod.Spec.InitContainers[i]
+		}
+	}
+	for i := range pod.Spec.Containers {
+		if pod.Spec.Containers[i].Name == name {
+			return &pod.Spec.Containers[i]
+		}
+	}
+	return nil
+}
+
+// RemovePod removes every sandbox (and so every container) of a pod whose
+// containers have all stopped, its volumes and its log directory.
+func (e *Executor) RemovePod(ctx context.Context, pod *v1.Pod, rt kuberuntime.PodRuntime) error {
+	var errs []error
+	for _, c := range rt.Containers {
+		if err := e.Runtime.RemoveContainer(ctx, c.ID); err != nil && !cri.IsNotFound(err) {
+			errs = append(errs, fmt.Errorf("removing container %s: %w", c.Name, err))
+		}
+	}
+	for _, sb := range rt.Sandboxes {
+		if err := e.Runtime.StopPodSandbox(ctx, sb.ID); err != nil && !cri.IsNotFound(err) {
+			errs = append(errs, fmt.Errorf("stopping sandbox %s: %w", sb.ID, err))
+			continue
+		}
+		if err := e.Runtime.RemovePodSandbox(ctx, sb.ID); err != nil && !cri.IsNotFound(err) {
+			errs = append(errs, fmt.Errorf("removing sandbox %s: %w", sb.ID, err))
+		}
+	}
+	if len(errs) > 0 {
+		return errors.Join(errs...)
+	}
+	if err := e.Volumes.TearDown(ctx, pod.UID); err != nil {
+		return fmt.Errorf("tearing down volumes: %w", err)
+	}
+	if err := os.RemoveAll(kuberuntime.PodLogDirectory(e.Sandbox.PodLogsDir, pod)); err != nil {
+		return fmt.Errorf("removing pod log directory: %w", err)
+	}
+	return nil
+}
+
+// KillStale stops and removes runtime objects left by another pod of the
+// same name (an older UID) or by a pod gone from the API. It only ever
+// touches objects carrying nodelet's ownership label (the runtime refuses
+// the others).
+func (e *Executor) KillStale(ctx context.Context, sandboxes []*runtimeapi.PodSandbox, containers []*runtimeapi.Container) error {
+	var errs []error
+	for _, c := range containers {
+		if c.State == runtimeapi.ContainerState_CONTAINER_RUNNING {
+			if err := e.Runtime.StopContainer(ctx, c.Id, kuberuntime.MinimumGracePeriodSeconds); err != nil && !cri.IsNotFound(err) {
+				errs = append(errs, fmt.Errorf("stopping stale container %s of %s: %w", c.Id, podFromLabels(c.Labels), err))
+				continue
+			}
+		}
+		if err := e.Runtime.RemoveContainer(ctx, c.Id); err != nil && !cri.IsNotFound(err) {
+			errs = append(errs, fmt.Errorf("removing stale container %s of %s: %w", c.Id, podFromLabels(c.Labels), err))
+		}
+	}
+	for _, sb := range sandboxes {
+		if err := e.Runtime.StopPodSandbox(ctx, sb.Id); err != nil && !cri.IsNotFound(err) {
+			errs = append(errs, fmt.Errorf("stopping stale sandbox %s of %s: %w", sb.Id, podFromLabels(sb.Labels), err))
+			continue
+		}
+		if err := e.Runtime.RemovePodSandbox(ctx, sb.Id); err != nil && !cri.IsNotFound(err) {
+			errs = append(errs, fmt.Errorf("removing stale sandbox %s of %s: %w", sb.Id, podFromLabels(sb.Labels), err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// CollectGarbage removes the dead containers and sandboxes of a pod that no
+// status needs any more (see garbage).
+func (e *Executor) CollectGarbage(ctx context.Context, rt kuberuntime.PodRuntime) error {
+	containers, sandboxes := garbage(rt)
+	var errs []error
+	for _, id := range containers {
+		if err := e.Runtime.RemoveContainer(ctx, id); err != nil && !cri.IsNotFound(err) {
+			errs = append(errs, fmt.Errorf("removing dead container %s: %w", id, err))
+		}
+	}
+	for _, id := range sandboxes {
+		if err := e.Runtime.RemovePodSandbox(ctx, id); err != nil && !cri.IsNotFound(err) {
+			errs = append(errs, fmt.Errorf("removing dead sandbox %s: %w", id, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func ignoreNotFound(err error) error {
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	return err
+}

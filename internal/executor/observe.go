@@ -1,0 +1,119 @@
+package executor
+
+import (
+	"context"
+	"fmt"
+	"sort"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	kubetypes "k8s.io/kubelet/pkg/types"
+
+	"github.com/nodelet/nodelet/internal/cri"
+	"github.com/nodelet/nodelet/internal/kuberuntime"
+)
+
+// Observed is what the runtime holds for one pod name: the instance with
+// the pod's current UID, and any left by earlier pods of the same name.
+type Observed struct {
+	Runtime kuberuntime.PodRuntime
+	// Stale are sandboxes and containers of other UIDs, to be killed.
+	StaleSandboxes  []*runtimeapi.PodSandbox
+	StaleContainers []*runtimeapi.Container
+}
+
+// Observe lists the sandboxes and containers nodelet owns for the pod
+// namespace/name and reads the status of those that belong to uid.
+func (e *Executor) Observe(ctx context.Context, pod *v1.Pod) (*Observed, error) {
+	return e.observe(ctx, pod.Namespace, pod.Name, pod.UID, pod)
+}
+
+// ObserveGone lists what the runtime holds for a pod name that is no
+// longer in the API: everything is stale.
+func (e *Executor) ObserveGone(ctx context.Context, namespace, name string) (*Observed, error) {
+	return e.observe(ctx, namespace, name, "", nil)
+}
+
+func (e *Executor) observe(ctx context.Context, namespace, name string, uid types.UID, pod *v1.Pod) (*Observed, error) {
+	sel := map[string]string{
+		kubetypes.KubernetesPodNamespaceLabel: namespace,
+		kubetypes.KubernetesPodNameLabel:      name,
+	}
+	sandboxes, err := e.Runtime.ListPodSandboxes(ctx, &runtimeapi.PodSandboxFilter{LabelSelector: sel})
+	if err != nil {
+		return nil, fmt.Errorf("listing sandboxes of %s/%s: %w", namespace, name, err)
+	}
+	containers, err := e.Runtime.ListContainers(ctx, &runtimeapi.ContainerFilter{LabelSelector: sel})
+	if err != nil {
+		return nil, fmt.Errorf("listing containers of %s/%s: %w", namespace, name, err)
+	}
+	obs := &Observed{}
+	var sbStatuses []*runtimeapi.PodSandboxStatus
+	for _, sb := range sandboxes {
+		if types.UID(sb.GetLabels()[kubetypes.KubernetesPodUIDLabel]) != uid {
+			obs.StaleSandboxes = append(obs.StaleSandboxes, sb)
+			continue
+		}
+		st, err := e.Runtime.PodSandboxStatus(ctx, sb.Id)
+		if cri.IsNotFound(err) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("reading status of sandbox %s: %w", sb.Id, err)
+		}
+		sbStatuses = append(sbStatuses, st)
+	}
+	var cStatuses []*runtimeapi.ContainerStatus
+	for _, c := range containers {
+		if types.UID(c.GetLabels()[kubetypes.KubernetesPodUIDLabel]) != uid {
+			obs.StaleContainers = append(obs.StaleContainers, c)
+			continue
+		}
+		st, err := e.Runtime.ContainerStatus(ctx, c.Id)
+		if cri.IsNotFound(err) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("reading status of container %s: %w", c.Id, err)
+		}
+		cStatuses = append(cStatuses, st)
+	}
+	obs.Runtime = kuberuntime.FromCRI(sbStatuses, cStatuses)
+	if pod != nil {
+		e.fillTerminationMessages(pod, &obs.Runtime)
+	}
+	return obs, nil
+}
+
+// podFromLabels names the pod a runtime object belongs to.
+func podFromLabels(labels map[string]string) string {
+	return labels[kubetypes.KubernetesPodNamespaceLabel] + "/" + labels[kubetypes.KubernetesPodNameLabel]
+}
+
+// garbage returns the dead objects of a pod that no status needs any more:
+// every exited instance of a container but its newest, and sandboxes that
+// are not ready, not the newest and hold no container.
+func garbage(rt kuberuntime.PodRuntime) (containers, sandboxes []string) {
+	byName := map[string][]kuberuntime.Container{}
+	for _, c := range rt.Containers {
+		byName[c.Name] = append(byName[c.Name], c)
+	}
+	inUse := map[string]bool{}
+	for _, list := range byName {
+		sort.Slice(list, func(i, j int) bool { return list[i].CreatedAt.After(list[j].CreatedAt) })
+		for i, c := range list {
+			if i > 0 && c.State == kuberuntime.ContainerExited {
+				containers = append(containers, c.ID)
+				continue
+			}
+			inUse[c.SandboxID] = true
+		}
+	}
+	for i, sb := range rt.Sandboxes {
+		if i > 0 && !sb.Ready && !inUse[sb.ID] {
+			sandboxes = append(sandboxes, sb.ID)
+		}
+	}
+	return containers, sandboxes
+}
