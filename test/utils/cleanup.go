@@ -2,6 +2,8 @@ package utils
 
 import (
 	"bufio"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -194,6 +196,29 @@ func (p procInfo) belongsTo(socket string) bool {
 	return false
 }
 
+// shimSocketDir is where containerd 1.6 shims put their sockets, whatever
+// the daemon's --state: it is fixed at build time.
+const shimSocketDir = "/run/containerd/s"
+
+// shimSocket returns the socket path of a containerd 1.6 shim: the sha256 of
+// <containerd address>/<namespace>/<id>, hex, under shimSocketDir.
+func (p procInfo) shimSocket(address string) string {
+	var ns, id string
+	for i := 0; i+1 < len(p.args); i++ {
+		switch p.args[i] {
+		case "-namespace", "--namespace":
+			ns = p.args[i+1]
+		case "-id", "--id":
+			id = p.args[i+1]
+		}
+	}
+	if ns == "" || id == "" {
+		return ""
+	}
+	sum := sha256.Sum256([]byte(filepath.Join(address, ns, id)))
+	return filepath.Join(shimSocketDir, hex.EncodeToString(sum[:]))
+}
+
 var containerIDPattern = regexp.MustCompile(`^[0-9a-f]{64}$`)
 
 // killInstanceProcesses SIGKILLs the containerd and the shims of the
@@ -209,11 +234,13 @@ func killInstanceProcesses(socket string) error {
 		children[p.ppid] = append(children[p.ppid], p.pid)
 	}
 	var targets, shims []int
+	var shimSockets []string
 	for _, p := range procs {
 		if p.belongsTo(socket) && p.pid != os.Getpid() {
 			targets = append(targets, p.pid)
 			if filepath.Base(p.args[0]) != "containerd" {
 				shims = append(shims, p.pid)
+				shimSockets = append(shimSockets, p.shimSocket(socket))
 			}
 		}
 	}
@@ -241,6 +268,12 @@ func killInstanceProcesses(socket string) error {
 				return fmt.Errorf("process %d of %s survived SIGKILL", pid, socket)
 			}
 			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	// A shim removes its socket when it exits cleanly, not when killed.
+	for _, s := range shimSockets {
+		if s != "" {
+			_ = os.Remove(s)
 		}
 	}
 	// Deepest first; a cgroup that is not empty is left alone.

@@ -1,0 +1,342 @@
+package utils
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"sigs.k8s.io/yaml"
+)
+
+// NodeletOptions describe one nodelet process.
+type NodeletOptions struct {
+	// NodeName is the node the agent runs; it authenticates as
+	// system:node:<NodeName> against API.
+	NodeName string
+	// API is the API server; Containerd the runtime.
+	API        *APIServer
+	Containerd *Containerd
+	// Config holds NodeletConfiguration fields on top of the ones the
+	// harness sets (nodeName, endpoints, directories, bind addresses).
+	Config map[string]any
+	// Args are extra command-line flags.
+	Args []string
+	// Dir holds the agent's root, logs, config and kubeconfig; a new temp
+	// directory when empty. Reuse it to restart an agent on its state.
+	Dir string
+}
+
+// Nodelet is a nodelet process started from the binary built from this
+// repository.
+type Nodelet struct {
+	Options     NodeletOptions
+	Dir         string
+	RootDir     string
+	PodLogsDir  string
+	HealthzAddr string
+	MetricsAddr string
+	LogPath     string
+
+	mu   sync.Mutex
+	cmd  *exec.Cmd
+	done chan struct{}
+	err  error
+}
+
+var (
+	buildOnce sync.Once
+	buildPath string
+	buildErr  error
+)
+
+// NodeletBinary builds bin/nodelet-e2e from the repository once per process
+// and returns its path.
+func NodeletBinary(ctx context.Context) (string, error) {
+	buildOnce.Do(func() {
+		root, err := RepoRoot()
+		if err != nil {
+			buildErr = err
+			return
+		}
+		buildPath = filepath.Join(root, "bin", "nodelet-e2e")
+		cmd := exec.CommandContext(ctx, "go", "build", "-o", buildPath, ".")
+		cmd.Dir = root
+		if out, err := cmd.CombinedOutput(); err != nil {
+			buildErr = fmt.Errorf("building nodelet: %w: %s", err, out)
+		}
+	})
+	return buildPath, buildErr
+}
+
+// StartNodelet writes the agent's kubeconfig and configuration file and
+// starts it, waiting until its health endpoint answers.
+func StartNodelet(ctx context.Context, opts NodeletOptions) (*Nodelet, error) {
+	bin, err := NodeletBinary(ctx)
+	if err != nil {
+		return nil, err
+	}
+	n := &Nodelet{Options: opts, Dir: opts.Dir}
+	if n.Dir == "" {
+		if n.Dir, err = os.MkdirTemp("", "nodelet-"+opts.NodeName+"-"); err != nil {
+			return nil, fmt.Errorf("creating the nodelet directory: %w", err)
+		}
+		n.Options.Dir = n.Dir
+	}
+	n.RootDir = filepath.Join(n.Dir, "root")
+	n.PodLogsDir = filepath.Join(n.Dir, "pods-logs")
+	n.LogPath = filepath.Join(n.Dir, "nodelet.log")
+	restCfg, err := opts.API.NodeUserConfig(opts.NodeName)
+	if err != nil {
+		return nil, err
+	}
+	kubeconfig := filepath.Join(n.Dir, "kubeconfig")
+	if err := writeKubeconfig(kubeconfig, restCfg, "system:node:"+opts.NodeName); err != nil {
+		return nil, err
+	}
+	if err := n.writeConfig(); err != nil {
+		return nil, err
+	}
+	args := append([]string{"--config", filepath.Join(n.Dir, "config.yaml"), "--kubeconfig", kubeconfig}, opts.Args...)
+	return n, n.start(ctx, bin, args)
+}
+
+func (n *Nodelet) writeConfig() error {
+	hp, err := freePort()
+	if err != nil {
+		return err
+	}
+	mp, err := freePort()
+	if err != nil {
+		return err
+	}
+	n.HealthzAddr = "127.0.0.1:" + strconv.Itoa(hp)
+	n.MetricsAddr = "127.0.0.1:" + strconv.Itoa(mp)
+	cfg := map[string]any{
+		"apiVersion":               "config.nodelet.io/v1alpha1",
+		"kind":                     "NodeletConfiguration",
+		"nodeName":                 n.Options.NodeName,
+		"containerRuntimeEndpoint": n.Options.Containerd.Endpoint(),
+		"rootDir":                  n.RootDir,
+		"podLogsDir":               n.PodLogsDir,
+		"healthzBindAddress":       n.HealthzAddr,
+		"metricsBindAddress":       n.MetricsAddr,
+		"server":                   map[string]any{"port": 0},
+	}
+	for k, v := range n.Options.Config {
+		cfg[k] = v
+	}
+	data, err := yaml.Marshal(cfg)
+	if err != nil {
+		return fmt.Errorf("encoding the nodelet config: %w", err)
+	}
+	return os.WriteFile(filepath.Join(n.Dir, "config.yaml"), data, 0o600)
+}
+
+func writeKubeconfig(path string, cfg *rest.Config, user string) error {
+	kc := clientcmdapi.NewConfig()
+	kc.Clusters["envtest"] = &clientcmdapi.Cluster{Server: cfg.Host, CertificateAuthorityData: cfg.CAData}
+	kc.AuthInfos[user] = &clientcmdapi.AuthInfo{ClientCertificateData: cfg.CertData, ClientKeyData: cfg.KeyData}
+	kc.Contexts["default"] = &clientcmdapi.Context{Cluster: "envtest", AuthInfo: user}
+	kc.CurrentContext = "default"
+	if err := clientcmd.WriteToFile(*kc, path); err != nil {
+		return fmt.Errorf("writing kubeconfig %s: %w", path, err)
+	}
+	return os.Chmod(path, 0o600)
+}
+
+func (n *Nodelet) start(ctx context.Context, bin string, args []string) error {
+	logf, err := os.OpenFile(n.LogPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return fmt.Errorf("opening the nodelet log: %w", err)
+	}
+	cmd := exec.Command(bin, args...)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		_ = logf.Close()
+		return fmt.Errorf("starting nodelet: %w", err)
+	}
+	done := make(chan struct{})
+	n.mu.Lock()
+	n.cmd, n.done, n.err = cmd, done, nil
+	n.mu.Unlock()
+	go func() {
+		err := cmd.Wait()
+		_ = logf.Close()
+		n.mu.Lock()
+		n.err = err
+		n.mu.Unlock()
+		close(done)
+	}()
+	deadline := time.Now().Add(60 * time.Second)
+	for time.Now().Before(deadline) {
+		select {
+		case <-done:
+			return fmt.Errorf("nodelet exited during start-up (%v); log:\n%s", n.exitErr(), n.LogTail(40))
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+		resp, err := http.Get("http://" + n.HealthzAddr + "/healthz")
+		if err == nil {
+			_ = resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+		}
+	}
+	return fmt.Errorf("nodelet did not become healthy in time; log:\n%s", n.LogTail(40))
+}
+
+func (n *Nodelet) exitErr() error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.err
+}
+
+// PID is the process ID of the running agent.
+func (n *Nodelet) PID() int {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.cmd == nil || n.cmd.Process == nil {
+		return 0
+	}
+	return n.cmd.Process.Pid
+}
+
+// Running reports whether the process has not exited.
+func (n *Nodelet) Running() bool {
+	n.mu.Lock()
+	done := n.done
+	n.mu.Unlock()
+	if done == nil {
+		return false
+	}
+	select {
+	case <-done:
+		return false
+	default:
+		return true
+	}
+}
+
+// Kill sends SIGKILL and waits for the process to be gone.
+func (n *Nodelet) Kill() error { return n.signal(syscall.SIGKILL, 10*time.Second) }
+
+// Stop sends SIGTERM and waits up to a minute for a graceful exit, then kills.
+func (n *Nodelet) Stop() error {
+	if err := n.signal(syscall.SIGTERM, time.Minute); err != nil {
+		return n.Kill()
+	}
+	return nil
+}
+
+func (n *Nodelet) signal(sig syscall.Signal, wait time.Duration) error {
+	n.mu.Lock()
+	cmd, done := n.cmd, n.done
+	n.mu.Unlock()
+	if cmd == nil || done == nil {
+		return nil
+	}
+	select {
+	case <-done:
+		return nil
+	default:
+	}
+	_ = cmd.Process.Signal(sig)
+	select {
+	case <-done:
+		return nil
+	case <-time.After(wait):
+		return fmt.Errorf("nodelet did not exit within %s of %s", wait, sig)
+	}
+}
+
+// Restart starts the agent again on the same directory, configuration and
+// credentials, after it was stopped or killed.
+func (n *Nodelet) Restart(ctx context.Context) error {
+	if n.Running() {
+		return errors.New("restarting nodelet: it is still running")
+	}
+	bin, err := NodeletBinary(ctx)
+	if err != nil {
+		return err
+	}
+	args := append([]string{"--config", filepath.Join(n.Dir, "config.yaml"), "--kubeconfig", filepath.Join(n.Dir, "kubeconfig")}, n.Options.Args...)
+	return n.start(ctx, bin, args)
+}
+
+// Cleanup stops the agent and removes its directory.
+func (n *Nodelet) Cleanup() error {
+	err := n.Stop()
+	return errors.Join(err, os.RemoveAll(n.Dir))
+}
+
+// LogTail returns the last lines of the agent's log.
+func (n *Nodelet) LogTail(lines int) string {
+	data, err := os.ReadFile(n.LogPath)
+	if err != nil {
+		return err.Error()
+	}
+	all := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
+	if len(all) > lines {
+		all = all[len(all)-lines:]
+	}
+	return strings.Join(all, "\n")
+}
+
+// Usage is the agent's resource use as the kernel counts it.
+type Usage struct {
+	// PeakRSS is the high-water mark of resident memory (VmHWM), in bytes.
+	PeakRSS int64
+	// CPU is user+system CPU time.
+	CPU time.Duration
+}
+
+// Usage reads /proc for the running agent.
+func (n *Nodelet) Usage() (Usage, error) {
+	pid := n.PID()
+	if pid == 0 {
+		return Usage{}, errors.New("nodelet is not running")
+	}
+	return ProcessUsage(pid)
+}
+
+// ProcessUsage reads the peak RSS and CPU time of a process from /proc.
+func ProcessUsage(pid int) (Usage, error) {
+	var u Usage
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return u, err
+	}
+	for _, line := range strings.Split(string(status), "\n") {
+		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			kb, _ := strconv.ParseInt(strings.Fields(rest)[0], 10, 64)
+			u.PeakRSS = kb * 1024
+		}
+	}
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return u, err
+	}
+	// Fields after the command name, which is in parentheses.
+	s := string(stat)
+	fields := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
+	utime, _ := strconv.ParseInt(fields[11], 10, 64)
+	stime, _ := strconv.ParseInt(fields[12], 10, 64)
+	const clkTck = 100 // USER_HZ on Linux
+	u.CPU = time.Duration(utime+stime) * time.Second / clkTck
+	return u, nil
+}
