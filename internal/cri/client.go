@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 	internalapi "k8s.io/cri-api/pkg/apis"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
@@ -248,7 +250,7 @@ func (c *Client) CreateContainer(ctx context.Context, sandboxID string, config *
 // StartContainer implements Runtime.
 func (c *Client) StartContainer(ctx context.Context, containerID string) (err error) {
 	defer func(start time.Time) { observe("start_container", start, err) }(time.Now())
-	if _, err := c.ownedContainer(ctx, containerID); err != nil {
+	if err := c.checkContainerOwned(ctx, containerID); err != nil {
 		return fmt.Errorf("starting container %s: %w", containerID, err)
 	}
 	ctx, cancel := c.timeout(ctx)
@@ -262,7 +264,7 @@ func (c *Client) StartContainer(ctx context.Context, containerID string) (err er
 // StopContainer implements Runtime.
 func (c *Client) StopContainer(ctx context.Context, containerID string, timeoutSeconds int64) (err error) {
 	defer func(start time.Time) { observe("stop_container", start, err) }(time.Now())
-	if _, err := c.ownedContainer(ctx, containerID); err != nil {
+	if err := c.checkContainerOwned(ctx, containerID); err != nil {
 		return ignoreNotFound(fmt.Errorf("stopping container %s: %w", containerID, err))
 	}
 	grace := time.Duration(max(timeoutSeconds, 0)) * time.Second
@@ -277,7 +279,7 @@ func (c *Client) StopContainer(ctx context.Context, containerID string, timeoutS
 // RemoveContainer implements Runtime.
 func (c *Client) RemoveContainer(ctx context.Context, containerID string) (err error) {
 	defer func(start time.Time) { observe("remove_container", start, err) }(time.Now())
-	if _, err := c.ownedContainer(ctx, containerID); err != nil {
+	if err := c.checkContainerOwned(ctx, containerID); err != nil {
 		return ignoreNotFound(fmt.Errorf("removing container %s: %w", containerID, err))
 	}
 	ctx, cancel := c.timeout(ctx)
@@ -318,7 +320,7 @@ func (c *Client) ListContainers(ctx context.Context, filter *runtimeapi.Containe
 // ExecSync implements Runtime.
 func (c *Client) ExecSync(ctx context.Context, containerID string, cmd []string, timeout time.Duration) (stdout, stderr []byte, err error) {
 	defer func(start time.Time) { observe("exec_sync", start, err) }(time.Now())
-	if _, err := c.ownedContainer(ctx, containerID); err != nil {
+	if err := c.checkContainerOwned(ctx, containerID); err != nil {
 		return nil, nil, fmt.Errorf("running command in container %s: %w", containerID, err)
 	}
 	if timeout > 0 {
@@ -336,7 +338,7 @@ func (c *Client) ExecSync(ctx context.Context, containerID string, cmd []string,
 // ReopenContainerLog implements Runtime.
 func (c *Client) ReopenContainerLog(ctx context.Context, containerID string) (err error) {
 	defer func(start time.Time) { observe("reopen_container_log", start, err) }(time.Now())
-	if _, err := c.ownedContainer(ctx, containerID); err != nil {
+	if err := c.checkContainerOwned(ctx, containerID); err != nil {
 		return fmt.Errorf("reopening log of container %s: %w", containerID, err)
 	}
 	ctx, cancel := c.timeout(ctx)
@@ -434,6 +436,30 @@ func (c *Client) ownedContainer(ctx context.Context, id string) (*runtimeapi.Con
 		return s, nil
 	}
 	return nil, ErrNotOwned
+}
+
+// checkContainerOwned is ownedContainer for the calls that act on a
+// container. It lists by ID rather than asking for the status, because
+// cri-client logs every failed status call as an error, and a container
+// already gone is routine for an idempotent stop or removal. A container the
+// runtime does not know is reported as gRPC NotFound.
+func (c *Client) checkContainerOwned(ctx context.Context, id string) error {
+	ctx, cancel := c.timeout(ctx)
+	defer cancel()
+	found, err := c.runtime.ListContainers(ctx, &runtimeapi.ContainerFilter{Id: id})
+	if err != nil {
+		return err
+	}
+	for _, ctr := range found {
+		if ctr.GetId() != id {
+			continue
+		}
+		if IsOwned(ctr.GetLabels(), c.node) {
+			return nil
+		}
+		return ErrNotOwned
+	}
+	return status.Error(codes.NotFound, "container "+id+" not found")
 }
 
 // ignoreNotFound turns a runtime NotFound into success, for the idempotent

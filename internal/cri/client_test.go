@@ -190,12 +190,13 @@ func TestStopAndRemoveAreIdempotent(t *testing.T) {
 	g.Expect(rs.Containers).To(BeEmpty())
 	g.Expect(rs.Sandboxes).To(BeEmpty())
 
-	// Gone: the runtime answers NotFound, which counts as done.
-	notFound := func() error { return status.Error(codes.NotFound, "not found") }
-	rs.InjectError("ContainerStatus", notFound())
+	// Gone: the runtime does not know the IDs any more, which counts as done.
 	g.Expect(c.StopContainer(ctx, id, 0)).To(Succeed())
-	rs.InjectError("ContainerStatus", notFound())
 	g.Expect(c.RemoveContainer(ctx, id)).To(Succeed())
+	_, err = c.ContainerStatus(ctx, id)
+	g.Expect(err).To(HaveOccurred(), "a status read of a missing container is an error")
+	g.Expect(c.StartContainer(ctx, id)).To(MatchError(ContainSubstring("not found")))
+	notFound := func() error { return status.Error(codes.NotFound, "not found") }
 	rs.InjectError("PodSandboxStatus", notFound())
 	g.Expect(c.StopPodSandbox(ctx, sb)).To(Succeed())
 	rs.InjectError("PodSandboxStatus", notFound())
