@@ -2,6 +2,7 @@ package admission
 
 import (
 	"fmt"
+	"strings"
 	"runtime"
 
 	v1 "k8s.io/api/core/v1"
@@ -60,15 +61,28 @@ func Admit(pod *v1.Pod, node *v1.Node, admitted []*v1.Pod) Result {
 		return reject(ReasonNodeAffinity, "Predicate NodeAffinity failed: node(s) didn't match Pod's node affinity/selector")
 	}
 	if taint, untolerated := corev1helpers.FindMatchingUntoleratedTaint(klog.Background(), node.Spec.Taints, pod.Spec.Tolerations,
-		func(t *v1.Taint) bool {
-			return t.Effect == v1.TaintEffectNoExecute || t.Effect == v1.TaintEffectNoSchedule
-		}, false); untolerated {
+		enforcedTaint, false); untolerated {
 		return reject(ReasonTaintToleration, "Predicate TaintToleration failed: node(s) had untolerated taint {%s: %s}", taint.Key, taint.Value)
 	}
 	if port, conflict := hostPortConflict(pod, running); conflict {
 		return reject(ReasonNodePorts, "Predicate NodePorts failed: node(s) didn't have free ports for the requested pod ports (%s)", port)
 	}
 	return Result{Admit: true}
+}
+
+// enforcedTaint selects the taints a bound pod must tolerate: every
+// NoExecute taint, and NoSchedule taints but those the control plane puts on
+// nodes from their conditions (node.kubernetes.io/not-ready and friends, added
+// to every new Node by the API server and lifted by the node lifecycle
+// controller), which only steer the scheduler.
+func enforcedTaint(t *v1.Taint) bool {
+	switch t.Effect {
+	case v1.TaintEffectNoExecute:
+		return true
+	case v1.TaintEffectNoSchedule:
+		return !strings.HasPrefix(t.Key, "node.kubernetes.io/")
+	}
+	return false
 }
 
 // active returns the admitted pods that still hold resources: not terminal

@@ -104,6 +104,11 @@ func TestAdmit(t *testing.T) {
 			wantReason: ReasonTaintToleration, wantMsg: "untolerated taint {dedicated: gpu}"},
 		{name: "untolerated NoSchedule taint", pod: pod("new"),
 			node: node(110, "2", "4Gi", v1.Taint{Key: "k", Effect: v1.TaintEffectNoSchedule}), wantReason: ReasonTaintToleration},
+		{name: "condition NoSchedule taint is not enforced", pod: pod("new"),
+			node: node(110, "2", "4Gi", v1.Taint{Key: "node.kubernetes.io/not-ready", Effect: v1.TaintEffectNoSchedule})},
+		{name: "condition NoExecute taint is enforced", pod: pod("new"),
+			node:       node(110, "2", "4Gi", v1.Taint{Key: "node.kubernetes.io/not-ready", Effect: v1.TaintEffectNoExecute}),
+			wantReason: ReasonTaintToleration},
 		{name: "PreferNoSchedule is not enforced", pod: pod("new"),
 			node: node(110, "2", "4Gi", v1.Taint{Key: "k", Effect: v1.TaintEffectPreferNoSchedule})},
 		{name: "tolerated taint", pod: pod("new", func(p *v1.Pod) {
