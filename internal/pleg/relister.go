@@ -132,10 +132,9 @@ func (r *Relister) Start(ctx context.Context) error {
 	ticker := r.opts.Clock.NewTicker(r.opts.RelistPeriod)
 	defer ticker.Stop()
 	logger.Info("Starting relister", "period", r.opts.RelistPeriod)
+	failures := 0
 	for {
-		if err := r.Relist(ctx); err != nil && ctx.Err() == nil {
-			logger.Error(err, "Relist failed; retrying next period")
-		}
+		failures = r.relistAndLog(ctx, failures)
 		select {
 		case <-ctx.Done():
 			logger.Info("Stopped relister")
@@ -143,6 +142,29 @@ func (r *Relister) Start(ctx context.Context) error {
 		case <-ticker.C():
 		}
 	}
+}
+
+// relistAndLog relists and logs the outcome without repeating itself every
+// period while the runtime stays down: the first failure is an error, the
+// following ones are debug messages, and the recovery is reported. It
+// returns the number of consecutive failures.
+func (r *Relister) relistAndLog(ctx context.Context, failures int) int {
+	logger := log.FromContext(ctx)
+	err := r.Relist(ctx)
+	switch {
+	case ctx.Err() != nil:
+		return failures
+	case err != nil && failures == 0:
+		logger.Error(err, "Relist failed; retrying every period")
+	case err != nil:
+		logger.V(1).Info("Relist failed again", "failures", failures+1, "error", err.Error())
+	case failures > 0:
+		logger.Info("Relist succeeded again", "failures", failures)
+	}
+	if err != nil {
+		return failures + 1
+	}
+	return 0
 }
 
 // Relist lists the runtime once, sends an event for every pod that changed
