@@ -16,6 +16,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/nodelet/nodelet/api/v1alpha1"
+	"github.com/nodelet/nodelet/controllers"
+	"github.com/nodelet/nodelet/internal/agent"
 	"github.com/nodelet/nodelet/internal/nodeinfo"
 	"github.com/nodelet/nodelet/internal/version"
 	"github.com/nodelet/nodelet/test/utils"
@@ -81,6 +83,23 @@ var _ = Describe("Node controller", func() {
 		Expect(node.Labels).To(HaveKeyWithValue(corev1.LabelArchStable, runtime.GOARCH))
 		Expect(node.Labels).To(HaveKeyWithValue("example.com/pool", "blue"))
 		Expect(node.Spec.Taints).To(ContainElement(corev1.Taint{Key: "example.com/dedicated", Value: "test", Effect: corev1.TaintEffectNoSchedule}))
+	})
+
+	It("refuses at setup node labels that NodeRestriction forbids a node to set", func() {
+		name := nodeName()
+		cfg := &v1alpha1.NodeletConfiguration{
+			NodeName:           name,
+			RootDir:            GinkgoT().TempDir(),
+			HealthzBindAddress: "0",
+			MetricsBindAddress: "0",
+			NodeLabels:         map[string]string{"node-role.kubernetes.io/worker": "", "example.com/pool": "blue"},
+		}
+		v1alpha1.SetDefaults(cfg)
+		mgr, err := agent.NewManager(nodeConfig(name), cfg)
+		Expect(err).NotTo(HaveOccurred())
+		err = controllers.Default.Setup(mgr, &controllers.Deps{Config: cfg}, []string{"node"})
+		Expect(err).To(MatchError(ContainSubstring("node-role.kubernetes.io/worker")))
+		Expect(err.Error()).NotTo(ContainSubstring("example.com/pool"))
 	})
 
 	It("keeps the labels, annotations and taints others add, across status writes and a restart", func(ctx SpecContext) {

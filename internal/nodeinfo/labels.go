@@ -14,7 +14,8 @@ import (
 
 // Labels are the labels nodelet owns on its Node: the configured nodeLabels
 // and the well-known hostname, os and arch labels, which win over a
-// configured label of the same key.
+// configured label of the same key. The hostname label is the node name:
+// nodelet's node name plays the part of the kubelet's --hostname-override.
 func Labels(nodeName string, nodeLabels map[string]string) map[string]string {
 	out := make(map[string]string, len(nodeLabels)+3)
 	for k, v := range nodeLabels {
