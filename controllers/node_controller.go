@@ -43,6 +43,10 @@ func init() {
 // retries double up to the status update frequency.
 const nodeRetryBase = 200 * time.Millisecond
 
+// minNodeReconcileTimeout is the least time one node reconcile may take; a
+// hung API or runtime call must not stop status updates for longer.
+const minNodeReconcileTimeout = 15 * time.Second
+
 // setupNodeController registers the node reconciler and the node lease
 // runnable.
 func setupNodeController(mgr ctrl.Manager, deps *Deps) error {
@@ -75,6 +79,9 @@ func setupNodeController(mgr ctrl.Manager, deps *Deps) error {
 		Client:          mgr.GetClient(),
 		NodeReader:      mgr.GetClient(),
 		Logger:          &leaseLog,
+		// The kubelet bounds its heartbeat requests the same way.
+		AttemptTimeout: min(cfg.NodeStatusUpdateFrequency.Duration,
+			time.Duration(cfg.NodeLeaseDurationSeconds)*time.Second),
 	})); err != nil {
 		return fmt.Errorf("adding node lease runnable: %w", err)
 	}
@@ -120,6 +127,7 @@ func (r *NodeReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		WithOptions(controller.Options{
 			RateLimiter: workqueue.NewTypedItemExponentialFailureRateLimiter[reconcile.Request](
 				nodeRetryBase, r.Config.NodeStatusUpdateFrequency.Duration),
+			ReconciliationTimeout: max(2*r.Config.NodeStatusUpdateFrequency.Duration, minNodeReconcileTimeout),
 			// Several agents may share a process (tests, simulations).
 			SkipNameValidation: ptr.To(true),
 		}).

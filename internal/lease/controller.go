@@ -50,6 +50,9 @@ type Options struct {
 	Clock clock.Clock
 	// Logger defaults to the one in Start's context.
 	Logger *logr.Logger
+	// AttemptTimeout bounds one renewal, so that a hung API server cannot
+	// stall renewals forever. Defaults to the lease duration.
+	AttemptTimeout time.Duration
 }
 
 // Controller renews one node's lease until its context ends. It is a
@@ -71,6 +74,9 @@ var (
 func New(opts Options) *Controller {
 	if opts.Clock == nil {
 		opts.Clock = clock.RealClock{}
+	}
+	if opts.AttemptTimeout <= 0 {
+		opts.AttemptTimeout = time.Duration(opts.DurationSeconds) * time.Second
 	}
 	return &Controller{
 		opts:     opts,
@@ -95,7 +101,9 @@ func (c *Controller) Start(ctx context.Context) error {
 	backoff := newBackoff()
 	for {
 		start := c.opts.Clock.Now()
-		err := c.renew(ctx)
+		attemptCtx, cancel := context.WithTimeout(ctx, c.opts.AttemptTimeout)
+		err := c.renew(attemptCtx)
+		cancel()
 		renewDuration.Observe(c.opts.Clock.Since(start).Seconds())
 		wait := c.interval
 		switch {

@@ -37,6 +37,7 @@ type harness struct {
 	clock   *clocktesting.FakeClock
 	client  client.Client
 	fail    atomic.Bool
+	hang    atomic.Bool
 	calls   atomic.Int32
 	stopped chan struct{}
 }
@@ -68,6 +69,10 @@ func start(t *testing.T, objs ...client.Object) *harness {
 		},
 		Update: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.UpdateOption) error {
 			h.calls.Add(1)
+			if h.hang.Load() {
+				<-ctx.Done()
+				return ctx.Err()
+			}
 			if h.fail.Load() {
 				return broken
 			}
@@ -75,7 +80,8 @@ func start(t *testing.T, objs ...client.Object) *harness {
 		},
 	}).Build()
 	ctx, cancel := context.WithCancel(context.Background())
-	c := New(Options{NodeName: "n1", DurationSeconds: 40, Client: h.client, NodeReader: h.client, Clock: h.clock})
+	c := New(Options{NodeName: "n1", DurationSeconds: 40, Client: h.client, NodeReader: h.client, Clock: h.clock,
+		AttemptTimeout: 50 * time.Millisecond})
 	var once sync.Once
 	go func() {
 		if err := c.Start(ctx); err != nil {
@@ -185,5 +191,19 @@ func TestBacksOffAndRecovers(t *testing.T) {
 	h.step(7 * time.Second)
 	if got := h.lease().Spec.RenewTime.Time; !got.Equal(renewedAt.Add(7 * time.Second)) {
 		t.Errorf("renewTime = %v after recovery, want %v", got, renewedAt.Add(7*time.Second))
+	}
+}
+
+func TestHungRenewalTimesOut(t *testing.T) {
+	h := start(t)
+	h.settle()
+	first := h.lease().Spec.RenewTime.Time
+	h.hang.Store(true)
+	h.step(10 * time.Second) // the update hangs until the attempt timeout
+	h.settle()
+	h.hang.Store(false)
+	h.step(200 * time.Millisecond) // the first back-off
+	if got := h.lease().Spec.RenewTime.Time; !got.After(first) {
+		t.Errorf("renewTime = %v, want a renewal after the hung attempt timed out", got)
 	}
 }
