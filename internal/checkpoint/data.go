@@ -189,12 +189,9 @@ func decodeEnvelope(b []byte) (envelope, error) {
 	if len(bytes.TrimSpace(b)) == 0 {
 		return env, fmt.Errorf("%w: empty", ErrCorruptCheckpoint)
 	}
-	dec := json.NewDecoder(bytes.NewReader(b))
-	if err := dec.Decode(&env); err != nil {
+	// Unlike a Decoder, Unmarshal rejects anything after the first value.
+	if err := json.Unmarshal(b, &env); err != nil {
 		return env, fmt.Errorf("%w: decoding envelope: %w", ErrCorruptCheckpoint, err)
-	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return env, fmt.Errorf("%w: decoding envelope: unexpected data after the envelope", ErrCorruptCheckpoint)
 	}
 	switch {
 	case env.Version < 1:

@@ -185,12 +185,14 @@ func readFile(path string) ([]byte, error) {
 	if !info.Mode().IsRegular() {
 		return nil, fmt.Errorf("%w: %s is not a regular file", ErrCorruptCheckpoint, path)
 	}
-	b, err := io.ReadAll(io.LimitReader(f, maxFileSize+1))
-	if err != nil {
-		return nil, fmt.Errorf("reading %s: %w", path, err)
-	}
-	if len(b) > maxFileSize {
+	if info.Size() > maxFileSize {
 		return nil, fmt.Errorf("%w: %s is larger than %d bytes", ErrCorruptCheckpoint, path, maxFileSize)
+	}
+	// Files are replaced by rename, never rewritten in place, so an open
+	// file keeps the size it had at Stat.
+	b := make([]byte, info.Size())
+	if _, err := io.ReadFull(f, b); err != nil {
+		return nil, fmt.Errorf("reading %s: %w", path, err)
 	}
 	return b, nil
 }
