@@ -75,9 +75,9 @@ type CorruptCheckpointError struct {
 
 func (e *CorruptCheckpointError) Error() string {
 	if e.QuarantinePath == "" {
-		return fmt.Sprintf("checkpoint %q at %s: %v", e.Key, e.Path, e.Err)
+		return fmt.Sprintf("reading checkpoint %q from %s: %v", e.Key, e.Path, e.Err)
 	}
-	return fmt.Sprintf("checkpoint %q at %s (moved to %s): %v", e.Key, e.Path, e.QuarantinePath, e.Err)
+	return fmt.Sprintf("reading checkpoint %q from %s (moved aside to %s): %v", e.Key, e.Path, e.QuarantinePath, e.Err)
 }
 
 // Unwrap returns the cause.

@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 	clocktesting "k8s.io/utils/clock/testing"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
 )
 
 var testNow = time.Date(2026, 3, 1, 12, 0, 0, 123456789, time.UTC)
@@ -489,5 +490,25 @@ func TestKeyLocksIndependent(t *testing.T) {
 	<-blocked
 	if len(l.locks) != 0 {
 		t.Errorf("%d locks kept after release, want 0", len(l.locks))
+	}
+}
+
+func TestMetricsRegistered(t *testing.T) {
+	newTestStore(t)
+	if _, err := NewFileStore(t.TempDir()); err != nil { // A second store registers nothing twice.
+		t.Fatal(err)
+	}
+	families, err := metrics.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, f := range families {
+		names = append(names, f.GetName())
+	}
+	for _, want := range []string{"nodelet_checkpoint_write_duration_seconds", "nodelet_checkpoint_corrupt_total"} {
+		if !slices.Contains(names, want) {
+			t.Errorf("metric %s not in controller-runtime's registry", want)
+		}
 	}
 }
