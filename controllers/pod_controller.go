@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -37,6 +38,17 @@ type PodReconciler struct {
 	Clock    clock.Clock
 	Admit    *Admitter
 	Metrics  *podMetrics
+
+	// written holds, by pod UID, the resourceVersion of nodelet's own last
+	// status write, so the watch event it causes does not sync the pod again.
+	written sync.Map
+}
+
+// ownStatusWrite reports whether an update event is the echo of nodelet's
+// own status patch.
+func (r *PodReconciler) ownStatusWrite(pod client.Object) bool {
+	rv, ok := r.written.Load(pod.GetUID())
+	return ok && rv == pod.GetResourceVersion()
 }
 
 // podScope is what one reconcile of one pod works on.
@@ -70,6 +82,11 @@ func (r *PodReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.R
 	}
 	if pod.DeletionTimestamp != nil {
 		return r.terminate(ctx, s)
+	}
+	if isTerminal(pod) && s.fresh && len(s.obs.Runtime.Sandboxes) == 0 && len(s.obs.Runtime.Containers) == 0 {
+		// Finished, or rejected, without anything of it in the runtime:
+		// its status is final.
+		return ctrl.Result{}, nil
 	}
 	if !isTerminal(pod) && !r.Admit.Admitted(pod.UID) {
 		if ok, err := r.admit(ctx, s); err != nil || !ok {
@@ -211,6 +228,7 @@ func (r *PodReconciler) patchStatus(ctx context.Context, s *podScope, status cor
 		return fmt.Errorf("patching pod status: %w", err)
 	}
 	r.Metrics.statusWrites.Inc()
+	r.written.Store(s.pod.UID, s.pod.ResourceVersion)
 	s.state.RecordStatus(status)
 	if !s.fresh || len(s.state.Containers) > 0 || s.state.SandboxID != "" {
 		return r.saver(s)()
@@ -250,6 +268,7 @@ func (r *PodReconciler) terminate(ctx context.Context, s *podScope) (ctrl.Result
 	}
 	r.Admit.Remove(s.pod.UID)
 	r.Metrics.forget(s.pod.UID)
+	r.written.Delete(s.pod.UID)
 	uid := s.pod.UID
 	if err := r.Delete(ctx, s.pod, client.GracePeriodSeconds(0), client.Preconditions{UID: &uid}); err != nil &&
 		!apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
@@ -288,6 +307,7 @@ func (r *PodReconciler) cleanupGone(ctx context.Context, nn types.NamespacedName
 		}
 		r.Admit.Remove(uid)
 		r.Metrics.forget(uid)
+		r.written.Delete(uid)
 	}
 	return nil
 }

@@ -12,6 +12,9 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 
 	"github.com/nodelet/nodelet/internal/checkpoint"
@@ -111,7 +114,9 @@ func setupPodController(mgr ctrl.Manager, d *Deps) error {
 	}
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("pod").
-		For(&corev1.Pod{}).
+		For(&corev1.Pod{}, builder.WithPredicates(predicate.Funcs{
+			UpdateFunc: func(e event.UpdateEvent) bool { return !r.ownStatusWrite(e.ObjectNew) },
+		})).
 		WatchesRawSource(relister.Source()).
 		WithOptions(controller.Options{MaxConcurrentReconciles: MaxConcurrentPodSyncs}).
 		Complete(r)
