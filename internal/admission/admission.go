@@ -2,8 +2,8 @@ package admission
 
 import (
 	"fmt"
-	"strings"
 	"runtime"
+	"strings"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
