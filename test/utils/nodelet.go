@@ -102,7 +102,7 @@ func StartNodelet(ctx context.Context, opts NodeletOptions) (*Nodelet, error) {
 		return nil, err
 	}
 	kubeconfig := filepath.Join(n.Dir, "kubeconfig")
-	if err := writeKubeconfig(kubeconfig, restCfg, "system:node:"+opts.NodeName); err != nil {
+	if err := WriteKubeconfig(kubeconfig, restCfg, "system:node:"+opts.NodeName); err != nil {
 		return nil, err
 	}
 	if err := n.writeConfig(); err != nil {
@@ -144,7 +144,9 @@ func (n *Nodelet) writeConfig() error {
 	return os.WriteFile(filepath.Join(n.Dir, "config.yaml"), data, 0o600)
 }
 
-func writeKubeconfig(path string, cfg *rest.Config, user string) error {
+// WriteKubeconfig writes a kubeconfig (mode 0600) for cfg's server and
+// client certificate, naming the user user.
+func WriteKubeconfig(path string, cfg *rest.Config, user string) error {
 	kc := clientcmdapi.NewConfig()
 	kc.Clusters["envtest"] = &clientcmdapi.Cluster{Server: cfg.Host, CertificateAuthorityData: cfg.CAData}
 	kc.AuthInfos[user] = &clientcmdapi.AuthInfo{ClientCertificateData: cfg.CertData, ClientKeyData: cfg.KeyData}
