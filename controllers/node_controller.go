@@ -109,9 +109,11 @@ type NodeReconciler struct {
 }
 
 // SetupWithManager watches this node's Node (the cache holds no other), is
-// kicked once at start so a missing Node gets registered, and ignores
-// updates: the status is refreshed on a timer, and the Node's create and
-// delete are the events that matter.
+// kicked once at start so a missing Node gets registered, and reacts only
+// to the Node's deletion: the status is refreshed on a timer, updates carry
+// nothing to act on, and a create is either nodelet's own (whose event,
+// arriving before the cache has the status just written, would cause a
+// second write) or noticed by the next tick.
 func (r *NodeReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	name := r.Config.NodeName
 	kick := source.Func(func(_ context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request]) error {
@@ -121,6 +123,7 @@ func (r *NodeReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	err := ctrl.NewControllerManagedBy(mgr).
 		Named("node").
 		For(&corev1.Node{}, builder.WithPredicates(predicate.Funcs{
+			CreateFunc: func(event.CreateEvent) bool { return false },
 			UpdateFunc: func(e event.UpdateEvent) bool { return e.ObjectOld.GetUID() != e.ObjectNew.GetUID() },
 		})).
 		WatchesRawSource(kick).
