@@ -123,7 +123,7 @@ func (e *Executor) Sync(ctx context.Context, pod *v1.Pod, rt kuberuntime.PodRunt
 		case kuberuntime.ReasonCrashLoopBackOff:
 			e.Recorder.Eventf(pod, v1.EventTypeWarning, EventBackOff, "Back-off restarting failed container %s in pod %s", name, kuberuntime.PodDesc(pod))
 		case kuberuntime.ReasonImagePullBackOff:
-			if c := containerSpec(pod, name); c != nil {
+			if c := kuberuntime.ContainerSpec(pod, name); c != nil {
 				e.Recorder.Eventf(pod, v1.EventTypeNormal, EventBackOff, "Back-off pulling image %q", c.Image)
 			}
 		}

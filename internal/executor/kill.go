@@ -97,7 +97,7 @@ func (e *Executor) killPod(ctx context.Context, pod *v1.Pod, rt kuberuntime.PodR
 		go func() {
 			defer wg.Done()
 			var hook *v1.LifecycleHandler
-			if spec := containerSpec(pod, c.Name); spec != nil && spec.Lifecycle != nil && c.State == kuberuntime.ContainerRunning {
+			if spec := kuberuntime.ContainerSpec(pod, c.Name); spec != nil && spec.Lifecycle != nil && c.State == kuberuntime.ContainerRunning {
 				hook = spec.Lifecycle.PreStop
 			}
 			if err := e.killContainer(ctx, pod, c.ID, c.Name, "", hook, grace); err != nil {
@@ -177,7 +177,7 @@ func (e *Executor) httpHook(ctx context.Context, pod *v1.Pod, rt kuberuntime.Pod
 	if host == "" {
 		host = podIP(pod, rt)
 	}
-	port, err := resolvePort(g.Port, containerSpec(pod, name))
+	port, err := resolvePort(g.Port, kuberuntime.ContainerSpec(pod, name))
 	if err != nil {
 		return err
 	}
@@ -233,19 +233,6 @@ func resolvePort(p intstr.IntOrString, c *v1.Container) (int, error) {
 	return 0, fmt.Errorf("port %q not found in the container's ports", p.StrVal)
 }
 
-func containerSpec(pod *v1.Pod, name string) *v1.Container {
-	for i := range pod.Spec.InitContainers {
-		if pod.Spec.InitContainers[i].Name == name {
-			return &pod.Spec.InitContainers[i]
-		}
-	}
-	for i := range pod.Spec.Containers {
-		if pod.Spec.Containers[i].Name == name {
-			return &pod.Spec.Containers[i]
-		}
-	}
-	return nil
-}
 
 // RemovePod removes every sandbox (and so every container) of a pod whose
 // containers have all stopped, its volumes and its log directory.

@@ -31,7 +31,7 @@ func (e *Executor) fillTerminationMessages(pod *v1.Pod, rt *kuberuntime.PodRunti
 		if c.State != kuberuntime.ContainerExited {
 			continue
 		}
-		spec := containerSpec(pod, c.Name)
+		spec := kuberuntime.ContainerSpec(pod, c.Name)
 		if spec == nil {
 			continue
 		}

@@ -299,21 +299,33 @@ func subscript(path, prefix string) (string, bool) {
 func (r *envResolver) resourceFieldRef(ref *v1.ResourceFieldSelector) (string, error) {
 	c := r.c
 	if ref.ContainerName != "" {
-		if c = containerSpec(r.pod, ref.ContainerName); c == nil {
+		if c = ContainerSpec(r.pod, ref.ContainerName); c == nil {
 			return "", &ConfigError{Err: fmt.Errorf("container %q in resourceFieldRef not found", ref.ContainerName)}
 		}
 	}
-	kind, name, ok := strings.Cut(ref.Resource, ".")
+	v, err := ResourceFieldValue(c, ref.Resource, ref.Divisor, r.opts.NodeAllocatable)
+	if err != nil {
+		return "", &ConfigError{Err: err}
+	}
+	return v, nil
+}
+
+// ResourceFieldValue is the downward API value of a container resource
+// ("limits.memory", "requests.cpu", ...): the quantity divided by divisor
+// and rounded up. A limit of cpu, memory or ephemeral-storage the container
+// does not set is the node's allocatable amount.
+func ResourceFieldValue(c *v1.Container, res string, divisor resource.Quantity, allocatable v1.ResourceList) (string, error) {
+	kind, name, ok := strings.Cut(res, ".")
 	var q resource.Quantity
 	switch {
 	case ok && kind == "limits":
-		q = effectiveLimit(c, v1.ResourceName(name), r.opts.NodeAllocatable)
+		q = effectiveLimit(c, v1.ResourceName(name), allocatable)
 	case ok && kind == "requests":
 		q = c.Resources.Requests[v1.ResourceName(name)]
 	default:
-		return "", &ConfigError{Err: fmt.Errorf("unsupported container resource %q", ref.Resource)}
+		return "", fmt.Errorf("unsupported container resource %q", res)
 	}
-	return divideRoundUp(q, ref.Divisor, v1.ResourceName(name) == v1.ResourceCPU), nil
+	return divideRoundUp(q, divisor, v1.ResourceName(name) == v1.ResourceCPU), nil
 }
 
 // effectiveLimit is a container's limit of a resource, defaulting to the

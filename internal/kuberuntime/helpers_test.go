@@ -71,7 +71,7 @@ func deleted(grace int64) podOpt {
 func phase(p v1.PodPhase) podOpt { return func(pod *v1.Pod) { pod.Status.Phase = p } }
 
 func modify(name string, f func(*v1.Container)) podOpt {
-	return func(pod *v1.Pod) { f(containerSpec(pod, name)) }
+	return func(pod *v1.Pod) { f(ContainerSpec(pod, name)) }
 }
 
 // sb is a ready sandbox with an IP, created at t0.
@@ -94,7 +94,7 @@ func inst(pod *v1.Pod, name, sandboxID string, attempt uint32, state ContainerSt
 		ImageRef:  "sha256:abc",
 		SandboxID: sandboxID,
 	}
-	if spec := containerSpec(pod, name); spec != nil {
+	if spec := ContainerSpec(pod, name); spec != nil {
 		c.Hash = ContainerHash(spec)
 	}
 	return c

@@ -116,7 +116,7 @@ func PlanTermination(pod *v1.Pod, rt PodRuntime, st PodState, now time.Time) Ter
 	overdue := !now.Before(term.Deadline)
 	waiting := false
 	for _, inst := range live {
-		spec := containerSpec(pod, inst.Name)
+		spec := ContainerSpec(pod, inst.Name)
 		if h := preStopHandler(spec); h != nil && !overdue && !term.preStopDone(inst.ID) && inst.State == ContainerRunning {
 			plan.PreStop = append(plan.PreStop, PreStopHook{ContainerID: inst.ID, Name: inst.Name, Handler: h, Timeout: timeout})
 		}
@@ -169,8 +169,8 @@ func mustWaitForTurn(pod *v1.Pod, live []Container, name string) bool {
 	return false
 }
 
-// containerSpec finds a container of the pod by name, init containers included.
-func containerSpec(pod *v1.Pod, name string) *v1.Container {
+// ContainerSpec finds a container of the pod by name, init containers included.
+func ContainerSpec(pod *v1.Pod, name string) *v1.Container {
 	for i := range pod.Spec.InitContainers {
 		if pod.Spec.InitContainers[i].Name == name {
 			return &pod.Spec.InitContainers[i]

@@ -9,7 +9,8 @@ import (
 	"strings"
 
 	v1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
+
+	"github.com/nodelet/nodelet/internal/kuberuntime"
 )
 
 // downwardAPIPayload writes each item's field or resource value.
@@ -94,70 +95,21 @@ func formatMap(m map[string]string) string {
 // the divisor and rounded up. A limit the container does not set is the
 // node's allocatable amount.
 func (m *Manager) resourceValue(pod *v1.Pod, ref *v1.ResourceFieldSelector) (string, error) {
-	c := findContainer(pod, ref.ContainerName)
+	c := kuberuntime.ContainerSpec(pod, ref.ContainerName)
 	if c == nil {
 		return "", fmt.Errorf("container %q not found in pod", ref.ContainerName)
 	}
-	kind, name, ok := strings.Cut(ref.Resource, ".")
-	if !ok || (kind != "limits" && kind != "requests") {
-		return "", fmt.Errorf("unsupported resource %q", ref.Resource)
-	}
-	q, err := m.containerResource(c, kind, v1.ResourceName(name))
-	if err != nil {
-		return "", err
-	}
-	return divideRoundingUp(q, ref.Divisor, v1.ResourceName(name) == v1.ResourceCPU), nil
-}
-
-func (m *Manager) containerResource(c *v1.Container, kind string, name v1.ResourceName) (resource.Quantity, error) {
-	list := c.Resources.Requests
-	if kind == "limits" {
-		list = c.Resources.Limits
-	}
-	if q, ok := list[name]; ok || kind == "requests" {
-		return q, nil
-	}
-	if m.nodeAllocatable == nil {
-		return resource.Quantity{}, fmt.Errorf("container %q sets no %s limit and the node's allocatable resources are unknown", c.Name, name)
-	}
-	alloc, err := m.nodeAllocatable()
-	if err != nil {
-		return resource.Quantity{}, fmt.Errorf("getting node allocatable resources: %w", err)
-	}
-	return alloc[name], nil
-}
-
-// divideRoundingUp divides q by divisor (1 when unset) and rounds up; CPU is
-// divided in millicores so that divisors such as 1m work.
-func divideRoundingUp(q, divisor resource.Quantity, cpu bool) string {
-	if divisor.IsZero() {
-		divisor = resource.MustParse("1")
-	}
-	num, den := q.Value(), divisor.Value()
-	if cpu {
-		num, den = q.MilliValue(), divisor.MilliValue()
-	}
-	if den <= 0 {
-		den = 1
-	}
-	return strconv.FormatInt(ceilDiv(num, den), 10)
-}
-
-func ceilDiv(a, b int64) int64 {
-	q := a / b
-	if a%b != 0 && (a > 0) == (b > 0) {
-		q++
-	}
-	return q
-}
-
-func findContainer(pod *v1.Pod, name string) *v1.Container {
-	for _, list := range [][]v1.Container{pod.Spec.Containers, pod.Spec.InitContainers} {
-		for i := range list {
-			if list[i].Name == name {
-				return &list[i]
+	var alloc v1.ResourceList
+	if kind, name, _ := strings.Cut(ref.Resource, "."); kind == "limits" {
+		if _, set := c.Resources.Limits[v1.ResourceName(name)]; !set {
+			if m.nodeAllocatable == nil {
+				return "", fmt.Errorf("container %q sets no %s limit and the node's allocatable resources are unknown", c.Name, name)
+			}
+			var err error
+			if alloc, err = m.nodeAllocatable(); err != nil {
+				return "", fmt.Errorf("getting node allocatable resources: %w", err)
 			}
 		}
 	}
-	return nil
+	return kuberuntime.ResourceFieldValue(c, ref.Resource, ref.Divisor, alloc)
 }
