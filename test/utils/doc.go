@@ -6,7 +6,7 @@
 //     bridge and subnet under a temporary directory) with the CRI plugin
 //     configured for this machine kind, and imports the test images.
 //   - PauseImage and BusyboxImage are built locally, without Docker, and
-//     cached by content under ${XDG_CACHE_HOME:-~/.cache}/nodelet/images.
+//     cached by content under ${NODELET_CACHE:-${XDG_CACHE_HOME:-~/.cache}/nodelet}/images.
 //   - StartRegistry runs a docker-registry on loopback with htpasswd auth,
 //     and Registry.Push copies a test image into it.
 //   - StartAPIServer runs an envtest kube-apiserver and etcd configured like a

@@ -66,7 +66,7 @@ var imageMu sync.Mutex
 
 // ImageArchive returns the path of a docker-archive tarball of one of the
 // TestImages, building it on first use. Archives are cached under
-// ${XDG_CACHE_HOME:-$HOME/.cache}/nodelet/images/ under a name that includes a
+// <cache>/images/ (see cacheDir) under a name that includes a
 // hash of their inputs (the pause source and Go version, the busybox binary),
 // so a second run reuses them and a changed input rebuilds them.
 func ImageArchive(ctx context.Context, image string) (string, error) {

@@ -30,13 +30,18 @@ func RepoRoot() (string, error) {
 	}
 }
 
-// cacheDir returns ${XDG_CACHE_HOME:-$HOME/.cache}/nodelet/<sub>, created.
+// cacheDir returns <cache>/<sub>, created, where <cache> is $NODELET_CACHE
+// or ${XDG_CACHE_HOME:-$HOME/.cache}/nodelet, as in hack/envtest.sh.
 func cacheDir(sub string) (string, error) {
-	base, err := os.UserCacheDir()
-	if err != nil {
-		return "", fmt.Errorf("finding the user cache directory: %w", err)
+	base := os.Getenv("NODELET_CACHE")
+	if base == "" {
+		userCache, err := os.UserCacheDir()
+		if err != nil {
+			return "", fmt.Errorf("finding the user cache directory: %w", err)
+		}
+		base = filepath.Join(userCache, "nodelet")
 	}
-	dir := filepath.Join(base, "nodelet", sub)
+	dir := filepath.Join(base, sub)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", fmt.Errorf("creating cache directory %s: %w", dir, err)
 	}
