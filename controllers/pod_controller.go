@@ -126,6 +126,15 @@ func (r *PodReconciler) newScope(ctx context.Context, pod *corev1.Pod) (*podScop
 		return nil, err
 	}
 	s.obs = obs
+	if s.fresh && len(obs.Runtime.Sandboxes) > 0 {
+		// Adopted from the runtime (no or a corrupt checkpoint): write down
+		// what its labels say so the next restart starts from it.
+		sb := obs.Runtime.Sandboxes[0]
+		s.state.RecordSandbox(sb.ID, sb.Attempt)
+		if err := r.saver(s)(); err != nil {
+			return nil, err
+		}
+	}
 	return s, nil
 }
 

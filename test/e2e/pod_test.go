@@ -341,6 +341,9 @@ var _ = Describe("Pod lifecycle", Ordered, func() {
 		Expect(sandboxesBefore).To(HaveLen(n))
 
 		Expect(nodelet.Kill()).To(Succeed())
+		By("corrupting one pod's checkpoint: its state is rebuilt from the runtime")
+		corrupted := filepath.Join(nodelet.RootDir, "checkpoints", "pod-"+string(before["adopt-0"].UID))
+		Expect(os.WriteFile(corrupted, []byte(`{"version":1,"data":{"uid":"torn`), 0o600)).To(Succeed())
 		Expect(nodelet.Restart(ctx)).To(Succeed())
 		// Several relist periods and a full resync of every pod.
 		Consistently(func(g Gomega) {
@@ -363,6 +366,12 @@ var _ = Describe("Pod lifecycle", Ordered, func() {
 			return out
 		}
 		Expect(ids(sandboxesAfter)).To(ConsistOf(ids(sandboxesBefore)))
+		quarantined, err := filepath.Glob(corrupted + ".corrupt-*")
+		Expect(err).NotTo(HaveOccurred())
+		Expect(quarantined).To(HaveLen(1), "the corrupt checkpoint is set aside")
+		info, err := os.Stat(corrupted)
+		Expect(err).NotTo(HaveOccurred(), "the state is written again from the runtime")
+		Expect(info.Mode().Perm()).To(Equal(os.FileMode(0o600)))
 	})
 })
 
