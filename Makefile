@@ -56,7 +56,8 @@ run: deps envtest build ## Run nodelet: against $$KUBECONFIG if set, else a loca
 .PHONY: bench
 bench: deps envtest ## Benchmarks, printed as tables.
 	export KUBEBUILDER_ASSETS="$$(bash hack/envtest.sh)"; \
-	$(GO) test -run '^$$' -bench . -benchmem $(UNIT_PKGS)
+	$(GO) test -run '^$$' -bench . -benchmem $(UNIT_PKGS); \
+	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout 30m ./test/bench/
 
 .PHONY: docker-build
 docker-build: ## Build the container image (needs a Docker engine).

@@ -1,0 +1,470 @@
+package bench
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"text/tabwriter"
+	"time"
+
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/utils/ptr"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/nodelet/nodelet/test/utils"
+)
+
+const (
+	// benchNode is the node every benchmark's nodelet runs.
+	benchNode = "bench-node"
+	// nodeReadyTimeout bounds the nodelet registering its Node as Ready.
+	nodeReadyTimeout = 2 * time.Minute
+	// podsTimeout bounds a whole phase of a benchmark (all pods Ready, all
+	// pods gone): far above any useful result, it only stops a hung run.
+	podsTimeout = 5 * time.Minute
+	// logDirEnv names a directory the nodelet logs are copied to before the
+	// benchmark removes them, to look into a missed target afterwards.
+	logDirEnv = "NODELET_BENCH_LOG_DIR"
+)
+
+var quietLogger sync.Once
+
+// cluster is a containerd and an API server, private to one benchmark.
+type cluster struct {
+	ctrd  *utils.Containerd
+	api   *utils.APIServer
+	admin kubernetes.Interface
+}
+
+// startCluster starts containerd and the API server and stops them when
+// the benchmark ends.
+func startCluster(b *testing.B) *cluster {
+	b.Helper()
+	// envtest logs through controller-runtime's logger; without one set
+	// it prints a warning with a stack trace.
+	quietLogger.Do(func() { ctrllog.SetLogger(logr.Discard()) })
+	ctx := b.Context()
+	ctrd, err := utils.StartContainerd(ctx, utils.ContainerdOptions{})
+	if err != nil {
+		b.Fatalf("starting containerd: %v", err)
+	}
+	b.Cleanup(func() {
+		if err := ctrd.Stop(); err != nil {
+			b.Errorf("stopping containerd: %v", err)
+		}
+	})
+	api, err := utils.StartAPIServer(ctx)
+	if err != nil {
+		b.Fatalf("starting the API server: %v", err)
+	}
+	b.Cleanup(func() {
+		if err := api.Stop(); err != nil {
+			b.Errorf("stopping the API server: %v", err)
+		}
+	})
+	// client-go limits a client to 5 requests a second by default, which
+	// would make the benchmark measure its own client.
+	cfg := rest.CopyConfig(api.Config)
+	cfg.QPS, cfg.Burst = 1000, 1000
+	admin, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		b.Fatalf("creating the admin clientset: %v", err)
+	}
+	return &cluster{ctrd: ctrd, api: api, admin: admin}
+}
+
+// startNodelet runs a nodelet for benchNode with the default configuration
+// and waits until its Node is Ready. The returned stop function stops it
+// (also registered with b.Cleanup; stopping twice is harmless).
+func (c *cluster) startNodelet(b *testing.B, label string) (*utils.Nodelet, func()) {
+	b.Helper()
+	n, err := utils.StartNodelet(b.Context(), utils.NodeletOptions{NodeName: benchNode, API: c.api, Containerd: c.ctrd})
+	if err != nil {
+		b.Fatalf("starting nodelet: %v", err)
+	}
+	var once sync.Once
+	stop := func() {
+		once.Do(func() {
+			keepLog(b, n, label)
+			if err := n.Cleanup(); err != nil {
+				b.Errorf("stopping nodelet: %v", err)
+			}
+		})
+	}
+	b.Cleanup(stop)
+	deadline := time.Now().Add(nodeReadyTimeout)
+	for {
+		node, err := c.admin.CoreV1().Nodes().Get(b.Context(), benchNode, metav1.GetOptions{})
+		if err == nil && nodeReady(node) {
+			return n, stop
+		}
+		if time.Now().After(deadline) {
+			b.Fatalf("node %s not Ready after %s (last error %v); nodelet log:\n%s", benchNode, nodeReadyTimeout, err, n.LogTail(40))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func nodeReady(n *corev1.Node) bool {
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// keepLog copies the nodelet's log to $NODELET_BENCH_LOG_DIR when set.
+func keepLog(b *testing.B, n *utils.Nodelet, label string) {
+	dir := os.Getenv(logDirEnv)
+	if dir == "" {
+		return
+	}
+	data, err := os.ReadFile(n.LogPath)
+	if err == nil {
+		err = os.MkdirAll(dir, 0o755)
+	}
+	if err == nil {
+		err = os.WriteFile(filepath.Join(dir, fmt.Sprintf("%s-%s.log", label, time.Now().Format("150405"))), data, 0o644)
+	}
+	if err != nil {
+		b.Logf("keeping the nodelet log: %v", err)
+	}
+}
+
+// newNamespace creates a namespace with the default service account that
+// the API server's admission insists on.
+func (c *cluster) newNamespace(b *testing.B, name string) string {
+	b.Helper()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}
+	if _, err := c.admin.CoreV1().Namespaces().Create(b.Context(), ns, metav1.CreateOptions{}); err != nil {
+		b.Fatalf("creating namespace %s: %v", name, err)
+	}
+	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default", Namespace: name}}
+	if _, err := c.admin.CoreV1().ServiceAccounts(name).Create(b.Context(), sa, metav1.CreateOptions{}); err != nil {
+		b.Fatalf("creating the default service account of %s: %v", name, err)
+	}
+	return name
+}
+
+// sleeperPod is a pod bound to benchNode running busybox `sleep 3600`.
+// busybox runs as PID 1 and ignores SIGTERM, so a deletion takes the whole
+// grace period: one second.
+func sleeperPod(ns, name string) *corev1.Pod {
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		Spec: corev1.PodSpec{
+			NodeName:                      benchNode,
+			AutomountServiceAccountToken:  ptr.To(false),
+			TerminationGracePeriodSeconds: ptr.To[int64](1),
+			Containers: []corev1.Container{{
+				Name:            "main",
+				Image:           utils.BusyboxImage,
+				ImagePullPolicy: corev1.PullIfNotPresent,
+				Command:         []string{"sleep", "3600"},
+			}},
+		},
+	}
+}
+
+// podWatch records, from an informer on one namespace, when each pod was
+// first seen Ready and when it was seen deleted.
+type podWatch struct {
+	mu      sync.Mutex
+	ready   map[string]time.Time
+	gone    map[string]time.Time
+	changed chan struct{}
+	stop    chan struct{}
+}
+
+// watchPods starts an informer on the pods of ns and waits for its first
+// list. The informer stops with the benchmark or with close().
+func (c *cluster) watchPods(b *testing.B, ns string) *podWatch {
+	b.Helper()
+	w := &podWatch{
+		ready:   map[string]time.Time{},
+		gone:    map[string]time.Time{},
+		changed: make(chan struct{}, 1),
+		stop:    make(chan struct{}),
+	}
+	factory := informers.NewSharedInformerFactoryWithOptions(c.admin, 0, informers.WithNamespace(ns))
+	inf := factory.Core().V1().Pods().Informer()
+	if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    w.observe,
+		UpdateFunc: func(_, obj any) { w.observe(obj) },
+		DeleteFunc: w.deleted,
+	}); err != nil {
+		b.Fatalf("watching pods: %v", err)
+	}
+	factory.Start(w.stop)
+	b.Cleanup(w.close)
+	for typ, ok := range factory.WaitForCacheSync(w.stop) {
+		if !ok {
+			b.Fatalf("the informer for %v did not sync", typ)
+		}
+	}
+	return w
+}
+
+func (w *podWatch) close() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	select {
+	case <-w.stop:
+	default:
+		close(w.stop)
+	}
+}
+
+func (w *podWatch) observe(obj any) {
+	now := time.Now()
+	pod, ok := obj.(*corev1.Pod)
+	if !ok || !podReady(pod) {
+		return
+	}
+	w.mu.Lock()
+	if _, seen := w.ready[pod.Name]; !seen {
+		w.ready[pod.Name] = now
+	}
+	w.mu.Unlock()
+	w.notify()
+}
+
+func (w *podWatch) deleted(obj any) {
+	now := time.Now()
+	var name string
+	switch o := obj.(type) {
+	case *corev1.Pod:
+		name = o.Name
+	case cache.DeletedFinalStateUnknown:
+		_, name, _ = cache.SplitMetaNamespaceKey(o.Key)
+	default:
+		return
+	}
+	w.mu.Lock()
+	w.gone[name] = now
+	w.mu.Unlock()
+	w.notify()
+}
+
+func (w *podWatch) notify() {
+	select {
+	case w.changed <- struct{}{}:
+	default:
+	}
+}
+
+// readyAt and goneAt return when a pod was seen Ready and deleted.
+func (w *podWatch) readyAt(name string) (time.Time, bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	t, ok := w.ready[name]
+	return t, ok
+}
+
+func (w *podWatch) goneAt(name string) (time.Time, bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	t, ok := w.gone[name]
+	return t, ok
+}
+
+// waitAll waits until every name is in the set that at picks (ready or
+// gone) and returns the latest of their times, or how many are still
+// missing when the timeout passes.
+func (w *podWatch) waitAll(names []string, at func(string) (time.Time, bool), timeout time.Duration) (time.Time, int) {
+	deadline := time.NewTimer(timeout)
+	defer deadline.Stop()
+	for {
+		var last time.Time
+		missing := 0
+		for _, n := range names {
+			t, ok := at(n)
+			if !ok {
+				missing++
+			} else if t.After(last) {
+				last = t
+			}
+		}
+		if missing == 0 {
+			return last, 0
+		}
+		select {
+		case <-w.changed:
+		case <-deadline.C:
+			return time.Time{}, missing
+		}
+	}
+}
+
+func podReady(p *corev1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// forEach runs fn for 0..n-1 on workers goroutines and returns the first
+// error.
+func forEach(n, workers int, fn func(i int) error) error {
+	work := make(chan int)
+	errs := make(chan error, n)
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range work {
+				if err := fn(i); err != nil {
+					errs <- err
+				}
+			}
+		}()
+	}
+	for i := range n {
+		work <- i
+	}
+	close(work)
+	wg.Wait()
+	close(errs)
+	return <-errs
+}
+
+// deletePod deletes a pod with the default options; a pod already gone is
+// fine.
+func (c *cluster) deletePod(ctx context.Context, ns, name string) error {
+	err := c.admin.CoreV1().Pods(ns).Delete(ctx, name, metav1.DeleteOptions{})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("deleting pod %s/%s: %w", ns, name, err)
+	}
+	return nil
+}
+
+// methodLabel finds the HTTP method of client-go's request metrics.
+var methodLabel = regexp.MustCompile(`[{,]method="([A-Z]+)"`)
+
+// nodeletMetrics scrapes the nodelet's Prometheus endpoint and returns each
+// metric's value summed over its label sets, and for series with a method
+// label also summed per method, as "<name>/<METHOD>".
+func nodeletMetrics(n *utils.Nodelet) (map[string]float64, error) {
+	resp, err := http.Get("http://" + n.MetricsAddr + "/metrics")
+	if err != nil {
+		return nil, fmt.Errorf("scraping nodelet metrics: %w", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+		return nil, fmt.Errorf("scraping nodelet metrics: %s: %s", resp.Status, body)
+	}
+	out := map[string]float64{}
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 64*1024), 1024*1024)
+	for sc.Scan() {
+		line := sc.Text()
+		if line == "" || line[0] == '#' {
+			continue
+		}
+		name := line[:strings.IndexAny(line+" ", "{ ")]
+		fields := strings.Fields(line)
+		v, err := strconv.ParseFloat(fields[len(fields)-1], 64)
+		if err != nil {
+			continue
+		}
+		out[name] += v
+		if m := methodLabel.FindStringSubmatch(line); m != nil {
+			out[name+"/"+m[1]] += v
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("reading nodelet metrics: %w", err)
+	}
+	return out, nil
+}
+
+// percentile returns the nearest-rank p-th percentile (0 < p ≤ 100).
+func percentile(ds []time.Duration, p float64) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	rank := int(float64(len(s))*p/100+0.999999) - 1
+	return s[max(0, min(rank, len(s)-1))]
+}
+
+// fmtDur prints seconds above one second, milliseconds below.
+func fmtDur(d time.Duration) string {
+	if d >= time.Second || d <= -time.Second {
+		return fmt.Sprintf("%.2fs", d.Seconds())
+	}
+	return fmt.Sprintf("%.0fms", float64(d)/float64(time.Millisecond))
+}
+
+func verdict(ok bool) string {
+	if ok {
+		return "ok"
+	}
+	return "MISSED"
+}
+
+// row is one line of a result table; verdict is empty for lines without a
+// target.
+type row struct{ metric, value, target, verdict string }
+
+// printTable writes a titled table to stdout, where `go test -bench` shows
+// it next to the benchmark lines.
+func printTable(title string, rows []row) {
+	fmt.Println()
+	fmt.Println(title)
+	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 3, ' ', 0)
+	fmt.Fprintln(tw, "metric\tvalue\ttarget\t")
+	for _, r := range rows {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", r.metric, r.value, r.target, r.verdict)
+	}
+	_ = tw.Flush()
+	fmt.Println()
+}
+
+// machine describes the host for table headers: the date, the CPU model,
+// the cores this process may use and the one-minute load average (other
+// work on the machine shows in every number).
+func machine() string {
+	model := "unknown CPU"
+	if data, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for line := range strings.SplitSeq(string(data), "\n") {
+			if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
+				model = strings.TrimSpace(v)
+				break
+			}
+		}
+	}
+	load := "?"
+	if data, err := os.ReadFile("/proc/loadavg"); err == nil {
+		if f := strings.Fields(string(data)); len(f) > 0 {
+			load = f[0]
+		}
+	}
+	return fmt.Sprintf("%s, %s, %d cores, load %s", time.Now().Format("2006-01-02"), model, runtime.NumCPU(), load)
+}
+
+const mib = 1 << 20
