@@ -22,6 +22,7 @@ import (
 	"github.com/nodelet/nodelet/internal/checkpoint"
 	"github.com/nodelet/nodelet/internal/executor"
 	"github.com/nodelet/nodelet/internal/kuberuntime"
+	"github.com/nodelet/nodelet/internal/prober"
 )
 
 // PodReconciler runs the pods bound to this node: it admits each pod once,
@@ -38,6 +39,7 @@ type PodReconciler struct {
 	Clock    clock.Clock
 	Admit    *Admitter
 	Metrics  *podMetrics
+	Prober   *prober.Manager
 
 	// written holds, by pod UID, the resourceVersion of nodelet's own last
 	// status write, so the watch event it causes does not sync the pod again.
@@ -174,7 +176,7 @@ func (r *PodReconciler) admit(ctx context.Context, s *podScope) (bool, error) {
 
 // sync plans and executes the pod's next step, then reports its status.
 func (r *PodReconciler) sync(ctx context.Context, s *podScope) (ctrl.Result, error) {
-	actions := kuberuntime.ComputePodActions(s.pod, s.obs.Runtime, s.state, r.now(), kuberuntime.ProbeResults{})
+	actions := kuberuntime.ComputePodActions(s.pod, s.obs.Runtime, s.state, r.now(), r.Prober.Results(s.pod.UID))
 	execErr := r.Exec.Sync(ctx, s.pod, s.obs.Runtime, &s.state, actions, r.saver(s))
 	if mutates(actions) {
 		obs, err := r.Exec.Observe(ctx, s.pod)
@@ -186,13 +188,15 @@ func (r *PodReconciler) sync(ctx context.Context, s *podScope) (ctrl.Result, err
 	if err := r.Exec.CollectGarbage(ctx, s.obs.Runtime); err != nil {
 		log.FromContext(ctx).Info("Unable to remove dead containers", "error", err.Error())
 	}
-	status := kuberuntime.ComputePodStatus(s.pod, s.obs.Runtime, s.state, r.statusInputs())
+	r.Prober.Sync(s.pod, s.obs.Runtime)
+	status := kuberuntime.ComputePodStatus(s.pod, s.obs.Runtime, s.state, r.statusInputs(s.pod.UID))
 	if err := r.patchStatus(ctx, s, status); err != nil {
 		return ctrl.Result{}, errors.Join(execErr, err)
 	}
 	r.Metrics.observeStart(s.pod, status, r.now())
 	if status.Phase == corev1.PodSucceeded || status.Phase == corev1.PodFailed {
 		r.Admit.Remove(s.pod.UID)
+		r.Prober.Forget(s.pod.UID)
 	}
 	if execErr != nil {
 		return ctrl.Result{}, execErr
@@ -216,8 +220,8 @@ func nextSync(backOff, period time.Duration) time.Duration {
 	return period
 }
 
-func (r *PodReconciler) statusInputs() kuberuntime.StatusInputs {
-	return kuberuntime.StatusInputs{Now: r.now(), HostIPs: r.Admit.HostIPs(context.Background())}
+func (r *PodReconciler) statusInputs(uid types.UID) kuberuntime.StatusInputs {
+	return kuberuntime.StatusInputs{Now: r.now(), HostIPs: r.Admit.HostIPs(context.Background()), Probes: r.Prober.Results(uid)}
 }
 
 // patchStatus writes status with one strategic-merge patch of the status
@@ -256,7 +260,7 @@ func (r *PodReconciler) terminate(ctx context.Context, s *podScope) (ctrl.Result
 		if obs, err := r.Exec.Observe(ctx, s.pod); err == nil {
 			s.obs = obs
 		}
-		status := kuberuntime.ComputePodStatus(s.pod, s.obs.Runtime, s.state, r.statusInputs())
+		status := kuberuntime.ComputePodStatus(s.pod, s.obs.Runtime, s.state, r.statusInputs(s.pod.UID))
 		if err := r.patchStatus(ctx, s, status); err != nil {
 			return ctrl.Result{}, err
 		}
@@ -276,6 +280,7 @@ func (r *PodReconciler) terminate(ctx context.Context, s *podScope) (ctrl.Result
 		return ctrl.Result{}, fmt.Errorf("removing pod checkpoint: %w", err)
 	}
 	r.Admit.Remove(s.pod.UID)
+	r.Prober.Forget(s.pod.UID)
 	r.Metrics.forget(s.pod.UID)
 	r.written.Delete(s.pod.UID)
 	uid := s.pod.UID
@@ -315,6 +320,7 @@ func (r *PodReconciler) cleanupGone(ctx context.Context, nn types.NamespacedName
 			return fmt.Errorf("removing pod checkpoint: %w", err)
 		}
 		r.Admit.Remove(uid)
+		r.Prober.Forget(uid)
 		r.Metrics.forget(uid)
 		r.written.Delete(uid)
 	}

@@ -23,6 +23,7 @@ import (
 	"github.com/nodelet/nodelet/internal/images"
 	"github.com/nodelet/nodelet/internal/kuberuntime"
 	"github.com/nodelet/nodelet/internal/pleg"
+	"github.com/nodelet/nodelet/internal/prober"
 	"github.com/nodelet/nodelet/internal/volume"
 )
 
@@ -102,6 +103,13 @@ func setupPodController(mgr ctrl.Manager, d *Deps) error {
 	if err := mgr.AddHealthzCheck("pleg", func(*http.Request) error { return relister.Healthy() }); err != nil {
 		return fmt.Errorf("adding the relister health check: %w", err)
 	}
+	probes, err := prober.New(d.Runtime, recorder, prober.Options{})
+	if err != nil {
+		return err
+	}
+	if err := mgr.Add(probes); err != nil {
+		return fmt.Errorf("adding the prober: %w", err)
+	}
 	r := &PodReconciler{
 		Client:   mgr.GetClient(),
 		Exec:     exec,
@@ -111,6 +119,7 @@ func setupPodController(mgr ctrl.Manager, d *Deps) error {
 		Clock:    clock.RealClock{},
 		Admit:    admit,
 		Metrics:  newPodMetrics(mgr.GetClient(), d.Runtime),
+		Prober:   probes,
 	}
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("pod").
@@ -118,6 +127,7 @@ func setupPodController(mgr ctrl.Manager, d *Deps) error {
 			UpdateFunc: func(e event.UpdateEvent) bool { return !r.ownStatusWrite(e.ObjectNew) },
 		})).
 		WatchesRawSource(relister.Source()).
+		WatchesRawSource(probes.Source()).
 		WithOptions(controller.Options{MaxConcurrentReconciles: MaxConcurrentPodSyncs}).
 		Complete(r)
 }
