@@ -130,9 +130,11 @@ func (e *Executor) killContainer(ctx context.Context, pod *v1.Pod, id, name, mes
 	if left < kuberuntime.MinimumGracePeriodSeconds {
 		left = kuberuntime.MinimumGracePeriodSeconds
 	}
-	msg := "Stopping container " + name
-	if message != "" {
-		msg = fmt.Sprintf("Container %s %s, will be restarted", name, message)
+	// The plan's message is the kubelet's whole sentence ("Container c
+	// failed liveness probe, will be restarted").
+	msg := message
+	if msg == "" {
+		msg = "Stopping container " + name
 	}
 	e.Recorder.Event(pod, v1.EventTypeNormal, EventKilling, msg)
 	if err := e.Runtime.StopContainer(ctx, id, left); err != nil && !cri.IsNotFound(err) {
