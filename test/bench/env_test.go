@@ -401,6 +401,33 @@ func nodeletMetrics(n *utils.Nodelet) (map[string]float64, error) {
 	return out, nil
 }
 
+// residentSplit reads a process's resident anonymous and file-backed
+// memory (RssAnon, RssFile) from /proc; zeros when it cannot.
+func residentSplit(pid int) (anon, file int64) {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, 0
+	}
+	for line := range strings.SplitSeq(string(data), "\n") {
+		k, v, ok := strings.Cut(line, ":")
+		if !ok {
+			continue
+		}
+		f := strings.Fields(v)
+		if len(f) == 0 {
+			continue
+		}
+		kb, _ := strconv.ParseInt(f[0], 10, 64)
+		switch k {
+		case "RssAnon":
+			anon = kb * 1024
+		case "RssFile":
+			file = kb * 1024
+		}
+	}
+	return anon, file
+}
+
 // percentile returns the nearest-rank p-th percentile (0 < p ≤ 100).
 func percentile(ds []time.Duration, p float64) time.Duration {
 	if len(ds) == 0 {

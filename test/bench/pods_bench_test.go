@@ -62,6 +62,11 @@ type burstResult struct {
 	idleRSS, heapInuse, goSys int64
 	// requestsByVerb is requestsPerPodAll by HTTP method.
 	requestsByVerb string
+	// rssAnon and rssFile split nodelet's resident memory at the end into
+	// anonymous memory (heap, stacks) and file pages (mostly its binary).
+	rssAnon, rssFile int64
+	// eventsPerPod are the Events in the namespace at the end, per pod.
+	eventsPerPod float64
 }
 
 // BenchmarkPodBurst110 fills a node at once: 110 pods created together, all
@@ -165,6 +170,12 @@ func BenchmarkPodBurst110(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
+		r.rssAnon, r.rssFile = residentSplit(n.PID())
+		events, err := c.admin.CoreV1().Events(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			b.Fatalf("listing events: %v", err)
+		}
+		r.eventsPerPod = float64(len(events.Items)) / burstPods
 		w.close()
 		stopNodelet()
 
@@ -225,6 +236,7 @@ func printBurst(r burstResult) {
 		{"all deleted (grace 1s)", fmtDur(r.allGone), "", ""},
 		{"nodelet peak RSS", fmt.Sprintf("%.1f MiB", float64(r.peakRSS)/mib), fmt.Sprintf("≤ %d MiB", peakRSSTarget/mib), verdict(r.peakRSS <= peakRSSTarget)},
 		{"nodelet peak RSS before the burst", fmt.Sprintf("%.1f MiB", float64(r.idleRSS)/mib), "", ""},
+		{"RSS at the end: anonymous / file pages", fmt.Sprintf("%.1f / %.1f MiB", float64(r.rssAnon)/mib, float64(r.rssFile)/mib), "", ""},
 		{"Go heap in use / Go sys at the end", fmt.Sprintf("%.1f / %.1f MiB", float64(r.heapInuse)/mib, float64(r.goSys)/mib), "", ""},
 		{"nodelet CPU, create→all Ready", fmt.Sprintf("%.2fs", r.cpuStart.Seconds()), "", ""},
 		{"nodelet CPU, whole burst", fmt.Sprintf("%.2fs", r.cpuTotal.Seconds()), fmt.Sprintf("≤ %s", fmtDur(burstCPUTarget)), verdict(r.cpuTotal <= burstCPUTarget)},
@@ -234,6 +246,7 @@ func printBurst(r burstResult) {
 		{"API requests/pod, create→all Ready", fmt.Sprintf("%.2f", r.requestsPerPodStart), "", ""},
 		{"API requests/pod, whole burst", fmt.Sprintf("%.2f", r.requestsPerPodAll), "", ""},
 		{"API requests/pod by verb, whole burst", r.requestsByVerb, "", ""},
+		{"Events in the namespace/pod", fmt.Sprintf("%.2f", r.eventsPerPod), "", ""},
 	})
 }
 
