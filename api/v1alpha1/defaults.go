@@ -21,6 +21,8 @@ const (
 	DefaultServerPort               = 10250
 	DefaultHealthzBindAddress       = "127.0.0.1:10248"
 	DefaultMetricsBindAddress       = "127.0.0.1:10249"
+	DefaultKubeAPIQPS               = 50
+	DefaultKubeAPIBurst             = 100
 )
 
 // DefaultEvictionHard are the kubelet's hard eviction thresholds.
@@ -78,6 +80,13 @@ func SetDefaults(c *NodeletConfiguration) {
 	}
 	setString(&c.HealthzBindAddress, DefaultHealthzBindAddress)
 	setString(&c.MetricsBindAddress, DefaultMetricsBindAddress)
+	if c.KubeAPIQPS == nil {
+		q := float32(DefaultKubeAPIQPS)
+		c.KubeAPIQPS = &q
+	}
+	if c.KubeAPIBurst == 0 {
+		c.KubeAPIBurst = DefaultKubeAPIBurst
+	}
 	if len(c.Controllers) == 0 {
 		c.Controllers = []string{"*"}
 	}

@@ -97,6 +97,17 @@ type NodeletConfiguration struct {
 	// MetricsBindAddress serves /metrics and /configz; "0" disables. Default: 127.0.0.1:10249.
 	MetricsBindAddress string `json:"metricsBindAddress,omitempty"`
 
+	// KubeAPIQPS is the steady rate of requests to the API server; a negative
+	// value disables client-side rate limiting. Default: 50, as the kubelet's.
+	KubeAPIQPS *float32 `json:"kubeAPIQPS,omitempty"`
+	// KubeAPIBurst is the largest burst of requests to the API server.
+	// Default: 100, as the kubelet's.
+	KubeAPIBurst int32 `json:"kubeAPIBurst,omitempty"`
+
+	// EnableProfilingHandler serves Go's /debug/pprof on the metrics
+	// address. Default: false.
+	EnableProfilingHandler bool `json:"enableProfilingHandler,omitempty"`
+
 	// Controllers lists the reconcilers to run: "*" for all, a name to add
 	// one, "-name" to remove one. Default: ["*"].
 	Controllers []string `json:"controllers,omitempty"`

@@ -94,6 +94,9 @@ func Validate(c *NodeletConfiguration) field.ErrorList {
 	errs = append(errs, validateServer(p("server"), &c.Server)...)
 	errs = append(errs, validateBindAddress(p("healthzBindAddress"), c.HealthzBindAddress)...)
 	errs = append(errs, validateBindAddress(p("metricsBindAddress"), c.MetricsBindAddress)...)
+	if c.KubeAPIBurst < 0 {
+		errs = append(errs, field.Invalid(p("kubeAPIBurst"), c.KubeAPIBurst, "must not be negative"))
+	}
 	for i, s := range c.Controllers {
 		if strings.TrimPrefix(s, "-") == "" {
 			errs = append(errs, field.Invalid(p("controllers").Index(i), s, "must be *, a controller name or -name"))

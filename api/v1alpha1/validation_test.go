@@ -42,6 +42,8 @@ func TestSetDefaults(t *testing.T) {
 		{"server.port", *c.Server.Port, int32(10250)},
 		{"evictionHard[memory.available]", c.EvictionHard["memory.available"], "100Mi"},
 		{"controllers", strings.Join(c.Controllers, ","), "*"},
+		{"kubeAPIQPS", *c.KubeAPIQPS, float32(50)},
+		{"kubeAPIBurst", c.KubeAPIBurst, int32(100)},
 	}
 	for _, tc := range checks {
 		if tc.got != tc.want {
@@ -109,6 +111,7 @@ func TestValidate(t *testing.T) {
 		{"server cert without key", func(c *NodeletConfiguration) { c.Server.TLSCertFile = "/c.pem" }, "server.tlsPrivateKeyFile"},
 		{"healthz address", func(c *NodeletConfiguration) { c.HealthzBindAddress = "localhost" }, "healthzBindAddress"},
 		{"metrics disabled", func(c *NodeletConfiguration) { c.MetricsBindAddress = "0" }, ""},
+		{"negative burst", func(c *NodeletConfiguration) { c.KubeAPIBurst = -1 }, "kubeAPIBurst"},
 		{"empty controller", func(c *NodeletConfiguration) { c.Controllers = []string{"-"} }, "controllers[0]"},
 	}
 	for _, tc := range cases {

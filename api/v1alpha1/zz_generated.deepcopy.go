@@ -66,6 +66,11 @@ func (in *NodeletConfiguration) DeepCopyInto(out *NodeletConfiguration) {
 		**out = **in
 	}
 	in.Server.DeepCopyInto(&out.Server)
+	if in.KubeAPIQPS != nil {
+		in, out := &in.KubeAPIQPS, &out.KubeAPIQPS
+		*out = new(float32)
+		**out = **in
+	}
 	if in.Controllers != nil {
 		in, out := &in.Controllers, &out.Controllers
 		*out = make([]string, len(*in))

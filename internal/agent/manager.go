@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/http/pprof"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -54,6 +55,21 @@ func NewManager(restCfg *rest.Config, cfg *v1alpha1.NodeletConfiguration) (ctrl.
 	if err != nil {
 		return nil, err
 	}
+	restCfg = rest.CopyConfig(restCfg)
+	if cfg.KubeAPIQPS != nil {
+		restCfg.QPS = *cfg.KubeAPIQPS
+	}
+	if cfg.KubeAPIBurst > 0 {
+		restCfg.Burst = int(cfg.KubeAPIBurst)
+	}
+	extra := map[string]http.Handler{ConfigzPath: configz}
+	if cfg.EnableProfilingHandler {
+		extra["/debug/pprof/"] = http.HandlerFunc(pprof.Index)
+		extra["/debug/pprof/cmdline"] = http.HandlerFunc(pprof.Cmdline)
+		extra["/debug/pprof/profile"] = http.HandlerFunc(pprof.Profile)
+		extra["/debug/pprof/symbol"] = http.HandlerFunc(pprof.Symbol)
+		extra["/debug/pprof/trace"] = http.HandlerFunc(pprof.Trace)
+	}
 	shutdown := 30 * time.Second
 	mgr, err := ctrl.NewManager(restCfg, ctrl.Options{
 		Scheme: NewScheme(),
@@ -68,7 +84,7 @@ func NewManager(restCfg *rest.Config, cfg *v1alpha1.NodeletConfiguration) (ctrl.
 		GracefulShutdownTimeout: &shutdown,
 		Metrics: metricsserver.Options{
 			BindAddress:   cfg.MetricsBindAddress,
-			ExtraHandlers: map[string]http.Handler{ConfigzPath: configz},
+			ExtraHandlers: extra,
 		},
 	})
 	if err != nil {
