@@ -242,24 +242,40 @@ func (r *PodReconciler) patchStatus(ctx context.Context, s *podScope, status cor
 	}
 	r.Metrics.statusWrites.Inc()
 	r.written.Store(s.pod.UID, s.pod.ResourceVersion)
+	// Not checkpointed on its own: after a restart the API server's copy of
+	// the status is the same thing, and an fsync per status write is the
+	// largest cost of a pod burst.
 	s.state.RecordStatus(status)
-	if !s.fresh || len(s.state.Containers) > 0 || s.state.SandboxID != "" {
-		return r.saver(s)()
-	}
 	return nil
 }
 
 // terminate stops a pod that is being deleted, within its grace period,
 // then removes everything of it and deletes the API object.
 func (r *PodReconciler) terminate(ctx context.Context, s *podScope) (ctrl.Result, error) {
-	done, requeue, err := r.Exec.Terminate(ctx, s.pod, s.obs.Runtime, &s.state, r.saver(s))
-	if err != nil {
-		return ctrl.Result{}, err
+	// Each step stops what the previous one allowed (containers, then
+	// sidecars, then sandboxes); take the steps that need no waiting in
+	// one go, so a pod that stops promptly is removed without an
+	// intermediate status write.
+	var (
+		done    bool
+		requeue time.Duration
+	)
+	for range 4 {
+		var err error
+		done, requeue, err = r.Exec.Terminate(ctx, s.pod, s.obs.Runtime, &s.state, r.saver(s))
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+		if done || requeue > 0 {
+			break
+		}
+		obs, err := r.Exec.Observe(ctx, s.pod)
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+		s.obs = obs
 	}
 	if !done {
-		if obs, err := r.Exec.Observe(ctx, s.pod); err == nil {
-			s.obs = obs
-		}
 		status := kuberuntime.ComputePodStatus(s.pod, s.obs.Runtime, s.state, r.statusInputs(s.pod.UID))
 		if err := r.patchStatus(ctx, s, status); err != nil {
 			return ctrl.Result{}, err
@@ -284,11 +300,13 @@ func (r *PodReconciler) terminate(ctx context.Context, s *podScope) (ctrl.Result
 	r.Metrics.forget(s.pod.UID)
 	r.written.Delete(s.pod.UID)
 	uid := s.pod.UID
-	if err := r.Delete(ctx, s.pod, client.GracePeriodSeconds(0), client.Preconditions{UID: &uid}); err != nil &&
-		!apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+	err = r.Delete(ctx, s.pod, client.GracePeriodSeconds(0), client.Preconditions{UID: &uid})
+	switch {
+	case err == nil:
+		log.FromContext(ctx).Info("Pod terminated and deleted")
+	case !apierrors.IsNotFound(err) && !apierrors.IsConflict(err):
 		return ctrl.Result{}, fmt.Errorf("deleting pod: %w", err)
 	}
-	log.FromContext(ctx).Info("Pod terminated and deleted")
 	return ctrl.Result{}, nil
 }
 

@@ -96,7 +96,13 @@ func startCluster(b *testing.B) *cluster {
 // (also registered with b.Cleanup; stopping twice is harmless).
 func (c *cluster) startNodelet(b *testing.B, label string) (*utils.Nodelet, func()) {
 	b.Helper()
-	n, err := utils.StartNodelet(b.Context(), utils.NodeletOptions{NodeName: benchNode, API: c.api, Containerd: c.ctrd})
+	// NODELET_BENCH_PROFILE=1 serves /debug/pprof on nodelet's metrics
+	// address, to profile a burst from outside.
+	var cfg map[string]any
+	if os.Getenv("NODELET_BENCH_PROFILE") != "" {
+		cfg = map[string]any{"enableProfilingHandler": true}
+	}
+	n, err := utils.StartNodelet(b.Context(), utils.NodeletOptions{NodeName: benchNode, API: c.api, Containerd: c.ctrd, Config: cfg})
 	if err != nil {
 		b.Fatalf("starting nodelet: %v", err)
 	}
