@@ -26,9 +26,12 @@ import (
 // of the grace period, sidecars last, then the sandboxes. It returns done
 // when nothing of the pod runs any more, else when to look again.
 func (e *Executor) Terminate(ctx context.Context, pod *v1.Pod, rt kuberuntime.PodRuntime, st *kuberuntime.PodState, save SaveFunc) (done bool, requeue time.Duration, err error) {
+	before := st.Terminating.Clone()
 	st.BeginTermination(pod, e.now())
-	if err := save(); err != nil {
-		return false, 0, err
+	if !before.Equal(st.Terminating) {
+		if err := save(); err != nil {
+			return false, 0, err
+		}
 	}
 	plan := kuberuntime.PlanTermination(pod, rt, *st, e.now())
 	hooks := map[string]kuberuntime.PreStopHook{}
@@ -65,8 +68,11 @@ func (e *Executor) Terminate(ctx context.Context, pod *v1.Pod, rt kuberuntime.Po
 		}()
 	}
 	wg.Wait()
-	if err := save(); err != nil {
-		errs = append(errs, err)
+	if len(hooks) > 0 {
+		// Ran hooks are recorded so that a restart does not run them again.
+		if err := save(); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	for _, id := range plan.StopSandboxes {
 		if err := e.Runtime.StopPodSandbox(ctx, id); err != nil && !cri.IsNotFound(err) {

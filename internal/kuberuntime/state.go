@@ -1,6 +1,7 @@
 package kuberuntime
 
 import (
+	"slices"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -191,6 +192,25 @@ func (s *PodState) Forget(pod *v1.Pod) {
 			delete(s.Containers, name)
 		}
 	}
+}
+
+// Clone returns a copy of t (nil for nil).
+func (t *Termination) Clone() *Termination {
+	if t == nil {
+		return nil
+	}
+	c := *t
+	c.PreStopDone = slices.Clone(t.PreStopDone)
+	return &c
+}
+
+// Equal reports whether t and o record the same termination.
+func (t *Termination) Equal(o *Termination) bool {
+	if t == nil || o == nil {
+		return t == o
+	}
+	return t.StartedAt.Equal(o.StartedAt) && t.Deadline.Equal(o.Deadline) &&
+		t.GracePeriodSeconds == o.GracePeriodSeconds && slices.Equal(t.PreStopDone, o.PreStopDone)
 }
 
 // StopTimeout returns the timeout in seconds to give StopContainer at now:
