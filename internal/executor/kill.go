@@ -241,7 +241,6 @@ func resolvePort(p intstr.IntOrString, c *v1.Container) (int, error) {
 	return 0, fmt.Errorf("port %q not found in the container's ports", p.StrVal)
 }
 
-
 // RemovePod removes every sandbox (and so every container) of a pod whose
 // containers have all stopped, its volumes and its log directory.
 func (e *Executor) RemovePod(ctx context.Context, pod *v1.Pod, rt kuberuntime.PodRuntime) error {
