@@ -132,28 +132,21 @@ func (a *Admitter) node(ctx context.Context) (*corev1.Node, error) {
 	return node, nil
 }
 
-// HostIPs are the node's InternalIPs, from its status or the configuration.
-func (a *Admitter) HostIPs(ctx context.Context) []string {
+// NodeFacts reads this node's Node once from the cache: its InternalIPs
+// (or the configured nodeIP) and its allocatable resources (nil before it
+// is registered).
+func (a *Admitter) NodeFacts(ctx context.Context) (hostIPs []string, allocatable corev1.ResourceList) {
 	node := &corev1.Node{}
-	var ips []string
 	if err := a.reader.Get(ctx, client.ObjectKey{Name: a.cfg.NodeName}, node); err == nil {
 		for _, addr := range node.Status.Addresses {
 			if addr.Type == corev1.NodeInternalIP {
-				ips = append(ips, addr.Address)
+				hostIPs = append(hostIPs, addr.Address)
 			}
 		}
+		allocatable = node.Status.Allocatable
 	}
-	if len(ips) == 0 && a.cfg.NodeIP != "" {
-		ips = []string{a.cfg.NodeIP}
+	if len(hostIPs) == 0 && a.cfg.NodeIP != "" {
+		hostIPs = []string{a.cfg.NodeIP}
 	}
-	return ips
-}
-
-// Allocatable is the node's allocatable resources, when it is registered.
-func (a *Admitter) Allocatable(ctx context.Context) corev1.ResourceList {
-	node := &corev1.Node{}
-	if err := a.reader.Get(ctx, client.ObjectKey{Name: a.cfg.NodeName}, node); err != nil {
-		return nil
-	}
-	return node.Status.Allocatable
+	return hostIPs, allocatable
 }

@@ -220,8 +220,13 @@ func nextSync(backOff, period time.Duration) time.Duration {
 	return period
 }
 
+func (r *PodReconciler) hostIPs() []string {
+	ips, _ := r.Admit.NodeFacts(context.Background())
+	return ips
+}
+
 func (r *PodReconciler) statusInputs(uid types.UID) kuberuntime.StatusInputs {
-	return kuberuntime.StatusInputs{Now: r.now(), HostIPs: r.Admit.HostIPs(context.Background()), Probes: r.Prober.Results(uid)}
+	return kuberuntime.StatusInputs{Now: r.now(), HostIPs: r.hostIPs(), Probes: r.Prober.Results(uid)}
 }
 
 // patchStatus writes status with one strategic-merge patch of the status

@@ -58,7 +58,8 @@ func setupPodController(mgr ctrl.Manager, d *Deps) error {
 	})
 	volumes, err := volume.New(cfg.RootDir, objects, volume.WithClusterDomain(cfg.ClusterDomain),
 		volume.WithNodeAllocatable(func() (corev1.ResourceList, error) {
-			return admit.Allocatable(context.Background()), nil
+			_, alloc := admit.NodeFacts(context.Background())
+			return alloc, nil
 		}))
 	if err != nil {
 		return err
@@ -90,7 +91,8 @@ func setupPodController(mgr ctrl.Manager, d *Deps) error {
 		Sandbox:     sandbox,
 		Node: func() executor.NodeFacts {
 			ctx := context.Background()
-			return executor.NodeFacts{HostIPs: admit.HostIPs(ctx), Allocatable: admit.Allocatable(ctx)}
+			ips, alloc := admit.NodeFacts(ctx)
+			return executor.NodeFacts{HostIPs: ips, Allocatable: alloc}
 		},
 	}
 	relister, err := pleg.New(d.Runtime, pleg.Options{RelistPeriod: cfg.RelistPeriod.Duration})
