@@ -241,8 +241,18 @@ func (r *envResolver) fieldRef(ref *v1.ObjectFieldSelector) (string, error) {
 	if ref.APIVersion != "" && ref.APIVersion != "v1" {
 		return "", &ConfigError{Err: fmt.Errorf("unsupported fieldRef API version %q", ref.APIVersion)}
 	}
-	pod, path := r.pod, ref.FieldPath
-	podIPs, hostIPs := r.opts.podIPs(pod), r.opts.HostIPs
+	v, err := PodFieldValue(r.pod, ref.FieldPath, r.opts.podIPs(r.pod), r.opts.HostIPs)
+	if err != nil {
+		return "", &ConfigError{Err: err}
+	}
+	return v, nil
+}
+
+// PodFieldValue is the downward API value of one field of the pod:
+// metadata.name, namespace, uid, labels['k'] and annotations['k'],
+// spec.nodeName and serviceAccountName, and status.podIP(s) and hostIP(s)
+// from the given addresses.
+func PodFieldValue(pod *v1.Pod, path string, podIPs, hostIPs []string) (string, error) {
 	switch path {
 	case "metadata.name":
 		return pod.Name, nil
@@ -269,7 +279,7 @@ func (r *envResolver) fieldRef(ref *v1.ObjectFieldSelector) (string, error) {
 	if key, ok := subscript(path, "metadata.annotations"); ok {
 		return pod.Annotations[key], nil
 	}
-	return "", &ConfigError{Err: fmt.Errorf("unsupported fieldRef %q", path)}
+	return "", fmt.Errorf("unsupported fieldRef %q", path)
 }
 
 func first(s []string) string {

@@ -45,40 +45,19 @@ func (m *Manager) downwardValue(pod *v1.Pod, item *v1.DownwardAPIVolumeFile) (st
 // expose: metadata.name, namespace, uid, labels and annotations (whole, as
 // sorted key="value" lines, or one key with the ['key'] subscript).
 func fieldValue(pod *v1.Pod, path string) (string, error) {
-	if base, key, ok := splitSubscript(path); ok {
-		switch base {
-		case "metadata.labels":
-			return pod.Labels[key], nil
-		case "metadata.annotations":
-			return pod.Annotations[key], nil
-		default:
-			return "", fmt.Errorf("field path %q does not support a subscript", path)
-		}
-	}
-	switch path {
-	case "metadata.name":
-		return pod.Name, nil
-	case "metadata.namespace":
-		return pod.Namespace, nil
-	case "metadata.uid":
-		return string(pod.UID), nil
-	case "metadata.labels":
+	switch {
+	case path == "metadata.labels":
 		return formatMap(pod.Labels), nil
-	case "metadata.annotations":
+	case path == "metadata.annotations":
 		return formatMap(pod.Annotations), nil
-	default:
-		return "", fmt.Errorf("field path %q is not supported in a volume", path)
+	case strings.HasPrefix(path, "metadata."):
+		v, err := kuberuntime.PodFieldValue(pod, path, nil, nil)
+		if err != nil {
+			return "", fmt.Errorf("field path %q is not supported in a volume", path)
+		}
+		return v, nil
 	}
-}
-
-// splitSubscript splits "metadata.labels['key']" into its path and key.
-func splitSubscript(path string) (base, key string, ok bool) {
-	rest, found := strings.CutSuffix(path, "']")
-	if !found {
-		return "", "", false
-	}
-	base, key, found = strings.Cut(rest, "['")
-	return base, key, found && base != ""
+	return "", fmt.Errorf("field path %q is not supported in a volume", path)
 }
 
 // formatMap renders a map as the kubelet does: one key="value" line per
