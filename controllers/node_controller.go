@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -19,25 +18,15 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/log"
-	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/nodelet/nodelet/api/v1alpha1"
 	"github.com/nodelet/nodelet/internal/lease"
+	"github.com/nodelet/nodelet/internal/metrics"
 	"github.com/nodelet/nodelet/internal/nodeinfo"
 )
-
-// nodeStatusPatches counts the status patches written to the Node.
-var nodeStatusPatches = prometheus.NewCounter(prometheus.CounterOpts{
-	Name: "nodelet_node_status_patches_total",
-	Help: "Patches of the Node status written by the node reconciler.",
-})
-
-func init() {
-	ctrlmetrics.Registry.MustRegister(nodeStatusPatches)
-}
 
 // nodeRetryBase is the first retry delay after a failed node reconcile;
 // retries double up to the status update frequency.
@@ -51,6 +40,7 @@ const minNodeReconcileTimeout = 15 * time.Second
 // runnable.
 func setupNodeController(mgr ctrl.Manager, deps *Deps) error {
 	cfg := deps.Config
+	metrics.NodeName.WithLabelValues(cfg.NodeName).Set(1)
 	if err := nodeinfo.ValidateNodeLabels(cfg.NodeLabels); err != nil {
 		return fmt.Errorf("validating node labels: %w", err)
 	}
@@ -247,7 +237,7 @@ func (r *NodeReconciler) updateStatus(ctx context.Context, node *corev1.Node) (t
 	if err := r.Client.Status().Patch(ctx, patched, client.StrategicMergeFrom(node)); err != nil {
 		return 0, fmt.Errorf("patching status of node %s: %w", node.Name, err)
 	}
-	nodeStatusPatches.Inc()
+	metrics.NodeStatusPatches.Inc()
 	log.FromContext(ctx).V(1).Info("Patched node status", "node", node.Name, "changed", changed,
 		"ready", readyStatus(status))
 	return min(update, report), nil

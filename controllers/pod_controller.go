@@ -22,6 +22,7 @@ import (
 	"github.com/nodelet/nodelet/internal/checkpoint"
 	"github.com/nodelet/nodelet/internal/executor"
 	"github.com/nodelet/nodelet/internal/kuberuntime"
+	"github.com/nodelet/nodelet/internal/metrics"
 	"github.com/nodelet/nodelet/internal/prober"
 )
 
@@ -245,7 +246,7 @@ func (r *PodReconciler) patchStatus(ctx context.Context, s *podScope, status cor
 		}
 		return fmt.Errorf("patching pod status: %w", err)
 	}
-	r.Metrics.statusWrites.Inc()
+	metrics.PodStatusWrites.Inc()
 	r.written.Store(s.pod.UID, s.pod.ResourceVersion)
 	// Not checkpointed on its own: after a restart the API server's copy of
 	// the status is the same thing, and an fsync per status write is the
