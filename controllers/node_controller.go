@@ -7,7 +7,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/clock"
@@ -161,7 +160,8 @@ func (r *NodeReconciler) ensureNode(ctx context.Context) (*corev1.Node, error) {
 	if !apierrors.IsNotFound(err) {
 		return nil, fmt.Errorf("reading node %s: %w", key.Name, err)
 	}
-	node = r.newNode()
+	node = nodeinfo.NewNode(r.Config)
+	node.Status = corev1.NodeStatus{}
 	err = r.Client.Create(ctx, node)
 	if apierrors.IsAlreadyExists(err) {
 		// The cache is behind the API server: read the Node there.
@@ -177,17 +177,6 @@ func (r *NodeReconciler) ensureNode(ctx context.Context) (*corev1.Node, error) {
 	r.adoptedUID = node.UID
 	log.FromContext(ctx).Info("Registered node", "node", key.Name, "uid", node.UID)
 	return node, nil
-}
-
-// newNode is the Node nodelet registers: its labels and registration taints.
-func (r *NodeReconciler) newNode() *corev1.Node {
-	return &corev1.Node{
-		ObjectMeta: metav1.ObjectMeta{
-			Name:   r.Config.NodeName,
-			Labels: nodeinfo.Labels(r.Config.NodeName, r.Config.NodeLabels),
-		},
-		Spec: corev1.NodeSpec{Taints: nodeinfo.Taints(r.Config.RegisterWithTaints)},
-	}
 }
 
 // ensureLabels adds the labels nodelet owns to a Node it did not create

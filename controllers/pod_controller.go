@@ -23,6 +23,7 @@ import (
 	"github.com/nodelet/nodelet/internal/executor"
 	"github.com/nodelet/nodelet/internal/kuberuntime"
 	"github.com/nodelet/nodelet/internal/metrics"
+	"github.com/nodelet/nodelet/internal/nodeinfo"
 	"github.com/nodelet/nodelet/internal/prober"
 )
 
@@ -39,6 +40,7 @@ type PodReconciler struct {
 	Config   *v1alpha1.NodeletConfiguration
 	Clock    clock.Clock
 	Admit    *Admitter
+	Nodes    nodeinfo.FactsReader
 	Metrics  *podMetrics
 	Prober   *prober.Manager
 
@@ -190,7 +192,11 @@ func (r *PodReconciler) sync(ctx context.Context, s *podScope) (ctrl.Result, err
 		log.FromContext(ctx).Info("Unable to remove dead containers", "error", err.Error())
 	}
 	r.Prober.Sync(s.pod, s.obs.Runtime)
-	status := kuberuntime.ComputePodStatus(s.pod, s.obs.Runtime, s.state, r.statusInputs(s.pod.UID))
+	in, err := r.statusInputs(ctx, s.pod.UID)
+	if err != nil {
+		return ctrl.Result{}, errors.Join(execErr, err)
+	}
+	status := kuberuntime.ComputePodStatus(s.pod, s.obs.Runtime, s.state, in)
 	if err := r.patchStatus(ctx, s, status); err != nil {
 		return ctrl.Result{}, errors.Join(execErr, err)
 	}
@@ -221,13 +227,12 @@ func nextSync(backOff, period time.Duration) time.Duration {
 	return period
 }
 
-func (r *PodReconciler) hostIPs() []string {
-	ips, _ := r.Admit.NodeFacts(context.Background())
-	return ips
-}
-
-func (r *PodReconciler) statusInputs(uid types.UID) kuberuntime.StatusInputs {
-	return kuberuntime.StatusInputs{Now: r.now(), HostIPs: r.hostIPs(), Probes: r.Prober.Results(uid)}
+func (r *PodReconciler) statusInputs(ctx context.Context, uid types.UID) (kuberuntime.StatusInputs, error) {
+	facts, err := r.Nodes.Facts(ctx)
+	if err != nil {
+		return kuberuntime.StatusInputs{}, err
+	}
+	return kuberuntime.StatusInputs{Now: r.now(), HostIPs: facts.HostIPs, Probes: r.Prober.Results(uid)}, nil
 }
 
 // patchStatus writes status with one strategic-merge patch of the status
@@ -282,7 +287,11 @@ func (r *PodReconciler) terminate(ctx context.Context, s *podScope) (ctrl.Result
 		s.obs = obs
 	}
 	if !done {
-		status := kuberuntime.ComputePodStatus(s.pod, s.obs.Runtime, s.state, r.statusInputs(s.pod.UID))
+		in, err := r.statusInputs(ctx, s.pod.UID)
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+		status := kuberuntime.ComputePodStatus(s.pod, s.obs.Runtime, s.state, in)
 		if err := r.patchStatus(ctx, s, status); err != nil {
 			return ctrl.Result{}, err
 		}
