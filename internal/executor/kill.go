@@ -194,7 +194,7 @@ func (e *Executor) httpHook(ctx context.Context, pod *v1.Pod, rt kuberuntime.Pod
 		scheme = "https"
 	}
 	url := fmt.Sprintf("%s://%s%s", scheme, net.JoinHostPort(host, strconv.Itoa(port)), g.Path)
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, http.NoBody)
 	if err != nil {
 		return err
 	}

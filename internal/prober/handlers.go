@@ -178,7 +178,7 @@ func (h *handlers) httpGet(ctx context.Context, g *corev1.HTTPGetAction, host st
 	if u.Path == "" {
 		u.Path = "/"
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), http.NoBody)
 	if err != nil {
 		return failure, err.Error(), nil
 	}
@@ -191,7 +191,7 @@ func (h *handlers) httpGet(ctx context.Context, g *corev1.HTTPGetAction, host st
 	if err != nil {
 		return failure, err.Error(), nil
 	}
-	defer resp.Body.Close() //nolint:errcheck // read-only
+	defer resp.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, maxOutput))
 	if err != nil {
 		return failure, err.Error(), nil
@@ -256,7 +256,7 @@ func grpcHealth(ctx context.Context, host string, port int, service string, time
 	if err != nil {
 		return failure, err.Error(), nil
 	}
-	defer conn.Close() //nolint:errcheck // nothing to do about it
+	defer conn.Close()
 	resp, err := healthpb.NewHealthClient(conn).Check(ctx, &healthpb.HealthCheckRequest{Service: service})
 	if err != nil {
 		switch status.Code(err) {
