@@ -13,8 +13,9 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/mount-utils"
 	"k8s.io/utils/clock"
-	"k8s.io/utils/keymutex"
 	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/nodelet/nodelet/internal/keylock"
 )
 
 const (
@@ -74,7 +75,7 @@ type Manager struct {
 	nodeHostsFile   string
 	nodeAllocatable func() (v1.ResourceList, error)
 	secretsInMemory bool
-	locks           keymutex.KeyMutex
+	locks           keylock.Map
 	tokens          *tokenCache
 }
 
@@ -129,7 +130,6 @@ func New(rootDir string, f Fetcher, opts ...Option) (*Manager, error) {
 		clock:           clock.RealClock{},
 		nodeHostsFile:   "/etc/hosts",
 		secretsInMemory: true,
-		locks:           keymutex.NewHashed(0),
 	}
 	for _, o := range opts {
 		o(m)
@@ -176,8 +176,7 @@ func (m *Manager) SetUp(ctx context.Context, pod *v1.Pod) error {
 	if pod.UID == "" {
 		return fmt.Errorf("setting up volumes of pod %s: pod has no UID", klog.KObj(pod))
 	}
-	m.locks.LockKey(string(pod.UID))
-	defer func() { _ = m.locks.UnlockKey(string(pod.UID)) }()
+	defer m.locks.Lock(string(pod.UID))()
 
 	if err := m.ensurePodDir(pod.UID); err != nil {
 		return fmt.Errorf("setting up volumes of pod %s: %w", klog.KObj(pod), err)
