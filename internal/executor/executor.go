@@ -50,6 +50,9 @@ type VolumeManager interface {
 	Mounts(pod *v1.Pod, c *v1.Container, restartCount int32) ([]*runtimeapi.Mount, error)
 	TerminationMessagePath(pod *v1.Pod, containerName string, restartCount int32) string
 	TearDown(ctx context.Context, uid types.UID) error
+	// NextRefresh is when the earliest service account token of the pod is
+	// due for refresh, if it has one.
+	NextRefresh(uid types.UID) (time.Time, bool)
 }
 
 // ObjectReader reads the ConfigMaps and Secrets a pod names.

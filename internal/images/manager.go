@@ -38,24 +38,6 @@ type Recorder interface {
 	Event(object runtime.Object, eventtype, reason, message string)
 }
 
-// EventsRecorder adapts a recorder of the events.k8s.io API, such as the
-// one manager.GetEventRecorder returns, to Recorder, with action "Pull".
-func EventsRecorder(r interface {
-	Eventf(regarding, related runtime.Object, eventtype, reason, action, note string, args ...any)
-}) Recorder {
-	return eventsRecorder{r}
-}
-
-type eventsRecorder struct {
-	r interface {
-		Eventf(regarding, related runtime.Object, eventtype, reason, action, note string, args ...any)
-	}
-}
-
-func (e eventsRecorder) Event(object runtime.Object, eventtype, reason, message string) {
-	e.r.Eventf(object, nil, eventtype, reason, "Pull", "%s", message)
-}
-
 // Options configure a Manager.
 type Options struct {
 	// SerializeImagePulls pulls one image at a time.

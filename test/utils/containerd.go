@@ -169,9 +169,6 @@ func StartContainerd(ctx context.Context, opts ContainerdOptions) (_ *Containerd
 // Endpoint is the CRI endpoint, "unix://<Dir>/containerd.sock".
 func (c *Containerd) Endpoint() string { return "unix://" + c.socket }
 
-// Socket is the path of the containerd socket.
-func (c *Containerd) Socket() string { return c.socket }
-
 // LogPath is the file containerd logs to, across restarts. Print it when a
 // test fails.
 func (c *Containerd) LogPath() string { return c.logPath }
@@ -544,14 +541,6 @@ func (c *Containerd) stopProcessLocked() error {
 	case <-time.After(daemonStopTimeout):
 		return fmt.Errorf("stopping containerd: pid %d did not exit after SIGKILL", d.pid)
 	}
-}
-
-// Restart stops the daemon and starts it again on the same state.
-func (c *Containerd) Restart(ctx context.Context) error {
-	if err := c.StopProcess(); err != nil {
-		return err
-	}
-	return c.StartProcess(ctx)
 }
 
 // Stop tears the instance down: it removes every pod sandbox through the CRI

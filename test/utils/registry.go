@@ -129,9 +129,6 @@ func (r *Registry) Running() bool {
 	return r.proc != nil
 }
 
-// LogPath is the registry's log file.
-func (r *Registry) LogPath() string { return r.logPath }
-
 func freePort() (int, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
