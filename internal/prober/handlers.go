@@ -19,6 +19,7 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	remote "k8s.io/cri-client/pkg"
 	utilexec "k8s.io/utils/exec"
 
@@ -97,27 +98,13 @@ func (h *handlers) run(ctx context.Context, t target) (outcome, string, error) {
 	case ph.Exec != nil:
 		return h.exec(ctx, t.containerID, expandCommand(ph.Exec.Command, t.container), timeout)
 	case ph.HTTPGet != nil:
-		host := ph.HTTPGet.Host
-		if host == "" {
-			host = t.podIP
-		}
-		if host == "" {
-			return failure, "", errors.New("the pod has no IP yet")
-		}
-		port, err := kuberuntime.ResolvePort(ph.HTTPGet.Port, t.container)
+		host, port, err := t.endpoint(ph.HTTPGet.Host, ph.HTTPGet.Port)
 		if err != nil {
 			return failure, "", err
 		}
 		return h.httpGet(ctx, ph.HTTPGet, host, port, timeout)
 	case ph.TCPSocket != nil:
-		host := ph.TCPSocket.Host
-		if host == "" {
-			host = t.podIP
-		}
-		if host == "" {
-			return failure, "", errors.New("the pod has no IP yet")
-		}
-		port, err := kuberuntime.ResolvePort(ph.TCPSocket.Port, t.container)
+		host, port, err := t.endpoint(ph.TCPSocket.Host, ph.TCPSocket.Port)
 		if err != nil {
 			return failure, "", err
 		}
@@ -299,4 +286,20 @@ func limit(s string) string {
 		return s[:maxOutput]
 	}
 	return s
+}
+
+// endpoint is where a network probe connects: host, or the pod's IP when
+// host is empty, and the resolved port.
+func (t target) endpoint(host string, port intstr.IntOrString) (string, int, error) {
+	if host == "" {
+		host = t.podIP
+	}
+	if host == "" {
+		return "", 0, errors.New("the pod has no IP yet")
+	}
+	n, err := kuberuntime.ResolvePort(port, t.container)
+	if err != nil {
+		return "", 0, err
+	}
+	return host, n, nil
 }
