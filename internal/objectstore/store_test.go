@@ -278,7 +278,7 @@ var _ = Describe("ServiceWatcher, as the node", func() {
 
 		noLinks := boundPod(ctx, ns, node, nil, nil, func(p *v1.Pod) { f := false; p.Spec.EnableServiceLinks = &f })
 		w.RegisterPod(noLinks)
-		Expect(metricValue("nodelet_object_store_watches", "services")).To(Equal(before + 1), "default/kubernetes only")
+		Expect(metricValue("nodelet_object_store_watches", "services")).To(Equal(before+1), "default/kubernetes only")
 		env, err := w.ServiceEnv(ctx, noLinks)
 		Expect(err).NotTo(HaveOccurred())
 		Expect(env).To(HaveKeyWithValue("KUBERNETES_SERVICE_HOST", master.Spec.ClusterIP))
