@@ -22,6 +22,8 @@ import (
 	"github.com/nodelet/nodelet/internal/checkpoint"
 	"github.com/nodelet/nodelet/internal/executor"
 	"github.com/nodelet/nodelet/internal/kuberuntime"
+	"github.com/nodelet/nodelet/internal/metrics"
+	"github.com/nodelet/nodelet/internal/nodeinfo"
 	"github.com/nodelet/nodelet/internal/prober"
 )
 
@@ -38,6 +40,7 @@ type PodReconciler struct {
 	Config   *v1alpha1.NodeletConfiguration
 	Clock    clock.Clock
 	Admit    *Admitter
+	Nodes    nodeinfo.FactsReader
 	Metrics  *podMetrics
 	Prober   *prober.Manager
 
@@ -189,7 +192,11 @@ func (r *PodReconciler) sync(ctx context.Context, s *podScope) (ctrl.Result, err
 		log.FromContext(ctx).Info("Unable to remove dead containers", "error", err.Error())
 	}
 	r.Prober.Sync(s.pod, s.obs.Runtime)
-	status := kuberuntime.ComputePodStatus(s.pod, s.obs.Runtime, s.state, r.statusInputs(s.pod.UID))
+	in, err := r.statusInputs(ctx, s.pod.UID)
+	if err != nil {
+		return ctrl.Result{}, errors.Join(execErr, err)
+	}
+	status := kuberuntime.ComputePodStatus(s.pod, s.obs.Runtime, s.state, in)
 	if err := r.patchStatus(ctx, s, status); err != nil {
 		return ctrl.Result{}, errors.Join(execErr, err)
 	}
@@ -220,13 +227,12 @@ func nextSync(backOff, period time.Duration) time.Duration {
 	return period
 }
 
-func (r *PodReconciler) hostIPs() []string {
-	ips, _ := r.Admit.NodeFacts(context.Background())
-	return ips
-}
-
-func (r *PodReconciler) statusInputs(uid types.UID) kuberuntime.StatusInputs {
-	return kuberuntime.StatusInputs{Now: r.now(), HostIPs: r.hostIPs(), Probes: r.Prober.Results(uid)}
+func (r *PodReconciler) statusInputs(ctx context.Context, uid types.UID) (kuberuntime.StatusInputs, error) {
+	facts, err := r.Nodes.Facts(ctx)
+	if err != nil {
+		return kuberuntime.StatusInputs{}, err
+	}
+	return kuberuntime.StatusInputs{Now: r.now(), HostIPs: facts.HostIPs, Probes: r.Prober.Results(uid)}, nil
 }
 
 // patchStatus writes status with one strategic-merge patch of the status
@@ -245,7 +251,7 @@ func (r *PodReconciler) patchStatus(ctx context.Context, s *podScope, status cor
 		}
 		return fmt.Errorf("patching pod status: %w", err)
 	}
-	r.Metrics.statusWrites.Inc()
+	metrics.PodStatusWrites.Inc()
 	r.written.Store(s.pod.UID, s.pod.ResourceVersion)
 	// Not checkpointed on its own: after a restart the API server's copy of
 	// the status is the same thing, and an fsync per status write is the
@@ -281,7 +287,11 @@ func (r *PodReconciler) terminate(ctx context.Context, s *podScope) (ctrl.Result
 		s.obs = obs
 	}
 	if !done {
-		status := kuberuntime.ComputePodStatus(s.pod, s.obs.Runtime, s.state, r.statusInputs(s.pod.UID))
+		in, err := r.statusInputs(ctx, s.pod.UID)
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+		status := kuberuntime.ComputePodStatus(s.pod, s.obs.Runtime, s.state, in)
 		if err := r.patchStatus(ctx, s, status); err != nil {
 			return ctrl.Result{}, err
 		}

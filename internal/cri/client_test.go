@@ -1,6 +1,8 @@
 package cri
 
 import (
+	"github.com/nodelet/nodelet/internal/metrics"
+
 	"context"
 	"errors"
 	"fmt"
@@ -226,13 +228,13 @@ func TestOtherRuntimeErrorsAreWrappedAndKeepTheirStatus(t *testing.T) {
 	sb, err := c.RunPodSandbox(ctx, sandboxConfig("web", nil), "")
 	g.Expect(err).NotTo(HaveOccurred())
 
-	before := counterValue(t, "stop_pod_sandbox")
+	before := counterValue(t, "stop_podsandbox")
 	rs.InjectError("StopPodSandbox", status.Error(codes.Unavailable, "runtime down"))
 	err = c.StopPodSandbox(ctx, sb)
 	g.Expect(err).To(MatchError(ContainSubstring("stopping sandbox " + sb)))
 	g.Expect(status.Code(errors.Unwrap(err))).To(Equal(codes.Unavailable))
 	g.Expect(IsNotFound(err)).To(BeFalse())
-	g.Expect(counterValue(t, "stop_pod_sandbox")).To(Equal(before + 1))
+	g.Expect(counterValue(t, "stop_podsandbox")).To(Equal(before + 1))
 
 	// A status call for an unknown ID is an error, not success.
 	rs.InjectError("PodSandboxStatus", status.Error(codes.NotFound, "no such sandbox"))
@@ -350,7 +352,7 @@ func TestNewValidatesAndRegistersMetricsOnce(t *testing.T) {
 func counterValue(t *testing.T, operation string) float64 {
 	t.Helper()
 	m := &dto.Metric{}
-	if err := operationErrors.WithLabelValues(operation).Write(m); err != nil {
+	if err := metrics.RuntimeOperationsErrors.WithLabelValues(operation).Write(m); err != nil {
 		t.Fatalf("reading counter: %v", err)
 	}
 	return m.GetCounter().GetValue()

@@ -16,6 +16,7 @@ import (
 
 	"github.com/nodelet/nodelet/internal/cri"
 	"github.com/nodelet/nodelet/internal/kuberuntime"
+	"github.com/nodelet/nodelet/internal/nodeinfo"
 )
 
 // Event reasons, as the kubelet emits them.
@@ -73,13 +74,7 @@ type Executor struct {
 	// Sandbox holds the node-wide sandbox options; Attempt is set per call.
 	Sandbox kuberuntime.SandboxOptions
 	// Node returns what container configs need of the node.
-	Node func() NodeFacts
-}
-
-// NodeFacts are the node properties container configs depend on.
-type NodeFacts struct {
-	HostIPs     []string
-	Allocatable v1.ResourceList
+	Node func(ctx context.Context) (nodeinfo.Facts, error)
 }
 
 func (e *Executor) now() time.Time {
@@ -264,7 +259,10 @@ func (e *Executor) containerConfig(ctx context.Context, pod *v1.Pod, c *v1.Conta
 	if err != nil {
 		return nil, err
 	}
-	node := e.Node()
+	node, err := e.Node(ctx)
+	if err != nil {
+		return nil, err
+	}
 	return kuberuntime.ContainerConfig(pod, c, kuberuntime.ContainerOptions{
 		RestartCount:    s.RestartCount,
 		SandboxID:       sb.id,

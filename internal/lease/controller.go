@@ -1,6 +1,8 @@
 package lease
 
 import (
+	"github.com/nodelet/nodelet/internal/metrics"
+
 	"context"
 	"fmt"
 	"math"
@@ -104,13 +106,13 @@ func (c *Controller) Start(ctx context.Context) error {
 		attemptCtx, cancel := context.WithTimeout(ctx, c.opts.AttemptTimeout)
 		err := c.renew(attemptCtx)
 		cancel()
-		renewDuration.Observe(c.opts.Clock.Since(start).Seconds())
+		metrics.LeaseRenewDuration.Observe(c.opts.Clock.Since(start).Seconds())
 		wait := c.interval
 		switch {
 		case ctx.Err() != nil:
 			return nil
 		case err != nil:
-			renewFailures.Inc()
+			metrics.LeaseRenewFailures.Inc()
 			wait = backoff.Step()
 			logger.Error(err, "Failed to renew node lease", "retryIn", wait)
 		default:

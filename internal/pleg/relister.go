@@ -1,6 +1,8 @@
 package pleg
 
 import (
+	"github.com/nodelet/nodelet/internal/metrics"
+
 	"context"
 	"errors"
 	"fmt"
@@ -96,9 +98,6 @@ func New(lister Lister, opts Options) (*Relister, error) {
 	if lister == nil {
 		return nil, errors.New("creating relister: a runtime lister is required")
 	}
-	if err := registerMetrics(); err != nil {
-		return nil, err
-	}
 	opts = opts.withDefaults()
 	return &Relister{
 		lister:  lister,
@@ -175,17 +174,17 @@ func (r *Relister) Relist(ctx context.Context) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	start := r.opts.Clock.Now()
-	defer func() { relistDuration.Observe(r.opts.Clock.Since(start).Seconds()) }()
+	defer func() { metrics.PLEGRelistDuration.Observe(r.opts.Clock.Since(start).Seconds()) }()
 
 	cur, err := r.list(ctx)
 	if err != nil {
-		relistErrors.Inc()
+		metrics.PLEGRelistErrors.Inc()
 		return err
 	}
 	changes := Diff(r.snapshot, cur)
 	r.snapshot = cur
 	r.lastSuccess.Store(start.UnixNano())
-	lastRelist.Set(float64(start.UnixNano()) / 1e9)
+	metrics.PLEGLastSeen.Set(float64(start.UnixNano()) / 1e9)
 	r.deliver(ctx, changes)
 	return nil
 }
