@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/nodelet/nodelet/internal/kuberuntime"
+	"github.com/nodelet/nodelet/internal/metrics"
 )
 
 const servicesResource = "services"
@@ -67,7 +68,7 @@ func newSyncedStore() *syncedStore {
 }
 
 func (s *syncedStore) Replace(list []any, rv string) error {
-	lists.WithLabelValues(servicesResource).Inc()
+	metrics.ObjectStoreLists.WithLabelValues(servicesResource).Inc()
 	if err := s.Store.Replace(list, rv); err != nil {
 		return err
 	}
@@ -107,10 +108,7 @@ func (s *syncedStore) wait(ctx context.Context, timeout time.Duration) error {
 // NewServiceWatcher starts watching default/kubernetes. syncTimeout bounds
 // how long a read waits for a new watch's first list (DefaultSyncTimeout
 // when zero); log may be the zero Logger.
-func NewServiceWatcher(c kubernetes.Interface, syncTimeout time.Duration, log logr.Logger) (*ServiceWatcher, error) {
-	if err := registerMetrics(); err != nil {
-		return nil, err
-	}
+func NewServiceWatcher(c kubernetes.Interface, syncTimeout time.Duration, log logr.Logger) *ServiceWatcher {
 	if syncTimeout <= 0 {
 		syncTimeout = DefaultSyncTimeout
 	}
@@ -123,7 +121,7 @@ func NewServiceWatcher(c kubernetes.Interface, syncTimeout time.Duration, log lo
 		pods: map[types.UID]string{}, namespaces: map[string]*serviceWatch{},
 	}
 	w.master = w.startWatch(metav1.NamespaceDefault, kuberuntime.MasterServiceName)
-	return w, nil
+	return w
 }
 
 // Start blocks until ctx is done, then stops every watch and waits for them.
@@ -262,12 +260,12 @@ func (w *ServiceWatcher) startWatch(namespace, name string) *serviceWatch {
 	r := cache.NewReflectorWithOptions(cache.ToListWatcherWithWatchListSemantics(lw, c), &v1.Service{}, store,
 		cache.ReflectorOptions{Name: "Services " + namespace + "/" + name})
 	ctx, cancel := context.WithCancel(w.ctx)
-	watches.WithLabelValues(servicesResource).Inc()
+	metrics.ObjectStoreWatches.WithLabelValues(servicesResource).Inc()
 	w.log.V(1).Info("Started watch", "kind", "Service", "namespace", namespace, "name", name)
 	w.wg.Add(1)
 	go func() {
 		defer w.wg.Done()
-		defer watches.WithLabelValues(servicesResource).Dec()
+		defer metrics.ObjectStoreWatches.WithLabelValues(servicesResource).Dec()
 		r.RunWithContext(ctx)
 		w.log.V(1).Info("Stopped watch", "kind", "Service", "namespace", namespace, "name", name)
 	}()

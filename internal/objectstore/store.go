@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/nodelet/nodelet/api/v1alpha1"
+	"github.com/nodelet/nodelet/internal/metrics"
 )
 
 // ErrNotRegistered is returned for an object no registered pod references
@@ -118,9 +119,6 @@ func New(c kubernetes.Interface, opts Options) (*Store, error) {
 	case v1alpha1.WatchChangeDetectionStrategy, v1alpha1.CacheChangeDetectionStrategy, v1alpha1.GetChangeDetectionStrategy:
 	default:
 		return nil, fmt.Errorf("creating the object store: unknown change detection strategy %q", opts.Strategy)
-	}
-	if err := registerMetrics(); err != nil {
-		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Store{
@@ -312,7 +310,7 @@ func (s *Store) refresh(ctx context.Context, e *entry) error {
 
 // fetch GETs one object.
 func (s *Store) fetch(ctx context.Context, k key) (client.Object, error) {
-	getRequests.WithLabelValues(k.kind.resource()).Inc()
+	metrics.ObjectStoreGetRequests.WithLabelValues(k.kind.resource()).Inc()
 	var (
 		obj client.Object
 		err error

@@ -257,8 +257,7 @@ var _ = Describe("ServiceWatcher, as the node", func() {
 		ns := newNamespace(ctx)
 		node := nodeName()
 		before := metricValue("nodelet_object_store_watches", "services")
-		w, err := objectstore.NewServiceWatcher(nodeClient(node), syncTimeout, GinkgoLogr)
-		Expect(err).NotTo(HaveOccurred())
+		w := objectstore.NewServiceWatcher(nodeClient(node), syncTimeout, GinkgoLogr)
 		wctx, cancel := context.WithCancel(context.Background())
 		done := make(chan struct{})
 		go func() {

@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/nodelet/nodelet/api/v1alpha1"
+	"github.com/nodelet/nodelet/internal/metrics"
 )
 
 // newEntryLocked makes the entry of k and, with the Watch strategy, starts
@@ -25,12 +26,12 @@ func (s *Store) newEntryLocked(k key) *entry {
 	e.cancel = cancel
 	r := cache.NewReflectorWithOptions(s.listWatch(e), k.newObject(), &entryStore{s: s, e: e},
 		cache.ReflectorOptions{Name: fmt.Sprintf("%s %s", k.kind, k.ref())})
-	watches.WithLabelValues(k.kind.resource()).Inc()
+	metrics.ObjectStoreWatches.WithLabelValues(k.kind.resource()).Inc()
 	s.opts.Logger.V(1).Info("Started watch", "kind", k.kind, "object", k.ref())
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
-		defer watches.WithLabelValues(k.kind.resource()).Dec()
+		defer metrics.ObjectStoreWatches.WithLabelValues(k.kind.resource()).Dec()
 		r.RunWithContext(ctx)
 		s.opts.Logger.V(1).Info("Stopped watch", "kind", k.kind, "object", k.ref())
 	}()
@@ -107,7 +108,7 @@ func (st *entryStore) Delete(any) error {
 // Replace is the result of a (re)list: after the first one, after an
 // expired resource version, after a watch that could not resume.
 func (st *entryStore) Replace(list []any, _ string) error {
-	lists.WithLabelValues(st.e.key.kind.resource()).Inc()
+	metrics.ObjectStoreLists.WithLabelValues(st.e.key.kind.resource()).Inc()
 	for _, obj := range list {
 		o, ok := obj.(client.Object)
 		if ok && o.GetName() == st.e.key.name && o.GetNamespace() == st.e.key.namespace {
