@@ -62,7 +62,7 @@ func (a *Admitter) Remove(uid types.UID) {
 }
 
 // Admit decides whether pod fits on the node next to the admitted pods and
-// records it when it does. Decisions are serialised so two pods cannot both
+// records it when it does. Decisions are serialized so two pods cannot both
 // take the last slot.
 func (a *Admitter) Admit(ctx context.Context, pod *corev1.Pod) (admission.Result, error) {
 	a.mu.Lock()

@@ -211,7 +211,12 @@ func (r *PodReconciler) sync(ctx context.Context, s *podScope) (ctrl.Result, err
 	if actions.Done {
 		return ctrl.Result{}, nil
 	}
-	return ctrl.Result{RequeueAfter: nextSync(actions.RequeueAfter, r.Config.SyncFrequency.Duration)}, nil
+	requeue := nextSync(actions.RequeueAfter, r.Config.SyncFrequency.Duration)
+	if at, ok := r.Exec.Volumes.NextRefresh(s.pod.UID); ok {
+		// The next sync rewrites the pod's volumes: have it renew tokens.
+		requeue = min(requeue, max(at.Sub(r.now()), time.Second))
+	}
+	return ctrl.Result{RequeueAfter: requeue}, nil
 }
 
 func mutates(a kuberuntime.PodActions) bool {

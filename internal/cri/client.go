@@ -114,9 +114,6 @@ func (c *Client) Close(ctx context.Context) error {
 	return errors.Join(c.runtime.Close(ctx), c.images.Close(ctx))
 }
 
-// NodeName returns the node whose objects c owns.
-func (c *Client) NodeName() string { return c.node }
-
 // timeout bounds ctx by the default per-call timeout.
 func (c *Client) timeout(ctx context.Context) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(ctx, c.opts.RuntimeRequestTimeout)
@@ -334,20 +331,6 @@ func (c *Client) ExecSync(ctx context.Context, containerID string, cmd []string,
 	return stdout, stderr, nil
 }
 
-// ReopenContainerLog implements Runtime.
-func (c *Client) ReopenContainerLog(ctx context.Context, containerID string) (err error) {
-	defer func(start time.Time) { observe("reopen_container_log", start, err) }(time.Now())
-	if err := c.checkContainerOwned(ctx, containerID); err != nil {
-		return fmt.Errorf("reopening log of container %s: %w", containerID, err)
-	}
-	ctx, cancel := c.timeout(ctx)
-	defer cancel()
-	if err := c.runtime.ReopenContainerLog(ctx, containerID); err != nil {
-		return fmt.Errorf("reopening log of container %s: %w", containerID, err)
-	}
-	return nil
-}
-
 // PullImage implements Runtime.
 func (c *Client) PullImage(ctx context.Context, image *runtimeapi.ImageSpec, auth *runtimeapi.AuthConfig, sandboxConfig *runtimeapi.PodSandboxConfig) (_ string, err error) {
 	defer func(start time.Time) { observe("pull_image", start, err) }(time.Now())
@@ -382,29 +365,6 @@ func (c *Client) ListImages(ctx context.Context, filter *runtimeapi.ImageFilter)
 		return nil, fmt.Errorf("listing images: %w", err)
 	}
 	return images, nil
-}
-
-// RemoveImage implements Runtime.
-func (c *Client) RemoveImage(ctx context.Context, image *runtimeapi.ImageSpec) (err error) {
-	defer func(start time.Time) { observe("remove_image", start, err) }(time.Now())
-	ctx, cancel := c.timeout(ctx)
-	defer cancel()
-	if err := c.images.RemoveImage(ctx, image); err != nil {
-		return ignoreNotFound(fmt.Errorf("removing image %q: %w", image.GetImage(), err))
-	}
-	return nil
-}
-
-// ImageFsInfo implements Runtime.
-func (c *Client) ImageFsInfo(ctx context.Context) (_ *runtimeapi.ImageFsInfoResponse, err error) {
-	defer func(start time.Time) { observe("image_fs_info", start, err) }(time.Now())
-	ctx, cancel := c.timeout(ctx)
-	defer cancel()
-	info, err := c.images.ImageFsInfo(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("getting image filesystem info: %w", err)
-	}
-	return info, nil
 }
 
 // ownedSandbox returns the status of a sandbox, or an error wrapping

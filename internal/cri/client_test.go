@@ -141,11 +141,10 @@ func TestCallsOnForeignObjectsAreRefusedAndLeaveThemAlone(t *testing.T) {
 			_, err := c.CreateContainer(ctx, sb, containerConfig("intruder"), nil)
 			return err
 		},
-		"StartContainer":     func(c *Client, _, id string) error { return c.StartContainer(ctx, id) },
-		"StopContainer":      func(c *Client, _, id string) error { return c.StopContainer(ctx, id, 10) },
-		"RemoveContainer":    func(c *Client, _, id string) error { return c.RemoveContainer(ctx, id) },
-		"ContainerStatus":    func(c *Client, _, id string) error { _, err := c.ContainerStatus(ctx, id); return err },
-		"ReopenContainerLog": func(c *Client, _, id string) error { return c.ReopenContainerLog(ctx, id) },
+		"StartContainer":  func(c *Client, _, id string) error { return c.StartContainer(ctx, id) },
+		"StopContainer":   func(c *Client, _, id string) error { return c.StopContainer(ctx, id, 10) },
+		"RemoveContainer": func(c *Client, _, id string) error { return c.RemoveContainer(ctx, id) },
+		"ContainerStatus": func(c *Client, _, id string) error { _, err := c.ContainerStatus(ctx, id); return err },
 		"ExecSync": func(c *Client, _, id string) error {
 			_, _, err := c.ExecSync(ctx, id, []string{"true"}, time.Second)
 			return err
@@ -284,12 +283,6 @@ func TestImages(t *testing.T) {
 	images, err := c.ListImages(ctx, nil)
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(images).To(HaveLen(1))
-
-	g.Expect(c.RemoveImage(ctx, spec)).To(Succeed())
-	is.InjectError("RemoveImage", status.Error(codes.NotFound, "gone"))
-	g.Expect(c.RemoveImage(ctx, spec)).To(Succeed())
-	_, err = c.ImageFsInfo(ctx)
-	g.Expect(err).NotTo(HaveOccurred())
 }
 
 func TestStatusAndVersion(t *testing.T) {
@@ -302,9 +295,8 @@ func TestStatusAndVersion(t *testing.T) {
 	}}
 	st, err := c.Status(ctx)
 	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(Condition(st, runtimeapi.RuntimeReady).GetStatus()).To(BeTrue())
-	g.Expect(Condition(st, runtimeapi.NetworkReady).GetReason()).To(Equal("NetworkPluginNotReady"))
-	g.Expect(Condition(st, "Other")).To(BeNil())
+	g.Expect(st.GetConditions()).To(HaveLen(2))
+	g.Expect(st.GetConditions()[1].GetReason()).To(Equal("NetworkPluginNotReady"))
 
 	v, err := c.Version(ctx)
 	g.Expect(err).NotTo(HaveOccurred())

@@ -70,9 +70,6 @@ type Runtime interface {
 	// that exits non-zero returns an error wrapping a
 	// k8s.io/utils/exec.ExitError; timeout 0 means none but the caller's.
 	ExecSync(ctx context.Context, containerID string, cmd []string, timeout time.Duration) (stdout, stderr []byte, err error)
-	// ReopenContainerLog asks the runtime to reopen a container's log file,
-	// after it was rotated.
-	ReopenContainerLog(ctx context.Context, containerID string) error
 
 	// PullImage pulls an image with optional credentials and returns its
 	// reference (the image ID or digest the runtime resolved it to).
@@ -82,20 +79,4 @@ type Runtime interface {
 	ImageStatus(ctx context.Context, image *runtimeapi.ImageSpec) (*runtimeapi.Image, error)
 	// ListImages returns the images that match filter (nil for all).
 	ListImages(ctx context.Context, filter *runtimeapi.ImageFilter) ([]*runtimeapi.Image, error)
-	// RemoveImage removes an image. Idempotent.
-	RemoveImage(ctx context.Context, image *runtimeapi.ImageSpec) error
-	// ImageFsInfo returns the usage of the filesystems that hold images and
-	// container writable layers.
-	ImageFsInfo(ctx context.Context) (*runtimeapi.ImageFsInfoResponse, error)
-}
-
-// Condition returns the condition of type t (runtimeapi.RuntimeReady,
-// runtimeapi.NetworkReady) in status, or nil when it is not reported.
-func Condition(status *runtimeapi.RuntimeStatus, t string) *runtimeapi.RuntimeCondition {
-	for _, c := range status.GetConditions() {
-		if c.GetType() == t {
-			return c
-		}
-	}
-	return nil
 }

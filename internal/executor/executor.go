@@ -50,6 +50,9 @@ type VolumeManager interface {
 	Mounts(pod *v1.Pod, c *v1.Container, restartCount int32) ([]*runtimeapi.Mount, error)
 	TerminationMessagePath(pod *v1.Pod, containerName string, restartCount int32) string
 	TearDown(ctx context.Context, uid types.UID) error
+	// NextRefresh is when the earliest service account token of the pod is
+	// due for refresh, if it has one.
+	NextRefresh(uid types.UID) (time.Time, bool)
 }
 
 // ObjectReader reads the ConfigMaps and Secrets a pod names.
@@ -216,10 +219,7 @@ func (e *Executor) startContainer(ctx context.Context, pod *v1.Pod, sb *sandbox,
 		}
 		return errors.New(reason + ": " + message)
 	}
-	pullSecrets, err := e.pullSecrets(ctx, pod)
-	if err != nil {
-		return fail(kuberuntime.ReasonErrImagePull, err.Error())
-	}
+	pullSecrets := e.pullSecrets(ctx, pod)
 	imageRef, err := e.Images.EnsureImage(ctx, pod, c, pullSecrets, sb.config)
 	if err != nil {
 		reason, message := e.ImageReason(err)
@@ -279,7 +279,7 @@ func (e *Executor) containerConfig(ctx context.Context, pod *v1.Pod, c *v1.Conta
 
 // pullSecrets reads the pod's imagePullSecrets; a missing one is skipped,
 // as the kubelet does, and the pull is tried without it.
-func (e *Executor) pullSecrets(ctx context.Context, pod *v1.Pod) ([]*v1.Secret, error) {
+func (e *Executor) pullSecrets(ctx context.Context, pod *v1.Pod) []*v1.Secret {
 	var out []*v1.Secret
 	for _, ref := range pod.Spec.ImagePullSecrets {
 		s, err := e.Objects.Secret(ctx, pod.Namespace, ref.Name)
@@ -289,7 +289,7 @@ func (e *Executor) pullSecrets(ctx context.Context, pod *v1.Pod) ([]*v1.Secret, 
 		}
 		out = append(out, s)
 	}
-	return out, nil
+	return out
 }
 
 // envObjects fetches the ConfigMaps and Secrets c's environment names. A

@@ -107,14 +107,14 @@ func (c *Controller) Start(ctx context.Context) error {
 		err := c.renew(attemptCtx)
 		cancel()
 		metrics.LeaseRenewDuration.Observe(c.opts.Clock.Since(start).Seconds())
-		wait := c.interval
+		next := c.interval
 		switch {
 		case ctx.Err() != nil:
 			return nil
 		case err != nil:
 			metrics.LeaseRenewFailures.Inc()
-			wait = backoff.Step()
-			logger.Error(err, "Failed to renew node lease", "retryIn", wait)
+			next = backoff.Step()
+			logger.Error(err, "Failed to renew node lease", "retryIn", next)
 		default:
 			backoff = newBackoff()
 			logger.V(1).Info("Renewed node lease")
@@ -122,7 +122,7 @@ func (c *Controller) Start(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-c.opts.Clock.After(wait):
+		case <-c.opts.Clock.After(next):
 		}
 	}
 }

@@ -74,7 +74,7 @@ var (
 	// the reconcile workers, by operation.
 	PodWorkerOperations = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "nodelet_pod_worker_operations_total",
-		Help: "Slow per-pod operations run by the pod workers, by operation (start, terminate, kill) and result (ok, error, cancelled).",
+		Help: "Slow per-pod operations run by the pod workers, by operation (start, terminate, kill) and result (ok, error, canceled).",
 	}, []string{"operation", "result"})
 )
 

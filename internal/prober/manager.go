@@ -1,8 +1,9 @@
 package prober
 
 import (
-	"github.com/nodelet/nodelet/internal/metrics"
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/nodelet/nodelet/internal/metrics"
 
 	"context"
 	"errors"

@@ -3,8 +3,8 @@ package utils
 import (
 	"context"
 
-	. "github.com/onsi/ginkgo/v2" //nolint:revive // Ginkgo's DSL reads best unqualified.
-	. "github.com/onsi/gomega"    //nolint:revive // Gomega's DSL reads best unqualified.
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
 )
 
 // MustStartContainerd starts a containerd for the enclosing suite or spec,
