@@ -356,3 +356,20 @@ func isImmutable(obj client.Object) bool {
 	}
 	return false
 }
+
+// Reader adapts a Store to the executor's ObjectReader, and to the
+// ConfigMap and Secret methods of the volume manager's Fetcher.
+type Reader struct{ s *Store }
+
+// Reader returns the store as a ConfigMap/Secret reader.
+func (s *Store) Reader() Reader { return Reader{s: s} }
+
+// ConfigMap is Store.GetConfigMap.
+func (r Reader) ConfigMap(ctx context.Context, namespace, name string) (*v1.ConfigMap, error) {
+	return r.s.GetConfigMap(ctx, namespace, name)
+}
+
+// Secret is Store.GetSecret.
+func (r Reader) Secret(ctx context.Context, namespace, name string) (*v1.Secret, error) {
+	return r.s.GetSecret(ctx, namespace, name)
+}
