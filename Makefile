@@ -45,7 +45,7 @@ vet: ## go vet and a gofmt check.
 
 .PHONY: lint
 lint: ## golangci-lint (pinned, built into the cache) with .golangci.yml, and a go.mod tidiness check.
-	"$$(bash hack/golangci-lint.sh)" run ./...
+	"$$(bash hack/golangci-lint.sh)" run --allow-parallel-runners ./...
 	@bash hack/check-tidy.sh
 
 .PHONY: test

@@ -175,7 +175,7 @@ func (r *NodeReconciler) ensureNode(ctx context.Context) (*corev1.Node, error) {
 		return nil, fmt.Errorf("registering node %s: %w", key.Name, err)
 	}
 	r.adoptedUID = node.UID
-	log.FromContext(ctx).Info("Registered node", "node", key.Name, "uid", node.UID)
+	log.FromContext(ctx).Info("Registered node", "node", key.Name, "nodeUID", node.UID)
 	return node, nil
 }
 
@@ -205,7 +205,7 @@ func (r *NodeReconciler) ensureLabels(ctx context.Context, node *corev1.Node) er
 		}
 	}
 	r.adoptedUID = node.UID
-	log.FromContext(ctx).Info("Adopted existing node", "node", node.Name, "uid", node.UID, "labelsAdded", changed)
+	log.FromContext(ctx).Info("Adopted existing node", "node", node.Name, "nodeUID", node.UID, "labelsAdded", changed)
 	return nil
 }
 

@@ -189,7 +189,7 @@ func (r *PodReconciler) sync(ctx context.Context, s *podScope) (ctrl.Result, err
 		s.obs = obs
 	}
 	if err := r.Exec.CollectGarbage(ctx, s.obs.Runtime); err != nil {
-		log.FromContext(ctx).Info("Unable to remove dead containers", "error", err.Error())
+		log.FromContext(ctx).Error(err, "Unable to remove dead containers")
 	}
 	r.Prober.Sync(s.pod, s.obs.Runtime)
 	in, err := r.statusInputs(ctx, s.pod.UID)

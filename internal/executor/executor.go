@@ -284,7 +284,7 @@ func (e *Executor) pullSecrets(ctx context.Context, pod *v1.Pod) []*v1.Secret {
 	for _, ref := range pod.Spec.ImagePullSecrets {
 		s, err := e.Objects.Secret(ctx, pod.Namespace, ref.Name)
 		if err != nil {
-			log.FromContext(ctx).Info("Unable to read image pull secret, pulling without it", "secret", ref.Name, "error", err.Error())
+			log.FromContext(ctx).Error(err, "Unable to read image pull secret, pulling without it", "secret", ref.Name)
 			continue
 		}
 		out = append(out, s)

@@ -175,7 +175,7 @@ func (e *Executor) runPreStop(ctx context.Context, pod *v1.Pod, rt kuberuntime.P
 		}
 	}
 	if err != nil {
-		log.FromContext(ctx).Info("PreStop hook failed", "container", name, "error", err.Error())
+		log.FromContext(ctx).Error(err, "PreStop hook failed", "container", name)
 		e.Recorder.Eventf(pod, v1.EventTypeWarning, EventFailedPreStopHook, "PreStopHook failed: %v", err)
 	}
 }

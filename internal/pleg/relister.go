@@ -1,6 +1,8 @@
 package pleg
 
 import (
+	"k8s.io/klog/v2"
+
 	"github.com/nodelet/nodelet/internal/metrics"
 
 	"context"
@@ -156,7 +158,7 @@ func (r *Relister) relistAndLog(ctx context.Context, failures int) int {
 	case err != nil && failures == 0:
 		logger.Error(err, "Relist failed; retrying every period")
 	case err != nil:
-		logger.V(1).Info("Relist failed again", "failures", failures+1, "error", err.Error())
+		logger.V(1).Info("Relist failed again", "failures", failures+1, "err", err)
 	case failures > 0:
 		logger.Info("Relist succeeded again", "failures", failures)
 	}
@@ -206,7 +208,7 @@ func (r *Relister) list(ctx context.Context) (Snapshot, error) {
 func (r *Relister) deliver(ctx context.Context, changes []PodChange) {
 	logger := log.FromContext(ctx)
 	for _, ch := range changes {
-		logger.V(1).Info("Pod changed in runtime", "pod", ch.Pod.Namespace+"/"+ch.Pod.Name, "uid", ch.Pod.UID, "events", ch.Events)
+		logger.V(1).Info("Pod changed in runtime", "pod", klog.KRef(ch.Pod.Namespace, ch.Pod.Name), "podUID", ch.Pod.UID, "events", ch.Events)
 		r.pending[ch.Pod.UID] = ch.Pod
 	}
 	for uid, ref := range r.pending {

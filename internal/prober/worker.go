@@ -118,7 +118,7 @@ func (w *worker) step(ctx context.Context) bool {
 	}
 	if err != nil {
 		w.count(metrics.ProbeResultUnknown)
-		w.log.V(1).Info("Probe errored", "error", err.Error())
+		w.log.V(1).Info("Probe errored", "err", err)
 		w.m.event(w, corev1.EventTypeWarning, EventUnhealthy, "%s probe errored: %v", w.key.probeType, err)
 		return true
 	}
