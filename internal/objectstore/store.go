@@ -300,8 +300,8 @@ func (s *Store) refresh(ctx context.Context, e *entry) error {
 		if !e.seen() {
 			return err
 		}
-		s.opts.Logger.V(1).Info("Unable to read object, using the last content seen",
-			"kind", e.key.kind, "object", e.key.ref(), "error", err.Error())
+		s.opts.Logger.Error(err, "Unable to read object, using the last content seen",
+			"kind", e.key.kind, "object", e.key.ref())
 		return nil
 	}
 	e.setFetched(now)
