@@ -131,6 +131,25 @@ var (
 	})
 )
 
+// The referenced-object store: ConfigMaps, Secrets and Services.
+var (
+	// ObjectStoreWatches counts the watches open on referenced objects.
+	ObjectStoreWatches = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "nodelet_object_store_watches",
+		Help: "Watches open on referenced objects, by resource: one per ConfigMap or Secret, one per namespace for services plus default/kubernetes.",
+	}, []string{"resource"})
+	// ObjectStoreGetRequests counts the GETs of the Cache and Get strategies.
+	ObjectStoreGetRequests = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "nodelet_object_store_get_requests_total",
+		Help: "GET requests made for referenced objects (Cache and Get strategies), by resource.",
+	}, []string{"resource"})
+	// ObjectStoreLists counts the lists of watched objects.
+	ObjectStoreLists = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "nodelet_object_store_lists_total",
+		Help: "Lists of watched objects: the first one and relists after an expired resource version or a broken watch, by resource.",
+	}, []string{"resource"})
+)
+
 func init() {
 	ctrlmetrics.Registry.MustRegister(
 		RuntimeOperations, RuntimeOperationsDuration, RuntimeOperationsErrors,
@@ -139,6 +158,7 @@ func init() {
 		ProbeTotal, ProbeDuration,
 		NodeName, NodeStatusPatches, LeaseRenewDuration, LeaseRenewFailures,
 		CheckpointWriteDuration, CheckpointCorrupt,
+		ObjectStoreWatches, ObjectStoreGetRequests, ObjectStoreLists,
 		runtimeState,
 	)
 }
