@@ -124,6 +124,9 @@ func setupPodController(mgr ctrl.Manager, d *Deps) error {
 		return fmt.Errorf("adding the pod workers: %w", err)
 	}
 	r.Workers = workers
+	if err := mgr.Add(&housekeeper{r: r, cache: mgr.GetCache(), dirs: volumes, logsDir: cfg.PodLogsDir, period: housekeepingPeriod}); err != nil {
+		return fmt.Errorf("adding pod housekeeping: %w", err)
+	}
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("pod").
 		For(&corev1.Pod{}, builder.WithPredicates(predicate.Funcs{
