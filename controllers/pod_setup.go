@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
@@ -134,7 +135,11 @@ func setupPodController(mgr ctrl.Manager, d *Deps) error {
 		})).
 		WatchesRawSource(relister.Source()).
 		WatchesRawSource(probes.Source()).
-		WithOptions(controller.Options{MaxConcurrentReconciles: MaxConcurrentPodSyncs}).
+		WithOptions(controller.Options{
+			MaxConcurrentReconciles: MaxConcurrentPodSyncs,
+			// Several agents may share a process (tests, simulations).
+			SkipNameValidation: ptr.To(true),
+		}).
 		Complete(r)
 }
 
