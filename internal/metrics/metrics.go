@@ -70,12 +70,11 @@ var (
 		Name: "nodelet_pod_status_writes_total",
 		Help: "Pod status patches sent to the API server.",
 	})
-	// PodWorkerOperations counts the slow per-pod operations started off
-	// the reconcile workers, by operation.
-	PodWorkerOperations = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "nodelet_pod_worker_operations_total",
-		Help: "Slow per-pod operations run by the pod workers, by operation (start, terminate, kill) and result (ok, error, canceled).",
-	}, []string{"operation", "result"})
+	// PodWorkerSyncs counts the syncs the pod workers ran, by result.
+	PodWorkerSyncs = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "nodelet_pod_worker_syncs_total",
+		Help: "Pod syncs run by the per-pod workers, by result (ok, error, canceled: stopped by the pod's deletion).",
+	}, []string{"result"})
 )
 
 // Probes.
@@ -154,7 +153,7 @@ func init() {
 	ctrlmetrics.Registry.MustRegister(
 		RuntimeOperations, RuntimeOperationsDuration, RuntimeOperationsErrors,
 		PLEGRelistDuration, PLEGLastSeen, PLEGRelistErrors,
-		PodStartDuration, PodStatusWrites, PodWorkerOperations,
+		PodStartDuration, PodStatusWrites, PodWorkerSyncs,
 		ProbeTotal, ProbeDuration,
 		NodeName, NodeStatusPatches, LeaseRenewDuration, LeaseRenewFailures,
 		CheckpointWriteDuration, CheckpointCorrupt,

@@ -11,6 +11,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
+
+	"github.com/nodelet/nodelet/internal/metrics"
 )
 
 // Key identifies one pod instance: a namespace/name may be reused by a new
@@ -267,11 +269,15 @@ func (p *Workers) run(w *worker) {
 
 		delay := res.RequeueAfter
 		switch {
-		case res.Err != nil && !cancelled:
+		case cancelled:
+			metrics.PodWorkerSyncs.WithLabelValues("canceled").Inc()
+		case res.Err != nil:
+			metrics.PodWorkerSyncs.WithLabelValues("error").Inc()
 			failures++
 			delay = p.backOff(failures)
 			p.opts.Logger.Error(res.Err, "Pod sync failed", "pod", klog.KRef(w.key.Namespace, w.key.Name), "podUID", w.key.UID, "retryIn", delay)
-		case res.Err == nil:
+		default:
+			metrics.PodWorkerSyncs.WithLabelValues("ok").Inc()
 			failures = 0
 		}
 		if timer != nil {
