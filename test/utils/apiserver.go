@@ -2,6 +2,7 @@ package utils
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -32,6 +33,8 @@ type APIServer struct {
 
 	mu      sync.Mutex
 	stopped bool
+	// keptCertDirs are the certificate directories Restart made.
+	keptCertDirs []string
 }
 
 // StartAPIServer starts etcd and kube-apiserver. It makes sure the binaries
@@ -97,8 +100,70 @@ func (a *APIServer) Stop() error {
 		return nil
 	}
 	a.stopped = true
-	if err := a.Env.Stop(); err != nil {
+	err := a.Env.Stop()
+	for _, dir := range a.keptCertDirs {
+		err = errors.Join(err, os.RemoveAll(dir))
+	}
+	if err != nil {
 		return fmt.Errorf("stopping the envtest API server: %w", err)
+	}
+	return nil
+}
+
+// Restart stops kube-apiserver (etcd keeps running), calls during, and
+// starts it again on the same port with the same serving certificate, so
+// that running clients reconnect.
+//
+// envtest can restart an API server, keeping its port and client CA, but
+// when it made the certificate directory itself it deletes it on Stop and
+// makes a new serving CA on Start, which clients built before do not trust.
+// So the directory is copied aside first and the restart uses the copy.
+func (a *APIServer) Restart(during func()) error {
+	server := a.Env.ControlPlane.APIServer
+	port := server.SecureServing.Port
+	keep, err := os.MkdirTemp("", "nodelet-apiserver-certs-")
+	if err != nil {
+		return fmt.Errorf("restarting the API server: %w", err)
+	}
+	a.mu.Lock()
+	a.keptCertDirs = append(a.keptCertDirs, keep)
+	a.mu.Unlock()
+	if err := copyFiles(server.CertDir, keep); err != nil {
+		return fmt.Errorf("restarting the API server: %w", err)
+	}
+	if err := server.Stop(); err != nil && !strings.Contains(err.Error(), "timeout waiting for process kube-apiserver to stop") {
+		// envtest sends SIGKILL when SIGTERM did not stop it in time; the
+		// API server is down either way, abruptly like a crashed one.
+		return fmt.Errorf("stopping the API server: %w", err)
+	}
+	server.CertDir = keep
+	during()
+	if err := server.Start(); err != nil {
+		return fmt.Errorf("starting the API server again: %w", err)
+	}
+	if server.SecureServing.Port != port {
+		return fmt.Errorf("the restarted API server listens on port %s, not %s as its clients expect", server.SecureServing.Port, port)
+	}
+	return nil
+}
+
+// copyFiles copies the regular files of dir src into dst.
+func copyFiles(src, dst string) error {
+	entries, err := os.ReadDir(src)
+	if err != nil {
+		return fmt.Errorf("reading %s: %w", src, err)
+	}
+	for _, e := range entries {
+		if !e.Type().IsRegular() {
+			continue
+		}
+		data, err := os.ReadFile(filepath.Join(src, e.Name()))
+		if err != nil {
+			return fmt.Errorf("reading %s: %w", e.Name(), err)
+		}
+		if err := os.WriteFile(filepath.Join(dst, e.Name()), data, 0o600); err != nil {
+			return fmt.Errorf("writing %s: %w", e.Name(), err)
+		}
 	}
 	return nil
 }
