@@ -7,33 +7,30 @@ import (
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/nodelet/nodelet/internal/objectstore"
 )
 
-// apiObjects reads the ConfigMaps and Secrets pods name, one GET each by
-// name, and requests service account tokens bound to a pod: exactly what
-// the Node authorizer lets a node do. ConfigMaps and Secrets are not cached
-// (see agent.NewManager), so these reads go to the API server.
-type apiObjects struct {
+// volumeObjects is what the volume manager reads: ConfigMaps and Secrets
+// from the referenced-object store (no API request once the store holds
+// them, and the last content seen while the API server is away), and
+// service account tokens bound to a pod, requested from the API server.
+type volumeObjects struct {
+	objectstore.Reader
+	tokens tokenRequester
+}
+
+func (o volumeObjects) ServiceAccountToken(ctx context.Context, pod *corev1.Pod, audience string, expirationSeconds int64) (string, error) {
+	return o.tokens.ServiceAccountToken(ctx, pod, audience, expirationSeconds)
+}
+
+// tokenRequester requests service account tokens bound to a pod: what the
+// Node authorizer lets a node do for the pods bound to it.
+type tokenRequester struct {
 	c client.Client
 }
 
-func (o apiObjects) ConfigMap(ctx context.Context, namespace, name string) (*corev1.ConfigMap, error) {
-	cm := &corev1.ConfigMap{}
-	if err := o.c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, cm); err != nil {
-		return nil, err
-	}
-	return cm, nil
-}
-
-func (o apiObjects) Secret(ctx context.Context, namespace, name string) (*corev1.Secret, error) {
-	s := &corev1.Secret{}
-	if err := o.c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, s); err != nil {
-		return nil, err
-	}
-	return s, nil
-}
-
-func (o apiObjects) ServiceAccountToken(ctx context.Context, pod *corev1.Pod, audience string, expirationSeconds int64) (string, error) {
+func (o tokenRequester) ServiceAccountToken(ctx context.Context, pod *corev1.Pod, audience string, expirationSeconds int64) (string, error) {
 	sa := &corev1.ServiceAccount{}
 	sa.Namespace, sa.Name = pod.Namespace, pod.Spec.ServiceAccountName
 	if sa.Name == "" {

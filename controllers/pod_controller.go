@@ -25,6 +25,7 @@ import (
 	"github.com/nodelet/nodelet/internal/kuberuntime"
 	"github.com/nodelet/nodelet/internal/metrics"
 	"github.com/nodelet/nodelet/internal/nodeinfo"
+	"github.com/nodelet/nodelet/internal/objectstore"
 	"github.com/nodelet/nodelet/internal/podworkers"
 	"github.com/nodelet/nodelet/internal/prober"
 )
@@ -53,6 +54,11 @@ type PodReconciler struct {
 	Metrics  *podMetrics
 	Prober   *prober.Manager
 	Workers  *podworkers.Workers
+	// Objects holds the ConfigMaps and Secrets of the pods that run here,
+	// Services the Services their environment needs; a pod is registered
+	// with both while it runs.
+	Objects  *objectstore.Store
+	Services *objectstore.ServiceWatcher
 	// Log is the logger of pod syncs, which run outside any reconcile.
 	Log logr.Logger
 
@@ -207,6 +213,12 @@ func (r *PodReconciler) sync(ctx context.Context, pod *corev1.Pod) (syncResult, 
 			return syncResult{finished: true}, nil
 		}
 	}
+	if !isTerminal(pod) {
+		// Idempotent and cheap for a pod registered already; the pod's
+		// references are read again as its spec may not be the same.
+		r.Objects.RegisterPod(pod)
+		r.Services.RegisterPod(pod)
+	}
 	return r.syncRunning(ctx, s)
 }
 
@@ -336,6 +348,11 @@ func (r *PodReconciler) syncRunning(ctx context.Context, s *podScope) (syncResul
 		log.FromContext(ctx).Error(err, "Unable to remove dead containers")
 	}
 	r.Prober.Sync(s.pod, s.obs.Runtime)
+	if err := r.refreshVolumes(ctx, s.pod); err != nil {
+		// Containers started or restarted without it: the volumes keep
+		// their content and the refresh is tried again at the next sync.
+		log.FromContext(ctx).Error(err, "Unable to refresh volumes")
+	}
 	if err := r.writeStatus(ctx, s); err != nil {
 		return syncResult{}, errors.Join(execErr, err)
 	}
@@ -351,10 +368,26 @@ func (r *PodReconciler) syncRunning(ctx context.Context, s *podScope) (syncResul
 	}
 	requeue := nextSync(actions.RequeueAfter, r.Config.SyncFrequency.Duration)
 	if at, ok := r.Exec.Volumes.NextRefresh(s.pod.UID); ok {
-		// The next sync rewrites the pod's volumes: have it renew tokens.
+		// The sync then renews the pod's tokens.
 		requeue = min(requeue, max(at.Sub(r.now()), time.Second))
 	}
 	return syncResult{RequeueAfter: requeue}, nil
+}
+
+// volumeRefreshTimeout bounds a token request made while the API server
+// does not answer, so that it does not hold the pod's next sync.
+const volumeRefreshTimeout = 10 * time.Second
+
+// refreshVolumes rewrites what is due in the pod's volumes without an object
+// changing: tokens due for renewal, downward API files after a label or
+// annotation change. It reads and writes nothing otherwise.
+func (r *PodReconciler) refreshVolumes(ctx context.Context, pod *corev1.Pod) error {
+	ctx, cancel := context.WithTimeout(ctx, volumeRefreshTimeout)
+	defer cancel()
+	if err := r.Exec.Volumes.Refresh(ctx, pod); err != nil {
+		return fmt.Errorf("refreshing volumes: %w", err)
+	}
+	return nil
 }
 
 func mutates(a kuberuntime.PodActions) bool {
@@ -516,7 +549,8 @@ func (r *PodReconciler) syncGone(ctx context.Context, w podworkers.Work) podwork
 }
 
 // removeFromNode removes the stopped pod's runtime objects, volumes, logs
-// and checkpoint, and forgets it in admission, the prober and the metrics.
+// and checkpoint, and forgets it in admission, the prober, the object store
+// and the metrics.
 func (r *PodReconciler) removeFromNode(ctx context.Context, pod *corev1.Pod, rt kuberuntime.PodRuntime) error {
 	if err := r.Exec.RemovePod(ctx, pod, rt); err != nil {
 		return err
@@ -531,8 +565,14 @@ func (r *PodReconciler) removeFromNode(ctx context.Context, pod *corev1.Pod, rt 
 }
 
 // release frees what a pod that no longer runs held on the node: its
-// admission slot (pods, resources, host ports) and its probe workers.
+// admission slot (pods, resources, host ports), its probe workers, and its
+// references to ConfigMaps, Secrets and Services (watches no other pod
+// needs stop).
 func (r *PodReconciler) release(uid types.UID) {
 	r.Admit.Remove(uid)
 	r.Prober.Forget(uid)
+	gone := &corev1.Pod{}
+	gone.UID = uid
+	r.Objects.UnregisterPod(gone)
+	r.Services.UnregisterPod(gone)
 }

@@ -9,12 +9,15 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/record"
 	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	"github.com/nodelet/nodelet/api/v1alpha1"
@@ -24,6 +27,7 @@ import (
 	"github.com/nodelet/nodelet/internal/images"
 	"github.com/nodelet/nodelet/internal/kuberuntime"
 	"github.com/nodelet/nodelet/internal/nodeinfo"
+	"github.com/nodelet/nodelet/internal/objectstore"
 	"github.com/nodelet/nodelet/internal/pleg"
 	"github.com/nodelet/nodelet/internal/podworkers"
 	"github.com/nodelet/nodelet/internal/prober"
@@ -51,21 +55,14 @@ func setupPodController(mgr ctrl.Manager, d *Deps) error {
 	if _, err := mgr.GetCache().GetInformer(context.Background(), &corev1.Node{}); err != nil {
 		return fmt.Errorf("watching this node: %w", err)
 	}
-	objects := apiObjects{c: mgr.GetClient()}
-	admit := NewAdmitter(mgr.GetClient(), cfg, func(uid types.UID) (bool, error) {
-		return hasCheckpoint(store, uid)
-	})
-	nodes := nodeinfo.FactsReader{Reader: mgr.GetClient(), Config: cfg}
-	volumes, err := volume.New(cfg.RootDir, objects, volume.WithClusterDomain(cfg.ClusterDomain),
-		volume.WithNodeAllocatable(func() (corev1.ResourceList, error) {
-			facts, err := nodes.Facts(context.Background())
-			return facts.Allocatable, err
-		}))
+	eng, err := podEngineFor(mgr, d)
 	if err != nil {
 		return err
 	}
-	recorder := mgr.GetEventRecorderFor("nodelet") //nolint:staticcheck // the core/v1 events kubectl describe shows
-	imageManager := images.NewManager(d.Runtime, recorder, images.Options{SerializeImagePulls: *cfg.SerializeImagePulls})
+	admit := NewAdmitter(mgr.GetClient(), cfg, func(uid types.UID) (bool, error) {
+		return hasCheckpoint(store, uid)
+	})
+	imageManager := images.NewManager(d.Runtime, eng.recorder, images.Options{SerializeImagePulls: *cfg.SerializeImagePulls})
 	sandbox := kuberuntime.SandboxOptions{
 		PodLogsDir:    cfg.PodLogsDir,
 		ClusterDNS:    cfg.ClusterDNS,
@@ -80,12 +77,13 @@ func setupPodController(mgr ctrl.Manager, d *Deps) error {
 		Runtime:     d.Runtime,
 		Images:      imageManager,
 		ImageReason: images.Reason,
-		Volumes:     volumes,
-		Objects:     objects,
-		Recorder:    recorder,
+		Volumes:     eng.volumes,
+		Objects:     eng.store.Reader(),
+		ServiceEnv:  eng.services.ServiceEnv,
+		Recorder:    eng.recorder,
 		Clock:       clock.RealClock{},
 		Sandbox:     sandbox,
-		Node:        nodes.Facts,
+		Node:        eng.nodes.Facts,
 	}
 	relister, err := pleg.New(d.Runtime, pleg.Options{RelistPeriod: cfg.RelistPeriod.Duration})
 	if err != nil {
@@ -97,7 +95,7 @@ func setupPodController(mgr ctrl.Manager, d *Deps) error {
 	if err := mgr.AddHealthzCheck("pleg", func(*http.Request) error { return relister.Healthy() }); err != nil {
 		return fmt.Errorf("adding the relister health check: %w", err)
 	}
-	probes, err := prober.New(d.Runtime, recorder, prober.Options{})
+	probes, err := prober.New(d.Runtime, eng.recorder, prober.Options{})
 	if err != nil {
 		return err
 	}
@@ -108,11 +106,13 @@ func setupPodController(mgr ctrl.Manager, d *Deps) error {
 		Client:   mgr.GetClient(),
 		Exec:     exec,
 		Store:    store,
-		Recorder: recorder,
+		Recorder: eng.recorder,
 		Config:   cfg,
 		Clock:    clock.RealClock{},
 		Admit:    admit,
-		Nodes:    nodes,
+		Nodes:    eng.nodes,
+		Objects:  eng.store,
+		Services: eng.services,
 		Metrics:  newPodMetrics(mgr.GetClient(), d.Runtime),
 		Prober:   probes,
 		Log:      mgr.GetLogger().WithName("pod"),
@@ -125,7 +125,7 @@ func setupPodController(mgr ctrl.Manager, d *Deps) error {
 		return fmt.Errorf("adding the pod workers: %w", err)
 	}
 	r.Workers = workers
-	if err := mgr.Add(&housekeeper{r: r, cache: mgr.GetCache(), dirs: volumes, logsDir: cfg.PodLogsDir, period: housekeepingPeriod}); err != nil {
+	if err := mgr.Add(&housekeeper{r: r, cache: mgr.GetCache(), dirs: eng.volumes, logsDir: cfg.PodLogsDir, period: housekeepingPeriod}); err != nil {
 		return fmt.Errorf("adding pod housekeeping: %w", err)
 	}
 	return ctrl.NewControllerManagedBy(mgr).
@@ -135,12 +135,73 @@ func setupPodController(mgr ctrl.Manager, d *Deps) error {
 		})).
 		WatchesRawSource(relister.Source()).
 		WatchesRawSource(probes.Source()).
+		WatchesRawSource(eng.pods.Source()).
 		WithOptions(controller.Options{
 			MaxConcurrentReconciles: MaxConcurrentPodSyncs,
 			// Several agents may share a process (tests, simulations).
 			SkipNameValidation: ptr.To(true),
 		}).
 		Complete(r)
+}
+
+// podEngine is what the pod reconciler shares with the ConfigMap and
+// Secret reconcilers: the referenced-object store and the Service watcher
+// (runnables of the manager), the volume manager that reads through the
+// store, and the feed that enqueues pods in the pod reconciler.
+type podEngine struct {
+	store    *objectstore.Store
+	services *objectstore.ServiceWatcher
+	volumes  *volume.Manager
+	nodes    nodeinfo.FactsReader
+	recorder record.EventRecorder
+	pods     *podFeed
+}
+
+// podEngineFor returns d's pod engine, building it and adding its
+// runnables to mgr the first time.
+func podEngineFor(mgr ctrl.Manager, d *Deps) (*podEngine, error) {
+	if d.engine != nil {
+		return d.engine, nil
+	}
+	cfg := d.Config
+	cs, err := kubernetes.NewForConfig(mgr.GetConfig())
+	if err != nil {
+		return nil, fmt.Errorf("creating the client of the object store: %w", err)
+	}
+	logger := mgr.GetLogger().WithName("objectstore")
+	store, err := objectstore.New(cs, objectstore.Options{
+		Strategy: cfg.ConfigMapAndSecretChangeDetectionStrategy,
+		CacheTTL: cfg.ConfigMapAndSecretCacheTTL.Duration,
+		Logger:   logger,
+	})
+	if err != nil {
+		return nil, err
+	}
+	services := objectstore.NewServiceWatcher(cs, 0, logger)
+	for _, r := range []manager.Runnable{store, services} {
+		if err := mgr.Add(r); err != nil {
+			return nil, fmt.Errorf("adding the object store: %w", err)
+		}
+	}
+	nodes := nodeinfo.FactsReader{Reader: mgr.GetClient(), Config: cfg}
+	volumes, err := volume.New(cfg.RootDir, volumeObjects{Reader: store.Reader(), tokens: tokenRequester{c: mgr.GetClient()}},
+		volume.WithClusterDomain(cfg.ClusterDomain),
+		volume.WithNodeAllocatable(func() (corev1.ResourceList, error) {
+			facts, err := nodes.Facts(context.Background())
+			return facts.Allocatable, err
+		}))
+	if err != nil {
+		return nil, err
+	}
+	d.engine = &podEngine{
+		store:    store,
+		services: services,
+		volumes:  volumes,
+		nodes:    nodes,
+		recorder: mgr.GetEventRecorderFor("nodelet"), //nolint:staticcheck // the core/v1 events kubectl describe shows
+		pods:     newPodFeed(),
+	}
+	return d.engine, nil
 }
 
 // hasCheckpoint reports whether a pod has a checkpoint, that is, an

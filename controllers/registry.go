@@ -20,6 +20,10 @@ type Deps struct {
 	Runtime cri.Runtime
 	// Checkpoints stores per-pod state; nil opens <rootDir>/checkpoints.
 	Checkpoints checkpoint.Manager
+
+	// engine is what the pod, ConfigMap and Secret reconcilers share,
+	// built by the first of them set up (see podEngineFor).
+	engine *podEngine
 }
 
 // SetupFunc registers one reconciler (and any runnables it needs) with mgr.
@@ -31,8 +35,16 @@ type Registry map[string]SetupFunc
 
 // Default is every reconciler nodelet has. Add a line here to add one.
 var Default = Registry{
-	"node": setupNodeController,
-	"pod":  setupPodController,
+	"configmap": setupConfigMapController,
+	"node":      setupNodeController,
+	"pod":       setupPodController,
+	"secret":    setupSecretController,
+}
+
+// disabledEffects says what turning a reconciler off changes, for the log.
+var disabledEffects = map[string]string{
+	"configmap": "live ConfigMap updates are off: running pods keep the ConfigMap content their volumes were set up with",
+	"secret":    "live Secret updates are off: running pods keep the Secret content their volumes were set up with",
 }
 
 // Names returns the registered names, sorted.
@@ -83,7 +95,11 @@ func (r Registry) Setup(mgr ctrl.Manager, deps *Deps, spec []string) error {
 	log := mgr.GetLogger().WithName("controllers")
 	for _, name := range r.Names() {
 		if !slices.Contains(enabled, name) {
-			log.Info("Controller is disabled", "controller", name)
+			if effect, ok := disabledEffects[name]; ok {
+				log.Info("Controller is disabled", "controller", name, "effect", effect)
+			} else {
+				log.Info("Controller is disabled", "controller", name)
+			}
 			continue
 		}
 		if err := r[name](mgr, deps); err != nil {

@@ -45,7 +45,12 @@ type ImageErrorReason func(err error) (reason, message string)
 
 // VolumeManager prepares a pod's volumes on the host.
 type VolumeManager interface {
+	// SetUp prepares the pod's volumes once; for a pod whose volumes are
+	// set up it reads and writes nothing.
 	SetUp(ctx context.Context, pod *v1.Pod) error
+	// Refresh rewrites what is due in a set-up pod's volumes (tokens,
+	// downward API files after a metadata change).
+	Refresh(ctx context.Context, pod *v1.Pod) error
 	WriteEtcHosts(pod *v1.Pod, podIPs []string) error
 	Mounts(pod *v1.Pod, c *v1.Container, restartCount int32) ([]*runtimeapi.Mount, error)
 	TerminationMessagePath(pod *v1.Pod, containerName string, restartCount int32) string
@@ -55,7 +60,8 @@ type VolumeManager interface {
 	NextRefresh(uid types.UID) (time.Time, bool)
 }
 
-// ObjectReader reads the ConfigMaps and Secrets a pod names.
+// ObjectReader reads the ConfigMaps and Secrets a pod names (the
+// referenced-object store: no API request once it holds them).
 type ObjectReader interface {
 	ConfigMap(ctx context.Context, namespace, name string) (*v1.ConfigMap, error)
 	Secret(ctx context.Context, namespace, name string) (*v1.Secret, error)
@@ -72,8 +78,12 @@ type Executor struct {
 	ImageReason ImageErrorReason
 	Volumes     VolumeManager
 	Objects     ObjectReader
-	Recorder    record.EventRecorder
-	Clock       clock.Clock
+	// ServiceEnv returns the service variables of the pod's containers
+	// (KUBERNETES_SERVICE_HOST, ...); an error makes the start a
+	// CreateContainerConfigError.
+	ServiceEnv func(ctx context.Context, pod *v1.Pod) (map[string]string, error)
+	Recorder   record.EventRecorder
+	Clock      clock.Clock
 	// Sandbox holds the node-wide sandbox options; Attempt is set per call.
 	Sandbox kuberuntime.SandboxOptions
 	// Node returns what container configs need of the node.
@@ -272,6 +282,10 @@ func (e *Executor) containerConfig(ctx context.Context, pod *v1.Pod, c *v1.Conta
 	if err != nil {
 		return nil, err
 	}
+	serviceEnv, err := e.ServiceEnv(ctx, pod)
+	if err != nil {
+		return nil, fmt.Errorf("services have not yet been read at least once, cannot construct envvars: %w", err)
+	}
 	return kuberuntime.ContainerConfig(pod, c, kuberuntime.ContainerOptions{
 		RestartCount:    s.RestartCount,
 		SandboxID:       sb.id,
@@ -281,6 +295,7 @@ func (e *Executor) containerConfig(ctx context.Context, pod *v1.Pod, c *v1.Conta
 		ImageRef:        imageRef,
 		ConfigMaps:      cms,
 		Secrets:         secrets,
+		ServiceEnv:      serviceEnv,
 		NodeAllocatable: node.Allocatable,
 		ExtraLabels:     e.Sandbox.ExtraLabels,
 	})

@@ -26,6 +26,7 @@ const fakeNode = "node-a"
 type noVolumes struct{}
 
 func (noVolumes) SetUp(context.Context, *v1.Pod) error                 { return nil }
+func (noVolumes) Refresh(context.Context, *v1.Pod) error               { return nil }
 func (noVolumes) WriteEtcHosts(*v1.Pod, []string) error                { return nil }
 func (noVolumes) TearDown(context.Context, types.UID) error            { return nil }
 func (noVolumes) NextRefresh(types.UID) (time.Time, bool)              { return time.Time{}, false }
@@ -56,6 +57,7 @@ func newFakeExecutor(t *testing.T) (*Executor, *fakeruntime.FakeRuntimeService) 
 		Recorder:    record.NewFakeRecorder(100),
 		Sandbox:     kuberuntime.SandboxOptions{PodLogsDir: t.TempDir(), ExtraLabels: cri.OwnerLabels(fakeNode)},
 		Node:        func(context.Context) (nodeinfo.Facts, error) { return nodeinfo.Facts{}, nil },
+		ServiceEnv:  func(context.Context, *v1.Pod) (map[string]string, error) { return nil, nil },
 	}, rs
 }
 

@@ -55,8 +55,8 @@ func TestSetUpUpdatesContentAtomically(t *testing.T) {
 	}
 
 	// The same content again changes nothing.
-	if err := e.m.SetUp(ctx, pod); err != nil {
-		t.Fatalf("SetUp: %v", err)
+	if err := e.m.Update(ctx, pod, []string{"cfg"}); err != nil {
+		t.Fatalf("Update: %v", err)
 	}
 	if got := dataLink(t, dir); got != first {
 		t.Errorf("unchanged content rewrote the data directory: %q → %q", first, got)
@@ -68,6 +68,12 @@ func TestSetUpUpdatesContentAtomically(t *testing.T) {
 	e.f.setConfigMap("app", map[string]string{"a": "two", "new": "fresh"})
 	if err := e.m.SetUp(ctx, pod); err != nil {
 		t.Fatalf("SetUp: %v", err)
+	}
+	if got := dataLink(t, dir); got != first {
+		t.Fatalf("SetUp of a set-up pod rewrote its volume: %q → %q", first, got)
+	}
+	if err := e.m.Update(ctx, pod, []string{"cfg"}); err != nil {
+		t.Fatalf("Update: %v", err)
 	}
 	want := map[string]string{"a": "two", "new": "fresh"}
 	if got := volumeFiles(t, dir); !maps.Equal(got, want) {

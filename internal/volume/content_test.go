@@ -182,13 +182,19 @@ func TestSetUpDownwardAPI(t *testing.T) {
 	assertMode(t, filepath.Join(dir, "name"), 0o644)
 	assertMode(t, filepath.Join(dir, "private"), 0o600)
 
-	// Labels change: the caller re-runs SetUp and the file follows.
+	// Labels change: SetUp leaves the set-up pod alone, Refresh follows.
 	pod.Labels["tier"] = "back"
 	if err := e.m.SetUp(context.Background(), pod); err != nil {
 		t.Fatalf("second SetUp: %v", err)
 	}
+	if got := readFile(t, filepath.Join(dir, "labels")); got != "app=\"web\"\ntier=\"front\"" {
+		t.Errorf("labels after a second SetUp = %q, want them unchanged", got)
+	}
+	if err := e.m.Refresh(context.Background(), pod); err != nil {
+		t.Fatalf("Refresh: %v", err)
+	}
 	if got := readFile(t, filepath.Join(dir, "labels")); got != "app=\"web\"\ntier=\"back\"" {
-		t.Errorf("labels after update = %q", got)
+		t.Errorf("labels after Refresh = %q", got)
 	}
 }
 
@@ -231,10 +237,11 @@ func TestSetUpProjected(t *testing.T) {
 		t.Errorf("NextRefresh = %v, %v; want 80%% of 600s from now", next, ok)
 	}
 
-	// Before 80% of a token's lifetime SetUp reuses it; after, it asks again.
+	// Before 80% of a token's lifetime Refresh does nothing; after, it
+	// asks again for the token due, and SetUp never does.
 	e.clock.Step(400 * time.Second)
-	if err := e.m.SetUp(ctx, pod); err != nil {
-		t.Fatalf("SetUp: %v", err)
+	if err := e.m.Refresh(ctx, pod); err != nil {
+		t.Fatalf("Refresh: %v", err)
 	}
 	if len(e.f.tokenCalls) != 2 {
 		t.Fatalf("token requested again before refresh time: %v", e.f.tokenCalls)
@@ -242,6 +249,12 @@ func TestSetUpProjected(t *testing.T) {
 	e.clock.Step(100 * time.Second)
 	if err := e.m.SetUp(ctx, pod); err != nil {
 		t.Fatalf("SetUp: %v", err)
+	}
+	if len(e.f.tokenCalls) != 2 {
+		t.Fatalf("SetUp of a set-up pod requested a token: %v", e.f.tokenCalls)
+	}
+	if err := e.m.Refresh(ctx, pod); err != nil {
+		t.Fatalf("Refresh: %v", err)
 	}
 	if len(e.f.tokenCalls) != 3 || e.f.tokenCalls[2].audience != "vault" {
 		t.Fatalf("token requests after refresh time = %v, want the vault token renewed", e.f.tokenCalls)

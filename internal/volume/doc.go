@@ -12,10 +12,13 @@
 // user-visible names are symlinks through "..data", so a running container
 // sees either the old or the new content, never a mix. Secret and projected
 // volumes live on tmpfs by default so that secrets never reach the disk, and
-// their content is never logged. SetUp is idempotent; the pod reconciler
-// runs it at every sync of a running pod, so changed content is rewritten
-// then, and at NextRefresh for tokens. A failure is a *SetUpError whose text is the
-// kubelet's FailedMount event message. Mounts, WriteEtcHosts and the
+// their content is never logged. SetUp prepares a pod's volumes once and then
+// returns at once without reading anything, so a container restart needs
+// nothing from the API server; Update rewrites the volumes that project a
+// changed object, and Refresh what is due without one (a token at
+// NextRefresh, downward API files after a label or annotation change). A
+// failure is a *SetUpError whose text is the kubelet's FailedMount event
+// message. Mounts, WriteEtcHosts and the
 // termination-message file give the CRI what a container start needs, and
 // TearDown unmounts what SetUp mounted and removes the pod directory.
 package volume

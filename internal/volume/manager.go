@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"sync"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -80,6 +81,10 @@ type Manager struct {
 	nodeAllocatable func() (v1.ResourceList, error)
 	locks           keylock.Map
 	tokens          *tokenCache
+
+	mu sync.Mutex
+	// setUp holds the pods whose volumes are all set up.
+	setUp map[types.UID]setUpPod
 }
 
 // Option configures a Manager.
@@ -125,6 +130,7 @@ func New(rootDir string, f Fetcher, opts ...Option) (*Manager, error) {
 		fetcher:       f,
 		clock:         clock.RealClock{},
 		nodeHostsFile: "/etc/hosts",
+		setUp:         map[types.UID]setUpPod{},
 	}
 	for _, o := range opts {
 		o(m)
@@ -160,18 +166,24 @@ func (m *Manager) ensurePodDir(uid types.UID) error {
 	return nil
 }
 
-// SetUp prepares every volume of pod and (re)writes the content of its
-// configMap, secret, downwardAPI and projected volumes; content that did not
-// change is left alone. It is idempotent; the pod reconciler calls it before
-// the pod's sandbox is created and again at every sync of the running pod,
-// which it schedules no later than a service account token's NextRefresh.
-// Each volume that fails is reported as a *SetUpError; the others are still
-// set up. When several fail, the error joins them (errors.Join).
+// SetUp prepares every volume of pod once: it creates emptyDir volumes,
+// checks hostPath ones and writes the content of configMap, secret,
+// downwardAPI and projected volumes. Once every volume is set up, SetUp
+// returns at once without reading anything, until TearDown: a container
+// restart needs nothing from the API server. Later content changes are
+// written by Update (an object changed) and Refresh (a token is due, the
+// pod's labels or annotations changed). Each volume that fails is reported
+// as a *SetUpError, the kubelet's FailedMount message naming what is
+// missing; the others are still set up, and the next SetUp tries again.
+// When several fail, the error joins them (errors.Join).
 func (m *Manager) SetUp(ctx context.Context, pod *v1.Pod) error {
 	if pod.UID == "" {
 		return fmt.Errorf("setting up volumes of pod %s: pod has no UID", klog.KObj(pod))
 	}
 	defer m.locks.Lock(string(pod.UID))()
+	if m.IsSetUp(pod.UID) {
+		return nil
+	}
 
 	if err := m.ensurePodDir(pod.UID); err != nil {
 		return fmt.Errorf("setting up volumes of pod %s: %w", klog.KObj(pod), err)
@@ -182,6 +194,10 @@ func (m *Manager) SetUp(ctx context.Context, pod *v1.Pod) error {
 		if err := m.setUpVolume(ctx, pod, vol); err != nil {
 			errs = append(errs, &SetUpError{Volume: vol.Name, Err: err})
 		}
+	}
+	if len(errs) == 0 {
+		m.markSetUp(pod)
+		return nil
 	}
 	if len(errs) == 1 {
 		return errs[0]

@@ -28,6 +28,7 @@ func (m *Manager) TearDown(ctx context.Context, uid types.UID) error {
 	}
 	defer m.locks.Lock(string(uid))()
 
+	m.forgetSetUp(uid)
 	dir := m.PodDir(uid)
 	if _, err := os.Lstat(dir); errors.Is(err, fs.ErrNotExist) {
 		m.tokens.forget(uid)
