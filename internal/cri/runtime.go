@@ -2,9 +2,11 @@ package cri
 
 import (
 	"context"
+	"io"
 	"time"
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	"k8s.io/cri-client/pkg/logs"
 )
 
 // Runtime is everything nodelet asks of the container runtime.
@@ -73,6 +75,26 @@ type Runtime interface {
 	// ReopenContainerLog asks the runtime to reopen a container's log file,
 	// after it was rotated.
 	ReopenContainerLog(ctx context.Context, containerID string) error
+	// ReadLogs writes the log file at path of container containerID to
+	// stdout and stderr, by stream, as opts ask (k8s.io/cri-client/pkg/logs).
+	// When following, it returns once the container stopped and its log
+	// was read to the end, or when ctx is done.
+	ReadLogs(ctx context.Context, path, containerID string, opts *logs.LogOptions, stdout, stderr io.Writer) error
+
+	// Exec, Attach and PortForward prepare a streaming session on the
+	// runtime's streaming server and return its URL; the session starts
+	// when a client connects to that URL (once, shortly after).
+	Exec(ctx context.Context, req *runtimeapi.ExecRequest) (*runtimeapi.ExecResponse, error)
+	Attach(ctx context.Context, req *runtimeapi.AttachRequest) (*runtimeapi.AttachResponse, error)
+	PortForward(ctx context.Context, req *runtimeapi.PortForwardRequest) (*runtimeapi.PortForwardResponse, error)
+
+	// ListContainerStats returns the stats of the owned containers that
+	// match filter (nil for all).
+	ListContainerStats(ctx context.Context, filter *runtimeapi.ContainerStatsFilter) ([]*runtimeapi.ContainerStats, error)
+	// ListPodSandboxStats returns the stats of the owned sandboxes that
+	// match filter (nil for all). Runtimes that do not implement it return
+	// gRPC Unimplemented (IsUnimplemented).
+	ListPodSandboxStats(ctx context.Context, filter *runtimeapi.PodSandboxStatsFilter) ([]*runtimeapi.PodSandboxStats, error)
 
 	// PullImage pulls an image with optional credentials and returns its
 	// reference (the image ID or digest the runtime resolved it to).

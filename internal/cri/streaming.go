@@ -1,0 +1,115 @@
+package cri
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	"k8s.io/cri-client/pkg/logs"
+)
+
+// ReadLogs implements Runtime. The container must be owned; following asks
+// the runtime whether it still runs, as k8s.io/cri-client/pkg/logs does.
+func (c *Client) ReadLogs(ctx context.Context, path, containerID string, opts *logs.LogOptions, stdout, stderr io.Writer) error {
+	if err := c.checkContainerOwned(ctx, containerID); err != nil {
+		return fmt.Errorf("reading log of container %s: %w", containerID, err)
+	}
+	if err := logs.ReadLogs(ctx, path, containerID, opts, c.runtime, stdout, stderr); err != nil {
+		return fmt.Errorf("reading log of container %s: %w", containerID, err)
+	}
+	return nil
+}
+
+// Exec implements Runtime.
+func (c *Client) Exec(ctx context.Context, req *runtimeapi.ExecRequest) (_ *runtimeapi.ExecResponse, err error) {
+	defer func(start time.Time) { observe("exec", start, err) }(time.Now())
+	if err := c.checkContainerOwned(ctx, req.GetContainerId()); err != nil {
+		return nil, fmt.Errorf("preparing exec in container %s: %w", req.GetContainerId(), err)
+	}
+	ctx, cancel := c.timeout(ctx)
+	defer cancel()
+	resp, err := c.runtime.Exec(ctx, req)
+	if err != nil {
+		return nil, fmt.Errorf("preparing exec in container %s: %w", req.GetContainerId(), err)
+	}
+	return resp, nil
+}
+
+// Attach implements Runtime.
+func (c *Client) Attach(ctx context.Context, req *runtimeapi.AttachRequest) (_ *runtimeapi.AttachResponse, err error) {
+	defer func(start time.Time) { observe("attach", start, err) }(time.Now())
+	if err := c.checkContainerOwned(ctx, req.GetContainerId()); err != nil {
+		return nil, fmt.Errorf("preparing attach to container %s: %w", req.GetContainerId(), err)
+	}
+	ctx, cancel := c.timeout(ctx)
+	defer cancel()
+	resp, err := c.runtime.Attach(ctx, req)
+	if err != nil {
+		return nil, fmt.Errorf("preparing attach to container %s: %w", req.GetContainerId(), err)
+	}
+	return resp, nil
+}
+
+// PortForward implements Runtime.
+func (c *Client) PortForward(ctx context.Context, req *runtimeapi.PortForwardRequest) (_ *runtimeapi.PortForwardResponse, err error) {
+	defer func(start time.Time) { observe("port_forward", start, err) }(time.Now())
+	if _, err := c.ownedSandbox(ctx, req.GetPodSandboxId()); err != nil {
+		return nil, fmt.Errorf("preparing port forward to sandbox %s: %w", req.GetPodSandboxId(), err)
+	}
+	ctx, cancel := c.timeout(ctx)
+	defer cancel()
+	resp, err := c.runtime.PortForward(ctx, req)
+	if err != nil {
+		return nil, fmt.Errorf("preparing port forward to sandbox %s: %w", req.GetPodSandboxId(), err)
+	}
+	return resp, nil
+}
+
+// ListContainerStats implements Runtime.
+func (c *Client) ListContainerStats(ctx context.Context, filter *runtimeapi.ContainerStatsFilter) (_ []*runtimeapi.ContainerStats, err error) {
+	defer func(start time.Time) { observe("list_container_stats", start, err) }(time.Now())
+	f := &runtimeapi.ContainerStatsFilter{}
+	if filter != nil {
+		f = proto.Clone(filter).(*runtimeapi.ContainerStatsFilter)
+	}
+	f.LabelSelector = ownerSelector(f.GetLabelSelector(), c.node)
+	ctx, cancel := c.timeout(ctx)
+	defer cancel()
+	all, err := c.runtime.ListContainerStats(ctx, f)
+	if err != nil {
+		return nil, fmt.Errorf("listing container stats: %w", err)
+	}
+	out := all[:0:0]
+	for _, s := range all {
+		if IsOwned(s.GetAttributes().GetLabels(), c.node) {
+			out = append(out, s)
+		}
+	}
+	return out, nil
+}
+
+// ListPodSandboxStats implements Runtime.
+func (c *Client) ListPodSandboxStats(ctx context.Context, filter *runtimeapi.PodSandboxStatsFilter) (_ []*runtimeapi.PodSandboxStats, err error) {
+	defer func(start time.Time) { observe("list_pod_sandbox_stats", start, err) }(time.Now())
+	f := &runtimeapi.PodSandboxStatsFilter{}
+	if filter != nil {
+		f = proto.Clone(filter).(*runtimeapi.PodSandboxStatsFilter)
+	}
+	f.LabelSelector = ownerSelector(f.GetLabelSelector(), c.node)
+	ctx, cancel := c.timeout(ctx)
+	defer cancel()
+	all, err := c.runtime.ListPodSandboxStats(ctx, f)
+	if err != nil {
+		return nil, fmt.Errorf("listing sandbox stats: %w", err)
+	}
+	out := all[:0:0]
+	for _, s := range all {
+		if IsOwned(s.GetAttributes().GetLabels(), c.node) {
+			out = append(out, s)
+		}
+	}
+	return out, nil
+}
