@@ -437,4 +437,3 @@ func (s *Server) serveSummary(w http.ResponseWriter, r *http.Request) {
 	}
 	writeJSON(w, sum)
 }
-
