@@ -43,10 +43,26 @@ func TestGarbage(t *testing.T) {
 				ctr("c1", "main", "s1", kuberuntime.ContainerExited, 20),
 			},
 		}},
-		{name: "a dead old sandbox whose containers are replaced goes", rt: kuberuntime.PodRuntime{
+		{name: "the previous run of a running container stays, older ones go", rt: kuberuntime.PodRuntime{
+			Sandboxes: []kuberuntime.Sandbox{{ID: "s1", Ready: true}},
+			Containers: []kuberuntime.Container{
+				ctr("c3", "main", "s1", kuberuntime.ContainerRunning, 0),
+				ctr("c2", "main", "s1", kuberuntime.ContainerExited, 10),
+				ctr("c1", "main", "s1", kuberuntime.ContainerExited, 20),
+			},
+		}, wantContainers: []string{"c1"}},
+		{name: "a dead old sandbox holding a previous run stays", rt: kuberuntime.PodRuntime{
 			Sandboxes: []kuberuntime.Sandbox{{ID: "s2", Ready: true}, {ID: "s1"}},
 			Containers: []kuberuntime.Container{
 				ctr("c2", "main", "s2", kuberuntime.ContainerRunning, 0),
+				ctr("c1", "main", "s1", kuberuntime.ContainerExited, 20),
+			},
+		}},
+		{name: "a dead old sandbox whose containers are replaced goes", rt: kuberuntime.PodRuntime{
+			Sandboxes: []kuberuntime.Sandbox{{ID: "s3", Ready: true}, {ID: "s2"}, {ID: "s1"}},
+			Containers: []kuberuntime.Container{
+				ctr("c3", "main", "s3", kuberuntime.ContainerRunning, 0),
+				ctr("c2", "main", "s2", kuberuntime.ContainerExited, 10),
 				ctr("c1", "main", "s1", kuberuntime.ContainerExited, 20),
 			},
 		}, wantContainers: []string{"c1"}, wantSandboxes: []string{"s1"}},

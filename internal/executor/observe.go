@@ -92,8 +92,11 @@ func podFromLabels(labels map[string]string) string {
 }
 
 // garbage returns the dead objects of a pod that no status needs any more:
-// every exited instance of a container but its newest, and sandboxes that
-// are not ready, not the newest and hold no container.
+// every exited instance of a container but the newest and, as the kubelet
+// keeps one dead instance per container, the newest exited one (the
+// previous run, whose log kubectl logs --previous reads and whose exit the
+// status shows as the last termination), and sandboxes that are not ready,
+// not the newest and hold no container.
 func garbage(rt kuberuntime.PodRuntime) (containers, sandboxes []string) {
 	byName := map[string][]kuberuntime.Container{}
 	for _, c := range rt.Containers {
@@ -102,10 +105,14 @@ func garbage(rt kuberuntime.PodRuntime) (containers, sandboxes []string) {
 	inUse := map[string]bool{}
 	for _, list := range byName {
 		sort.Slice(list, func(i, j int) bool { return list[i].CreatedAt.After(list[j].CreatedAt) })
+		keptExited := false
 		for i, c := range list {
-			if i > 0 && c.State == kuberuntime.ContainerExited {
-				containers = append(containers, c.ID)
-				continue
+			if c.State == kuberuntime.ContainerExited {
+				if i > 0 && keptExited {
+					containers = append(containers, c.ID)
+					continue
+				}
+				keptExited = true
 			}
 			inUse[c.SandboxID] = true
 		}
