@@ -2,6 +2,8 @@ package e2e
 
 import (
 	"context"
+	"crypto/md5"
+	"encoding/hex"
 	"fmt"
 	"sync/atomic"
 
@@ -63,4 +65,10 @@ func isReady(p *corev1.Pod) bool {
 		}
 	}
 	return false
+}
+
+// md5hex is the hex MD5 of s, as md5sum prints it.
+func md5hex(s string) string {
+	sum := md5.Sum([]byte(s))
+	return hex.EncodeToString(sum[:])
 }
