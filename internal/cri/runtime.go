@@ -49,6 +49,9 @@ type Runtime interface {
 	RemovePodSandbox(ctx context.Context, sandboxID string) error
 	// PodSandboxStatus returns the sandbox's status (not verbose).
 	PodSandboxStatus(ctx context.Context, sandboxID string) (*runtimeapi.PodSandboxStatus, error)
+	// PodSandboxPid returns the host PID of the sandbox's infra process, as
+	// the runtime's verbose status tells it, or 0 when it does not.
+	PodSandboxPid(ctx context.Context, sandboxID string) (int, error)
 	// ListPodSandboxes returns the owned sandboxes that match filter (nil for
 	// all).
 	ListPodSandboxes(ctx context.Context, filter *runtimeapi.PodSandboxFilter) ([]*runtimeapi.PodSandbox, error)

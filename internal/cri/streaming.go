@@ -2,6 +2,7 @@ package cri
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"time"
@@ -112,4 +113,28 @@ func (c *Client) ListPodSandboxStats(ctx context.Context, filter *runtimeapi.Pod
 		}
 	}
 	return out, nil
+}
+
+// PodSandboxPid implements Runtime. containerd puts the PID in the verbose
+// status's info["info"] JSON.
+func (c *Client) PodSandboxPid(ctx context.Context, sandboxID string) (_ int, err error) {
+	defer func(start time.Time) { observe("pod_sandbox_status", start, err) }(time.Now())
+	ctx, cancel := c.timeout(ctx)
+	defer cancel()
+	resp, err := c.runtime.PodSandboxStatus(ctx, sandboxID, true)
+	if err != nil {
+		return 0, fmt.Errorf("getting verbose status of sandbox %s: %w", sandboxID, err)
+	}
+	if !IsOwned(resp.GetStatus().GetLabels(), c.node) {
+		return 0, fmt.Errorf("getting verbose status of sandbox %s: %w", sandboxID, ErrNotOwned)
+	}
+	var info struct {
+		Pid int `json:"pid"`
+	}
+	if raw := resp.GetInfo()["info"]; raw != "" {
+		if err := json.Unmarshal([]byte(raw), &info); err != nil {
+			return 0, fmt.Errorf("decoding verbose status of sandbox %s: %w", sandboxID, err)
+		}
+	}
+	return info.Pid, nil
 }

@@ -219,6 +219,10 @@ func (p *StatsProvider) podStats(ctx context.Context, onlyCPUAndMemory bool) ([]
 		byID[s.GetAttributes().GetId()] = s
 	}
 	sandboxes := p.sandboxStats(ctx)
+	var readySandboxes map[string]string
+	if sandboxes == nil && !onlyCPUAndMemory {
+		readySandboxes = p.readySandboxes(ctx)
+	}
 	ts := metav1.NewTime(p.now())
 	var rootfsCap *statsapi.FsStats
 	var logsCap *statsapi.FsStats
@@ -287,7 +291,7 @@ func (p *StatsProvider) podStats(ctx context.Context, onlyCPUAndMemory bool) ([]
 					RSSBytes:        optUint(mem.GetRssBytes()),
 					PageFaults:      optUint(mem.GetPageFaults()),
 					MajorPageFaults: optUint(mem.GetMajorPageFaults()),
-					AvailableBytes:  optUint(mem.GetAvailableBytes()),
+					AvailableBytes:  optNonZero(mem.GetAvailableBytes()),
 				}
 				memWS += mem.GetWorkingSetBytes().GetValue()
 				memUsage += mem.GetUsageBytes().GetValue()
@@ -296,7 +300,10 @@ func (p *StatsProvider) podStats(ctx context.Context, onlyCPUAndMemory bool) ([]
 			}
 			if !onlyCPUAndMemory {
 				if wl := s.GetWritableLayer(); wl != nil {
-					rootfs := &statsapi.FsStats{Time: metav1.NewTime(time.Unix(0, wl.GetTimestamp()))}
+					rootfs := &statsapi.FsStats{Time: ts}
+					if wl.GetTimestamp() > 0 {
+						rootfs.Time = metav1.NewTime(time.Unix(0, wl.GetTimestamp()))
+					}
 					if rootfsCap != nil {
 						rootfs.CapacityBytes, rootfs.AvailableBytes = rootfsCap.CapacityBytes, rootfsCap.AvailableBytes
 						rootfs.Inodes, rootfs.InodesFree = rootfsCap.Inodes, rootfsCap.InodesFree
@@ -326,6 +333,8 @@ func (p *StatsProvider) podStats(ctx context.Context, onlyCPUAndMemory bool) ([]
 		}
 		if sb := sandboxes[string(pod.UID)]; sb != nil {
 			applySandboxStats(&ps, sb, onlyCPUAndMemory)
+		} else if id := readySandboxes[string(pod.UID)]; id != "" {
+			ps.Network = p.sandboxNetwork(ctx, ts, id)
 		}
 		if !onlyCPUAndMemory {
 			ps.EphemeralStorage = &statsapi.FsStats{Time: ts, UsedBytes: ptr.To(ephemeral)}
@@ -361,6 +370,36 @@ func (p *StatsProvider) sandboxStats(ctx context.Context) map[string]*runtimeapi
 		out[s.GetAttributes().GetMetadata().GetUid()] = s
 	}
 	return out
+}
+
+// readySandboxes maps pod UIDs to their ready sandbox.
+func (p *StatsProvider) readySandboxes(ctx context.Context) map[string]string {
+	found, err := p.Runtime.ListPodSandboxes(ctx, &runtimeapi.PodSandboxFilter{
+		State: &runtimeapi.PodSandboxStateValue{State: runtimeapi.PodSandboxState_SANDBOX_READY},
+	})
+	if err != nil {
+		return nil
+	}
+	out := map[string]string{}
+	for _, sb := range found {
+		out[sb.GetMetadata().GetUid()] = sb.GetId()
+	}
+	return out
+}
+
+// sandboxNetwork reads a pod's interface counters from its network
+// namespace, through the sandbox's process, for runtimes without
+// ListPodSandboxStats; nil when they cannot be read.
+func (p *StatsProvider) sandboxNetwork(ctx context.Context, ts metav1.Time, sandboxID string) *statsapi.NetworkStats {
+	pid, err := p.Runtime.PodSandboxPid(ctx, sandboxID)
+	if err != nil || pid <= 0 {
+		return nil
+	}
+	dev, err := p.Host.ReadFile(fmt.Sprintf("/proc/%d/net/dev", pid))
+	if err != nil {
+		return nil
+	}
+	return networkStats(ts, dev, "eth0")
 }
 
 // applySandboxStats takes the pod's CPU, memory and network from the
@@ -404,6 +443,15 @@ func applySandboxStats(ps *statsapi.PodStats, sb *runtimeapi.PodSandboxStats, on
 		}
 		ps.Network = ns
 	}
+}
+
+// optNonZero is optUint for values where 0 means not known (available
+// memory of a container without a limit).
+func optNonZero(v *runtimeapi.UInt64Value) *uint64 {
+	if v.GetValue() == 0 {
+		return nil
+	}
+	return ptr.To(v.GetValue())
 }
 
 func optUint(v *runtimeapi.UInt64Value) *uint64 {

@@ -294,6 +294,7 @@ var _ = Describe("The node API through the API server", Ordered, ContinueOnFailu
 	}, SpecTimeout(podStartTimeout+2*apiTimeout))
 
 	It("serves /stats/summary with every pod's CPU and memory", func(ctx SpecContext) {
+		startPod(ctx, busyboxPod(ns, "stats", nodeAPINode, "sleep", "3600"))
 		Eventually(func(g Gomega) {
 			pods := &corev1.PodList{}
 			g.Expect(admin.List(ctx, pods, client.InNamespace(ns))).To(Succeed())
@@ -323,14 +324,18 @@ var _ = Describe("The node API through the API server", Ordered, ContinueOnFailu
 				g.Expect(s.Memory).NotTo(BeNil(), p.Name)
 				g.Expect(*s.Memory.WorkingSetBytes).To(BeNumerically(">", 0), p.Name)
 				g.Expect(s.Containers).NotTo(BeEmpty(), p.Name)
+				g.Expect(s.Network).NotTo(BeNil(), p.Name)
+				g.Expect(s.Network.Name).To(Equal("eth0"), p.Name)
+				g.Expect(s.EphemeralStorage).NotTo(BeNil(), p.Name)
 			}
-			g.Expect(running).To(BeNumerically(">=", 3))
+			g.Expect(byName).To(HaveKey(ns + "/stats"))
+			g.Expect(running).To(BeNumerically(">=", 1))
 		}).WithTimeout(apiTimeout).WithPolling(time.Second).Should(Succeed())
 
 		out := mustKubectl(ctx, "get", "--raw", "/api/v1/nodes/"+nodeAPINode+"/proxy/metrics/resource")
-		Expect(out).To(ContainSubstring(fmt.Sprintf(`container_cpu_usage_seconds_total{container="main",namespace="%s",pod="shell"}`, ns)))
+		Expect(out).To(ContainSubstring(fmt.Sprintf(`container_cpu_usage_seconds_total{container="main",namespace="%s",pod="stats"}`, ns)))
 		Expect(out).To(ContainSubstring("node_memory_working_set_bytes "))
-	}, SpecTimeout(2*apiTimeout))
+	}, SpecTimeout(podStartTimeout+2*apiTimeout))
 
 	Describe("straight to its port", func() {
 		get := func(ctx context.Context, c *http.Client, path, token string) (int, string) {
