@@ -43,8 +43,13 @@ vet: ## go vet and a gofmt check.
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [[ -n "$$out" ]]; then echo "gofmt needed: $$out"; exit 1; fi
 	$(GO) vet ./...
 
+.PHONY: lint
+lint: ## golangci-lint (pinned, built into the cache) with .golangci.yml, and a go.mod tidiness check.
+	"$$(bash hack/golangci-lint.sh)" run --allow-parallel-runners ./...
+	@bash hack/check-tidy.sh
+
 .PHONY: test
-test: deps envtest vet ## Unit, envtest and e2e tests against a real API server and containerd.
+test: deps envtest vet lint ## Lint, unit, envtest and e2e tests against a real API server and containerd.
 	export KUBEBUILDER_ASSETS="$$(bash hack/envtest.sh)"; \
 	$(GO) test $(GOTESTFLAGS) -timeout $(TEST_TIMEOUT) $(UNIT_PKGS); \
 	$(GO) test $(GOTESTFLAGS) -timeout $(TEST_TIMEOUT) -p 1 $(E2E_PKGS)

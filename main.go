@@ -9,10 +9,14 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 
+	"github.com/go-logr/logr"
 	"github.com/spf13/pflag"
+	"go.uber.org/zap/zapcore"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
@@ -31,10 +35,12 @@ func main() {
 
 func run(args []string) int {
 	zapOpts := zap.Options{}
+	verbosity := 0
 	opts, err := options.Parse(args, func(fs *pflag.FlagSet) {
 		gofs := goflag.NewFlagSet("log", goflag.ContinueOnError)
 		zapOpts.BindFlags(gofs)
 		fs.AddGoFlagSet(gofs)
+		fs.IntVarP(&verbosity, "v", "v", 0, "log verbosity, as the kubelet's: 0 for the essentials, 1 adds debug messages, 4 and more adds client-go's request logs")
 	})
 	if errors.Is(err, options.ErrHelp) {
 		return 0
@@ -50,7 +56,11 @@ func run(args []string) int {
 		fmt.Fprintf(os.Stderr, "nodelet: %v\n", err)
 		return 2
 	}
-	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
+	logger := newLogger(&zapOpts, verbosity)
+	ctrl.SetLogger(logger)
+	// client-go and the other Kubernetes libraries log through klog: send
+	// their messages to the same logger, at the same verbosity.
+	klog.SetLogger(logger)
 	log := ctrl.Log.WithName("setup")
 
 	restCfg, err := loadRESTConfig(opts.Kubeconfig)
@@ -95,6 +105,20 @@ func run(args []string) int {
 		return 1
 	}
 	return 0
+}
+
+// newLogger builds nodelet's logger from the zap flags; -v N, when given
+// and --zap-log-level is not, logs V(N) messages and below. klog's own
+// verbosity is set to the same N.
+func newLogger(zapOpts *zap.Options, verbosity int) logr.Logger {
+	if verbosity > 0 && zapOpts.Level == nil {
+		zapOpts.Level = zapcore.Level(-verbosity)
+	}
+	kfs := goflag.NewFlagSet("klog", goflag.ContinueOnError)
+	klog.InitFlags(kfs)
+	// The flag set is ours and the value an int: Set cannot fail.
+	_ = kfs.Set("v", strconv.Itoa(verbosity))
+	return zap.New(zap.UseFlagOptions(zapOpts))
 }
 
 // buildDeps connects to the container runtime and opens the state

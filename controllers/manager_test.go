@@ -3,6 +3,7 @@ package controllers_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -99,8 +100,8 @@ var _ = Describe("The node-scoped manager", func() {
 		By("refusing a read that would need a cluster-wide informer")
 		err := mgrA.GetCache().List(ctx, &corev1.ServiceList{})
 		Expect(err).To(MatchError(ContainSubstring("not cached")))
-		_, isNotCached := err.(*cache.ErrResourceNotCached)
-		Expect(isNotCached).To(BeTrue())
+		var notCached *cache.ErrResourceNotCached
+		Expect(errors.As(err, &notCached)).To(BeTrue())
 
 		By("reading Secrets straight from the API server, where the Node authorizer refuses a list")
 		err = mgrA.GetClient().List(ctx, &corev1.SecretList{}, client.InNamespace(ns))

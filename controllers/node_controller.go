@@ -5,10 +5,8 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/clock"
@@ -19,25 +17,15 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/log"
-	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/nodelet/nodelet/api/v1alpha1"
 	"github.com/nodelet/nodelet/internal/lease"
+	"github.com/nodelet/nodelet/internal/metrics"
 	"github.com/nodelet/nodelet/internal/nodeinfo"
 )
-
-// nodeStatusPatches counts the status patches written to the Node.
-var nodeStatusPatches = prometheus.NewCounter(prometheus.CounterOpts{
-	Name: "nodelet_node_status_patches_total",
-	Help: "Patches of the Node status written by the node reconciler.",
-})
-
-func init() {
-	ctrlmetrics.Registry.MustRegister(nodeStatusPatches)
-}
 
 // nodeRetryBase is the first retry delay after a failed node reconcile;
 // retries double up to the status update frequency.
@@ -51,6 +39,7 @@ const minNodeReconcileTimeout = 15 * time.Second
 // runnable.
 func setupNodeController(mgr ctrl.Manager, deps *Deps) error {
 	cfg := deps.Config
+	metrics.NodeName.WithLabelValues(cfg.NodeName).Set(1)
 	if err := nodeinfo.ValidateNodeLabels(cfg.NodeLabels); err != nil {
 		return fmt.Errorf("validating node labels: %w", err)
 	}
@@ -171,7 +160,8 @@ func (r *NodeReconciler) ensureNode(ctx context.Context) (*corev1.Node, error) {
 	if !apierrors.IsNotFound(err) {
 		return nil, fmt.Errorf("reading node %s: %w", key.Name, err)
 	}
-	node = r.newNode()
+	node = nodeinfo.NewNode(r.Config)
+	node.Status = corev1.NodeStatus{}
 	err = r.Client.Create(ctx, node)
 	if apierrors.IsAlreadyExists(err) {
 		// The cache is behind the API server: read the Node there.
@@ -185,19 +175,8 @@ func (r *NodeReconciler) ensureNode(ctx context.Context) (*corev1.Node, error) {
 		return nil, fmt.Errorf("registering node %s: %w", key.Name, err)
 	}
 	r.adoptedUID = node.UID
-	log.FromContext(ctx).Info("Registered node", "node", key.Name, "uid", node.UID)
+	log.FromContext(ctx).Info("Registered node", "node", key.Name, "nodeUID", node.UID)
 	return node, nil
-}
-
-// newNode is the Node nodelet registers: its labels and registration taints.
-func (r *NodeReconciler) newNode() *corev1.Node {
-	return &corev1.Node{
-		ObjectMeta: metav1.ObjectMeta{
-			Name:   r.Config.NodeName,
-			Labels: nodeinfo.Labels(r.Config.NodeName, r.Config.NodeLabels),
-		},
-		Spec: corev1.NodeSpec{Taints: nodeinfo.Taints(r.Config.RegisterWithTaints)},
-	}
 }
 
 // ensureLabels adds the labels nodelet owns to a Node it did not create
@@ -226,7 +205,7 @@ func (r *NodeReconciler) ensureLabels(ctx context.Context, node *corev1.Node) er
 		}
 	}
 	r.adoptedUID = node.UID
-	log.FromContext(ctx).Info("Adopted existing node", "node", node.Name, "uid", node.UID, "labelsAdded", changed)
+	log.FromContext(ctx).Info("Adopted existing node", "node", node.Name, "nodeUID", node.UID, "labelsAdded", changed)
 	return nil
 }
 
@@ -247,7 +226,7 @@ func (r *NodeReconciler) updateStatus(ctx context.Context, node *corev1.Node) (t
 	if err := r.Client.Status().Patch(ctx, patched, client.StrategicMergeFrom(node)); err != nil {
 		return 0, fmt.Errorf("patching status of node %s: %w", node.Name, err)
 	}
-	nodeStatusPatches.Inc()
+	metrics.NodeStatusPatches.Inc()
 	log.FromContext(ctx).V(1).Info("Patched node status", "node", node.Name, "changed", changed,
 		"ready", readyStatus(status))
 	return min(update, report), nil

@@ -54,7 +54,6 @@ var _ = Describe("Node controller", func() {
 		info := node.Status.NodeInfo
 		Expect(info.ContainerRuntimeVersion).To(HavePrefix("containerd://"))
 		Expect(info.KubeletVersion).To(Equal(version.Version))
-		Expect(info.KubeProxyVersion).To(BeEmpty())
 		Expect(info.OperatingSystem).To(Equal(runtime.GOOS))
 		Expect(info.Architecture).To(Equal(runtime.GOARCH))
 		Expect(info.BootID).To(Equal(strings.TrimSpace(string(bootID))))

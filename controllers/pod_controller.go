@@ -22,6 +22,8 @@ import (
 	"github.com/nodelet/nodelet/internal/checkpoint"
 	"github.com/nodelet/nodelet/internal/executor"
 	"github.com/nodelet/nodelet/internal/kuberuntime"
+	"github.com/nodelet/nodelet/internal/metrics"
+	"github.com/nodelet/nodelet/internal/nodeinfo"
 	"github.com/nodelet/nodelet/internal/prober"
 )
 
@@ -38,6 +40,7 @@ type PodReconciler struct {
 	Config   *v1alpha1.NodeletConfiguration
 	Clock    clock.Clock
 	Admit    *Admitter
+	Nodes    nodeinfo.FactsReader
 	Metrics  *podMetrics
 	Prober   *prober.Manager
 
@@ -186,10 +189,14 @@ func (r *PodReconciler) sync(ctx context.Context, s *podScope) (ctrl.Result, err
 		s.obs = obs
 	}
 	if err := r.Exec.CollectGarbage(ctx, s.obs.Runtime); err != nil {
-		log.FromContext(ctx).Info("Unable to remove dead containers", "error", err.Error())
+		log.FromContext(ctx).Error(err, "Unable to remove dead containers")
 	}
 	r.Prober.Sync(s.pod, s.obs.Runtime)
-	status := kuberuntime.ComputePodStatus(s.pod, s.obs.Runtime, s.state, r.statusInputs(s.pod.UID))
+	in, err := r.statusInputs(ctx, s.pod.UID)
+	if err != nil {
+		return ctrl.Result{}, errors.Join(execErr, err)
+	}
+	status := kuberuntime.ComputePodStatus(s.pod, s.obs.Runtime, s.state, in)
 	if err := r.patchStatus(ctx, s, status); err != nil {
 		return ctrl.Result{}, errors.Join(execErr, err)
 	}
@@ -204,7 +211,12 @@ func (r *PodReconciler) sync(ctx context.Context, s *podScope) (ctrl.Result, err
 	if actions.Done {
 		return ctrl.Result{}, nil
 	}
-	return ctrl.Result{RequeueAfter: nextSync(actions.RequeueAfter, r.Config.SyncFrequency.Duration)}, nil
+	requeue := nextSync(actions.RequeueAfter, r.Config.SyncFrequency.Duration)
+	if at, ok := r.Exec.Volumes.NextRefresh(s.pod.UID); ok {
+		// The next sync rewrites the pod's volumes: have it renew tokens.
+		requeue = min(requeue, max(at.Sub(r.now()), time.Second))
+	}
+	return ctrl.Result{RequeueAfter: requeue}, nil
 }
 
 func mutates(a kuberuntime.PodActions) bool {
@@ -220,13 +232,12 @@ func nextSync(backOff, period time.Duration) time.Duration {
 	return period
 }
 
-func (r *PodReconciler) hostIPs() []string {
-	ips, _ := r.Admit.NodeFacts(context.Background())
-	return ips
-}
-
-func (r *PodReconciler) statusInputs(uid types.UID) kuberuntime.StatusInputs {
-	return kuberuntime.StatusInputs{Now: r.now(), HostIPs: r.hostIPs(), Probes: r.Prober.Results(uid)}
+func (r *PodReconciler) statusInputs(ctx context.Context, uid types.UID) (kuberuntime.StatusInputs, error) {
+	facts, err := r.Nodes.Facts(ctx)
+	if err != nil {
+		return kuberuntime.StatusInputs{}, err
+	}
+	return kuberuntime.StatusInputs{Now: r.now(), HostIPs: facts.HostIPs, Probes: r.Prober.Results(uid)}, nil
 }
 
 // patchStatus writes status with one strategic-merge patch of the status
@@ -245,7 +256,7 @@ func (r *PodReconciler) patchStatus(ctx context.Context, s *podScope, status cor
 		}
 		return fmt.Errorf("patching pod status: %w", err)
 	}
-	r.Metrics.statusWrites.Inc()
+	metrics.PodStatusWrites.Inc()
 	r.written.Store(s.pod.UID, s.pod.ResourceVersion)
 	// Not checkpointed on its own: after a restart the API server's copy of
 	// the status is the same thing, and an fsync per status write is the
@@ -281,7 +292,11 @@ func (r *PodReconciler) terminate(ctx context.Context, s *podScope) (ctrl.Result
 		s.obs = obs
 	}
 	if !done {
-		status := kuberuntime.ComputePodStatus(s.pod, s.obs.Runtime, s.state, r.statusInputs(s.pod.UID))
+		in, err := r.statusInputs(ctx, s.pod.UID)
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+		status := kuberuntime.ComputePodStatus(s.pod, s.obs.Runtime, s.state, in)
 		if err := r.patchStatus(ctx, s, status); err != nil {
 			return ctrl.Result{}, err
 		}

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/http"
 	"os"
-	"path/filepath"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -17,11 +16,13 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
+	"github.com/nodelet/nodelet/api/v1alpha1"
 	"github.com/nodelet/nodelet/internal/checkpoint"
 	"github.com/nodelet/nodelet/internal/cri"
 	"github.com/nodelet/nodelet/internal/executor"
 	"github.com/nodelet/nodelet/internal/images"
 	"github.com/nodelet/nodelet/internal/kuberuntime"
+	"github.com/nodelet/nodelet/internal/nodeinfo"
 	"github.com/nodelet/nodelet/internal/pleg"
 	"github.com/nodelet/nodelet/internal/prober"
 	"github.com/nodelet/nodelet/internal/volume"
@@ -38,28 +39,24 @@ func setupPodController(mgr ctrl.Manager, d *Deps) error {
 	if d.Runtime == nil {
 		return errors.New("the pod controller needs a container runtime")
 	}
-	cfg := d.Config
-	store := d.Checkpoints
-	if store == nil {
-		var err error
-		if store, err = checkpoint.NewFileStore(filepath.Join(cfg.RootDir, "checkpoints")); err != nil {
-			return fmt.Errorf("opening checkpoint store: %w", err)
-		}
+	if d.Checkpoints == nil {
+		return errors.New("the pod controller needs a checkpoint store")
 	}
+	cfg, store := d.Config, d.Checkpoints
 	// Admission and host IPs read this node's Node; make sure the cache
 	// watches it even when the node controller is disabled.
 	if _, err := mgr.GetCache().GetInformer(context.Background(), &corev1.Node{}); err != nil {
 		return fmt.Errorf("watching this node: %w", err)
 	}
 	objects := apiObjects{c: mgr.GetClient()}
-	admit := NewAdmitter(mgr.GetClient(), cfg, func(uid types.UID) bool {
-		err := store.GetCheckpoint(checkpointKey(uid), checkpoint.NewData(kuberuntime.PodState{}))
-		return err == nil
+	admit := NewAdmitter(mgr.GetClient(), cfg, func(uid types.UID) (bool, error) {
+		return hasCheckpoint(store, uid)
 	})
+	nodes := nodeinfo.FactsReader{Reader: mgr.GetClient(), Config: cfg}
 	volumes, err := volume.New(cfg.RootDir, objects, volume.WithClusterDomain(cfg.ClusterDomain),
 		volume.WithNodeAllocatable(func() (corev1.ResourceList, error) {
-			_, alloc := admit.NodeFacts(context.Background())
-			return alloc, nil
+			facts, err := nodes.Facts(context.Background())
+			return facts.Allocatable, err
 		}))
 	if err != nil {
 		return err
@@ -73,12 +70,8 @@ func setupPodController(mgr ctrl.Manager, d *Deps) error {
 		CgroupParent:  cfg.CgroupRoot,
 		ExtraLabels:   cri.OwnerLabels(cfg.NodeName),
 	}
-	if cfg.ResolvConf != nil && *cfg.ResolvConf != "" {
-		if data, err := os.ReadFile(*cfg.ResolvConf); err == nil {
-			if rc, err := kuberuntime.ParseResolvConf(string(data)); err == nil {
-				sandbox.HostDNS = &rc
-			}
-		}
+	if sandbox.HostDNS, err = hostDNS(cfg); err != nil {
+		return err
 	}
 	exec := &executor.Executor{
 		Runtime:     d.Runtime,
@@ -89,11 +82,7 @@ func setupPodController(mgr ctrl.Manager, d *Deps) error {
 		Recorder:    recorder,
 		Clock:       clock.RealClock{},
 		Sandbox:     sandbox,
-		Node: func() executor.NodeFacts {
-			ctx := context.Background()
-			ips, alloc := admit.NodeFacts(ctx)
-			return executor.NodeFacts{HostIPs: ips, Allocatable: alloc}
-		},
+		Node:        nodes.Facts,
 	}
 	relister, err := pleg.New(d.Runtime, pleg.Options{RelistPeriod: cfg.RelistPeriod.Duration})
 	if err != nil {
@@ -120,6 +109,7 @@ func setupPodController(mgr ctrl.Manager, d *Deps) error {
 		Config:   cfg,
 		Clock:    clock.RealClock{},
 		Admit:    admit,
+		Nodes:    nodes,
 		Metrics:  newPodMetrics(mgr.GetClient(), d.Runtime),
 		Prober:   probes,
 	}
@@ -132,4 +122,36 @@ func setupPodController(mgr ctrl.Manager, d *Deps) error {
 		WatchesRawSource(probes.Source()).
 		WithOptions(controller.Options{MaxConcurrentReconciles: MaxConcurrentPodSyncs}).
 		Complete(r)
+}
+
+// hasCheckpoint reports whether a pod has a checkpoint, that is, an
+// earlier run of the agent admitted it. A corrupt or newer one counts: the
+// pod ran.
+func hasCheckpoint(store checkpoint.Manager, uid types.UID) (bool, error) {
+	err := store.GetCheckpoint(checkpointKey(uid), checkpoint.NewData(kuberuntime.NewPodState(uid)))
+	switch {
+	case err == nil, errors.Is(err, checkpoint.ErrCorruptCheckpoint), errors.Is(err, checkpoint.ErrUnsupportedVersion):
+		return true, nil
+	case errors.Is(err, checkpoint.ErrCheckpointNotFound):
+		return false, nil
+	}
+	return false, err
+}
+
+// hostDNS reads the resolver configuration that dnsPolicy Default pods get
+// (resolvConf). An empty resolvConf means none; a file that cannot be read
+// or parsed is a configuration error, as it is for the kubelet.
+func hostDNS(cfg *v1alpha1.NodeletConfiguration) (*kuberuntime.ResolvConf, error) {
+	if cfg.ResolvConf == nil || *cfg.ResolvConf == "" {
+		return nil, nil
+	}
+	data, err := os.ReadFile(*cfg.ResolvConf)
+	if err != nil {
+		return nil, fmt.Errorf("reading resolvConf: %w", err)
+	}
+	rc, err := kuberuntime.ParseResolvConf(string(data))
+	if err != nil {
+		return nil, fmt.Errorf("parsing resolvConf %s: %w", *cfg.ResolvConf, err)
+	}
+	return &rc, nil
 }

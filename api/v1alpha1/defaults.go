@@ -68,6 +68,7 @@ func SetDefaults(c *NodeletConfiguration) {
 	if c.ConfigMapAndSecretChangeDetectionStrategy == "" {
 		c.ConfigMapAndSecretChangeDetectionStrategy = WatchChangeDetectionStrategy
 	}
+	setDuration(&c.ConfigMapAndSecretCacheTTL, time.Minute)
 	setString(&c.ClusterDomain, DefaultClusterDomain)
 	if c.ResolvConf == nil {
 		r := DefaultResolvConf

@@ -13,6 +13,9 @@ const (
 	WatchChangeDetectionStrategy ChangeDetectionStrategy = "Watch"
 	// GetChangeDetectionStrategy reads the object from the API server on every sync.
 	GetChangeDetectionStrategy ChangeDetectionStrategy = "Get"
+	// CacheChangeDetectionStrategy reads the object from the API server when
+	// the copy read before is older than ConfigMapAndSecretCacheTTL.
+	CacheChangeDetectionStrategy ChangeDetectionStrategy = "Cache"
 )
 
 // +kubebuilder:object:root=true
@@ -79,8 +82,11 @@ type NodeletConfiguration struct {
 	// nodefs.inodesFree 5%, imagefs.available 15%.
 	EvictionHard map[string]string `json:"evictionHard,omitempty"`
 
-	// ConfigMapAndSecretChangeDetectionStrategy is Watch or Get. Default: Watch.
+	// ConfigMapAndSecretChangeDetectionStrategy is Watch, Cache or Get. Default: Watch.
 	ConfigMapAndSecretChangeDetectionStrategy ChangeDetectionStrategy `json:"configMapAndSecretChangeDetectionStrategy,omitempty"`
+	// ConfigMapAndSecretCacheTTL is how long the Cache strategy uses an object
+	// it read before reading it again. Default: 1m, as the kubelet's.
+	ConfigMapAndSecretCacheTTL metav1.Duration `json:"configMapAndSecretCacheTTL,omitempty"`
 
 	// ClusterDNS are the DNS server addresses given to ClusterFirst pods.
 	ClusterDNS []string `json:"clusterDNS,omitempty"`

@@ -60,11 +60,12 @@ func Validate(c *NodeletConfiguration) field.ErrorList {
 		}
 	}
 	for name, d := range map[string]int64{
-		"runtimeRequestTimeout":     int64(c.RuntimeRequestTimeout.Duration),
-		"nodeStatusUpdateFrequency": int64(c.NodeStatusUpdateFrequency.Duration),
-		"nodeStatusReportFrequency": int64(c.NodeStatusReportFrequency.Duration),
-		"syncFrequency":             int64(c.SyncFrequency.Duration),
-		"relistPeriod":              int64(c.RelistPeriod.Duration),
+		"runtimeRequestTimeout":      int64(c.RuntimeRequestTimeout.Duration),
+		"nodeStatusUpdateFrequency":  int64(c.NodeStatusUpdateFrequency.Duration),
+		"nodeStatusReportFrequency":  int64(c.NodeStatusReportFrequency.Duration),
+		"syncFrequency":              int64(c.SyncFrequency.Duration),
+		"relistPeriod":               int64(c.RelistPeriod.Duration),
+		"configMapAndSecretCacheTTL": int64(c.ConfigMapAndSecretCacheTTL.Duration),
 	} {
 		if d <= 0 {
 			errs = append(errs, field.Invalid(p(name), fmt.Sprint(d), "must be a positive duration"))
@@ -77,11 +78,11 @@ func Validate(c *NodeletConfiguration) field.ErrorList {
 	errs = append(errs, validateReserved(p("kubeReserved"), c.KubeReserved)...)
 	errs = append(errs, validateEviction(p("evictionHard"), c.EvictionHard)...)
 	switch c.ConfigMapAndSecretChangeDetectionStrategy {
-	case WatchChangeDetectionStrategy, GetChangeDetectionStrategy:
+	case WatchChangeDetectionStrategy, CacheChangeDetectionStrategy, GetChangeDetectionStrategy:
 	default:
 		errs = append(errs, field.NotSupported(p("configMapAndSecretChangeDetectionStrategy"),
 			c.ConfigMapAndSecretChangeDetectionStrategy,
-			[]ChangeDetectionStrategy{WatchChangeDetectionStrategy, GetChangeDetectionStrategy}))
+			[]ChangeDetectionStrategy{WatchChangeDetectionStrategy, CacheChangeDetectionStrategy, GetChangeDetectionStrategy}))
 	}
 	for i, ip := range c.ClusterDNS {
 		if net.ParseIP(ip) == nil {

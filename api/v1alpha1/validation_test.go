@@ -37,6 +37,7 @@ func TestSetDefaults(t *testing.T) {
 		{"runtimeRequestTimeout", c.RuntimeRequestTimeout.Duration, 2 * time.Minute},
 		{"serializeImagePulls", *c.SerializeImagePulls, true},
 		{"configMapAndSecretChangeDetectionStrategy", c.ConfigMapAndSecretChangeDetectionStrategy, WatchChangeDetectionStrategy},
+		{"configMapAndSecretCacheTTL", c.ConfigMapAndSecretCacheTTL.Duration, time.Minute},
 		{"clusterDomain", c.ClusterDomain, "cluster.local"},
 		{"resolvConf", *c.ResolvConf, "/etc/resolv.conf"},
 		{"server.port", *c.Server.Port, int32(10250)},
@@ -110,7 +111,14 @@ func TestValidate(t *testing.T) {
 		{"good reserved", func(c *NodeletConfiguration) { c.KubeReserved = map[string]string{"cpu": "100m", "memory": "1Gi"} }, ""},
 		{"unknown eviction signal", func(c *NodeletConfiguration) { c.EvictionHard = map[string]string{"cpu.available": "1"} }, "evictionHard[cpu.available]"},
 		{"eviction percentage over 100", func(c *NodeletConfiguration) { c.EvictionHard = map[string]string{"nodefs.available": "120%"} }, "evictionHard[nodefs.available]"},
-		{"strategy", func(c *NodeletConfiguration) { c.ConfigMapAndSecretChangeDetectionStrategy = "Cache" }, "configMapAndSecretChangeDetectionStrategy"},
+		{"unknown strategy", func(c *NodeletConfiguration) { c.ConfigMapAndSecretChangeDetectionStrategy = "Poll" }, "configMapAndSecretChangeDetectionStrategy"},
+		{"cache strategy", func(c *NodeletConfiguration) {
+			c.ConfigMapAndSecretChangeDetectionStrategy = CacheChangeDetectionStrategy
+		}, ""},
+		{"get strategy", func(c *NodeletConfiguration) {
+			c.ConfigMapAndSecretChangeDetectionStrategy = GetChangeDetectionStrategy
+		}, ""},
+		{"negative cache TTL", func(c *NodeletConfiguration) { c.ConfigMapAndSecretCacheTTL.Duration = -time.Second }, "configMapAndSecretCacheTTL"},
 		{"cluster DNS", func(c *NodeletConfiguration) { c.ClusterDNS = []string{"10.0.0.10", "dns"} }, "clusterDNS[1]"},
 		{"cluster domain", func(c *NodeletConfiguration) { c.ClusterDomain = "Bad_Domain" }, "clusterDomain"},
 		{"server port", func(c *NodeletConfiguration) { c.Server.Port = &port }, "server.port"},

@@ -70,6 +70,7 @@ func (in *NodeletConfiguration) DeepCopyInto(out *NodeletConfiguration) {
 			(*out)[key] = val
 		}
 	}
+	out.ConfigMapAndSecretCacheTTL = in.ConfigMapAndSecretCacheTTL
 	if in.ClusterDNS != nil {
 		in, out := &in.ClusterDNS, &out.ClusterDNS
 		*out = make([]string, len(*in))

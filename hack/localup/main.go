@@ -1,6 +1,6 @@
 // Command localup runs nodelet on this machine with nothing but what the
 // project installs: a private containerd, a local API server (etcd and
-// kube-apiserver, authorising the agent as its node), and nodelet itself,
+// kube-apiserver, authorizing the agent as its node), and nodelet itself,
 // then starts a demo pod. It prints how to reach the API server with kubectl
 // and runs until interrupted (or for $RUN_FOR, e.g. RUN_FOR=2m).
 package main
@@ -51,13 +51,13 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	defer ctrd.Stop()
+	defer func() { warnIf("stopping containerd", ctrd.Stop()) }()
 	step("starting etcd and kube-apiserver (Node,RBAC authorization, NodeRestriction)")
 	api, err := utils.StartAPIServer(ctx)
 	if err != nil {
 		return err
 	}
-	defer api.Stop()
+	defer func() { warnIf("stopping the API server", api.Stop()) }()
 	root, err := utils.RepoRoot()
 	if err != nil {
 		return err
@@ -72,7 +72,7 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	defer n.Cleanup()
+	defer func() { warnIf("stopping nodelet", n.Cleanup()) }()
 
 	admin, err := api.AdminClient()
 	if err != nil {
@@ -133,4 +133,11 @@ func show(kubectl, kubeconfig string, args ...string) {
 	cmd := exec.Command(kubectl, append([]string{"--kubeconfig", kubeconfig}, args...)...)
 	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
 	_ = cmd.Run()
+}
+
+// warnIf prints a clean-up error; the run is over, so it is all there is to do.
+func warnIf(what string, err error) {
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "localup: %s: %v\n", what, err)
+	}
 }

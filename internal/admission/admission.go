@@ -100,7 +100,7 @@ func active(pods []*v1.Pod, self *v1.Pod) []*v1.Pod {
 
 func fitsResources(pod *v1.Pod, node *v1.Node, running []*v1.Pod) Result {
 	alloc := node.Status.Allocatable
-	if podCap, ok := alloc[v1.ResourcePods]; ok && int64(len(running))+1 > podCap.Value() {
+	if podCap, ok := alloc[v1.ResourcePods]; ok && int64(len(running)) >= podCap.Value() {
 		return reject(ReasonOutOfPods, "Node didn't have enough resource: pods, requested: 1, used: %d, capacity: %d",
 			len(running), podCap.Value())
 	}

@@ -245,7 +245,7 @@ func TestDataUnmarshalErrors(t *testing.T) {
 			if !errors.Is(err, tt.wantErr) {
 				t.Fatalf("UnmarshalCheckpoint(%q) = %v, want %v", tt.in, err, tt.wantErr)
 			}
-			if tt.wantErr == ErrUnsupportedVersion && errors.Is(err, ErrCorruptCheckpoint) {
+			if errors.Is(tt.wantErr, ErrUnsupportedVersion) && errors.Is(err, ErrCorruptCheckpoint) {
 				t.Errorf("error %v matches ErrCorruptCheckpoint too; an unsupported version is not corrupt", err)
 			}
 		})

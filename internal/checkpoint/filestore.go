@@ -1,6 +1,8 @@
 package checkpoint
 
 import (
+	"github.com/nodelet/nodelet/internal/metrics"
+
 	"errors"
 	"fmt"
 	"io"
@@ -58,9 +60,6 @@ func NewFileStore(dir string, opts ...Option) (*FileStore, error) {
 	for _, o := range opts {
 		o(s)
 	}
-	if err := registerMetrics(); err != nil {
-		return nil, fmt.Errorf("opening checkpoint store %s: %w", s.dir, err)
-	}
 	if err := os.MkdirAll(s.dir, dirMode); err != nil {
 		return nil, fmt.Errorf("creating checkpoint directory: %w", err)
 	}
@@ -105,7 +104,7 @@ func (s *FileStore) CreateCheckpoint(key string, c Checkpoint) error {
 	if err := s.writeFile(key, b); err != nil {
 		return fmt.Errorf("writing checkpoint %q to %s: %w", key, s.path(key), err)
 	}
-	writeDuration.Observe(s.clock.Since(start).Seconds())
+	metrics.CheckpointWriteDuration.Observe(s.clock.Since(start).Seconds())
 	return nil
 }
 
@@ -202,7 +201,7 @@ func readFile(path string) ([]byte, error) {
 // quarantine moves the key's file aside because of cause, and returns the
 // *CorruptCheckpointError describing both. The caller holds the key's lock.
 func (s *FileStore) quarantine(key string, cause error) error {
-	corruptTotal.Inc()
+	metrics.CheckpointCorrupt.Inc()
 	path := s.path(key)
 	cerr := &CorruptCheckpointError{Key: key, Path: path, Err: cause}
 	stamp := strconv.FormatInt(s.clock.Now().UnixNano(), 10)

@@ -1,6 +1,8 @@
 package checkpoint
 
 import (
+	"github.com/nodelet/nodelet/internal/metrics"
+
 	"errors"
 	"io/fs"
 	"os"
@@ -16,7 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 	clocktesting "k8s.io/utils/clock/testing"
-	"sigs.k8s.io/controller-runtime/pkg/metrics"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 )
 
 var testNow = time.Date(2026, 3, 1, 12, 0, 0, 123456789, time.UTC)
@@ -81,7 +83,7 @@ func TestFileStoreLifecycle(t *testing.T) {
 	if err != nil || len(keys) != 0 {
 		t.Fatalf("ListCheckpoints of a new store = %v, %v; want none", keys, err)
 	}
-	writes := histogramCount(t, writeDuration)
+	writes := histogramCount(t, metrics.CheckpointWriteDuration)
 	want := podState{Attempt: 1, Phase: "Pending", Restarts: map[string]int{"app": 0}}
 	for _, key := range []string{"pod-b", "pod-a"} {
 		if err := s.CreateCheckpoint(key, NewData(want)); err != nil {
@@ -89,7 +91,7 @@ func TestFileStoreLifecycle(t *testing.T) {
 		}
 		assertMode(t, filepath.Join(dir, key), 0o600)
 	}
-	if got := histogramCount(t, writeDuration) - writes; got != 2 {
+	if got := histogramCount(t, metrics.CheckpointWriteDuration) - writes; got != 2 {
 		t.Errorf("write duration samples = %d, want 2", got)
 	}
 	if keys, err = s.ListCheckpoints(); err != nil || !slices.Equal(keys, []string{"pod-a", "pod-b"}) {
@@ -221,7 +223,7 @@ func TestFileStoreCorrupt(t *testing.T) {
 			} else if err := os.WriteFile(path, []byte(tt.contents), 0o644); err != nil {
 				t.Fatal(err)
 			}
-			corrupt := counterValue(t, corruptTotal)
+			corrupt := counterValue(t, metrics.CheckpointCorrupt)
 
 			err := s.GetCheckpoint("pod", &Data[podState]{})
 			if !errors.Is(err, ErrCorruptCheckpoint) {
@@ -238,7 +240,7 @@ func TestFileStoreCorrupt(t *testing.T) {
 			if msg := err.Error(); !strings.Contains(msg, path) || !strings.Contains(msg, wantQuarantine) {
 				t.Errorf("error %q names neither the file nor where it went", msg)
 			}
-			if got := counterValue(t, corruptTotal) - corrupt; got != 1 {
+			if got := counterValue(t, metrics.CheckpointCorrupt) - corrupt; got != 1 {
 				t.Errorf("corrupt counter rose by %v, want 1", got)
 			}
 			if _, err := os.Lstat(path); !errors.Is(err, fs.ErrNotExist) {
@@ -466,7 +468,7 @@ func TestMetricsRegistered(t *testing.T) {
 	if _, err := NewFileStore(t.TempDir()); err != nil { // A second store registers nothing twice.
 		t.Fatal(err)
 	}
-	families, err := metrics.Registry.Gather()
+	families, err := ctrlmetrics.Registry.Gather()
 	if err != nil {
 		t.Fatal(err)
 	}

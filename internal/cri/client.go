@@ -1,6 +1,8 @@
 package cri
 
 import (
+	"github.com/nodelet/nodelet/internal/metrics"
+
 	"context"
 	"errors"
 	"fmt"
@@ -68,9 +70,6 @@ func New(runtime internalapi.RuntimeService, images internalapi.ImageManagerServ
 	if runtime == nil || images == nil {
 		return nil, errors.New("creating CRI client: runtime and image services are required")
 	}
-	if err := registerMetrics(); err != nil {
-		return nil, err
-	}
 	opts = opts.withDefaults()
 	return &Client{node: opts.NodeName, opts: opts, runtime: runtime, images: images}, nil
 }
@@ -115,9 +114,6 @@ func (c *Client) Close(ctx context.Context) error {
 	return errors.Join(c.runtime.Close(ctx), c.images.Close(ctx))
 }
 
-// NodeName returns the node whose objects c owns.
-func (c *Client) NodeName() string { return c.node }
-
 // timeout bounds ctx by the default per-call timeout.
 func (c *Client) timeout(ctx context.Context) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(ctx, c.opts.RuntimeRequestTimeout)
@@ -152,7 +148,7 @@ func (c *Client) Status(ctx context.Context) (_ *runtimeapi.RuntimeStatus, err e
 
 // RunPodSandbox implements Runtime.
 func (c *Client) RunPodSandbox(ctx context.Context, config *runtimeapi.PodSandboxConfig, runtimeHandler string) (_ string, err error) {
-	defer func(start time.Time) { observe("run_pod_sandbox", start, err) }(time.Now())
+	defer func(start time.Time) { observe("run_podsandbox", start, err) }(time.Now())
 	labels, err := withOwner(config.GetLabels(), c.node)
 	if err != nil {
 		return "", fmt.Errorf("running sandbox %s: %w", sandboxName(config), err)
@@ -170,7 +166,7 @@ func (c *Client) RunPodSandbox(ctx context.Context, config *runtimeapi.PodSandbo
 
 // StopPodSandbox implements Runtime.
 func (c *Client) StopPodSandbox(ctx context.Context, sandboxID string) (err error) {
-	defer func(start time.Time) { observe("stop_pod_sandbox", start, err) }(time.Now())
+	defer func(start time.Time) { observe("stop_podsandbox", start, err) }(time.Now())
 	if _, err := c.ownedSandbox(ctx, sandboxID); err != nil {
 		return ignoreNotFound(fmt.Errorf("stopping sandbox %s: %w", sandboxID, err))
 	}
@@ -184,7 +180,7 @@ func (c *Client) StopPodSandbox(ctx context.Context, sandboxID string) (err erro
 
 // RemovePodSandbox implements Runtime.
 func (c *Client) RemovePodSandbox(ctx context.Context, sandboxID string) (err error) {
-	defer func(start time.Time) { observe("remove_pod_sandbox", start, err) }(time.Now())
+	defer func(start time.Time) { observe("remove_podsandbox", start, err) }(time.Now())
 	if _, err := c.ownedSandbox(ctx, sandboxID); err != nil {
 		return ignoreNotFound(fmt.Errorf("removing sandbox %s: %w", sandboxID, err))
 	}
@@ -198,7 +194,7 @@ func (c *Client) RemovePodSandbox(ctx context.Context, sandboxID string) (err er
 
 // PodSandboxStatus implements Runtime.
 func (c *Client) PodSandboxStatus(ctx context.Context, sandboxID string) (_ *runtimeapi.PodSandboxStatus, err error) {
-	defer func(start time.Time) { observe("pod_sandbox_status", start, err) }(time.Now())
+	defer func(start time.Time) { observe("podsandbox_status", start, err) }(time.Now())
 	s, err := c.ownedSandbox(ctx, sandboxID)
 	if err != nil {
 		return nil, fmt.Errorf("getting status of sandbox %s: %w", sandboxID, err)
@@ -208,7 +204,7 @@ func (c *Client) PodSandboxStatus(ctx context.Context, sandboxID string) (_ *run
 
 // ListPodSandboxes implements Runtime.
 func (c *Client) ListPodSandboxes(ctx context.Context, filter *runtimeapi.PodSandboxFilter) (_ []*runtimeapi.PodSandbox, err error) {
-	defer func(start time.Time) { observe("list_pod_sandboxes", start, err) }(time.Now())
+	defer func(start time.Time) { observe("list_podsandbox", start, err) }(time.Now())
 	f := &runtimeapi.PodSandboxFilter{}
 	if filter != nil {
 		f = proto.Clone(filter).(*runtimeapi.PodSandboxFilter)
@@ -335,20 +331,6 @@ func (c *Client) ExecSync(ctx context.Context, containerID string, cmd []string,
 	return stdout, stderr, nil
 }
 
-// ReopenContainerLog implements Runtime.
-func (c *Client) ReopenContainerLog(ctx context.Context, containerID string) (err error) {
-	defer func(start time.Time) { observe("reopen_container_log", start, err) }(time.Now())
-	if err := c.checkContainerOwned(ctx, containerID); err != nil {
-		return fmt.Errorf("reopening log of container %s: %w", containerID, err)
-	}
-	ctx, cancel := c.timeout(ctx)
-	defer cancel()
-	if err := c.runtime.ReopenContainerLog(ctx, containerID); err != nil {
-		return fmt.Errorf("reopening log of container %s: %w", containerID, err)
-	}
-	return nil
-}
-
 // PullImage implements Runtime.
 func (c *Client) PullImage(ctx context.Context, image *runtimeapi.ImageSpec, auth *runtimeapi.AuthConfig, sandboxConfig *runtimeapi.PodSandboxConfig) (_ string, err error) {
 	defer func(start time.Time) { observe("pull_image", start, err) }(time.Now())
@@ -383,29 +365,6 @@ func (c *Client) ListImages(ctx context.Context, filter *runtimeapi.ImageFilter)
 		return nil, fmt.Errorf("listing images: %w", err)
 	}
 	return images, nil
-}
-
-// RemoveImage implements Runtime.
-func (c *Client) RemoveImage(ctx context.Context, image *runtimeapi.ImageSpec) (err error) {
-	defer func(start time.Time) { observe("remove_image", start, err) }(time.Now())
-	ctx, cancel := c.timeout(ctx)
-	defer cancel()
-	if err := c.images.RemoveImage(ctx, image); err != nil {
-		return ignoreNotFound(fmt.Errorf("removing image %q: %w", image.GetImage(), err))
-	}
-	return nil
-}
-
-// ImageFsInfo implements Runtime.
-func (c *Client) ImageFsInfo(ctx context.Context) (_ *runtimeapi.ImageFsInfoResponse, err error) {
-	defer func(start time.Time) { observe("image_fs_info", start, err) }(time.Now())
-	ctx, cancel := c.timeout(ctx)
-	defer cancel()
-	info, err := c.images.ImageFsInfo(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("getting image filesystem info: %w", err)
-	}
-	return info, nil
 }
 
 // ownedSandbox returns the status of a sandbox, or an error wrapping
@@ -500,4 +459,14 @@ func keepOwned[T interface{ GetLabels() map[string]string }](objs []T, node stri
 func sandboxName(config *runtimeapi.PodSandboxConfig) string {
 	m := config.GetMetadata()
 	return m.GetNamespace() + "/" + m.GetName()
+}
+
+// observe records one CRI operation that started at start and ended with
+// err, under the kubelet's operation names.
+func observe(operation string, start time.Time, err error) {
+	metrics.RuntimeOperations.WithLabelValues(operation).Inc()
+	metrics.RuntimeOperationsDuration.WithLabelValues(operation).Observe(time.Since(start).Seconds())
+	if err != nil {
+		metrics.RuntimeOperationsErrors.WithLabelValues(operation).Inc()
+	}
 }

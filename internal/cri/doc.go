@@ -9,5 +9,5 @@
 // (ErrNotOwned), so a runtime shared with another agent is never disturbed.
 // Stops and removals are idempotent: an object the runtime no longer knows
 // counts as stopped or removed. Each call is bounded by a per-call timeout
-// and observed in the nodelet_cri_operation_* metrics.
+// and observed in the kubelet_runtime_operations_* metrics.
 package cri

@@ -75,9 +75,6 @@ type Runtime interface {
 	// that exits non-zero returns an error wrapping a
 	// k8s.io/utils/exec.ExitError; timeout 0 means none but the caller's.
 	ExecSync(ctx context.Context, containerID string, cmd []string, timeout time.Duration) (stdout, stderr []byte, err error)
-	// ReopenContainerLog asks the runtime to reopen a container's log file,
-	// after it was rotated.
-	ReopenContainerLog(ctx context.Context, containerID string) error
 	// ReadLogs writes the log file at path of container containerID to
 	// stdout and stderr, by stream, as opts ask (k8s.io/cri-client/pkg/logs).
 	// When following, it returns once the container stopped and its log
@@ -105,22 +102,9 @@ type Runtime interface {
 	// ImageStatus returns an image, or nil without error when it is not
 	// present.
 	ImageStatus(ctx context.Context, image *runtimeapi.ImageSpec) (*runtimeapi.Image, error)
-	// ListImages returns the images that match filter (nil for all).
-	ListImages(ctx context.Context, filter *runtimeapi.ImageFilter) ([]*runtimeapi.Image, error)
-	// RemoveImage removes an image. Idempotent.
-	RemoveImage(ctx context.Context, image *runtimeapi.ImageSpec) error
 	// ImageFsInfo returns the usage of the filesystems that hold images and
 	// container writable layers.
 	ImageFsInfo(ctx context.Context) (*runtimeapi.ImageFsInfoResponse, error)
-}
-
-// Condition returns the condition of type t (runtimeapi.RuntimeReady,
-// runtimeapi.NetworkReady) in status, or nil when it is not reported.
-func Condition(status *runtimeapi.RuntimeStatus, t string) *runtimeapi.RuntimeCondition {
-	for _, c := range status.GetConditions() {
-		if c.GetType() == t {
-			return c
-		}
-	}
-	return nil
+	// ListImages returns the images that match filter (nil for all).
+	ListImages(ctx context.Context, filter *runtimeapi.ImageFilter) ([]*runtimeapi.Image, error)
 }

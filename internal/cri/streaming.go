@@ -94,7 +94,7 @@ func (c *Client) ListContainerStats(ctx context.Context, filter *runtimeapi.Cont
 
 // ListPodSandboxStats implements Runtime.
 func (c *Client) ListPodSandboxStats(ctx context.Context, filter *runtimeapi.PodSandboxStatsFilter) (_ []*runtimeapi.PodSandboxStats, err error) {
-	defer func(start time.Time) { observe("list_pod_sandbox_stats", start, err) }(time.Now())
+	defer func(start time.Time) { observe("list_podsandbox_stats", start, err) }(time.Now())
 	f := &runtimeapi.PodSandboxStatsFilter{}
 	if filter != nil {
 		f = proto.Clone(filter).(*runtimeapi.PodSandboxStatsFilter)
@@ -118,7 +118,7 @@ func (c *Client) ListPodSandboxStats(ctx context.Context, filter *runtimeapi.Pod
 // PodSandboxPid implements Runtime. containerd puts the PID in the verbose
 // status's info["info"] JSON.
 func (c *Client) PodSandboxPid(ctx context.Context, sandboxID string) (_ int, err error) {
-	defer func(start time.Time) { observe("pod_sandbox_status", start, err) }(time.Now())
+	defer func(start time.Time) { observe("podsandbox_status", start, err) }(time.Now())
 	ctx, cancel := c.timeout(ctx)
 	defer cancel()
 	resp, err := c.runtime.PodSandboxStatus(ctx, sandboxID, true)
@@ -137,4 +137,16 @@ func (c *Client) PodSandboxPid(ctx context.Context, sandboxID string) (_ int, er
 		}
 	}
 	return info.Pid, nil
+}
+
+// ImageFsInfo implements Runtime.
+func (c *Client) ImageFsInfo(ctx context.Context) (_ *runtimeapi.ImageFsInfoResponse, err error) {
+	defer func(start time.Time) { observe("image_fs_info", start, err) }(time.Now())
+	ctx, cancel := c.timeout(ctx)
+	defer cancel()
+	info, err := c.images.ImageFsInfo(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("getting image filesystem info: %w", err)
+	}
+	return info, nil
 }

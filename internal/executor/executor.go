@@ -16,6 +16,7 @@ import (
 
 	"github.com/nodelet/nodelet/internal/cri"
 	"github.com/nodelet/nodelet/internal/kuberuntime"
+	"github.com/nodelet/nodelet/internal/nodeinfo"
 )
 
 // Event reasons, as the kubelet emits them.
@@ -49,6 +50,9 @@ type VolumeManager interface {
 	Mounts(pod *v1.Pod, c *v1.Container, restartCount int32) ([]*runtimeapi.Mount, error)
 	TerminationMessagePath(pod *v1.Pod, containerName string, restartCount int32) string
 	TearDown(ctx context.Context, uid types.UID) error
+	// NextRefresh is when the earliest service account token of the pod is
+	// due for refresh, if it has one.
+	NextRefresh(uid types.UID) (time.Time, bool)
 }
 
 // ObjectReader reads the ConfigMaps and Secrets a pod names.
@@ -73,13 +77,7 @@ type Executor struct {
 	// Sandbox holds the node-wide sandbox options; Attempt is set per call.
 	Sandbox kuberuntime.SandboxOptions
 	// Node returns what container configs need of the node.
-	Node func() NodeFacts
-}
-
-// NodeFacts are the node properties container configs depend on.
-type NodeFacts struct {
-	HostIPs     []string
-	Allocatable v1.ResourceList
+	Node func(ctx context.Context) (nodeinfo.Facts, error)
 }
 
 func (e *Executor) now() time.Time {
@@ -221,10 +219,7 @@ func (e *Executor) startContainer(ctx context.Context, pod *v1.Pod, sb *sandbox,
 		}
 		return errors.New(reason + ": " + message)
 	}
-	pullSecrets, err := e.pullSecrets(ctx, pod)
-	if err != nil {
-		return fail(kuberuntime.ReasonErrImagePull, err.Error())
-	}
+	pullSecrets := e.pullSecrets(ctx, pod)
 	imageRef, err := e.Images.EnsureImage(ctx, pod, c, pullSecrets, sb.config)
 	if err != nil {
 		reason, message := e.ImageReason(err)
@@ -264,7 +259,10 @@ func (e *Executor) containerConfig(ctx context.Context, pod *v1.Pod, c *v1.Conta
 	if err != nil {
 		return nil, err
 	}
-	node := e.Node()
+	node, err := e.Node(ctx)
+	if err != nil {
+		return nil, err
+	}
 	return kuberuntime.ContainerConfig(pod, c, kuberuntime.ContainerOptions{
 		RestartCount:    s.RestartCount,
 		SandboxID:       sb.id,
@@ -281,17 +279,17 @@ func (e *Executor) containerConfig(ctx context.Context, pod *v1.Pod, c *v1.Conta
 
 // pullSecrets reads the pod's imagePullSecrets; a missing one is skipped,
 // as the kubelet does, and the pull is tried without it.
-func (e *Executor) pullSecrets(ctx context.Context, pod *v1.Pod) ([]*v1.Secret, error) {
+func (e *Executor) pullSecrets(ctx context.Context, pod *v1.Pod) []*v1.Secret {
 	var out []*v1.Secret
 	for _, ref := range pod.Spec.ImagePullSecrets {
 		s, err := e.Objects.Secret(ctx, pod.Namespace, ref.Name)
 		if err != nil {
-			log.FromContext(ctx).Info("Unable to read image pull secret, pulling without it", "secret", ref.Name, "error", err.Error())
+			log.FromContext(ctx).Error(err, "Unable to read image pull secret, pulling without it", "secret", ref.Name)
 			continue
 		}
 		out = append(out, s)
 	}
-	return out, nil
+	return out
 }
 
 // envObjects fetches the ConfigMaps and Secrets c's environment names. A

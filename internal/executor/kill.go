@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net"
 	"net/http"
 	"os"
@@ -13,7 +14,6 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/util/intstr"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
@@ -175,7 +175,7 @@ func (e *Executor) runPreStop(ctx context.Context, pod *v1.Pod, rt kuberuntime.P
 		}
 	}
 	if err != nil {
-		log.FromContext(ctx).Info("PreStop hook failed", "container", name, "error", err.Error())
+		log.FromContext(ctx).Error(err, "PreStop hook failed", "container", name)
 		e.Recorder.Eventf(pod, v1.EventTypeWarning, EventFailedPreStopHook, "PreStopHook failed: %v", err)
 	}
 }
@@ -185,7 +185,7 @@ func (e *Executor) httpHook(ctx context.Context, pod *v1.Pod, rt kuberuntime.Pod
 	if host == "" {
 		host = podIP(pod, rt)
 	}
-	port, err := resolvePort(g.Port, kuberuntime.ContainerSpec(pod, name))
+	port, err := kuberuntime.ResolvePort(g.Port, kuberuntime.ContainerSpec(pod, name))
 	if err != nil {
 		return err
 	}
@@ -194,7 +194,7 @@ func (e *Executor) httpHook(ctx context.Context, pod *v1.Pod, rt kuberuntime.Pod
 		scheme = "https"
 	}
 	url := fmt.Sprintf("%s://%s%s", scheme, net.JoinHostPort(host, strconv.Itoa(port)), g.Path)
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, http.NoBody)
 	if err != nil {
 		return err
 	}
@@ -222,23 +222,6 @@ func podIP(pod *v1.Pod, rt kuberuntime.PodRuntime) string {
 		return pod.Status.PodIP
 	}
 	return "127.0.0.1"
-}
-
-func resolvePort(p intstr.IntOrString, c *v1.Container) (int, error) {
-	if p.Type == intstr.Int {
-		return p.IntValue(), nil
-	}
-	if c != nil {
-		for _, cp := range c.Ports {
-			if cp.Name == p.StrVal {
-				return int(cp.ContainerPort), nil
-			}
-		}
-	}
-	if n, err := strconv.Atoi(p.StrVal); err == nil {
-		return n, nil
-	}
-	return 0, fmt.Errorf("port %q not found in the container's ports", p.StrVal)
 }
 
 // RemovePod removes every sandbox (and so every container) of a pod whose
@@ -300,17 +283,25 @@ func (e *Executor) KillStale(ctx context.Context, sandboxes []*runtimeapi.PodSan
 	return errors.Join(errs...)
 }
 
-// CollectGarbage removes the dead containers and sandboxes of a pod that no
-// status needs any more (see garbage).
+// CollectGarbage removes the dead containers of a pod, with their log
+// files, and the dead sandboxes that no status needs any more (see
+// kuberuntime.SelectGarbage).
 func (e *Executor) CollectGarbage(ctx context.Context, rt kuberuntime.PodRuntime) error {
-	containers, sandboxes := garbage(rt)
+	g := kuberuntime.SelectGarbage(rt)
 	var errs []error
-	for _, id := range containers {
-		if err := e.Runtime.RemoveContainer(ctx, id); err != nil && !cri.IsNotFound(err) {
-			errs = append(errs, fmt.Errorf("removing dead container %s: %w", id, err))
+	for _, c := range g.Containers {
+		if err := e.Runtime.RemoveContainer(ctx, c.ID); err != nil && !cri.IsNotFound(err) {
+			errs = append(errs, fmt.Errorf("removing dead container %s: %w", c.ID, err))
+			continue
+		}
+		if c.LogPath == "" {
+			continue
+		}
+		if err := os.Remove(c.LogPath); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			errs = append(errs, fmt.Errorf("removing log of dead container %s: %w", c.ID, err))
 		}
 	}
-	for _, id := range sandboxes {
+	for _, id := range g.Sandboxes {
 		if err := e.Runtime.RemovePodSandbox(ctx, id); err != nil && !cri.IsNotFound(err) {
 			errs = append(errs, fmt.Errorf("removing dead sandbox %s: %w", id, err))
 		}

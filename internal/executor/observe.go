@@ -3,7 +3,6 @@ package executor
 import (
 	"context"
 	"fmt"
-	"sort"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -89,38 +88,4 @@ func (e *Executor) observe(ctx context.Context, namespace, name string, uid type
 // podFromLabels names the pod a runtime object belongs to.
 func podFromLabels(labels map[string]string) string {
 	return labels[kubetypes.KubernetesPodNamespaceLabel] + "/" + labels[kubetypes.KubernetesPodNameLabel]
-}
-
-// garbage returns the dead objects of a pod that no status needs any more:
-// every exited instance of a container but the newest and, as the kubelet
-// keeps one dead instance per container, the newest exited one (the
-// previous run, whose log kubectl logs --previous reads and whose exit the
-// status shows as the last termination), and sandboxes that are not ready,
-// not the newest and hold no container.
-func garbage(rt kuberuntime.PodRuntime) (containers, sandboxes []string) {
-	byName := map[string][]kuberuntime.Container{}
-	for _, c := range rt.Containers {
-		byName[c.Name] = append(byName[c.Name], c)
-	}
-	inUse := map[string]bool{}
-	for _, list := range byName {
-		sort.Slice(list, func(i, j int) bool { return list[i].CreatedAt.After(list[j].CreatedAt) })
-		keptExited := false
-		for i, c := range list {
-			if c.State == kuberuntime.ContainerExited {
-				if i > 0 && keptExited {
-					containers = append(containers, c.ID)
-					continue
-				}
-				keptExited = true
-			}
-			inUse[c.SandboxID] = true
-		}
-	}
-	for i, sb := range rt.Sandboxes {
-		if i > 0 && !sb.Ready && !inUse[sb.ID] {
-			sandboxes = append(sandboxes, sb.ID)
-		}
-	}
-	return containers, sandboxes
 }

@@ -8,8 +8,6 @@ import "errors"
 var (
 	// ErrImagePull: the last pull failed.
 	ErrImagePull = errors.New("ErrImagePull")
-	// ErrImagePullBackOff: a recent pull failed and the next is not due yet.
-	ErrImagePullBackOff = errors.New("ImagePullBackOff")
 	// ErrImageNeverPull: the image is absent and the pull policy is Never.
 	ErrImageNeverPull = errors.New("ErrImageNeverPull")
 	// ErrInvalidImageName: the image name does not parse.
@@ -19,7 +17,7 @@ var (
 	ErrImageInspect = errors.New("ImageInspectError")
 )
 
-var reasons = []error{ErrImagePull, ErrImagePullBackOff, ErrImageNeverPull, ErrInvalidImageName, ErrImageInspect}
+var reasons = []error{ErrImagePull, ErrImageNeverPull, ErrInvalidImageName, ErrImageInspect}
 
 // imageError is an EnsureImage failure: a reason, the message shown to the
 // user, and the underlying error, if any.
@@ -40,8 +38,8 @@ func (e *imageError) Unwrap() []error {
 }
 
 // Reason returns the Waiting reason and message for an error from
-// EnsureImage: for example "ImagePullBackOff" and
-// `Back-off pulling image "nginx:1.27"`. For any other non-nil error it
+// EnsureImage: for example "ErrImageNeverPull" and
+// `Container image "nginx:1.27" is not present with pull policy of Never`. For any other non-nil error it
 // returns "ErrImagePull" and the error's text, and for nil two empty strings.
 func Reason(err error) (reason, message string) {
 	if err == nil {

@@ -10,18 +10,9 @@ import (
 	"github.com/google/go-containerregistry/pkg/name"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/client-go/util/flowcontrol"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/log"
-)
-
-const (
-	// DefaultBackOffInitial is the wait after the first failed pull.
-	DefaultBackOffInitial = 10 * time.Second
-	// DefaultBackOffMax caps the wait between pulls of an image that keeps
-	// failing.
-	DefaultBackOffMax = 5 * time.Minute
 )
 
 // The event reasons the Manager records, as the kubelet's.
@@ -29,7 +20,6 @@ const (
 	EventPulling       = "Pulling"
 	EventPulled        = "Pulled"
 	EventFailed        = "Failed"
-	EventBackOff       = "BackOff"
 	EventNeverPull     = "ErrImageNeverPull"
 	EventInspectFailed = "InspectFailed"
 )
@@ -48,24 +38,6 @@ type Recorder interface {
 	Event(object runtime.Object, eventtype, reason, message string)
 }
 
-// EventsRecorder adapts a recorder of the events.k8s.io API, such as the
-// one manager.GetEventRecorder returns, to Recorder, with action "Pull".
-func EventsRecorder(r interface {
-	Eventf(regarding, related runtime.Object, eventtype, reason, action, note string, args ...any)
-}) Recorder {
-	return eventsRecorder{r}
-}
-
-type eventsRecorder struct {
-	r interface {
-		Eventf(regarding, related runtime.Object, eventtype, reason, action, note string, args ...any)
-	}
-}
-
-func (e eventsRecorder) Event(object runtime.Object, eventtype, reason, message string) {
-	e.r.Eventf(object, nil, eventtype, reason, "Pull", "%s", message)
-}
-
 // Options configure a Manager.
 type Options struct {
 	// SerializeImagePulls pulls one image at a time.
@@ -73,37 +45,27 @@ type Options struct {
 	// MaxParallelImagePulls bounds concurrent pulls when they are not
 	// serialized; zero means no bound.
 	MaxParallelImagePulls int
-	// BackOffInitial and BackOffMax shape the back-off after failed pulls;
-	// zero means DefaultBackOffInitial and DefaultBackOffMax.
-	BackOffInitial, BackOffMax time.Duration
-	// Clock times pulls and back-off; nil means the real clock.
+	// Clock times pulls; nil means the real clock.
 	Clock clock.Clock
 }
 
 // Manager makes sure images are present before containers are created. It
-// is safe for concurrent use.
+// is safe for concurrent use. It keeps no back-off: when to pull again after
+// a failure is part of the pod's plan (kuberuntime's image pull back-off,
+// kept in the pod's checkpoint).
 type Manager struct {
 	images   ImageService
 	recorder Recorder
 	clock    clock.Clock
-	backOff  *flowcontrol.Backoff
 	puller   *puller
 }
 
 // NewManager returns a Manager pulling through images and recording events
 // on recorder (nil records none).
 func NewManager(images ImageService, recorder Recorder, opts Options) *Manager {
-	if opts.BackOffInitial <= 0 {
-		opts.BackOffInitial = DefaultBackOffInitial
-	}
-	if opts.BackOffMax <= 0 {
-		opts.BackOffMax = DefaultBackOffMax
-	}
 	if opts.Clock == nil {
 		opts.Clock = clock.RealClock{}
 	}
-	backOff := flowcontrol.NewBackOff(opts.BackOffInitial, opts.BackOffMax)
-	backOff.Clock = opts.Clock
 	slots := opts.MaxParallelImagePulls
 	if opts.SerializeImagePulls {
 		slots = 1
@@ -112,7 +74,6 @@ func NewManager(images ImageService, recorder Recorder, opts Options) *Manager {
 		images:   images,
 		recorder: recorder,
 		clock:    opts.Clock,
-		backOff:  backOff,
 		puller:   newPuller(images, opts.Clock, slots),
 	}
 }
@@ -123,9 +84,6 @@ func NewManager(images ImageService, recorder Recorder, opts Options) *Manager {
 // pod's order; sandboxConfig is the pod's sandbox config, passed to the
 // runtime with the pull. Errors wrap one of the Err* reasons (see Reason);
 // the matching events are already recorded.
-//
-// Back-off is kept per pod and image, so one pod's failing credentials do
-// not hold back another pod's pull of the same image.
 func (m *Manager) EnsureImage(ctx context.Context, pod *corev1.Pod, container *corev1.Container, pullSecrets []*corev1.Secret, sandboxConfig *runtimeapi.PodSandboxConfig) (string, error) {
 	ev := m.eventsFor(pod, container)
 	image := container.Image
@@ -152,20 +110,12 @@ func (m *Manager) EnsureImage(ctx context.Context, pod *corev1.Pod, container *c
 		ev(corev1.EventTypeNormal, EventPulled, fmt.Sprintf("Container image %q already present on machine", image))
 		return present.GetId(), nil
 	}
-	return m.pull(ctx, pod, spec, pullSecrets, sandboxConfig, ev)
+	return m.pull(ctx, spec, pullSecrets, sandboxConfig, ev)
 }
 
-// pull pulls spec unless it is in back-off, recording the outcome.
-func (m *Manager) pull(ctx context.Context, pod *corev1.Pod, spec *runtimeapi.ImageSpec, pullSecrets []*corev1.Secret, sandboxConfig *runtimeapi.PodSandboxConfig, ev eventFunc) (string, error) {
+// pull pulls spec, recording the outcome.
+func (m *Manager) pull(ctx context.Context, spec *runtimeapi.ImageSpec, pullSecrets []*corev1.Secret, sandboxConfig *runtimeapi.PodSandboxConfig, ev eventFunc) (string, error) {
 	image := spec.GetUserSpecifiedImage()
-	key := string(pod.UID) + "_" + image
-	m.backOff.GC()
-	if m.backOff.IsInBackOffSinceUpdate(key, m.clock.Now()) {
-		msg := fmt.Sprintf("Back-off pulling image %q", image)
-		ev(corev1.EventTypeNormal, EventBackOff, msg)
-		return "", &imageError{reason: ErrImagePullBackOff, message: msg}
-	}
-
 	creds := m.credentials(ctx, spec.GetImage(), pullSecrets)
 	ev(corev1.EventTypeNormal, EventPulling, fmt.Sprintf("Pulling image %q", image))
 	res, err := m.puller.pull(ctx, spec, creds, sandboxConfig)
@@ -174,11 +124,9 @@ func (m *Manager) pull(ctx context.Context, pod *corev1.Pod, spec *runtimeapi.Im
 		return "", fmt.Errorf("pulling image %q: %w", image, err)
 	}
 	if err != nil {
-		m.backOff.Next(key, m.clock.Now())
 		ev(corev1.EventTypeWarning, EventFailed, fmt.Sprintf("Failed to pull image %q: %v", image, err))
 		return "", &imageError{reason: ErrImagePull, message: pullMessage(err), cause: err}
 	}
-	m.backOff.Reset(key)
 	ev(corev1.EventTypeNormal, EventPulled, fmt.Sprintf(
 		"Successfully pulled image %q in %v (%v including waiting). Image size: %d bytes.",
 		image, res.pulling.Truncate(time.Millisecond), res.total.Truncate(time.Millisecond), res.size))

@@ -129,58 +129,6 @@ func TestImageStatusFailureIsAnInspectError(t *testing.T) {
 	g.Expect(grpcErr.GRPCStatus().Code()).To(Equal(codes.Unavailable))
 }
 
-func TestPullBackOffGrowsPerPodAndResetsOnSuccess(t *testing.T) {
-	g := NewWithT(t)
-	ctx := context.Background()
-	clk := testingclock.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	fi := newFakeImages()
-	fi.failPull = func(string, *runtimeapi.AuthConfig) error { return errors.New("manifest unknown") }
-	rec := record.NewFakeRecorder(100)
-	m := NewManager(fi, rec, Options{Clock: clk})
-	c := corev1.Container{Name: "app", Image: "registry.example.com/app:1"}
-	pod := testPod("u1", c)
-	ensure := func() string {
-		_, err := m.EnsureImage(ctx, pod, &c, nil, nil)
-		reason, _ := Reason(err)
-		return reason
-	}
-
-	g.Expect(ensure()).To(Equal("ErrImagePull"))
-	_, err := m.EnsureImage(ctx, pod, &c, nil, nil)
-	reason, msg := Reason(err)
-	g.Expect(reason).To(Equal("ImagePullBackOff"))
-	g.Expect(msg).To(Equal(`Back-off pulling image "registry.example.com/app:1"`))
-	g.Expect(drainEvents(rec)).To(Equal([]string{
-		`Normal Pulling Pulling image "registry.example.com/app:1"`,
-		`Warning Failed Failed to pull image "registry.example.com/app:1": pulling image "registry.example.com/app:1": manifest unknown`,
-		`Normal BackOff Back-off pulling image "registry.example.com/app:1"`,
-	}))
-
-	// The wait doubles from 10s up to 5 minutes.
-	for _, wait := range []time.Duration{10, 20, 40, 80, 160, 300, 300} {
-		clk.Step(wait*time.Second - time.Second)
-		g.Expect(ensure()).To(Equal("ImagePullBackOff"), "1s before the %ds back-off ends", wait)
-		clk.Step(time.Second)
-		g.Expect(ensure()).To(Equal("ErrImagePull"), "when the %ds back-off ends", wait)
-	}
-	g.Expect(fi.pullCount()).To(Equal(8))
-
-	// Another pod's pull of the same image is not held back.
-	other := testPod("u2", c)
-	_, err = m.EnsureImage(ctx, other, &c, nil, nil)
-	g.Expect(err).To(MatchError(ErrImagePull))
-
-	// A success clears the back-off: the next failure waits 10s again.
-	fi.failPull = nil
-	clk.Step(300 * time.Second)
-	g.Expect(ensure()).To(Equal(""))
-	fi.failPull = func(string, *runtimeapi.AuthConfig) error { return errors.New("gone") }
-	c.ImagePullPolicy = corev1.PullAlways
-	g.Expect(ensure()).To(Equal("ErrImagePull"))
-	clk.Step(10 * time.Second)
-	g.Expect(ensure()).To(Equal("ErrImagePull"))
-}
-
 func TestPulledEventReportsDurationAndSize(t *testing.T) {
 	g := NewWithT(t)
 	clk := testingclock.NewFakeClock(time.Now())
@@ -358,7 +306,6 @@ func TestReason(t *testing.T) {
 		reason, wantMessage string
 	}{
 		"nil":        {nil, "", ""},
-		"back-off":   {&imageError{reason: ErrImagePullBackOff, message: "m"}, "ImagePullBackOff", "m"},
 		"wrapped":    {fmt.Errorf("ensuring: %w", &imageError{reason: ErrImageNeverPull, message: "m"}), "ErrImageNeverPull", "m"},
 		"sentinel":   {fmt.Errorf("x: %w", ErrInvalidImageName), "InvalidImageName", "x: InvalidImageName"},
 		"unexpected": {errors.New("boom"), "ErrImagePull", "boom"},

@@ -95,7 +95,7 @@ func (p *puller) tryCredentials(ctx context.Context, spec *runtimeapi.ImageSpec,
 		if err == nil {
 			return ref, nil
 		}
-		logger.V(1).Info("Pull with credential failed; trying the next", "registry", c.Registry, "secret", c.Source, "error", err.Error())
+		logger.V(1).Info("Pull with credential failed; trying the next", "registry", c.Registry, "secret", c.Source, "err", err)
 		errs = append(errs, err)
 	}
 	ref, err := p.images.PullImage(ctx, spec, nil, sandboxConfig)

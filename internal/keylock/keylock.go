@@ -32,7 +32,8 @@ func (m *Map) Lock(key string) (unlock func()) {
 	return func() {
 		e.mu.Unlock()
 		m.mu.Lock()
-		if e.refs--; e.refs == 0 {
+		e.refs--
+		if e.refs == 0 {
 			delete(m.locks, key)
 		}
 		m.mu.Unlock()

@@ -103,6 +103,19 @@ func TestImagePullBackOffSequence(t *testing.T) {
 	if got := st.Containers["app"].ImageBackOff.Delay; got != 10*time.Second {
 		t.Errorf("after a quiet period the delay is %v, want 10s", got)
 	}
+
+	// A pull that succeeds (the start goes ahead) clears the back-off: the
+	// next failure waits 10s again, and another container is not held back.
+	st.RecordFailure("app", ReasonErrImagePull, "not found", now)
+	now = now.Add(20 * time.Second)
+	st.RecordStart(ContainerStart{Name: "app"}, now)
+	st.RecordFailure("app", ReasonErrImagePull, "gone", now)
+	if got := st.Containers["app"].ImageBackOff.Delay; got != 10*time.Second {
+		t.Errorf("after a successful pull the next delay is %v, want 10s", got)
+	}
+	if in, _, _ := ImagePullBackOff(st.Containers["other"].ImageBackOff, now); in {
+		t.Error("another container is in back-off")
+	}
 }
 
 func TestPodStateRecords(t *testing.T) {

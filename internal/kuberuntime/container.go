@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
-	"path/filepath"
 	"strconv"
 
 	v1 "k8s.io/api/core/v1"
@@ -78,13 +77,6 @@ func (o *ContainerOptions) podIPs(pod *v1.Pod) []string {
 		return o.HostIPs
 	}
 	return o.PodIPs
-}
-
-// TerminationMessageHostPath is where the caller keeps the file mounted at a
-// container's terminationMessagePath: <podDir>/containers/<container>/<id>,
-// with id unique per instance.
-func TerminationMessageHostPath(podDir, container, id string) string {
-	return filepath.Join(podDir, "containers", container, id)
 }
 
 // ContainerConfig builds the CRI configuration of a container of the pod.

@@ -72,6 +72,9 @@ type Container struct {
 	SandboxID string
 	// Hash is the ContainerHash label the container was created with.
 	Hash string
+	// LogPath is the container's log file on the host, as the runtime
+	// reports it.
+	LogPath string
 }
 
 // FromCRI converts CRI sandbox and container statuses of one pod into a
@@ -143,6 +146,7 @@ func ContainerFromCRI(s *runtimeapi.ContainerStatus) Container {
 		ImageRef:   s.GetImageRef(),
 		SandboxID:  s.GetLabels()[SandboxIDLabel],
 		Hash:       s.GetLabels()[ContainerHashLabel],
+		LogPath:    s.GetLogPath(),
 	}
 }
 

@@ -121,6 +121,8 @@ func (s *PodState) RecordStart(c ContainerStart, now time.Time) {
 	r.Created = true
 	r.LastStart = now
 	r.Waiting = nil
+	// The image is there: a later pull failure starts its back-off over.
+	r.ImageBackOff = BackOff{}
 	s.setRecord(c.Name, r)
 }
 

@@ -20,7 +20,6 @@ func kubectlStatus(pod *v1.Pod, s v1.PodStatus) string {
 		reason = s.Reason
 	}
 	initializing := false
-initLoop:
 	for i, cs := range s.InitContainerStatuses {
 		switch {
 		case cs.State.Terminated != nil && cs.State.Terminated.ExitCode == 0:
@@ -35,7 +34,7 @@ initLoop:
 			reason = fmt.Sprintf("Init:%d/%d", i, len(pod.Spec.InitContainers))
 		}
 		initializing = true
-		break initLoop
+		break
 	}
 	if !initializing {
 		hasRunning := false

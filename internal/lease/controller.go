@@ -1,6 +1,8 @@
 package lease
 
 import (
+	"github.com/nodelet/nodelet/internal/metrics"
+
 	"context"
 	"fmt"
 	"math"
@@ -104,15 +106,15 @@ func (c *Controller) Start(ctx context.Context) error {
 		attemptCtx, cancel := context.WithTimeout(ctx, c.opts.AttemptTimeout)
 		err := c.renew(attemptCtx)
 		cancel()
-		renewDuration.Observe(c.opts.Clock.Since(start).Seconds())
-		wait := c.interval
+		metrics.LeaseRenewDuration.Observe(c.opts.Clock.Since(start).Seconds())
+		next := c.interval
 		switch {
 		case ctx.Err() != nil:
 			return nil
 		case err != nil:
-			renewFailures.Inc()
-			wait = backoff.Step()
-			logger.Error(err, "Failed to renew node lease", "retryIn", wait)
+			metrics.LeaseRenewFailures.Inc()
+			next = backoff.Step()
+			logger.Error(err, "Failed to renew node lease", "retryIn", next)
 		default:
 			backoff = newBackoff()
 			logger.V(1).Info("Renewed node lease")
@@ -120,7 +122,7 @@ func (c *Controller) Start(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-c.opts.Clock.After(wait):
+		case <-c.opts.Clock.After(next):
 		}
 	}
 }

@@ -111,7 +111,7 @@ func LoadFile(path string) (*v1alpha1.NodeletConfiguration, error) {
 	if err != nil {
 		return nil, fmt.Errorf("reading config file: %w", err)
 	}
-	if len(strings.TrimSpace(string(data))) == 0 {
+	if strings.TrimSpace(string(data)) == "" {
 		return nil, errors.New("config file " + path + " is empty")
 	}
 	cfg, err := Decode(data)

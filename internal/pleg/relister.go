@@ -1,6 +1,10 @@
 package pleg
 
 import (
+	"k8s.io/klog/v2"
+
+	"github.com/nodelet/nodelet/internal/metrics"
+
 	"context"
 	"errors"
 	"fmt"
@@ -96,9 +100,6 @@ func New(lister Lister, opts Options) (*Relister, error) {
 	if lister == nil {
 		return nil, errors.New("creating relister: a runtime lister is required")
 	}
-	if err := registerMetrics(); err != nil {
-		return nil, err
-	}
 	opts = opts.withDefaults()
 	return &Relister{
 		lister:  lister,
@@ -157,7 +158,7 @@ func (r *Relister) relistAndLog(ctx context.Context, failures int) int {
 	case err != nil && failures == 0:
 		logger.Error(err, "Relist failed; retrying every period")
 	case err != nil:
-		logger.V(1).Info("Relist failed again", "failures", failures+1, "error", err.Error())
+		logger.V(1).Info("Relist failed again", "failures", failures+1, "err", err)
 	case failures > 0:
 		logger.Info("Relist succeeded again", "failures", failures)
 	}
@@ -175,17 +176,17 @@ func (r *Relister) Relist(ctx context.Context) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	start := r.opts.Clock.Now()
-	defer func() { relistDuration.Observe(r.opts.Clock.Since(start).Seconds()) }()
+	defer func() { metrics.PLEGRelistDuration.Observe(r.opts.Clock.Since(start).Seconds()) }()
 
 	cur, err := r.list(ctx)
 	if err != nil {
-		relistErrors.Inc()
+		metrics.PLEGRelistErrors.Inc()
 		return err
 	}
 	changes := Diff(r.snapshot, cur)
 	r.snapshot = cur
 	r.lastSuccess.Store(start.UnixNano())
-	lastRelist.Set(float64(start.UnixNano()) / 1e9)
+	metrics.PLEGLastSeen.Set(float64(start.UnixNano()) / 1e9)
 	r.deliver(ctx, changes)
 	return nil
 }
@@ -207,7 +208,7 @@ func (r *Relister) list(ctx context.Context) (Snapshot, error) {
 func (r *Relister) deliver(ctx context.Context, changes []PodChange) {
 	logger := log.FromContext(ctx)
 	for _, ch := range changes {
-		logger.V(1).Info("Pod changed in runtime", "pod", ch.Pod.Namespace+"/"+ch.Pod.Name, "uid", ch.Pod.UID, "events", ch.Events)
+		logger.V(1).Info("Pod changed in runtime", "pod", klog.KRef(ch.Pod.Namespace, ch.Pod.Name), "podUID", ch.Pod.UID, "events", ch.Events)
 		r.pending[ch.Pod.UID] = ch.Pod
 	}
 	for uid, ref := range r.pending {

@@ -98,27 +98,13 @@ func (h *handlers) run(ctx context.Context, t target) (outcome, string, error) {
 	case ph.Exec != nil:
 		return h.exec(ctx, t.containerID, expandCommand(ph.Exec.Command, t.container), timeout)
 	case ph.HTTPGet != nil:
-		host := ph.HTTPGet.Host
-		if host == "" {
-			host = t.podIP
-		}
-		if host == "" {
-			return failure, "", errors.New("the pod has no IP yet")
-		}
-		port, err := resolvePort(ph.HTTPGet.Port, t.container)
+		host, port, err := t.endpoint(ph.HTTPGet.Host, ph.HTTPGet.Port)
 		if err != nil {
 			return failure, "", err
 		}
 		return h.httpGet(ctx, ph.HTTPGet, host, port, timeout)
 	case ph.TCPSocket != nil:
-		host := ph.TCPSocket.Host
-		if host == "" {
-			host = t.podIP
-		}
-		if host == "" {
-			return failure, "", errors.New("the pod has no IP yet")
-		}
-		port, err := resolvePort(ph.TCPSocket.Port, t.container)
+		host, port, err := t.endpoint(ph.TCPSocket.Host, ph.TCPSocket.Port)
 		if err != nil {
 			return failure, "", err
 		}
@@ -178,7 +164,7 @@ func (h *handlers) httpGet(ctx context.Context, g *corev1.HTTPGetAction, host st
 	if u.Path == "" {
 		u.Path = "/"
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), http.NoBody)
 	if err != nil {
 		return failure, err.Error(), nil
 	}
@@ -191,7 +177,7 @@ func (h *handlers) httpGet(ctx context.Context, g *corev1.HTTPGetAction, host st
 	if err != nil {
 		return failure, err.Error(), nil
 	}
-	defer resp.Body.Close() //nolint:errcheck // read-only
+	defer resp.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, maxOutput))
 	if err != nil {
 		return failure, err.Error(), nil
@@ -256,7 +242,7 @@ func grpcHealth(ctx context.Context, host string, port int, service string, time
 	if err != nil {
 		return failure, err.Error(), nil
 	}
-	defer conn.Close() //nolint:errcheck // nothing to do about it
+	defer conn.Close()
 	resp, err := healthpb.NewHealthClient(conn).Check(ctx, &healthpb.HealthCheckRequest{Service: service})
 	if err != nil {
 		switch status.Code(err) {
@@ -272,34 +258,6 @@ func grpcHealth(ctx context.Context, host string, port int, service string, time
 		return failure, fmt.Sprintf("service unhealthy (responded with %q)", resp.GetStatus().String()), nil
 	}
 	return success, "", nil
-}
-
-// resolvePort returns a port given by number, or by the name of one of the
-// container's ports.
-func resolvePort(p intstr.IntOrString, c *corev1.Container) (int, error) {
-	port := -1
-	switch p.Type {
-	case intstr.Int:
-		port = p.IntValue()
-	case intstr.String:
-		for _, cp := range c.Ports {
-			if cp.Name == p.StrVal {
-				port = int(cp.ContainerPort)
-				break
-			}
-		}
-		if port < 0 {
-			n, err := strconv.Atoi(p.StrVal)
-			if err != nil {
-				return 0, fmt.Errorf("container %s has no port named %q", c.Name, p.StrVal)
-			}
-			port = n
-		}
-	}
-	if port <= 0 || port > 65535 {
-		return 0, fmt.Errorf("invalid port number: %d", port)
-	}
-	return port, nil
 }
 
 // expandCommand replaces $(NAME) in the command with the value of the
@@ -328,4 +286,20 @@ func limit(s string) string {
 		return s[:maxOutput]
 	}
 	return s
+}
+
+// endpoint is where a network probe connects: host, or the pod's IP when
+// host is empty, and the resolved port.
+func (t target) endpoint(host string, port intstr.IntOrString) (string, int, error) {
+	if host == "" {
+		host = t.podIP
+	}
+	if host == "" {
+		return "", 0, errors.New("the pod has no IP yet")
+	}
+	n, err := kuberuntime.ResolvePort(port, t.container)
+	if err != nil {
+		return "", 0, err
+	}
+	return host, n, nil
 }

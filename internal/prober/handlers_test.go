@@ -208,7 +208,7 @@ func closedPort(t *testing.T) int {
 		t.Fatal(err)
 	}
 	port := l.Addr().(*net.TCPAddr).Port
-	l.Close() //nolint:errcheck // test
+	l.Close()
 	return port
 }
 
@@ -217,14 +217,14 @@ func TestTCPSocketProbe(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close() //nolint:errcheck // test
+	defer l.Close()
 	go func() {
 		for {
 			c, err := l.Accept()
 			if err != nil {
 				return
 			}
-			c.Close() //nolint:errcheck // test
+			c.Close()
 		}
 	}()
 	open := l.Addr().(*net.TCPAddr).Port

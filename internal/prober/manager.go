@@ -1,6 +1,10 @@
 package prober
 
 import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/nodelet/nodelet/internal/metrics"
+
 	"context"
 	"errors"
 	"maps"
@@ -114,9 +118,6 @@ var (
 func New(runner CommandRunner, recorder record.EventRecorder, opts Options) (*Manager, error) {
 	if runner == nil {
 		return nil, errors.New("creating prober: a command runner is required")
-	}
-	if err := registerMetrics(); err != nil {
-		return nil, err
 	}
 	if opts.Clock == nil {
 		opts.Clock = clock.RealClock{}
@@ -272,6 +273,8 @@ func (m *Manager) Forget(uid types.UID) {
 		m.stopAll(pp)
 		delete(m.pods, uid)
 	}
+	// A gone pod's series would otherwise be exported for ever.
+	metrics.ProbeTotal.DeletePartialMatch(prometheus.Labels{"pod_uid": string(uid)})
 }
 
 // Results returns the pod's latest probe results by container ID. A

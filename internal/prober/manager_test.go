@@ -11,9 +11,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/record"
 	testingclock "k8s.io/utils/clock/testing"
-	"sigs.k8s.io/controller-runtime/pkg/metrics"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/nodelet/nodelet/internal/kuberuntime"
+	"github.com/nodelet/nodelet/internal/metrics"
 )
 
 // fakeProbes answers probes by container ID and probe type and counts them.
@@ -234,12 +235,21 @@ func TestManagerIgnoresPodsWithoutProbesAndStopsOnStop(t *testing.T) {
 }
 
 func TestMetrics(t *testing.T) {
-	for range 2 { // a second Manager registers nothing twice
-		if _, err := New(noRunner{}, nil, Options{}); err != nil {
-			t.Fatal(err)
-		}
+	pod := testPod(corev1.Container{Name: "app", LivenessProbe: execProbe(nil)})
+	before := failedLiveness(t, pod)
+	m, err := New(noRunner{}, nil, Options{Clock: testingclock.NewFakeClock(epoch)})
+	if err != nil {
+		t.Fatal(err)
 	}
-	families, err := metrics.Registry.Gather()
+	defer m.Stop()
+	m.probe = func(context.Context, target) (outcome, string, error) { return failure, "", nil }
+	pp := newPodProbes(pod)
+	m.pods[pod.UID] = pp
+	m.newWorker(pod, pp, workerKey{"c1", Liveness}, workerSpec{container: &pod.Spec.Containers[0], inst: running("c1", epoch)}).step(context.Background())
+	if got := failedLiveness(t, pod) - before; got != 1 {
+		t.Errorf("failed liveness probes counted %v, want 1", got)
+	}
+	families, err := ctrlmetrics.Registry.Gather()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -247,29 +257,15 @@ func TestMetrics(t *testing.T) {
 	for _, f := range families {
 		seen[f.GetName()] = true
 	}
-	before := failedLiveness(t)
-	m, err := New(noRunner{}, nil, Options{Clock: testingclock.NewFakeClock(epoch)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Stop()
-	m.probe = func(context.Context, target) (outcome, string, error) { return failure, "", nil }
-	pod := testPod(corev1.Container{Name: "app", LivenessProbe: execProbe(nil)})
-	pp := newPodProbes(pod)
-	m.pods[pod.UID] = pp
-	m.newWorker(pod, pp, workerKey{"c1", Liveness}, workerSpec{container: &pod.Spec.Containers[0], inst: running("c1", epoch)}).step(context.Background())
-	if got := failedLiveness(t) - before; got != 1 {
-		t.Errorf("failed liveness probes counted %v, want 1", got)
-	}
-	if !seen["nodelet_prober_probe_total"] {
-		t.Error("nodelet_prober_probe_total is not registered")
+	if !seen["prober_probe_total"] {
+		t.Error("prober_probe_total is not registered")
 	}
 }
 
-func failedLiveness(t *testing.T) float64 {
+func failedLiveness(t *testing.T, pod *corev1.Pod) float64 {
 	t.Helper()
 	var m dto.Metric
-	if err := probeTotal.WithLabelValues("Liveness", "failed").Write(&m); err != nil {
+	if err := metrics.ProbeTotal.WithLabelValues("Liveness", "failed", "app", pod.Name, pod.Namespace, string(pod.UID)).Write(&m); err != nil {
 		t.Fatal(err)
 	}
 	return m.GetCounter().GetValue()

@@ -7,6 +7,8 @@ import (
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/nodelet/nodelet/internal/metrics"
 )
 
 // worker runs one probe of one container instance until it is stopped, its
@@ -108,28 +110,29 @@ func (w *worker) step(ctx context.Context) bool {
 	}
 	start := w.m.clock.Now()
 	res, output, err := w.m.probe(ctx, target{podIP: ip, container: w.container, containerID: w.key.containerID, probe: w.probe})
-	probeDuration.WithLabelValues(string(w.key.probeType)).Observe(w.m.clock.Since(start).Seconds())
+	metrics.ProbeDuration.WithLabelValues(string(w.key.probeType), w.container.Name, w.ref.Name, w.ref.Namespace).
+		Observe(w.m.clock.Since(start).Seconds())
 	if ctx.Err() != nil {
 		// Stopped while probing: the result belongs to no one.
 		return false
 	}
 	if err != nil {
-		probeTotal.WithLabelValues(string(w.key.probeType), metricUnknown).Inc()
-		w.log.V(1).Info("Probe errored", "error", err.Error())
+		w.count(metrics.ProbeResultUnknown)
+		w.log.V(1).Info("Probe errored", "err", err)
 		w.m.event(w, corev1.EventTypeWarning, EventUnhealthy, "%s probe errored: %v", w.key.probeType, err)
 		return true
 	}
 	ok := res != failure
 	switch res {
 	case failure:
-		probeTotal.WithLabelValues(string(w.key.probeType), metricFailed).Inc()
+		w.count(metrics.ProbeResultFailed)
 		w.log.V(1).Info("Probe failed", "output", output)
 		w.m.event(w, corev1.EventTypeWarning, EventUnhealthy, "%s probe failed: %s", w.key.probeType, output)
 	case warning:
-		probeTotal.WithLabelValues(string(w.key.probeType), metricSuccessful).Inc()
+		w.count(metrics.ProbeResultSuccessful)
 		w.m.event(w, corev1.EventTypeWarning, EventProbeWarning, "%s probe warning: %s", w.key.probeType, output)
 	default:
-		probeTotal.WithLabelValues(string(w.key.probeType), metricSuccessful).Inc()
+		w.count(metrics.ProbeResultSuccessful)
 	}
 	if w.run > 0 && ok == w.lastOK {
 		w.run++
@@ -152,4 +155,9 @@ func (w *worker) step(ctx context.Context) bool {
 		return false
 	}
 	return true
+}
+
+// count adds one probe with result to prober_probe_total.
+func (w *worker) count(result string) {
+	metrics.ProbeTotal.WithLabelValues(string(w.key.probeType), result, w.container.Name, w.ref.Name, w.ref.Namespace, string(w.uid)).Inc()
 }

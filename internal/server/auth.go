@@ -91,7 +91,7 @@ func (a *Authenticator) certificateUser(chain []*x509.Certificate) (User, error)
 		opts.Intermediates.AddCert(c)
 	}
 	if _, err := chain[0].Verify(opts); err != nil {
-		return User{}, fmt.Errorf("verifying client certificate: %v: %w", err, errUnauthenticated)
+		return User{}, fmt.Errorf("verifying client certificate: %w", errors.Join(errUnauthenticated, err))
 	}
 	subject := chain[0].Subject
 	if subject.CommonName == "" {

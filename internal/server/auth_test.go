@@ -83,7 +83,7 @@ func TestAuthenticator(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			g := NewWithT(t)
 			a := NewAuthenticator(Authenticator{ClientCAs: pool, Reviewer: reviewer(&calls), CacheTTL: time.Minute, Anonymous: tc.anonymous})
-			r := httptest.NewRequest(http.MethodGet, "/pods", nil)
+			r := httptest.NewRequest(http.MethodGet, "/pods", http.NoBody)
 			if tc.certs != nil {
 				r.TLS = &tls.ConnectionState{PeerCertificates: tc.certs}
 			}
@@ -107,7 +107,7 @@ func TestTokenReviewsAreCached(t *testing.T) {
 	a := NewAuthenticator(Authenticator{Reviewer: reviewer(&calls), CacheTTL: time.Minute})
 	for range 3 {
 		for _, token := range []string{"good", "bad"} {
-			r := httptest.NewRequest(http.MethodGet, "/pods", nil)
+			r := httptest.NewRequest(http.MethodGet, "/pods", http.NoBody)
 			r.Header.Set("Authorization", "Bearer "+token)
 			_, _ = a.Authenticate(r)
 		}

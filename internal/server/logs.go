@@ -79,7 +79,7 @@ func boolParam(q url.Values, name string) (bool, error) {
 	return b, nil
 }
 
-func intParam(q url.Values, name string, min int64) (*int64, error) {
+func intParam(q url.Values, name string, least int64) (*int64, error) {
 	v := q.Get(name)
 	if v == "" {
 		return nil, nil
@@ -88,8 +88,8 @@ func intParam(q url.Values, name string, min int64) (*int64, error) {
 	if err != nil {
 		return nil, badRequest("%s=%q is not an integer", name, v)
 	}
-	if n < min {
-		return nil, badRequest("%s must be at least %d", name, min)
+	if n < least {
+		return nil, badRequest("%s must be at least %d", name, least)
 	}
 	return &n, nil
 }

@@ -109,7 +109,7 @@ func TestSetUpKeyedVolumes(t *testing.T) {
 				if err == nil || err.Error() != tt.wantErr {
 					t.Fatalf("SetUp error = %v, want %q", err, tt.wantErr)
 				}
-				setUpErrorFor(t, err, tt.vol.Name)
+				_ = setUpErrorFor(t, err, tt.vol.Name)
 				return
 			}
 			if err != nil {

@@ -12,8 +12,9 @@
 // user-visible names are symlinks through "..data", so a running container
 // sees either the old or the new content, never a mix. Secret and projected
 // volumes live on tmpfs by default so that secrets never reach the disk, and
-// their content is never logged. SetUp is idempotent and is re-run when a
-// referenced object changes; a failure is a *SetUpError whose text is the
+// their content is never logged. SetUp is idempotent; the pod reconciler
+// runs it at every sync of a running pod, so changed content is rewritten
+// then, and at NextRefresh for tokens. A failure is a *SetUpError whose text is the
 // kubelet's FailedMount event message. Mounts, WriteEtcHosts and the
 // termination-message file give the CRI what a container start needs, and
 // TearDown unmounts what SetUp mounted and removes the pod directory.

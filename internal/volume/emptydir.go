@@ -72,7 +72,7 @@ func (m *Manager) ensureTmpfs(dir string, size *resource.Quantity) error {
 	}
 	if err := m.mounter.MountSensitiveWithoutSystemd("tmpfs", dir, "tmpfs", opts, nil); err != nil {
 		if isPermissionError(err) {
-			return fmt.Errorf("mounting tmpfs at %s: %w (%v)", dir, ErrMountNotPermitted, err)
+			return fmt.Errorf("mounting tmpfs at %s: %w (%w)", dir, ErrMountNotPermitted, err)
 		}
 		return fmt.Errorf("mounting tmpfs at %s: %w", dir, err)
 	}

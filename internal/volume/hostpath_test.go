@@ -64,7 +64,7 @@ func TestSetUpHostPath(t *testing.T) {
 				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
 					t.Fatalf("SetUp error = %v, want it to contain %q", err, tt.wantErr)
 				}
-				setUpErrorFor(t, err, "host")
+				_ = setUpErrorFor(t, err, "host")
 				return
 			}
 			if err != nil {

@@ -13,11 +13,16 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/mount-utils"
 	"k8s.io/utils/clock"
-	"k8s.io/utils/keymutex"
 	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/nodelet/nodelet/internal/keylock"
 )
 
 const (
+	// secretsInMemory: secret and projected volumes are backed by tmpfs, as
+	// the kubelet's are, so secret content never reaches the disk.
+	secretsInMemory = true
+
 	// stateDirMode is the mode of the directories nodelet keeps for itself:
 	// the pods directory, each pod directory and its bookkeeping subdirectories.
 	stateDirMode fs.FileMode = 0o750
@@ -73,8 +78,7 @@ type Manager struct {
 	clusterDomain   string
 	nodeHostsFile   string
 	nodeAllocatable func() (v1.ResourceList, error)
-	secretsInMemory bool
-	locks           keymutex.KeyMutex
+	locks           keylock.Map
 	tokens          *tokenCache
 }
 
@@ -103,13 +107,6 @@ func WithNodeAllocatable(f func() (v1.ResourceList, error)) Option {
 	return func(v *Manager) { v.nodeAllocatable = f }
 }
 
-// WithSecretsInMemory sets whether secret and projected volumes are backed by
-// tmpfs, as the kubelet does, so secret content never reaches the disk
-// (default true; mounting needs CAP_SYS_ADMIN).
-func WithSecretsInMemory(inMemory bool) Option {
-	return func(v *Manager) { v.secretsInMemory = inMemory }
-}
-
 // New returns a Manager that keeps pod directories under rootDir/pods,
 // creating it with mode 0750.
 func New(rootDir string, f Fetcher, opts ...Option) (*Manager, error) {
@@ -124,12 +121,10 @@ func New(rootDir string, f Fetcher, opts ...Option) (*Manager, error) {
 		return nil, fmt.Errorf("creating volume manager: %w", err)
 	}
 	m := &Manager{
-		rootDir:         abs,
-		fetcher:         f,
-		clock:           clock.RealClock{},
-		nodeHostsFile:   "/etc/hosts",
-		secretsInMemory: true,
-		locks:           keymutex.NewHashed(0),
+		rootDir:       abs,
+		fetcher:       f,
+		clock:         clock.RealClock{},
+		nodeHostsFile: "/etc/hosts",
 	}
 	for _, o := range opts {
 		o(m)
@@ -167,17 +162,16 @@ func (m *Manager) ensurePodDir(uid types.UID) error {
 
 // SetUp prepares every volume of pod and (re)writes the content of its
 // configMap, secret, downwardAPI and projected volumes; content that did not
-// change is left alone. It is idempotent and is called before the pod's
-// sandbox is created, and again whenever an object a volume references
-// changes or a service account token is due for refresh (see NextRefresh).
+// change is left alone. It is idempotent; the pod reconciler calls it before
+// the pod's sandbox is created and again at every sync of the running pod,
+// which it schedules no later than a service account token's NextRefresh.
 // Each volume that fails is reported as a *SetUpError; the others are still
 // set up. When several fail, the error joins them (errors.Join).
 func (m *Manager) SetUp(ctx context.Context, pod *v1.Pod) error {
 	if pod.UID == "" {
 		return fmt.Errorf("setting up volumes of pod %s: pod has no UID", klog.KObj(pod))
 	}
-	m.locks.LockKey(string(pod.UID))
-	defer func() { _ = m.locks.UnlockKey(string(pod.UID)) }()
+	defer m.locks.Lock(string(pod.UID))()
 
 	if err := m.ensurePodDir(pod.UID); err != nil {
 		return fmt.Errorf("setting up volumes of pod %s: %w", klog.KObj(pod), err)
@@ -207,7 +201,7 @@ func (m *Manager) setUpVolume(ctx context.Context, pod *v1.Pod, vol *v1.Volume) 
 			return m.configMapVolumePayload(ctx, pod, src.ConfigMap)
 		})
 	case src.Secret != nil:
-		return m.setUpContent(ctx, pod, vol.Name, secretPlugin, m.secretsInMemory, func() (payload, error) {
+		return m.setUpContent(ctx, pod, vol.Name, secretPlugin, secretsInMemory, func() (payload, error) {
 			return m.secretVolumePayload(ctx, pod, src.Secret)
 		})
 	case src.DownwardAPI != nil:
@@ -215,7 +209,7 @@ func (m *Manager) setUpVolume(ctx context.Context, pod *v1.Pod, vol *v1.Volume) 
 			return m.downwardAPIPayload(pod, src.DownwardAPI.Items, modeOrDefault(src.DownwardAPI.DefaultMode))
 		})
 	case src.Projected != nil:
-		return m.setUpContent(ctx, pod, vol.Name, projectedPlugin, m.secretsInMemory, func() (payload, error) {
+		return m.setUpContent(ctx, pod, vol.Name, projectedPlugin, secretsInMemory, func() (payload, error) {
 			return m.projectedPayload(ctx, pod, src.Projected)
 		})
 	default:

@@ -26,8 +26,7 @@ func (m *Manager) TearDown(ctx context.Context, uid types.UID) error {
 	if uid == "" {
 		return errors.New("tearing down volumes: pod UID is empty")
 	}
-	m.locks.LockKey(string(uid))
-	defer func() { _ = m.locks.UnlockKey(string(uid)) }()
+	defer m.locks.Lock(string(uid))()
 
 	dir := m.PodDir(uid)
 	if _, err := os.Lstat(dir); errors.Is(err, fs.ErrNotExist) {

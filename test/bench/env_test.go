@@ -119,7 +119,7 @@ func (c *cluster) startNodelet(b *testing.B, label string) (*utils.Nodelet, func
 	deadline := time.Now().Add(nodeReadyTimeout)
 	for {
 		node, err := c.admin.CoreV1().Nodes().Get(b.Context(), benchNode, metav1.GetOptions{})
-		if err == nil && nodeReady(node) {
+		if err == nil && utils.NodeReady(node) {
 			return n, stop
 		}
 		if time.Now().After(deadline) {
@@ -127,15 +127,6 @@ func (c *cluster) startNodelet(b *testing.B, label string) (*utils.Nodelet, func
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-}
-
-func nodeReady(n *corev1.Node) bool {
-	for _, c := range n.Status.Conditions {
-		if c.Type == corev1.NodeReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
 }
 
 // keepLog copies the nodelet's log to $NODELET_BENCH_LOG_DIR when set.
@@ -160,13 +151,12 @@ func keepLog(b *testing.B, n *utils.Nodelet, label string) {
 // the API server's admission insists on.
 func (c *cluster) newNamespace(b *testing.B, name string) string {
 	b.Helper()
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}
-	if _, err := c.admin.CoreV1().Namespaces().Create(b.Context(), ns, metav1.CreateOptions{}); err != nil {
-		b.Fatalf("creating namespace %s: %v", name, err)
+	admin, err := c.api.AdminClient()
+	if err == nil {
+		err = utils.CreateNamespace(b.Context(), admin, name)
 	}
-	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default", Namespace: name}}
-	if _, err := c.admin.CoreV1().ServiceAccounts(name).Create(b.Context(), sa, metav1.CreateOptions{}); err != nil {
-		b.Fatalf("creating the default service account of %s: %v", name, err)
+	if err != nil {
+		b.Fatal(err)
 	}
 	return name
 }
@@ -175,20 +165,9 @@ func (c *cluster) newNamespace(b *testing.B, name string) string {
 // busybox runs as PID 1 and ignores SIGTERM, so a deletion takes the whole
 // grace period: one second.
 func sleeperPod(ns, name string) *corev1.Pod {
-	return &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
-		Spec: corev1.PodSpec{
-			NodeName:                      benchNode,
-			AutomountServiceAccountToken:  ptr.To(false),
-			TerminationGracePeriodSeconds: ptr.To[int64](1),
-			Containers: []corev1.Container{{
-				Name:            "main",
-				Image:           utils.BusyboxImage,
-				ImagePullPolicy: corev1.PullIfNotPresent,
-				Command:         []string{"sleep", "3600"},
-			}},
-		},
-	}
+	p := utils.BusyboxPod(ns, name, benchNode, "sleep", "3600")
+	p.Spec.TerminationGracePeriodSeconds = ptr.To[int64](1)
+	return p
 }
 
 // podWatch records, from an informer on one namespace, when each pod was
@@ -243,7 +222,7 @@ func (w *podWatch) close() {
 func (w *podWatch) observe(obj any) {
 	now := time.Now()
 	pod, ok := obj.(*corev1.Pod)
-	if !ok || !podReady(pod) {
+	if !ok || !utils.PodReady(pod) {
 		return
 	}
 	w.mu.Lock()
@@ -319,15 +298,6 @@ func (w *podWatch) waitAll(names []string, at func(string) (time.Time, bool), ti
 			return time.Time{}, missing
 		}
 	}
-}
-
-func podReady(p *corev1.Pod) bool {
-	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
 }
 
 // forEach runs fn for 0..n-1 on workers goroutines and returns the first

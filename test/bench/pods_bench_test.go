@@ -197,8 +197,8 @@ func BenchmarkPodBurst110(b *testing.B) {
 		r.writesPerPodAll = (m1[writes] - m0[writes] + m2[writes] - m1b[writes]) / burstPods
 		r.requestsPerPodStart = (m1[requests] - m0[requests]) / burstPods
 		r.requestsPerPodAll = (m1[requests] - m0[requests] + m2[requests] - m1b[requests]) / burstPods
-		if cnt := m1["nodelet_pod_start_duration_seconds_count"] - m0["nodelet_pod_start_duration_seconds_count"]; cnt > 0 {
-			sum := m1["nodelet_pod_start_duration_seconds_sum"] - m0["nodelet_pod_start_duration_seconds_sum"]
+		if cnt := m1["kubelet_pod_start_duration_seconds_count"] - m0["kubelet_pod_start_duration_seconds_count"]; cnt > 0 {
+			sum := m1["kubelet_pod_start_duration_seconds_sum"] - m0["kubelet_pod_start_duration_seconds_sum"]
 			r.nodeletStartMean = time.Duration(sum / cnt * float64(time.Second))
 		}
 		r.p50, r.p90, r.p99 = percentile(r.toReady, 50), percentile(r.toReady, 90), percentile(r.toReady, 99)

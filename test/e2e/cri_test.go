@@ -18,7 +18,7 @@ import (
 )
 
 // criLogLine is one line of a CRI container log: "<RFC3339Nano> <stream> <F|P> <text>".
-var criLogLine = regexp.MustCompile(`^(\S+) (stdout|stderr) (F|P) (.*)$`)
+var criLogLine = regexp.MustCompile(`^(\S+) (stdout|stderr) ([FP]) (.*)$`)
 
 // newCRIClients connects to the suite's containerd and closes the clients
 // when the spec ends.

@@ -3,8 +3,11 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"crypto/md5"
 	"crypto/tls"
+	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -40,6 +43,9 @@ const (
 )
 
 var _ = Describe("The node API through the API server", Ordered, ContinueOnFailure, func() {
+	env := utils.SetUpNodeletSpecs(func() utils.NodeletOptions {
+		return utils.NodeletOptions{NodeName: nodeAPINode, API: apiServer, Containerd: ctrd}
+	})
 	var (
 		admin   client.Client
 		nodelet *utils.Nodelet
@@ -58,7 +64,7 @@ var _ = Describe("The node API through the API server", Ordered, ContinueOnFailu
 		cmd.Stdin, cmd.Stdout, cmd.Stderr = stdin, &stdout, &stderr
 		err = cmd.Run()
 		code := 0
-		if exitErr, ok := err.(*exec.ExitError); ok {
+		if exitErr := (*exec.ExitError)(nil); errors.As(err, &exitErr) {
 			code = exitErr.ExitCode()
 		} else {
 			Expect(err).NotTo(HaveOccurred())
@@ -77,24 +83,19 @@ var _ = Describe("The node API through the API server", Ordered, ContinueOnFailu
 		GinkgoHelper()
 		Expect(admin.Create(ctx, pod)).To(Succeed())
 		Eventually(func(g Gomega) {
-			p := getPod(ctx, admin, ns, pod.Name)(g)
+			p := utils.GetPod(ctx, admin, ns, pod.Name)(g)
 			g.Expect(p.Status.Phase).To(Equal(corev1.PodRunning))
-			g.Expect(isReady(p)).To(BeTrue())
+			g.Expect(utils.PodReady(p)).To(BeTrue())
 		}).WithTimeout(podStartTimeout).WithPolling(pollInterval).Should(Succeed())
 	}
 	// sh is a busybox pod running script with sh -c.
 	sh := func(name, script string) *corev1.Pod {
-		return busyboxPod(ns, name, nodeAPINode, "sh", "-c", script)
+		return utils.BusyboxPod(ns, name, nodeAPINode, "sh", "-c", script)
 	}
 
 	BeforeAll(func(ctx SpecContext) {
-		var err error
-		admin, err = apiServer.AdminClient()
-		Expect(err).NotTo(HaveOccurred())
-		nodelet, err = utils.StartNodelet(ctx, utils.NodeletOptions{NodeName: nodeAPINode, API: apiServer, Containerd: ctrd})
-		Expect(err).NotTo(HaveOccurred())
-		DeferCleanup(nodelet.Cleanup)
-		ns = newNamespace(ctx, admin)
+		admin, nodelet = env.Admin, env.Nodelet
+		ns = utils.NewNamespace(ctx, admin)
 		Eventually(func(g Gomega) {
 			node := &corev1.Node{}
 			g.Expect(admin.Get(ctx, client.ObjectKey{Name: nodeAPINode}, node)).To(Succeed())
@@ -103,11 +104,6 @@ var _ = Describe("The node API through the API server", Ordered, ContinueOnFailu
 		// Started first: --since needs a line older than the window.
 		Expect(admin.Create(ctx, sh("since", "echo early; sleep 12; echo late; sleep 3600"))).To(Succeed())
 	}, NodeTimeout(2*podStartTimeout))
-	JustAfterEach(func() {
-		if CurrentSpecReport().Failed() && nodelet != nil {
-			GinkgoWriter.Printf("nodelet log:\n%s\n", nodelet.LogTail(150))
-		}
-	})
 
 	It("reports the served port as the Node's kubelet endpoint", func(ctx SpecContext) {
 		node := &corev1.Node{}
@@ -176,7 +172,7 @@ var _ = Describe("The node API through the API server", Ordered, ContinueOnFailu
 		pod.Spec.Containers[0].VolumeMounts = []corev1.VolumeMount{{Name: "data", MountPath: "/data"}}
 		Expect(admin.Create(ctx, pod)).To(Succeed())
 		Eventually(func(g Gomega) {
-			p := getPod(ctx, admin, ns, "restarts")(g)
+			p := utils.GetPod(ctx, admin, ns, "restarts")(g)
 			g.Expect(p.Status.ContainerStatuses).To(HaveLen(1))
 			g.Expect(p.Status.ContainerStatuses[0].RestartCount).To(BeNumerically(">=", 1))
 			g.Expect(p.Status.ContainerStatuses[0].State.Running).NotTo(BeNil())
@@ -186,7 +182,7 @@ var _ = Describe("The node API through the API server", Ordered, ContinueOnFailu
 			var errOut string
 			var code int
 			previous, errOut, code = kubectl(ctx, nil, "logs", "--previous", "-n", ns, "restarts")
-			g.Expect(code).To(BeZero(), "%s\nstatus: %+v", errOut, getPod(ctx, admin, ns, "restarts")(g).Status.ContainerStatuses)
+			g.Expect(code).To(BeZero(), "%s\nstatus: %+v", errOut, utils.GetPod(ctx, admin, ns, "restarts")(g).Status.ContainerStatuses)
 			current, errOut, code = kubectl(ctx, nil, "logs", "-n", ns, "restarts")
 			g.Expect(code).To(BeZero(), errOut)
 			g.Expect(previous).To(MatchRegexp(`^run-[0-9a-f-]{36}\n$`))
@@ -201,7 +197,7 @@ var _ = Describe("The node API through the API server", Ordered, ContinueOnFailu
 
 	Describe("exec", func() {
 		BeforeAll(func(ctx SpecContext) {
-			startPod(ctx, busyboxPod(ns, "shell", nodeAPINode, "sleep", "3600"))
+			startPod(ctx, utils.BusyboxPod(ns, "shell", nodeAPINode, "sleep", "3600"))
 		}, NodeTimeout(podStartTimeout))
 
 		It("prints exactly what the command prints", func(ctx SpecContext) {
@@ -266,7 +262,7 @@ var _ = Describe("The node API through the API server", Ordered, ContinueOnFailu
 	}, SpecTimeout(podStartTimeout+2*apiTimeout))
 
 	It("attaches to a container with a tty", func(ctx SpecContext) {
-		pod := busyboxPod(ns, "tty", nodeAPINode, "sh")
+		pod := utils.BusyboxPod(ns, "tty", nodeAPINode, "sh")
 		pod.Spec.Containers[0].TTY = true
 		pod.Spec.Containers[0].Stdin = true
 		startPod(ctx, pod)
@@ -294,7 +290,7 @@ var _ = Describe("The node API through the API server", Ordered, ContinueOnFailu
 	}, SpecTimeout(podStartTimeout+2*apiTimeout))
 
 	It("serves /stats/summary with every pod's CPU and memory", func(ctx SpecContext) {
-		startPod(ctx, busyboxPod(ns, "stats", nodeAPINode, "sleep", "3600"))
+		startPod(ctx, utils.BusyboxPod(ns, "stats", nodeAPINode, "sleep", "3600"))
 		Eventually(func(g Gomega) {
 			pods := &corev1.PodList{}
 			g.Expect(admin.List(ctx, pods, client.InNamespace(ns))).To(Succeed())
@@ -333,14 +329,14 @@ var _ = Describe("The node API through the API server", Ordered, ContinueOnFailu
 		}).WithTimeout(apiTimeout).WithPolling(time.Second).Should(Succeed())
 
 		out := mustKubectl(ctx, "get", "--raw", "/api/v1/nodes/"+nodeAPINode+"/proxy/metrics/resource")
-		Expect(out).To(ContainSubstring(fmt.Sprintf(`container_cpu_usage_seconds_total{container="main",namespace="%s",pod="stats"}`, ns)))
+		Expect(out).To(ContainSubstring(fmt.Sprintf(`container_cpu_usage_seconds_total{container="main",namespace=%q,pod="stats"}`, ns)))
 		Expect(out).To(ContainSubstring("node_memory_working_set_bytes "))
 	}, SpecTimeout(podStartTimeout+2*apiTimeout))
 
 	Describe("straight to its port", func() {
 		get := func(ctx context.Context, c *http.Client, path, token string) (int, string) {
 			GinkgoHelper()
-			req, err := http.NewRequestWithContext(ctx, http.MethodGet, "https://"+nodelet.ServerAddr+path, nil)
+			req, err := http.NewRequestWithContext(ctx, http.MethodGet, "https://"+nodelet.ServerAddr+path, http.NoBody)
 			Expect(err).NotTo(HaveOccurred())
 			if token != "" {
 				req.Header.Set("Authorization", "Bearer "+token)
@@ -402,7 +398,7 @@ var _ = Describe("The node API through the API server", Ordered, ContinueOnFailu
 			Expect(err).NotTo(HaveOccurred())
 			code, body = get(ctx, httpsClient(bob), "/metrics", "")
 			Expect(code).To(Equal(http.StatusOK))
-			Expect(body).To(ContainSubstring("nodelet_cri_operation_duration_seconds"))
+			Expect(body).To(ContainSubstring("kubelet_runtime_operations_duration_seconds"))
 			code, _ = get(ctx, httpsClient(bob), "/pods", "")
 			Expect(code).To(Equal(http.StatusForbidden), "nodes/metrics is not nodes/proxy")
 		}, SpecTimeout(apiTimeout))
@@ -442,4 +438,10 @@ func (b *syncBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.String()
+}
+
+// md5hex is the hex MD5 of s, as md5sum prints it.
+func md5hex(s string) string {
+	sum := md5.Sum([]byte(s))
+	return hex.EncodeToString(sum[:])
 }

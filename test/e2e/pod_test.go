@@ -30,40 +30,26 @@ const (
 )
 
 var _ = Describe("Pod lifecycle", Ordered, func() {
-	var (
-		admin   client.Client
-		nodelet *utils.Nodelet
-	)
-	BeforeAll(func(ctx SpecContext) {
-		var err error
-		admin, err = apiServer.AdminClient()
-		Expect(err).NotTo(HaveOccurred())
-		nodelet, err = utils.StartNodelet(ctx, utils.NodeletOptions{NodeName: podNode, API: apiServer, Containerd: ctrd})
-		Expect(err).NotTo(HaveOccurred())
-		DeferCleanup(nodelet.Cleanup)
-	})
-	JustAfterEach(func() {
-		if CurrentSpecReport().Failed() && nodelet != nil {
-			GinkgoWriter.Printf("nodelet log:\n%s\n", nodelet.LogTail(150))
-		}
+	env := utils.SetUpNodeletSpecs(func() utils.NodeletOptions {
+		return utils.NodeletOptions{NodeName: podNode, API: apiServer, Containerd: ctrd}
 	})
 
 	waitFor := func(ctx SpecContext, ns, name string, timeout time.Duration, check func(Gomega, *corev1.Pod)) *corev1.Pod {
 		GinkgoHelper()
 		var last *corev1.Pod
 		Eventually(func(g Gomega) {
-			last = getPod(ctx, admin, ns, name)(g)
+			last = utils.GetPod(ctx, env.Admin, ns, name)(g)
 			check(g, last)
 		}).WithTimeout(timeout).WithPolling(pollInterval).Should(Succeed())
 		return last
 	}
 
 	It("runs a busybox pod to Running and Ready", func(ctx SpecContext) {
-		ns := newNamespace(ctx, admin)
-		Expect(admin.Create(ctx, busyboxPod(ns, "sleeper", podNode, "sleep", "3600"))).To(Succeed())
+		ns := utils.NewNamespace(ctx, env.Admin)
+		Expect(env.Admin.Create(ctx, utils.BusyboxPod(ns, "sleeper", podNode, "sleep", "3600"))).To(Succeed())
 		p := waitFor(ctx, ns, "sleeper", podStartTimeout, func(g Gomega, p *corev1.Pod) {
 			g.Expect(p.Status.Phase).To(Equal(corev1.PodRunning))
-			g.Expect(isReady(p)).To(BeTrue())
+			g.Expect(utils.PodReady(p)).To(BeTrue())
 		})
 		Expect(p.Status.PodIP).NotTo(BeEmpty())
 		Expect(p.Status.HostIP).NotTo(BeEmpty())
@@ -79,10 +65,10 @@ var _ = Describe("Pod lifecycle", Ordered, func() {
 	})
 
 	It("runs a pod to completion and reports Succeeded with exit code 0", func(ctx SpecContext) {
-		ns := newNamespace(ctx, admin)
-		pod := busyboxPod(ns, "once", podNode, "sh", "-c", "echo done")
+		ns := utils.NewNamespace(ctx, env.Admin)
+		pod := utils.BusyboxPod(ns, "once", podNode, "sh", "-c", "echo done")
 		pod.Spec.RestartPolicy = corev1.RestartPolicyNever
-		Expect(admin.Create(ctx, pod)).To(Succeed())
+		Expect(env.Admin.Create(ctx, pod)).To(Succeed())
 		p := waitFor(ctx, ns, "once", podStartTimeout, func(g Gomega, p *corev1.Pod) {
 			g.Expect(p.Status.Phase).To(Equal(corev1.PodSucceeded))
 		})
@@ -92,15 +78,15 @@ var _ = Describe("Pod lifecycle", Ordered, func() {
 		Expect(term.Reason).To(Equal("Completed"))
 
 		By("keeping the container's log on the node")
-		logFile := filepath.Join(nodelet.PodLogsDir, fmt.Sprintf("%s_%s_%s", ns, "once", p.UID), "main", "0.log")
+		logFile := filepath.Join(env.Nodelet.PodLogsDir, fmt.Sprintf("%s_%s_%s", ns, "once", p.UID), "main", "0.log")
 		Expect(os.ReadFile(logFile)).To(ContainSubstring("stdout F done"))
 	})
 
 	It("reports a failed container's exit code and termination message under restartPolicy Never", func(ctx SpecContext) {
-		ns := newNamespace(ctx, admin)
-		pod := busyboxPod(ns, "fails", podNode, "sh", "-c", "echo -n boom > /dev/termination-log; exit 3")
+		ns := utils.NewNamespace(ctx, env.Admin)
+		pod := utils.BusyboxPod(ns, "fails", podNode, "sh", "-c", "echo -n boom > /dev/termination-log; exit 3")
 		pod.Spec.RestartPolicy = corev1.RestartPolicyNever
-		Expect(admin.Create(ctx, pod)).To(Succeed())
+		Expect(env.Admin.Create(ctx, pod)).To(Succeed())
 		p := waitFor(ctx, ns, "fails", podStartTimeout, func(g Gomega, p *corev1.Pod) {
 			g.Expect(p.Status.Phase).To(Equal(corev1.PodFailed))
 		})
@@ -113,12 +99,12 @@ var _ = Describe("Pod lifecycle", Ordered, func() {
 	})
 
 	It("shows CrashLoopBackOff with a growing restart count and growing back-off", func(ctx SpecContext) {
-		ns := newNamespace(ctx, admin)
-		Expect(admin.Create(ctx, busyboxPod(ns, "crasher", podNode, "sh", "-c", "exit 1"))).To(Succeed())
+		ns := utils.NewNamespace(ctx, env.Admin)
+		Expect(env.Admin.Create(ctx, utils.BusyboxPod(ns, "crasher", podNode, "sh", "-c", "exit 1"))).To(Succeed())
 		restartSeen := map[int32]time.Time{}
 		sawBackOff := false
 		Eventually(func(g Gomega) {
-			p := getPod(ctx, admin, ns, "crasher")(g)
+			p := utils.GetPod(ctx, env.Admin, ns, "crasher")(g)
 			g.Expect(p.Status.ContainerStatuses).To(HaveLen(1))
 			cs := p.Status.ContainerStatuses[0]
 			if _, ok := restartSeen[cs.RestartCount]; !ok {
@@ -143,8 +129,8 @@ var _ = Describe("Pod lifecycle", Ordered, func() {
 	}, SpecTimeout(crashLoopTimeout+30*time.Second))
 
 	It("runs two init containers in order before the main container", func(ctx SpecContext) {
-		ns := newNamespace(ctx, admin)
-		pod := busyboxPod(ns, "inits", podNode, "sh", "-c", "cat /work/order; sleep 3600")
+		ns := utils.NewNamespace(ctx, env.Admin)
+		pod := utils.BusyboxPod(ns, "inits", podNode, "sh", "-c", "cat /work/order; sleep 3600")
 		pod.Spec.Volumes = []corev1.Volume{{Name: "work", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}}
 		mount := []corev1.VolumeMount{{Name: "work", MountPath: "/work"}}
 		pod.Spec.Containers[0].VolumeMounts = mount
@@ -152,7 +138,7 @@ var _ = Describe("Pod lifecycle", Ordered, func() {
 			{Name: "first", Image: utils.BusyboxImage, Command: []string{"sh", "-c", "sleep 1; echo first >> /work/order"}, VolumeMounts: mount},
 			{Name: "second", Image: utils.BusyboxImage, Command: []string{"sh", "-c", "echo second >> /work/order"}, VolumeMounts: mount},
 		}
-		Expect(admin.Create(ctx, pod)).To(Succeed())
+		Expect(env.Admin.Create(ctx, pod)).To(Succeed())
 		p := waitFor(ctx, ns, "inits", podStartTimeout, func(g Gomega, p *corev1.Pod) {
 			g.Expect(p.Status.Phase).To(Equal(corev1.PodRunning))
 		})
@@ -161,7 +147,7 @@ var _ = Describe("Pod lifecycle", Ordered, func() {
 		Expect(first).NotTo(BeNil())
 		Expect(second).NotTo(BeNil())
 		Expect(second.StartedAt.Time).NotTo(BeTemporally("<", first.FinishedAt.Time))
-		logFile := filepath.Join(nodelet.PodLogsDir, fmt.Sprintf("%s_%s_%s", ns, "inits", p.UID), "main", "0.log")
+		logFile := filepath.Join(env.Nodelet.PodLogsDir, fmt.Sprintf("%s_%s_%s", ns, "inits", p.UID), "main", "0.log")
 		Eventually(func() (string, error) {
 			b, err := os.ReadFile(logFile)
 			return string(b), err
@@ -169,11 +155,11 @@ var _ = Describe("Pod lifecycle", Ordered, func() {
 	})
 
 	It("never starts the main container when an init container fails", func(ctx SpecContext) {
-		ns := newNamespace(ctx, admin)
-		pod := busyboxPod(ns, "badinit", podNode, "sleep", "3600")
+		ns := utils.NewNamespace(ctx, env.Admin)
+		pod := utils.BusyboxPod(ns, "badinit", podNode, "sleep", "3600")
 		pod.Spec.RestartPolicy = corev1.RestartPolicyNever
 		pod.Spec.InitContainers = []corev1.Container{{Name: "init", Image: utils.BusyboxImage, Command: []string{"sh", "-c", "exit 2"}}}
-		Expect(admin.Create(ctx, pod)).To(Succeed())
+		Expect(env.Admin.Create(ctx, pod)).To(Succeed())
 		p := waitFor(ctx, ns, "badinit", podStartTimeout, func(g Gomega, p *corev1.Pod) {
 			g.Expect(p.Status.Phase).To(Equal(corev1.PodFailed))
 		})
@@ -189,7 +175,7 @@ var _ = Describe("Pod lifecycle", Ordered, func() {
 		Expect(ctrd.AddInsecureRegistry(reg.Host())).To(Succeed())
 		ref, err := reg.Push(ctx, utils.BusyboxImage)
 		Expect(err).NotTo(HaveOccurred())
-		ns := newNamespace(ctx, admin)
+		ns := utils.NewNamespace(ctx, env.Admin)
 		pullSecret := func(name, pass string) *corev1.Secret {
 			auth := base64.StdEncoding.EncodeToString([]byte(user + ":" + pass))
 			cfg, _ := json.Marshal(map[string]any{"auths": map[string]any{reg.Host(): map[string]string{"auth": auth}}})
@@ -199,17 +185,17 @@ var _ = Describe("Pod lifecycle", Ordered, func() {
 				Data:       map[string][]byte{corev1.DockerConfigJsonKey: cfg},
 			}
 		}
-		Expect(admin.Create(ctx, pullSecret("right", password))).To(Succeed())
-		Expect(admin.Create(ctx, pullSecret("wrong", "nope"))).To(Succeed())
+		Expect(env.Admin.Create(ctx, pullSecret("right", password))).To(Succeed())
+		Expect(env.Admin.Create(ctx, pullSecret("wrong", "nope"))).To(Succeed())
 		podWith := func(name, secret string) *corev1.Pod {
-			p := busyboxPod(ns, name, podNode, "sleep", "3600")
+			p := utils.BusyboxPod(ns, name, podNode, "sleep", "3600")
 			p.Spec.Containers[0].Image = ref
 			p.Spec.Containers[0].ImagePullPolicy = corev1.PullAlways
 			p.Spec.ImagePullSecrets = []corev1.LocalObjectReference{{Name: secret}}
 			return p
 		}
-		Expect(admin.Create(ctx, podWith("good", "right"))).To(Succeed())
-		Expect(admin.Create(ctx, podWith("bad", "wrong"))).To(Succeed())
+		Expect(env.Admin.Create(ctx, podWith("good", "right"))).To(Succeed())
+		Expect(env.Admin.Create(ctx, podWith("bad", "wrong"))).To(Succeed())
 		waitFor(ctx, ns, "good", podStartTimeout, func(g Gomega, p *corev1.Pod) {
 			g.Expect(p.Status.Phase).To(Equal(corev1.PodRunning))
 		})
@@ -223,7 +209,7 @@ var _ = Describe("Pod lifecycle", Ordered, func() {
 		})
 		Eventually(func(g Gomega) {
 			var events corev1.EventList
-			g.Expect(admin.List(ctx, &events, client.InNamespace(ns))).To(Succeed())
+			g.Expect(env.Admin.List(ctx, &events, client.InNamespace(ns))).To(Succeed())
 			var messages []string
 			for _, e := range events.Items {
 				if e.InvolvedObject.Name == "bad" {
@@ -236,16 +222,16 @@ var _ = Describe("Pod lifecycle", Ordered, func() {
 	})
 
 	It("runs the preStop hook and honours the grace period before the pod disappears", func(ctx SpecContext) {
-		ns := newNamespace(ctx, admin)
+		ns := utils.NewNamespace(ctx, env.Admin)
 		hostDir := GinkgoT().TempDir()
-		pod := busyboxPod(ns, "graceful", podNode, "sh", "-c", "trap 'echo got TERM' TERM; while true; do sleep 1; done")
+		pod := utils.BusyboxPod(ns, "graceful", podNode, "sh", "-c", "trap 'echo got TERM' TERM; while true; do sleep 1; done")
 		pod.Spec.TerminationGracePeriodSeconds = ptr.To[int64](4)
 		pod.Spec.Volumes = []corev1.Volume{{Name: "host", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: hostDir}}}}
 		pod.Spec.Containers[0].VolumeMounts = []corev1.VolumeMount{{Name: "host", MountPath: "/host"}}
 		pod.Spec.Containers[0].Lifecycle = &corev1.Lifecycle{PreStop: &corev1.LifecycleHandler{
 			Exec: &corev1.ExecAction{Command: []string{"sh", "-c", "echo prestop > /host/prestop"}},
 		}}
-		Expect(admin.Create(ctx, pod)).To(Succeed())
+		Expect(env.Admin.Create(ctx, pod)).To(Succeed())
 		p := waitFor(ctx, ns, "graceful", podStartTimeout, func(g Gomega, p *corev1.Pod) {
 			g.Expect(p.Status.Phase).To(Equal(corev1.PodRunning))
 		})
@@ -253,9 +239,9 @@ var _ = Describe("Pod lifecycle", Ordered, func() {
 		rs, _ := newCRIClients(ctx)
 
 		deleted := time.Now()
-		Expect(admin.Delete(ctx, p)).To(Succeed())
+		Expect(env.Admin.Delete(ctx, p)).To(Succeed())
 		Eventually(func() bool {
-			err := admin.Get(ctx, client.ObjectKeyFromObject(p), &corev1.Pod{})
+			err := env.Admin.Get(ctx, client.ObjectKeyFromObject(p), &corev1.Pod{})
 			return apierrors.IsNotFound(err)
 		}).WithTimeout(podStartTimeout).WithPolling(pollInterval).Should(BeTrue())
 		gone := time.Since(deleted)
@@ -270,10 +256,10 @@ var _ = Describe("Pod lifecycle", Ordered, func() {
 
 	It("never touches runtime objects nodelet does not own", func(ctx SpecContext) {
 		rs, _ := newCRIClients(ctx)
-		ns := newNamespace(ctx, admin)
+		ns := utils.NewNamespace(ctx, env.Admin)
 		// The kubelet's labels of a pod that exists in the API, but no
 		// ownership label: nodelet must leave them alone.
-		Expect(admin.Create(ctx, busyboxPod(ns, "namesake", podNode, "sleep", "3600"))).To(Succeed())
+		Expect(env.Admin.Create(ctx, utils.BusyboxPod(ns, "namesake", podNode, "sleep", "3600"))).To(Succeed())
 		labels := map[string]string{
 			"io.kubernetes.pod.name": "namesake", "io.kubernetes.pod.namespace": ns, "io.kubernetes.pod.uid": "not-nodelets",
 		}
@@ -303,12 +289,12 @@ var _ = Describe("Pod lifecycle", Ordered, func() {
 			g.Expect(p.Status.Phase).To(Equal(corev1.PodRunning))
 		})
 		By("deleting the namesake pod and restarting nodelet, whose start-up cleans orphans")
-		Expect(admin.Delete(ctx, busyboxPod(ns, "namesake", podNode))).To(Succeed())
+		Expect(env.Admin.Delete(ctx, utils.BusyboxPod(ns, "namesake", podNode))).To(Succeed())
 		Eventually(func() bool {
-			return apierrors.IsNotFound(admin.Get(ctx, client.ObjectKey{Namespace: ns, Name: "namesake"}, &corev1.Pod{}))
+			return apierrors.IsNotFound(env.Admin.Get(ctx, client.ObjectKey{Namespace: ns, Name: "namesake"}, &corev1.Pod{}))
 		}).WithTimeout(podStartTimeout).Should(BeTrue())
-		Expect(nodelet.Kill()).To(Succeed())
-		Expect(nodelet.Restart(ctx)).To(Succeed())
+		Expect(env.Nodelet.Kill()).To(Succeed())
+		Expect(env.Nodelet.Restart(ctx)).To(Succeed())
 		Consistently(func(g Gomega) {
 			st, err := rs.ContainerStatus(ctx, cID, false)
 			g.Expect(err).NotTo(HaveOccurred())
@@ -320,18 +306,18 @@ var _ = Describe("Pod lifecycle", Ordered, func() {
 	})
 
 	It("adopts its running pods after being killed: no restart, same sandboxes, no status write", func(ctx SpecContext) {
-		ns := newNamespace(ctx, admin)
+		ns := utils.NewNamespace(ctx, env.Admin)
 		const n = 10
 		for i := range n {
-			Expect(admin.Create(ctx, busyboxPod(ns, fmt.Sprintf("adopt-%d", i), podNode, "sleep", "3600"))).To(Succeed())
+			Expect(env.Admin.Create(ctx, utils.BusyboxPod(ns, fmt.Sprintf("adopt-%d", i), podNode, "sleep", "3600"))).To(Succeed())
 		}
 		before := map[string]corev1.Pod{}
 		Eventually(func(g Gomega) {
 			var pods corev1.PodList
-			g.Expect(admin.List(ctx, &pods, client.InNamespace(ns))).To(Succeed())
+			g.Expect(env.Admin.List(ctx, &pods, client.InNamespace(ns))).To(Succeed())
 			g.Expect(pods.Items).To(HaveLen(n))
 			for _, p := range pods.Items {
-				g.Expect(isReady(&p)).To(BeTrue(), "pod %s", p.Name)
+				g.Expect(utils.PodReady(&p)).To(BeTrue(), "pod %s", p.Name)
 				before[p.Name] = p
 			}
 		}).WithTimeout(2 * podStartTimeout).WithPolling(pollInterval).Should(Succeed())
@@ -340,15 +326,15 @@ var _ = Describe("Pod lifecycle", Ordered, func() {
 		Expect(err).NotTo(HaveOccurred())
 		Expect(sandboxesBefore).To(HaveLen(n))
 
-		Expect(nodelet.Kill()).To(Succeed())
+		Expect(env.Nodelet.Kill()).To(Succeed())
 		By("corrupting one pod's checkpoint: its state is rebuilt from the runtime")
-		corrupted := filepath.Join(nodelet.RootDir, "checkpoints", "pod-"+string(before["adopt-0"].UID))
+		corrupted := filepath.Join(env.Nodelet.RootDir, "checkpoints", "pod-"+string(before["adopt-0"].UID))
 		Expect(os.WriteFile(corrupted, []byte(`{"version":1,"data":{"uid":"torn`), 0o600)).To(Succeed())
-		Expect(nodelet.Restart(ctx)).To(Succeed())
+		Expect(env.Nodelet.Restart(ctx)).To(Succeed())
 		// Several relist periods and a full resync of every pod.
 		Consistently(func(g Gomega) {
 			var pods corev1.PodList
-			g.Expect(admin.List(ctx, &pods, client.InNamespace(ns))).To(Succeed())
+			g.Expect(env.Admin.List(ctx, &pods, client.InNamespace(ns))).To(Succeed())
 			for _, p := range pods.Items {
 				b := before[p.Name]
 				g.Expect(p.ResourceVersion).To(Equal(b.ResourceVersion), "pod %s was written", p.Name)
@@ -377,28 +363,22 @@ var _ = Describe("Pod lifecycle", Ordered, func() {
 
 var _ = Describe("Pod admission", Ordered, func() {
 	const node = "e2e-admission"
-	var admin client.Client
-	BeforeAll(func(ctx SpecContext) {
-		var err error
-		admin, err = apiServer.AdminClient()
-		Expect(err).NotTo(HaveOccurred())
-		n, err := utils.StartNodelet(ctx, utils.NodeletOptions{NodeName: node, API: apiServer, Containerd: ctrd,
-			Config: map[string]any{"maxPods": 2, "nodeLabels": map[string]string{"disk": "ssd"}}})
-		Expect(err).NotTo(HaveOccurred())
-		DeferCleanup(n.Cleanup)
+	env := utils.SetUpNodeletSpecs(func() utils.NodeletOptions {
+		return utils.NodeletOptions{NodeName: node, API: apiServer, Containerd: ctrd,
+			Config: map[string]any{"maxPods": 2, "nodeLabels": map[string]string{"disk": "ssd"}}}
 	})
 
 	failedWith := func(ctx SpecContext, ns, name, reason string) {
 		GinkgoHelper()
 		Eventually(func(g Gomega) {
-			p := getPod(ctx, admin, ns, name)(g)
+			p := utils.GetPod(ctx, env.Admin, ns, name)(g)
 			g.Expect(p.Status.Phase).To(Equal(corev1.PodFailed))
 			g.Expect(p.Status.Reason).To(Equal(reason))
 			g.Expect(p.Status.Message).To(HavePrefix("Pod was rejected: "))
 		}).WithTimeout(podStartTimeout).WithPolling(pollInterval).Should(Succeed())
 		var events corev1.EventList
 		Eventually(func(g Gomega) {
-			g.Expect(admin.List(ctx, &events, client.InNamespace(ns))).To(Succeed())
+			g.Expect(env.Admin.List(ctx, &events, client.InNamespace(ns))).To(Succeed())
 			found := false
 			for _, e := range events.Items {
 				found = found || (e.InvolvedObject.Name == name && e.Reason == reason && e.Type == corev1.EventTypeWarning)
@@ -408,32 +388,32 @@ var _ = Describe("Pod admission", Ordered, func() {
 	}
 
 	It("rejects a pod above maxPods with OutOfpods", func(ctx SpecContext) {
-		ns := newNamespace(ctx, admin)
+		ns := utils.NewNamespace(ctx, env.Admin)
 		for _, name := range []string{"one", "two"} {
-			Expect(admin.Create(ctx, busyboxPod(ns, name, node, "sleep", "3600"))).To(Succeed())
+			Expect(env.Admin.Create(ctx, utils.BusyboxPod(ns, name, node, "sleep", "3600"))).To(Succeed())
 			Eventually(func(g Gomega) {
-				g.Expect(getPod(ctx, admin, ns, name)(g).Status.Phase).To(Equal(corev1.PodRunning))
+				g.Expect(utils.GetPod(ctx, env.Admin, ns, name)(g).Status.Phase).To(Equal(corev1.PodRunning))
 			}).WithTimeout(podStartTimeout).Should(Succeed())
 		}
-		Expect(admin.Create(ctx, busyboxPod(ns, "three", node, "sleep", "3600"))).To(Succeed())
+		Expect(env.Admin.Create(ctx, utils.BusyboxPod(ns, "three", node, "sleep", "3600"))).To(Succeed())
 		failedWith(ctx, ns, "three", "OutOfpods")
-		p := getPod(ctx, admin, ns, "three")(Default)
+		p := utils.GetPod(ctx, env.Admin, ns, "three")(Default)
 		Expect(p.Status.ContainerStatuses).To(BeEmpty(), "a rejected pod is never started")
 		for _, name := range []string{"one", "two"} {
-			Expect(admin.Delete(ctx, busyboxPod(ns, name, node))).To(Succeed())
+			Expect(env.Admin.Delete(ctx, utils.BusyboxPod(ns, name, node))).To(Succeed())
 		}
 		Eventually(func(g Gomega) {
 			var pods corev1.PodList
-			g.Expect(admin.List(ctx, &pods, client.InNamespace(ns))).To(Succeed())
+			g.Expect(env.Admin.List(ctx, &pods, client.InNamespace(ns))).To(Succeed())
 			g.Expect(pods.Items).To(HaveLen(1))
 		}).WithTimeout(podStartTimeout).Should(Succeed())
 	})
 
 	It("rejects a pod whose nodeSelector does not match with NodeAffinity", func(ctx SpecContext) {
-		ns := newNamespace(ctx, admin)
-		pod := busyboxPod(ns, "picky", node, "sleep", "3600")
+		ns := utils.NewNamespace(ctx, env.Admin)
+		pod := utils.BusyboxPod(ns, "picky", node, "sleep", "3600")
 		pod.Spec.NodeSelector = map[string]string{"disk": "hdd"}
-		Expect(admin.Create(ctx, pod)).To(Succeed())
+		Expect(env.Admin.Create(ctx, pod)).To(Succeed())
 		failedWith(ctx, ns, "picky", "NodeAffinity")
 	})
 })

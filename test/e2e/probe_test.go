@@ -20,22 +20,8 @@ const (
 )
 
 var _ = Describe("Probes", Ordered, func() {
-	var (
-		admin   client.Client
-		nodelet *utils.Nodelet
-	)
-	BeforeAll(func(ctx SpecContext) {
-		var err error
-		admin, err = apiServer.AdminClient()
-		Expect(err).NotTo(HaveOccurred())
-		nodelet, err = utils.StartNodelet(ctx, utils.NodeletOptions{NodeName: probeNode, API: apiServer, Containerd: ctrd})
-		Expect(err).NotTo(HaveOccurred())
-		DeferCleanup(nodelet.Cleanup)
-	})
-	JustAfterEach(func() {
-		if CurrentSpecReport().Failed() && nodelet != nil {
-			GinkgoWriter.Printf("nodelet log:\n%s\n", nodelet.LogTail(150))
-		}
+	env := utils.SetUpNodeletSpecs(func() utils.NodeletOptions {
+		return utils.NodeletOptions{NodeName: probeNode, API: apiServer, Containerd: ctrd}
 	})
 
 	execProbe := func(periodSeconds, failureThreshold int32, command ...string) *corev1.Probe {
@@ -55,33 +41,33 @@ var _ = Describe("Probes", Ordered, func() {
 	}
 
 	It("makes a pod Ready when its exec readiness probe succeeds", func(ctx SpecContext) {
-		ns := newNamespace(ctx, admin)
-		pod := busyboxPod(ns, "ready", probeNode, "sleep", "3600")
+		ns := utils.NewNamespace(ctx, env.Admin)
+		pod := utils.BusyboxPod(ns, "ready", probeNode, "sleep", "3600")
 		pod.Spec.Containers[0].ReadinessProbe = execProbe(1, 3, "true")
-		Expect(admin.Create(ctx, pod)).To(Succeed())
+		Expect(env.Admin.Create(ctx, pod)).To(Succeed())
 		Eventually(func(g Gomega) {
-			p := getPod(ctx, admin, ns, "ready")(g)
+			p := utils.GetPod(ctx, env.Admin, ns, "ready")(g)
 			g.Expect(p.Status.Phase).To(Equal(corev1.PodRunning))
-			g.Expect(isReady(p)).To(BeTrue())
+			g.Expect(utils.PodReady(p)).To(BeTrue())
 			g.Expect(p.Status.ContainerStatuses).To(HaveLen(1))
 			g.Expect(p.Status.ContainerStatuses[0].Ready).To(BeTrue())
 		}).WithTimeout(podStartTimeout).WithPolling(pollInterval).Should(Succeed())
 	})
 
 	It("keeps a pod not Ready until its readiness probe passes", func(ctx SpecContext) {
-		ns := newNamespace(ctx, admin)
-		pod := busyboxPod(ns, "later", probeNode, "sh", "-c", "sleep 3; touch /tmp/ready; exec sleep 3600")
+		ns := utils.NewNamespace(ctx, env.Admin)
+		pod := utils.BusyboxPod(ns, "later", probeNode, "sh", "-c", "sleep 3; touch /tmp/ready; exec sleep 3600")
 		pod.Spec.Containers[0].ReadinessProbe = execProbe(1, 3, "cat", "/tmp/ready")
-		Expect(admin.Create(ctx, pod)).To(Succeed())
+		Expect(env.Admin.Create(ctx, pod)).To(Succeed())
 		sawRunningNotReady := false
 		var p *corev1.Pod
 		Eventually(func(g Gomega) {
-			p = getPod(ctx, admin, ns, "later")(g)
+			p = utils.GetPod(ctx, env.Admin, ns, "later")(g)
 			g.Expect(p.Status.ContainerStatuses).To(HaveLen(1))
-			if p.Status.ContainerStatuses[0].State.Running != nil && !isReady(p) {
+			if p.Status.ContainerStatuses[0].State.Running != nil && !utils.PodReady(p) {
 				sawRunningNotReady = true
 			}
-			g.Expect(isReady(p)).To(BeTrue())
+			g.Expect(utils.PodReady(p)).To(BeTrue())
 		}).WithTimeout(podStartTimeout).WithPolling(pollInterval).Should(Succeed())
 		Expect(sawRunningNotReady).To(BeTrue(), "the pod never showed running but not ready")
 		started := p.Status.ContainerStatuses[0].State.Running.StartedAt.Time
@@ -91,18 +77,18 @@ var _ = Describe("Probes", Ordered, func() {
 	})
 
 	It("restarts a container whose liveness probe fails", func(ctx SpecContext) {
-		ns := newNamespace(ctx, admin)
-		pod := busyboxPod(ns, "unhealthy", probeNode, "sleep", "3600")
+		ns := utils.NewNamespace(ctx, env.Admin)
+		pod := utils.BusyboxPod(ns, "unhealthy", probeNode, "sleep", "3600")
 		pod.Spec.Containers[0].LivenessProbe = execProbe(1, 1, "false")
-		Expect(admin.Create(ctx, pod)).To(Succeed())
+		Expect(env.Admin.Create(ctx, pod)).To(Succeed())
 		Eventually(func(g Gomega) {
-			p := getPod(ctx, admin, ns, "unhealthy")(g)
+			p := utils.GetPod(ctx, env.Admin, ns, "unhealthy")(g)
 			g.Expect(p.Status.ContainerStatuses).To(HaveLen(1))
 			g.Expect(p.Status.ContainerStatuses[0].RestartCount).To(BeNumerically(">=", 2))
 		}).WithTimeout(livenessRestartTimeout).WithPolling(pollInterval).Should(Succeed())
 		Eventually(func(g Gomega) {
 			var events corev1.EventList
-			g.Expect(admin.List(ctx, &events, client.InNamespace(ns))).To(Succeed())
+			g.Expect(env.Admin.List(ctx, &events, client.InNamespace(ns))).To(Succeed())
 			var messages []string
 			for _, e := range events.Items {
 				if e.InvolvedObject.Name == "unhealthy" {

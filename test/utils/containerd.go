@@ -134,7 +134,7 @@ func StartContainerd(ctx context.Context, opts ContainerdOptions) (_ *Containerd
 	defer func() {
 		if err != nil {
 			if stopErr := c.Stop(); stopErr != nil {
-				err = fmt.Errorf("%w (and cleaning up: %v)", err, stopErr)
+				err = fmt.Errorf("%w (and cleaning up: %w)", err, stopErr)
 			}
 		}
 	}()
@@ -169,9 +169,6 @@ func StartContainerd(ctx context.Context, opts ContainerdOptions) (_ *Containerd
 
 // Endpoint is the CRI endpoint, "unix://<Dir>/containerd.sock".
 func (c *Containerd) Endpoint() string { return "unix://" + c.socket }
-
-// Socket is the path of the containerd socket.
-func (c *Containerd) Socket() string { return c.socket }
 
 // LogPath is the file containerd logs to, across restarts. Print it when a
 // test fails.
@@ -425,13 +422,13 @@ func (c *Containerd) dialImages(ctx context.Context) (internalapi.ImageManagerSe
 func (c *Containerd) waitReady(ctx context.Context, d *daemon) error {
 	ctx, cancel := context.WithTimeout(ctx, c.opts.StartTimeout)
 	defer cancel()
-	var last error = errors.New("no answer yet")
+	last := errors.New("no answer yet")
 	for {
 		select {
 		case <-d.done:
-			return fmt.Errorf("containerd exited: %v\n%s", d.err, c.logTail())
+			return fmt.Errorf("containerd exited: %w\n%s", d.err, c.logTail())
 		case <-ctx.Done():
-			return fmt.Errorf("CRI not ready: %w (last: %v)\n%s", ctx.Err(), last, c.logTail())
+			return fmt.Errorf("CRI not ready: %w (last: %w)\n%s", ctx.Err(), last, c.logTail())
 		default:
 		}
 		last = c.criReady(ctx)
@@ -511,7 +508,7 @@ func (c *Containerd) importImage(ctx context.Context, image, archive string) err
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("imported %s but the CRI does not list it (err %v)", image, err)
+			return fmt.Errorf("imported %s but the CRI does not list it (err %w)", image, err)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
@@ -545,14 +542,6 @@ func (c *Containerd) stopProcessLocked() error {
 	case <-time.After(daemonStopTimeout):
 		return fmt.Errorf("stopping containerd: pid %d did not exit after SIGKILL", d.pid)
 	}
-}
-
-// Restart stops the daemon and starts it again on the same state.
-func (c *Containerd) Restart(ctx context.Context) error {
-	if err := c.StopProcess(); err != nil {
-		return err
-	}
-	return c.StartProcess(ctx)
 }
 
 // Stop tears the instance down: it removes every pod sandbox through the CRI

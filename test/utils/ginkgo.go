@@ -2,9 +2,13 @@ package utils
 
 import (
 	"context"
+	"fmt"
+	"sync/atomic"
 
-	. "github.com/onsi/ginkgo/v2" //nolint:revive // Ginkgo's DSL reads best unqualified.
-	. "github.com/onsi/gomega"    //nolint:revive // Gomega's DSL reads best unqualified.
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
 // MustStartContainerd starts a containerd for the enclosing suite or spec,
@@ -36,4 +40,60 @@ func MustStartRegistry(ctx context.Context, opts RegistryOptions) *Registry {
 	Expect(err).NotTo(HaveOccurred(), "starting the registry")
 	DeferCleanup(r.Stop)
 	return r
+}
+
+// NodeletSpecs is a nodelet shared by the specs of one Ordered container,
+// with the admin client they create objects with. Both are set in the
+// container's BeforeAll.
+type NodeletSpecs struct {
+	Nodelet *Nodelet
+	Admin   client.Client
+}
+
+// SetUpNodeletSpecs registers, in the Ordered container whose body calls
+// it, a BeforeAll that starts a nodelet with the options opts returns (it
+// is called then, after the suite's BeforeSuite started the API server and
+// containerd) and stops it when the container is done, and a JustAfterEach
+// that prints the end of the nodelet's log next to a failed spec.
+func SetUpNodeletSpecs(opts func() NodeletOptions) *NodeletSpecs {
+	s := &NodeletSpecs{}
+	BeforeAll(func(ctx SpecContext) {
+		o := opts()
+		var err error
+		s.Admin, err = o.API.AdminClient()
+		Expect(err).NotTo(HaveOccurred(), "creating the admin client")
+		s.Nodelet, err = StartNodelet(ctx, o)
+		if s.Nodelet != nil {
+			DeferCleanup(s.Nodelet.Cleanup)
+		}
+		Expect(err).NotTo(HaveOccurred(), "starting nodelet")
+	})
+	JustAfterEach(func() {
+		if CurrentSpecReport().Failed() && s.Nodelet != nil {
+			GinkgoWriter.Printf("nodelet log (%s):\n%s\n", s.Nodelet.LogPath, s.Nodelet.LogTail(150))
+		}
+	})
+	return s
+}
+
+var namespaceCounter atomic.Int32
+
+// NewNamespace creates a namespace for one spec (see CreateNamespace) with
+// a name unique in the suite. It is left in place: envtest runs no
+// namespace controller that would empty a deleted one, and the specs delete
+// the pods whose end they test themselves.
+func NewNamespace(ctx context.Context, c client.Client) string {
+	GinkgoHelper()
+	name := fmt.Sprintf("e2e-%d-%d", GinkgoParallelProcess(), namespaceCounter.Add(1))
+	Expect(CreateNamespace(ctx, c, name)).To(Succeed())
+	return name
+}
+
+// GetPod returns a function for Eventually that reads namespace/name.
+func GetPod(ctx context.Context, c client.Client, ns, name string) func(Gomega) *corev1.Pod {
+	return func(g Gomega) *corev1.Pod {
+		p := &corev1.Pod{}
+		g.Expect(c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, p)).To(Succeed())
+		return p
+	}
 }

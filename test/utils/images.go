@@ -186,7 +186,7 @@ func buildPause(ctx context.Context) (v1.Image, error) {
 	}
 	goBin, err := exec.LookPath("go")
 	if err != nil {
-		goBin = filepath.Join(runtime.GOROOT(), "bin", "go")
+		return nil, fmt.Errorf("building the pause image needs the go command: %w", err)
 	}
 	cmd := exec.CommandContext(ctx, goBin, "build", "-trimpath", "-ldflags=-s -w", "-o", "pause", ".")
 	cmd.Dir = dir

@@ -113,7 +113,10 @@ func StartNodelet(ctx context.Context, opts NodeletOptions) (*Nodelet, error) {
 		return nil, err
 	}
 	args := append([]string{"--config", filepath.Join(n.Dir, "config.yaml"), "--kubeconfig", kubeconfig}, opts.Args...)
-	return n, n.start(ctx, bin, args)
+	if err := n.start(ctx, bin, args); err != nil {
+		return n, err
+	}
+	return n, nil
 }
 
 func (n *Nodelet) writeConfig() error {
@@ -215,7 +218,7 @@ func (n *Nodelet) start(ctx context.Context, bin string, args []string) error {
 	for time.Now().Before(deadline) {
 		select {
 		case <-done:
-			return fmt.Errorf("nodelet exited during start-up (%v); log:\n%s", n.exitErr(), n.LogTail(40))
+			return fmt.Errorf("nodelet exited during start-up (%w); log:\n%s", n.exitErr(), n.LogTail(40))
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-time.After(100 * time.Millisecond):
@@ -353,8 +356,8 @@ func ProcessUsage(pid int) (Usage, error) {
 		return u, err
 	}
 	for _, line := range strings.Split(string(status), "\n") {
-		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
-			kb, _ := strconv.ParseInt(strings.Fields(rest)[0], 10, 64)
+		if value, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			kb, _ := strconv.ParseInt(strings.Fields(value)[0], 10, 64)
 			u.PeakRSS = kb * 1024
 		}
 	}

@@ -129,9 +129,6 @@ func (r *Registry) Running() bool {
 	return r.proc != nil
 }
 
-// LogPath is the registry's log file.
-func (r *Registry) LogPath() string { return r.logPath }
-
 func freePort() (int, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -172,9 +169,9 @@ func (r *Registry) start(ctx context.Context, cfgPath string) error {
 		case <-d.done:
 			r.proc = nil
 			log, _ := os.ReadFile(r.logPath)
-			return fmt.Errorf("docker-registry exited: %v\n%s", d.err, tail(string(log), 2000))
+			return fmt.Errorf("docker-registry exited: %w\n%s", d.err, tail(string(log), 2000))
 		case <-ctx.Done():
-			return fmt.Errorf("waiting for the registry on %s: %w (last: %v)", r.host, ctx.Err(), last)
+			return fmt.Errorf("waiting for the registry on %s: %w (last: %w)", r.host, ctx.Err(), last)
 		case <-time.After(50 * time.Millisecond):
 		}
 		resp, err := client.Get("http://" + r.host + "/v2/")

@@ -1,0 +1,85 @@
+package nodeinfo
+
+import (
+	"context"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/nodelet/nodelet/api/v1alpha1"
+)
+
+// NewNode returns the Node nodelet registers for cfg: its labels (see
+// Labels), its registration taints, and, so that admission can run before
+// the first status is written, allocatable pods of maxPods.
+func NewNode(cfg *v1alpha1.NodeletConfiguration) *corev1.Node {
+	return &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:   cfg.NodeName,
+			Labels: Labels(cfg.NodeName, cfg.NodeLabels),
+		},
+		Spec: corev1.NodeSpec{Taints: Taints(cfg.RegisterWithTaints)},
+		Status: corev1.NodeStatus{Allocatable: corev1.ResourceList{
+			corev1.ResourcePods: *resource.NewQuantity(int64(cfg.MaxPods), resource.DecimalSI),
+		}},
+	}
+}
+
+// Facts are the properties of this node that pods' configs and statuses
+// depend on.
+type Facts struct {
+	// HostIPs are the Node's InternalIPs, or the configured nodeIP before
+	// the Node reports any.
+	HostIPs []string
+	// Allocatable is the Node's allocatable resources; nil before the Node
+	// is registered.
+	Allocatable corev1.ResourceList
+}
+
+// FactsReader reads this node's Node, and Facts from it, in a (cached)
+// reader.
+type FactsReader struct {
+	Reader client.Reader
+	Config *v1alpha1.NodeletConfiguration
+}
+
+// Node returns this node's Node, or, before it is registered, the Node
+// nodelet would register (NewNode), as the kubelet admits against.
+func (f FactsReader) Node(ctx context.Context) (*corev1.Node, error) {
+	node := &corev1.Node{}
+	err := f.Reader.Get(ctx, client.ObjectKey{Name: f.Config.NodeName}, node)
+	switch {
+	case err == nil:
+		return node, nil
+	case apierrors.IsNotFound(err):
+		return NewNode(f.Config), nil
+	}
+	return nil, fmt.Errorf("reading node %s: %w", f.Config.NodeName, err)
+}
+
+// Facts reads the Node once. A Node that is not registered yet gives the
+// configured nodeIP and no allocatable resources.
+func (f FactsReader) Facts(ctx context.Context) (Facts, error) {
+	var facts Facts
+	node := &corev1.Node{}
+	err := f.Reader.Get(ctx, client.ObjectKey{Name: f.Config.NodeName}, node)
+	switch {
+	case err == nil:
+		for _, addr := range node.Status.Addresses {
+			if addr.Type == corev1.NodeInternalIP {
+				facts.HostIPs = append(facts.HostIPs, addr.Address)
+			}
+		}
+		facts.Allocatable = node.Status.Allocatable
+	case !apierrors.IsNotFound(err):
+		return Facts{}, fmt.Errorf("reading node %s: %w", f.Config.NodeName, err)
+	}
+	if len(facts.HostIPs) == 0 && f.Config.NodeIP != "" {
+		facts.HostIPs = []string{f.Config.NodeIP}
+	}
+	return facts, nil
+}

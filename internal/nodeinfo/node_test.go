@@ -1,0 +1,65 @@
+package nodeinfo
+
+import (
+	"context"
+	"slices"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+
+	"github.com/nodelet/nodelet/api/v1alpha1"
+)
+
+func factsConfig() *v1alpha1.NodeletConfiguration {
+	return &v1alpha1.NodeletConfiguration{
+		NodeName:           "n1",
+		NodeIP:             "10.0.0.9",
+		MaxPods:            42,
+		NodeLabels:         map[string]string{corev1.LabelHostname: "spoofed", "team": "a"},
+		RegisterWithTaints: []v1alpha1.Taint{{Key: "k", Value: "v", Effect: "NoSchedule"}},
+	}
+}
+
+func TestNewNodeWellKnownLabelsWin(t *testing.T) {
+	n := NewNode(factsConfig())
+	if got := n.Labels[corev1.LabelHostname]; got != "n1" {
+		t.Errorf("hostname label = %q, want the node name", got)
+	}
+	if n.Labels["team"] != "a" || len(n.Spec.Taints) != 1 {
+		t.Errorf("labels %v taints %v: configured ones missing", n.Labels, n.Spec.Taints)
+	}
+	if got := n.Status.Allocatable.Pods().Value(); got != 42 {
+		t.Errorf("allocatable pods = %d, want maxPods", got)
+	}
+}
+
+func TestFactsReader(t *testing.T) {
+	cfg := factsConfig()
+	ctx := context.Background()
+	empty := FactsReader{Reader: fake.NewClientBuilder().Build(), Config: cfg}
+	facts, err := empty.Facts(ctx)
+	if err != nil || !slices.Equal(facts.HostIPs, []string{"10.0.0.9"}) || facts.Allocatable != nil {
+		t.Errorf("before registration: %+v, %v; want the configured nodeIP and no allocatable", facts, err)
+	}
+	if node, err := empty.Node(ctx); err != nil || node.Labels[corev1.LabelHostname] != "n1" {
+		t.Errorf("Node before registration = %v, %v; want the Node to register", node, err)
+	}
+	registered := &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: "n1"},
+		Status: corev1.NodeStatus{
+			Addresses: []corev1.NodeAddress{
+				{Type: corev1.NodeHostName, Address: "n1"},
+				{Type: corev1.NodeInternalIP, Address: "192.0.2.1"},
+				{Type: corev1.NodeInternalIP, Address: "2001:db8::1"},
+			},
+			Allocatable: corev1.ResourceList{corev1.ResourcePods: *NewNode(cfg).Status.Allocatable.Pods()},
+		},
+	}
+	r := FactsReader{Reader: fake.NewClientBuilder().WithObjects(registered).Build(), Config: cfg}
+	facts, err = r.Facts(ctx)
+	if err != nil || !slices.Equal(facts.HostIPs, []string{"192.0.2.1", "2001:db8::1"}) || facts.Allocatable.Pods().Value() != 42 {
+		t.Errorf("registered: %+v, %v; want the InternalIPs and allocatable", facts, err)
+	}
+}
