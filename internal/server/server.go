@@ -1,10 +1,12 @@
 package server
 
 import (
+	"bufio"
 	"context"
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"strconv"
@@ -278,18 +280,33 @@ func (s *Server) serveContainerLogs(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.Header().Set("Content-Type", "text/plain")
+	// A followed log goes out line by line; a read to the end in large
+	// writes, as the reader writes one line at a time.
 	fw := &flushWriter{w: w}
+	var out io.Writer = fw
+	var buf *bufio.Writer
 	if req.Options.Follow {
 		fw.flusher, _ = w.(http.Flusher)
+	} else {
+		buf = bufio.NewWriterSize(fw, logBufferSize)
+		out = buf
 	}
-	if err := s.opts.Runtime.ReadLogs(ctx, st.GetLogPath(), id, &req.Options, fw, fw); err != nil {
+	err = s.opts.Runtime.ReadLogs(ctx, st.GetLogPath(), id, &req.Options, out, out)
+	wrote := fw.wrote || (buf != nil && buf.Buffered() > 0)
+	if buf != nil {
+		_ = buf.Flush() // a failed write means the client went away
+	}
+	if err != nil {
 		if ctx.Err() != nil {
 			return // the client went away
 		}
-		if !fw.wrote {
+		if !wrote {
 			s.writeError(w, r, err)
 			return
 		}
 		s.log.Error(err, "Unable to read a container log to the end", "pod", klog.KObj(pod), "container", r.PathValue("container"))
 	}
 }
+
+// logBufferSize is the write size of a log read to the end.
+const logBufferSize = 64 << 10

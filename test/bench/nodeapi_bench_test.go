@@ -55,16 +55,32 @@ func BenchmarkNodeAPI(b *testing.B) {
 		logPath := filepath.Join(n.PodLogsDir, fmt.Sprintf("%s_%s_%s", ns, bigLog.Name, bigLog.UID), "main", "0.log")
 		waitForLogLine(b, logPath, "done-writing")
 
-		var apiFirst, apiTotal, fileFirst, fileTotal []time.Duration
+		var apiFirst, apiTotal, fileFirst, fileTotal, kubectlAlone []time.Duration
 		var apiBytes, fileBytes int64
+		var logsCPU time.Duration
 		for range logRuns {
+			before, err := n.Usage()
+			if err != nil {
+				b.Fatal(err)
+			}
 			first, total, size := c.timeKubectl(b, "logs", "-n", ns, bigLog.Name)
+			after, err := n.Usage()
+			if err != nil {
+				b.Fatal(err)
+			}
+			logsCPU += after.CPU - before.CPU
 			apiFirst, apiTotal, apiBytes = append(apiFirst, first), append(apiTotal, total), size
 			first, total, size = timeReadLogs(b, logPath)
 			fileFirst, fileTotal, fileBytes = append(fileFirst, first), append(fileTotal, total), size
 		}
 		if apiBytes != fileBytes || apiBytes < bigLogBytes {
 			b.Fatalf("kubectl logs read %d bytes, the file reader %d; want both %d and more", apiBytes, fileBytes, bigLogBytes)
+		}
+
+		// What kubectl itself costs: starting and printing its version.
+		for range logRuns {
+			_, total, _ := c.timeKubectl(b, "version", "--client")
+			kubectlAlone = append(kubectlAlone, total)
 		}
 
 		var execs, execFloor []time.Duration
@@ -94,6 +110,8 @@ func BenchmarkNodeAPI(b *testing.B) {
 			{"  floor: file read with cri-client, first byte p50", fmtShort(percentile(fileFirst, 50)), "", ""},
 			{"kubectl logs 10 MiB: total p50 / throughput", fmtDur(apiP50) + " / " + mibps(apiBytes, apiP50), "", ""},
 			{"  floor: file read with cri-client, total p50 / throughput", fmtDur(fileP50) + " / " + mibps(fileBytes, fileP50), "", ""},
+			{"kubectl logs 10 MiB: nodelet CPU per read", fmtShort(logsCPU / logRuns), "", ""},
+			{"  (kubectl version --client alone p50)", fmtDur(percentile(kubectlAlone, 50)), "", ""},
 			{fmt.Sprintf("kubectl exec -- true p50 (%d runs)", execRuns), fmtDur(percentile(execs, 50)), "", ""},
 			{"  floor: CRI ExecSync true p50", fmtDur(percentile(execFloor, 50)), "", ""},
 			{"nodelet CPU, container writing 1 MiB/s, no follower", fmtCPU(idle, followWindow), "", ""},
