@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
@@ -24,14 +25,22 @@ import (
 	"github.com/nodelet/nodelet/internal/kuberuntime"
 	"github.com/nodelet/nodelet/internal/metrics"
 	"github.com/nodelet/nodelet/internal/nodeinfo"
+	"github.com/nodelet/nodelet/internal/podworkers"
 	"github.com/nodelet/nodelet/internal/prober"
 )
 
-// PodReconciler runs the pods bound to this node: it admits each pod once,
-// plans what the runtime must do (internal/kuberuntime), has the executor do
-// it, checkpoints the pod's state after every runtime change and writes the
-// pod's status with one patch when it changed. Deleted pods are stopped
-// gracefully and then removed from the API.
+// orphanGracePeriodSeconds is the grace period of a pod known only from
+// the runtime (after a restart, its spec is gone), as the kubelet's.
+const orphanGracePeriodSeconds = 1
+
+// PodReconciler runs the pods bound to this node. Reconcile only hands a pod
+// to its pod worker (internal/podworkers); the worker's sync admits the pod
+// once, plans what the runtime must do (internal/kuberuntime), has the
+// executor do it, checkpoints the pod's state after every runtime change and
+// writes the pod's status with one patch when it changed. A deleted pod is
+// stopped through the termination plan, its final status written, and it
+// is removed from the runtime, the node and the API server; a pod gone from
+// the API server is stopped and removed the same way.
 type PodReconciler struct {
 	client.Client
 	Exec     *executor.Executor
@@ -43,10 +52,16 @@ type PodReconciler struct {
 	Nodes    nodeinfo.FactsReader
 	Metrics  *podMetrics
 	Prober   *prober.Manager
+	Workers  *podworkers.Workers
+	// Log is the logger of pod syncs, which run outside any reconcile.
+	Log logr.Logger
 
 	// written holds, by pod UID, the resourceVersion of nodelet's own last
 	// status write, so the watch event it causes does not sync the pod again.
 	written sync.Map
+	// deleted holds the UIDs of the pods nodelet removed and deleted from
+	// the API server; a finalizer may keep such a pod there a while.
+	deleted sync.Map
 }
 
 // ownStatusWrite reports whether an update event is the echo of nodelet's
@@ -56,7 +71,7 @@ func (r *PodReconciler) ownStatusWrite(pod client.Object) bool {
 	return ok && rv == pod.GetResourceVersion()
 }
 
-// podScope is what one reconcile of one pod works on.
+// podScope is what one sync of one pod works on.
 type podScope struct {
 	pod   *corev1.Pod
 	obs   *executor.Observed
@@ -65,40 +80,134 @@ type podScope struct {
 	fresh bool
 }
 
-// Reconcile syncs one pod. See PodReconciler.
+// Reconcile hands the pod to its worker, and tells the workers of other
+// pods of the same name (an older UID, or all of them when the pod is gone)
+// that their pod is gone. It never waits on the runtime.
 func (r *PodReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	pod := &corev1.Pod{}
 	if err := r.Get(ctx, req.NamespacedName, pod); err != nil {
-		if apierrors.IsNotFound(err) {
-			return ctrl.Result{}, r.cleanupGone(ctx, req.NamespacedName)
+		if !apierrors.IsNotFound(err) {
+			return ctrl.Result{}, fmt.Errorf("reading pod: %w", err)
 		}
-		return ctrl.Result{}, fmt.Errorf("reading pod: %w", err)
+		pod = nil
 	}
-	if pod.Spec.NodeName != r.Config.NodeName {
+	if pod != nil && pod.Spec.NodeName != r.Config.NodeName {
 		return ctrl.Result{}, nil
+	}
+	var keep types.UID
+	if pod != nil {
+		keep = pod.UID
+	}
+	for _, k := range r.Workers.Keys() {
+		if k.Namespace == req.Namespace && k.Name == req.Name && k.UID != keep {
+			r.Workers.Gone(k, nil)
+		}
+	}
+	if pod == nil {
+		// Runtime objects of the name that no worker knows (left by an
+		// earlier run of the agent) are found by the next sync of a pod of
+		// that name, or by housekeeping.
+		return ctrl.Result{}, r.adoptOrphans(ctx, req.Namespace, req.Name, "")
+	}
+	r.Workers.Update(pod)
+	return ctrl.Result{}, nil
+}
+
+// adoptOrphans hands the runtime objects of the pods named
+// namespace/name, other than keep, that no worker knows to gone-pod
+// workers.
+func (r *PodReconciler) adoptOrphans(ctx context.Context, namespace, name string, keep types.UID) error {
+	obs, err := r.Exec.ObserveGone(ctx, namespace, name)
+	if err != nil {
+		return err
+	}
+	r.handOverStale(obs, keep)
+	return nil
+}
+
+// handOverStale starts a gone-pod worker for each UID, other than keep, that
+// has runtime objects in obs and no worker.
+func (r *PodReconciler) handOverStale(obs *executor.Observed, keep types.UID) {
+	seen := map[types.UID]bool{}
+	hand := func(labels map[string]string) {
+		uid := types.UID(labels[kubetypes.KubernetesPodUIDLabel])
+		if uid == "" || uid == keep || seen[uid] || r.Workers.Has(uid) {
+			return
+		}
+		seen[uid] = true
+		r.Workers.Gone(podworkers.Key{
+			Namespace: labels[kubetypes.KubernetesPodNamespaceLabel],
+			Name:      labels[kubetypes.KubernetesPodNameLabel],
+			UID:       uid,
+		}, nil)
+	}
+	for _, sb := range obs.StaleSandboxes {
+		hand(sb.Labels)
+	}
+	for _, c := range obs.StaleContainers {
+		hand(c.Labels)
+	}
+}
+
+// syncPod is the pod workers' sync: one pass over one pod.
+func (r *PodReconciler) syncPod(ctx context.Context, w podworkers.Work) podworkers.Result {
+	logger := r.Log.WithValues("pod", klog.KRef(w.Key.Namespace, w.Key.Name), "podUID", w.Key.UID)
+	ctx = log.IntoContext(ctx, logger)
+	if w.Gone {
+		return r.syncGone(ctx, w)
+	}
+	pod := &corev1.Pod{}
+	err := r.Get(ctx, types.NamespacedName{Namespace: w.Key.Namespace, Name: w.Key.Name}, pod)
+	switch {
+	case apierrors.IsNotFound(err), err == nil && pod.UID != w.Key.UID:
+		return r.syncGone(ctx, w)
+	case err != nil:
+		return podworkers.Result{Err: fmt.Errorf("reading pod: %w", err)}
+	}
+	res, err := r.sync(ctx, pod)
+	return podworkers.Result{RequeueAfter: res.RequeueAfter, Err: err, Finished: res.finished}
+}
+
+// syncResult is what one sync of a live pod asks of its worker.
+type syncResult struct {
+	RequeueAfter time.Duration
+	// finished: the pod is terminal or deleted and nothing of it is left.
+	finished bool
+}
+
+// sync syncs a pod that is in the API server.
+func (r *PodReconciler) sync(ctx context.Context, pod *corev1.Pod) (syncResult, error) {
+	if pod.DeletionTimestamp != nil {
+		if _, done := r.deleted.Load(pod.UID); done {
+			// Removed and deleted already; a finalizer keeps it a while.
+			return syncResult{finished: true}, nil
+		}
 	}
 	r.Metrics.seen(pod.UID, r.now())
 	s, err := r.newScope(ctx, pod)
 	if err != nil {
-		return ctrl.Result{}, err
+		return syncResult{}, err
 	}
-	if err := r.Exec.KillStale(ctx, s.obs.StaleSandboxes, s.obs.StaleContainers); err != nil {
-		return ctrl.Result{}, err
-	}
+	r.handOverStale(s.obs, pod.UID)
 	if pod.DeletionTimestamp != nil {
 		return r.terminate(ctx, s)
 	}
-	if isTerminal(pod) && s.fresh && len(s.obs.Runtime.Sandboxes) == 0 && len(s.obs.Runtime.Containers) == 0 {
+	if isTerminal(pod) && s.fresh && s.obs.Runtime.Empty() {
 		// Finished, or rejected, without anything of it in the runtime:
 		// its status is final.
-		return ctrl.Result{}, nil
+		r.release(pod.UID)
+		return syncResult{finished: true}, nil
 	}
 	if !isTerminal(pod) && !r.Admit.Admitted(pod.UID) {
-		if ok, err := r.admit(ctx, s); err != nil || !ok {
-			return ctrl.Result{}, err
+		ok, err := r.admit(ctx, s)
+		if err != nil {
+			return syncResult{}, err
+		}
+		if !ok {
+			return syncResult{finished: true}, nil
 		}
 	}
-	return r.sync(ctx, s)
+	return r.syncRunning(ctx, s)
 }
 
 func isTerminal(pod *corev1.Pod) bool {
@@ -112,19 +221,9 @@ func checkpointKey(uid types.UID) string { return "pod-" + string(uid) }
 // then rebuilt from what the runtime's labels say.
 func (r *PodReconciler) newScope(ctx context.Context, pod *corev1.Pod) (*podScope, error) {
 	s := &podScope{pod: pod}
-	data := checkpoint.NewData(kuberuntime.NewPodState(pod.UID))
-	err := r.Store.GetCheckpoint(checkpointKey(pod.UID), data)
-	switch {
-	case err == nil:
-		s.state = data.Value
-	case errors.Is(err, checkpoint.ErrCheckpointNotFound):
-		s.state, s.fresh = kuberuntime.NewPodState(pod.UID), true
-	default:
-		log.FromContext(ctx).Error(err, "Unable to read pod checkpoint, rebuilding the state from the runtime")
-		s.state, s.fresh = kuberuntime.NewPodState(pod.UID), true
-	}
-	if s.state.Containers == nil {
-		s.state.Containers = map[string]kuberuntime.ContainerRecord{}
+	var err error
+	if s.state, s.fresh, err = r.loadState(ctx, pod.UID); err != nil {
+		return nil, err
 	}
 	obs, err := r.Exec.Observe(ctx, pod)
 	if err != nil {
@@ -141,6 +240,28 @@ func (r *PodReconciler) newScope(ctx context.Context, pod *corev1.Pod) (*podScop
 		}
 	}
 	return s, nil
+}
+
+// loadState reads the pod's checkpoint; fresh reports that there was none
+// (or only a corrupt one, which the store has set aside and reported).
+func (r *PodReconciler) loadState(ctx context.Context, uid types.UID) (st kuberuntime.PodState, fresh bool, err error) {
+	data := checkpoint.NewData(kuberuntime.NewPodState(uid))
+	err = r.Store.GetCheckpoint(checkpointKey(uid), data)
+	switch {
+	case err == nil:
+		st = data.Value
+	case errors.Is(err, checkpoint.ErrCheckpointNotFound):
+		st, fresh = kuberuntime.NewPodState(uid), true
+	case errors.Is(err, checkpoint.ErrCorruptCheckpoint), errors.Is(err, checkpoint.ErrUnsupportedVersion):
+		log.FromContext(ctx).Error(err, "Unable to read pod checkpoint, rebuilding the state from the runtime")
+		st, fresh = kuberuntime.NewPodState(uid), true
+	default:
+		return st, false, fmt.Errorf("reading pod checkpoint: %w", err)
+	}
+	if st.Containers == nil {
+		st.Containers = map[string]kuberuntime.ContainerRecord{}
+	}
+	return st, fresh, nil
 }
 
 func (r *PodReconciler) saver(s *podScope) executor.SaveFunc {
@@ -177,14 +298,37 @@ func (r *PodReconciler) admit(ctx context.Context, s *podScope) (bool, error) {
 	return false, r.patchStatus(ctx, s, *status)
 }
 
-// sync plans and executes the pod's next step, then reports its status.
-func (r *PodReconciler) sync(ctx context.Context, s *podScope) (ctrl.Result, error) {
+// syncRunning plans and executes the pod's next step, then reports its
+// status.
+func (r *PodReconciler) syncRunning(ctx context.Context, s *podScope) (syncResult, error) {
 	actions := kuberuntime.ComputePodActions(s.pod, s.obs.Runtime, s.state, r.now(), r.Prober.Results(s.pod.UID))
+	if actions.KillPod {
+		if actions.CreateSandbox && len(s.obs.Runtime.Sandboxes) > 0 {
+			r.Recorder.Event(s.pod, corev1.EventTypeNormal, executor.EventSandboxChanged, "Pod sandbox changed, it will be killed and re-created.")
+		}
+		done, requeue, err := r.stopAll(ctx, s, kuberuntime.EffectiveGracePeriod(s.pod))
+		if err != nil {
+			return syncResult{}, err
+		}
+		if !done {
+			return syncResult{RequeueAfter: requeue}, r.writeStatus(ctx, s)
+		}
+		if actions.CreateSandbox {
+			s.state.EndTermination()
+			if err := r.saver(s)(); err != nil {
+				return syncResult{}, err
+			}
+		}
+	}
 	execErr := r.Exec.Sync(ctx, s.pod, s.obs.Runtime, &s.state, actions, r.saver(s))
+	if ctx.Err() != nil {
+		// Deleted meanwhile: the next sync terminates the pod.
+		return syncResult{}, nil
+	}
 	if mutates(actions) {
 		obs, err := r.Exec.Observe(ctx, s.pod)
 		if err != nil {
-			return ctrl.Result{}, errors.Join(execErr, err)
+			return syncResult{}, errors.Join(execErr, err)
 		}
 		s.obs = obs
 	}
@@ -192,31 +336,25 @@ func (r *PodReconciler) sync(ctx context.Context, s *podScope) (ctrl.Result, err
 		log.FromContext(ctx).Error(err, "Unable to remove dead containers")
 	}
 	r.Prober.Sync(s.pod, s.obs.Runtime)
-	in, err := r.statusInputs(ctx, s.pod.UID)
-	if err != nil {
-		return ctrl.Result{}, errors.Join(execErr, err)
+	if err := r.writeStatus(ctx, s); err != nil {
+		return syncResult{}, errors.Join(execErr, err)
 	}
-	status := kuberuntime.ComputePodStatus(s.pod, s.obs.Runtime, s.state, in)
-	if err := r.patchStatus(ctx, s, status); err != nil {
-		return ctrl.Result{}, errors.Join(execErr, err)
-	}
-	r.Metrics.observeStart(s.pod, status, r.now())
-	if status.Phase == corev1.PodSucceeded || status.Phase == corev1.PodFailed {
-		r.Admit.Remove(s.pod.UID)
-		r.Prober.Forget(s.pod.UID)
+	if isTerminal(s.pod) {
+		r.release(s.pod.UID)
 	}
 	if execErr != nil {
-		return ctrl.Result{}, execErr
+		return syncResult{}, execErr
 	}
 	if actions.Done {
-		return ctrl.Result{}, nil
+		r.release(s.pod.UID)
+		return syncResult{finished: true}, nil
 	}
 	requeue := nextSync(actions.RequeueAfter, r.Config.SyncFrequency.Duration)
 	if at, ok := r.Exec.Volumes.NextRefresh(s.pod.UID); ok {
 		// The next sync rewrites the pod's volumes: have it renew tokens.
 		requeue = min(requeue, max(at.Sub(r.now()), time.Second))
 	}
-	return ctrl.Result{RequeueAfter: requeue}, nil
+	return syncResult{RequeueAfter: requeue}, nil
 }
 
 func mutates(a kuberuntime.PodActions) bool {
@@ -232,12 +370,20 @@ func nextSync(backOff, period time.Duration) time.Duration {
 	return period
 }
 
-func (r *PodReconciler) statusInputs(ctx context.Context, uid types.UID) (kuberuntime.StatusInputs, error) {
+// writeStatus computes the pod's status from what was observed and writes
+// it when it changed.
+func (r *PodReconciler) writeStatus(ctx context.Context, s *podScope) error {
 	facts, err := r.Nodes.Facts(ctx)
 	if err != nil {
-		return kuberuntime.StatusInputs{}, err
+		return err
 	}
-	return kuberuntime.StatusInputs{Now: r.now(), HostIPs: facts.HostIPs, Probes: r.Prober.Results(uid)}, nil
+	in := kuberuntime.StatusInputs{Now: r.now(), HostIPs: facts.HostIPs, Probes: r.Prober.Results(s.pod.UID)}
+	status := kuberuntime.ComputePodStatus(s.pod, s.obs.Runtime, s.state, in)
+	if err := r.patchStatus(ctx, s, status); err != nil {
+		return err
+	}
+	r.Metrics.observeStart(s.pod, status, r.now())
+	return nil
 }
 
 // patchStatus writes status with one strategic-merge patch of the status
@@ -265,102 +411,128 @@ func (r *PodReconciler) patchStatus(ctx context.Context, s *podScope, status cor
 	return nil
 }
 
-// terminate stops a pod that is being deleted, within its grace period,
-// then removes everything of it and deletes the API object.
-func (r *PodReconciler) terminate(ctx context.Context, s *podScope) (ctrl.Result, error) {
+// stopAll carries the termination plan forward with grace seconds: a step,
+// then, while steps need no waiting, another after observing the runtime
+// again. It returns done once nothing of the pod runs, else when to look
+// again.
+func (r *PodReconciler) stopAll(ctx context.Context, s *podScope, grace int64) (done bool, requeue time.Duration, err error) {
+	before := s.state.Terminating.Clone()
+	s.state.BeginTermination(grace, r.now())
+	if !before.Equal(s.state.Terminating) {
+		if err := r.saver(s)(); err != nil {
+			return false, 0, err
+		}
+	}
 	// Each step stops what the previous one allowed (containers, then
 	// sidecars, then sandboxes); take the steps that need no waiting in
-	// one go, so a pod that stops promptly is removed without an
-	// intermediate status write.
-	var (
-		done    bool
-		requeue time.Duration
-	)
+	// one go, so a pod that stops promptly needs one sync.
 	for range 4 {
-		var err error
 		done, requeue, err = r.Exec.Terminate(ctx, s.pod, s.obs.Runtime, &s.state, r.saver(s))
-		if err != nil {
-			return ctrl.Result{}, err
-		}
-		if done || requeue > 0 {
-			break
+		if err != nil || done || requeue > 0 {
+			return done, requeue, err
 		}
 		obs, err := r.Exec.Observe(ctx, s.pod)
 		if err != nil {
-			return ctrl.Result{}, err
+			return false, 0, err
 		}
 		s.obs = obs
 	}
+	return false, 100 * time.Millisecond, nil
+}
+
+// terminate stops a pod that is being deleted, within its grace period;
+// once nothing of it runs it writes its final status (a terminal phase,
+// not ready, every container terminated), so that finalizers and
+// controllers see a terminal pod, then removes everything of it from the
+// node and deletes the API object with grace 0 and its UID as
+// precondition.
+func (r *PodReconciler) terminate(ctx context.Context, s *podScope) (syncResult, error) {
+	done, requeue, err := r.stopAll(ctx, s, kuberuntime.EffectiveGracePeriod(s.pod))
+	if err != nil {
+		return syncResult{}, err
+	}
 	if !done {
-		in, err := r.statusInputs(ctx, s.pod.UID)
-		if err != nil {
-			return ctrl.Result{}, err
-		}
-		status := kuberuntime.ComputePodStatus(s.pod, s.obs.Runtime, s.state, in)
-		if err := r.patchStatus(ctx, s, status); err != nil {
-			return ctrl.Result{}, err
-		}
 		if requeue <= 0 {
 			requeue = time.Second
 		}
-		return ctrl.Result{RequeueAfter: requeue}, nil
+		return syncResult{RequeueAfter: requeue}, r.writeStatus(ctx, s)
 	}
-	obs, err := r.Exec.Observe(ctx, s.pod)
-	if err != nil {
-		return ctrl.Result{}, err
+	if !(isTerminal(s.pod) && s.obs.Runtime.Empty()) {
+		// A pod whose terminal status is written and whose runtime objects
+		// are gone (removed before a restart) keeps that status.
+		if err := r.writeStatus(ctx, s); err != nil {
+			return syncResult{}, err
+		}
 	}
-	if err := r.Exec.RemovePod(ctx, s.pod, obs.Runtime); err != nil {
-		return ctrl.Result{}, err
+	if err := r.removeFromNode(ctx, s.pod, s.obs.Runtime); err != nil {
+		return syncResult{}, err
 	}
-	if err := r.Store.RemoveCheckpoint(checkpointKey(s.pod.UID)); err != nil {
-		return ctrl.Result{}, fmt.Errorf("removing pod checkpoint: %w", err)
-	}
-	r.Admit.Remove(s.pod.UID)
-	r.Prober.Forget(s.pod.UID)
-	r.Metrics.forget(s.pod.UID)
-	r.written.Delete(s.pod.UID)
 	uid := s.pod.UID
 	err = r.Delete(ctx, s.pod, client.GracePeriodSeconds(0), client.Preconditions{UID: &uid})
 	switch {
 	case err == nil:
 		log.FromContext(ctx).Info("Pod terminated and deleted")
 	case !apierrors.IsNotFound(err) && !apierrors.IsConflict(err):
-		return ctrl.Result{}, fmt.Errorf("deleting pod: %w", err)
+		return syncResult{}, fmt.Errorf("deleting pod: %w", err)
 	}
-	return ctrl.Result{}, nil
+	r.deleted.Store(uid, true)
+	return syncResult{finished: true}, nil
 }
 
-// cleanupGone stops and removes what the runtime still runs for a pod that
-// is gone from the API, with its volumes, logs and checkpoint.
-func (r *PodReconciler) cleanupGone(ctx context.Context, nn types.NamespacedName) error {
-	obs, err := r.Exec.ObserveGone(ctx, nn.Namespace, nn.Name)
-	if err != nil {
+// syncGone stops and removes everything of a pod that is no longer in the
+// API server (deleted, force-deleted, or replaced by a pod of the same name
+// with another UID). The grace period follows the kubelet's rules for the
+// pod as last seen; a pod known only from the runtime gets one second.
+// preStop hooks run where the last seen spec has them.
+func (r *PodReconciler) syncGone(ctx context.Context, w podworkers.Work) podworkers.Result {
+	pod := w.Pod
+	grace := int64(orphanGracePeriodSeconds)
+	if pod != nil {
+		grace = kuberuntime.EffectiveGracePeriod(pod)
+	} else {
+		pod = &corev1.Pod{}
+		pod.Namespace, pod.Name, pod.UID = w.Key.Namespace, w.Key.Name, w.Key.UID
+	}
+	s := &podScope{pod: pod}
+	var err error
+	if s.state, _, err = r.loadState(ctx, pod.UID); err != nil {
+		return podworkers.Result{Err: err}
+	}
+	if s.obs, err = r.Exec.Observe(ctx, pod); err != nil {
+		return podworkers.Result{Err: err}
+	}
+	if !s.obs.Runtime.Empty() {
+		log.FromContext(ctx).Info("Stopping a pod gone from the API server", "gracePeriod", grace)
+	}
+	done, requeue, err := r.stopAll(ctx, s, grace)
+	if err != nil || !done {
+		return podworkers.Result{RequeueAfter: requeue, Err: err}
+	}
+	if err := r.removeFromNode(ctx, pod, s.obs.Runtime); err != nil {
+		return podworkers.Result{Err: err}
+	}
+	r.deleted.Delete(pod.UID)
+	return podworkers.Result{Finished: true}
+}
+
+// removeFromNode removes the stopped pod's runtime objects, volumes, logs
+// and checkpoint, and forgets it in admission, the prober and the metrics.
+func (r *PodReconciler) removeFromNode(ctx context.Context, pod *corev1.Pod, rt kuberuntime.PodRuntime) error {
+	if err := r.Exec.RemovePod(ctx, pod, rt); err != nil {
 		return err
 	}
-	if len(obs.StaleSandboxes) == 0 && len(obs.StaleContainers) == 0 {
-		return nil
+	if err := r.Store.RemoveCheckpoint(checkpointKey(pod.UID)); err != nil {
+		return fmt.Errorf("removing pod checkpoint: %w", err)
 	}
-	log.FromContext(ctx).Info("Killing the runtime objects of a pod gone from the API", "pod", klog.KRef(nn.Namespace, nn.Name))
-	if err := r.Exec.KillStale(ctx, obs.StaleSandboxes, obs.StaleContainers); err != nil {
-		return err
-	}
-	uids := map[types.UID]bool{}
-	for _, sb := range obs.StaleSandboxes {
-		uids[types.UID(sb.Labels[kubetypes.KubernetesPodUIDLabel])] = true
-	}
-	for uid := range uids {
-		stub := &corev1.Pod{}
-		stub.Namespace, stub.Name, stub.UID = nn.Namespace, nn.Name, uid
-		if err := r.Exec.RemovePod(ctx, stub, kuberuntime.PodRuntime{}); err != nil {
-			return err
-		}
-		if err := r.Store.RemoveCheckpoint(checkpointKey(uid)); err != nil {
-			return fmt.Errorf("removing pod checkpoint: %w", err)
-		}
-		r.Admit.Remove(uid)
-		r.Prober.Forget(uid)
-		r.Metrics.forget(uid)
-		r.written.Delete(uid)
-	}
+	r.release(pod.UID)
+	r.Metrics.forget(pod.UID)
+	r.written.Delete(pod.UID)
 	return nil
+}
+
+// release frees what a pod that no longer runs held on the node: its
+// admission slot (pods, resources, host ports) and its probe workers.
+func (r *PodReconciler) release(uid types.UID) {
+	r.Admit.Remove(uid)
+	r.Prober.Forget(uid)
 }

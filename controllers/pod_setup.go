@@ -24,13 +24,15 @@ import (
 	"github.com/nodelet/nodelet/internal/kuberuntime"
 	"github.com/nodelet/nodelet/internal/nodeinfo"
 	"github.com/nodelet/nodelet/internal/pleg"
+	"github.com/nodelet/nodelet/internal/podworkers"
 	"github.com/nodelet/nodelet/internal/prober"
 	"github.com/nodelet/nodelet/internal/volume"
 )
 
-// MaxConcurrentPodSyncs is how many pods are synced at once. Pod syncs
-// mostly wait on the runtime, so several run side by side.
-const MaxConcurrentPodSyncs = 16
+// MaxConcurrentPodSyncs is how many reconciles run at once. A reconcile
+// only hands the pod to its pod worker, which does the slow work, so a few
+// suffice.
+const MaxConcurrentPodSyncs = 4
 
 // setupPodController wires the pod reconciler: the executor over the
 // runtime, image and volume managers, the checkpoint store, and the relister
@@ -112,7 +114,16 @@ func setupPodController(mgr ctrl.Manager, d *Deps) error {
 		Nodes:    nodes,
 		Metrics:  newPodMetrics(mgr.GetClient(), d.Runtime),
 		Prober:   probes,
+		Log:      mgr.GetLogger().WithName("pod"),
 	}
+	workers, err := podworkers.New(podworkers.Options{Sync: r.syncPod, Logger: mgr.GetLogger().WithName("podworkers")})
+	if err != nil {
+		return err
+	}
+	if err := mgr.Add(workers); err != nil {
+		return fmt.Errorf("adding the pod workers: %w", err)
+	}
+	r.Workers = workers
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("pod").
 		For(&corev1.Pod{}, builder.WithPredicates(predicate.Funcs{

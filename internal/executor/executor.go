@@ -87,19 +87,14 @@ func (e *Executor) now() time.Time {
 	return e.Clock.Now()
 }
 
-// Sync carries out one plan for pod. rt is the pod's observed runtime, st
-// its state, updated in place. It returns the first error that should make
-// the caller retry with back-off; container start failures are recorded in
-// st (and shown in the status) rather than returned.
+// Sync carries out the start part of one plan for pod: volumes, the
+// sandbox, single-container kills and the container starts. A plan's
+// KillPod must have been carried out with Terminate first. rt is the pod's
+// observed runtime, st its state, updated in place. It returns the first
+// error that should make the caller retry with back-off; container start
+// failures are recorded in st (and shown in the status) rather than
+// returned. Once ctx ends nothing more is created or started.
 func (e *Executor) Sync(ctx context.Context, pod *v1.Pod, rt kuberuntime.PodRuntime, st *kuberuntime.PodState, a kuberuntime.PodActions, save SaveFunc) error {
-	if a.KillPod {
-		if a.CreateSandbox && len(rt.Sandboxes) > 0 {
-			e.Recorder.Event(pod, v1.EventTypeNormal, EventSandboxChanged, "Pod sandbox changed, it will be killed and re-created.")
-		}
-		if err := e.killPod(ctx, pod, rt); err != nil {
-			return err
-		}
-	}
 	if a.Done || (a.KillPod && !a.CreateSandbox) {
 		return nil
 	}
@@ -129,11 +124,13 @@ func (e *Executor) Sync(ctx context.Context, pod *v1.Pod, rt kuberuntime.PodRunt
 	for _, s := range a.InitContainersToStart {
 		if err := e.startContainer(ctx, pod, sb, s, st, save); err != nil {
 			// The next init container must not start before this one.
-			return nil
+			return ctx.Err()
 		}
 	}
 	for _, s := range a.ContainersToStart {
-		_ = e.startContainer(ctx, pod, sb, s, st, save)
+		if err := e.startContainer(ctx, pod, sb, s, st, save); err != nil && ctx.Err() != nil {
+			return ctx.Err()
+		}
 	}
 	return nil
 }
@@ -213,6 +210,10 @@ func runtimeHandler(pod *v1.Pod) string {
 func (e *Executor) startContainer(ctx context.Context, pod *v1.Pod, sb *sandbox, s kuberuntime.ContainerStart, st *kuberuntime.PodState, save SaveFunc) error {
 	c := s.Spec(pod)
 	fail := func(reason, message string) error {
+		if err := ctx.Err(); err != nil {
+			// Cancelled (the pod is being deleted): not the container's fault.
+			return err
+		}
 		st.RecordFailure(s.Name, reason, message, e.now())
 		if err := save(); err != nil {
 			log.FromContext(ctx).Error(err, "Unable to save pod state", "container", s.Name)
@@ -231,6 +232,9 @@ func (e *Executor) startContainer(ctx context.Context, pod *v1.Pod, sb *sandbox,
 		e.Recorder.Eventf(pod, v1.EventTypeWarning, EventFailed, "Error: %v", err)
 		return fail(kuberuntime.ReasonCreateContainerConfigError, err.Error())
 	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
 	st.RecordStart(s, e.now())
 	id, err := e.Runtime.CreateContainer(ctx, sb.id, cfg, sb.config)
 	if err != nil {
@@ -241,6 +245,11 @@ func (e *Executor) startContainer(ctx context.Context, pod *v1.Pod, sb *sandbox,
 		return fail(kuberuntime.ReasonCreateContainerError, err.Error())
 	}
 	e.Recorder.Eventf(pod, v1.EventTypeNormal, EventCreated, "Created container: %s", c.Name)
+	if err := ctx.Err(); err != nil {
+		// Deleted meanwhile: the created container is stopped and removed
+		// with the pod, never started.
+		return err
+	}
 	if err := e.Runtime.StartContainer(ctx, id); err != nil {
 		e.Recorder.Eventf(pod, v1.EventTypeWarning, EventFailed, "Error: %v", err)
 		return fail(kuberuntime.ReasonRunContainerError, err.Error())

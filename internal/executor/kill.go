@@ -21,18 +21,14 @@ import (
 	"github.com/nodelet/nodelet/internal/kuberuntime"
 )
 
-// Terminate advances the graceful termination of a pod being deleted or
-// finished: preStop hooks, then each container stopped within what is left
-// of the grace period, sidecars last, then the sandboxes. It returns done
-// when nothing of the pod runs any more, else when to look again.
+// Terminate carries out the next step of stopping every container and
+// sandbox of a pod (kuberuntime.PlanTermination), the one way nodelet kills
+// a whole pod: preStop hooks, then each container stopped within what is
+// left of the grace period, sidecars last, then the sandboxes. st must
+// hold the termination (PodState.BeginTermination). It returns done when
+// nothing of the pod ran any more before this step, else when to plan the
+// next step (0: at once, after observing the runtime again).
 func (e *Executor) Terminate(ctx context.Context, pod *v1.Pod, rt kuberuntime.PodRuntime, st *kuberuntime.PodState, save SaveFunc) (done bool, requeue time.Duration, err error) {
-	before := st.Terminating.Clone()
-	st.BeginTermination(pod, e.now())
-	if !before.Equal(st.Terminating) {
-		if err := save(); err != nil {
-			return false, 0, err
-		}
-	}
 	plan := kuberuntime.PlanTermination(pod, rt, *st, e.now())
 	hooks := map[string]kuberuntime.PreStopHook{}
 	for _, h := range plan.PreStop {
@@ -83,46 +79,6 @@ func (e *Executor) Terminate(ctx context.Context, pod *v1.Pod, rt kuberuntime.Po
 		return false, 0, errors.Join(errs...)
 	}
 	return plan.Done, plan.RequeueAfter, nil
-}
-
-// killPod stops every live container of the pod (running its preStop hook
-// first) with the pod's grace period, then its sandboxes. Used when a
-// sandbox is replaced or a finished pod still has something running.
-func (e *Executor) killPod(ctx context.Context, pod *v1.Pod, rt kuberuntime.PodRuntime) error {
-	grace := kuberuntime.GracePeriodSeconds(pod)
-	var (
-		wg   sync.WaitGroup
-		mu   sync.Mutex
-		errs []error
-	)
-	for _, c := range rt.Containers {
-		if c.State != kuberuntime.ContainerRunning && c.State != kuberuntime.ContainerCreated {
-			continue
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			var hook *v1.LifecycleHandler
-			if spec := kuberuntime.ContainerSpec(pod, c.Name); spec != nil && spec.Lifecycle != nil && c.State == kuberuntime.ContainerRunning {
-				hook = spec.Lifecycle.PreStop
-			}
-			if err := e.killContainer(ctx, pod, c.ID, c.Name, "", hook, grace); err != nil {
-				mu.Lock()
-				errs = append(errs, err)
-				mu.Unlock()
-			}
-		}()
-	}
-	wg.Wait()
-	for _, sb := range rt.Sandboxes {
-		if !sb.Ready {
-			continue
-		}
-		if err := e.Runtime.StopPodSandbox(ctx, sb.ID); err != nil && !cri.IsNotFound(err) {
-			errs = append(errs, fmt.Errorf("stopping sandbox %s: %w", sb.ID, err))
-		}
-	}
-	return errors.Join(errs...)
 }
 
 // killContainer runs the container's preStop hook, if any, then stops it

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -416,3 +418,48 @@ func (r *objectRecorder) Event(object runtimeObject, _, _, _ string) {
 }
 
 type runtimeObject = runtime.Object
+
+func TestPullCancelledWhenItsLastWaiterLeaves(t *testing.T) {
+	g := NewWithT(t)
+	blocking := &blockingImages{fakeImages: newFakeImages(), started: make(chan struct{}, 1), release: make(chan struct{})}
+	m := NewManager(blocking, nil, Options{SerializeImagePulls: true})
+	hang := corev1.Container{Name: "app", Image: "registry.example.com/hangs:1", ImagePullPolicy: corev1.PullAlways}
+	ctx, cancel := context.WithCancel(context.Background())
+	errs := make(chan error, 1)
+	go func() {
+		_, err := m.EnsureImage(ctx, testPod("u1", hang), &hang, nil, nil)
+		errs <- err
+	}()
+	g.Eventually(blocking.started).Should(Receive())
+	cancel()
+	g.Eventually(errs).Should(Receive(MatchError(context.Canceled)))
+	g.Eventually(blocking.cancelled.Load).Should(BeTrue(), "the runtime pull's context is cancelled")
+
+	// The only pull slot is free again: another image pulls at once.
+	other := corev1.Container{Name: "app", Image: "registry.example.com/other:1", ImagePullPolicy: corev1.PullAlways}
+	_, err := m.EnsureImage(context.Background(), testPod("u2", other), &other, nil, nil)
+	g.Expect(err).NotTo(HaveOccurred())
+	close(blocking.release)
+}
+
+// blockingImages holds a pull of an image whose name contains "hangs"
+// until its context ends or release is closed.
+type blockingImages struct {
+	*fakeImages
+	started   chan struct{}
+	release   chan struct{}
+	cancelled atomic.Bool
+}
+
+func (b *blockingImages) PullImage(ctx context.Context, image *runtimeapi.ImageSpec, auth *runtimeapi.AuthConfig, sb *runtimeapi.PodSandboxConfig) (string, error) {
+	if strings.Contains(image.GetImage(), "hangs") {
+		b.started <- struct{}{}
+		select {
+		case <-ctx.Done():
+			b.cancelled.Store(true)
+			return "", ctx.Err()
+		case <-b.release:
+		}
+	}
+	return b.fakeImages.PullImage(ctx, image, auth, sb)
+}

@@ -6,9 +6,9 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
-	"golang.org/x/sync/singleflight"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/log"
@@ -18,13 +18,26 @@ import (
 
 // puller runs pulls: identical requests (same image, same credentials) that
 // overlap share one pull; different requests for the same image wait for
-// each other; and at most slots pulls run at once (0: no bound).
+// each other; and at most slots pulls run at once (0: no bound). A pull,
+// or its wait for a slot, is cancelled once every caller waiting for it
+// has gone (a deleted pod's pull does not hold a slot for ever).
 type puller struct {
 	images ImageService
 	clock  clock.Clock
 	slots  chan struct{} // nil when unbounded
-	flight singleflight.Group
 	locks  keylock.Map
+
+	mu      sync.Mutex
+	flights map[string]*flight
+}
+
+// flight is one shared pull and the callers waiting for it.
+type flight struct {
+	waiters int
+	cancel  context.CancelFunc
+	done    chan struct{}
+	res     pullResult
+	err     error
 }
 
 // pullResult is the outcome of one shared pull.
@@ -36,29 +49,51 @@ type pullResult struct {
 }
 
 func newPuller(images ImageService, clk clock.Clock, slots int) *puller {
-	p := &puller{images: images, clock: clk}
+	p := &puller{images: images, clock: clk, flights: map[string]*flight{}}
 	if slots > 0 {
 		p.slots = make(chan struct{}, slots)
 	}
 	return p
 }
 
-// pull pulls spec with creds, then anonymously, until one succeeds. The
-// pull goes on when ctx ends (others may share it, and the runtime's pull
-// timeout bounds it); the caller stops waiting for it.
+// pull pulls spec with creds, then anonymously, until one succeeds. When
+// ctx ends the caller stops waiting; the pull goes on while another caller
+// shares it and is cancelled when none is left.
 func (p *puller) pull(ctx context.Context, spec *runtimeapi.ImageSpec, creds []Credential, sandboxConfig *runtimeapi.PodSandboxConfig) (pullResult, error) {
 	key := spec.GetImage() + "\x00" + fingerprint(creds)
-	detached := context.WithoutCancel(ctx)
-	ch := p.flight.DoChan(key, func() (any, error) {
-		return p.pullExclusive(detached, spec, creds, sandboxConfig)
-	})
+	p.mu.Lock()
+	f := p.flights[key]
+	if f == nil {
+		// The pull outlives any one caller: it has a context of its own,
+		// with ctx's values (the logger), cancelled by the last caller.
+		fctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+		f = &flight{cancel: cancel, done: make(chan struct{})}
+		p.flights[key] = f
+		go func() {
+			f.res, f.err = p.pullExclusive(fctx, spec, creds, sandboxConfig)
+			p.mu.Lock()
+			if p.flights[key] == f {
+				delete(p.flights, key)
+			}
+			p.mu.Unlock()
+			cancel()
+			close(f.done)
+		}()
+	}
+	f.waiters++
+	p.mu.Unlock()
 	select {
-	case res := <-ch:
-		if res.Err != nil {
-			return pullResult{}, res.Err
-		}
-		return res.Val.(pullResult), nil
+	case <-f.done:
+		return f.res, f.err
 	case <-ctx.Done():
+		p.mu.Lock()
+		f.waiters--
+		if f.waiters == 0 {
+			// A later caller starts a pull of its own.
+			delete(p.flights, key)
+			f.cancel()
+		}
+		p.mu.Unlock()
 		return pullResult{}, fmt.Errorf("waiting for the pull of image %q: %w", spec.GetImage(), ctx.Err())
 	}
 }
@@ -67,11 +102,18 @@ func (p *puller) pull(ctx context.Context, spec *runtimeapi.ImageSpec, creds []C
 func (p *puller) pullExclusive(ctx context.Context, spec *runtimeapi.ImageSpec, creds []Credential, sandboxConfig *runtimeapi.PodSandboxConfig) (pullResult, error) {
 	waitStart := p.clock.Now()
 	if p.slots != nil {
-		p.slots <- struct{}{}
+		select {
+		case p.slots <- struct{}{}:
+		case <-ctx.Done():
+			return pullResult{}, fmt.Errorf("waiting for a pull slot for image %q: %w", spec.GetImage(), ctx.Err())
+		}
 		defer func() { <-p.slots }()
 	}
 	unlock := p.locks.Lock(spec.GetImage())
 	defer unlock()
+	if err := ctx.Err(); err != nil {
+		return pullResult{}, fmt.Errorf("pulling image %q: %w", spec.GetImage(), err)
+	}
 
 	start := p.clock.Now()
 	ref, err := p.tryCredentials(ctx, spec, creds, sandboxConfig)

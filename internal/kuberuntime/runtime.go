@@ -225,3 +225,8 @@ func (rt PodRuntime) live() []Container {
 	}
 	return out
 }
+
+// Empty reports whether the runtime holds nothing of the pod.
+func (rt PodRuntime) Empty() bool {
+	return len(rt.Sandboxes) == 0 && len(rt.Containers) == 0
+}

@@ -144,12 +144,11 @@ func (s *PodState) RecordFailure(name, reason, message string, now time.Time) {
 	s.setRecord(name, r)
 }
 
-// BeginTermination records that the pod's containers are being stopped for
-// good with the pod's current grace period. Calling it again keeps the start
-// time and only ever brings the deadline forward, as a repeated delete with
-// a shorter grace period does.
-func (s *PodState) BeginTermination(pod *v1.Pod, now time.Time) {
-	grace := GracePeriodSeconds(pod)
+// BeginTermination records that the pod's containers are being stopped with
+// grace seconds (see EffectiveGracePeriod). Calling it again keeps the
+// start time and only ever brings the deadline forward, as a repeated delete
+// with a shorter grace period does.
+func (s *PodState) BeginTermination(grace int64, now time.Time) {
 	deadline := now.Add(time.Duration(grace) * time.Second)
 	if s.Terminating == nil {
 		s.Terminating = &Termination{StartedAt: now, GracePeriodSeconds: grace, Deadline: deadline}
@@ -159,6 +158,12 @@ func (s *PodState) BeginTermination(pod *v1.Pod, now time.Time) {
 		s.Terminating.Deadline = deadline
 		s.Terminating.GracePeriodSeconds = grace
 	}
+}
+
+// EndTermination forgets a finished termination, once every container of
+// the pod stopped and a new sandbox is about to be created for it.
+func (s *PodState) EndTermination() {
+	s.Terminating = nil
 }
 
 // RecordPreStopDone records that the preStop hook of a container instance ran

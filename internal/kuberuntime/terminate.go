@@ -28,6 +28,27 @@ func GracePeriodSeconds(pod *v1.Pod) int64 {
 	return DefaultGracePeriodSeconds
 }
 
+// EffectiveGracePeriod returns the grace period to stop a whole pod with,
+// by the kubelet's pod-worker rules: the deletion's grace period when the
+// API server set one above zero; else (a pod not deleted, force-deleted
+// with grace 0, or gone from the API) the spec's
+// terminationGracePeriodSeconds, else the default; and never less than one
+// second. A pod known only from the runtime has no spec: the caller passes
+// the kubelet's one-second override for it instead.
+func EffectiveGracePeriod(pod *v1.Pod) int64 {
+	var grace int64
+	if pod.DeletionGracePeriodSeconds != nil {
+		grace = *pod.DeletionGracePeriodSeconds
+	}
+	if grace == 0 {
+		grace = DefaultGracePeriodSeconds
+		if pod.Spec.TerminationGracePeriodSeconds != nil {
+			grace = *pod.Spec.TerminationGracePeriodSeconds
+		}
+	}
+	return max(grace, 1)
+}
+
 // killGracePeriod returns the grace period for killing one container: a
 // probe's own terminationGracePeriodSeconds wins when that probe failed.
 func killGracePeriod(pod *v1.Pod, c *v1.Container, reason KillReason) int64 {
@@ -98,7 +119,7 @@ type ContainerStop struct {
 func PlanTermination(pod *v1.Pod, rt PodRuntime, st PodState, now time.Time) TerminationPlan {
 	term := st.Terminating
 	if term == nil {
-		grace := GracePeriodSeconds(pod)
+		grace := EffectiveGracePeriod(pod)
 		term = &Termination{StartedAt: now, GracePeriodSeconds: grace, Deadline: now.Add(time.Duration(grace) * time.Second)}
 	}
 	live := rt.live()

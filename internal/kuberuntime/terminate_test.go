@@ -39,7 +39,7 @@ func TestPlanTermination(t *testing.T) {
 		runningC(pod, "log", "s1", 0), runningC(pod, "proxy", "s1", 0),
 		runningC(pod, "app", "s1", 0), runningC(pod, "web", "s1", 0))
 	state := PodState{}
-	state.BeginTermination(pod, at(0))
+	state.BeginTermination(EffectiveGracePeriod(pod), at(0))
 	hooksDone := state
 	hooksDone.Terminating = &Termination{StartedAt: at(0), Deadline: at(30 * time.Second), PreStopDone: []string{"app-0", "proxy-0"}}
 
@@ -101,13 +101,13 @@ func TestPlanTermination(t *testing.T) {
 
 func TestBeginTermination(t *testing.T) {
 	st := PodState{}
-	st.BeginTermination(newPod(deleted(30)), at(0))
-	st.BeginTermination(newPod(deleted(30)), at(10*time.Second))
+	st.BeginTermination(30, at(0))
+	st.BeginTermination(30, at(10*time.Second))
 	if got := st.Terminating.Deadline; !got.Equal(at(30 * time.Second)) {
 		t.Errorf("a repeated delete moved the deadline to %v", got)
 	}
-	st.BeginTermination(newPod(deleted(0)), at(12*time.Second))
-	if got := st.Terminating.Deadline; !got.Equal(at(12 * time.Second)) {
+	st.BeginTermination(1, at(12*time.Second))
+	if got := st.Terminating.Deadline; !got.Equal(at(13 * time.Second)) {
 		t.Errorf("a shorter grace period left the deadline at %v", got)
 	}
 	if got := st.Terminating.StopTimeout(at(12 * time.Second)); got != MinimumGracePeriodSeconds {
@@ -117,5 +117,28 @@ func TestBeginTermination(t *testing.T) {
 	st.RecordPreStopDone("c1", at(13*time.Second))
 	if got := st.Terminating.PreStopDone; len(got) != 1 {
 		t.Errorf("PreStopDone = %v, want one entry", got)
+	}
+}
+
+func TestEffectiveGracePeriod(t *testing.T) {
+	spec := func(g int64) podOpt { return func(p *v1.Pod) { p.Spec.TerminationGracePeriodSeconds = ptr.To(g) } }
+	cases := []struct {
+		name string
+		pod  *v1.Pod
+		want int64
+	}{
+		{name: "not deleted: the spec's", pod: newPod(spec(45)), want: 45},
+		{name: "not deleted, no spec value: the default", pod: newPod(), want: DefaultGracePeriodSeconds},
+		{name: "deleted: the deletion's", pod: newPod(spec(45), deleted(10)), want: 10},
+		{name: "force-deleted with 0: the spec's", pod: newPod(spec(45), deleted(0)), want: 45},
+		{name: "spec of 0: at least one second", pod: newPod(spec(0)), want: 1},
+		{name: "deleted with 0, spec of 0: one second", pod: newPod(spec(0), deleted(0)), want: 1},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := EffectiveGracePeriod(tc.pod); got != tc.want {
+				t.Errorf("EffectiveGracePeriod = %d, want %d", got, tc.want)
+			}
+		})
 	}
 }

@@ -1,0 +1,302 @@
+package podworkers
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+)
+
+// Key identifies one pod instance: a namespace/name may be reused by a new
+// pod with another UID, which gets a worker of its own.
+type Key struct {
+	Namespace, Name string
+	UID             types.UID
+}
+
+// KeyOf returns the key of pod.
+func KeyOf(pod *corev1.Pod) Key {
+	return Key{Namespace: pod.Namespace, Name: pod.Name, UID: pod.UID}
+}
+
+// Work is what one sync is asked to do.
+type Work struct {
+	Key Key
+	// Pod is the latest pod the worker was handed; nil when the worker was
+	// started for a pod known only from the runtime (after a restart).
+	Pod *corev1.Pod
+	// Gone: the pod is no longer in the API server (or has another UID
+	// there): stop and remove everything of it.
+	Gone bool
+}
+
+// terminating reports whether the work stops the pod for good.
+func (w Work) terminating() bool {
+	return w.Gone || (w.Pod != nil && w.Pod.DeletionTimestamp != nil)
+}
+
+// Result is what a sync tells its worker.
+type Result struct {
+	// RequeueAfter asks for another sync after this long (0: only on the
+	// next update).
+	RequeueAfter time.Duration
+	// Err asks for a retry with back-off.
+	Err error
+	// Finished: nothing is left to do for the pod; the worker ends. A
+	// later Update starts a new one.
+	Finished bool
+}
+
+// SyncFunc syncs one pod. It must return promptly once ctx is cancelled.
+type SyncFunc func(ctx context.Context, w Work) Result
+
+// Options configure Workers.
+type Options struct {
+	// Sync is called for each sync; required.
+	Sync SyncFunc
+	// BackOffBase and BackOffMax bound the retry delay after an error
+	// (defaults 100ms and 30s); it doubles per consecutive error.
+	BackOffBase, BackOffMax time.Duration
+	// Clock times requeues and back-off; nil means the real clock.
+	Clock clock.WithTicker
+	// Logger logs sync errors; the zero Logger discards.
+	Logger logr.Logger
+}
+
+// Workers runs one worker per pod. It implements manager.Runnable: syncs
+// run from Start on, and Start returns once every worker has stopped.
+type Workers struct {
+	opts Options
+
+	mu      sync.Mutex
+	ctx     context.Context // nil until Start
+	workers map[types.UID]*worker
+	wg      sync.WaitGroup
+}
+
+// New returns Workers running opts.Sync.
+func New(opts Options) (*Workers, error) {
+	if opts.Sync == nil {
+		return nil, errors.New("creating pod workers: a sync function is required")
+	}
+	if opts.BackOffBase <= 0 {
+		opts.BackOffBase = 100 * time.Millisecond
+	}
+	if opts.BackOffMax <= 0 {
+		opts.BackOffMax = 30 * time.Second
+	}
+	if opts.Clock == nil {
+		opts.Clock = clock.RealClock{}
+	}
+	return &Workers{opts: opts, workers: map[types.UID]*worker{}}, nil
+}
+
+// worker is the state of one pod's worker; fields are guarded by Workers.mu.
+type worker struct {
+	key Key
+	// pending is the work of the next sync; dirty says one is wanted.
+	pending Work
+	dirty   bool
+	// wake is signalled (capacity 1) when dirty is set.
+	wake chan struct{}
+	// running is the work of the sync in flight (nil when idle) and
+	// cancel its context's cancel function.
+	running *Work
+	cancel  context.CancelFunc
+}
+
+// NeedLeaderElection implements manager.LeaderElectionRunnable: every node
+// runs its own pods.
+func (p *Workers) NeedLeaderElection() bool { return false }
+
+// Start runs the workers until ctx ends, then cancels every sync in flight
+// and waits for the workers to stop.
+func (p *Workers) Start(ctx context.Context) error {
+	p.mu.Lock()
+	p.ctx = ctx
+	for _, w := range p.workers {
+		p.launch(w)
+	}
+	p.mu.Unlock()
+	<-ctx.Done()
+	p.wg.Wait()
+	return nil
+}
+
+// Update hands the latest pod to its worker, starting one if needed, and
+// asks for a sync. It never blocks.
+func (p *Workers) Update(pod *corev1.Pod) {
+	p.submit(Work{Key: KeyOf(pod), Pod: pod})
+}
+
+// Gone tells the worker of key that its pod is no longer in the API
+// server, starting a worker (with no pod) if there is none. last, if not
+// nil, is the pod as last seen; otherwise the worker keeps the pod it had.
+func (p *Workers) Gone(key Key, last *corev1.Pod) {
+	p.submit(Work{Key: key, Pod: last, Gone: true})
+}
+
+func (p *Workers) submit(next Work) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	w := p.workers[next.Key.UID]
+	if w == nil {
+		w = &worker{key: next.Key, wake: make(chan struct{}, 1)}
+		p.workers[next.Key.UID] = w
+		if p.ctx != nil {
+			p.launch(w)
+		}
+	}
+	if next.Pod == nil {
+		next.Pod = w.pending.Pod
+	}
+	// Once gone, always gone: a late update of the old object must not
+	// bring the pod back.
+	next.Gone = next.Gone || w.pending.Gone
+	if w.running != nil && shouldCancel(*w.running, next) {
+		w.cancel()
+	}
+	w.pending, w.dirty = next, true
+	select {
+	case w.wake <- struct{}{}:
+	default:
+	}
+}
+
+// shouldCancel reports whether the sync running for running must stop in
+// favour of next: next terminates a pod that running was starting, or
+// shortens the grace period running terminates with.
+func shouldCancel(running, next Work) bool {
+	if !next.terminating() {
+		return false
+	}
+	if !running.terminating() {
+		return true
+	}
+	return grace(next.Pod) < grace(running.Pod)
+}
+
+// grace is the deletion grace period of pod, or a large value when it has
+// none.
+func grace(pod *corev1.Pod) int64 {
+	if pod == nil || pod.DeletionGracePeriodSeconds == nil {
+		return 1 << 62
+	}
+	return *pod.DeletionGracePeriodSeconds
+}
+
+// Keys returns the keys of the pods that have a worker.
+func (p *Workers) Keys() []Key {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	keys := make([]Key, 0, len(p.workers))
+	for _, w := range p.workers {
+		keys = append(keys, w.key)
+	}
+	return keys
+}
+
+// Has reports whether the pod with uid has a worker.
+func (p *Workers) Has(uid types.UID) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	_, ok := p.workers[uid]
+	return ok
+}
+
+// launch starts w's goroutine; p.mu is held.
+func (p *Workers) launch(w *worker) {
+	p.wg.Add(1)
+	go func() {
+		defer p.wg.Done()
+		p.run(w)
+	}()
+}
+
+// run is w's loop: wait for work or a timer, sync, repeat until the sync
+// says the pod is finished or the Workers stop.
+func (p *Workers) run(w *worker) {
+	ctx := p.ctx
+	var (
+		timer    clock.Timer
+		failures int
+	)
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
+	for {
+		var fire <-chan time.Time
+		if timer != nil {
+			fire = timer.C()
+		}
+		select {
+		case <-ctx.Done():
+			p.remove(w)
+			return
+		case <-w.wake:
+		case <-fire:
+			timer = nil
+		}
+		p.mu.Lock()
+		work := w.pending
+		w.dirty = false
+		syncCtx, cancel := context.WithCancel(ctx)
+		w.running, w.cancel = &work, cancel
+		p.mu.Unlock()
+
+		res := p.opts.Sync(syncCtx, work)
+		cancelled := syncCtx.Err() != nil
+		cancel()
+
+		p.mu.Lock()
+		w.running, w.cancel = nil, nil
+		if res.Finished && !w.dirty {
+			delete(p.workers, w.key.UID)
+			p.mu.Unlock()
+			return
+		}
+		p.mu.Unlock()
+
+		delay := res.RequeueAfter
+		switch {
+		case res.Err != nil && !cancelled:
+			failures++
+			delay = p.backOff(failures)
+			p.opts.Logger.Error(res.Err, "Pod sync failed", "pod", klog.KRef(w.key.Namespace, w.key.Name), "podUID", w.key.UID, "retryIn", delay)
+		case res.Err == nil:
+			failures = 0
+		}
+		if timer != nil {
+			timer.Stop()
+			timer = nil
+		}
+		if delay > 0 {
+			timer = p.opts.Clock.NewTimer(delay)
+		}
+	}
+}
+
+// remove forgets w when the Workers stop.
+func (p *Workers) remove(w *worker) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.workers[w.key.UID] == w {
+		delete(p.workers, w.key.UID)
+	}
+}
+
+func (p *Workers) backOff(failures int) time.Duration {
+	d := p.opts.BackOffBase
+	for i := 1; i < failures && d < p.opts.BackOffMax; i++ {
+		d *= 2
+	}
+	return min(d, p.opts.BackOffMax)
+}

@@ -1,0 +1,190 @@
+package podworkers
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+)
+
+func pod(uid string) *corev1.Pod {
+	return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "p-" + uid, UID: types.UID(uid)}}
+}
+
+func deleting(p *corev1.Pod, grace int64) *corev1.Pod {
+	p = p.DeepCopy()
+	now := metav1.Now()
+	p.DeletionTimestamp = &now
+	p.DeletionGracePeriodSeconds = ptr.To(grace)
+	return p
+}
+
+// recorder is a SyncFunc whose behaviour each test sets, recording calls.
+type recorder struct {
+	mu    sync.Mutex
+	calls []Work
+	fn    func(ctx context.Context, w Work) Result
+}
+
+func (r *recorder) sync(ctx context.Context, w Work) Result {
+	r.mu.Lock()
+	r.calls = append(r.calls, w)
+	fn := r.fn
+	r.mu.Unlock()
+	if fn == nil {
+		return Result{}
+	}
+	return fn(ctx, w)
+}
+
+func (r *recorder) count() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.calls)
+}
+
+func (r *recorder) last() Work {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.calls[len(r.calls)-1]
+}
+
+func start(t *testing.T, r *recorder) *Workers {
+	t.Helper()
+	p, err := New(Options{Sync: r.sync, BackOffBase: 10 * time.Millisecond, BackOffMax: 40 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { _ = p.Start(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+	return p
+}
+
+func TestSlowSyncOfOnePodDoesNotHoldAnother(t *testing.T) {
+	g := NewWithT(t)
+	release := make(chan struct{})
+	var fast sync.WaitGroup
+	fast.Add(1)
+	r := &recorder{fn: func(ctx context.Context, w Work) Result {
+		if w.Key.UID == "slow" {
+			select {
+			case <-release:
+			case <-ctx.Done():
+			}
+			return Result{}
+		}
+		fast.Done()
+		return Result{}
+	}}
+	p := start(t, r)
+	p.Update(pod("slow"))
+	g.Eventually(r.count).Should(Equal(1))
+	p.Update(pod("fast"))
+	done := make(chan struct{})
+	go func() { fast.Wait(); close(done) }()
+	g.Eventually(done).WithTimeout(time.Second).Should(BeClosed())
+	close(release)
+}
+
+func TestUpdatesDuringASyncAreCoalesced(t *testing.T) {
+	g := NewWithT(t)
+	release := make(chan struct{})
+	r := &recorder{fn: func(ctx context.Context, w Work) Result {
+		if w.Pod.Labels["v"] == "" {
+			<-release
+		}
+		return Result{}
+	}}
+	p := start(t, r)
+	p.Update(pod("a"))
+	g.Eventually(r.count).Should(Equal(1))
+	for i := range 5 {
+		next := pod("a")
+		next.Labels = map[string]string{"v": string(rune('1' + i))}
+		p.Update(next)
+	}
+	close(release)
+	g.Eventually(r.count).Should(Equal(2))
+	g.Consistently(r.count, 100*time.Millisecond).Should(Equal(2))
+	g.Expect(r.last().Pod.Labels["v"]).To(Equal("5"), "the second sync sees the latest pod")
+}
+
+func TestDeletionCancelsASyncOfTheLivePod(t *testing.T) {
+	g := NewWithT(t)
+	cancelled := make(chan struct{})
+	r := &recorder{fn: func(ctx context.Context, w Work) Result {
+		if w.Pod.DeletionTimestamp == nil {
+			<-ctx.Done() // a pull that never completes
+			close(cancelled)
+			return Result{Err: ctx.Err()}
+		}
+		return Result{Finished: true}
+	}}
+	p := start(t, r)
+	p.Update(pod("a"))
+	g.Eventually(r.count).Should(Equal(1))
+	p.Update(deleting(pod("a"), 30))
+	g.Eventually(cancelled).Should(BeClosed())
+	g.Eventually(func() bool { return p.Has("a") }).Should(BeFalse(), "the terminating sync finished the worker")
+	g.Expect(r.count()).To(Equal(2))
+}
+
+func TestTerminationIsCancelledOnlyByAShorterGracePeriod(t *testing.T) {
+	g := NewWithT(t)
+	var cancels int
+	var mu sync.Mutex
+	r := &recorder{fn: func(ctx context.Context, w Work) Result {
+		select {
+		case <-ctx.Done():
+			mu.Lock()
+			cancels++
+			mu.Unlock()
+			return Result{}
+		case <-time.After(300 * time.Millisecond):
+			return Result{Finished: true}
+		}
+	}}
+	p := start(t, r)
+	p.Update(deleting(pod("a"), 30))
+	g.Eventually(r.count).Should(Equal(1))
+	p.Update(deleting(pod("a"), 30)) // the same grace: no cancel
+	p.Gone(KeyOf(pod("a")), nil)     // gone, with the grace it had
+	g.Consistently(func() int { mu.Lock(); defer mu.Unlock(); return cancels }, 100*time.Millisecond).Should(Equal(0))
+	p.Update(deleting(pod("a"), 1))
+	g.Eventually(func() int { mu.Lock(); defer mu.Unlock(); return cancels }).Should(Equal(1))
+	g.Eventually(func() bool { return p.Has("a") }).Should(BeFalse())
+	g.Expect(r.last().Gone).To(BeTrue(), "a late update does not bring a gone pod back")
+}
+
+func TestRequeueAndBackOff(t *testing.T) {
+	g := NewWithT(t)
+	r := &recorder{fn: func(context.Context, Work) Result { return Result{Err: errors.New("boom")} }}
+	p := start(t, r)
+	p.Update(pod("a"))
+	g.Eventually(r.count).Should(BeNumerically(">=", 4), "errors are retried")
+	r.mu.Lock()
+	r.fn = func(context.Context, Work) Result { return Result{RequeueAfter: 20 * time.Millisecond} }
+	r.mu.Unlock()
+	n := r.count()
+	g.Eventually(r.count).Should(BeNumerically(">=", n+3), "RequeueAfter syncs again")
+}
+
+func TestGoneWithoutAnUpdateStartsAWorker(t *testing.T) {
+	g := NewWithT(t)
+	r := &recorder{fn: func(context.Context, Work) Result { return Result{Finished: true} }}
+	p := start(t, r)
+	p.Gone(Key{Namespace: "ns", Name: "orphan", UID: "o"}, nil)
+	g.Eventually(r.count).Should(Equal(1))
+	g.Expect(r.last().Gone).To(BeTrue())
+	g.Expect(r.last().Pod).To(BeNil())
+	g.Eventually(func() bool { return p.Has("o") }).Should(BeFalse())
+}
