@@ -54,6 +54,17 @@ func (a *Admitter) Add(pod *corev1.Pod) {
 	a.admitted[pod.UID] = pod.DeepCopy()
 }
 
+// UIDs returns the admitted pods.
+func (a *Admitter) UIDs() []types.UID {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	uids := make([]types.UID, 0, len(a.admitted))
+	for uid := range a.admitted {
+		uids = append(uids, uid)
+	}
+	return uids
+}
+
 // Remove forgets a pod that finished or is gone.
 func (a *Admitter) Remove(uid types.UID) {
 	a.mu.Lock()

@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
@@ -124,6 +125,9 @@ func setupPodController(mgr ctrl.Manager, d *Deps) error {
 		return fmt.Errorf("adding the pod workers: %w", err)
 	}
 	r.Workers = workers
+	if err := mgr.Add(&housekeeper{r: r, cache: mgr.GetCache(), dirs: volumes, logsDir: cfg.PodLogsDir, period: housekeepingPeriod}); err != nil {
+		return fmt.Errorf("adding pod housekeeping: %w", err)
+	}
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("pod").
 		For(&corev1.Pod{}, builder.WithPredicates(predicate.Funcs{
@@ -131,7 +135,11 @@ func setupPodController(mgr ctrl.Manager, d *Deps) error {
 		})).
 		WatchesRawSource(relister.Source()).
 		WatchesRawSource(probes.Source()).
-		WithOptions(controller.Options{MaxConcurrentReconciles: MaxConcurrentPodSyncs}).
+		WithOptions(controller.Options{
+			MaxConcurrentReconciles: MaxConcurrentPodSyncs,
+			// Several agents may share a process (tests, simulations).
+			SkipNameValidation: ptr.To(true),
+		}).
 		Complete(r)
 }
 

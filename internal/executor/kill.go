@@ -78,6 +78,11 @@ func (e *Executor) Terminate(ctx context.Context, pod *v1.Pod, rt kuberuntime.Po
 	if len(errs) > 0 {
 		return false, 0, errors.Join(errs...)
 	}
+	if len(plan.Stop) > 0 || len(plan.StopSandboxes) > 0 {
+		// What waited for these (sidecars, then sandboxes) may go next:
+		// plan again at once.
+		return plan.Done, 0, nil
+	}
 	return plan.Done, plan.RequeueAfter, nil
 }
 

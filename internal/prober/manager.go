@@ -277,6 +277,17 @@ func (m *Manager) Forget(uid types.UID) {
 	metrics.ProbeTotal.DeletePartialMatch(prometheus.Labels{"pod_uid": string(uid)})
 }
 
+// PodUIDs returns the pods that have probe workers.
+func (m *Manager) PodUIDs() []types.UID {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	uids := make([]types.UID, 0, len(m.pods))
+	for uid := range m.pods {
+		uids = append(uids, uid)
+	}
+	return uids
+}
+
 // Results returns the pod's latest probe results by container ID. A
 // readiness probe starts out failed and a liveness probe succeeded; a
 // startup probe has no result until it has one. The maps are the caller's.

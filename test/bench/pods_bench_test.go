@@ -25,11 +25,14 @@ const (
 	restWindow = 10 * time.Second
 
 	// Targets.
-	burstFloorFactor  = 1.2
-	peakRSSTarget     = 50 * mib
-	burstCPUTarget    = time.Second
-	writesPerPodLimit = 3.0
-	singleOverFloor   = 50 * time.Millisecond
+	burstFloorFactor = 1.2
+	// teardownFloorFactor bounds deleting the burst against removing the
+	// same pods straight through the CRI.
+	teardownFloorFactor = 1.2
+	peakRSSTarget       = 50 * mib
+	burstCPUTarget      = time.Second
+	writesPerPodLimit   = 3.0
+	singleOverFloor     = 50 * time.Millisecond
 )
 
 // burstResult is what one burst through nodelet measured.
@@ -212,6 +215,7 @@ func BenchmarkPodBurst110(b *testing.B) {
 		b.ReportMetric(r.p50.Seconds(), "s-p50-ready")
 		b.ReportMetric(r.p99.Seconds(), "s-p99-ready")
 		b.ReportMetric(r.allGone.Seconds(), "s-all-gone")
+		b.ReportMetric(r.floorRemove16.Seconds(), "s-cri-teardown")
 		b.ReportMetric(float64(r.peakRSS)/mib, "MiB-peak-rss")
 		b.ReportMetric(r.cpuTotal.Seconds(), "s-cpu")
 		b.ReportMetric(r.writesPerPodAll, "writes/pod")
@@ -220,6 +224,7 @@ func BenchmarkPodBurst110(b *testing.B) {
 
 func printBurst(r burstResult) {
 	limit := time.Duration(float64(r.floor16) * burstFloorFactor)
+	teardownLimit := time.Duration(float64(r.floorRemove16) * teardownFloorFactor)
 	printTable(fmt.Sprintf("pod burst (%d pods, node %s, %s)", burstPods, benchNode, machine()), []row{
 		{"CRI floor, 16 workers", fmtDur(r.floor16), "", ""},
 		{"CRI floor, sequential", fmtDur(r.floorSeq), "", ""},
@@ -233,7 +238,11 @@ func printBurst(r burstResult) {
 		{"create→Ready p90", fmtDur(r.p90), "", ""},
 		{"create→Ready p99", fmtDur(r.p99), "", ""},
 		{"seen→running mean (nodelet's metric)", fmtDur(r.nodeletStartMean), "", ""},
-		{"all deleted (grace 1s)", fmtDur(r.allGone), "", ""},
+		{"all deleted (grace 1s)", fmtDur(r.allGone),
+			fmt.Sprintf("≤ %.1f × CRI teardown (%s) = %s", teardownFloorFactor, fmtDur(r.floorRemove16), fmtDur(teardownLimit)),
+			verdict(r.allGone <= teardownLimit)},
+		{"all deleted ÷ CRI teardown", fmt.Sprintf("%.2f×", r.allGone.Seconds()/r.floorRemove16.Seconds()),
+			fmt.Sprintf("≤ %.1f×", teardownFloorFactor), verdict(r.allGone <= teardownLimit)},
 		{"nodelet peak RSS", fmt.Sprintf("%.1f MiB", float64(r.peakRSS)/mib), fmt.Sprintf("≤ %d MiB", peakRSSTarget/mib), verdict(r.peakRSS <= peakRSSTarget)},
 		{"nodelet peak RSS before the burst", fmt.Sprintf("%.1f MiB", float64(r.idleRSS)/mib), "", ""},
 		{"RSS at the end: anonymous / file pages", fmt.Sprintf("%.1f / %.1f MiB", float64(r.rssAnon)/mib, float64(r.rssFile)/mib), "", ""},

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -373,4 +374,25 @@ func ProcessUsage(pid int) (Usage, error) {
 	const clkTck = 100 // USER_HZ on Linux
 	u.CPU = time.Duration(utime+stime) * time.Second / clkTck
 	return u, nil
+}
+
+// Metrics returns the text of the agent's /metrics page.
+func (n *Nodelet) Metrics(ctx context.Context) (string, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+n.MetricsAddr+"/metrics", http.NoBody)
+	if err != nil {
+		return "", fmt.Errorf("reading nodelet metrics: %w", err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return "", fmt.Errorf("reading nodelet metrics: %w", err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return "", fmt.Errorf("reading nodelet metrics: %w", err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		return "", fmt.Errorf("reading nodelet metrics: %s", resp.Status)
+	}
+	return string(body), nil
 }
