@@ -2,9 +2,6 @@ package controllers_test
 
 import (
 	"context"
-	"fmt"
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -55,8 +52,6 @@ var (
 	apiServer  *utils.APIServer
 	containerd *utils.Containerd
 	admin      client.Client
-	// keptCertDirs are certificate directories restartAPIServer made.
-	keptCertDirs []string
 )
 
 func TestControllers(t *testing.T) {
@@ -75,12 +70,6 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 	containerd = utils.MustStartContainerd(ctx, utils.ContainerdOptions{})
 }, NodeTimeout(5*time.Minute))
 
-var _ = AfterSuite(func() {
-	for _, dir := range keptCertDirs {
-		Expect(os.RemoveAll(dir)).To(Succeed())
-	}
-})
-
 // nodeConfig returns a rest.Config authenticated as system:node:<name>.
 func nodeConfig(name string) *rest.Config {
 	GinkgoHelper()
@@ -89,56 +78,11 @@ func nodeConfig(name string) *rest.Config {
 	return cfg
 }
 
-// restartAPIServer stops the API server (etcd keeps running), waits for
-// downtime and starts it again on the same port with the same serving
-// certificate, so that running clients can reconnect.
-//
-// envtest can restart an APIServer, keeping its port and client CA, but when
-// it made the certificate directory itself it deletes it on Stop and makes a
-// new serving CA on Start, which clients built before do not trust. So the
-// directory is copied aside first and the restart uses the copy.
+// restartAPIServer stops the API server (etcd keeps running) for downtime
+// and starts it again on the same port with the same serving certificate.
 func restartAPIServer(downtime time.Duration) {
 	GinkgoHelper()
-	server := apiServer.Env.ControlPlane.APIServer
-	port := server.SecureServing.Port
-	keep, err := os.MkdirTemp("", "nodelet-apiserver-certs-")
-	Expect(err).NotTo(HaveOccurred())
-	// The API server uses it until the suite ends.
-	keptCertDirs = append(keptCertDirs, keep)
-	Expect(copyFiles(server.CertDir, keep)).To(Succeed())
-
-	stopped := time.Now()
-	if err := server.Stop(); err != nil {
-		// envtest sends SIGKILL when SIGTERM did not stop it in time; the
-		// API server is down either way, abruptly like a crashed one.
-		Expect(err.Error()).To(ContainSubstring("timeout waiting for process kube-apiserver to stop"))
-	}
-	GinkgoWriter.Printf("API server stopped in %v\n", time.Since(stopped))
-	server.CertDir = keep
-	time.Sleep(downtime)
-	Expect(server.Start()).To(Succeed())
-	Expect(server.SecureServing.Port).To(Equal(port), "the restarted API server must listen on the port its clients know")
-}
-
-// copyFiles copies the regular files of dir src into dst.
-func copyFiles(src, dst string) error {
-	entries, err := os.ReadDir(src)
-	if err != nil {
-		return fmt.Errorf("reading %s: %w", src, err)
-	}
-	for _, e := range entries {
-		if !e.Type().IsRegular() {
-			continue
-		}
-		data, err := os.ReadFile(filepath.Join(src, e.Name()))
-		if err != nil {
-			return fmt.Errorf("reading %s: %w", e.Name(), err)
-		}
-		if err := os.WriteFile(filepath.Join(dst, e.Name()), data, 0o600); err != nil {
-			return fmt.Errorf("writing %s: %w", e.Name(), err)
-		}
-	}
-	return nil
+	Expect(apiServer.Restart(func() { time.Sleep(downtime) })).To(Succeed())
 }
 
 // testAgent is one nodelet manager running the node controller in this
@@ -208,4 +152,21 @@ func (a *testAgent) stop() {
 // nodeName returns a node name no other spec uses.
 func nodeName() string {
 	return "node-" + utilrand.String(8)
+}
+
+// runManager starts mgr for the rest of the spec and stops it, checking
+// that it stopped cleanly, when the spec ends.
+func runManager(mgr ctrl.Manager) {
+	GinkgoHelper()
+	ctx, cancel := context.WithCancel(suiteCtx)
+	done := make(chan struct{})
+	go func() {
+		defer GinkgoRecover()
+		defer close(done)
+		Expect(mgr.Start(ctx)).To(Succeed())
+	}()
+	DeferCleanup(func() {
+		cancel()
+		Eventually(done).WithTimeout(stopTimeout).Should(BeClosed())
+	})
 }

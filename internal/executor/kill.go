@@ -11,7 +11,6 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/nodelet/nodelet/internal/cri"
 	"github.com/nodelet/nodelet/internal/kuberuntime"
@@ -134,35 +133,6 @@ func (e *Executor) RemovePod(ctx context.Context, pod *v1.Pod, rt kuberuntime.Po
 		return fmt.Errorf("removing pod log directory: %w", err)
 	}
 	return nil
-}
-
-// KillStale stops and removes runtime objects left by another pod of the
-// same name (an older UID) or by a pod gone from the API. It only ever
-// touches objects carrying nodelet's ownership label (the runtime refuses
-// the others).
-func (e *Executor) KillStale(ctx context.Context, sandboxes []*runtimeapi.PodSandbox, containers []*runtimeapi.Container) error {
-	var errs []error
-	for _, c := range containers {
-		if c.State == runtimeapi.ContainerState_CONTAINER_RUNNING {
-			if err := e.Runtime.StopContainer(ctx, c.Id, kuberuntime.MinimumGracePeriodSeconds); err != nil && !cri.IsNotFound(err) {
-				errs = append(errs, fmt.Errorf("stopping stale container %s of %s: %w", c.Id, podFromLabels(c.Labels), err))
-				continue
-			}
-		}
-		if err := e.Runtime.RemoveContainer(ctx, c.Id); err != nil && !cri.IsNotFound(err) {
-			errs = append(errs, fmt.Errorf("removing stale container %s of %s: %w", c.Id, podFromLabels(c.Labels), err))
-		}
-	}
-	for _, sb := range sandboxes {
-		if err := e.Runtime.StopPodSandbox(ctx, sb.Id); err != nil && !cri.IsNotFound(err) {
-			errs = append(errs, fmt.Errorf("stopping stale sandbox %s of %s: %w", sb.Id, podFromLabels(sb.Labels), err))
-			continue
-		}
-		if err := e.Runtime.RemovePodSandbox(ctx, sb.Id); err != nil && !cri.IsNotFound(err) {
-			errs = append(errs, fmt.Errorf("removing stale sandbox %s of %s: %w", sb.Id, podFromLabels(sb.Labels), err))
-		}
-	}
-	return errors.Join(errs...)
 }
 
 // CollectGarbage removes the dead containers of a pod, with their log

@@ -84,8 +84,3 @@ func (e *Executor) observe(ctx context.Context, namespace, name string, uid type
 	}
 	return obs, nil
 }
-
-// podFromLabels names the pod a runtime object belongs to.
-func podFromLabels(labels map[string]string) string {
-	return labels[kubetypes.KubernetesPodNamespaceLabel] + "/" + labels[kubetypes.KubernetesPodNameLabel]
-}

@@ -7,8 +7,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -51,8 +49,6 @@ const (
 var (
 	apiServer *utils.APIServer
 	admin     client.Client
-	// keptCertDirs are certificate directories restartAPIServer made.
-	keptCertDirs []string
 )
 
 func TestObjectStore(t *testing.T) {
@@ -67,12 +63,6 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 	admin, err = apiServer.AdminClient()
 	Expect(err).NotTo(HaveOccurred())
 }, NodeTimeout(10*time.Minute))
-
-var _ = AfterSuite(func() {
-	for _, dir := range keptCertDirs {
-		Expect(os.RemoveAll(dir)).To(Succeed())
-	}
-})
 
 // nodeClient returns a clientset authenticated as system:node:<name>.
 func nodeClient(name string) kubernetes.Interface {
@@ -260,29 +250,7 @@ func serverWatches(ctx context.Context, resource string) float64 {
 // directory is copied aside first and the restart uses the copy.
 func restartAPIServer(during func()) {
 	GinkgoHelper()
-	server := apiServer.Env.ControlPlane.APIServer
-	port := server.SecureServing.Port
-	keep, err := os.MkdirTemp("", "nodelet-apiserver-certs-")
-	Expect(err).NotTo(HaveOccurred())
-	keptCertDirs = append(keptCertDirs, keep)
-	entries, err := os.ReadDir(server.CertDir)
-	Expect(err).NotTo(HaveOccurred())
-	for _, e := range entries {
-		if !e.Type().IsRegular() {
-			continue
-		}
-		data, err := os.ReadFile(filepath.Join(server.CertDir, e.Name()))
-		Expect(err).NotTo(HaveOccurred())
-		Expect(os.WriteFile(filepath.Join(keep, e.Name()), data, 0o600)).To(Succeed())
-	}
-	if err := server.Stop(); err != nil {
-		// envtest kills it when SIGTERM did not stop it in time.
-		Expect(err.Error()).To(ContainSubstring("timeout waiting for process kube-apiserver to stop"))
-	}
-	server.CertDir = keep
-	during()
-	Expect(server.Start()).To(Succeed())
-	Expect(server.SecureServing.Port).To(Equal(port))
+	Expect(apiServer.Restart(during)).To(Succeed())
 }
 
 // compactEtcd compacts etcd up to its current revision through its JSON

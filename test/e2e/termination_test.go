@@ -83,12 +83,7 @@ var _ = Describe("Pod termination", Ordered, func() {
 
 	waitFor := func(ctx SpecContext, ns, name string, timeout time.Duration, check func(Gomega, *corev1.Pod)) *corev1.Pod {
 		GinkgoHelper()
-		var last *corev1.Pod
-		Eventually(func(g Gomega) {
-			last = utils.GetPod(ctx, env.Admin, ns, name)(g)
-			check(g, last)
-		}).WithTimeout(timeout).WithPolling(pollInterval).Should(Succeed())
-		return last
+		return utils.WaitForPod(ctx, env.Admin, ns, name, timeout, check)
 	}
 	gone := func(ctx SpecContext, ns, name string) func() bool {
 		return func() bool {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync/atomic"
+	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
@@ -96,4 +97,16 @@ func GetPod(ctx context.Context, c client.Client, ns, name string) func(Gomega) 
 		g.Expect(c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, p)).To(Succeed())
 		return p
 	}
+}
+
+// WaitForPod polls namespace/name until check passes or timeout, and
+// returns the pod as last read.
+func WaitForPod(ctx context.Context, c client.Client, ns, name string, timeout time.Duration, check func(Gomega, *corev1.Pod)) *corev1.Pod {
+	GinkgoHelper()
+	var last *corev1.Pod
+	Eventually(func(g Gomega) {
+		last = GetPod(ctx, c, ns, name)(g)
+		check(g, last)
+	}).WithTimeout(timeout).WithPolling(100 * time.Millisecond).Should(Succeed())
+	return last
 }
