@@ -99,6 +99,13 @@ func (e *Executor) Sync(ctx context.Context, pod *v1.Pod, rt kuberuntime.PodRunt
 	}
 	if err := e.Volumes.SetUp(ctx, pod); err != nil {
 		e.Recorder.Event(pod, v1.EventTypeWarning, EventFailedMount, err.Error())
+		if a.CreateSandbox {
+			// Nothing runs yet: the status says why nothing starts.
+			st.RecordMountFailure(err.Error(), e.now())
+			if serr := save(); serr != nil {
+				log.FromContext(ctx).Error(serr, "Unable to save pod state")
+			}
+		}
 		return fmt.Errorf("setting up volumes: %w", err)
 	}
 	sb, err := e.ensureSandbox(ctx, pod, rt, st, a, save)

@@ -82,3 +82,17 @@ func TestSandboxFailureShownUntilASandboxIsCreated(t *testing.T) {
 		t.Errorf("condition = %s %q, want True", c.Status, c.Message)
 	}
 }
+
+func TestMountFailureShownUntilASandboxIsCreated(t *testing.T) {
+	pod := newPod()
+	st := NewPodState(pod.UID)
+	msg := `MountVolume.SetUp failed for volume "cfg" : configmap "cfg" not found`
+	st.RecordMountFailure(msg, at(0))
+	s := ComputePodStatus(pod, PodRuntime{}, st, StatusInputs{Now: at(time.Second)})
+	if c := condition(s, v1.PodReadyToStartContainers); c.Status != v1.ConditionFalse || c.Message != msg {
+		t.Errorf("condition = %s %q, want False with the mount failure", c.Status, c.Message)
+	}
+	if st.SandboxFailure.Reason != ReasonFailedMount {
+		t.Errorf("reason = %q, want %s", st.SandboxFailure.Reason, ReasonFailedMount)
+	}
+}

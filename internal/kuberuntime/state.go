@@ -25,6 +25,9 @@ const (
 	// ReasonFailedCreatePodSandBox is the reason of a failed sandbox
 	// creation (PodState.SandboxFailure), the kubelet's Event reason.
 	ReasonFailedCreatePodSandBox = "FailedCreatePodSandBox"
+	// ReasonFailedMount is the reason of a failed volume set-up before the
+	// sandbox, the kubelet's Event reason.
+	ReasonFailedMount = "FailedMount"
 )
 
 // PodState is what nodelet remembers about one pod between reconciles and
@@ -120,6 +123,13 @@ func (s *PodState) RecordSandbox(id string, attempt uint32) {
 // condition shows it until a sandbox is created.
 func (s *PodState) RecordSandboxFailure(message string, now time.Time) {
 	s.SandboxFailure = &WaitingReason{Reason: ReasonFailedCreatePodSandBox, Message: message, At: now}
+}
+
+// RecordMountFailure records that setting up the pod's volumes failed with
+// message (the FailedMount Event's); like a sandbox failure, the
+// PodReadyToStartContainers condition shows it until a sandbox is created.
+func (s *PodState) RecordMountFailure(message string, now time.Time) {
+	s.SandboxFailure = &WaitingReason{Reason: ReasonFailedMount, Message: message, At: now}
 }
 
 // RecordStart records a start attempt of a container. Call it for every
