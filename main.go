@@ -26,6 +26,7 @@ import (
 	"github.com/nodelet/nodelet/internal/checkpoint"
 	"github.com/nodelet/nodelet/internal/cri"
 	"github.com/nodelet/nodelet/internal/options"
+	"github.com/nodelet/nodelet/internal/server"
 )
 
 func main() {
@@ -81,6 +82,22 @@ func run(args []string) int {
 	if err := controllers.Default.Setup(mgr, deps, cfg.Controllers); err != nil {
 		log.Error(err, "Unable to set up controllers")
 		return 1
+	}
+	if port := cfg.Server.Port; port == nil || *port != 0 {
+		configz, err := agent.ConfigzHandler(cfg)
+		if err != nil {
+			log.Error(err, "Unable to set up the node API server")
+			return 1
+		}
+		srv, err := server.NewFromConfig(cfg, mgr, deps.Runtime, configz)
+		if err != nil {
+			log.Error(err, "Unable to set up the node API server")
+			return 1
+		}
+		if err := mgr.Add(srv); err != nil {
+			log.Error(err, "Unable to add the node API server")
+			return 1
+		}
 	}
 	log.Info("Starting nodelet", "node", cfg.NodeName, "runtime", cfg.ContainerRuntimeEndpoint)
 	if err := mgr.Start(ctx); err != nil {

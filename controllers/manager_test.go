@@ -36,17 +36,7 @@ func bareManager(name, metricsAddr string) ctrl.Manager {
 		_, err := mgr.GetCache().GetInformer(context.Background(), obj)
 		Expect(err).NotTo(HaveOccurred())
 	}
-	ctx, cancel := context.WithCancel(suiteCtx)
-	done := make(chan struct{})
-	go func() {
-		defer GinkgoRecover()
-		defer close(done)
-		Expect(mgr.Start(ctx)).To(Succeed())
-	}()
-	DeferCleanup(func() {
-		cancel()
-		Eventually(done).WithTimeout(stopTimeout).Should(BeClosed())
-	})
+	runManager(mgr)
 	return mgr
 }
 

@@ -3,6 +3,8 @@ package controllers
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
@@ -58,11 +60,7 @@ func (a *Admitter) Add(pod *corev1.Pod) {
 func (a *Admitter) UIDs() []types.UID {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	uids := make([]types.UID, 0, len(a.admitted))
-	for uid := range a.admitted {
-		uids = append(uids, uid)
-	}
-	return uids
+	return slices.Collect(maps.Keys(a.admitted))
 }
 
 // Remove forgets a pod that finished or is gone.

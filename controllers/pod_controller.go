@@ -314,6 +314,10 @@ func (r *PodReconciler) admit(ctx context.Context, s *podScope) (bool, error) {
 // status.
 func (r *PodReconciler) syncRunning(ctx context.Context, s *podScope) (syncResult, error) {
 	actions := kuberuntime.ComputePodActions(s.pod, s.obs.Runtime, s.state, r.now(), r.Prober.Results(s.pod.UID))
+	if actions.KillPodReason != "" && s.state.Terminating == nil {
+		log.FromContext(ctx).Info("Stopping pod for good", "reason", actions.KillPodReason)
+		r.Recorder.Event(s.pod, corev1.EventTypeNormal, actions.KillPodReason, actions.KillPodMessage)
+	}
 	if actions.KillPod {
 		if actions.CreateSandbox && len(s.obs.Runtime.Sandboxes) > 0 {
 			r.Recorder.Event(s.pod, corev1.EventTypeNormal, executor.EventSandboxChanged, "Pod sandbox changed, it will be killed and re-created.")

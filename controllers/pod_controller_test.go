@@ -58,17 +58,7 @@ func startFakeRuntimeAgent(maxPods int32) *fakeRuntimeAgent {
 	mgr, err := agent.NewManager(nodeConfig(a.node), cfg)
 	Expect(err).NotTo(HaveOccurred())
 	Expect(controllers.Default.Setup(mgr, &controllers.Deps{Config: cfg, Runtime: rt, Checkpoints: store}, []string{"pod"})).To(Succeed())
-	ctx, cancel := context.WithCancel(suiteCtx)
-	done := make(chan struct{})
-	go func() {
-		defer GinkgoRecover()
-		defer close(done)
-		Expect(mgr.Start(ctx)).To(Succeed())
-	}()
-	DeferCleanup(func() {
-		cancel()
-		Eventually(done).WithTimeout(stopTimeout).Should(BeClosed())
-	})
+	runManager(mgr)
 	return a
 }
 

@@ -18,7 +18,7 @@ type Deps struct {
 	Config *v1alpha1.NodeletConfiguration
 	// Runtime is the container runtime; nil reports it as down.
 	Runtime cri.Runtime
-	// Checkpoints stores per-pod state; nil opens <rootDir>/checkpoints.
+	// Checkpoints stores per-pod state; required by the pod controller.
 	Checkpoints checkpoint.Manager
 
 	// engine is what the pod, ConfigMap and Secret reconcilers share,

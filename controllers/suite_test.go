@@ -153,3 +153,20 @@ func (a *testAgent) stop() {
 func nodeName() string {
 	return "node-" + utilrand.String(8)
 }
+
+// runManager starts mgr for the rest of the spec and stops it, checking
+// that it stopped cleanly, when the spec ends.
+func runManager(mgr ctrl.Manager) {
+	GinkgoHelper()
+	ctx, cancel := context.WithCancel(suiteCtx)
+	done := make(chan struct{})
+	go func() {
+		defer GinkgoRecover()
+		defer close(done)
+		Expect(mgr.Start(ctx)).To(Succeed())
+	}()
+	DeferCleanup(func() {
+		cancel()
+		Eventually(done).WithTimeout(stopTimeout).Should(BeClosed())
+	})
+}

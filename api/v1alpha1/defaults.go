@@ -79,6 +79,14 @@ func SetDefaults(c *NodeletConfiguration) {
 		p := int32(DefaultServerPort)
 		c.Server.Port = &p
 	}
+	if c.Server.Webhook.Enabled == nil {
+		t := true
+		c.Server.Webhook.Enabled = &t
+	}
+	setDuration(&c.Server.Webhook.CacheTTL, 2*time.Minute)
+	setString(&c.Server.Authorization.Mode, AuthorizationModeWebhook)
+	setDuration(&c.Server.Authorization.CacheAuthorizedTTL, 5*time.Minute)
+	setDuration(&c.Server.Authorization.CacheUnauthorizedTTL, 30*time.Second)
 	setString(&c.HealthzBindAddress, DefaultHealthzBindAddress)
 	setString(&c.MetricsBindAddress, DefaultMetricsBindAddress)
 	if c.KubeAPIQPS == nil {

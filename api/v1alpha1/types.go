@@ -136,6 +136,49 @@ type ServerConfig struct {
 	// both are empty a self-signed one is made under RootDir.
 	TLSCertFile       string `json:"tlsCertFile,omitempty"`
 	TLSPrivateKeyFile string `json:"tlsPrivateKeyFile,omitempty"`
-	// ClientCAFile authenticates clients by certificate.
+	// ClientCAFile authenticates clients by certificate: a client
+	// certificate signed by one of its CAs names the user (common name) and
+	// groups (organizations). Empty: no certificate authentication.
 	ClientCAFile string `json:"clientCAFile,omitempty"`
+	// Anonymous lets requests without credentials through as
+	// system:anonymous (group system:unauthenticated), still subject to
+	// authorization. Off by default: they get 401.
+	Anonymous AnonymousAuthentication `json:"anonymous,omitempty"`
+	// Webhook authenticates bearer tokens with TokenReviews.
+	Webhook WebhookAuthentication `json:"webhook,omitempty"`
+	// Authorization decides what an authenticated user may do.
+	Authorization ServerAuthorization `json:"authorization,omitempty"`
+}
+
+// AnonymousAuthentication configures requests without credentials.
+type AnonymousAuthentication struct {
+	// Enabled lets them through as system:anonymous. Default: false.
+	Enabled bool `json:"enabled,omitempty"`
+}
+
+// WebhookAuthentication configures bearer token authentication by
+// TokenReview.
+type WebhookAuthentication struct {
+	// Enabled checks bearer tokens with the API server. Default: true.
+	Enabled *bool `json:"enabled,omitempty"`
+	// CacheTTL is how long a review's answer is reused. Default: 2m.
+	CacheTTL metav1.Duration `json:"cacheTTL,omitempty"`
+}
+
+// Authorization modes of the node API.
+const (
+	// AuthorizationModeWebhook asks the API server with SubjectAccessReviews.
+	AuthorizationModeWebhook = "Webhook"
+	// AuthorizationModeAlwaysAllow allows every authenticated request.
+	AuthorizationModeAlwaysAllow = "AlwaysAllow"
+)
+
+// ServerAuthorization configures the node API's authorization.
+type ServerAuthorization struct {
+	// Mode is Webhook or AlwaysAllow. Default: Webhook.
+	Mode string `json:"mode,omitempty"`
+	// CacheAuthorizedTTL is how long an allow is reused. Default: 5m.
+	CacheAuthorizedTTL metav1.Duration `json:"cacheAuthorizedTTL,omitempty"`
+	// CacheUnauthorizedTTL is how long a deny is reused. Default: 30s.
+	CacheUnauthorizedTTL metav1.Duration `json:"cacheUnauthorizedTTL,omitempty"`
 }

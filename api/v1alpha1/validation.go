@@ -176,6 +176,28 @@ func validateServer(fp *field.Path, s *ServerConfig) field.ErrorList {
 		errs = append(errs, field.Invalid(fp.Child("tlsPrivateKeyFile"), s.TLSPrivateKeyFile,
 			"tlsCertFile and tlsPrivateKeyFile must be set together"))
 	}
+	for _, f := range []struct {
+		name string
+		path string
+	}{{"tlsCertFile", s.TLSCertFile}, {"tlsPrivateKeyFile", s.TLSPrivateKeyFile}, {"clientCAFile", s.ClientCAFile}} {
+		if f.path != "" {
+			errs = append(errs, validateAbsPath(fp.Child(f.name), f.path)...)
+		}
+	}
+	if s.Webhook.CacheTTL.Duration < 0 {
+		errs = append(errs, field.Invalid(fp.Child("webhook", "cacheTTL"), s.Webhook.CacheTTL.String(), "must not be negative"))
+	}
+	authz := fp.Child("authorization")
+	modes := []string{AuthorizationModeWebhook, AuthorizationModeAlwaysAllow}
+	if !slices.Contains(modes, s.Authorization.Mode) {
+		errs = append(errs, field.NotSupported(authz.Child("mode"), s.Authorization.Mode, modes))
+	}
+	if s.Authorization.CacheAuthorizedTTL.Duration < 0 {
+		errs = append(errs, field.Invalid(authz.Child("cacheAuthorizedTTL"), s.Authorization.CacheAuthorizedTTL.String(), "must not be negative"))
+	}
+	if s.Authorization.CacheUnauthorizedTTL.Duration < 0 {
+		errs = append(errs, field.Invalid(authz.Child("cacheUnauthorizedTTL"), s.Authorization.CacheUnauthorizedTTL.String(), "must not be negative"))
+	}
 	return errs
 }
 

@@ -30,3 +30,9 @@ func grpcCode(err error) codes.Code {
 	}
 	return codes.Unknown
 }
+
+// IsUnimplemented reports whether err, or an error it wraps, is a gRPC
+// Unimplemented status: the runtime does not offer the call.
+func IsUnimplemented(err error) bool {
+	return grpcCode(err) == codes.Unimplemented
+}

@@ -2,9 +2,11 @@ package cri
 
 import (
 	"context"
+	"io"
 	"time"
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	"k8s.io/cri-client/pkg/logs"
 )
 
 // Runtime is everything nodelet asks of the container runtime.
@@ -47,6 +49,9 @@ type Runtime interface {
 	RemovePodSandbox(ctx context.Context, sandboxID string) error
 	// PodSandboxStatus returns the sandbox's status (not verbose).
 	PodSandboxStatus(ctx context.Context, sandboxID string) (*runtimeapi.PodSandboxStatus, error)
+	// PodSandboxPid returns the host PID of the sandbox's infra process, as
+	// the runtime's verbose status tells it, or 0 when it does not.
+	PodSandboxPid(ctx context.Context, sandboxID string) (int, error)
 	// ListPodSandboxes returns the owned sandboxes that match filter (nil for
 	// all).
 	ListPodSandboxes(ctx context.Context, filter *runtimeapi.PodSandboxFilter) ([]*runtimeapi.PodSandbox, error)
@@ -70,6 +75,26 @@ type Runtime interface {
 	// that exits non-zero returns an error wrapping a
 	// k8s.io/utils/exec.ExitError; timeout 0 means none but the caller's.
 	ExecSync(ctx context.Context, containerID string, cmd []string, timeout time.Duration) (stdout, stderr []byte, err error)
+	// ReadLogs writes the log file at path of container containerID to
+	// stdout and stderr, by stream, as opts ask (k8s.io/cri-client/pkg/logs).
+	// When following, it returns once the container stopped and its log
+	// was read to the end, or when ctx is done.
+	ReadLogs(ctx context.Context, path, containerID string, opts *logs.LogOptions, stdout, stderr io.Writer) error
+
+	// Exec, Attach and PortForward prepare a streaming session on the
+	// runtime's streaming server and return its URL; the session starts
+	// when a client connects to that URL (once, shortly after).
+	Exec(ctx context.Context, req *runtimeapi.ExecRequest) (*runtimeapi.ExecResponse, error)
+	Attach(ctx context.Context, req *runtimeapi.AttachRequest) (*runtimeapi.AttachResponse, error)
+	PortForward(ctx context.Context, req *runtimeapi.PortForwardRequest) (*runtimeapi.PortForwardResponse, error)
+
+	// ListContainerStats returns the stats of the owned containers that
+	// match filter (nil for all).
+	ListContainerStats(ctx context.Context, filter *runtimeapi.ContainerStatsFilter) ([]*runtimeapi.ContainerStats, error)
+	// ListPodSandboxStats returns the stats of the owned sandboxes that
+	// match filter (nil for all). Runtimes that do not implement it return
+	// gRPC Unimplemented (IsUnimplemented).
+	ListPodSandboxStats(ctx context.Context, filter *runtimeapi.PodSandboxStatsFilter) ([]*runtimeapi.PodSandboxStats, error)
 
 	// PullImage pulls an image with optional credentials and returns its
 	// reference (the image ID or digest the runtime resolved it to).
@@ -77,6 +102,9 @@ type Runtime interface {
 	// ImageStatus returns an image, or nil without error when it is not
 	// present.
 	ImageStatus(ctx context.Context, image *runtimeapi.ImageSpec) (*runtimeapi.Image, error)
+	// ImageFsInfo returns the usage of the filesystems that hold images and
+	// container writable layers.
+	ImageFsInfo(ctx context.Context) (*runtimeapi.ImageFsInfoResponse, error)
 	// ListImages returns the images that match filter (nil for all).
 	ListImages(ctx context.Context, filter *runtimeapi.ImageFilter) ([]*runtimeapi.Image, error)
 }

@@ -30,7 +30,6 @@ const (
 	EventKilling                = "Killing"
 	EventFailedCreatePodSandBox = "FailedCreatePodSandBox"
 	EventFailedMount            = "FailedMount"
-	EventFailedPreStopHook      = "FailedPreStopHook"
 	EventSandboxChanged         = "SandboxChanged"
 )
 
@@ -110,6 +109,13 @@ func (e *Executor) Sync(ctx context.Context, pod *v1.Pod, rt kuberuntime.PodRunt
 	}
 	if err := e.Volumes.SetUp(ctx, pod); err != nil {
 		e.Recorder.Event(pod, v1.EventTypeWarning, EventFailedMount, err.Error())
+		if a.CreateSandbox {
+			// Nothing runs yet: the status says why nothing starts.
+			st.RecordMountFailure(err.Error(), e.now())
+			if serr := save(); serr != nil {
+				log.FromContext(ctx).Error(serr, "Unable to save pod state")
+			}
+		}
 		return fmt.Errorf("setting up volumes: %w", err)
 	}
 	sb, err := e.ensureSandbox(ctx, pod, rt, st, a, save)
@@ -178,16 +184,14 @@ func (e *Executor) ensureSandbox(ctx context.Context, pod *v1.Pod, rt kuberuntim
 	}
 	cfg, err := e.sandboxConfig(pod, a.Attempt)
 	if err != nil {
-		e.Recorder.Eventf(pod, v1.EventTypeWarning, EventFailedCreatePodSandBox, "Failed to create pod sandbox: %v", err)
-		return nil, err
+		return nil, e.sandboxFailed(ctx, pod, st, save, err)
 	}
 	if err := os.MkdirAll(cfg.LogDirectory, 0o755); err != nil {
-		return nil, fmt.Errorf("creating pod log directory: %w", err)
+		return nil, e.sandboxFailed(ctx, pod, st, save, fmt.Errorf("creating pod log directory: %w", err))
 	}
 	id, err := e.Runtime.RunPodSandbox(ctx, cfg, runtimeHandler(pod))
 	if err != nil {
-		e.Recorder.Eventf(pod, v1.EventTypeWarning, EventFailedCreatePodSandBox, "Failed to create pod sandbox: %v", err)
-		return nil, fmt.Errorf("creating sandbox: %w", err)
+		return nil, e.sandboxFailed(ctx, pod, st, save, fmt.Errorf("creating sandbox: %w", err))
 	}
 	st.RecordSandbox(id, a.Attempt)
 	if err := save(); err != nil {
@@ -205,6 +209,19 @@ func (e *Executor) ensureSandbox(ctx context.Context, pod *v1.Pod, rt kuberuntim
 	}
 	log.FromContext(ctx).V(1).Info("Created sandbox", "sandbox", id, "attempt", a.Attempt, "ips", sb.ips)
 	return sb, nil
+}
+
+// sandboxFailed reports a failed sandbox creation with a
+// FailedCreatePodSandBox Event and in the pod's state (the status shows it),
+// and returns err for the caller to retry with back-off.
+func (e *Executor) sandboxFailed(ctx context.Context, pod *v1.Pod, st *kuberuntime.PodState, save SaveFunc, err error) error {
+	msg := fmt.Sprintf("Failed to create pod sandbox: %v", err)
+	e.Recorder.Event(pod, v1.EventTypeWarning, EventFailedCreatePodSandBox, msg)
+	st.RecordSandboxFailure(msg, e.now())
+	if serr := save(); serr != nil {
+		log.FromContext(ctx).Error(serr, "Unable to save pod state")
+	}
+	return err
 }
 
 func runtimeHandler(pod *v1.Pod) string {
@@ -265,6 +282,9 @@ func (e *Executor) startContainer(ctx context.Context, pod *v1.Pod, sb *sandbox,
 		return fail(kuberuntime.ReasonRunContainerError, err.Error())
 	}
 	e.Recorder.Eventf(pod, v1.EventTypeNormal, EventStarted, "Started container %s", c.Name)
+	if err := e.runPostStart(ctx, pod, c, id, sb.ips); err != nil {
+		return fail(kuberuntime.ReasonPostStartHookError, err.Error())
+	}
 	log.FromContext(ctx).V(1).Info("Started container", "container", c.Name, "id", id, "restartCount", s.RestartCount)
 	return nil
 }

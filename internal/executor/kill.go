@@ -5,16 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"net"
-	"net/http"
 	"os"
-	"strconv"
 	"sync"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/nodelet/nodelet/internal/cri"
 	"github.com/nodelet/nodelet/internal/kuberuntime"
@@ -107,81 +103,6 @@ func (e *Executor) killContainer(ctx context.Context, pod *v1.Pod, id, name, mes
 		return fmt.Errorf("stopping container %s: %w", name, err)
 	}
 	return nil
-}
-
-// runPreStop runs a preStop hook for at most timeout seconds. A failing
-// hook is reported with an Event and does not stop the kill.
-func (e *Executor) runPreStop(ctx context.Context, pod *v1.Pod, rt kuberuntime.PodRuntime, id, name string, h *v1.LifecycleHandler, timeout int64) {
-	if h == nil {
-		return
-	}
-	d := time.Duration(timeout) * time.Second
-	ctx, cancel := context.WithTimeout(ctx, d)
-	defer cancel()
-	var err error
-	switch {
-	case h.Exec != nil:
-		var stderr []byte
-		_, stderr, err = e.Runtime.ExecSync(ctx, id, h.Exec.Command, d)
-		if err != nil && len(stderr) > 0 {
-			err = fmt.Errorf("%w: %s", err, stderr)
-		}
-	case h.HTTPGet != nil:
-		err = e.httpHook(ctx, pod, rt, name, h.HTTPGet)
-	case h.Sleep != nil:
-		select {
-		case <-time.After(time.Duration(h.Sleep.Seconds) * time.Second):
-		case <-ctx.Done():
-		}
-	}
-	if err != nil {
-		log.FromContext(ctx).Error(err, "PreStop hook failed", "container", name)
-		e.Recorder.Eventf(pod, v1.EventTypeWarning, EventFailedPreStopHook, "PreStopHook failed: %v", err)
-	}
-}
-
-func (e *Executor) httpHook(ctx context.Context, pod *v1.Pod, rt kuberuntime.PodRuntime, name string, g *v1.HTTPGetAction) error {
-	host := g.Host
-	if host == "" {
-		host = podIP(pod, rt)
-	}
-	port, err := kuberuntime.ResolvePort(g.Port, kuberuntime.ContainerSpec(pod, name))
-	if err != nil {
-		return err
-	}
-	scheme := "http"
-	if g.Scheme == v1.URISchemeHTTPS {
-		scheme = "https"
-	}
-	url := fmt.Sprintf("%s://%s%s", scheme, net.JoinHostPort(host, strconv.Itoa(port)), g.Path)
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, http.NoBody)
-	if err != nil {
-		return err
-	}
-	for _, h := range g.HTTPHeaders {
-		req.Header.Add(h.Name, h.Value)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return err
-	}
-	_ = resp.Body.Close()
-	if resp.StatusCode >= 400 {
-		return fmt.Errorf("HTTP lifecycle hook (%s) for Container %q in Pod %q failed with status %d", g.Path, name, pod.Name, resp.StatusCode)
-	}
-	return nil
-}
-
-func podIP(pod *v1.Pod, rt kuberuntime.PodRuntime) string {
-	for _, sb := range rt.Sandboxes {
-		if len(sb.IPs) > 0 {
-			return sb.IPs[0]
-		}
-	}
-	if pod.Status.PodIP != "" {
-		return pod.Status.PodIP
-	}
-	return "127.0.0.1"
 }
 
 // RemovePod removes every sandbox (and so every container) of a pod whose

@@ -69,6 +69,9 @@ func findCondition(list []v1.PodCondition, t v1.PodConditionType) *v1.PodConditi
 
 func (b *statusBuilder) readyToStartContainers() v1.PodCondition {
 	if need, _, _, msg := sandboxChange(b.pod, b.rt, b.st); need {
+		if f := b.st.SandboxFailure; f != nil {
+			msg = f.Message
+		}
 		return v1.PodCondition{Type: v1.PodReadyToStartContainers, Status: v1.ConditionFalse, Reason: ReasonPodSandboxNotReady, Message: msg}
 	}
 	return v1.PodCondition{Type: v1.PodReadyToStartContainers, Status: v1.ConditionTrue}

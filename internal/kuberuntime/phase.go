@@ -21,6 +21,10 @@ func (b *statusBuilder) phase(s v1.PodStatus) v1.PodPhase {
 		}
 	}
 	p := b.runtimePhase(s)
+	if b.deadline && b.terminal() {
+		// Stopped by the deadline, however its containers ended.
+		return v1.PodFailed
+	}
 	if b.terminal() && p != v1.PodSucceeded {
 		// Stopped for good without succeeding.
 		return v1.PodFailed
@@ -30,7 +34,13 @@ func (b *statusBuilder) phase(s v1.PodStatus) v1.PodPhase {
 
 // terminal reports whether the pod is finished and nothing of it runs.
 func (b *statusBuilder) terminal() bool {
-	return podIsFinished(b.pod) && len(b.rt.live()) == 0
+	return b.stopping() && len(b.rt.live()) == 0
+}
+
+// stopping reports whether the pod's containers are stopped for good: it
+// is deleted, in a terminal phase, or past its active deadline.
+func (b *statusBuilder) stopping() bool {
+	return podIsFinished(b.pod) || b.deadline
 }
 
 func (b *statusBuilder) initialized() bool {

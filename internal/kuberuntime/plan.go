@@ -45,6 +45,10 @@ type PodActions struct {
 	// KillPod: stop every container of the pod and its sandboxes (see
 	// PlanTermination for the order and grace periods).
 	KillPod bool
+	// KillPodReason and KillPodMessage say why the pod is stopped for good
+	// while its phase is not terminal yet (ReasonDeadlineExceeded); empty
+	// for any other KillPod.
+	KillPodReason, KillPodMessage string
 	// CreateSandbox: create a new sandbox with Attempt, after KillPod.
 	CreateSandbox bool
 	// SandboxReason says why a new sandbox is needed.
@@ -62,7 +66,8 @@ type PodActions struct {
 	ContainersToKill map[string]ContainerKill
 	// BackingOff lists the containers that need a start but must wait, by name.
 	BackingOff map[string]BackingOff
-	// RequeueAfter is when the earliest back-off ends (0: none).
+	// RequeueAfter is when the earliest back-off or the pod's active
+	// deadline ends (0: none).
 	RequeueAfter time.Duration
 	// Done: the pod is terminal or deleted and nothing of it runs any more;
 	// nothing will ever be started for it again.
@@ -105,14 +110,16 @@ type ContainerKill struct {
 // computePodActions: create or recreate the sandbox, run init containers one
 // after the other (keeping restartable ones running), then start, restart
 // or kill regular containers according to the restart policy, spec changes,
-// probe failures and back-off. A pod being deleted or in a terminal phase
-// only ever gets KillPod (or Done once nothing runs).
+// probe failures and back-off. A pod being deleted or in a terminal phase,
+// or past its active deadline (ActiveDeadline), only ever gets KillPod (or
+// Done once nothing runs); a pod with a deadline ahead is requeued at it.
 func ComputePodActions(pod *v1.Pod, rt PodRuntime, st PodState, now time.Time, probes ProbeResults) PodActions {
 	p := planner{pod: pod, rt: rt, st: st, now: now, probes: probes}
 	p.a.ContainersToKill = map[string]ContainerKill{}
 	p.a.BackingOff = map[string]BackingOff{}
 	p.plan()
 	p.applyBackOff()
+	p.applyDeadline()
 	return p.a
 }
 
@@ -128,6 +135,12 @@ type planner struct {
 func (p *planner) plan() {
 	if podIsFinished(p.pod) {
 		p.a.KillPod = p.rt.hasLiveResources()
+		p.a.Done = !p.a.KillPod
+		return
+	}
+	if pastActiveDeadline(p.pod, p.st, p.now) {
+		p.a.KillPod = p.rt.hasLiveResources()
+		p.a.KillPodReason, p.a.KillPodMessage = ReasonDeadlineExceeded, MessageDeadlineExceeded
 		p.a.Done = !p.a.KillPod
 		return
 	}
@@ -368,6 +381,18 @@ func failed(results map[string]bool, id string) bool {
 func (p *planner) applyBackOff() {
 	p.a.InitContainersToStart = p.filterBackOff(p.a.InitContainersToStart)
 	p.a.ContainersToStart = p.filterBackOff(p.a.ContainersToStart)
+}
+
+// applyDeadline has a pod that will keep running requeued when its active
+// deadline ends, so it is stopped then and not at the next periodic sync.
+func (p *planner) applyDeadline() {
+	if p.a.Done || p.a.KillPodReason != "" || podIsFinished(p.pod) {
+		return
+	}
+	_, left := ActiveDeadline(p.pod, podStartTime(p.pod, p.st), p.now)
+	if left > 0 && (p.a.RequeueAfter == 0 || left < p.a.RequeueAfter) {
+		p.a.RequeueAfter = left
+	}
 }
 
 func (p *planner) filterBackOff(starts []ContainerStart) []ContainerStart {

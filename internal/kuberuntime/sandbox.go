@@ -1,6 +1,8 @@
 package kuberuntime
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"maps"
 	"path/filepath"
@@ -37,10 +39,41 @@ type SandboxOptions struct {
 	ExtraLabels map[string]string
 }
 
+// maxLogDirNameLen is the longest file name Linux file systems take
+// (NAME_MAX).
+const maxLogDirNameLen = 255
+
+// logDirNameHashLen is how many hex digits of the name's hash a shortened
+// log directory name carries.
+const logDirNameHashLen = 10
+
 // PodLogDirectory returns the log directory of a pod under the pods' log
-// root: <root>/<namespace>_<name>_<uid>.
+// root: <root>/<namespace>_<name>_<uid>, the kubelet's layout.
+//
+// A pod name may be 253 characters long, which makes that directory name
+// longer than the 255 bytes a file name may have. Such a name is shortened,
+// which the kubelet does not do (its sandbox then fails for ever with "file
+// name too long"): the namespace and the UID are kept whole, and the pod name
+// is cut to what fits and followed by "-" and the first ten hex digits of
+// the SHA-256 of the whole name, so that the result is exactly 255 bytes,
+// the same for the same pod every time, and still unique. Names that fit are
+// never changed, so existing directories keep their place.
 func PodLogDirectory(root string, pod *v1.Pod) string {
-	return filepath.Join(root, fmt.Sprintf("%s_%s_%s", pod.Namespace, pod.Name, pod.UID))
+	return filepath.Join(root, podLogDirName(pod.Namespace, pod.Name, string(pod.UID)))
+}
+
+func podLogDirName(namespace, name, uid string) string {
+	dir := namespace + "_" + name + "_" + uid
+	if len(dir) <= maxLogDirNameLen {
+		return dir
+	}
+	sum := sha256.Sum256([]byte(name))
+	suffix := "-" + hex.EncodeToString(sum[:])[:logDirNameHashLen]
+	keep := maxLogDirNameLen - len(namespace) - len(uid) - 2 - len(suffix)
+	// Namespaces (63) and UIDs (36) are short enough that part of the name
+	// always stays; guard anyway against values the API would not accept.
+	keep = max(keep, 0)
+	return namespace + "_" + name[:min(keep, len(name))] + suffix + "_" + uid
 }
 
 // ContainerLogPath returns a container's log file relative to its pod's log

@@ -22,6 +22,12 @@ const (
 	ReasonCreateContainerError       = "CreateContainerError"
 	ReasonRunContainerError          = "RunContainerError"
 	ReasonPostStartHookError         = "PostStartHookError"
+	// ReasonFailedCreatePodSandBox is the reason of a failed sandbox
+	// creation (PodState.SandboxFailure), the kubelet's Event reason.
+	ReasonFailedCreatePodSandBox = "FailedCreatePodSandBox"
+	// ReasonFailedMount is the reason of a failed volume set-up before the
+	// sandbox, the kubelet's Event reason.
+	ReasonFailedMount = "FailedMount"
 )
 
 // PodState is what nodelet remembers about one pod between reconciles and
@@ -33,6 +39,9 @@ type PodState struct {
 	// SandboxID and SandboxAttempt describe the last sandbox created.
 	SandboxID      string `json:"sandboxID,omitempty"`
 	SandboxAttempt uint32 `json:"sandboxAttempt,omitempty"`
+	// SandboxFailure is why the newest attempt to create a sandbox failed,
+	// until one is created.
+	SandboxFailure *WaitingReason `json:"sandboxFailure,omitempty"`
 	// Containers by container name (init and regular names are unique in a pod).
 	Containers map[string]ContainerRecord `json:"containers,omitempty"`
 	// Terminating is set once the pod's containers are being stopped for good.
@@ -106,6 +115,21 @@ func (s *PodState) setRecord(name string, r ContainerRecord) {
 // RecordSandbox records that the executor created a sandbox.
 func (s *PodState) RecordSandbox(id string, attempt uint32) {
 	s.SandboxID, s.SandboxAttempt = id, attempt
+	s.SandboxFailure = nil
+}
+
+// RecordSandboxFailure records that creating a sandbox failed with message
+// (the FailedCreatePodSandBox Event's); the pod's PodReadyToStartContainers
+// condition shows it until a sandbox is created.
+func (s *PodState) RecordSandboxFailure(message string, now time.Time) {
+	s.SandboxFailure = &WaitingReason{Reason: ReasonFailedCreatePodSandBox, Message: message, At: now}
+}
+
+// RecordMountFailure records that setting up the pod's volumes failed with
+// message (the FailedMount Event's); like a sandbox failure, the
+// PodReadyToStartContainers condition shows it until a sandbox is created.
+func (s *PodState) RecordMountFailure(message string, now time.Time) {
+	s.SandboxFailure = &WaitingReason{Reason: ReasonFailedMount, Message: message, At: now}
 }
 
 // RecordStart records a start attempt of a container. Call it for every

@@ -37,6 +37,9 @@ type statusBuilder struct {
 	st  PodState
 	in  StatusInputs
 	old v1.PodStatus
+	// deadline: the pod ran past its active deadline and is being stopped
+	// for good.
+	deadline bool
 }
 
 // ComputePodStatus derives the API status of a pod as the kubelet would
@@ -52,6 +55,7 @@ func ComputePodStatus(pod *v1.Pod, rt PodRuntime, st PodState, in StatusInputs) 
 	if st.LastStatus != nil {
 		b.old = *st.LastStatus
 	}
+	b.deadline = pastActiveDeadline(pod, st, in.Now)
 	if b.in.RuntimeName == "" {
 		b.in.RuntimeName = "containerd"
 	}
@@ -74,6 +78,9 @@ func ComputePodStatus(pod *v1.Pod, rt PodRuntime, st PodState, in StatusInputs) 
 	}
 	if s.Phase == b.old.Phase {
 		s.Reason, s.Message = b.old.Reason, b.old.Message
+	}
+	if b.deadline && s.Phase == v1.PodFailed {
+		s.Reason, s.Message = ReasonDeadlineExceeded, MessageDeadlineExceeded
 	}
 	s.Conditions = b.conditions(s)
 	return s
@@ -349,7 +356,7 @@ func (b *statusBuilder) applyWaiting(c *v1.Container, cs *v1.ContainerStatus, in
 	if len(insts) > 0 {
 		latest = &insts[0]
 	}
-	if podIsFinished(b.pod) || !shouldRestart(b.pod, c, latest) {
+	if b.stopping() || !shouldRestart(b.pod, c, latest) {
 		return
 	}
 	rec := b.st.record(c.Name)

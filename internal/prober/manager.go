@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"maps"
+	"slices"
 	"sync"
 
 	"github.com/go-logr/logr"
@@ -281,11 +282,7 @@ func (m *Manager) Forget(uid types.UID) {
 func (m *Manager) PodUIDs() []types.UID {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	uids := make([]types.UID, 0, len(m.pods))
-	for uid := range m.pods {
-		uids = append(uids, uid)
-	}
-	return uids
+	return slices.Collect(maps.Keys(m.pods))
 }
 
 // Results returns the pod's latest probe results by container ID. A

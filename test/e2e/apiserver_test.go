@@ -3,6 +3,8 @@ package e2e
 import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	authnv1 "k8s.io/api/authentication/v1"
+	authzv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -42,5 +44,17 @@ var _ = Describe("The envtest API server", func() {
 		By("not listing Secrets")
 		_, err = node.CoreV1().Secrets(metav1.NamespaceDefault).List(ctx, metav1.ListOptions{})
 		Expect(apierrors.IsForbidden(err)).To(BeTrue(), "got %v", err)
+
+		By("reviewing tokens and access, as its node API needs")
+		tr, err := node.AuthenticationV1().TokenReviews().Create(ctx,
+			&authnv1.TokenReview{Spec: authnv1.TokenReviewSpec{Token: "not-a-token"}}, metav1.CreateOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(tr.Status.Authenticated).To(BeFalse())
+		sar, err := node.AuthorizationV1().SubjectAccessReviews().Create(ctx, &authzv1.SubjectAccessReview{Spec: authzv1.SubjectAccessReviewSpec{
+			User:               "nobody",
+			ResourceAttributes: &authzv1.ResourceAttributes{Verb: "get", Resource: "nodes", Subresource: "proxy", Name: nodeName},
+		}}, metav1.CreateOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(sar.Status.Allowed).To(BeFalse())
 	}, SpecTimeout(apiTimeout))
 })

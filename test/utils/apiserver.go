@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -30,6 +31,14 @@ type APIServer struct {
 	Env *envtest.Environment
 	// Config is the admin's rest.Config, the same as Env.Config.
 	Config *rest.Config
+	// KubeletClientCA signs the client certificate the API server presents
+	// to node agents (--kubelet-client-certificate: user
+	// kube-apiserver-kubelet-client in system:masters); node agents trust
+	// it as their clientCAFile. Tests sign their own callers with it.
+	KubeletClientCA *CA
+	// Dir holds the CA, the API server's kubelet client pair and the
+	// admin kubeconfig; removed by Stop.
+	Dir string
 
 	mu      sync.Mutex
 	stopped bool
@@ -46,6 +55,25 @@ func StartAPIServer(ctx context.Context) (*APIServer, error) {
 	if err != nil {
 		return nil, err
 	}
+	dir, err := os.MkdirTemp("", "nodelet-apiserver-")
+	if err != nil {
+		return nil, fmt.Errorf("creating the API server directory: %w", err)
+	}
+	ca, err := NewCA(dir, "kubelet-client")
+	if err != nil {
+		_ = os.RemoveAll(dir)
+		return nil, err
+	}
+	certPEM, keyPEM, err := ca.ClientCert(KubeletClientUser, "system:masters")
+	if err != nil {
+		_ = os.RemoveAll(dir)
+		return nil, err
+	}
+	certFile, keyFile := filepath.Join(dir, "kubelet-client.crt"), filepath.Join(dir, "kubelet-client.key")
+	if err := errors.Join(os.WriteFile(certFile, certPEM, 0o600), os.WriteFile(keyFile, keyPEM, 0o600)); err != nil {
+		_ = os.RemoveAll(dir)
+		return nil, fmt.Errorf("writing the API server's kubelet client certificate: %w", err)
+	}
 	env := &envtest.Environment{
 		BinaryAssetsDirectory:    assets,
 		ControlPlaneStartTimeout: 60 * time.Second,
@@ -54,13 +82,51 @@ func StartAPIServer(ctx context.Context) (*APIServer, error) {
 	args := env.ControlPlane.GetAPIServer().Configure()
 	args.Set("authorization-mode", "Node,RBAC")
 	args.Set("enable-admission-plugins", "NodeRestriction")
+	// kubectl logs/exec/port-forward go through the API server to the
+	// node agent's API, as in a real cluster: the API server presents this
+	// client certificate and dials the Node's InternalIP (host names of
+	// test nodes resolve nowhere).
+	args.Set("kubelet-client-certificate", certFile)
+	args.Set("kubelet-client-key", keyFile)
+	args.Set("kubelet-preferred-address-types", "InternalIP,Hostname")
 	cfg, err := env.Start()
 	if err != nil {
 		// A half-started control plane still has processes to stop.
 		_ = env.Stop()
+		_ = os.RemoveAll(dir)
 		return nil, fmt.Errorf("starting the envtest API server: %w", err)
 	}
-	return &APIServer{Env: env, Config: cfg}, nil
+	return &APIServer{Env: env, Config: cfg, KubeletClientCA: ca, Dir: dir}, nil
+}
+
+// KubeletClientUser is the user the API server authenticates as to node
+// agents.
+const KubeletClientUser = "kube-apiserver-kubelet-client"
+
+// AdminKubeconfig writes (once) and returns a kubeconfig file with the
+// admin's credentials, for kubectl.
+func (a *APIServer) AdminKubeconfig() (string, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	path := filepath.Join(a.Dir, "admin.kubeconfig")
+	if _, err := os.Stat(path); err == nil {
+		return path, nil
+	}
+	if err := WriteKubeconfig(path, a.Config, "admin"); err != nil {
+		return "", err
+	}
+	return path, nil
+}
+
+// Kubectl returns a command running the envtest-built kubectl with the
+// admin kubeconfig and args.
+func (a *APIServer) Kubectl(ctx context.Context, args ...string) (*exec.Cmd, error) {
+	kubeconfig, err := a.AdminKubeconfig()
+	if err != nil {
+		return nil, err
+	}
+	bin := filepath.Join(a.Env.BinaryAssetsDirectory, "kubectl")
+	return exec.CommandContext(ctx, bin, append([]string{"--kubeconfig", kubeconfig}, args...)...), nil
 }
 
 // NodeUserConfig returns a rest.Config that authenticates as the kubelet of
@@ -106,6 +172,9 @@ func (a *APIServer) Stop() error {
 	}
 	if err != nil {
 		return fmt.Errorf("stopping the envtest API server: %w", err)
+	}
+	if err := os.RemoveAll(a.Dir); err != nil {
+		return fmt.Errorf("removing the API server directory: %w", err)
 	}
 	return nil
 }

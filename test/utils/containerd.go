@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -601,4 +602,35 @@ func (c *Containerd) removeSandboxes() error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// HostIP returns the host's address on the instance's pod bridge (the
+// first address of Subnet, the pods' gateway), creating the bridge with it
+// when no pod did yet. It is an address of this machine that is not a
+// loopback one, which the API server proxies to (it refuses loopback node
+// addresses for nodes/proxy), and pods reach, as they reach a node's IP.
+// The bridge goes with the instance.
+func (c *Containerd) HostIP() (net.IP, error) {
+	ip := slices.Clone(c.Subnet.IP.To4())
+	ip[3]++
+	if _, err := net.InterfaceByName(c.Bridge); err != nil {
+		if out, err := exec.Command("ip", "link", "add", c.Bridge, "type", "bridge").CombinedOutput(); err != nil {
+			return nil, fmt.Errorf("creating bridge %s: %w: %s", c.Bridge, err, out)
+		}
+	}
+	addrs, err := exec.Command("ip", "-o", "addr", "show", "dev", c.Bridge).CombinedOutput()
+	if err != nil {
+		return nil, fmt.Errorf("reading the addresses of bridge %s: %w: %s", c.Bridge, err, addrs)
+	}
+	if !strings.Contains(string(addrs), " "+ip.String()+"/") {
+		ones, _ := c.Subnet.Mask.Size()
+		cidr := fmt.Sprintf("%s/%d", ip, ones)
+		if out, err := exec.Command("ip", "addr", "add", cidr, "dev", c.Bridge).CombinedOutput(); err != nil {
+			return nil, fmt.Errorf("adding %s to bridge %s: %w: %s", cidr, c.Bridge, err, out)
+		}
+	}
+	if out, err := exec.Command("ip", "link", "set", c.Bridge, "up").CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("bringing bridge %s up: %w: %s", c.Bridge, err, out)
+	}
+	return ip, nil
 }

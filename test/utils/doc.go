@@ -12,6 +12,20 @@
 //   - StartAPIServer runs an envtest kube-apiserver and etcd configured like a
 //     real cluster's for a node agent (Node authorizer, NodeRestriction), and
 //     APIServer.NodeUserConfig gives a client that authenticates as a node.
+//     It also reaches node agents as a real one does: it presents a client
+//     certificate (--kubelet-client-certificate/-key, user
+//     kube-apiserver-kubelet-client in system:masters) signed by
+//     APIServer.KubeletClientCA, and dials a Node's InternalIP first
+//     (--kubelet-preferred-address-types=InternalIP,Hostname). So kubectl
+//     logs, exec, port-forward and get --raw .../proxy/... work through it;
+//     APIServer.Kubectl runs the envtest-built kubectl as the admin, and
+//     KubeletClientCA.TLSClientCert signs other callers of a node API.
+//   - StartNodelet runs the nodelet binary built from this repository as
+//     system:node:<name>, with its own free ports for health, metrics and
+//     the node API, and KubeletClientCA as its server.clientCAFile. Its
+//     nodeIP, where the node API listens (Nodelet.ServerAddr), is the
+//     host's address on its containerd's pod bridge (Containerd.HostIP):
+//     the API server refuses to proxy to a loopback node address.
 //
 // Every Start has a Stop that is idempotent and leaves no process, mount,
 // bridge or directory behind. Missing Debian packages are installed with

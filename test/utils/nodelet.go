@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -48,7 +49,10 @@ type Nodelet struct {
 	PodLogsDir  string
 	HealthzAddr string
 	MetricsAddr string
-	LogPath     string
+	// ServerAddr is the node API: server.port on the Node's InternalIP,
+	// the host's address on the containerd's pod bridge (Containerd.HostIP).
+	ServerAddr string
+	LogPath    string
 
 	mu   sync.Mutex
 	cmd  *exec.Cmd
@@ -125,8 +129,25 @@ func (n *Nodelet) writeConfig() error {
 	if err != nil {
 		return err
 	}
+	sp, err := freePort()
+	if err != nil {
+		return err
+	}
+	// The node's address, which the API server dials for the node API, is
+	// the host's on this containerd's pod bridge: an address of this
+	// machine, private to the instance, and not a loopback one, which the
+	// API server refuses to proxy to.
+	nodeIP, err := n.Options.Containerd.HostIP()
+	if err != nil {
+		return err
+	}
 	n.HealthzAddr = "127.0.0.1:" + strconv.Itoa(hp)
 	n.MetricsAddr = "127.0.0.1:" + strconv.Itoa(mp)
+	n.ServerAddr = net.JoinHostPort(nodeIP.String(), strconv.Itoa(sp))
+	server := map[string]any{"address": nodeIP.String(), "port": sp}
+	if ca := n.Options.API.KubeletClientCA; ca != nil {
+		server["clientCAFile"] = ca.CertFile
+	}
 	cfg := map[string]any{
 		"apiVersion":               "config.nodelet.io/v1alpha1",
 		"kind":                     "NodeletConfiguration",
@@ -136,9 +157,17 @@ func (n *Nodelet) writeConfig() error {
 		"podLogsDir":               n.PodLogsDir,
 		"healthzBindAddress":       n.HealthzAddr,
 		"metricsBindAddress":       n.MetricsAddr,
-		"server":                   map[string]any{"port": 0},
+		"nodeIP":                   nodeIP.String(),
+		"server":                   server,
 	}
 	for k, v := range n.Options.Config {
+		if extra, ok := v.(map[string]any); ok && k == "server" {
+			// Merged, so that a spec can set one server field.
+			for sk, sv := range extra {
+				server[sk] = sv
+			}
+			continue
+		}
 		cfg[k] = v
 	}
 	data, err := yaml.Marshal(cfg)

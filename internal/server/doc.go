@@ -1,0 +1,17 @@
+// Package server is nodelet's node API: the HTTPS endpoint on
+// server.address:server.port that the API server calls for kubectl logs,
+// exec, attach, port-forward and cp, and that metrics-server and monitoring
+// scrape, on the kubelet's paths and with the kubelet's answers.
+//
+// Every request is authenticated (a client certificate signed by
+// server.clientCAFile, or a bearer token checked with a TokenReview) and
+// authorized with a SubjectAccessReview on the node's nodes subresource
+// that the path maps to (proxy, log, stats, metrics, configz, healthz,
+// pods), both answers cached as the kubelet caches them. Logs are read from
+// the CRI log files with k8s.io/cri-client/pkg/logs; exec, attach and
+// port-forward ask the CRI for a streaming URL and proxy the upgraded
+// (SPDY or WebSocket) connection to the runtime's streaming server with
+// apimachinery's UpgradeAwareHandler; stats come from the CRI stats calls
+// and the host's /proc and cgroups, in the types of
+// k8s.io/kubelet/pkg/apis/stats/v1alpha1.
+package server

@@ -1,0 +1,126 @@
+package server
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// userHZ is the unit of /proc/stat's CPU times (USER_HZ, 100 on Linux).
+const userHZ = 100
+
+// ParseProcStatCPU returns the busy CPU time of the machine in nanoseconds
+// from /proc/stat's "cpu" line: every state but idle and iowait (guest time
+// is already counted in user and nice).
+func ParseProcStatCPU(data []byte) (uint64, error) {
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		if len(f) < 5 || f[0] != "cpu" {
+			continue
+		}
+		var busy uint64
+		// user nice system idle iowait irq softirq steal guest guest_nice
+		for i, v := range f[1:] {
+			if i == 3 || i == 4 || i >= 8 {
+				continue
+			}
+			n, err := strconv.ParseUint(v, 10, 64)
+			if err != nil {
+				return 0, fmt.Errorf("parsing /proc/stat cpu field %d: %w", i+1, err)
+			}
+			busy += n
+		}
+		return busy * (1e9 / userHZ), nil
+	}
+	return 0, fmt.Errorf("parsing /proc/stat: no cpu line")
+}
+
+// HostMemory is the memory use of the machine, in bytes, in the kubelet's
+// terms: the working set is what is in use less the inactive file cache,
+// which the kernel can take back without pressure.
+type HostMemory struct {
+	Capacity, Usage, WorkingSet, Available, RSS uint64
+}
+
+// ParseHostMemory reads /proc/meminfo.
+func ParseHostMemory(data []byte) (HostMemory, error) {
+	v := map[string]uint64{}
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	for sc.Scan() {
+		key, rest, ok := strings.Cut(sc.Text(), ":")
+		f := strings.Fields(rest)
+		if !ok || len(f) == 0 {
+			continue
+		}
+		n, err := strconv.ParseUint(f[0], 10, 64)
+		if err != nil {
+			continue
+		}
+		if len(f) > 1 && f[1] == "kB" {
+			n *= 1024
+		}
+		v[key] = n
+	}
+	total, ok := v["MemTotal"]
+	if !ok {
+		return HostMemory{}, fmt.Errorf("parsing /proc/meminfo: no MemTotal")
+	}
+	m := HostMemory{Capacity: total, Usage: total - min(v["MemFree"], total)}
+	m.WorkingSet = m.Usage - min(v["Inactive(file)"], m.Usage)
+	m.Available = total - m.WorkingSet
+	m.RSS = v["AnonPages"]
+	return m, nil
+}
+
+// NetDev is one interface's counters from /proc/net/dev.
+type NetDev struct {
+	Name                               string
+	RxBytes, RxErrors, TxBytes, TxErrs uint64
+}
+
+// ParseNetDev reads /proc/<pid>/net/dev, loopback left out.
+func ParseNetDev(data []byte) ([]NetDev, error) {
+	var out []NetDev
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	for sc.Scan() {
+		name, rest, ok := strings.Cut(sc.Text(), ":")
+		if !ok {
+			continue
+		}
+		name = strings.TrimSpace(name)
+		f := strings.Fields(rest)
+		if name == "lo" || len(f) < 16 {
+			continue
+		}
+		var n [16]uint64
+		for i := range n {
+			x, err := strconv.ParseUint(f[i], 10, 64)
+			if err != nil {
+				return nil, fmt.Errorf("parsing /proc/net/dev line of %s: %w", name, err)
+			}
+			n[i] = x
+		}
+		// Receive: bytes packets errs drop fifo frame compressed multicast;
+		// transmit: bytes packets errs ...
+		out = append(out, NetDev{Name: name, RxBytes: n[0], RxErrors: n[2], TxBytes: n[8], TxErrs: n[10]})
+	}
+	return out, nil
+}
+
+// ParseBootTime returns btime (seconds since the epoch) from /proc/stat.
+func ParseBootTime(data []byte) (int64, error) {
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	for sc.Scan() {
+		if rest, ok := strings.CutPrefix(sc.Text(), "btime "); ok {
+			n, err := strconv.ParseInt(strings.TrimSpace(rest), 10, 64)
+			if err != nil {
+				return 0, fmt.Errorf("parsing /proc/stat btime: %w", err)
+			}
+			return n, nil
+		}
+	}
+	return 0, fmt.Errorf("parsing /proc/stat: no btime line")
+}

@@ -1,0 +1,226 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/proxy"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	kubetypes "k8s.io/kubelet/pkg/types"
+)
+
+// StreamOptions are the stream flags of exec and attach, in the kubelet's
+// query parameters (corev1.ExecStdinParam, ...).
+type StreamOptions struct {
+	Stdin, Stdout, Stderr, TTY bool
+}
+
+// ParseStreamOptions reads input, output, error and tty ("1" or "true").
+// At least one stream is required; with a TTY, stderr is merged into
+// stdout, as the kubelet does.
+func ParseStreamOptions(q url.Values) (StreamOptions, error) {
+	flag := func(name string) bool {
+		v := q.Get(name)
+		return v == "1" || strings.EqualFold(v, "true")
+	}
+	o := StreamOptions{
+		Stdin:  flag(corev1.ExecStdinParam),
+		Stdout: flag(corev1.ExecStdoutParam),
+		Stderr: flag(corev1.ExecStderrParam),
+		TTY:    flag(corev1.ExecTTYParam),
+	}
+	if o.TTY {
+		o.Stderr = false
+	}
+	if !o.Stdin && !o.Stdout && !o.Stderr {
+		return o, badRequest("you must specify at least one of stdin, stdout, stderr")
+	}
+	return o, nil
+}
+
+// runningContainerID finds the running container name of pod in the runtime.
+func (s *Server) runningContainerID(ctx context.Context, pod *corev1.Pod, uid, name string) (string, error) {
+	if uid != "" && uid != string(pod.UID) {
+		return "", fmt.Errorf("%w: pod %s/%s with UID %s", errNotFound, pod.Namespace, pod.Name, uid)
+	}
+	if !hasContainer(pod, name) {
+		return "", fmt.Errorf("%w: container %q in pod %q", errNotFound, name, pod.Name)
+	}
+	found, err := s.opts.Runtime.ListContainers(ctx, &runtimeapi.ContainerFilter{
+		State: &runtimeapi.ContainerStateValue{State: runtimeapi.ContainerState_CONTAINER_RUNNING},
+		LabelSelector: map[string]string{
+			kubetypes.KubernetesPodUIDLabel:        string(pod.UID),
+			kubetypes.KubernetesContainerNameLabel: name,
+		},
+	})
+	if err != nil {
+		return "", fmt.Errorf("finding container %q of pod %q: %w", name, pod.Name, err)
+	}
+	if len(found) == 0 {
+		return "", badRequest("container %q in pod %q is not running", name, pod.Name)
+	}
+	// The newest one, should an old one still be stopping.
+	newest := slices.MaxFunc(found, func(a, b *runtimeapi.Container) int {
+		return int(a.GetCreatedAt() - b.GetCreatedAt())
+	})
+	return newest.GetId(), nil
+}
+
+// readySandboxID finds the pod's ready sandbox in the runtime.
+func (s *Server) readySandboxID(ctx context.Context, pod *corev1.Pod, uid string) (string, error) {
+	if uid != "" && uid != string(pod.UID) {
+		return "", fmt.Errorf("%w: pod %s/%s with UID %s", errNotFound, pod.Namespace, pod.Name, uid)
+	}
+	found, err := s.opts.Runtime.ListPodSandboxes(ctx, &runtimeapi.PodSandboxFilter{
+		State:         &runtimeapi.PodSandboxStateValue{State: runtimeapi.PodSandboxState_SANDBOX_READY},
+		LabelSelector: map[string]string{kubetypes.KubernetesPodUIDLabel: string(pod.UID)},
+	})
+	if err != nil {
+		return "", fmt.Errorf("finding the sandbox of pod %q: %w", pod.Name, err)
+	}
+	if len(found) == 0 {
+		return "", badRequest("pod %q has no running sandbox", pod.Name)
+	}
+	newest := slices.MaxFunc(found, func(a, b *runtimeapi.PodSandbox) int {
+		return int(a.GetCreatedAt() - b.GetCreatedAt())
+	})
+	return newest.GetId(), nil
+}
+
+func (s *Server) serveExec(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	opts, err := ParseStreamOptions(r.URL.Query())
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	cmd := r.URL.Query()[corev1.ExecCommandParam]
+	if len(cmd) == 0 {
+		s.writeError(w, r, badRequest("you must specify a command"))
+		return
+	}
+	id, err := s.streamContainer(r)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	resp, err := s.opts.Runtime.Exec(ctx, &runtimeapi.ExecRequest{
+		ContainerId: id, Cmd: cmd, Tty: opts.TTY, Stdin: opts.Stdin, Stdout: opts.Stdout, Stderr: opts.Stderr,
+	})
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	s.proxyStream(w, r, resp.GetUrl())
+}
+
+func (s *Server) serveAttach(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	opts, err := ParseStreamOptions(r.URL.Query())
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	id, err := s.streamContainer(r)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	resp, err := s.opts.Runtime.Attach(ctx, &runtimeapi.AttachRequest{
+		ContainerId: id, Tty: opts.TTY, Stdin: opts.Stdin, Stdout: opts.Stdout, Stderr: opts.Stderr,
+	})
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	s.proxyStream(w, r, resp.GetUrl())
+}
+
+func (s *Server) servePortForward(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	pod, err := s.pod(ctx, r.PathValue("namespace"), r.PathValue("pod"))
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	// SPDY clients name the ports per stream; WebSocket clients in the
+	// query. Either way the runtime's streaming server reads them again.
+	var ports []int32
+	for _, p := range r.URL.Query()[corev1.PortHeader] {
+		for _, one := range strings.Split(p, ",") {
+			n, err := strconv.ParseUint(strings.TrimSpace(one), 10, 16)
+			if err != nil || n == 0 {
+				s.writeError(w, r, badRequest("port %q is not a valid port", one))
+				return
+			}
+			ports = append(ports, int32(n))
+		}
+	}
+	sandbox, err := s.readySandboxID(ctx, pod, r.PathValue("uid"))
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	resp, err := s.opts.Runtime.PortForward(ctx, &runtimeapi.PortForwardRequest{PodSandboxId: sandbox, Port: ports})
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	s.proxyStream(w, r, resp.GetUrl())
+}
+
+// serveRun runs a command and answers with its output: the kubelet's /run.
+func (s *Server) serveRun(w http.ResponseWriter, r *http.Request) {
+	cmd := strings.Fields(r.FormValue("cmd"))
+	if len(cmd) == 0 {
+		s.writeError(w, r, badRequest("you must specify a command in cmd"))
+		return
+	}
+	id, err := s.streamContainer(r)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	stdout, stderr, err := s.opts.Runtime.ExecSync(r.Context(), id, cmd, 0)
+	if err != nil && len(stdout)+len(stderr) == 0 {
+		s.writeError(w, r, err)
+		return
+	}
+	w.Header().Set("Content-Type", "text/plain")
+	_, _ = w.Write(append(stdout, stderr...))
+}
+
+// streamContainer resolves the {namespace}/{pod}[/{uid}]/{container} of an
+// exec, attach or run to a running container's ID.
+func (s *Server) streamContainer(r *http.Request) (string, error) {
+	pod, err := s.pod(r.Context(), r.PathValue("namespace"), r.PathValue("pod"))
+	if err != nil {
+		return "", err
+	}
+	return s.runningContainerID(r.Context(), pod, r.PathValue("uid"), r.PathValue("container"))
+}
+
+// proxyStream hands the client's upgrade request to the runtime's
+// streaming server at rawURL and copies the upgraded connection both ways.
+func (s *Server) proxyStream(w http.ResponseWriter, r *http.Request, rawURL string) {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		s.writeError(w, r, fmt.Errorf("parsing the runtime's streaming URL: %w", err))
+		return
+	}
+	h := proxy.NewUpgradeAwareHandler(u, nil, false, true, streamResponder{s})
+	h.ServeHTTP(w, r)
+}
+
+type streamResponder struct{ s *Server }
+
+func (sr streamResponder) Error(w http.ResponseWriter, r *http.Request, err error) {
+	sr.s.log.Error(err, "Unable to proxy a stream to the runtime", "path", r.URL.Path)
+	http.Error(w, err.Error(), http.StatusInternalServerError)
+}
