@@ -339,9 +339,13 @@ func (c *cluster) deletePod(ctx context.Context, ns, name string) error {
 // methodLabel finds the HTTP method of client-go's request metrics.
 var methodLabel = regexp.MustCompile(`[{,]method="([A-Z]+)"`)
 
+// controllerLabel finds the controller of controller-runtime's metrics.
+var controllerLabel = regexp.MustCompile(`[{,]controller="([a-z]+)"`)
+
 // nodeletMetrics scrapes the nodelet's Prometheus endpoint and returns each
 // metric's value summed over its label sets, and for series with a method
-// label also summed per method, as "<name>/<METHOD>".
+// label also summed per method, as "<name>/<METHOD>", and for series with
+// a controller label per controller, as "<name>/<controller>".
 func nodeletMetrics(n *utils.Nodelet) (map[string]float64, error) {
 	resp, err := http.Get("http://" + n.MetricsAddr + "/metrics")
 	if err != nil {
@@ -368,6 +372,9 @@ func nodeletMetrics(n *utils.Nodelet) (map[string]float64, error) {
 		}
 		out[name] += v
 		if m := methodLabel.FindStringSubmatch(line); m != nil {
+			out[name+"/"+m[1]] += v
+		}
+		if m := controllerLabel.FindStringSubmatch(line); m != nil {
 			out[name+"/"+m[1]] += v
 		}
 	}

@@ -1,15 +1,18 @@
 package e2e
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -23,11 +26,98 @@ const (
 	// liveUpdateTimeout bounds a ConfigMap update reaching a running
 	// container's volume.
 	liveUpdateTimeout = 2 * time.Second
+	// apiOutage is how long the API server is stopped.
+	apiOutage = 45 * time.Second
+	// objectAppearsTimeout bounds a pod that waited for an object
+	// starting once it is created: the change feed enqueues it, no retry
+	// back-off is waited out.
+	objectAppearsTimeout = 5 * time.Second
 )
+
+// consistentReader is a shell loop that reads keys a and b of dir, which
+// are always updated together, as fast as it can: it reads a, b, then a
+// again, and when both reads of a agree (no update in between: values only
+// grow) b must equal them, else it appends the pair to /out/<name>.torn.
+// It keeps the last value seen in /out/<name> and counts the checks in
+// /out/<name>.checks, so a test can tell that it ran.
+func consistentReader(dir, name string) string {
+	return fmt.Sprintf(`n=0; while true; do a=$(cat %[1]s/a); b=$(cat %[1]s/b); a2=$(cat %[1]s/a); `+
+		`if [ "$a" = "$a2" ]; then n=$((n+1)); [ "$a" = "$b" ] || echo "$a $b" >> /out/%[2]s.torn; fi; `+
+		`echo "$a" > /out/%[2]s.tmp; mv /out/%[2]s.tmp /out/%[2]s; echo $n > /out/%[2]s.checks; done`, dir, name)
+}
+
+// seenBy returns what the reader name last saw.
+func seenBy(out, name string) func() string {
+	return func() string {
+		data, _ := os.ReadFile(filepath.Join(out, name))
+		return strings.TrimSpace(string(data))
+	}
+}
+
+// expectNeverTorn checks that the reader name made many consistent checks
+// and none of them saw a mixed state.
+func expectNeverTorn(out, name string) {
+	GinkgoHelper()
+	checks, err := strconv.Atoi(seenBy(out, name+".checks")())
+	Expect(err).NotTo(HaveOccurred(), "the %s reader counted no checks", name)
+	GinkgoWriter.Printf("%s reader: %d consistent checks\n", name, checks)
+	Expect(checks).To(BeNumerically(">=", 50), "the %s reader barely ran", name)
+	Expect(filepath.Join(out, name+".torn")).NotTo(BeAnExistingFile(), "the %s reader saw a mixed state: %s", name, seenBy(out, name+".torn")())
+}
+
+// startsOf returns the lines the container appended to /out/starts.
+func startsOf(out string) func() []string {
+	return func() []string {
+		data, _ := os.ReadFile(filepath.Join(out, "starts"))
+		return strings.Fields(string(data))
+	}
+}
+
+// createPod creates pod and, when the spec ends, deletes it and waits until
+// it is gone, so that nodelet unmounts its tmpfs volumes before it stops.
+func createPod(ctx context.Context, c client.Client, pod *corev1.Pod) {
+	GinkgoHelper()
+	Expect(c.Create(ctx, pod)).To(Succeed())
+	DeferCleanup(func(ctx SpecContext) {
+		Expect(client.IgnoreNotFound(c.Delete(ctx, pod))).To(Succeed())
+		Eventually(func() bool {
+			return apierrors.IsNotFound(c.Get(ctx, client.ObjectKeyFromObject(pod), &corev1.Pod{}))
+		}).WithTimeout(podStartTimeout).WithPolling(pollInterval).Should(BeTrue(), "pod %s not gone", pod.Name)
+	})
+}
+
+func configMapVolume(name, configMap string) corev1.Volume {
+	return corev1.Volume{Name: name, VolumeSource: corev1.VolumeSource{
+		ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: configMap}},
+	}}
+}
+
+// secretData is a Secret's data whose keys a and b hold the same value
+// made of round, recognisable in a log.
+func secretData(round string) map[string][]byte {
+	v := []byte(secretValue(round))
+	return map[string][]byte{"a": v, "b": v}
+}
+
+func secretValue(round string) string { return "secret-value-" + round + "-" }
+
+// expectNoEventMentions checks that no Event of namespace ns has s in its
+// message.
+func expectNoEventMentions(ctx context.Context, c client.Client, ns, s string) {
+	GinkgoHelper()
+	var events corev1.EventList
+	Expect(c.List(ctx, &events, client.InNamespace(ns))).To(Succeed())
+	Expect(events.Items).NotTo(BeEmpty())
+	for _, e := range events.Items {
+		Expect(e.Message).NotTo(ContainSubstring(s), "Event %s", e.Name)
+	}
+}
 
 var _ = Describe("Referenced objects and the service environment", Ordered, func() {
 	env := utils.SetUpNodeletSpecs(func() utils.NodeletOptions {
-		return utils.NodeletOptions{NodeName: objectsNode, API: apiServer, Containerd: ctrd}
+		// Debug logging, so that the check that no Secret value is logged
+		// covers every log line.
+		return utils.NodeletOptions{NodeName: objectsNode, API: apiServer, Containerd: ctrd, Args: []string{"--zap-log-level=debug"}}
 	})
 
 	// hostDir is a directory of the test mounted into a container, to read
@@ -76,7 +166,7 @@ var _ = Describe("Referenced objects and the service environment", Ordered, func
 			if name == "unlinked" {
 				pod.Spec.EnableServiceLinks = ptr.To(false)
 			}
-			Expect(env.Admin.Create(ctx, pod)).To(Succeed())
+			createPod(ctx, env.Admin, pod)
 		}
 		vars := readEnv(linked)
 		Eventually(vars).WithTimeout(podStartTimeout).WithPolling(pollInterval).Should(HaveKey("KUBERNETES_SERVICE_HOST"))
@@ -88,46 +178,168 @@ var _ = Describe("Referenced objects and the service environment", Ordered, func
 
 		vars = readEnv(unlinked)
 		Eventually(vars).WithTimeout(podStartTimeout).WithPolling(pollInterval).Should(HaveKey("KUBERNETES_SERVICE_HOST"))
+		Expect(vars(Default)).To(HaveKeyWithValue("KUBERNETES_SERVICE_HOST", master.Spec.ClusterIP))
+		Expect(vars(Default)).To(HaveKeyWithValue("KUBERNETES_SERVICE_PORT", fmt.Sprint(master.Spec.Ports[0].Port)))
 		for k := range vars(Default) {
 			Expect(k).NotTo(HavePrefix("WEB_FRONT_"), "enableServiceLinks: false sets only the KUBERNETES_ pair")
 		}
 	})
 
-	It("brings a ConfigMap update into a running container's volume within 2 s, without restarting it", func(ctx SpecContext) {
+	It("brings 100 ConfigMap updates into a running container's volume, each within 2 s, never torn, without restarting it", func(ctx SpecContext) {
 		ns := utils.NewNamespace(ctx, env.Admin)
 		cm := &corev1.ConfigMap{
 			ObjectMeta: metav1.ObjectMeta{Name: "settings", Namespace: ns},
-			Data:       map[string]string{"a": "v0", "b": "v0"},
+			Data:       map[string]string{"a": "0", "b": "0"},
 		}
 		Expect(env.Admin.Create(ctx, cm)).To(Succeed())
 		out := hostDir()
-		// The container copies what it sees to the test, once a second
-		// more than often enough to see a 2 s bound; a torn state would
-		// show a and b differing.
-		pod := utils.BusyboxPod(ns, "reader", objectsNode, "sh", "-c",
-			`while true; do a=$(cat /cfg/a); b=$(cat /cfg/b); echo "$a $b" > /out/seen.tmp; mv /out/seen.tmp /out/seen; [ "$a" = "$b" ] || echo "$a $b" >> /out/torn; sleep 0.1; done`)
-		pod.Spec.Volumes = []corev1.Volume{{Name: "cfg", VolumeSource: corev1.VolumeSource{
-			ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: "settings"}},
-		}}}
+		pod := utils.BusyboxPod(ns, "reader", objectsNode, "sh", "-c", consistentReader("/cfg", "cfg"))
+		pod.Spec.Volumes = []corev1.Volume{configMapVolume("cfg", "settings")}
 		pod.Spec.Containers[0].VolumeMounts = []corev1.VolumeMount{{Name: "cfg", MountPath: "/cfg"}}
 		withOut(pod, out)
-		Expect(env.Admin.Create(ctx, pod)).To(Succeed())
-		seen := func() string {
-			data, _ := os.ReadFile(filepath.Join(out, "seen"))
-			return strings.TrimSpace(string(data))
-		}
-		Eventually(seen).WithTimeout(podStartTimeout).WithPolling(pollInterval).Should(Equal("v0 v0"))
+		createPod(ctx, env.Admin, pod)
+		Eventually(seenBy(out, "cfg")).WithTimeout(podStartTimeout).WithPolling(pollInterval).Should(Equal("0"))
 
-		for i := 1; i <= 5; i++ {
-			v := fmt.Sprintf("v%d", i)
-			Expect(env.Admin.Get(ctx, client.ObjectKeyFromObject(cm), cm)).To(Succeed())
+		var worst time.Duration
+		for i := 1; i <= 100; i++ {
+			v := fmt.Sprint(i)
 			cm.Data = map[string]string{"a": v, "b": v}
 			Expect(env.Admin.Update(ctx, cm)).To(Succeed())
-			Eventually(seen).WithTimeout(liveUpdateTimeout).WithPolling(50*time.Millisecond).Should(Equal(v+" "+v), "update %d", i)
+			start := time.Now()
+			Eventually(seenBy(out, "cfg")).WithTimeout(liveUpdateTimeout).WithPolling(10*time.Millisecond).Should(Equal(v), "update %d", i)
+			worst = max(worst, time.Since(start))
 		}
-		Expect(filepath.Join(out, "torn")).NotTo(BeAnExistingFile(), "the container saw a mixed state")
+		GinkgoWriter.Printf("slowest of 100 ConfigMap updates seen in the container: %v\n", worst)
+		expectNeverTorn(out, "cfg")
 		p := utils.GetPod(ctx, env.Admin, ns, "reader")(Default)
 		Expect(p.Status.ContainerStatuses[0].RestartCount).To(BeZero())
+	})
+
+	It("brings Secret and projected (configMap + secret + downwardAPI labels) updates into a running container the same way", func(ctx SpecContext) {
+		ns := utils.NewNamespace(ctx, env.Admin)
+		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "settings", Namespace: ns}, Data: map[string]string{"a": "0", "b": "0"}}
+		secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "creds", Namespace: ns}, Data: secretData("0")}
+		Expect(env.Admin.Create(ctx, cm)).To(Succeed())
+		Expect(env.Admin.Create(ctx, secret)).To(Succeed())
+		out := hostDir()
+		pod := utils.BusyboxPod(ns, "reader", objectsNode, "sh", "-c",
+			consistentReader("/sec", "sec")+" & "+consistentReader("/proj", "proj")+" & "+
+				`while true; do cat /proj/s > /out/s.tmp; mv /out/s.tmp /out/s; cat /proj/labels > /out/labels.tmp; mv /out/labels.tmp /out/labels; sleep 0.02; done`)
+		pod.Labels = map[string]string{"round": "0"}
+		pod.Spec.Volumes = []corev1.Volume{
+			{Name: "sec", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: "creds"}}},
+			{Name: "proj", VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{Sources: []corev1.VolumeProjection{
+				{ConfigMap: &corev1.ConfigMapProjection{LocalObjectReference: corev1.LocalObjectReference{Name: "settings"}}},
+				{Secret: &corev1.SecretProjection{LocalObjectReference: corev1.LocalObjectReference{Name: "creds"},
+					Items: []corev1.KeyToPath{{Key: "a", Path: "s"}}}},
+				{DownwardAPI: &corev1.DownwardAPIProjection{Items: []corev1.DownwardAPIVolumeFile{
+					{Path: "labels", FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.labels"}}}}},
+			}}}},
+		}
+		pod.Spec.Containers[0].VolumeMounts = []corev1.VolumeMount{{Name: "sec", MountPath: "/sec"}, {Name: "proj", MountPath: "/proj"}}
+		withOut(pod, out)
+		createPod(ctx, env.Admin, pod)
+		Eventually(seenBy(out, "proj")).WithTimeout(podStartTimeout).WithPolling(pollInterval).Should(Equal("0"))
+		Eventually(seenBy(out, "sec")).WithTimeout(liveUpdateTimeout).WithPolling(pollInterval).Should(Equal(secretValue("0")))
+
+		for i := 1; i <= 20; i++ {
+			v := fmt.Sprint(i)
+			secret.Data = secretData(v)
+			Expect(env.Admin.Update(ctx, secret)).To(Succeed())
+			Eventually(seenBy(out, "sec")).WithTimeout(liveUpdateTimeout).WithPolling(10*time.Millisecond).Should(Equal(secretValue(v)), "Secret update %d", i)
+			Eventually(seenBy(out, "s")).WithTimeout(liveUpdateTimeout).WithPolling(10*time.Millisecond).Should(Equal(secretValue(v)), "Secret update %d in the projected volume", i)
+			cm.Data = map[string]string{"a": v, "b": v}
+			Expect(env.Admin.Update(ctx, cm)).To(Succeed())
+			Eventually(seenBy(out, "proj")).WithTimeout(liveUpdateTimeout).WithPolling(10*time.Millisecond).Should(Equal(v), "ConfigMap update %d in the projected volume", i)
+		}
+		expectNeverTorn(out, "sec")
+		expectNeverTorn(out, "proj")
+
+		By("following a label change in the projected downward API file")
+		p := utils.GetPod(ctx, env.Admin, ns, "reader")(Default)
+		p.Labels["round"] = "last"
+		Expect(env.Admin.Update(ctx, p)).To(Succeed())
+		Eventually(seenBy(out, "labels")).WithTimeout(liveUpdateTimeout).WithPolling(10 * time.Millisecond).Should(Equal(`round="last"`))
+		Expect(utils.GetPod(ctx, env.Admin, ns, "reader")(Default).Status.ContainerStatuses[0].RestartCount).To(BeZero())
+
+		By("never logging a Secret value")
+		for _, v := range []string{secretValue("1"), secretValue("20")} {
+			Expect(env.Nodelet.LogTail(1_000_000)).NotTo(ContainSubstring(v))
+			expectNoEventMentions(ctx, env.Admin, ns, v)
+		}
+	})
+
+	It("keeps restarting a crash-looping pod with configMap, secret and token volumes while the API server is away, and after its ConfigMap is deleted", func(ctx SpecContext) {
+		ns := utils.NewNamespace(ctx, env.Admin)
+		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "settings", Namespace: ns}, Data: map[string]string{"a": "cm-content"}}
+		secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "creds", Namespace: ns}, Data: secretData("x")}
+		Expect(env.Admin.Create(ctx, cm)).To(Succeed())
+		Expect(env.Admin.Create(ctx, secret)).To(Succeed())
+		out := hostDir()
+		// Each start appends what it sees: the volumes are there and
+		// readable at every restart.
+		pod := utils.BusyboxPod(ns, "crasher", objectsNode, "sh", "-c",
+			`if [ -s /sec/a ] && [ -s /tok/token ]; then v=ok; else v=missing; fi; echo "$(cat /cfg/a)_$v" >> /out/starts; exit 1`)
+		pod.Spec.ServiceAccountName = "default"
+		pod.Spec.Volumes = []corev1.Volume{
+			configMapVolume("cfg", "settings"),
+			{Name: "sec", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: "creds"}}},
+			{Name: "tok", VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{Sources: []corev1.VolumeProjection{
+				{ServiceAccountToken: &corev1.ServiceAccountTokenProjection{Path: "token", ExpirationSeconds: ptr.To[int64](3600)}},
+			}}}},
+		}
+		pod.Spec.Containers[0].VolumeMounts = []corev1.VolumeMount{
+			{Name: "cfg", MountPath: "/cfg"}, {Name: "sec", MountPath: "/sec"}, {Name: "tok", MountPath: "/tok"},
+		}
+		withOut(pod, out)
+		createPod(ctx, env.Admin, pod)
+		Eventually(startsOf(out)).WithTimeout(podStartTimeout).WithPolling(pollInterval).Should(HaveLen(1))
+
+		By("stopping the API server for 45 s")
+		var during []string
+		Expect(apiServer.Restart(func() { time.Sleep(apiOutage); during = startsOf(out)() })).To(Succeed())
+		// Back-off 10 s then 20 s: two restarts fit in the outage.
+		GinkgoWriter.Printf("container starts when the API server came back: %d\n", len(during))
+		Expect(len(during)).To(BeNumerically(">=", 3), "the container was not restarted while the API server was away")
+		for _, line := range during {
+			Expect(line).To(Equal("cm-content_ok"), "a start saw incomplete volumes")
+		}
+
+		By("deleting its ConfigMap")
+		Expect(env.Admin.Delete(ctx, cm)).To(Succeed())
+		after := len(startsOf(out)())
+		// The next back-off is 40 s.
+		Eventually(startsOf(out)).WithTimeout(90*time.Second).WithPolling(pollInterval).Should(HaveLen(after+1),
+			"the container was not restarted after its ConfigMap was deleted")
+		Expect(startsOf(out)()[after]).To(Equal("cm-content_ok"), "the deleted ConfigMap's last content is kept")
+		utils.WaitForPod(ctx, env.Admin, ns, "crasher", apiTimeout, func(g Gomega, p *corev1.Pod) {
+			g.Expect(p.Status.ContainerStatuses[0].RestartCount).To(BeNumerically(">=", after))
+		})
+	}, SpecTimeout(4*time.Minute))
+
+	It("reports a missing ConfigMap volume in a FailedMount Event and starts the pod once it is created", func(ctx SpecContext) {
+		ns := utils.NewNamespace(ctx, env.Admin)
+		pod := utils.BusyboxPod(ns, "needs-cm", objectsNode, "sleep", "3600")
+		pod.Spec.Volumes = []corev1.Volume{configMapVolume("cfg", "late")}
+		pod.Spec.Containers[0].VolumeMounts = []corev1.VolumeMount{{Name: "cfg", MountPath: "/cfg"}}
+		createPod(ctx, env.Admin, pod)
+		Eventually(func(g Gomega) {
+			var events corev1.EventList
+			g.Expect(env.Admin.List(ctx, &events, client.InNamespace(ns))).To(Succeed())
+			var messages []string
+			for _, e := range events.Items {
+				if e.Reason == "FailedMount" {
+					messages = append(messages, e.Message)
+				}
+			}
+			g.Expect(messages).To(ContainElement(ContainSubstring(`configmap "late" not found`)))
+		}).WithTimeout(podStartTimeout).WithPolling(pollInterval).Should(Succeed())
+		// Let the pod worker's retry back-off grow past the bound below.
+		time.Sleep(8 * time.Second)
+		Expect(env.Admin.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "late", Namespace: ns}, Data: map[string]string{"a": "1"}})).To(Succeed())
+		utils.WaitForPod(ctx, env.Admin, ns, "needs-cm", objectAppearsTimeout, func(g Gomega, p *corev1.Pod) {
+			g.Expect(utils.PodReady(p)).To(BeTrue())
+		})
 	})
 
 	It("shows CreateContainerConfigError for a missing Secret and runs once it is created", func(ctx SpecContext) {
@@ -141,7 +353,7 @@ var _ = Describe("Referenced objects and the service environment", Ordered, func
 				LocalObjectReference: corev1.LocalObjectReference{Name: "creds"}, Key: "absent", Optional: ptr.To(true),
 			}}},
 		}
-		Expect(env.Admin.Create(ctx, pod)).To(Succeed())
+		createPod(ctx, env.Admin, pod)
 		utils.WaitForPod(ctx, env.Admin, ns, "needs-secret", podStartTimeout, func(g Gomega, p *corev1.Pod) {
 			g.Expect(p.Status.ContainerStatuses).To(HaveLen(1))
 			w := p.Status.ContainerStatuses[0].State.Waiting
@@ -163,5 +375,43 @@ var _ = Describe("Referenced objects and the service environment", Ordered, func
 		for _, e := range events.Items {
 			Expect(e.Message).NotTo(ContainSubstring("s3cr3t-value-never-logged"))
 		}
+	})
+})
+
+var _ = Describe("Live ConfigMap updates turned off", Ordered, func() {
+	const node = "e2e-objects-nocm"
+	env := utils.SetUpNodeletSpecs(func() utils.NodeletOptions {
+		return utils.NodeletOptions{NodeName: node, API: apiServer, Containerd: ctrd, Args: []string{"--controllers=*,-configmap"}}
+	})
+
+	It("says so in the log and leaves ConfigMap volumes as they were set up, while Secret volumes still follow", func(ctx SpecContext) {
+		Expect(env.Nodelet.LogTail(1000)).To(MatchRegexp(`Controller is disabled.*"controller": *"configmap".*live ConfigMap updates are off`))
+
+		ns := utils.NewNamespace(ctx, env.Admin)
+		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "settings", Namespace: ns}, Data: map[string]string{"a": "0", "b": "0"}}
+		secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "creds", Namespace: ns}, Data: secretData("0")}
+		Expect(env.Admin.Create(ctx, cm)).To(Succeed())
+		Expect(env.Admin.Create(ctx, secret)).To(Succeed())
+		out, err := os.MkdirTemp("", "nodelet-e2e-objects-")
+		Expect(err).NotTo(HaveOccurred())
+		DeferCleanup(os.RemoveAll, out)
+		pod := utils.BusyboxPod(ns, "reader", node, "sh", "-c", consistentReader("/cfg", "cfg")+" & "+consistentReader("/sec", "sec"))
+		pod.Spec.Volumes = []corev1.Volume{
+			configMapVolume("cfg", "settings"),
+			{Name: "sec", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: "creds"}}},
+			{Name: "out", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: out}}},
+		}
+		pod.Spec.Containers[0].VolumeMounts = []corev1.VolumeMount{
+			{Name: "cfg", MountPath: "/cfg"}, {Name: "sec", MountPath: "/sec"}, {Name: "out", MountPath: "/out"},
+		}
+		createPod(ctx, env.Admin, pod)
+		Eventually(seenBy(out, "cfg")).WithTimeout(podStartTimeout).WithPolling(pollInterval).Should(Equal("0"))
+
+		cm.Data = map[string]string{"a": "1", "b": "1"}
+		Expect(env.Admin.Update(ctx, cm)).To(Succeed())
+		secret.Data = secretData("1")
+		Expect(env.Admin.Update(ctx, secret)).To(Succeed())
+		Eventually(seenBy(out, "sec")).WithTimeout(liveUpdateTimeout).WithPolling(10 * time.Millisecond).Should(Equal(secretValue("1")))
+		Consistently(seenBy(out, "cfg")).WithTimeout(5 * time.Second).WithPolling(50 * time.Millisecond).Should(Equal("0"))
 	})
 })
