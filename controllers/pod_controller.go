@@ -28,6 +28,7 @@ import (
 	"github.com/nodelet/nodelet/internal/objectstore"
 	"github.com/nodelet/nodelet/internal/podworkers"
 	"github.com/nodelet/nodelet/internal/prober"
+	"github.com/nodelet/nodelet/internal/volume"
 )
 
 // orphanGracePeriodSeconds is the grace period of a pod known only from
@@ -390,6 +391,16 @@ func (r *PodReconciler) refreshVolumes(ctx context.Context, pod *corev1.Pod) err
 	defer cancel()
 	if err := r.Exec.Volumes.Refresh(ctx, pod); err != nil {
 		return fmt.Errorf("refreshing volumes: %w", err)
+	}
+	if r.Config.ConfigMapAndSecretChangeDetectionStrategy == v1alpha1.WatchChangeDetectionStrategy {
+		// The store's watches feed every change to the reconcilers.
+		return nil
+	}
+	// The Cache and Get strategies see a change only when they read, as
+	// the kubelet's do: read at every sync of the pod (the store keeps
+	// the last content when a read fails).
+	if err := r.Exec.Volumes.Update(ctx, pod, volume.VolumesProjectingObjects(pod)); err != nil {
+		return fmt.Errorf("re-reading the objects of volumes: %w", err)
 	}
 	return nil
 }

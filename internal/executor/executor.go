@@ -50,6 +50,9 @@ type VolumeManager interface {
 	// Refresh rewrites what is due in a set-up pod's volumes (tokens,
 	// downward API files after a metadata change).
 	Refresh(ctx context.Context, pod *v1.Pod) error
+	// Update rewrites the named volumes of a set-up pod from the objects
+	// they project.
+	Update(ctx context.Context, pod *v1.Pod, volumes []string) error
 	WriteEtcHosts(pod *v1.Pod, podIPs []string) error
 	Mounts(pod *v1.Pod, c *v1.Container, restartCount int32) ([]*runtimeapi.Mount, error)
 	TerminationMessagePath(pod *v1.Pod, containerName string, restartCount int32) string

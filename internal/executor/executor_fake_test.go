@@ -27,6 +27,7 @@ type noVolumes struct{}
 
 func (noVolumes) SetUp(context.Context, *v1.Pod) error                 { return nil }
 func (noVolumes) Refresh(context.Context, *v1.Pod) error               { return nil }
+func (noVolumes) Update(context.Context, *v1.Pod, []string) error      { return nil }
 func (noVolumes) WriteEtcHosts(*v1.Pod, []string) error                { return nil }
 func (noVolumes) TearDown(context.Context, types.UID) error            { return nil }
 func (noVolumes) NextRefresh(types.UID) (time.Time, bool)              { return time.Time{}, false }

@@ -132,6 +132,16 @@ func podDependent(vol *v1.Volume) (downward, token bool) {
 	return downward, token
 }
 
+// VolumesProjectingObjects returns the names of pod's volumes whose content
+// comes, entirely or in part, from ConfigMaps or Secrets.
+func VolumesProjectingObjects(pod *v1.Pod) []string {
+	return volumesProjecting(pod, func(s *v1.VolumeSource) bool {
+		return s.ConfigMap != nil || s.Secret != nil
+	}, func(p *v1.VolumeProjection) bool {
+		return p.ConfigMap != nil || p.Secret != nil
+	})
+}
+
 // VolumesProjectingConfigMap returns the names of pod's volumes whose
 // content comes, entirely or in part, from the ConfigMap name.
 func VolumesProjectingConfigMap(pod *v1.Pod, name string) []string {

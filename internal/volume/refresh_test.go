@@ -37,6 +37,7 @@ func TestVolumesProjecting(t *testing.T) {
 		{"a Secret of a ConfigMap's name is not the ConfigMap", VolumesProjectingSecret(pod, "app"), []string{"sec"}},
 		{"secret only projected", VolumesProjectingSecret(pod, "creds"), []string{"mixed"}},
 		{"nothing", VolumesProjectingConfigMap(pod, "creds"), nil},
+		{"any object", VolumesProjectingObjects(pod), []string{"cm", "cm-other", "sec", "mixed"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if !slices.Equal(tc.got, tc.want) {
