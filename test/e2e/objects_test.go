@@ -26,6 +26,9 @@ const (
 	// liveUpdateTimeout bounds a ConfigMap update reaching a running
 	// container's volume.
 	liveUpdateTimeout = 2 * time.Second
+	// afterOutageDeleteTimeout bounds the deletion of a pod after an API
+	// server outage.
+	afterOutageDeleteTimeout = 4 * time.Minute
 	// apiOutage is how long the API server is stopped.
 	apiOutage = 45 * time.Second
 	// objectAppearsTimeout bounds a pod that waited for an object
@@ -315,7 +318,15 @@ var _ = Describe("Referenced objects and the service environment", Ordered, func
 		utils.WaitForPod(ctx, env.Admin, ns, "crasher", apiTimeout, func(g Gomega, p *corev1.Pod) {
 			g.Expect(p.Status.ContainerStatuses[0].RestartCount).To(BeNumerically(">=", after))
 		})
-	}, SpecTimeout(4*time.Minute))
+
+		By("deleting it")
+		deleted := time.Now()
+		Expect(env.Admin.Delete(ctx, pod)).To(Succeed())
+		Eventually(func() bool {
+			return apierrors.IsNotFound(env.Admin.Get(ctx, client.ObjectKeyFromObject(pod), &corev1.Pod{}))
+		}).WithTimeout(afterOutageDeleteTimeout).WithPolling(pollInterval).Should(BeTrue(), "pod not gone")
+		GinkgoWriter.Printf("deletion after the outage took %v\n", time.Since(deleted))
+	}, SpecTimeout(8*time.Minute))
 
 	It("reports a missing ConfigMap volume in a FailedMount Event and starts the pod once it is created", func(ctx SpecContext) {
 		ns := utils.NewNamespace(ctx, env.Admin)
