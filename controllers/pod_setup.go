@@ -55,6 +55,10 @@ func setupPodController(mgr ctrl.Manager, d *Deps) error {
 	admit := NewAdmitter(mgr.GetClient(), cfg, func(uid types.UID) (bool, error) {
 		return hasCheckpoint(store, uid)
 	})
+	var err error
+	if admit.Policy, err = admissionPolicy(cfg, nodeinfo.OSHost{}); err != nil {
+		return err
+	}
 	nodes := nodeinfo.FactsReader{Reader: mgr.GetClient(), Config: cfg}
 	volumes, err := volume.New(cfg.RootDir, objects, volume.WithClusterDomain(cfg.ClusterDomain),
 		volume.WithNodeAllocatable(func() (corev1.ResourceList, error) {

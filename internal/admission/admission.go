@@ -38,10 +38,32 @@ func reject(reason, format string, args ...any) Result {
 	return Result{Reason: reason, Message: fmt.Sprintf(format, args...)}
 }
 
+// Policy is what the node allows pods beyond fitting on it.
+type Policy struct {
+	// Sysctls are the sysctls pods may set; nil allows only the safe ones
+	// every kernel namespaces.
+	Sysctls *SysctlAllowlist
+}
+
 // Admit decides whether pod may run on node next to the pods already
-// admitted there (terminal pods among them are ignored). Only the first
+// admitted there, in the kubelet's order: the pod's sysctls, then whether
+// it fits (see Fits). Only the first failure is reported.
+func (p Policy) Admit(pod *v1.Pod, node *v1.Node, admitted []*v1.Pod) Result {
+	sysctls := p.Sysctls
+	if sysctls == nil {
+		sysctls, _ = NewSysctlAllowlist(nil, nil)
+	}
+	if r := sysctls.admit(pod); !r.Admit {
+		return r
+	}
+	return Fits(pod, node, admitted)
+}
+
+// Fits decides whether pod may run on node next to the pods already
+// admitted there (terminal pods among them are ignored): OS, init container
+// policy, resources, node affinity, taints and host ports. Only the first
 // failure is reported, as the kubelet does.
-func Admit(pod *v1.Pod, node *v1.Node, admitted []*v1.Pod) Result {
+func Fits(pod *v1.Pod, node *v1.Node, admitted []*v1.Pod) Result {
 	if pod.Spec.OS != nil && string(pod.Spec.OS.Name) != runtime.GOOS {
 		return reject(ReasonPodOSNotSupported, "Failed to admit pod as the OS field doesn't match node OS")
 	}
