@@ -164,42 +164,63 @@ func fitsResources(pod *v1.Pod, node *v1.Node, running []*v1.Pod) Result {
 	return Result{Admit: true}
 }
 
+// wildcardHostIP is the host IP of a port bound on every address; an empty
+// hostIP means it.
+const wildcardHostIP = "0.0.0.0"
+
+// hostPort is one host port a pod binds.
+type boundPort struct {
+	protocol v1.Protocol
+	ip       string
+	port     int32
+}
+
+func (h boundPort) String() string { return fmt.Sprintf("%s/%s:%d", h.protocol, h.ip, h.port) }
+
+// conflicts reports whether two host ports cannot both be bound: same
+// protocol and port, and the same address or either on every address.
+func (h boundPort) conflicts(o boundPort) bool {
+	return h.protocol == o.protocol && h.port == o.port &&
+		(h.ip == o.ip || h.ip == wildcardHostIP || o.ip == wildcardHostIP)
+}
+
+// hostPortConflict returns the first host port of pod that one of the
+// running pods binds already.
 func hostPortConflict(pod *v1.Pod, running []*v1.Pod) (string, bool) {
-	inUse := map[string]bool{}
+	var inUse []boundPort
 	for _, p := range running {
-		for _, key := range hostPorts(p) {
-			inUse[key] = true
-		}
+		inUse = append(inUse, hostPorts(p)...)
 	}
-	for _, key := range hostPorts(pod) {
-		if inUse[key] {
-			return key, true
+	for _, want := range hostPorts(pod) {
+		for _, used := range inUse {
+			if want.conflicts(used) {
+				return want.String(), true
+			}
 		}
 	}
 	return "", false
 }
 
-func hostPorts(pod *v1.Pod) []string {
-	var keys []string
+func hostPorts(pod *v1.Pod) []boundPort {
+	var out []boundPort
 	visit := func(cs []v1.Container) {
 		for _, c := range cs {
 			for _, p := range c.Ports {
 				if p.HostPort <= 0 {
 					continue
 				}
-				proto := p.Protocol
-				if proto == "" {
-					proto = v1.ProtocolTCP
+				h := boundPort{protocol: p.Protocol, ip: p.HostIP, port: p.HostPort}
+				if h.protocol == "" {
+					h.protocol = v1.ProtocolTCP
 				}
-				ip := p.HostIP
-				if ip == "" {
-					ip = "0.0.0.0"
+				if h.ip == "" {
+					h.ip = wildcardHostIP
 				}
-				keys = append(keys, fmt.Sprintf("%s/%s:%d", proto, ip, p.HostPort))
+				out = append(out, h)
 			}
 		}
 	}
 	visit(pod.Spec.InitContainers)
 	visit(pod.Spec.Containers)
-	return keys
+	return out
 }
