@@ -212,7 +212,9 @@ func TestHeartbeatsAreWholeSeconds(t *testing.T) {
 }
 
 func TestComputeStatusMergesAddresses(t *testing.T) {
-	internal := func(ip string) corev1.NodeAddress { return corev1.NodeAddress{Type: corev1.NodeInternalIP, Address: ip} }
+	internal := func(ip string) corev1.NodeAddress {
+		return corev1.NodeAddress{Type: corev1.NodeInternalIP, Address: ip}
+	}
 	host := corev1.NodeAddress{Type: corev1.NodeHostName, Address: "n1"}
 	external := corev1.NodeAddress{Type: corev1.NodeExternalIP, Address: "203.0.113.7"}
 	dns := corev1.NodeAddress{Type: corev1.NodeExternalDNS, Address: "n1.example.com"}
