@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"path/filepath"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -77,6 +78,7 @@ func setupPodController(mgr ctrl.Manager, d *Deps) error {
 		CgroupParent:  cfg.CgroupRoot,
 		ExtraLabels:   cri.OwnerLabels(cfg.NodeName),
 	}
+	sandbox.SeccompProfileRoot = filepath.Join(cfg.RootDir, "seccomp")
 	if sandbox.HostDNS, err = hostDNS(cfg); err != nil {
 		return err
 	}

@@ -292,6 +292,11 @@ func (e *Executor) containerConfig(ctx context.Context, pod *v1.Pod, c *v1.Conta
 	if err != nil {
 		return nil, err
 	}
+	img, err := e.Runtime.ImageStatus(ctx, &runtimeapi.ImageSpec{Image: imageRef})
+	if err != nil {
+		return nil, fmt.Errorf("reading the user of image %s: %w", imageRef, err)
+	}
+	imageUID, imageUser := kuberuntime.ImageUser(img)
 	return kuberuntime.ContainerConfig(pod, c, kuberuntime.ContainerOptions{
 		RestartCount:    s.RestartCount,
 		SandboxID:       sb.id,
@@ -299,10 +304,13 @@ func (e *Executor) containerConfig(ctx context.Context, pod *v1.Pod, c *v1.Conta
 		HostIPs:         node.HostIPs,
 		Mounts:          mounts,
 		ImageRef:        imageRef,
+		ImageUID:        imageUID,
+		ImageUser:       imageUser,
 		ConfigMaps:      cms,
 		Secrets:         secrets,
 		NodeAllocatable: node.Allocatable,
 		ExtraLabels:     e.Sandbox.ExtraLabels,
+		SeccompRoot:     e.Sandbox.SeccompProfileRoot,
 	})
 }
 
