@@ -7,30 +7,17 @@ import (
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/nodelet/nodelet/internal/objectstore"
 )
 
-// apiObjects reads the ConfigMaps and Secrets pods name, one GET each by
-// name, and requests service account tokens bound to a pod: exactly what
-// the Node authorizer lets a node do. ConfigMaps and Secrets are not cached
-// (see agent.NewManager), so these reads go to the API server.
+// apiObjects reads the ConfigMaps and Secrets pods name from the
+// referenced-object store (per-name watches, the last content kept while
+// the API server is away) and requests service account tokens bound to a
+// pod: exactly what the Node authorizer lets a node do.
 type apiObjects struct {
+	objectstore.Reader
 	c client.Client
-}
-
-func (o apiObjects) ConfigMap(ctx context.Context, namespace, name string) (*corev1.ConfigMap, error) {
-	cm := &corev1.ConfigMap{}
-	if err := o.c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, cm); err != nil {
-		return nil, err
-	}
-	return cm, nil
-}
-
-func (o apiObjects) Secret(ctx context.Context, namespace, name string) (*corev1.Secret, error) {
-	s := &corev1.Secret{}
-	if err := o.c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, s); err != nil {
-		return nil, err
-	}
-	return s, nil
 }
 
 func (o apiObjects) ServiceAccountToken(ctx context.Context, pod *corev1.Pod, audience string, expirationSeconds int64) (string, error) {

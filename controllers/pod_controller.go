@@ -25,6 +25,7 @@ import (
 	"github.com/nodelet/nodelet/internal/kuberuntime"
 	"github.com/nodelet/nodelet/internal/metrics"
 	"github.com/nodelet/nodelet/internal/nodeinfo"
+	"github.com/nodelet/nodelet/internal/objectstore"
 	"github.com/nodelet/nodelet/internal/podworkers"
 	"github.com/nodelet/nodelet/internal/prober"
 )
@@ -55,6 +56,11 @@ type PodReconciler struct {
 	Workers  *podworkers.Workers
 	// Log is the logger of pod syncs, which run outside any reconcile.
 	Log logr.Logger
+	// Objects holds the ConfigMaps and Secrets the pods reference, and
+	// Services the Services their environment needs; a pod is registered
+	// with both while it is on the node.
+	Objects  *objectstore.Store
+	Services *objectstore.ServiceWatcher
 
 	// written holds, by pod UID, the resourceVersion of nodelet's own last
 	// status write, so the watch event it causes does not sync the pod again.
@@ -184,6 +190,8 @@ func (r *PodReconciler) sync(ctx context.Context, pod *corev1.Pod) (syncResult, 
 		}
 	}
 	r.Metrics.seen(pod.UID, r.now())
+	r.Objects.RegisterPod(pod)
+	r.Services.RegisterPod(pod)
 	s, err := r.newScope(ctx, pod)
 	if err != nil {
 		return syncResult{}, err
@@ -529,6 +537,8 @@ func (r *PodReconciler) removeFromNode(ctx context.Context, pod *corev1.Pod, rt 
 		return fmt.Errorf("removing pod checkpoint: %w", err)
 	}
 	r.release(pod.UID)
+	r.Objects.UnregisterPod(pod)
+	r.Services.UnregisterPod(pod)
 	r.Metrics.forget(pod.UID)
 	r.written.Delete(pod.UID)
 	return nil

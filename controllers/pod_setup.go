@@ -16,7 +16,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/nodelet/nodelet/api/v1alpha1"
 	"github.com/nodelet/nodelet/internal/checkpoint"
@@ -52,11 +54,14 @@ func setupPodController(mgr ctrl.Manager, d *Deps) error {
 	if _, err := mgr.GetCache().GetInformer(context.Background(), &corev1.Node{}); err != nil {
 		return fmt.Errorf("watching this node: %w", err)
 	}
-	objects := apiObjects{c: mgr.GetClient()}
+	refs, services, err := d.referencedObjects(mgr)
+	if err != nil {
+		return err
+	}
+	objects := apiObjects{Reader: refs.Reader(), c: mgr.GetClient()}
 	admit := NewAdmitter(mgr.GetClient(), cfg, func(uid types.UID) (bool, error) {
 		return hasCheckpoint(store, uid)
 	})
-	var err error
 	if admit.Policy, err = admissionPolicy(cfg, nodeinfo.OSHost{}); err != nil {
 		return err
 	}
@@ -92,6 +97,7 @@ func setupPodController(mgr ctrl.Manager, d *Deps) error {
 		Clock:       clock.RealClock{},
 		Sandbox:     sandbox,
 		Node:        nodes.Facts,
+		ServiceEnv:  services.ServiceEnv,
 	}
 	relister, err := pleg.New(d.Runtime, pleg.Options{RelistPeriod: cfg.RelistPeriod.Duration})
 	if err != nil {
@@ -122,6 +128,8 @@ func setupPodController(mgr ctrl.Manager, d *Deps) error {
 		Metrics:  newPodMetrics(mgr.GetClient(), d.Runtime),
 		Prober:   probes,
 		Log:      mgr.GetLogger().WithName("pod"),
+		Objects:  refs,
+		Services: services,
 	}
 	workers, err := podworkers.New(podworkers.Options{Sync: r.syncPod, Logger: mgr.GetLogger().WithName("podworkers")})
 	if err != nil {
@@ -141,6 +149,7 @@ func setupPodController(mgr ctrl.Manager, d *Deps) error {
 		})).
 		WatchesRawSource(relister.Source()).
 		WatchesRawSource(probes.Source()).
+		WatchesRawSource(source.Channel(d.podEventsChannel(), &handler.TypedEnqueueRequestForObject[*corev1.Pod]{})).
 		WithOptions(controller.Options{
 			MaxConcurrentReconciles: MaxConcurrentPodSyncs,
 			// Several agents may share a process (tests, simulations).

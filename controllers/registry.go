@@ -5,11 +5,16 @@ import (
 	"slices"
 	"strings"
 
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/kubernetes"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	"github.com/nodelet/nodelet/api/v1alpha1"
 	"github.com/nodelet/nodelet/internal/checkpoint"
 	"github.com/nodelet/nodelet/internal/cri"
+	"github.com/nodelet/nodelet/internal/objectstore"
 )
 
 // Deps is what the reconcilers are built from. main fills it once.
@@ -18,8 +23,51 @@ type Deps struct {
 	Config *v1alpha1.NodeletConfiguration
 	// Runtime is the container runtime; nil reports it as down.
 	Runtime cri.Runtime
-	// Checkpoints stores per-pod state; nil opens <rootDir>/checkpoints.
+	// Checkpoints stores per-pod state; required by the pod controller.
 	Checkpoints checkpoint.Manager
+
+	// Shared by the reconcilers that need them, made on first use.
+	objects   *objectstore.Store
+	services  *objectstore.ServiceWatcher
+	podEvents chan event.TypedGenericEvent[*corev1.Pod]
+}
+
+// referencedObjects returns the store of the ConfigMaps and Secrets this
+// node's pods reference and the watcher of the Services their environment
+// needs, made and added to mgr on first use.
+func (d *Deps) referencedObjects(mgr ctrl.Manager) (*objectstore.Store, *objectstore.ServiceWatcher, error) {
+	if d.objects != nil {
+		return d.objects, d.services, nil
+	}
+	cs, err := kubernetes.NewForConfig(mgr.GetConfig())
+	if err != nil {
+		return nil, nil, fmt.Errorf("creating the client of referenced objects: %w", err)
+	}
+	store, err := objectstore.New(cs, objectstore.Options{
+		Strategy: d.Config.ConfigMapAndSecretChangeDetectionStrategy,
+		CacheTTL: d.Config.ConfigMapAndSecretCacheTTL.Duration,
+		Logger:   mgr.GetLogger().WithName("objectstore"),
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	services := objectstore.NewServiceWatcher(cs, 0, mgr.GetLogger().WithName("services"))
+	for _, r := range []manager.Runnable{store, services} {
+		if err := mgr.Add(r); err != nil {
+			return nil, nil, fmt.Errorf("adding the referenced-object store: %w", err)
+		}
+	}
+	d.objects, d.services = store, services
+	return store, services, nil
+}
+
+// podEventsChannel is the channel on which reconcilers other than the pod
+// controller ask for pods to be synced.
+func (d *Deps) podEventsChannel() chan event.TypedGenericEvent[*corev1.Pod] {
+	if d.podEvents == nil {
+		d.podEvents = make(chan event.TypedGenericEvent[*corev1.Pod], 1024)
+	}
+	return d.podEvents
 }
 
 // SetupFunc registers one reconciler (and any runnables it needs) with mgr.
@@ -31,8 +79,10 @@ type Registry map[string]SetupFunc
 
 // Default is every reconciler nodelet has. Add a line here to add one.
 var Default = Registry{
-	"node": setupNodeController,
-	"pod":  setupPodController,
+	"configmap": setupConfigMapController,
+	"node":      setupNodeController,
+	"pod":       setupPodController,
+	"secret":    setupSecretController,
 }
 
 // Names returns the registered names, sorted.

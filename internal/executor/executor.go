@@ -77,6 +77,9 @@ type Executor struct {
 	Sandbox kuberuntime.SandboxOptions
 	// Node returns what container configs need of the node.
 	Node func(ctx context.Context) (nodeinfo.Facts, error)
+	// ServiceEnv returns the service variables of the pod's containers
+	// (KUBERNETES_SERVICE_HOST, ...); nil gives none.
+	ServiceEnv func(ctx context.Context, pod *v1.Pod) (map[string]string, error)
 }
 
 func (e *Executor) now() time.Time {
@@ -297,6 +300,13 @@ func (e *Executor) containerConfig(ctx context.Context, pod *v1.Pod, c *v1.Conta
 		return nil, fmt.Errorf("reading the user of image %s: %w", imageRef, err)
 	}
 	imageUID, imageUser := kuberuntime.ImageUser(img)
+	var serviceEnv map[string]string
+	if e.ServiceEnv != nil {
+		// As the kubelet: no start without the Services known.
+		if serviceEnv, err = e.ServiceEnv(ctx, pod); err != nil {
+			return nil, fmt.Errorf("reading the service environment: %w", err)
+		}
+	}
 	return kuberuntime.ContainerConfig(pod, c, kuberuntime.ContainerOptions{
 		RestartCount:    s.RestartCount,
 		SandboxID:       sb.id,
@@ -309,6 +319,7 @@ func (e *Executor) containerConfig(ctx context.Context, pod *v1.Pod, c *v1.Conta
 		ConfigMaps:      cms,
 		Secrets:         secrets,
 		NodeAllocatable: node.Allocatable,
+		ServiceEnv:      serviceEnv,
 		ExtraLabels:     e.Sandbox.ExtraLabels,
 		SeccompRoot:     e.Sandbox.SeccompProfileRoot,
 	})
