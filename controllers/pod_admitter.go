@@ -26,6 +26,8 @@ type Admitter struct {
 	// known reports whether a pod was admitted by an earlier run of the
 	// agent (it has a checkpoint).
 	known func(uid types.UID) (bool, error)
+	// Policy is what the node allows pods (sysctls, AppArmor).
+	Policy admission.Policy
 
 	mu       sync.Mutex
 	primed   bool
@@ -87,7 +89,7 @@ func (a *Admitter) Admit(ctx context.Context, pod *corev1.Pod) (admission.Result
 	for _, p := range a.admitted {
 		others = append(others, p)
 	}
-	res := admission.Admit(pod, node, others)
+	res := a.Policy.Admit(pod, node, others)
 	if res.Admit {
 		a.admitted[pod.UID] = pod.DeepCopy()
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"path/filepath"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -62,6 +63,9 @@ func setupPodController(mgr ctrl.Manager, d *Deps) error {
 	admit := NewAdmitter(mgr.GetClient(), cfg, func(uid types.UID) (bool, error) {
 		return hasCheckpoint(store, uid)
 	})
+	if admit.Policy, err = admissionPolicy(cfg, nodeinfo.OSHost{}); err != nil {
+		return err
+	}
 	imageManager := images.NewManager(d.Runtime, eng.recorder, images.Options{SerializeImagePulls: *cfg.SerializeImagePulls})
 	sandbox := kuberuntime.SandboxOptions{
 		PodLogsDir:    cfg.PodLogsDir,
@@ -70,6 +74,7 @@ func setupPodController(mgr ctrl.Manager, d *Deps) error {
 		CgroupParent:  cfg.CgroupRoot,
 		ExtraLabels:   cri.OwnerLabels(cfg.NodeName),
 	}
+	sandbox.SeccompProfileRoot = filepath.Join(cfg.RootDir, "seccomp")
 	if sandbox.HostDNS, err = hostDNS(cfg); err != nil {
 		return err
 	}

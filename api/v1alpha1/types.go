@@ -114,6 +114,13 @@ type NodeletConfiguration struct {
 	// address. Default: false.
 	EnableProfilingHandler bool `json:"enableProfilingHandler,omitempty"`
 
+	// AllowedUnsafeSysctls are the sysctls, or prefixes ending in "*", that
+	// pods may set besides the safe ones (kernel.shm_rmid_forced,
+	// net.ipv4.ip_local_port_range, ...). Only sysctls the kernel namespaces
+	// per pod are accepted: kernel.shm*, kernel.msg*, kernel.sem,
+	// fs.mqueue.*, net.*. A pod setting any other sysctl is rejected.
+	AllowedUnsafeSysctls []string `json:"allowedUnsafeSysctls,omitempty"`
+
 	// Controllers lists the reconcilers to run: "*" for all, a name to add
 	// one, "-name" to remove one. Default: ["*"].
 	Controllers []string `json:"controllers,omitempty"`

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -98,12 +99,51 @@ func Validate(c *NodeletConfiguration) field.ErrorList {
 	if c.KubeAPIBurst < 0 {
 		errs = append(errs, field.Invalid(p("kubeAPIBurst"), c.KubeAPIBurst, "must not be negative"))
 	}
+	for i, s := range c.AllowedUnsafeSysctls {
+		if msg := validateSysctlPattern(s); msg != "" {
+			errs = append(errs, field.Invalid(p("allowedUnsafeSysctls").Index(i), s, msg))
+		}
+	}
 	for i, s := range c.Controllers {
 		if strings.TrimPrefix(s, "-") == "" {
 			errs = append(errs, field.Invalid(p("controllers").Index(i), s, "must be *, a controller name or -name"))
 		}
 	}
 	return errs
+}
+
+// sysctlPattern is a sysctl name with "." or "/" separators, or a prefix of
+// one ending in "*".
+var sysctlPattern = regexp.MustCompile(`^([a-z0-9]([-_a-z0-9]*[a-z0-9])?[./])*(\*|[a-z0-9]([-_a-z0-9]*[a-z0-9])?\*?)$`)
+
+// namespacedSysctls are the sysctls (a trailing "." marks a prefix) the
+// kernel namespaces per pod, so a pod's setting stays in the pod.
+var namespacedSysctls = []string{"kernel.shm", "kernel.msg", "kernel.sem", "kernel.domainname", "fs.mqueue.", "net."}
+
+// validateSysctlPattern returns what is wrong with an allowedUnsafeSysctls
+// entry, or "".
+func validateSysctlPattern(s string) string {
+	if len(s) > 253 || !sysctlPattern.MatchString(s) {
+		return "must be a sysctl name or a prefix ending in \"*\", at most 253 characters, matching " + sysctlPattern.String()
+	}
+	name := strings.TrimSuffix(s, "*")
+	if i := strings.IndexAny(name, "./"); i >= 0 && name[i] == '/' {
+		name = strings.Map(func(r rune) rune {
+			switch r {
+			case '.':
+				return '/'
+			case '/':
+				return '.'
+			}
+			return r
+		}, name)
+	}
+	for _, ns := range namespacedSysctls {
+		if strings.HasPrefix(name, ns) {
+			return ""
+		}
+	}
+	return "is not known to be namespaced: only kernel.shm*, kernel.msg*, kernel.sem, fs.mqueue.* and net.* sysctls may be allowed"
 }
 
 func validateEndpoint(fp *field.Path, ep string) field.ErrorList {

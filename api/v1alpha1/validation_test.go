@@ -104,6 +104,15 @@ func TestValidate(t *testing.T) {
 		{"bad taint key", func(c *NodeletConfiguration) {
 			c.RegisterWithTaints = []Taint{{Key: "", Effect: "NoSchedule"}}
 		}, "registerWithTaints[0].key"},
+		{"unsafe sysctls", func(c *NodeletConfiguration) {
+			c.AllowedUnsafeSysctls = []string{"kernel.msg*", "net.core.somaxconn", "kernel/sem", "fs.mqueue.*"}
+		}, ""},
+		{"sysctl not namespaced", func(c *NodeletConfiguration) {
+			c.AllowedUnsafeSysctls = []string{"net.*", "kernel.panic"}
+		}, "allowedUnsafeSysctls[1]"},
+		{"sysctl glob of everything", func(c *NodeletConfiguration) { c.AllowedUnsafeSysctls = []string{"*"} }, "allowedUnsafeSysctls[0]"},
+		{"sysctl glob inside", func(c *NodeletConfiguration) { c.AllowedUnsafeSysctls = []string{"net.*.foo"} }, "allowedUnsafeSysctls[0]"},
+		{"sysctl upper case", func(c *NodeletConfiguration) { c.AllowedUnsafeSysctls = []string{"Kernel.msgmax"} }, "allowedUnsafeSysctls[0]"},
 		{"zero relist", func(c *NodeletConfiguration) { c.RelistPeriod.Duration = -1 }, "relistPeriod"},
 		{"zero lease", func(c *NodeletConfiguration) { c.NodeLeaseDurationSeconds = -5 }, "nodeLeaseDurationSeconds"},
 		{"unknown reserved resource", func(c *NodeletConfiguration) { c.SystemReserved = map[string]string{"gpu": "1"} }, "systemReserved[gpu]"},

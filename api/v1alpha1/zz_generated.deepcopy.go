@@ -87,6 +87,11 @@ func (in *NodeletConfiguration) DeepCopyInto(out *NodeletConfiguration) {
 		*out = new(float32)
 		**out = **in
 	}
+	if in.AllowedUnsafeSysctls != nil {
+		in, out := &in.AllowedUnsafeSysctls, &out.AllowedUnsafeSysctls
+		*out = make([]string, len(*in))
+		copy(*out, *in)
+	}
 	if in.Controllers != nil {
 		in, out := &in.Controllers, &out.Controllers
 		*out = make([]string, len(*in))

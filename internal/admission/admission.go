@@ -38,10 +38,32 @@ func reject(reason, format string, args ...any) Result {
 	return Result{Reason: reason, Message: fmt.Sprintf(format, args...)}
 }
 
+// Policy is what the node allows pods beyond fitting on it.
+type Policy struct {
+	// Sysctls are the sysctls pods may set; nil allows only the safe ones
+	// every kernel namespaces.
+	Sysctls *SysctlAllowlist
+}
+
 // Admit decides whether pod may run on node next to the pods already
-// admitted there (terminal pods among them are ignored). Only the first
+// admitted there, in the kubelet's order: the pod's sysctls, then whether
+// it fits (see Fits). Only the first failure is reported.
+func (p Policy) Admit(pod *v1.Pod, node *v1.Node, admitted []*v1.Pod) Result {
+	sysctls := p.Sysctls
+	if sysctls == nil {
+		sysctls, _ = NewSysctlAllowlist(nil, nil)
+	}
+	if r := sysctls.admit(pod); !r.Admit {
+		return r
+	}
+	return Fits(pod, node, admitted)
+}
+
+// Fits decides whether pod may run on node next to the pods already
+// admitted there (terminal pods among them are ignored): OS, init container
+// policy, resources, node affinity, taints and host ports. Only the first
 // failure is reported, as the kubelet does.
-func Admit(pod *v1.Pod, node *v1.Node, admitted []*v1.Pod) Result {
+func Fits(pod *v1.Pod, node *v1.Node, admitted []*v1.Pod) Result {
 	if pod.Spec.OS != nil && string(pod.Spec.OS.Name) != runtime.GOOS {
 		return reject(ReasonPodOSNotSupported, "Failed to admit pod as the OS field doesn't match node OS")
 	}
@@ -142,42 +164,63 @@ func fitsResources(pod *v1.Pod, node *v1.Node, running []*v1.Pod) Result {
 	return Result{Admit: true}
 }
 
+// wildcardHostIP is the host IP of a port bound on every address; an empty
+// hostIP means it.
+const wildcardHostIP = "0.0.0.0"
+
+// hostPort is one host port a pod binds.
+type boundPort struct {
+	protocol v1.Protocol
+	ip       string
+	port     int32
+}
+
+func (h boundPort) String() string { return fmt.Sprintf("%s/%s:%d", h.protocol, h.ip, h.port) }
+
+// conflicts reports whether two host ports cannot both be bound: same
+// protocol and port, and the same address or either on every address.
+func (h boundPort) conflicts(o boundPort) bool {
+	return h.protocol == o.protocol && h.port == o.port &&
+		(h.ip == o.ip || h.ip == wildcardHostIP || o.ip == wildcardHostIP)
+}
+
+// hostPortConflict returns the first host port of pod that one of the
+// running pods binds already.
 func hostPortConflict(pod *v1.Pod, running []*v1.Pod) (string, bool) {
-	inUse := map[string]bool{}
+	var inUse []boundPort
 	for _, p := range running {
-		for _, key := range hostPorts(p) {
-			inUse[key] = true
-		}
+		inUse = append(inUse, hostPorts(p)...)
 	}
-	for _, key := range hostPorts(pod) {
-		if inUse[key] {
-			return key, true
+	for _, want := range hostPorts(pod) {
+		for _, used := range inUse {
+			if want.conflicts(used) {
+				return want.String(), true
+			}
 		}
 	}
 	return "", false
 }
 
-func hostPorts(pod *v1.Pod) []string {
-	var keys []string
+func hostPorts(pod *v1.Pod) []boundPort {
+	var out []boundPort
 	visit := func(cs []v1.Container) {
 		for _, c := range cs {
 			for _, p := range c.Ports {
 				if p.HostPort <= 0 {
 					continue
 				}
-				proto := p.Protocol
-				if proto == "" {
-					proto = v1.ProtocolTCP
+				h := boundPort{protocol: p.Protocol, ip: p.HostIP, port: p.HostPort}
+				if h.protocol == "" {
+					h.protocol = v1.ProtocolTCP
 				}
-				ip := p.HostIP
-				if ip == "" {
-					ip = "0.0.0.0"
+				if h.ip == "" {
+					h.ip = wildcardHostIP
 				}
-				keys = append(keys, fmt.Sprintf("%s/%s:%d", proto, ip, p.HostPort))
+				out = append(out, h)
 			}
 		}
 	}
 	visit(pod.Spec.InitContainers)
 	visit(pod.Spec.Containers)
-	return keys
+	return out
 }

@@ -128,7 +128,7 @@ func TestAdmit(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			got := Admit(tc.pod, tc.node, tc.admitted)
+			got := Fits(tc.pod, tc.node, tc.admitted)
 			if tc.wantReason == "" {
 				if !got.Admit {
 					t.Fatalf("want admitted, got %+v", got)

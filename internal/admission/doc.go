@@ -1,8 +1,9 @@
 // Package admission decides, before a pod is started, whether this node can
-// run it, the way the kubelet's admission does: room for one more pod,
+// run it, the way the kubelet's admission does: the pod's sysctls against
+// the safe set and the configured unsafe ones, room for one more pod,
 // requests within what is left of allocatable, the pod's node selector and
 // required node affinity, the node's NoExecute and NoSchedule taints, free
-// host ports and the pod's OS. It is pure: the caller passes the node and
-// the pods already admitted, and turns a rejection into a Failed pod status
-// and an Event with the returned reason and message.
+// host ports and the pod's OS. It is pure: the caller passes the node, the
+// pods already admitted and what it read of the host, and turns a rejection
+// into a Failed pod status and an Event with the returned reason and message.
 package admission

@@ -305,6 +305,11 @@ func (e *Executor) containerConfig(ctx context.Context, pod *v1.Pod, c *v1.Conta
 	if err != nil {
 		return nil, err
 	}
+	img, err := e.Runtime.ImageStatus(ctx, &runtimeapi.ImageSpec{Image: imageRef})
+	if err != nil {
+		return nil, fmt.Errorf("reading the user of image %s: %w", imageRef, err)
+	}
+	imageUID, imageUser := kuberuntime.ImageUser(img)
 	serviceEnv, err := e.ServiceEnv(ctx, pod)
 	if err != nil {
 		return nil, fmt.Errorf("services have not yet been read at least once, cannot construct envvars: %w", err)
@@ -316,11 +321,14 @@ func (e *Executor) containerConfig(ctx context.Context, pod *v1.Pod, c *v1.Conta
 		HostIPs:         node.HostIPs,
 		Mounts:          mounts,
 		ImageRef:        imageRef,
+		ImageUID:        imageUID,
+		ImageUser:       imageUser,
 		ConfigMaps:      cms,
 		Secrets:         secrets,
 		ServiceEnv:      serviceEnv,
 		NodeAllocatable: node.Allocatable,
 		ExtraLabels:     e.Sandbox.ExtraLabels,
+		SeccompRoot:     e.Sandbox.SeccompProfileRoot,
 	})
 }
 

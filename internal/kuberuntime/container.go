@@ -2,6 +2,7 @@ package kuberuntime
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"strconv"
@@ -66,8 +67,8 @@ type ContainerOptions struct {
 	// NodeAllocatable gives the default limits for resourceFieldRef and the
 	// node memory for the OOM score of burstable containers.
 	NodeAllocatable v1.ResourceList
-	// SeccompProfileRoot is the directory of Localhost seccomp profiles.
-	SeccompProfileRoot string
+	// SeccompRoot is the directory of Localhost seccomp profiles.
+	SeccompRoot string
 	// ExtraLabels are added to the container's labels (the ownership label).
 	ExtraLabels map[string]string
 }
@@ -88,6 +89,10 @@ func ContainerConfig(pod *v1.Pod, c *v1.Container, opts ContainerOptions) (*runt
 	}
 	sc, err := containerSecurityContext(pod, c, opts)
 	if err != nil {
+		if ce := (*ConfigError)(nil); errors.As(err, &ce) {
+			// Shown as is, as the kubelet's messages (they name the container).
+			return nil, ce
+		}
 		return nil, fmt.Errorf("building security context of container %s: %w", c.Name, err)
 	}
 	lookup := func(name string) (string, bool) {

@@ -37,6 +37,9 @@ type SandboxOptions struct {
 	CgroupParent string
 	// ExtraLabels are added to the sandbox's labels (the ownership label).
 	ExtraLabels map[string]string
+	// SeccompProfileRoot is the directory Localhost seccomp profiles of
+	// the node's containers are resolved under (<rootDir>/seccomp).
+	SeccompProfileRoot string
 }
 
 // maxLogDirNameLen is the longest file name Linux file systems take

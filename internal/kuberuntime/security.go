@@ -44,7 +44,7 @@ func containerSecurityContext(pod *v1.Pod, c *v1.Container, opts ContainerOption
 	if err := verifyRunAsNonRoot(pod, c, sc, opts.ImageUID, opts.ImageUser); err != nil {
 		return nil, err
 	}
-	seccomp, err := seccompProfile(sc.SeccompProfile, opts.SeccompProfileRoot)
+	seccomp, err := seccompProfile(sc.SeccompProfile, opts.SeccompRoot)
 	if err != nil {
 		return nil, err
 	}
@@ -127,6 +127,9 @@ func seccompProfile(p *v1.SeccompProfile, root string) (*runtimeapi.SecurityProf
 	case v1.SeccompProfileTypeLocalhost:
 		if p.LocalhostProfile == nil || *p.LocalhostProfile == "" {
 			return nil, &ConfigError{Err: errors.New("localhost seccomp profile without a path")}
+		}
+		if !filepath.IsLocal(*p.LocalhostProfile) {
+			return nil, &ConfigError{Err: fmt.Errorf("localhost seccomp profile %q must be a path below the profile root %s", *p.LocalhostProfile, root)}
 		}
 		return &runtimeapi.SecurityProfile{
 			ProfileType:  runtimeapi.SecurityProfile_Localhost,

@@ -35,7 +35,9 @@ type Observation struct {
 	// entries already in the status (extended resources) are kept.
 	Capacity    corev1.ResourceList
 	Allocatable corev1.ResourceList
-	// Addresses replace the status's addresses when not empty.
+	// Addresses are nodelet's addresses: they replace the status's
+	// addresses of the same types; addresses of other types (an
+	// ExternalIP a cloud controller added) are kept. None keeps all.
 	Addresses []corev1.NodeAddress
 	// NodeInfo replaces the status's nodeInfo, except that an empty
 	// ContainerRuntimeVersion (runtime unreachable) keeps the old one.
@@ -75,7 +77,7 @@ func ComputeStatus(old corev1.NodeStatus, observed Observation, now time.Time) (
 		s.Allocatable[name] = q.DeepCopy()
 	}
 	if len(observed.Addresses) > 0 {
-		s.Addresses = observed.Addresses
+		s.Addresses = mergeAddresses(old.Addresses, observed.Addresses)
 	}
 	ni := observed.NodeInfo
 	if ni.ContainerRuntimeVersion == "" {
@@ -90,6 +92,22 @@ func ComputeStatus(old corev1.NodeStatus, observed Observation, now time.Time) (
 		setCondition(&s.Conditions, c, ts)
 	}
 	return s, !equalIgnoringHeartbeats(old, s)
+}
+
+// mergeAddresses returns own followed by the addresses of old whose type
+// is none of own's types, in their order.
+func mergeAddresses(old, own []corev1.NodeAddress) []corev1.NodeAddress {
+	owned := map[corev1.NodeAddressType]bool{}
+	for _, a := range own {
+		owned[a.Type] = true
+	}
+	out := append([]corev1.NodeAddress(nil), own...)
+	for _, a := range old {
+		if !owned[a.Type] {
+			out = append(out, a)
+		}
+	}
+	return out
 }
 
 // desiredConditions are the conditions nodelet owns, in the kubelet's order.

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -207,5 +208,42 @@ func TestHeartbeatsAreWholeSeconds(t *testing.T) {
 	s, _ := ComputeStatus(corev1.NodeStatus{}, readyObservation(), t0.Add(700*time.Millisecond))
 	if hb := condition(s, corev1.NodeReady).LastHeartbeatTime; !hb.Equal(&metav1.Time{Time: t0}) {
 		t.Errorf("heartbeat %v, want %v: the API keeps whole seconds only", hb, t0)
+	}
+}
+
+func TestComputeStatusMergesAddresses(t *testing.T) {
+	internal := func(ip string) corev1.NodeAddress {
+		return corev1.NodeAddress{Type: corev1.NodeInternalIP, Address: ip}
+	}
+	host := corev1.NodeAddress{Type: corev1.NodeHostName, Address: "n1"}
+	external := corev1.NodeAddress{Type: corev1.NodeExternalIP, Address: "203.0.113.7"}
+	dns := corev1.NodeAddress{Type: corev1.NodeExternalDNS, Address: "n1.example.com"}
+	cases := []struct {
+		name     string
+		old, own []corev1.NodeAddress
+		want     []corev1.NodeAddress
+	}{
+		{name: "first status", own: []corev1.NodeAddress{internal("10.0.0.1"), host},
+			want: []corev1.NodeAddress{internal("10.0.0.1"), host}},
+		{name: "others' types are kept", old: []corev1.NodeAddress{internal("10.0.0.1"), host, external, dns},
+			own: []corev1.NodeAddress{internal("10.0.0.1"), host}, want: []corev1.NodeAddress{internal("10.0.0.1"), host, external, dns}},
+		{name: "own type is replaced", old: []corev1.NodeAddress{external, internal("10.0.0.9"), internal("10.0.0.8"), host},
+			own: []corev1.NodeAddress{internal("10.0.0.1"), host}, want: []corev1.NodeAddress{internal("10.0.0.1"), host, external}},
+		{name: "nothing observed keeps all", old: []corev1.NodeAddress{internal("10.0.0.1"), external},
+			want: []corev1.NodeAddress{internal("10.0.0.1"), external}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			obs := readyObservation()
+			obs.Addresses = tc.own
+			got, _ := ComputeStatus(corev1.NodeStatus{Addresses: tc.old}, obs, t0)
+			if !equality.Semantic.DeepEqual(got.Addresses, tc.want) {
+				t.Fatalf("addresses = %v, want %v", got.Addresses, tc.want)
+			}
+			again, changed := ComputeStatus(got, obs, t1)
+			if changed || !equality.Semantic.DeepEqual(again.Addresses, tc.want) {
+				t.Fatalf("second update changed the addresses to %v", again.Addresses)
+			}
+		})
 	}
 }

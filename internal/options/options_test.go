@@ -104,7 +104,7 @@ func TestNodeNameDefault(t *testing.T) {
 }
 
 func TestSampleConfigIsValid(t *testing.T) {
-	if _, err := Parse([]string{"--config", "../../config/samples/nodelet.yaml", "--node-name=n"}, nil); err != nil {
-		t.Fatalf("config/samples/nodelet.yaml: %v", err)
+	if _, err := Parse([]string{"--config", "../../config/daemonset/nodelet.yaml", "--node-name=n"}, nil); err != nil {
+		t.Fatalf("config/daemonset/nodelet.yaml: %v", err)
 	}
 }

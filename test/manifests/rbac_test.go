@@ -1,0 +1,259 @@
+package manifests
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+
+	"github.com/nodelet/nodelet/test/utils"
+)
+
+// sensitive are the resources no binding may open to nodes or nodelet.
+var sensitive = []string{"secrets", "configmaps"}
+
+// builtinRoles are the cluster's default ClusterRoles that grant access to
+// a sensitive resource, by what they grant.
+var builtinRoles = map[string][]string{
+	"system:node":   {"secrets", "configmaps"},
+	"cluster-admin": {"*"},
+	"admin":         {"secrets", "configmaps"},
+	"edit":          {"secrets", "configmaps"},
+	"view":          {"configmaps"},
+}
+
+// objects is a rendered configuration.
+type objects struct {
+	roles          map[string][]rbacv1.PolicyRule // "namespace/name"; "/name" for ClusterRoles
+	aggregated     map[string]bool
+	bindings       []binding
+	serviceAccount rbacv1.Subject // the DaemonSet's
+}
+
+type binding struct {
+	kind, namespace, name string
+	roleRef               rbacv1.RoleRef
+	subjects              []rbacv1.Subject
+}
+
+func decode(t *testing.T, rendered []byte) objects {
+	t.Helper()
+	o := objects{roles: map[string][]rbacv1.PolicyRule{}, aggregated: map[string]bool{}}
+	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(rendered), 4096)
+	for {
+		u := &unstructured.Unstructured{}
+		if err := dec.Decode(&u.Object); err != nil {
+			if errors.Is(err, io.EOF) {
+				return o
+			}
+			t.Fatalf("decoding rendered configuration: %v", err)
+		}
+		if len(u.Object) == 0 {
+			continue
+		}
+		into := func(v any) {
+			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, v); err != nil {
+				t.Fatalf("converting %s %s: %v", u.GetKind(), u.GetName(), err)
+			}
+		}
+		switch u.GetKind() {
+		case "ClusterRole":
+			var r rbacv1.ClusterRole
+			into(&r)
+			o.roles["/"+r.Name] = r.Rules
+			o.aggregated["/"+r.Name] = r.AggregationRule != nil
+		case "Role":
+			var r rbacv1.Role
+			into(&r)
+			o.roles[r.Namespace+"/"+r.Name] = r.Rules
+		case "ClusterRoleBinding":
+			var b rbacv1.ClusterRoleBinding
+			into(&b)
+			o.bindings = append(o.bindings, binding{kind: b.Kind, name: b.Name, roleRef: b.RoleRef, subjects: b.Subjects})
+		case "RoleBinding":
+			var b rbacv1.RoleBinding
+			into(&b)
+			o.bindings = append(o.bindings, binding{kind: b.Kind, namespace: b.Namespace, name: b.Name, roleRef: b.RoleRef, subjects: b.Subjects})
+		case "DaemonSet":
+			var ds appsv1.DaemonSet
+			into(&ds)
+			sa := ds.Spec.Template.Spec.ServiceAccountName
+			if sa == "" {
+				sa = "default"
+			}
+			o.serviceAccount = rbacv1.Subject{Kind: rbacv1.ServiceAccountKind, Namespace: ds.Namespace, Name: sa}
+		}
+	}
+}
+
+// coversNodelet reports whether a subject includes the nodes or nodelet's
+// ServiceAccount.
+func (o objects) coversNodelet(s rbacv1.Subject) bool {
+	switch s.Kind {
+	case rbacv1.GroupKind:
+		return slices.Contains([]string{"system:nodes", "system:authenticated", "system:serviceaccounts",
+			"system:serviceaccounts:" + o.serviceAccount.Namespace}, s.Name)
+	case rbacv1.UserKind:
+		return strings.HasPrefix(s.Name, "system:node:") ||
+			s.Name == fmt.Sprintf("system:serviceaccount:%s:%s", o.serviceAccount.Namespace, o.serviceAccount.Name)
+	case rbacv1.ServiceAccountKind:
+		return s.Namespace == o.serviceAccount.Namespace && s.Name == o.serviceAccount.Name
+	}
+	return false
+}
+
+// grants returns the sensitive resources a role grants any verb on.
+func grants(rules []rbacv1.PolicyRule) []string {
+	var out []string
+	for _, r := range rules {
+		if len(r.Verbs) == 0 || !(slices.Contains(r.APIGroups, "") || slices.Contains(r.APIGroups, "*")) {
+			continue
+		}
+		for _, res := range sensitive {
+			if (slices.Contains(r.Resources, res) || slices.Contains(r.Resources, "*")) && !slices.Contains(out, res) {
+				out = append(out, res)
+			}
+		}
+	}
+	return out
+}
+
+// violations lists the bindings that give the nodes or nodelet access to
+// Secrets or ConfigMaps.
+func (o objects) violations() []string {
+	var out []string
+	for _, b := range o.bindings {
+		if !slices.ContainsFunc(b.subjects, o.coversNodelet) {
+			continue
+		}
+		key := "/" + b.roleRef.Name
+		if b.roleRef.Kind == "Role" {
+			key = b.namespace + "/" + b.roleRef.Name
+		}
+		var granted []string
+		switch rules, ok := o.roles[key]; {
+		case ok && o.aggregated[key]:
+			granted = []string{"whatever its aggregated roles grant"}
+		case ok:
+			granted = grants(rules)
+		case b.roleRef.Kind == "ClusterRole" && builtinRoles[b.roleRef.Name] != nil:
+			granted = builtinRoles[b.roleRef.Name]
+		default:
+			granted = []string{"an unknown role's rules"}
+		}
+		if len(granted) > 0 {
+			out = append(out, fmt.Sprintf("%s %s/%s binds %s %s, which grants %v", b.kind, b.namespace, b.name,
+				b.roleRef.Kind, b.roleRef.Name, granted))
+		}
+	}
+	return out
+}
+
+func render(t *testing.T, dir string) []byte {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	assets, err := utils.EnvtestAssets(ctx)
+	if err != nil {
+		t.Fatalf("finding kubectl: %v", err)
+	}
+	var stderr bytes.Buffer
+	cmd := exec.CommandContext(ctx, filepath.Join(assets, "kubectl"), "kustomize", dir)
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("kubectl kustomize %s: %v: %s", dir, err, stderr.String())
+	}
+	return out
+}
+
+func TestDefaultConfigurationGrantsNoSecretsOrConfigMaps(t *testing.T) {
+	o := decode(t, render(t, "../../config/default"))
+	if o.serviceAccount.Name == "" {
+		t.Fatal("config/default renders no nodelet DaemonSet")
+	}
+	for _, v := range o.violations() {
+		t.Error(v)
+	}
+}
+
+// TestViolationsAreFound feeds the check bindings it must refuse, so that a
+// passing check of config/default means something.
+func TestViolationsAreFound(t *testing.T) {
+	const daemonSet = `apiVersion: apps/v1
+kind: DaemonSet
+metadata: {name: nodelet, namespace: nodelet-system}
+spec: {template: {spec: {containers: []}}}
+`
+	cases := []struct {
+		name, yaml string
+		want       int
+	}{
+		{"system:node bound to the nodes' group", `apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: {name: nodelet-nodes}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: system:node}
+subjects: [{apiGroup: rbac.authorization.k8s.io, kind: Group, name: system:nodes}]
+`, 1},
+		{"own role with secrets bound to the ServiceAccount", `apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: {name: r, namespace: nodelet-system}
+rules: [{apiGroups: [""], resources: [configmaps], verbs: [get]}]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {name: b, namespace: nodelet-system}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: r}
+subjects: [{kind: ServiceAccount, name: default, namespace: nodelet-system}]
+`, 1},
+		{"wildcard cluster role bound to a node user", `apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata: {name: all}
+rules: [{apiGroups: ["*"], resources: ["*"], verbs: ["*"]}]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: {name: b}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: all}
+subjects: [{kind: User, name: "system:node:n1"}]
+`, 1},
+		{"harmless role bound to the nodes", `apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata: {name: pods}
+rules: [{apiGroups: [""], resources: [pods], verbs: [get]}]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: {name: b}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: pods}
+subjects: [{kind: Group, name: system:nodes}]
+`, 0},
+		{"system:node bound to someone else", `apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: {name: b}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: system:node}
+subjects: [{kind: User, name: alice}]
+`, 0},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got := decode(t, []byte(daemonSet+"---\n"+tc.yaml)).violations()
+			if len(got) != tc.want {
+				t.Fatalf("violations = %q, want %d", got, tc.want)
+			}
+		})
+	}
+}
