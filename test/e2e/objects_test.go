@@ -46,7 +46,7 @@ const (
 func consistentReader(dir, name string) string {
 	return fmt.Sprintf(`n=0; while true; do a=$(cat %[1]s/a); b=$(cat %[1]s/b); a2=$(cat %[1]s/a); `+
 		`if [ "$a" = "$a2" ]; then n=$((n+1)); [ "$a" = "$b" ] || echo "$a $b" >> /out/%[2]s.torn; fi; `+
-		`echo "$a" > /out/%[2]s.tmp; mv /out/%[2]s.tmp /out/%[2]s; echo $n > /out/%[2]s.checks; done`, dir, name)
+		`echo "$a" > /out/%[2]s.tmp; mv /out/%[2]s.tmp /out/%[2]s; echo $n > /out/%[2]s.ctmp; mv /out/%[2]s.ctmp /out/%[2]s.checks; done`, dir, name)
 }
 
 // seenBy returns what the reader name last saw.
