@@ -284,15 +284,8 @@ func (p *StatsProvider) podStats(ctx context.Context, onlyCPUAndMemory bool) ([]
 				}
 			}
 			if mem := s.GetMemory(); mem != nil && mem.GetWorkingSetBytes() != nil {
-				cs.Memory = &statsapi.MemoryStats{
-					Time:            metav1.NewTime(time.Unix(0, mem.GetTimestamp())),
-					WorkingSetBytes: ptr.To(mem.GetWorkingSetBytes().GetValue()),
-					UsageBytes:      optUint(mem.GetUsageBytes()),
-					RSSBytes:        optUint(mem.GetRssBytes()),
-					PageFaults:      optUint(mem.GetPageFaults()),
-					MajorPageFaults: optUint(mem.GetMajorPageFaults()),
-					AvailableBytes:  optNonZero(mem.GetAvailableBytes()),
-				}
+				cs.Memory = memoryStats(mem)
+				cs.Memory.AvailableBytes = optNonZero(mem.GetAvailableBytes())
 				memWS += mem.GetWorkingSetBytes().GetValue()
 				memUsage += mem.GetUsageBytes().GetValue()
 				memRSS += mem.GetRssBytes().GetValue()
@@ -414,15 +407,8 @@ func applySandboxStats(ps *statsapi.PodStats, sb *runtimeapi.PodSandboxStats, on
 		}
 	}
 	if mem := l.GetMemory(); mem != nil && mem.GetWorkingSetBytes() != nil {
-		ps.Memory = &statsapi.MemoryStats{
-			Time:            metav1.NewTime(time.Unix(0, mem.GetTimestamp())),
-			WorkingSetBytes: ptr.To(mem.GetWorkingSetBytes().GetValue()),
-			UsageBytes:      optUint(mem.GetUsageBytes()),
-			RSSBytes:        optUint(mem.GetRssBytes()),
-			PageFaults:      optUint(mem.GetPageFaults()),
-			MajorPageFaults: optUint(mem.GetMajorPageFaults()),
-			AvailableBytes:  optUint(mem.GetAvailableBytes()),
-		}
+		ps.Memory = memoryStats(mem)
+		ps.Memory.AvailableBytes = optUint(mem.GetAvailableBytes())
 	}
 	if onlyCPUAndMemory {
 		return
@@ -484,4 +470,17 @@ func (s *Server) serveSummary(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, sum)
+}
+
+// memoryStats converts the runtime's memory usage (with a working set) to
+// the summary API's, without AvailableBytes, which callers fill their way.
+func memoryStats(mem *runtimeapi.MemoryUsage) *statsapi.MemoryStats {
+	return &statsapi.MemoryStats{
+		Time:            metav1.NewTime(time.Unix(0, mem.GetTimestamp())),
+		WorkingSetBytes: ptr.To(mem.GetWorkingSetBytes().GetValue()),
+		UsageBytes:      optUint(mem.GetUsageBytes()),
+		RSSBytes:        optUint(mem.GetRssBytes()),
+		PageFaults:      optUint(mem.GetPageFaults()),
+		MajorPageFaults: optUint(mem.GetMajorPageFaults()),
+	}
 }
