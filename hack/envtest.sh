@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Builds the pinned kube-apiserver, etcd and kubectl that the integration and
-# e2e tests run, from the Go module proxy, into a cache outside the work tree.
+# Builds the pinned kube-apiserver, etcd, kubectl, kube-controller-manager and
+# kube-scheduler that the integration and e2e tests and the local cluster run, from the Go module proxy, into a cache outside the work tree.
 # A no-op when the binaries are already there. Prints the directory on stdout;
 # that is what KUBEBUILDER_ASSETS must point at.
 set -euo pipefail
@@ -9,7 +9,7 @@ K8S_VERSION="${K8S_VERSION:-1.37.0}"
 ETCD_VERSION="${ETCD_VERSION:-3.6.16}"
 CACHE_ROOT="${NODELET_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/nodelet}"
 ASSETS="$CACHE_ROOT/k8s-$K8S_VERSION"
-BINARIES=(kube-apiserver etcd kubectl)
+BINARIES=(kube-apiserver etcd kubectl kube-controller-manager kube-scheduler)
 
 have_all() {
 	for b in "${BINARIES[@]}"; do [[ -x "$ASSETS/$b" ]] || return 1; done
@@ -41,7 +41,7 @@ build_k8s() {
 	for m in $staging; do
 		go mod edit -replace "$m=$m@$staging_version"
 	done
-	for b in kube-apiserver kubectl; do
+	for b in kube-apiserver kubectl kube-controller-manager kube-scheduler; do
 		if [[ ! -x "$ASSETS/$b" ]]; then
 			go get -tool "k8s.io/kubernetes/cmd/$b@v$K8S_VERSION" >&2
 			log "building $b (several minutes the first time)"
