@@ -71,6 +71,9 @@ type NodeletConfiguration struct {
 	SyncFrequency metav1.Duration `json:"syncFrequency,omitempty"`
 	// RelistPeriod is how often the runtime is listed for container changes. Default: 1s.
 	RelistPeriod metav1.Duration `json:"relistPeriod,omitempty"`
+	// CrashLoopBackOff tunes the delay between restarts of a crashing
+	// container, as the kubelet's field of the same name.
+	CrashLoopBackOff CrashLoopBackOffConfig `json:"crashLoopBackOff,omitempty"`
 
 	// SystemReserved is held back from allocatable for the system (cpu, memory,
 	// ephemeral-storage, pid), as resource quantities.
@@ -188,4 +191,12 @@ type ServerAuthorization struct {
 	CacheAuthorizedTTL metav1.Duration `json:"cacheAuthorizedTTL,omitempty"`
 	// CacheUnauthorizedTTL is how long a deny is reused. Default: 30s.
 	CacheUnauthorizedTTL metav1.Duration `json:"cacheUnauthorizedTTL,omitempty"`
+}
+
+// CrashLoopBackOffConfig tunes the crash-loop back-off.
+type CrashLoopBackOffConfig struct {
+	// MaxContainerRestartPeriod caps the delay between two restarts of a
+	// crashing container, between 1s and 300s. The first delay is 10s, or
+	// this cap when it is shorter. Default: 300s.
+	MaxContainerRestartPeriod *metav1.Duration `json:"maxContainerRestartPeriod,omitempty"`
 }
