@@ -182,7 +182,13 @@ func TestPodStateRecords(t *testing.T) {
 	if got := nextRestartCount(PodRuntime{}, st, "app"); got != 0 {
 		t.Errorf("after a failure before creation the next restart count is %d, want 0", got)
 	}
+	if !st.StartFailed() {
+		t.Error("StartFailed is false after a CreateContainerConfigError")
+	}
 	st.RecordStart(ContainerStart{Name: "app", RestartCount: 0}, at(2*time.Second))
+	if st.StartFailed() {
+		t.Error("StartFailed is still true after a start")
+	}
 	if got := nextRestartCount(PodRuntime{}, st, "app"); got != 1 {
 		t.Errorf("after a start the next restart count is %d, want 1", got)
 	}

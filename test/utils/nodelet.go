@@ -316,6 +316,11 @@ func (n *Nodelet) Restart(ctx context.Context) error {
 // Cleanup stops the agent and removes its directory.
 func (n *Nodelet) Cleanup() error {
 	err := n.Stop()
+	// Pods left running keep their mounts (subPath bind mounts, tmpfs):
+	// removing the directory through them would delete what they show.
+	if uerr := unmountUnder(n.Dir); uerr != nil {
+		return errors.Join(err, uerr)
+	}
 	return errors.Join(err, os.RemoveAll(n.Dir))
 }
 
