@@ -123,6 +123,24 @@ var _ = Describe("Security", Ordered, func() {
 			"container has runAsNonRoot and image has non-numeric user (app), cannot verify user is non-root")
 	})
 
+	It("runs with runAsUser, runAsGroup, supplementalGroups and hands an emptyDir to the fsGroup", func(ctx SpecContext) {
+		ns := utils.NewNamespace(ctx, env.Admin)
+		pod := readyWhen(utils.BusyboxPod(ns, "groups", securityNode, "sh", "-c", "touch /data/made; sleep 3600"), strings.Join([]string{
+			`test "$(id -u)" = 1000`, `test "$(id -g)" = 3000`,
+			`id -G | grep -qw 2000`, `id -G | grep -qw 4000`,
+			`test "$(stat -c %g /data)" = 2000`, `test "$(stat -c %g /data/made)" = 2000`,
+			`stat -c %A /data | grep -q '^drwxrwsrwx$'`,
+		}, " && "))
+		pod.Spec.SecurityContext = &corev1.PodSecurityContext{
+			RunAsUser: ptr.To[int64](1000), RunAsGroup: ptr.To[int64](3000),
+			FSGroup: ptr.To[int64](2000), SupplementalGroups: []int64{4000},
+		}
+		pod.Spec.Containers[0].VolumeMounts = []corev1.VolumeMount{{Name: "data", MountPath: "/data"}}
+		pod.Spec.Volumes = []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}}
+		Expect(env.Admin.Create(ctx, pod)).To(Succeed())
+		expectReady(ctx, ns, "groups")
+	})
+
 	It("never mounts a host directory through a subPath another container swaps for a link", func(ctx SpecContext) {
 		hostDirs := []string{"/", "/etc", "/usr", "/var", "/root", "/tmp"}
 		modesBefore := modesOf(hostDirs)
