@@ -17,6 +17,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/nodelet/nodelet/internal/admission"
 	"github.com/nodelet/nodelet/test/utils"
 )
 
@@ -239,6 +240,31 @@ var _ = Describe("Security", Ordered, func() {
 		}).WithContext(ctx).WithTimeout(securityTimeout).WithPolling(time.Second).Should(Succeed())
 		Expect(node.Status.Addresses).To(ContainElement(added))
 		Expect(node.Status.Addresses).To(ContainElement(HaveField("Type", corev1.NodeInternalIP)))
+	})
+
+	It("rejects AppArmor profiles the node cannot enforce and runs unconfined ones", func(ctx SpecContext) {
+		ns := utils.NewNamespace(ctx, env.Admin)
+		withAppArmor := func(name string, p *corev1.AppArmorProfile) *corev1.Pod {
+			pod := utils.BusyboxPod(ns, name, securityNode, "sleep", "3600")
+			pod.Spec.Containers[0].SecurityContext = &corev1.SecurityContext{AppArmorProfile: p}
+			return pod
+		}
+		unconfined := withAppArmor("unconfined", &corev1.AppArmorProfile{Type: corev1.AppArmorProfileTypeUnconfined})
+		defaulted := withAppArmor("runtime-default", &corev1.AppArmorProfile{Type: corev1.AppArmorProfileTypeRuntimeDefault})
+		absent := withAppArmor("absent", &corev1.AppArmorProfile{Type: corev1.AppArmorProfileTypeLocalhost, LocalhostProfile: ptr.To("nodelet-e2e-absent")})
+		for _, p := range []*corev1.Pod{unconfined, defaulted, absent} {
+			Expect(env.Admin.Create(ctx, p)).To(Succeed())
+		}
+		expectReady(ctx, ns, "unconfined")
+		if err := (admission.SysAppArmor{}).Enabled(); err != nil {
+			By("on this host without AppArmor, every profile but unconfined is refused")
+			expectRejected(ctx, ns, "runtime-default", "AppArmor", "Cannot enforce AppArmor: AppArmor is not enabled on the host")
+			expectRejected(ctx, ns, "absent", "AppArmor", "Cannot enforce AppArmor: AppArmor is not enabled on the host")
+			return
+		}
+		By("on this host with AppArmor, a profile that is not loaded is refused")
+		expectReady(ctx, ns, "runtime-default")
+		expectRejected(ctx, ns, "absent", "AppArmor", `Cannot enforce AppArmor: profile "nodelet-e2e-absent" is not loaded`)
 	})
 
 	It("applies a Localhost seccomp profile from the profile root and names a missing one", func(ctx SpecContext) {
