@@ -54,7 +54,7 @@ func (s SysAppArmor) Loaded() (map[string]bool, error) {
 	if err != nil {
 		return nil, fmt.Errorf("listing loaded AppArmor profiles: %w", err)
 	}
-	defer f.Close() //nolint:errcheck // read-only.
+	defer f.Close()
 	loaded := map[string]bool{}
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {

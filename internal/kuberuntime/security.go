@@ -60,7 +60,10 @@ func containerSecurityContext(pod *v1.Pod, c *v1.Container, opts ContainerOption
 		SelinuxOptions:   seLinuxOptions(sc.SELinuxOptions),
 		Seccomp:          seccomp,
 	}
-	out.Apparmor, out.ApparmorProfile = appArmorProfile(admission.AppArmorProfile(pod, c))
+	// The string field is what runtimes older than the structured one
+	// (containerd 1.6) read.
+	out.Apparmor, out.ApparmorProfile = appArmorProfile(admission.AppArmorProfile(pod, c)) //nolint:staticcheck // see above
+
 	switch {
 	case sc.RunAsUser != nil:
 		out.RunAsUser = &runtimeapi.Int64Value{Value: *sc.RunAsUser}

@@ -57,12 +57,12 @@ func TestAppArmorProfileReachesTheRuntime(t *testing.T) {
 	pod.Annotations = map[string]string{v1.DeprecatedAppArmorBetaContainerAnnotationKeyPrefix + "annotated": "unconfined"}
 	tests := []struct {
 		container  int
-		want       runtimeapi.SecurityProfile
+		want       *runtimeapi.SecurityProfile
 		wantLegacy string
 	}{
-		{0, runtimeapi.SecurityProfile{ProfileType: runtimeapi.SecurityProfile_RuntimeDefault}, "runtime/default"},
-		{1, runtimeapi.SecurityProfile{ProfileType: runtimeapi.SecurityProfile_Localhost, LocalhostRef: "k8s-deny-write"}, "localhost/k8s-deny-write"},
-		{2, runtimeapi.SecurityProfile{ProfileType: runtimeapi.SecurityProfile_Unconfined}, "unconfined"},
+		{0, &runtimeapi.SecurityProfile{ProfileType: runtimeapi.SecurityProfile_RuntimeDefault}, "runtime/default"},
+		{1, &runtimeapi.SecurityProfile{ProfileType: runtimeapi.SecurityProfile_Localhost, LocalhostRef: "k8s-deny-write"}, "localhost/k8s-deny-write"},
+		{2, &runtimeapi.SecurityProfile{ProfileType: runtimeapi.SecurityProfile_Unconfined}, "unconfined"},
 	}
 	for _, tt := range tests {
 		c := &pod.Spec.Containers[tt.container]
@@ -70,8 +70,9 @@ func TestAppArmorProfileReachesTheRuntime(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", c.Name, err)
 		}
-		if sc.Apparmor.String() != tt.want.String() || sc.ApparmorProfile != tt.wantLegacy {
-			t.Errorf("%s: apparmor %v %q, want %v %q", c.Name, sc.Apparmor, sc.ApparmorProfile, &tt.want, tt.wantLegacy)
+		legacy := sc.ApparmorProfile //nolint:staticcheck // the field runtimes before the structured one read
+		if sc.Apparmor.String() != tt.want.String() || legacy != tt.wantLegacy {
+			t.Errorf("%s: apparmor %v %q, want %v %q", c.Name, sc.Apparmor, legacy, tt.want, tt.wantLegacy)
 		}
 	}
 }

@@ -33,7 +33,7 @@ func setVolumeOwnership(dir string, gid int64, policy *v1.PodFSGroupChangePolicy
 	if err != nil {
 		return fmt.Errorf("opening volume for its fsGroup: %w", err)
 	}
-	defer unix.Close(root) //nolint:errcheck // read-only descriptor.
+	defer unix.Close(root)
 	if policy != nil && *policy == v1.FSGroupChangeOnRootMismatch {
 		var st unix.Stat_t
 		if err := unix.Fstat(root, &st); err != nil {
@@ -126,7 +126,7 @@ func readDirNames(dirFD int) ([]string, error) {
 		return nil, err
 	}
 	f := os.NewFile(uintptr(dup), "volume-dir")
-	defer f.Close() //nolint:errcheck // read-only.
+	defer f.Close()
 	names, err := f.Readdirnames(-1)
 	if err != nil {
 		return nil, fmt.Errorf("listing directory: %w", err)

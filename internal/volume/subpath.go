@@ -54,7 +54,7 @@ func (m *Manager) subPathMount(podDir, volume, container string, index int, volu
 	if err != nil {
 		return "", fmt.Errorf("opening subPath %q: %w", subPath, err)
 	}
-	defer unix.Close(fd) //nolint:errcheck // an O_PATH descriptor has nothing to flush.
+	defer unix.Close(fd)
 
 	target := filepath.Join(podDir, subPathsDirName, volume, container, strconv.Itoa(index))
 	if err := m.prepareSubPathTarget(target, fd); err != nil {
