@@ -82,8 +82,9 @@ func (m *Manager) ensureTmpfs(dir string, size *resource.Quantity) error {
 	return nil
 }
 
-// isPermissionError reports whether a mount failed for lack of privilege.
-// The mounter runs mount(8), so the cause is in its output, not an errno.
+// isPermissionError reports whether a mount failed for lack of privilege:
+// an errno from the system call, or words of mount(8)'s output when the
+// mounter runs it.
 func isPermissionError(err error) bool {
 	if errors.Is(err, syscall.EPERM) || errors.Is(err, syscall.EACCES) {
 		return true
