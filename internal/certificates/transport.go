@@ -28,6 +28,9 @@ type rotatingTransport struct {
 	// valid one.
 	current func() *tls.Certificate
 	dialer  *connrotation.Dialer
+	// last is the certificate connections were last made with, as far as
+	// closeOnChange knows: the current one when the transport was made.
+	last *tls.Certificate
 }
 
 // newRotatingTransport returns a copy of base whose client certificate is
@@ -41,6 +44,7 @@ func newRotatingTransport(base *rest.Config, current func() *tls.Certificate) (*
 	t := &rotatingTransport{
 		current: current,
 		dialer:  connrotation.NewDialer((&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext),
+		last:    current(),
 	}
 	tlsBase := rest.CopyConfig(base)
 	tlsBase.CertData, tlsBase.KeyData, tlsBase.CertFile, tlsBase.KeyFile = nil, nil, "", ""
@@ -82,12 +86,12 @@ func (t *rotatingTransport) clientCertificate(*tls.CertificateRequestInfo) (*tls
 }
 
 // closeOnChange checks current every period until ctx ends, and closes
-// every connection when the certificate it returns is a new one. It
+// every connection when the certificate it returns is a new one. It runs
+// once at a time. It
 // returns an error when there has been no valid certificate for
 // maxWithout (0: never), so that the process can exit and bootstrap again
 // on its next start.
 func (t *rotatingTransport) closeOnChange(ctx context.Context, log logr.Logger, period, maxWithout time.Duration) error {
-	last := t.current()
 	validSince := time.Now()
 	ticker := time.NewTicker(period)
 	defer ticker.Stop()
@@ -103,10 +107,10 @@ func (t *rotatingTransport) closeOnChange(ctx context.Context, log logr.Logger, 
 		} else if maxWithout > 0 && time.Since(validSince) > maxWithout {
 			return fmt.Errorf("no valid client certificate for %s", maxWithout)
 		}
-		if cur == nil || cur == last {
+		if cur == nil || cur == t.last {
 			continue
 		}
-		last = cur
+		t.last = cur
 		log.Info("Client certificate rotated, closing connections to the API server to use it", "expiration", expiration(cur))
 		t.dialer.CloseAll()
 	}
