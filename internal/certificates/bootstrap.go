@@ -70,7 +70,11 @@ func bootstrapClientCert(ctx context.Context, opts *Options, store certificate.F
 			return writeKubeconfig(opts.Kubeconfig, nodeKubeconfig(bootstrapCfg, store.CurrentPath(), store.CurrentPath()))
 		}
 	}
-	certPEM, keyPEM, err := requestClientCert(ctx, opts, bootstrapCfg)
+	client, err := kubernetes.NewForConfig(bootstrapCfg)
+	if err != nil {
+		return fmt.Errorf("creating the bootstrap client: %w", err)
+	}
+	certPEM, keyPEM, err := requestClientCert(ctx, opts, client)
 	if err != nil {
 		return err
 	}
@@ -99,7 +103,7 @@ func loadBootstrapConfig(path string) (*rest.Config, error) {
 
 // requestClientCert asks for a node client certificate with a CSR made
 // with the bootstrap credentials and waits until it is issued.
-func requestClientCert(ctx context.Context, opts *Options, bootstrapCfg *rest.Config) (certPEM, keyPEM []byte, err error) {
+func requestClientCert(ctx context.Context, opts *Options, client kubernetes.Interface) (certPEM, keyPEM []byte, err error) {
 	keyPEM, _, err = keyutil.LoadOrGenerateKeyFile(filepath.Join(opts.CertDir, pendingKeyFile))
 	if err != nil {
 		return nil, nil, fmt.Errorf("making the key of the bootstrap request: %w", err)
@@ -120,10 +124,6 @@ func requestClientCert(ctx context.Context, opts *Options, bootstrapCfg *rest.Co
 	name, err := csrName(signer.Public(), subject)
 	if err != nil {
 		return nil, nil, err
-	}
-	client, err := kubernetes.NewForConfig(bootstrapCfg)
-	if err != nil {
-		return nil, nil, fmt.Errorf("creating the bootstrap client: %w", err)
 	}
 	usages := certificate.DefaultKubeletClientGetUsages(signer)
 	reqName, reqUID, err := csr.RequestCertificateWithContext(ctx, client, csrPEM, name,
