@@ -13,6 +13,8 @@ import (
 	clientset "k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/certificate"
+
+	"github.com/nodelet/nodelet/internal/metrics"
 )
 
 const (
@@ -142,6 +144,7 @@ func newRotatingClient(ctx context.Context, opts *Options, cfg, bootstrapCfg *re
 		BootstrapCertificatePEM: certPEM,
 		BootstrapKeyPEM:         keyPEM,
 		Name:                    "client",
+		CertificateRenewFailure: metrics.ClientCertificateRenewErrors,
 		Ctx:                     &managerCtx,
 	})
 	if err != nil {
