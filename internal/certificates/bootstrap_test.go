@@ -1,6 +1,7 @@
 package certificates
 
 import (
+	"bytes"
 	"context"
 	"crypto/x509"
 	"encoding/pem"
@@ -102,7 +103,7 @@ func TestRequestClientCert(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if string(certPEM) != string(issued) || len(keyPEM) == 0 {
+			if !bytes.Equal(certPEM, issued) || len(keyPEM) == 0 {
 				t.Fatal("the issued certificate or the key is not returned")
 			}
 			checkNodeCSR(t, created)
