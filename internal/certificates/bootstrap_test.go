@@ -14,6 +14,7 @@ import (
 	"github.com/go-logr/logr"
 	certificatesv1 "k8s.io/api/certificates/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/kubernetes/fake"
 	clienttesting "k8s.io/client-go/testing"
 )
@@ -49,6 +50,34 @@ func TestLoadErrorsNameTheInput(t *testing.T) {
 				t.Fatalf("got %v, want an error containing %q", err, tc.wantErr)
 			}
 		})
+	}
+}
+
+// TestJoinedNodeNeedsNoBootstrapKubeconfig starts on a kubeconfig with a
+// valid certificate after the bootstrap kubeconfig was removed.
+func TestJoinedNodeNeedsNoBootstrapKubeconfig(t *testing.T) {
+	dir := t.TempDir()
+	certPEM, keyPEM := testPair(t, "system:node:n", time.Now().Add(-time.Minute), time.Now().Add(time.Hour))
+	pair := filepath.Join(dir, "pair.pem")
+	if err := os.WriteFile(pair, append(certPEM, keyPEM...), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	kubeconfig := filepath.Join(dir, "kubeconfig")
+	cluster := &rest.Config{Host: "https://127.0.0.1:1"}
+	if err := writeKubeconfig(kubeconfig, nodeKubeconfig(cluster, pair, pair)); err != nil {
+		t.Fatal(err)
+	}
+	for _, rotate := range []bool{false, true} {
+		c, err := Load(context.Background(), Options{
+			Kubeconfig: kubeconfig, BootstrapKubeconfig: filepath.Join(dir, "removed"),
+			CertDir: filepath.Join(dir, "pki"), NodeName: "n", Rotate: rotate, Logger: logr.Discard(),
+		})
+		if err != nil {
+			t.Fatalf("rotate=%v: %v", rotate, err)
+		}
+		if c.Config.Host != cluster.Host {
+			t.Errorf("rotate=%v: host %q", rotate, c.Config.Host)
+		}
 	}
 }
 
