@@ -58,6 +58,11 @@ type APIServerOptions struct {
 	// bootstrap.kubernetes.io/token in kube-system) as
 	// system:bootstrap:<id> in system:bootstrappers, for TLS bootstrap.
 	BootstrapTokenAuth bool
+	// ServiceAccountAdmission turns on the ServiceAccount admission plugin,
+	// which envtest turns off: pods get their service account and its token
+	// volume, and are refused while the account does not exist (a
+	// controller-manager creates each namespace's default one).
+	ServiceAccountAdmission bool
 }
 
 // StartAPIServer starts etcd and kube-apiserver. It makes sure the binaries
@@ -121,6 +126,9 @@ func StartAPIServerWithOptions(ctx context.Context, opts APIServerOptions) (*API
 	args.Set("kubelet-preferred-address-types", "InternalIP,Hostname")
 	if opts.BootstrapTokenAuth {
 		args.Set("enable-bootstrap-token-auth", "true")
+	}
+	if opts.ServiceAccountAdmission {
+		args.Disable("disable-admission-plugins")
 	}
 	cfg, err := env.Start()
 	if err != nil {
