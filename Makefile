@@ -62,9 +62,16 @@ test: deps envtest vet lint ## Lint, unit, envtest and e2e tests against a real 
 fuzz: ## Fuzz the pod pipeline (admission, plan, volumes, CRI configs, status) for $$FUZZTIME (10m).
 	$(GO) test -run '^$$' -fuzz FuzzPodPipeline -fuzztime $(FUZZTIME) ./internal/fuzz/
 
+# Without KUBECONFIG, hack/run.sh installs the packages and builds the
+# Kubernetes binaries itself, with a progress line for each step; with it,
+# nothing is installed: nodelet runs on the machine's own runtime.
 .PHONY: run
-run: deps envtest build ## Run nodelet: against $$KUBECONFIG if set, else a local API server and containerd.
-	KUBEBUILDER_ASSETS="$$(bash hack/envtest.sh)" bash hack/run.sh
+run: $(if $(KUBECONFIG),build) ## A local cluster (etcd, API server, controller-manager, scheduler, containerd, nodelet) with a demo; with $$KUBECONFIG, nodelet against that cluster.
+	@bash hack/run.sh
+
+.PHONY: run-down
+run-down: ## Stop the cluster of make run, and clean up after one that was killed.
+	@bash hack/run.sh down
 
 .PHONY: bench
 bench: deps envtest ## Benchmarks, printed as tables.

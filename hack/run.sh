@@ -1,11 +1,43 @@
 #!/usr/bin/env bash
-# make run: nodelet against the cluster in $KUBECONFIG when it is set (pass
-# more flags in NODELET_ARGS, e.g. --config), else against a local API
-# server and a private containerd that this project installs and starts.
+# make run and make run-down.
+#
+# With $KUBECONFIG set, make run runs bin/nodelet against that cluster on
+# this machine's own container runtime (nodelet's default endpoint,
+# unix:///run/containerd/containerd.sock, unless NODELET_ARGS says
+# otherwise, e.g. NODELET_ARGS='--config /etc/nodelet/nodelet.yaml'). It
+# installs no package and starts or stops no service: the runtime and
+# everything else on the machine are left as they are.
+#
+# Without it, make run installs the Debian packages (hack/install-deps.sh),
+# builds the Kubernetes binaries (hack/envtest.sh) and runs hack/localup: a
+# local cluster of etcd, kube-apiserver, kube-controller-manager,
+# kube-scheduler, a private containerd and nodelet, with a demo. make
+# run-down (run.sh down) stops it, also when its process was killed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-if [[ -n "${KUBECONFIG:-}" ]]; then
+
+step() { echo "==> $*"; }
+# progress NAME: turns the "NAME: ..." log lines of a hack script into
+# progress lines.
+progress() { sed -u -e "s/^$1: /==> /"; }
+
+build_localup() {
+	go build -o bin/localup ./hack/localup
+}
+
+if [[ ${1:-} == down ]]; then
+	build_localup
+	exec bin/localup down
+fi
+
+if [[ -n ${KUBECONFIG:-} ]]; then
+	step "running nodelet against $KUBECONFIG on this machine's container runtime"
 	# shellcheck disable=SC2086 # NODELET_ARGS is a list of flags.
 	exec bin/nodelet --kubeconfig "$KUBECONFIG" ${NODELET_ARGS:-}
 fi
-exec go run ./hack/localup
+
+bash hack/install-deps.sh 2> >(progress install-deps >&2)
+assets=$(bash hack/envtest.sh 2> >(progress envtest >&2))
+step "building the local cluster runner (bin/localup)"
+build_localup
+KUBEBUILDER_ASSETS=$assets exec bin/localup

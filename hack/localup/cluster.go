@@ -1,0 +1,196 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/nodelet/nodelet/api/v1alpha1"
+	"github.com/nodelet/nodelet/test/utils"
+)
+
+// images are built on this machine and imported into the cluster's
+// containerd: the sandbox image, busybox (the demo) and the web server
+// (kubectl create deployment).
+var images = []string{utils.PauseImage, utils.BusyboxImage, utils.WebImage}
+
+// nodeReadyTimeout bounds the wait for the joined node to be Ready.
+const nodeReadyTimeout = 2 * time.Minute
+
+// cluster is what a run started, stopped in the reverse order.
+type cluster struct {
+	st       *stateDir
+	assets   string
+	nodeName string
+	ctrd     *utils.Containerd
+	api      *utils.APIServer
+	kcm      *utils.Component
+	sched    *utils.Component
+	nodelet  *utils.Nodelet
+}
+
+// start brings the cluster up step by step, recording each part in the
+// state directory as soon as it exists.
+func (c *cluster) start(ctx context.Context) error {
+	steps := []struct {
+		what string
+		fn   func(context.Context) error
+	}{
+		{"building the images " + fmt.Sprint(images) + " (compiles the first time)", c.buildImages},
+		{"building nodelet", c.buildNodelet},
+		{"starting a private containerd and importing the images", c.startContainerd},
+		{"starting etcd and kube-apiserver (Node,RBAC; NodeRestriction, ServiceAccount; bootstrap tokens)", c.startAPIServer},
+		{"starting kube-controller-manager and kube-scheduler", c.startControllers},
+		{"starting nodelet, joining by TLS bootstrap as node " + c.nodeName, c.startNodelet},
+		{"waiting for node " + c.nodeName + " to be Ready", c.waitNodeReady},
+	}
+	for _, s := range steps {
+		if err := timed(s.what, func() error { return s.fn(ctx) }); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (c *cluster) buildImages(ctx context.Context) error {
+	for _, image := range images {
+		if _, err := utils.ImageArchive(ctx, image); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (c *cluster) buildNodelet(ctx context.Context) error {
+	_, err := utils.NodeletBinary(ctx)
+	return err
+}
+
+func (c *cluster) startContainerd(ctx context.Context) error {
+	ctrd, err := utils.StartContainerd(ctx, utils.ContainerdOptions{Images: images})
+	if ctrd != nil {
+		// Recorded even when the start failed: its directory may hold mounts.
+		c.ctrd = ctrd
+		if rerr := c.st.record(func(s *state) {
+			s.Containerd = &containerdState{Dir: ctrd.Dir, Bridge: ctrd.Bridge}
+		}); rerr != nil {
+			return errors.Join(err, rerr)
+		}
+	}
+	return err
+}
+
+func (c *cluster) startAPIServer(ctx context.Context) error {
+	api, err := utils.StartAPIServerWithOptions(ctx, utils.APIServerOptions{
+		BootstrapTokenAuth:      true,
+		ServiceAccountAdmission: true,
+	})
+	if err != nil {
+		return err
+	}
+	c.api = api
+	if err := c.st.addDirs(api.Dirs()...); err != nil {
+		return err
+	}
+	return utils.WriteKubeconfig(c.st.kubeconfig(), api.Config, "admin")
+}
+
+func (c *cluster) startControllers(ctx context.Context) error {
+	kcm, err := utils.StartControllerManager(ctx, c.api, utils.ControllerManagerOptions{})
+	if err != nil {
+		return err
+	}
+	c.kcm = kcm
+	if err := c.st.addDirs(kcm.Dir); err != nil {
+		return err
+	}
+	sched, err := utils.StartScheduler(ctx, c.api)
+	if err != nil {
+		return err
+	}
+	c.sched = sched
+	return c.st.addDirs(sched.Dir)
+}
+
+// startNodelet creates a bootstrap token and the bindings of TLS bootstrap
+// and starts nodelet with only the token: it asks for its client
+// certificate with a CSR that the controller-manager approves and signs.
+func (c *cluster) startNodelet(ctx context.Context) error {
+	token, err := c.api.SetUpTLSBootstrap(ctx)
+	if err != nil {
+		return err
+	}
+	n, err := utils.StartNodelet(ctx, utils.NodeletOptions{
+		NodeName:            c.nodeName,
+		API:                 c.api,
+		Containerd:          c.ctrd,
+		BootstrapKubeconfig: token.Kubeconfig,
+	})
+	if n != nil {
+		c.nodelet = n
+		if rerr := c.st.addDirs(n.Dir); rerr != nil {
+			return errors.Join(err, rerr)
+		}
+	}
+	return err
+}
+
+func (c *cluster) waitNodeReady(ctx context.Context) error {
+	admin, err := c.api.AdminClient()
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, nodeReadyTimeout)
+	defer cancel()
+	node := &corev1.Node{}
+	for {
+		if err := admin.Get(ctx, client.ObjectKey{Name: c.nodeName}, node); err == nil && nodeReady(node) {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("waiting for node %s to be Ready: %w; nodelet log:\n%s", c.nodeName, ctx.Err(), c.nodelet.LogTail(30))
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+}
+
+func nodeReady(n *corev1.Node) bool {
+	for _, cond := range n.Status.Conditions {
+		if cond.Type == corev1.NodeReady {
+			return cond.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// stop stops what was started, nodelet first and containerd last (it
+// removes the pods' sandboxes), and forgets the state when all went well.
+func (c *cluster) stop() error {
+	var errs []error
+	if c.nodelet != nil {
+		errs = append(errs, c.nodelet.Cleanup())
+	}
+	for _, comp := range []*utils.Component{c.sched, c.kcm} {
+		if comp != nil {
+			errs = append(errs, comp.Stop())
+		}
+	}
+	if c.api != nil {
+		errs = append(errs, c.api.Stop())
+	}
+	if c.ctrd != nil {
+		errs = append(errs, c.ctrd.Stop())
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("stopping the local cluster (make run-down cleans up what is left): %w", err)
+	}
+	return c.st.forget()
+}
+
+// defaultNodeName is the node's name: the host's, as a kubelet's.
+func defaultNodeName() string { return v1alpha1.DefaultNodeName() }
