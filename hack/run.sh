@@ -22,12 +22,12 @@ step() { echo "==> $*"; }
 progress() { sed -u -e "s/^$1: /==> /"; }
 
 build_localup() {
-	go build -o bin/localup ./hack/localup
+	go build -o bin/nodelet-localup ./hack/localup
 }
 
 if [[ ${1:-} == down ]]; then
 	build_localup
-	exec bin/localup down
+	exec bin/nodelet-localup down
 fi
 
 if [[ -n ${KUBECONFIG:-} ]]; then
@@ -38,6 +38,6 @@ fi
 
 bash hack/install-deps.sh 2> >(progress install-deps >&2)
 assets=$(bash hack/envtest.sh 2> >(progress envtest >&2))
-step "building the local cluster runner (bin/localup)"
+step "building the local cluster runner (bin/nodelet-localup)"
 build_localup
-KUBEBUILDER_ASSETS=$assets exec bin/localup
+KUBEBUILDER_ASSETS=$assets exec bin/nodelet-localup

@@ -1,0 +1,182 @@
+package localup
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+
+	"github.com/nodelet/nodelet/test/utils"
+)
+
+// readyLine is what localup prints once the demo is up.
+const readyLine = "==> the cluster is ready"
+
+// localupRun is one run of the localup binary with its own state
+// directory, as make run starts it.
+type localupRun struct {
+	bin, stateDir string
+	cmd           *exec.Cmd
+	out           *syncBuffer
+	done          chan struct{}
+	err           error
+}
+
+// recordedState is the part of localup's state file a test checks.
+type recordedState struct {
+	PID        int      `json:"pid"`
+	Dirs       []string `json:"dirs"`
+	Containerd struct {
+		Dir    string `json:"dir"`
+		Bridge string `json:"bridge"`
+	} `json:"containerd"`
+}
+
+// buildLocalup builds hack/localup into dir, as make run does.
+func buildLocalup(ctx context.Context, dir string) string {
+	GinkgoHelper()
+	root, err := utils.RepoRoot()
+	Expect(err).NotTo(HaveOccurred())
+	bin := filepath.Join(dir, "nodelet-localup")
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, "./hack/localup")
+	cmd.Dir = root
+	out, err := cmd.CombinedOutput()
+	Expect(err).NotTo(HaveOccurred(), "building hack/localup: %s", out)
+	return bin
+}
+
+// startLocalup starts a run and waits until it prints readyLine.
+func startLocalup(ctx context.Context, bin, stateDir string) *localupRun {
+	GinkgoHelper()
+	r := &localupRun{bin: bin, stateDir: stateDir, out: &syncBuffer{}, done: make(chan struct{})}
+	r.cmd = exec.Command(bin)
+	r.cmd.Env = append(os.Environ(), "LOCALUP_DIR="+stateDir, "RUN_FOR=30m")
+	r.cmd.Stdout, r.cmd.Stderr = r.out, r.out
+	r.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	Expect(r.cmd.Start()).To(Succeed())
+	go func() {
+		r.err = r.cmd.Wait()
+		close(r.done)
+	}()
+	DeferCleanup(r.cleanUp)
+	Eventually(func(g Gomega) {
+		g.Expect(r.exited()).To(BeFalse(), "localup exited before it was ready:\n%s", r.out.String())
+		g.Expect(r.out.String()).To(ContainSubstring(readyLine))
+	}).WithContext(ctx).WithTimeout(readyTimeout).WithPolling(pollInterval).Should(Succeed())
+	return r
+}
+
+func (r *localupRun) exited() bool {
+	select {
+	case <-r.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// state reads the state file the run keeps.
+func (r *localupRun) state() recordedState {
+	GinkgoHelper()
+	data, err := os.ReadFile(filepath.Join(r.stateDir, "state.json"))
+	Expect(err).NotTo(HaveOccurred())
+	var st recordedState
+	Expect(json.Unmarshal(data, &st)).To(Succeed())
+	Expect(st.Dirs).NotTo(BeEmpty())
+	Expect(st.Containerd.Dir).NotTo(BeEmpty())
+	return st
+}
+
+func (r *localupRun) kubeconfig() string { return filepath.Join(r.stateDir, "admin.kubeconfig") }
+
+// kubectl runs the envtest-built kubectl on the run's cluster.
+func (r *localupRun) kubectl(ctx context.Context, args ...string) (string, error) {
+	bin := filepath.Join(os.Getenv("KUBEBUILDER_ASSETS"), "kubectl")
+	out, err := exec.CommandContext(ctx, bin, append([]string{"--kubeconfig", r.kubeconfig()}, args...)...).CombinedOutput()
+	return string(out), err
+}
+
+// down runs `localup down` on the run's state directory, as make run-down.
+func (r *localupRun) down(ctx context.Context) string {
+	GinkgoHelper()
+	cmd := exec.CommandContext(ctx, r.bin, "down")
+	cmd.Env = append(os.Environ(), "LOCALUP_DIR="+r.stateDir)
+	out, err := cmd.CombinedOutput()
+	Expect(err).NotTo(HaveOccurred(), "localup down: %s", out)
+	return string(out)
+}
+
+// cleanUp makes sure nothing of the run is left when a spec failed
+// half-way: the process is killed and the state directory cleaned.
+func (r *localupRun) cleanUp(ctx context.Context) {
+	if !r.exited() {
+		_ = r.cmd.Process.Kill()
+		<-r.done
+	}
+	if CurrentSpecReport().Failed() {
+		GinkgoWriter.Printf("localup output:\n%s\n", r.out.String())
+	}
+	cmd := exec.CommandContext(ctx, r.bin, "down")
+	cmd.Env = append(os.Environ(), "LOCALUP_DIR="+r.stateDir)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		GinkgoWriter.Printf("localup down: %v\n%s\n", err, out)
+	}
+}
+
+// expectNothingLeft checks that no process, mount, network device or
+// directory of the recorded state is left.
+func expectNothingLeft(st recordedState, stateDir string) {
+	GinkgoHelper()
+	dirs := append([]string{st.Containerd.Dir}, st.Dirs...)
+	pids, err := utils.ProcessesUnder(dirs...)
+	Expect(err).NotTo(HaveOccurred())
+	Expect(pids).To(BeEmpty(), "processes of the run")
+	for _, d := range dirs {
+		mounts, err := utils.MountsUnder(d)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(mounts).To(BeEmpty(), "mounts under %s", d)
+		Expect(d).NotTo(BeAnExistingFile())
+	}
+	_, err = net.InterfaceByName(st.Containerd.Bridge)
+	Expect(err).To(HaveOccurred(), "bridge %s is still there", st.Containerd.Bridge)
+	Expect(filepath.Join(stateDir, "state.json")).NotTo(BeAnExistingFile())
+	Expect(filepath.Join(stateDir, "admin.kubeconfig")).NotTo(BeAnExistingFile())
+}
+
+// syncBuffer is a bytes.Buffer safe for a writer and readers at once.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// lines returns the lines of s that contain substr.
+func lines(s, substr string) []string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if strings.Contains(l, substr) {
+			out = append(out, l)
+		}
+	}
+	return out
+}
