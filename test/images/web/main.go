@@ -23,6 +23,14 @@ import (
 )
 
 func main() {
+	if err := serve(); err != nil {
+		log.Printf("serving: %v", err)
+		os.Exit(1)
+	}
+	log.Printf("stopped")
+}
+
+func serve() error {
 	port := os.Getenv("PORT")
 	if port == "" {
 		port = "8080"
@@ -48,7 +56,7 @@ func main() {
 	}()
 	log.Printf("listening addr=:%s host=%s", port, host)
 	if err := srv.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
-		log.Fatalf("serving: %v", err)
+		return err
 	}
-	log.Printf("stopped")
+	return nil
 }
