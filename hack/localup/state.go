@@ -151,8 +151,10 @@ func down(path string) error {
 		return nil
 	}
 	s, err := lockStateDir(path)
+	stopped := false
 	if errors.Is(err, errRunning) {
 		s, err = stopRunning(path)
+		stopped = true
 	}
 	if err != nil {
 		return err
@@ -163,7 +165,11 @@ func down(path string) error {
 		return err
 	}
 	if st == nil {
-		step("nothing left to clean up in %s", path)
+		if stopped {
+			step("the local cluster stopped and left nothing behind")
+		} else {
+			step("nothing to stop or clean up in %s", path)
+		}
 		return nil
 	}
 	step("cleaning up after the run of pid %d", st.PID)
