@@ -36,6 +36,12 @@
 //     host's address on its containerd's pod bridge (Containerd.HostIP):
 //     the API server refuses to proxy to a loopback node address.
 //
+//   - WebImage is a small HTTP server of ours (test/images/web) that runs
+//     without a command, for Deployments on make run's local cluster.
+//   - After a process that started these was killed, TeardownContainerdDir,
+//     KillProcessesUnder, UnmountUnder and APIServer.Dirs clean up knowing
+//     only the directories it recorded (make run-down).
+//
 // Every Start has a Stop that is idempotent and leaves no process, mount,
 // bridge or directory behind. Missing Debian packages are installed with
 // hack/install-deps.sh and missing envtest binaries are built with
