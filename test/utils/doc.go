@@ -5,13 +5,10 @@
 //   - StartContainerd runs a containerd of its own (root, state, socket, CNI
 //     bridge and subnet under a temporary directory) with the CRI plugin
 //     configured for this machine kind, and imports the test images.
-//
 //   - PauseImage and BusyboxImage are built locally, without Docker, and
 //     cached by content under ${NODELET_CACHE:-${XDG_CACHE_HOME:-~/.cache}/nodelet}/images.
-//
 //   - StartRegistry runs a docker-registry on loopback with htpasswd auth,
 //     and Registry.Push copies a test image into it.
-//
 //   - StartAPIServer runs an envtest kube-apiserver and etcd configured like a
 //     real cluster's for a node agent (Node authorizer, NodeRestriction), and
 //     APIServer.NodeUserConfig gives a client that authenticates as a node.
@@ -26,13 +23,11 @@
 //     Client certificates are signed by APIServer.ClientCA, whose key is
 //     on disk; StartAPIServerWithOptions adds bootstrap token
 //     authentication.
-//
 //   - StartControllerManager and StartScheduler run the envtest-built
 //     kube-controller-manager (every controller plus bootstrapsigner and
 //     tokencleaner, CSRs signed with APIServer.ClientCA) and kube-scheduler
 //     against an APIServer; SetUpTLSBootstrap creates a bootstrap token,
 //     its kubeconfig and the bindings that let a node join with it.
-//
 //   - StartNodelet runs the nodelet binary built from this repository as
 //     system:node:<name> (or, with NodeletOptions.BootstrapKubeconfig,
 //     with only a bootstrap token), with its own free ports for health, metrics and
@@ -40,10 +35,8 @@
 //     nodeIP, where the node API listens (Nodelet.ServerAddr), is the
 //     host's address on its containerd's pod bridge (Containerd.HostIP):
 //     the API server refuses to proxy to a loopback node address.
-//
 //   - WebImage is a small HTTP server of ours (test/images/web) that runs
 //     without a command, for Deployments on make run's local cluster.
-//
 //   - After a process that started these was killed, TeardownContainerdDir,
 //     KillProcessesUnder, UnmountUnder and APIServer.Dirs clean up knowing
 //     only the directories it recorded (make run-down).
