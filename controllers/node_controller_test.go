@@ -53,7 +53,7 @@ var _ = Describe("Node controller", func() {
 		Expect(err).NotTo(HaveOccurred())
 		info := node.Status.NodeInfo
 		Expect(info.ContainerRuntimeVersion).To(HavePrefix("containerd://"))
-		Expect(info.KubeletVersion).To(Equal(version.Version))
+		Expect(info.KubeletVersion).To(Equal(version.KubeletVersion()))
 		Expect(info.OperatingSystem).To(Equal(runtime.GOOS))
 		Expect(info.Architecture).To(Equal(runtime.GOARCH))
 		Expect(info.BootID).To(Equal(strings.TrimSpace(string(bootID))))

@@ -200,6 +200,6 @@ func (o *Observer) systemInfo(soft func(string, error)) corev1.NodeSystemInfo {
 		OSImage:         osImage,
 		OperatingSystem: runtime.GOOS,
 		Architecture:    runtime.GOARCH,
-		KubeletVersion:  version.Version,
+		KubeletVersion:  version.KubeletVersion(),
 	}
 }

@@ -86,7 +86,7 @@ func TestObserve(t *testing.T) {
 	wantInfo := corev1.NodeSystemInfo{
 		MachineID: "machine-1", SystemUUID: "abcd-ef", BootID: "boot-1", KernelVersion: "6.1.0-test",
 		OSImage: "Debian GNU/Linux 12 (bookworm)", OperatingSystem: runtime.GOOS, Architecture: runtime.GOARCH,
-		ContainerRuntimeVersion: "containerd://1.6.20", KubeletVersion: version.Version,
+		ContainerRuntimeVersion: "containerd://1.6.20", KubeletVersion: version.KubeletVersion(),
 	}
 	if obs.NodeInfo != wantInfo {
 		t.Errorf("nodeInfo = %+v\nwant %+v", obs.NodeInfo, wantInfo)

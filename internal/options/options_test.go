@@ -1,6 +1,7 @@
 package options
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -106,5 +107,19 @@ func TestNodeNameDefault(t *testing.T) {
 func TestSampleConfigIsValid(t *testing.T) {
 	if _, err := Parse([]string{"--config", "../../config/daemonset/nodelet.yaml", "--node-name=n"}, nil); err != nil {
 		t.Fatalf("config/daemonset/nodelet.yaml: %v", err)
+	}
+}
+
+// TestVersionBeforeConfig: --version answers even when the configuration
+// would not load, as the kubelet's does.
+func TestVersionBeforeConfig(t *testing.T) {
+	for _, args := range [][]string{
+		{"--version"},
+		{"--version", "--config=/nonexistent/nodelet.yaml"},
+		{"--max-pods=-1", "--version"},
+	} {
+		if _, err := Parse(args, nil); !errors.Is(err, ErrVersion) {
+			t.Errorf("Parse(%q) = %v, want ErrVersion", args, err)
+		}
 	}
 }
