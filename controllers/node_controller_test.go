@@ -29,7 +29,7 @@ var _ = Describe("Node controller", func() {
 		startAgent(name, func(c *v1alpha1.NodeletConfiguration) {
 			c.MaxPods = 42
 			c.NodeLabels = map[string]string{"example.com/pool": "blue"}
-			c.RegisterWithTaints = []v1alpha1.Taint{{Key: "example.com/dedicated", Value: "test", Effect: "NoSchedule"}}
+			c.RegisterWithTaints = []corev1.Taint{{Key: "example.com/dedicated", Value: "test", Effect: corev1.TaintEffectNoSchedule}}
 		})
 		node := waitReady(name, startTimeout)
 

@@ -36,6 +36,7 @@ func TestParseErrors(t *testing.T) {
 		{"empty file", "\n", nil, "is empty"},
 		{"invalid value names field", header + "maxPods: -3\n", nil, "maxPods: Invalid value: -3"},
 		{"invalid flag value names field", "", []string{"--node-name=n", "--cluster-dns=not-an-ip"}, "clusterDNS[0]"},
+		{"misspelt taint field", header + "registerWithTaints:\n- key: k\n  efect: NoSchedule\n", nil, `unknown field "registerWithTaints[0].efect"`},
 		{"unknown flag", "", []string{"--no-such-flag"}, "unknown flag: --no-such-flag"},
 		{"missing file", "", []string{"--config=/nonexistent/nodelet.yaml"}, "reading config file"},
 	}
