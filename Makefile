@@ -64,6 +64,14 @@ bench: deps envtest ## Benchmarks, printed as tables.
 	$(GO) test -run '^$$' -bench . -benchmem $(UNIT_PKGS); \
 	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout 30m ./test/bench/
 
+# IMG overrides the image name and tag; by default it is the one
+# config/default deploys.
+IMG ?=
+
+.PHONY: image
+image: ## Build nodelet's image without Docker: bin/nodelet-image.tar, for `ctr -n k8s.io images import` or `docker load`.
+	$(GO) run ./hack/image --version "$(VERSION)" --output bin/nodelet-image.tar $(if $(IMG),--tag "$(IMG)")
+
 .PHONY: docker-build
 docker-build: ## Build the container image (needs a Docker engine).
 	docker build -t nodelet:$(VERSION) .
