@@ -60,7 +60,7 @@ func TestImageRunsInContainerd(t *testing.T) {
 	}
 
 	images, err := remote.NewRemoteImageServiceBuilder().WithEndpoint(c.Endpoint()).
-		WithConnectionTimeout(30*time.Second).Build(ctx)
+		WithConnectionTimeout(30 * time.Second).Build(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,7 +84,7 @@ func TestImageRunsInContainerd(t *testing.T) {
 func runOnce(ctx context.Context, t *testing.T, c *utils.Containerd, image string, args ...string) string {
 	t.Helper()
 	rs, err := remote.NewRemoteRuntimeServiceBuilder().WithEndpoint(c.Endpoint()).
-		WithConnectionTimeout(30*time.Second).Build(ctx)
+		WithConnectionTimeout(30 * time.Second).Build(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
