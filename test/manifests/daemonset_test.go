@@ -331,7 +331,7 @@ func checkHostContainerd(t *testing.T, socket string) {
 		t.Fatal(err)
 	}
 	m := grpcAddress.FindSubmatch(data)
-	if m == nil || string(m[1]) != socket {
+	if len(m) != 2 || string(m[1]) != socket {
 		t.Fatalf("config/host/config.toml listens on %q, nodelet dials %s", m, socket)
 	}
 	if _, err := exec.LookPath("containerd"); err != nil {
