@@ -54,9 +54,11 @@ test: deps envtest vet lint ## Lint, unit, envtest and e2e tests against a real 
 	$(GO) test $(GOTESTFLAGS) -timeout $(TEST_TIMEOUT) $(UNIT_PKGS); \
 	$(GO) test $(GOTESTFLAGS) -timeout $(TEST_TIMEOUT) -p 1 $(E2E_PKGS)
 
+# Against $KUBECONFIG, nodelet runs on this machine's own runtime: nothing is
+# installed or built for a local cluster (hack/install-deps.sh, envtest).
 .PHONY: run
-run: deps envtest build ## Run nodelet: against $$KUBECONFIG if set, else a local API server and containerd.
-	KUBEBUILDER_ASSETS="$$(bash hack/envtest.sh)" bash hack/run.sh
+run: build $(if $(KUBECONFIG),,deps envtest) ## Run nodelet: against $$KUBECONFIG if set, else a local API server and containerd.
+	$(if $(KUBECONFIG),,KUBEBUILDER_ASSETS="$$(bash hack/envtest.sh)") bash hack/run.sh
 
 .PHONY: bench
 bench: deps envtest ## Benchmarks, printed as tables.
