@@ -10,7 +10,11 @@ CACHE_ROOT="${NODELET_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/nodelet}"
 OUT="$CACHE_ROOT/kubelet-$K8S_VERSION"
 BIN="$OUT/kubelet"
 
-if [[ -x $BIN ]]; then
+# A binary that does not report the version (built without the version
+# stamp below) is built again.
+have() { [[ -x $BIN ]] && [[ $("$BIN" --version 2>/dev/null) == "Kubernetes v$K8S_VERSION" ]]; }
+
+if have; then
 	echo "$BIN"
 	exit 0
 fi
@@ -23,7 +27,7 @@ export GOTOOLCHAIN="${GOTOOLCHAIN:-local}"
 mkdir -p "$OUT"
 exec 9>"$OUT/.lock"
 flock 9
-if [[ -x $BIN ]]; then
+if have; then
 	echo "$BIN"
 	exit 0
 fi
@@ -44,7 +48,13 @@ done
 go get -tool "k8s.io/kubernetes/cmd/kubelet@v$K8S_VERSION" >&2
 log "building kubelet (several minutes the first time)"
 start=$(date +%s)
-go build -o "$BIN.tmp" k8s.io/kubernetes/cmd/kubelet >&2
+# Stamp the version as Kubernetes' release build does, so that the Node
+# reports kubeletVersion v$K8S_VERSION and not v0.0.0-master.
+v=k8s.io/component-base/version
+minor=${K8S_VERSION#*.}
+minor=${minor%%.*}
+go build -ldflags "-X $v.gitVersion=v$K8S_VERSION -X $v.gitMajor=${K8S_VERSION%%.*} -X $v.gitMinor=$minor -X $v.gitTreeState=clean" \
+	-o "$BIN.tmp" k8s.io/kubernetes/cmd/kubelet >&2
 mv "$BIN.tmp" "$BIN"
 log "built $BIN in $(($(date +%s) - start)) s"
 echo "$BIN"
