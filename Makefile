@@ -10,6 +10,9 @@ GOTESTFLAGS ?=
 # The e2e and envtest suites start real API servers and containerds; a
 # generous bound keeps a hung run from eating CI's whole budget.
 TEST_TIMEOUT ?= 45m
+# How long `make test` fuzzes the pod pipeline; `make fuzz` takes FUZZTIME.
+TEST_FUZZTIME ?= 10s
+FUZZTIME ?= 10m
 
 UNIT_PKGS = $(shell $(GO) list ./... | grep -v /test/)
 E2E_PKGS = ./test/...
@@ -52,7 +55,12 @@ lint: ## golangci-lint (pinned, built into the cache) with .golangci.yml, and a 
 test: deps envtest vet lint ## Lint, unit, envtest and e2e tests against a real API server and containerd.
 	export KUBEBUILDER_ASSETS="$$(bash hack/envtest.sh)"; \
 	$(GO) test $(GOTESTFLAGS) -timeout $(TEST_TIMEOUT) $(UNIT_PKGS); \
+	$(GO) test -run '^$$' -fuzz FuzzPodPipeline -fuzztime $(TEST_FUZZTIME) ./internal/fuzz/; \
 	$(GO) test $(GOTESTFLAGS) -timeout $(TEST_TIMEOUT) -p 1 $(E2E_PKGS)
+
+.PHONY: fuzz
+fuzz: ## Fuzz the pod pipeline (admission, plan, volumes, CRI configs, status) for $$FUZZTIME (10m).
+	$(GO) test -run '^$$' -fuzz FuzzPodPipeline -fuzztime $(FUZZTIME) ./internal/fuzz/
 
 # Against $KUBECONFIG, nodelet runs on this machine's own runtime: nothing is
 # installed or built for a local cluster (hack/install-deps.sh, envtest).

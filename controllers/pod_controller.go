@@ -372,6 +372,9 @@ func (r *PodReconciler) syncRunning(ctx context.Context, s *podScope) (syncResul
 		return syncResult{finished: true}, nil
 	}
 	requeue := nextSync(actions.RequeueAfter, r.Config.SyncFrequency.Duration)
+	if s.state.StartFailed() {
+		requeue = min(requeue, kuberuntime.StartRetryPeriod)
+	}
 	if at, ok := r.Exec.Volumes.NextRefresh(s.pod.UID); ok {
 		// The sync then renews the pod's tokens.
 		requeue = min(requeue, max(at.Sub(r.now()), time.Second))

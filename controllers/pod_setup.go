@@ -90,6 +90,9 @@ func setupPodController(mgr ctrl.Manager, d *Deps) error {
 		Sandbox:     sandbox,
 		Node:        eng.nodes.Facts,
 	}
+	if limit := cfg.CrashLoopBackOff.MaxContainerRestartPeriod; limit != nil {
+		kuberuntime.SetMaxCrashLoopBackOff(limit.Duration)
+	}
 	relister, err := pleg.New(d.Runtime, pleg.Options{RelistPeriod: cfg.RelistPeriod.Duration})
 	if err != nil {
 		return err

@@ -82,6 +82,9 @@ type NodeletConfiguration struct {
 	SyncFrequency metav1.Duration `json:"syncFrequency,omitempty"`
 	// RelistPeriod is how often the runtime is listed for container changes. Default: 1s.
 	RelistPeriod metav1.Duration `json:"relistPeriod,omitempty"`
+	// CrashLoopBackOff tunes the delay between restarts of a crashing
+	// container, as the kubelet's field of the same name.
+	CrashLoopBackOff CrashLoopBackOffConfig `json:"crashLoopBackOff,omitempty"`
 
 	// SystemReserved is held back from allocatable for the system (cpu, memory,
 	// ephemeral-storage, pid), as resource quantities.
@@ -120,6 +123,12 @@ type NodeletConfiguration struct {
 	// KubeAPIBurst is the largest burst of requests to the API server.
 	// Default: 100, as the kubelet's.
 	KubeAPIBurst int32 `json:"kubeAPIBurst,omitempty"`
+
+	// RotateCertificates requests a new client certificate (a CSR to the
+	// signer kubernetes.io/kube-apiserver-client-kubelet) before the
+	// current one expires, and switches to it without a restart. Default:
+	// true with --bootstrap-kubeconfig, else false.
+	RotateCertificates *bool `json:"rotateCertificates,omitempty"`
 
 	// EnableProfilingHandler serves Go's /debug/pprof on the metrics
 	// address. Default: false.
@@ -192,4 +201,12 @@ type ServerAuthorization struct {
 	CacheAuthorizedTTL metav1.Duration `json:"cacheAuthorizedTTL,omitempty"`
 	// CacheUnauthorizedTTL is how long a deny is reused. Default: 30s.
 	CacheUnauthorizedTTL metav1.Duration `json:"cacheUnauthorizedTTL,omitempty"`
+}
+
+// CrashLoopBackOffConfig tunes the crash-loop back-off.
+type CrashLoopBackOffConfig struct {
+	// MaxContainerRestartPeriod caps the delay between two restarts of a
+	// crashing container, between 1s and 300s. The first delay is 10s, or
+	// this cap when it is shorter. Default: 300s.
+	MaxContainerRestartPeriod *metav1.Duration `json:"maxContainerRestartPeriod,omitempty"`
 }

@@ -1,6 +1,8 @@
 package v1alpha1
 
 import (
+	"time"
+
 	"fmt"
 	"net"
 	"path/filepath"
@@ -87,6 +89,9 @@ func Validate(c *NodeletConfiguration) field.ErrorList {
 	errs = append(errs, validateBindAddress(p("metricsBindAddress"), c.MetricsBindAddress)...)
 	if c.KubeAPIBurst < 0 {
 		errs = append(errs, field.Invalid(p("kubeAPIBurst"), c.KubeAPIBurst, "must not be negative"))
+	}
+	if d := c.CrashLoopBackOff.MaxContainerRestartPeriod; d != nil && (d.Duration < time.Second || d.Duration > 300*time.Second) {
+		errs = append(errs, field.Invalid(p("crashLoopBackOff").Child("maxContainerRestartPeriod"), d.Duration.String(), "must be between 1s and 300s"))
 	}
 	for i, s := range c.AllowedUnsafeSysctls {
 		if msg := validateSysctlPattern(s); msg != "" {

@@ -131,6 +131,12 @@ func TestValidate(t *testing.T) {
 		}, "allowedUnsafeSysctls[1]"},
 		{"sysctl glob of everything", func(c *NodeletConfiguration) { c.AllowedUnsafeSysctls = []string{"*"} }, "allowedUnsafeSysctls[0]"},
 		{"sysctl glob inside", func(c *NodeletConfiguration) { c.AllowedUnsafeSysctls = []string{"net.*.foo"} }, "allowedUnsafeSysctls[0]"},
+		{"restart period too short", func(c *NodeletConfiguration) {
+			c.CrashLoopBackOff.MaxContainerRestartPeriod = &metav1.Duration{Duration: 500 * time.Millisecond}
+		}, "crashLoopBackOff.maxContainerRestartPeriod"},
+		{"restart period too long", func(c *NodeletConfiguration) {
+			c.CrashLoopBackOff.MaxContainerRestartPeriod = &metav1.Duration{Duration: 301 * time.Second}
+		}, "crashLoopBackOff.maxContainerRestartPeriod"},
 		{"sysctl upper case", func(c *NodeletConfiguration) { c.AllowedUnsafeSysctls = []string{"Kernel.msgmax"} }, "allowedUnsafeSysctls[0]"},
 		{"zero relist", func(c *NodeletConfiguration) { c.RelistPeriod.Duration = -1 }, "relistPeriod"},
 		{"zero lease", func(c *NodeletConfiguration) { c.NodeLeaseDurationSeconds = -5 }, "nodeLeaseDurationSeconds"},

@@ -43,11 +43,14 @@ type Policy struct {
 	// Sysctls are the sysctls pods may set; nil allows only the safe ones
 	// every kernel namespaces.
 	Sysctls *SysctlAllowlist
+	// AppArmor is the node's AppArmor; nil reads the host's (SysAppArmor).
+	AppArmor AppArmorHost
 }
 
 // Admit decides whether pod may run on node next to the pods already
-// admitted there, in the kubelet's order: the pod's sysctls, then whether
-// it fits (see Fits). Only the first failure is reported.
+// admitted there, in the kubelet's order: the pod's sysctls, whether it
+// fits (see Fits), then whether the node can enforce its AppArmor profiles.
+// Only the first failure is reported.
 func (p Policy) Admit(pod *v1.Pod, node *v1.Node, admitted []*v1.Pod) Result {
 	sysctls := p.Sysctls
 	if sysctls == nil {
@@ -56,7 +59,10 @@ func (p Policy) Admit(pod *v1.Pod, node *v1.Node, admitted []*v1.Pod) Result {
 	if r := sysctls.admit(pod); !r.Admit {
 		return r
 	}
-	return Fits(pod, node, admitted)
+	if r := Fits(pod, node, admitted); !r.Admit {
+		return r
+	}
+	return admitAppArmor(p.AppArmor, pod)
 }
 
 // Fits decides whether pod may run on node next to the pods already

@@ -2,6 +2,7 @@ package kuberuntime
 
 import (
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -20,21 +21,41 @@ const (
 	CrashLoopResetAfter = 10 * time.Minute
 )
 
+// crashLoopCap is the node's cap of the crash-loop back-off in nanoseconds
+// (the configuration's crashLoopBackOff.maxContainerRestartPeriod); 0 means
+// MaxCrashLoopBackOff. It is node policy, set once at start-up, so the
+// planning functions stay free of configuration plumbing.
+var crashLoopCap atomic.Int64
+
+// SetMaxCrashLoopBackOff sets the node's cap of the crash-loop back-off; a
+// cap below InitialBackOff is also the first delay. Zero restores the
+// kubelet's default.
+func SetMaxCrashLoopBackOff(d time.Duration) { crashLoopCap.Store(int64(d)) }
+
+// maxCrashLoopBackOff is the cap in effect.
+func maxCrashLoopBackOff() time.Duration {
+	if d := time.Duration(crashLoopCap.Load()); d > 0 {
+		return d
+	}
+	return MaxCrashLoopBackOff
+}
+
 // nextCrash advances the crash-loop back-off for a restart at now of a
 // container that finished at finishedAt: the first restart, or one after the
 // container ran CrashLoopResetAfter, starts at InitialBackOff; later ones
-// double it up to MaxCrashLoopBackOff.
+// double it up to the cap (MaxCrashLoopBackOff unless the node sets one).
 func (b BackOff) nextCrash(finishedAt, now time.Time) BackOff {
+	limit := maxCrashLoopBackOff()
 	if b.crashExpired(finishedAt, now) {
-		return BackOff{Delay: InitialBackOff, Updated: now}
+		return BackOff{Delay: min(InitialBackOff, limit), Updated: now}
 	}
-	return BackOff{Delay: min(2*b.Delay, MaxCrashLoopBackOff), Updated: now}
+	return BackOff{Delay: min(2*b.Delay, limit), Updated: now}
 }
 
 func (b BackOff) crashExpired(finishedAt, now time.Time) bool {
 	return b.Delay == 0 ||
 		finishedAt.Sub(b.Updated) > CrashLoopResetAfter ||
-		now.Sub(b.Updated) > 2*MaxCrashLoopBackOff
+		now.Sub(b.Updated) > 2*maxCrashLoopBackOff()
 }
 
 // CrashLoopBackOff reports whether a container that finished at finishedAt

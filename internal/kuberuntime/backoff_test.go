@@ -14,6 +14,31 @@ import (
 // immediate, then the waits double from 10s up to 5m, and a run of more than
 // 10 minutes starts the sequence over.
 func TestCrashLoopBackOffSequence(t *testing.T) {
+	got := crashLoopWaits(t, 9)
+	want := []time.Duration{0, 0, 10 * time.Second, 20 * time.Second, 40 * time.Second, 80 * time.Second, 160 * time.Second, 300 * time.Second, 300 * time.Second}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Fatalf("waits before each start (-want +got):\n%s", diff)
+	}
+}
+
+func TestCrashLoopBackOffCap(t *testing.T) {
+	for _, tt := range []struct {
+		limit time.Duration
+		want  []time.Duration
+	}{
+		{time.Second, []time.Duration{0, 0, time.Second, time.Second, time.Second}},
+		{30 * time.Second, []time.Duration{0, 0, 10 * time.Second, 20 * time.Second, 30 * time.Second}},
+	} {
+		SetMaxCrashLoopBackOff(tt.limit)
+		got := crashLoopWaits(t, len(tt.want))
+		SetMaxCrashLoopBackOff(0)
+		if diff := cmp.Diff(tt.want, got); diff != "" {
+			t.Errorf("cap %v: waits before each start (-want +got):\n%s", tt.limit, diff)
+		}
+	}
+}
+
+func TestCrashLoopBackOffStartsOver(t *testing.T) {
 	pod := newPod()
 	st := NewPodState(pod.UID)
 	rt := rtOf([]Sandbox{sb("s1", 0)})
@@ -43,13 +68,8 @@ func TestCrashLoopBackOffSequence(t *testing.T) {
 			now = b.Until
 		}
 	}
-	var got []time.Duration
 	for range 9 {
-		got = append(got, run(time.Second))
-	}
-	want := []time.Duration{0, 0, 10 * time.Second, 20 * time.Second, 40 * time.Second, 80 * time.Second, 160 * time.Second, 300 * time.Second, 300 * time.Second}
-	if diff := cmp.Diff(want, got); diff != "" {
-		t.Fatalf("waits before each start (-want +got):\n%s", diff)
+		run(time.Second)
 	}
 	run(11 * time.Minute)
 	if got := run(time.Second); got != 0 {
@@ -58,6 +78,41 @@ func TestCrashLoopBackOffSequence(t *testing.T) {
 	if got := run(time.Second); got != 10*time.Second {
 		t.Errorf("the next restart waited %v, want 10s", got)
 	}
+}
+
+// crashLoopWaits runs a container that exits after a second n times and
+// returns how long the plan made each start wait.
+func crashLoopWaits(t *testing.T, n int) []time.Duration {
+	t.Helper()
+	pod := newPod()
+	st := NewPodState(pod.UID)
+	rt := rtOf([]Sandbox{sb("s1", 0)})
+	now := t0
+	var got []time.Duration
+	for range n {
+		var waited time.Duration
+		for {
+			a := ComputePodActions(pod, rt, st, now, ProbeResults{})
+			if len(a.ContainersToStart) == 1 {
+				start := a.ContainersToStart[0]
+				st.RecordStart(start, now)
+				c := runningC(pod, "app", "s1", start.RestartCount)
+				c.StartedAt = now
+				now = now.Add(time.Second)
+				c.State, c.ExitCode, c.FinishedAt = ContainerExited, 1, now
+				rt.Containers = append(rt.Containers, c)
+				break
+			}
+			b, ok := a.BackingOff["app"]
+			if !ok {
+				t.Fatalf("neither started nor backing off at %v: %+v", now, a)
+			}
+			waited += b.Until.Sub(now)
+			now = b.Until
+		}
+		got = append(got, waited)
+	}
+	return got
 }
 
 func TestCrashLoopBackOff(t *testing.T) {
@@ -127,7 +182,13 @@ func TestPodStateRecords(t *testing.T) {
 	if got := nextRestartCount(PodRuntime{}, st, "app"); got != 0 {
 		t.Errorf("after a failure before creation the next restart count is %d, want 0", got)
 	}
+	if !st.StartFailed() {
+		t.Error("StartFailed is false after a CreateContainerConfigError")
+	}
 	st.RecordStart(ContainerStart{Name: "app", RestartCount: 0}, at(2*time.Second))
+	if st.StartFailed() {
+		t.Error("StartFailed is still true after a start")
+	}
 	if got := nextRestartCount(PodRuntime{}, st, "app"); got != 1 {
 		t.Errorf("after a start the next restart count is %d, want 1", got)
 	}

@@ -7,6 +7,9 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	"k8s.io/utils/ptr"
+
+	"github.com/nodelet/nodelet/internal/admission"
 )
 
 // effectiveSecurityContext merges the pod's security context into the
@@ -57,6 +60,10 @@ func containerSecurityContext(pod *v1.Pod, c *v1.Container, opts ContainerOption
 		SelinuxOptions:   seLinuxOptions(sc.SELinuxOptions),
 		Seccomp:          seccomp,
 	}
+	// The string field is what runtimes older than the structured one
+	// (containerd 1.6) read.
+	out.Apparmor, out.ApparmorProfile = appArmorProfile(admission.AppArmorProfile(pod, c)) //nolint:staticcheck // see above
+
 	switch {
 	case sc.RunAsUser != nil:
 		out.RunAsUser = &runtimeapi.Int64Value{Value: *sc.RunAsUser}
@@ -111,6 +118,26 @@ func capabilities(caps *v1.Capabilities) *runtimeapi.Capability {
 		out.DropCapabilities = append(out.DropCapabilities, string(c))
 	}
 	return out
+}
+
+// appArmorProfile converts an AppArmor profile to the CRI's field and, for
+// runtimes older than that field, its string form; none leaves the choice
+// to the runtime. Admission already refused profiles the node cannot
+// enforce.
+func appArmorProfile(p *v1.AppArmorProfile) (*runtimeapi.SecurityProfile, string) {
+	if p == nil {
+		return nil, ""
+	}
+	switch p.Type {
+	case v1.AppArmorProfileTypeRuntimeDefault:
+		return &runtimeapi.SecurityProfile{ProfileType: runtimeapi.SecurityProfile_RuntimeDefault}, v1.DeprecatedAppArmorBetaProfileRuntimeDefault
+	case v1.AppArmorProfileTypeLocalhost:
+		name := ptr.Deref(p.LocalhostProfile, "")
+		return &runtimeapi.SecurityProfile{ProfileType: runtimeapi.SecurityProfile_Localhost, LocalhostRef: name},
+			v1.DeprecatedAppArmorBetaProfileNamePrefix + name
+	default:
+		return &runtimeapi.SecurityProfile{ProfileType: runtimeapi.SecurityProfile_Unconfined}, v1.DeprecatedAppArmorBetaProfileNameUnconfined
+	}
 }
 
 // seccompProfile converts a seccomp profile; none means unconfined, as the

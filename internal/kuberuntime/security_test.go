@@ -43,3 +43,36 @@ func TestLocalhostSeccompProfileUnderRoot(t *testing.T) {
 		})
 	}
 }
+
+func TestAppArmorProfileReachesTheRuntime(t *testing.T) {
+	pod := &v1.Pod{Spec: v1.PodSpec{
+		SecurityContext: &v1.PodSecurityContext{AppArmorProfile: &v1.AppArmorProfile{Type: v1.AppArmorProfileTypeRuntimeDefault}},
+		Containers: []v1.Container{
+			{Name: "inherits"},
+			{Name: "own", SecurityContext: &v1.SecurityContext{AppArmorProfile: &v1.AppArmorProfile{
+				Type: v1.AppArmorProfileTypeLocalhost, LocalhostProfile: ptr.To("k8s-deny-write")}}},
+			{Name: "annotated"},
+		},
+	}}
+	pod.Annotations = map[string]string{v1.DeprecatedAppArmorBetaContainerAnnotationKeyPrefix + "annotated": "unconfined"}
+	tests := []struct {
+		container  int
+		want       *runtimeapi.SecurityProfile
+		wantLegacy string
+	}{
+		{0, &runtimeapi.SecurityProfile{ProfileType: runtimeapi.SecurityProfile_RuntimeDefault}, "runtime/default"},
+		{1, &runtimeapi.SecurityProfile{ProfileType: runtimeapi.SecurityProfile_Localhost, LocalhostRef: "k8s-deny-write"}, "localhost/k8s-deny-write"},
+		{2, &runtimeapi.SecurityProfile{ProfileType: runtimeapi.SecurityProfile_Unconfined}, "unconfined"},
+	}
+	for _, tt := range tests {
+		c := &pod.Spec.Containers[tt.container]
+		sc, err := containerSecurityContext(pod, c, ContainerOptions{})
+		if err != nil {
+			t.Fatalf("%s: %v", c.Name, err)
+		}
+		legacy := sc.ApparmorProfile //nolint:staticcheck // the field runtimes before the structured one read
+		if sc.Apparmor.String() != tt.want.String() || legacy != tt.wantLegacy {
+			t.Errorf("%s: apparmor %v %q, want %v %q", c.Name, sc.Apparmor, legacy, tt.want, tt.wantLegacy)
+		}
+	}
+}

@@ -132,6 +132,23 @@ func (s *PodState) RecordMountFailure(message string, now time.Time) {
 	s.SandboxFailure = &WaitingReason{Reason: ReasonFailedMount, Message: message, At: now}
 }
 
+// StartRetryPeriod is how soon a pod whose container could not be created
+// is synced again, the kubelet's pod worker back-off.
+const StartRetryPeriod = 10 * time.Second
+
+// StartFailed reports whether a container's last start attempt failed before
+// the container existed (CreateContainerConfigError, CreateContainerError):
+// no crash-loop back-off applies to those, so the pod is synced again after
+// StartRetryPeriod, as the kubelet retries them.
+func (s *PodState) StartFailed() bool {
+	for _, r := range s.Containers {
+		if w := r.Waiting; w != nil && (w.Reason == ReasonCreateContainerConfigError || w.Reason == ReasonCreateContainerError) {
+			return true
+		}
+	}
+	return false
+}
+
 // RecordStart records a start attempt of a container. Call it for every
 // attempt the executor makes, whatever its outcome (then RecordFailure if it
 // failed), as a restart advances the crash-loop back-off whether or not it

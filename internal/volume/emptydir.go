@@ -36,24 +36,27 @@ func (m *Manager) setUpEmptyDir(pod *v1.Pod, name string, src *v1.EmptyDirVolume
 	default:
 		return fmt.Errorf("emptyDir medium %q is not supported by nodelet", src.Medium)
 	}
-	return setEmptyDirOwnership(dir, fsGroup(pod))
+	return setEmptyDirOwnership(dir, pod)
 }
 
 // setEmptyDirOwnership gives the emptyDir mode 0777 whatever the umask and,
-// when the pod has an fsGroup, hands it to that group with the setgid bit so
-// that files created in it inherit the group. Only the directory itself is
-// changed: its content belongs to the containers.
-func setEmptyDirOwnership(dir string, gid *int64) error {
-	mode := emptyDirMode
-	if gid != nil {
-		if err := os.Chown(dir, -1, int(*gid)); err == nil {
-			mode |= fs.ModeSetgid
-		}
-	}
-	if err := os.Chmod(dir, mode); err != nil {
+// when the pod has an fsGroup, hands it and its content to that group as the
+// kubelet does (setVolumeOwnership, honouring fsGroupChangePolicy), so that
+// files created in it inherit the group. Without the privilege to change
+// groups (nodelet not root) the group is left as it is.
+func setEmptyDirOwnership(dir string, pod *v1.Pod) error {
+	if err := os.Chmod(dir, emptyDirMode); err != nil {
 		return fmt.Errorf("setting mode of emptyDir directory: %w", err)
 	}
-	return nil
+	gid := fsGroup(pod)
+	if gid == nil {
+		return nil
+	}
+	err := setVolumeOwnership(dir, *gid, pod.Spec.SecurityContext.FSGroupChangePolicy)
+	if errors.Is(err, syscall.EPERM) {
+		return nil
+	}
+	return err
 }
 
 // ensureTmpfs mounts a tmpfs on dir unless one is already mounted there,
@@ -79,8 +82,9 @@ func (m *Manager) ensureTmpfs(dir string, size *resource.Quantity) error {
 	return nil
 }
 
-// isPermissionError reports whether a mount failed for lack of privilege.
-// The mounter runs mount(8), so the cause is in its output, not an errno.
+// isPermissionError reports whether a mount failed for lack of privilege:
+// an errno from the system call, or words of mount(8)'s output when the
+// mounter runs it.
 func isPermissionError(err error) bool {
 	if errors.Is(err, syscall.EPERM) || errors.Is(err, syscall.EACCES) {
 		return true

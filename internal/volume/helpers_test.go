@@ -209,3 +209,11 @@ func assertGroup(t *testing.T, path string, gid uint32) {
 		t.Errorf("group of %s = %d, want %d", path, got, gid)
 	}
 }
+
+// requireRoot skips tests that mount: they need CAP_SYS_ADMIN, which CI has.
+func requireRoot(t *testing.T) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to bind-mount")
+	}
+}

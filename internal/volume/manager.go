@@ -91,7 +91,7 @@ type Manager struct {
 type Option func(*Manager)
 
 // WithMounter sets the mounter used for tmpfs volumes (default: the host's,
-// mount.New("")).
+// through system calls; see sysMounter).
 func WithMounter(m mount.Interface) Option { return func(v *Manager) { v.mounter = m } }
 
 // WithClock sets the clock used for data directory names and token refresh.
@@ -136,7 +136,7 @@ func New(rootDir string, f Fetcher, opts ...Option) (*Manager, error) {
 		o(m)
 	}
 	if m.mounter == nil {
-		m.mounter = mount.New("")
+		m.mounter = newSysMounter()
 	}
 	m.tokens = newTokenCache(m.clock)
 	if err := os.MkdirAll(m.podsDir(), stateDirMode); err != nil {

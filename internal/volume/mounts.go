@@ -6,13 +6,10 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
-	"strings"
 
 	v1 "k8s.io/api/core/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
-	"k8s.io/mount-utils"
 )
 
 const (
@@ -26,8 +23,9 @@ const (
 )
 
 // Mounts returns the CRI mounts of container c of pod for its restartCount-th
-// start: one per volumeMount (with subPath resolved inside the volume and
-// created if missing), the pod's /etc/hosts once WriteEtcHosts wrote it,
+// start: one per volumeMount (a subPath is opened inside the volume without
+// following links, created if missing, and bind-mounted under the pod
+// directory; see subPathMount), the pod's /etc/hosts once WriteEtcHosts wrote it,
 // and the termination-message file, which it creates empty (mode 0666) at
 // TerminationMessagePath. A volumeMount that names no volume of the pod, or a
 // subPath that is absolute, contains "..", or resolves outside its volume is
@@ -45,7 +43,7 @@ func (m *Manager) Mounts(pod *v1.Pod, c *v1.Container, restartCount int32) ([]*r
 		if !ok {
 			return nil, fmt.Errorf("cannot find volume %q to mount into container %q", vm.Name, c.Name)
 		}
-		mnt, err := m.volumeMount(pod, vol, vm)
+		mnt, err := m.volumeMount(pod, c.Name, i, vol, vm)
 		if err != nil {
 			return nil, fmt.Errorf("mounting volume %q into container %q: %w", vm.Name, c.Name, err)
 		}
@@ -69,7 +67,7 @@ func (m *Manager) Mounts(pod *v1.Pod, c *v1.Container, restartCount int32) ([]*r
 	return mounts, nil
 }
 
-func (m *Manager) volumeMount(pod *v1.Pod, vol *v1.Volume, vm *v1.VolumeMount) (*runtimeapi.Mount, error) {
+func (m *Manager) volumeMount(pod *v1.Pod, container string, index int, vol *v1.Volume, vm *v1.VolumeMount) (*runtimeapi.Mount, error) {
 	if vm.SubPathExpr != "" {
 		return nil, errors.New("subPathExpr is not supported by nodelet")
 	}
@@ -81,7 +79,7 @@ func (m *Manager) volumeMount(pod *v1.Pod, vol *v1.Volume, vm *v1.VolumeMount) (
 		return nil, err
 	}
 	if vm.SubPath != "" {
-		if hostPath, err = prepareSubPath(hostPath, vm.SubPath); err != nil {
+		if hostPath, err = m.subPathMount(m.PodDir(pod.UID), vol.Name, container, index, hostPath, vm.SubPath); err != nil {
 			return nil, err
 		}
 	}
@@ -139,73 +137,6 @@ func mountPropagation(mode *v1.MountPropagationMode) (runtimeapi.MountPropagatio
 	default:
 		return 0, fmt.Errorf("invalid mountPropagation %q", *mode)
 	}
-}
-
-// prepareSubPath returns the host path of subPath inside the volume at
-// volumePath, with links resolved so that the runtime mounts what was
-// checked. A missing subPath is created as a directory with the volume's
-// mode, as the kubelet does.
-func prepareSubPath(volumePath, subPath string) (string, error) {
-	if filepath.IsAbs(subPath) {
-		return "", fmt.Errorf("subPath %q must not be an absolute path", subPath)
-	}
-	if slices.Contains(strings.Split(filepath.ToSlash(subPath), "/"), "..") {
-		return "", fmt.Errorf("subPath %q must not contain '..'", subPath)
-	}
-	root, err := filepath.EvalSymlinks(volumePath)
-	if err != nil {
-		return "", fmt.Errorf("resolving volume path: %w", err)
-	}
-	full := filepath.Join(root, subPath)
-	if _, err := os.Lstat(full); errors.Is(err, fs.ErrNotExist) {
-		if err := makeSubPathDir(root, subPath); err != nil {
-			return "", err
-		}
-	}
-	resolved, err := filepath.EvalSymlinks(full)
-	if err != nil {
-		return "", fmt.Errorf("resolving subPath %q: %w", subPath, err)
-	}
-	if !mount.PathWithinBase(resolved, root) {
-		return "", fmt.Errorf("subPath %q resolves outside the volume", subPath)
-	}
-	return resolved, nil
-}
-
-// makeSubPathDir creates the missing directories of subPath under root. The
-// part that exists is resolved first and must stay inside root, so a link
-// planted in the volume cannot make nodelet create directories elsewhere.
-func makeSubPathDir(root, subPath string) error {
-	info, err := os.Stat(root)
-	if err != nil {
-		return fmt.Errorf("reading volume mode: %w", err)
-	}
-	perm := info.Mode().Perm()
-	existing, missing := root, strings.Split(filepath.Clean(subPath), string(filepath.Separator))
-	for len(missing) > 0 {
-		next := filepath.Join(existing, missing[0])
-		if _, err := os.Lstat(next); err != nil {
-			break
-		}
-		existing, missing = next, missing[1:]
-	}
-	base, err := filepath.EvalSymlinks(existing)
-	if err != nil {
-		return fmt.Errorf("resolving subPath %q: %w", subPath, err)
-	}
-	if !mount.PathWithinBase(base, root) {
-		return fmt.Errorf("subPath %q resolves outside the volume", subPath)
-	}
-	for _, name := range missing {
-		base = filepath.Join(base, name)
-		if err := os.Mkdir(base, perm); err != nil && !errors.Is(err, fs.ErrExist) {
-			return fmt.Errorf("creating subPath %q: %w", subPath, err)
-		}
-		if err := os.Chmod(base, perm); err != nil {
-			return fmt.Errorf("creating subPath %q: %w", subPath, err)
-		}
-	}
-	return nil
 }
 
 // TerminationMessagePath returns the host file that holds the termination

@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -12,6 +13,7 @@ import (
 )
 
 func TestMounts(t *testing.T) {
+	requireRoot(t)
 	hostDir := t.TempDir()
 	bidirectional := v1.MountPropagationBidirectional
 	hostToContainer := v1.MountPropagationHostToContainer
@@ -23,6 +25,7 @@ func TestMounts(t *testing.T) {
 		mounts  []v1.VolumeMount
 		setup   func(t *testing.T, e *testEnv, pod *v1.Pod)
 		want    func(e *testEnv, pod *v1.Pod) []*runtimeapi.Mount // volume mounts only
+		check   func(t *testing.T, e *testEnv, pod *v1.Pod)
 		wantErr string
 	}{{
 		name: "emptyDir read-write, hostPath read-only with propagation",
@@ -50,15 +53,59 @@ func TestMounts(t *testing.T) {
 		name:   "subPath of a configMap key resolves to the current file",
 		mounts: []v1.VolumeMount{{Name: "cfg", MountPath: "/etc/app.conf", SubPath: "app.conf"}},
 		want: func(e *testEnv, pod *v1.Pod) []*runtimeapi.Mount {
-			dir := e.m.volumeDir(pod.UID, configMapPlugin, "cfg")
-			data, _ := os.Readlink(filepath.Join(dir, dataLinkName))
-			return []*runtimeapi.Mount{{ContainerPath: "/etc/app.conf", HostPath: filepath.Join(dir, data, "app.conf"), Readonly: true}}
+			return []*runtimeapi.Mount{{ContainerPath: "/etc/app.conf", HostPath: subPathTarget(e, pod, "cfg", 0), Readonly: true}}
+		},
+		check: func(t *testing.T, e *testEnv, pod *v1.Pod) {
+			if data, err := os.ReadFile(subPathTarget(e, pod, "cfg", 0)); err != nil || string(data) != "x" {
+				t.Errorf("the mounted subPath reads %q, %v; want the key's value", data, err)
+			}
 		},
 	}, {
 		name:   "missing subPath is created inside the volume",
 		mounts: []v1.VolumeMount{{Name: "scratch", MountPath: "/data", SubPath: "a/b"}},
 		want: func(e *testEnv, pod *v1.Pod) []*runtimeapi.Mount {
-			return []*runtimeapi.Mount{{ContainerPath: "/data", HostPath: filepath.Join(e.m.volumeDir(pod.UID, emptyDirPlugin, "scratch"), "a/b")}}
+			return []*runtimeapi.Mount{{ContainerPath: "/data", HostPath: subPathTarget(e, pod, "scratch", 0)}}
+		},
+		check: func(t *testing.T, e *testEnv, pod *v1.Pod) {
+			created := filepath.Join(e.m.volumeDir(pod.UID, emptyDirPlugin, "scratch"), "a/b")
+			if info, err := os.Stat(created); err != nil || info.Mode().Perm() != emptyDirMode {
+				t.Fatalf("created subPath: %v, %v; want a directory with the volume's mode", info, err)
+			}
+			if err := os.WriteFile(filepath.Join(created, "marker"), nil, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := os.Stat(filepath.Join(subPathTarget(e, pod, "scratch", 0), "marker")); err != nil {
+				t.Errorf("the mount target does not show the subPath: %v", err)
+			}
+		},
+	}, {
+		name: "a link that stays inside the volume is followed, as the kubelet does",
+		mounts: []v1.VolumeMount{
+			{Name: "scratch", MountPath: "/a"},
+			{Name: "scratch", MountPath: "/data", SubPath: "current/x"},
+		},
+		setup: func(t *testing.T, e *testEnv, pod *v1.Pod) {
+			vol := e.m.volumeDir(pod.UID, emptyDirPlugin, "scratch")
+			if err := os.MkdirAll(filepath.Join(vol, "v1", "x"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(vol, "v1", "x", "marker"), nil, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Symlink("v1", filepath.Join(vol, "current")); err != nil {
+				t.Fatal(err)
+			}
+		},
+		want: func(e *testEnv, pod *v1.Pod) []*runtimeapi.Mount {
+			return []*runtimeapi.Mount{
+				{ContainerPath: "/a", HostPath: e.m.volumeDir(pod.UID, emptyDirPlugin, "scratch")},
+				{ContainerPath: "/data", HostPath: subPathTarget(e, pod, "scratch", 1)},
+			}
+		},
+		check: func(t *testing.T, e *testEnv, pod *v1.Pod) {
+			if _, err := os.Stat(filepath.Join(subPathTarget(e, pod, "scratch", 1), "marker")); err != nil {
+				t.Errorf("the mount target does not show the link's target: %v", err)
+			}
 		},
 	}, {
 		name:    "subPath with .. is refused",
@@ -103,6 +150,11 @@ func TestMounts(t *testing.T) {
 			if tt.setup != nil {
 				tt.setup(t, e, pod)
 			}
+			t.Cleanup(func() {
+				if err := tearDownSubPaths(e.m.PodDir(pod.UID)); err != nil {
+					t.Errorf("tearing down subPath mounts: %v", err)
+				}
+			})
 			got, err := e.m.Mounts(pod, &pod.Spec.Containers[0], 0)
 			if tt.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
@@ -122,8 +174,17 @@ func TestMounts(t *testing.T) {
 					t.Errorf("mount %d = %v, want %v", i, got[i], want[i])
 				}
 			}
+			if tt.check != nil {
+				tt.check(t, e, pod)
+			}
 		})
 	}
+}
+
+// subPathTarget is where the index-th volumeMount of container "c" is
+// bind-mounted.
+func subPathTarget(e *testEnv, pod *v1.Pod, volume string, index int) string {
+	return filepath.Join(e.m.PodDir(pod.UID), subPathsDirName, volume, "c", strconv.Itoa(index))
 }
 
 func TestMountsTerminationMessage(t *testing.T) {

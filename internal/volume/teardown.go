@@ -15,8 +15,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 )
 
-// TearDown unmounts every mount under the pod's directory (the tmpfs of
-// memory-backed volumes) and removes the directory, forgetting the pod's
+// TearDown unmounts every mount under the pod's directory (the bind mounts
+// of subPaths, the tmpfs of memory-backed volumes) and removes the directory, forgetting the pod's
 // tokens. If an unmount fails, nothing is removed, so the content of a
 // mounted file system is never deleted through it. It needs only the UID, so
 // it also cleans up after pods the API server no longer has (ListPodDirs);
@@ -33,6 +33,9 @@ func (m *Manager) TearDown(ctx context.Context, uid types.UID) error {
 	if _, err := os.Lstat(dir); errors.Is(err, fs.ErrNotExist) {
 		m.tokens.forget(uid)
 		return nil
+	}
+	if err := tearDownSubPaths(dir); err != nil {
+		return fmt.Errorf("tearing down subPath mounts of pod %s: %w", uid, err)
 	}
 	if err := m.unmountUnder(dir); err != nil {
 		return fmt.Errorf("tearing down volumes of pod %s: %w", uid, err)

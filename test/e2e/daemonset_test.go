@@ -260,27 +260,15 @@ func adaptForTest(objs []*unstructured.Unstructured, state, podLogs, endpoint st
 			c.VolumeMounts[i].MountPath = to
 		}
 	}
-	args := c.Args[:0]
-	for _, a := range c.Args {
-		switch {
-		case strings.HasPrefix(a, "--kubeconfig="):
-			a = "--kubeconfig=" + filepath.Join(state, "kubeconfig")
-		case strings.HasPrefix(a, "--bootstrap-kubeconfig=") && !nodeletKnowsFlag("--bootstrap-kubeconfig"):
-			continue // this build has no TLS bootstrap; the kubeconfig is written for it
+	// The kubeconfig is written for nodelet under its state directory, so
+	// the bootstrap kubeconfig (an optional Secret, absent here) is not
+	// needed, as on a host that joined before.
+	for i, a := range c.Args {
+		if strings.HasPrefix(a, "--kubeconfig=") {
+			c.Args[i] = "--kubeconfig=" + filepath.Join(state, "kubeconfig")
 		}
-		args = append(args, a)
 	}
-	c.Args = args
 	return configMap, ds
-}
-
-// nodeletKnowsFlag reports whether the nodelet built from this tree has a flag.
-func nodeletKnowsFlag(flag string) bool {
-	GinkgoHelper()
-	root, err := utils.RepoRoot()
-	Expect(err).NotTo(HaveOccurred())
-	out, _ := exec.Command("go", "run", root, "--help").CombinedOutput()
-	return bytes.Contains(out, []byte(flag+" "))
 }
 
 func busyboxPod(ns, name, node string) *corev1.Pod {

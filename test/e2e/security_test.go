@@ -1,15 +1,23 @@
 package e2e
 
 import (
+	"io/fs"
+	"net"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/nodelet/nodelet/internal/admission"
 	"github.com/nodelet/nodelet/test/utils"
 )
 
@@ -26,7 +34,13 @@ const denyMkdirProfile = `{"defaultAction":"SCMP_ACT_ALLOW","syscalls":[{"names"
 var _ = Describe("Security", Ordered, func() {
 	env := utils.SetUpNodeletSpecs(func() utils.NodeletOptions {
 		return utils.NodeletOptions{NodeName: securityNode, API: apiServer, Containerd: ctrd,
-			Config: map[string]any{"allowedUnsafeSysctls": []string{"kernel.msg*"}}}
+			Config: map[string]any{
+				"allowedUnsafeSysctls": []string{"kernel.msg*"},
+				// Restarts every second, so the subPath race is tried often.
+				"crashLoopBackOff":          map[string]any{"maxContainerRestartPeriod": "1s"},
+				"nodeStatusUpdateFrequency": "2s",
+				"nodeStatusReportFrequency": "2s",
+			}}
 	})
 
 	// readyWhen makes the pod's container Ready only when cmd succeeds in it.
@@ -94,6 +108,165 @@ var _ = Describe("Security", Ordered, func() {
 		expectReady(ctx, ns, "user")
 	})
 
+	It("runs an image whose config names uid 1000 with runAsNonRoot and refuses a user name it cannot verify", func(ctx SpecContext) {
+		ns := utils.NewNamespace(ctx, env.Admin)
+		nonRoot := &corev1.SecurityContext{RunAsNonRoot: ptr.To(true)}
+		uid := readyWhen(utils.BusyboxPod(ns, "uid", securityNode, "sleep", "3600"), `test "$(id -u)" = 1000`)
+		uid.Spec.Containers[0].Image = utils.BusyboxUID1000Image
+		uid.Spec.Containers[0].SecurityContext = nonRoot
+		named := utils.BusyboxPod(ns, "named", securityNode, "sleep", "3600")
+		named.Spec.Containers[0].Image = utils.BusyboxNamedUserImage
+		named.Spec.Containers[0].SecurityContext = nonRoot.DeepCopy()
+		Expect(env.Admin.Create(ctx, uid)).To(Succeed())
+		Expect(env.Admin.Create(ctx, named)).To(Succeed())
+		expectReady(ctx, ns, "uid")
+		expectWaiting(ctx, ns, "named", "CreateContainerConfigError",
+			"container has runAsNonRoot and image has non-numeric user (app), cannot verify user is non-root")
+	})
+
+	It("runs with runAsUser, runAsGroup, supplementalGroups and hands an emptyDir to the fsGroup", func(ctx SpecContext) {
+		ns := utils.NewNamespace(ctx, env.Admin)
+		pod := readyWhen(utils.BusyboxPod(ns, "groups", securityNode, "sh", "-c", "touch /data/made; sleep 3600"), strings.Join([]string{
+			`test "$(id -u)" = 1000`, `test "$(id -g)" = 3000`,
+			`id -G | grep -qw 2000`, `id -G | grep -qw 4000`,
+			`test "$(stat -c %g /data)" = 2000`, `test "$(stat -c %g /data/made)" = 2000`,
+			`stat -c %A /data | grep -q '^drwxrwsrwx$'`,
+		}, " && "))
+		pod.Spec.SecurityContext = &corev1.PodSecurityContext{
+			RunAsUser: ptr.To[int64](1000), RunAsGroup: ptr.To[int64](3000),
+			FSGroup: ptr.To[int64](2000), SupplementalGroups: []int64{4000},
+		}
+		pod.Spec.Containers[0].VolumeMounts = []corev1.VolumeMount{{Name: "data", MountPath: "/data"}}
+		pod.Spec.Volumes = []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}}
+		Expect(env.Admin.Create(ctx, pod)).To(Succeed())
+		expectReady(ctx, ns, "groups")
+	})
+
+	It("never mounts a host directory through a subPath another container swaps for a link", func(ctx SpecContext) {
+		hostDirs := []string{"/", "/etc", "/usr", "/var", "/root", "/tmp"}
+		modesBefore := modesOf(hostDirs)
+		ns := utils.NewNamespace(ctx, env.Admin)
+		// Bursts of swaps as fast as the shell goes, then a short rest as a
+		// directory, so that some starts find a directory that stays.
+		pod := utils.BusyboxPod(ns, "swap", securityNode, "sh", "-c", `cd /shared; while true; do
+			i=0; while [ $i -lt 100 ]; do rm -rf dir; ln -s / dir; rm -f dir; mkdir dir; i=$((i+1)); done
+			sleep 0.3
+		done`)
+		pod.Spec.Containers[0].Name = "swapper"
+		pod.Spec.Containers[0].VolumeMounts = []corev1.VolumeMount{{Name: "shared", MountPath: "/shared"}}
+		// The victim records what its subPath mount shows and exits, to be
+		// started again a second later: every start is one more try of the
+		// race between nodelet preparing the mount and the swapper.
+		pod.Spec.Containers = append(pod.Spec.Containers, corev1.Container{
+			Name: "victim", Image: utils.BusyboxImage, ImagePullPolicy: corev1.PullIfNotPresent,
+			Command: []string{"sh", "-c", `if [ -e /mnt/etc/os-release ] || [ -e /mnt/usr/bin ] || [ -e /mnt/var ]; then echo escaped >> /results/log; else echo contained >> /results/log; fi; exit 1`},
+			VolumeMounts: []corev1.VolumeMount{
+				{Name: "shared", MountPath: "/mnt", SubPath: "dir"},
+				{Name: "results", MountPath: "/results"},
+			},
+		})
+		pod.Spec.Volumes = []corev1.Volume{
+			{Name: "shared", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
+			{Name: "results", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
+		}
+		Expect(env.Admin.Create(ctx, pod)).To(Succeed())
+		results := filepath.Join(env.Nodelet.RootDir, "pods", string(pod.UID), "volumes", "kubernetes.io~empty-dir", "results", "log")
+		Consistently(func(g Gomega) {
+			data, _ := os.ReadFile(results)
+			g.Expect(string(data)).NotTo(ContainSubstring("escaped"))
+		}).WithContext(ctx).WithTimeout(60 * time.Second).WithPolling(time.Second).Should(Succeed())
+		data, err := os.ReadFile(results)
+		Expect(err).NotTo(HaveOccurred(), "the victim never ran: %v\nnodelet log:\n%s", func() any {
+			p := &corev1.Pod{}
+			_ = env.Admin.Get(ctx, client.ObjectKeyFromObject(pod), p)
+			return p.Status
+		}(), env.Nodelet.LogTail(30))
+		starts := strings.Count(string(data), "contained")
+		GinkgoWriter.Printf("the victim started %d times in 60 s with its subPath contained\n", starts)
+		Expect(starts).To(BeNumerically(">=", 5), "the victim must have been started over and over")
+		Expect(modesOf(hostDirs)).To(Equal(modesBefore), "no host directory's mode may change")
+
+		By("deleting the pod, which unmounts its subPaths and removes its directory")
+		Expect(env.Admin.Delete(ctx, pod)).To(Succeed())
+		podDir := filepath.Join(env.Nodelet.RootDir, "pods", string(pod.UID))
+		Eventually(func(g Gomega) {
+			_, err := os.Stat(podDir)
+			g.Expect(err).To(MatchError(fs.ErrNotExist))
+		}).WithContext(ctx).WithTimeout(securityTimeout).Should(Succeed())
+		mountinfo, err := os.ReadFile("/proc/self/mountinfo")
+		Expect(err).NotTo(HaveOccurred())
+		Expect(string(mountinfo)).NotTo(ContainSubstring(string(pod.UID)), "a mount of the pod is left behind")
+	})
+
+	It("runs an https preStop hook against a server with a self-signed certificate", func(ctx SpecContext) {
+		hostIP, err := ctrd.HostIP()
+		Expect(err).NotTo(HaveOccurred())
+		hits := make(chan string, 4)
+		srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			hits <- r.URL.Path
+		}))
+		srv.Listener, err = net.Listen("tcp", net.JoinHostPort(hostIP.String(), "0"))
+		Expect(err).NotTo(HaveOccurred())
+		srv.StartTLS() // httptest's certificate: self-signed as far as nodelet knows
+		DeferCleanup(srv.Close)
+		port := srv.Listener.Addr().(*net.TCPAddr).Port
+
+		ns := utils.NewNamespace(ctx, env.Admin)
+		pod := utils.BusyboxPod(ns, "hooked", securityNode, "sleep", "3600")
+		pod.Spec.Containers[0].Lifecycle = &corev1.Lifecycle{PreStop: &corev1.LifecycleHandler{HTTPGet: &corev1.HTTPGetAction{
+			Scheme: corev1.URISchemeHTTPS, Host: hostIP.String(), Port: intstr.FromInt(port), Path: "/pre-stop",
+		}}}
+		Expect(env.Admin.Create(ctx, pod)).To(Succeed())
+		utils.WaitForPod(ctx, env.Admin, ns, "hooked", securityTimeout, func(g Gomega, p *corev1.Pod) {
+			g.Expect(p.Status.Phase).To(Equal(corev1.PodRunning))
+		})
+		Expect(env.Admin.Delete(ctx, pod)).To(Succeed())
+		Eventually(hits).WithContext(ctx).WithTimeout(securityTimeout).Should(Receive(Equal("/pre-stop")))
+	})
+
+	It("keeps an address another client added to the Node's status", func(ctx SpecContext) {
+		node := &corev1.Node{}
+		Expect(env.Admin.Get(ctx, client.ObjectKey{Name: securityNode}, node)).To(Succeed())
+		added := corev1.NodeAddress{Type: corev1.NodeExternalDNS, Address: "node.e2e.example"}
+		patched := node.DeepCopy()
+		patched.Status.Addresses = append(patched.Status.Addresses, added)
+		Expect(env.Admin.Status().Patch(ctx, patched, client.MergeFrom(node))).To(Succeed())
+		patchedAt := time.Now()
+		// Several of nodelet's status updates (every 2 s here) later, both
+		// its own address and the added one are there.
+		Eventually(func(g Gomega) {
+			g.Expect(env.Admin.Get(ctx, client.ObjectKey{Name: securityNode}, node)).To(Succeed())
+			g.Expect(readyHeartbeat(node)).To(BeTemporally(">", patchedAt.Add(5*time.Second)))
+		}).WithContext(ctx).WithTimeout(securityTimeout).WithPolling(time.Second).Should(Succeed())
+		Expect(node.Status.Addresses).To(ContainElement(added))
+		Expect(node.Status.Addresses).To(ContainElement(HaveField("Type", corev1.NodeInternalIP)))
+	})
+
+	It("rejects AppArmor profiles the node cannot enforce and runs unconfined ones", func(ctx SpecContext) {
+		ns := utils.NewNamespace(ctx, env.Admin)
+		withAppArmor := func(name string, p *corev1.AppArmorProfile) *corev1.Pod {
+			pod := utils.BusyboxPod(ns, name, securityNode, "sleep", "3600")
+			pod.Spec.Containers[0].SecurityContext = &corev1.SecurityContext{AppArmorProfile: p}
+			return pod
+		}
+		unconfined := withAppArmor("unconfined", &corev1.AppArmorProfile{Type: corev1.AppArmorProfileTypeUnconfined})
+		defaulted := withAppArmor("runtime-default", &corev1.AppArmorProfile{Type: corev1.AppArmorProfileTypeRuntimeDefault})
+		absent := withAppArmor("absent", &corev1.AppArmorProfile{Type: corev1.AppArmorProfileTypeLocalhost, LocalhostProfile: ptr.To("nodelet-e2e-absent")})
+		for _, p := range []*corev1.Pod{unconfined, defaulted, absent} {
+			Expect(env.Admin.Create(ctx, p)).To(Succeed())
+		}
+		expectReady(ctx, ns, "unconfined")
+		if err := (admission.SysAppArmor{}).Enabled(); err != nil {
+			By("on this host without AppArmor, every profile but unconfined is refused")
+			expectRejected(ctx, ns, "runtime-default", "AppArmor", "Cannot enforce AppArmor: AppArmor is not enabled on the host")
+			expectRejected(ctx, ns, "absent", "AppArmor", "Cannot enforce AppArmor: AppArmor is not enabled on the host")
+			return
+		}
+		By("on this host with AppArmor, a profile that is not loaded is refused")
+		expectReady(ctx, ns, "runtime-default")
+		expectRejected(ctx, ns, "absent", "AppArmor", `Cannot enforce AppArmor: profile "nodelet-e2e-absent" is not loaded`)
+	})
+
 	It("applies a Localhost seccomp profile from the profile root and names a missing one", func(ctx SpecContext) {
 		dir := filepath.Join(env.Nodelet.RootDir, "seccomp", "e2e")
 		Expect(os.MkdirAll(dir, 0o755)).To(Succeed())
@@ -129,3 +302,25 @@ var _ = Describe("Security", Ordered, func() {
 		expectRejected(ctx, ns, "node-ip", "NodePorts", "TCP/"+hostIP.String()+":8080")
 	})
 })
+
+// modesOf returns the mode of each path.
+func modesOf(paths []string) map[string]fs.FileMode {
+	GinkgoHelper()
+	modes := make(map[string]fs.FileMode, len(paths))
+	for _, p := range paths {
+		info, err := os.Stat(p)
+		Expect(err).NotTo(HaveOccurred())
+		modes[p] = info.Mode()
+	}
+	return modes
+}
+
+// readyHeartbeat is when the node agent last reported its Ready condition.
+func readyHeartbeat(n *corev1.Node) time.Time {
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.LastHeartbeatTime.Time
+		}
+	}
+	return time.Time{}
+}

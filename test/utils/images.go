@@ -32,16 +32,22 @@ const (
 	PauseImage = "nodelet.test/pause:1.0"
 	// BusyboxImage holds Debian's busybox-static with a symlink per applet in
 	// /bin (sh, sleep, echo, cat, wget, …), /etc/passwd and /etc/group with
-	// root and nobody, and a /tmp with mode 1777. Its default command is sh.
+	// root, app (uid 1000) and nobody, and a /tmp with mode 1777. Its default command is sh.
 	BusyboxImage = "nodelet.test/busybox:1.35"
+	// BusyboxUID1000Image is BusyboxImage whose config runs as user "1000".
+	BusyboxUID1000Image = "nodelet.test/busybox-uid1000:1.35"
+	// BusyboxNamedUserImage is BusyboxImage whose config runs as user
+	// "app" (uid 1000 in its /etc/passwd), a name the runtime cannot vouch
+	// for without reading the image.
+	BusyboxNamedUserImage = "nodelet.test/busybox-named-user:1.35"
 )
 
 // TestImages are the images StartContainerd imports unless told otherwise.
-var TestImages = []string{PauseImage, BusyboxImage}
+var TestImages = []string{PauseImage, BusyboxImage, BusyboxUID1000Image, BusyboxNamedUserImage}
 
 // imageFormat changes whenever the way the images are assembled changes, so
 // that archives cached by an older harness are not reused.
-const imageFormat = "nodelet-test-image-v1"
+const imageFormat = "nodelet-test-image-v2"
 
 // busyboxPath is where Debian's busybox-static installs its binary.
 const busyboxPath = "/bin/busybox"
@@ -60,6 +66,14 @@ type imageRecipe struct {
 var recipes = map[string]imageRecipe{
 	PauseImage:   {key: pauseKey, build: buildPause},
 	BusyboxImage: {key: busyboxKey, build: buildBusybox},
+	BusyboxUID1000Image: {
+		key:   func() (string, error) { return userImageKey("1000") },
+		build: func(ctx context.Context) (v1.Image, error) { return buildBusyboxAs(ctx, "1000") },
+	},
+	BusyboxNamedUserImage: {
+		key:   func() (string, error) { return userImageKey("app") },
+		build: func(ctx context.Context) (v1.Image, error) { return buildBusyboxAs(ctx, "app") },
+	},
 }
 
 var imageMu sync.Mutex
@@ -216,6 +230,29 @@ func busyboxKey() (string, error) {
 	return hashOf([]byte(imageFormat), bin), nil
 }
 
+func userImageKey(user string) (string, error) {
+	key, err := busyboxKey()
+	if err != nil {
+		return "", err
+	}
+	return hashOf([]byte(key), []byte("user="+user)), nil
+}
+
+// buildBusyboxAs is BusyboxImage with User set in its config.
+func buildBusyboxAs(ctx context.Context, user string) (v1.Image, error) {
+	img, err := buildBusybox(ctx)
+	if err != nil {
+		return nil, err
+	}
+	cf, err := img.ConfigFile()
+	if err != nil {
+		return nil, fmt.Errorf("reading the busybox config: %w", err)
+	}
+	cfg := cf.Config
+	cfg.User = user
+	return mutate.Config(img, cfg)
+}
+
 // buildBusybox makes a one-layer image of Debian's static busybox with a
 // symlink in /bin for each applet it lists.
 func buildBusybox(ctx context.Context) (v1.Image, error) {
@@ -243,8 +280,9 @@ func buildBusybox(ctx context.Context) (v1.Image, error) {
 	}
 	layer.file("etc/passwd", 0o644, []byte(
 		"root:x:0:0:root:/root:/bin/sh\n"+
+			"app:x:1000:1000:app:/tmp:/bin/sh\n"+
 			"nobody:x:65534:65534:nobody:/nonexistent:/bin/false\n"))
-	layer.file("etc/group", 0o644, []byte("root:x:0:\nnobody:x:65534:\n"))
+	layer.file("etc/group", 0o644, []byte("root:x:0:\napp:x:1000:\nnobody:x:65534:\n"))
 	return assemble(layer, v1.Config{
 		Cmd: []string{"sh"},
 		Env: []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"},

@@ -1,0 +1,38 @@
+package volume
+
+import (
+	"fmt"
+	"strings"
+
+	"golang.org/x/sys/unix"
+	"k8s.io/mount-utils"
+)
+
+// sysMounter is the host's mounter with the two operations nodelet uses to
+// change mounts done by system calls instead of mount(8) and umount(8), so
+// nodelet needs no mount binaries (its image has none). Listing and
+// mount-point checks read /proc, as mount-utils does.
+type sysMounter struct {
+	mount.Interface
+}
+
+func newSysMounter() mount.Interface { return sysMounter{Interface: mount.New("")} }
+
+// MountSensitiveWithoutSystemd mounts source of type fstype on target with
+// the comma-joined options as data (tmpfs size=...).
+func (sysMounter) MountSensitiveWithoutSystemd(source, target, fstype string, options, sensitiveOptions []string) error {
+	data := strings.Join(append(append([]string{}, options...), sensitiveOptions...), ",")
+	if err := unix.Mount(source, target, fstype, 0, data); err != nil {
+		// Sensitive options stay out of the error.
+		return fmt.Errorf("mount -t %s %s %s: %w", fstype, source, target, err)
+	}
+	return nil
+}
+
+// Unmount unmounts target without following a link there.
+func (sysMounter) Unmount(target string) error {
+	if err := unix.Unmount(target, unix.UMOUNT_NOFOLLOW); err != nil {
+		return fmt.Errorf("umount %s: %w", target, err)
+	}
+	return nil
+}
