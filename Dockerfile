@@ -11,10 +11,11 @@ COPY api/ api/
 COPY controllers/ controllers/
 COPY internal/ internal/
 RUN CGO_ENABLED=0 GOOS=${TARGETOS:-linux} GOARCH=${TARGETARCH} \
-    go build -trimpath -ldflags "-s -w -X github.com/nodelet/nodelet/internal/version.Version=${VERSION}" -o nodelet main.go
+    go build -trimpath -ldflags "-s -w -X github.com/nodelet/nodelet/internal/version.Version=${VERSION}" -o nodelet .
 
 # nodelet runs as root in a privileged pod: it manages the node's containers
-# through the CRI socket and writes pod logs and state on the host.
+# through the CRI socket and writes pod logs and state on the host. Without
+# Docker, `make image` builds the same binary onto an empty base instead.
 FROM gcr.io/distroless/static:latest
 WORKDIR /
 COPY --from=builder /workspace/nodelet .

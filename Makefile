@@ -79,6 +79,15 @@ bench: deps envtest ## Benchmarks, printed as tables.
 	$(GO) test -run '^$$' -bench . -benchmem $(UNIT_PKGS); \
 	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout 30m ./test/bench/
 
+# IMG overrides the image name and tag; by default it is the one
+# config/default deploys (its kustomization's images entry).
+IMG ?=
+DEPLOYED_IMG = $(shell awk '/newName:/ {n = $$2} /newTag:/ {t = $$2} END {print n ":" t}' config/default/kustomization.yaml)
+
+.PHONY: image
+image: ## Build nodelet's image without Docker: bin/nodelet-image.tar, for `ctr -n k8s.io images import` or `docker load`.
+	$(GO) run ./hack/image --version "$(VERSION)" --output bin/nodelet-image.tar $(if $(IMG),--tag "$(IMG)")
+
 .PHONY: docker-build
-docker-build: ## Build the container image (needs a Docker engine).
-	docker build -t nodelet:$(VERSION) .
+docker-build: ## Build the container image with Docker (needs a Docker engine; `make image` does not).
+	docker build --build-arg VERSION="$(VERSION)" -t "$(or $(IMG),$(DEPLOYED_IMG))" .

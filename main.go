@@ -27,6 +27,7 @@ import (
 	"github.com/nodelet/nodelet/internal/cri"
 	"github.com/nodelet/nodelet/internal/options"
 	"github.com/nodelet/nodelet/internal/server"
+	"github.com/nodelet/nodelet/internal/version"
 )
 
 func main() {
@@ -43,6 +44,10 @@ func run(args []string) int {
 		fs.IntVarP(&verbosity, "v", "v", 0, "log verbosity, as the kubelet's: 0 for the essentials, 1 adds debug messages, 4 and more adds client-go's request logs")
 	})
 	if errors.Is(err, options.ErrHelp) {
+		return 0
+	}
+	if errors.Is(err, options.ErrVersion) {
+		fmt.Println(version.String())
 		return 0
 	}
 	if err != nil {

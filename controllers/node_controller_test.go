@@ -29,7 +29,7 @@ var _ = Describe("Node controller", func() {
 		startAgent(name, func(c *v1alpha1.NodeletConfiguration) {
 			c.MaxPods = 42
 			c.NodeLabels = map[string]string{"example.com/pool": "blue"}
-			c.RegisterWithTaints = []v1alpha1.Taint{{Key: "example.com/dedicated", Value: "test", Effect: "NoSchedule"}}
+			c.RegisterWithTaints = []corev1.Taint{{Key: "example.com/dedicated", Value: "test", Effect: corev1.TaintEffectNoSchedule}}
 		})
 		node := waitReady(name, startTimeout)
 
@@ -53,7 +53,7 @@ var _ = Describe("Node controller", func() {
 		Expect(err).NotTo(HaveOccurred())
 		info := node.Status.NodeInfo
 		Expect(info.ContainerRuntimeVersion).To(HavePrefix("containerd://"))
-		Expect(info.KubeletVersion).To(Equal(version.Version))
+		Expect(info.KubeletVersion).To(Equal(version.KubeletVersion()))
 		Expect(info.OperatingSystem).To(Equal(runtime.GOOS))
 		Expect(info.Architecture).To(Equal(runtime.GOARCH))
 		Expect(info.BootID).To(Equal(strings.TrimSpace(string(bootID))))

@@ -8,7 +8,12 @@
 # The packages must never leave a service running: the tests start their own
 # containerd and registry with private sockets, ports and state, and a system
 # one would only get in the way. Services are kept from starting with
-# policy-rc.d and any daemon the install started anyway is stopped.
+# policy-rc.d, and a daemon that one of the packages this run installed
+# started anyway is stopped. Nothing that ran before, nothing of a package
+# that was already installed, and nothing in another PID namespace is ever
+# stopped, and an install that would remove a package is refused: this
+# script may run on a real node (make run), whose containerd is the
+# kubelet's.
 set -euo pipefail
 
 PACKAGES=(
@@ -50,42 +55,85 @@ if [[ ! -e $policy ]]; then
 	trap 'rm -f "$policy"' EXIT
 fi
 
-# Daemons running before the install are someone else's; only new ones that
-# use the system-wide defaults are the packages' doing.
+# Refuse an install that would remove or replace anything on this machine:
+# on a node with Docker's containerd.io, for example, Debian's containerd and
+# runc conflict with it, and apt would remove the runtime (and Docker) the
+# node runs on.
+log "checking what installing ${missing[*]} would change"
+"${APT[@]}" update </dev/null >&2
+if removals=$("${APT[@]}" install --simulate --no-install-recommends "${missing[@]}" </dev/null 2>/dev/null | grep '^Remv'); then
+	log "refusing to install ${missing[*]}: apt would remove packages of this machine:"
+	log "$removals"
+	log "install the missing packages by hand, or run the tests on a machine without them"
+	exit 1
+fi
+
+# newly PACKAGE: whether this run installs PACKAGE. Only a package that was
+# not installed before can have started a daemon here; the daemons of a
+# package that was already installed are the machine's, whenever they
+# (re)started.
+newly() {
+	local p
+	for p in "${missing[@]}"; do [[ $p == "$1" ]] && return 0; done
+	return 1
+}
+
+# start_time PID: the process's start time in clock ticks since boot (field
+# 22 of /proc/PID/stat; the command name before it may hold spaces).
+start_time() {
+	local s
+	s=$(<"/proc/$1/stat") || return 1
+	s=${s##*) }
+	# shellcheck disable=SC2086 # split the fields after the command name.
+	set -- $s
+	echo "${20}"
+}
+
+unit_active() { command -v systemctl >/dev/null && systemctl is-active --quiet "$1" 2>/dev/null; }
+
 before_pids() { pgrep -x "$1" 2>/dev/null | sort || true; }
 containerd_before=$(before_pids containerd)
 registry_before=$(before_pids docker-registry)
+containerd_unit_before=$(unit_active containerd.service && echo active || true)
+registry_unit_before=$(unit_active docker-registry.service && echo active || true)
+install_start=$(start_time "$BASHPID")
+own_pidns=$(readlink /proc/self/ns/pid)
 
 log "installing ${missing[*]}"
-"${APT[@]}" update </dev/null >&2
 "${APT[@]}" install --no-install-recommends "${missing[@]}" </dev/null >&2
 
-# stop_new NAME BEFORE DEFAULT_MARKER: stops processes named NAME that were not
-# running before the install and run with the package's default settings
-# (no private socket or config of a test).
+# stop_new NAME PACKAGE BINARY UNIT BEFORE_PIDS UNIT_BEFORE: policy-rc.d
+# keeps maintainer scripts from starting services; should one have started
+# anyway, stop it, and nothing else. Stopped are only daemons of a package
+# this run installed: its unit when it was not active before the install,
+# else processes named NAME running BINARY that were not running before,
+# started after the install began, in this PID namespace (not a node of a
+# container-based cluster, not a process of another host's agent).
 stop_new() {
-	local name=$1 before=$2 pid args
+	local name=$1 pkg=$2 bin=$3 unit=$4 before=$5 unit_before=$6 pid start
+	newly "$pkg" || return 0
+	if [[ -z $unit_before ]] && unit_active "$unit"; then
+		log "stopping $unit that the $pkg package started"
+		systemctl stop "$unit"
+		return 0
+	fi
 	for pid in $(pgrep -x "$name" 2>/dev/null || true); do
 		grep -qx "$pid" <<<"$before" && continue
-		args=$(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null || true)
-		case "$name" in
-		containerd)
-			# A test's containerd always has --address; the system one does not
-			# or uses the default socket.
-			if [[ $args == *"--address"* && $args != *"/run/containerd/containerd.sock"* ]]; then continue; fi
-			;;
-		docker-registry)
-			if [[ -n $args && $args != *"/etc/docker/registry/"* ]]; then continue; fi
-			;;
-		esac
-		log "stopping $name (pid $pid) that the package started"
-		kill -TERM "$pid" 2>/dev/null || true
+		[[ $(readlink "/proc/$pid/exe" 2>/dev/null) == "$bin" ]] || continue
+		[[ $(readlink "/proc/$pid/ns/pid" 2>/dev/null) == "$own_pidns" ]] || continue
+		start=$(start_time "$pid") || continue
+		((start >= install_start)) || continue
+		log "stopping $name (pid $pid) that the $pkg package started"
+		kill -TERM "$pid" 2>/dev/null || continue
 		for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-		kill -KILL "$pid" 2>/dev/null || true
+		# SIGKILL only the same process: its PID may be another's by now.
+		if [[ $(start_time "$pid" 2>/dev/null) == "$start" ]]; then
+			kill -KILL "$pid" 2>/dev/null || true
+		fi
 	done
 }
-stop_new containerd "$containerd_before"
-stop_new docker-registry "$registry_before"
+stop_new containerd containerd /usr/bin/containerd containerd.service "$containerd_before" "$containerd_unit_before"
+stop_new docker-registry docker-registry /usr/bin/docker-registry docker-registry.service "$registry_before" "$registry_unit_before"
 
 # The tests call these by name; fail here rather than in a test.
 for b in containerd ctr runc docker-registry htpasswd iptables ip; do

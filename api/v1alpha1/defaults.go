@@ -13,6 +13,7 @@ const (
 	DefaultContainerRuntimeEndpoint = "unix:///run/containerd/containerd.sock"
 	DefaultRootDir                  = "/var/lib/nodelet"
 	DefaultPodLogsDir               = "/var/log/pods"
+	DefaultHostRoot                 = "/"
 	DefaultMaxPods                  = 110
 	DefaultNodeLeaseDurationSeconds = 40
 	DefaultClusterDomain            = "cluster.local"
@@ -52,6 +53,7 @@ func SetDefaults(c *NodeletConfiguration) {
 	}
 	setString(&c.RootDir, DefaultRootDir)
 	setString(&c.PodLogsDir, DefaultPodLogsDir)
+	setString(&c.HostRoot, DefaultHostRoot)
 	if c.MaxPods == 0 {
 		c.MaxPods = DefaultMaxPods
 	}

@@ -1,6 +1,7 @@
 package v1alpha1
 
 import (
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -49,6 +50,13 @@ type NodeletConfiguration struct {
 	// PodLogsDir holds container logs as <ns>_<name>_<uid>/<container>/<n>.log.
 	// Default: /var/log/pods.
 	PodLogsDir string `json:"podLogsDir,omitempty"`
+	// HostRoot is where the host's root filesystem is seen: the Node's
+	// machineID and osImage are read from <hostRoot>/etc/machine-id and
+	// <hostRoot>/etc/os-release (else <hostRoot>/usr/lib/os-release). A
+	// DaemonSet mounts those files read-only under /host and sets /host;
+	// the boot ID and system UUID are the kernel's and are read from /proc
+	// and /sys as they are. Default: "/".
+	HostRoot string `json:"hostRoot,omitempty"`
 	// CgroupRoot is the cgroup parent of pod sandboxes; empty lets the runtime choose.
 	CgroupRoot string `json:"cgroupRoot,omitempty"`
 
@@ -56,8 +64,11 @@ type NodeletConfiguration struct {
 	MaxPods int32 `json:"maxPods,omitempty"`
 	// NodeLabels are added to the Node when nodelet registers it.
 	NodeLabels map[string]string `json:"nodeLabels,omitempty"`
-	// RegisterWithTaints are added to the Node when nodelet registers it.
-	RegisterWithTaints []Taint `json:"registerWithTaints,omitempty"`
+	// RegisterWithTaints are added to the Node when nodelet registers it
+	// (the kubelet's field of the same name and shape): key, value, effect.
+	// Only pods that tolerate them are scheduled to, and admitted on, the
+	// node. timeAdded is set by the control plane and must be empty.
+	RegisterWithTaints []corev1.Taint `json:"registerWithTaints,omitempty"`
 
 	// NodeStatusUpdateFrequency is how often the Node status is computed. Default: 10s.
 	NodeStatusUpdateFrequency metav1.Duration `json:"nodeStatusUpdateFrequency,omitempty"`
@@ -133,13 +144,6 @@ type NodeletConfiguration struct {
 	// Controllers lists the reconcilers to run: "*" for all, a name to add
 	// one, "-name" to remove one. Default: ["*"].
 	Controllers []string `json:"controllers,omitempty"`
-}
-
-// Taint is a taint the Node is registered with.
-type Taint struct {
-	Key    string `json:"key"`
-	Value  string `json:"value,omitempty"`
-	Effect string `json:"effect"`
 }
 
 // ServerConfig configures the node agent API server.

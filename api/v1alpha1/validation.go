@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metavalidation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -26,7 +27,7 @@ var EvictionSignals = []string{
 	"imagefs.available", "imagefs.inodesFree", "pid.available",
 }
 
-var taintEffects = []string{"NoSchedule", "PreferNoSchedule", "NoExecute"}
+var taintEffects = []corev1.TaintEffect{corev1.TaintEffectNoSchedule, corev1.TaintEffectPreferNoSchedule, corev1.TaintEffectNoExecute}
 
 // Validate checks a defaulted configuration and returns every problem with
 // the path of the field it is in.
@@ -44,24 +45,12 @@ func Validate(c *NodeletConfiguration) field.ErrorList {
 	errs = append(errs, validateEndpoint(p("imageServiceEndpoint"), c.ImageServiceEndpoint)...)
 	errs = append(errs, validateAbsPath(p("rootDir"), c.RootDir)...)
 	errs = append(errs, validateAbsPath(p("podLogsDir"), c.PodLogsDir)...)
+	errs = append(errs, validateAbsPath(p("hostRoot"), c.HostRoot)...)
 	if c.MaxPods <= 0 {
 		errs = append(errs, field.Invalid(p("maxPods"), c.MaxPods, "must be greater than 0"))
 	}
 	errs = append(errs, metavalidation.ValidateLabels(c.NodeLabels, p("nodeLabels"))...)
-	for i, t := range c.RegisterWithTaints {
-		tp := p("registerWithTaints").Index(i)
-		for _, msg := range validation.IsQualifiedName(t.Key) {
-			errs = append(errs, field.Invalid(tp.Child("key"), t.Key, msg))
-		}
-		if t.Value != "" {
-			for _, msg := range validation.IsValidLabelValue(t.Value) {
-				errs = append(errs, field.Invalid(tp.Child("value"), t.Value, msg))
-			}
-		}
-		if !slices.Contains(taintEffects, t.Effect) {
-			errs = append(errs, field.NotSupported(tp.Child("effect"), t.Effect, taintEffects))
-		}
-	}
+	errs = append(errs, validateTaints(p("registerWithTaints"), c.RegisterWithTaints)...)
 	for name, d := range map[string]int64{
 		"runtimeRequestTimeout":      int64(c.RuntimeRequestTimeout.Duration),
 		"nodeStatusUpdateFrequency":  int64(c.NodeStatusUpdateFrequency.Duration),
@@ -149,6 +138,37 @@ func validateSysctlPattern(s string) string {
 		}
 	}
 	return "is not known to be namespaced: only kernel.shm*, kernel.msg*, kernel.sem, fs.mqueue.* and net.* sysctls may be allowed"
+}
+
+// validateTaints checks registration taints as the API server checks a
+// Node's: a qualified key, a label-value value, a known effect, each key and
+// effect pair once; and no timeAdded, which the control plane sets.
+func validateTaints(fp *field.Path, taints []corev1.Taint) field.ErrorList {
+	var errs field.ErrorList
+	seen := map[string]bool{}
+	for i, t := range taints {
+		tp := fp.Index(i)
+		for _, msg := range validation.IsQualifiedName(t.Key) {
+			errs = append(errs, field.Invalid(tp.Child("key"), t.Key, msg))
+		}
+		if t.Value != "" {
+			for _, msg := range validation.IsValidLabelValue(t.Value) {
+				errs = append(errs, field.Invalid(tp.Child("value"), t.Value, msg))
+			}
+		}
+		if !slices.Contains(taintEffects, t.Effect) {
+			errs = append(errs, field.NotSupported(tp.Child("effect"), t.Effect, taintEffects))
+		}
+		if t.TimeAdded != nil {
+			errs = append(errs, field.Forbidden(tp.Child("timeAdded"), "is set by the control plane"))
+		}
+		id := t.Key + ":" + string(t.Effect)
+		if seen[id] {
+			errs = append(errs, field.Duplicate(tp, id))
+		}
+		seen[id] = true
+	}
+	return errs
 }
 
 func validateEndpoint(fp *field.Path, ep string) field.ErrorList {

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -27,6 +28,7 @@ func TestSetDefaults(t *testing.T) {
 		{"kind", c.Kind, "NodeletConfiguration"},
 		{"nodeName", c.NodeName, "node-from-env"},
 		{"containerRuntimeEndpoint", c.ContainerRuntimeEndpoint, DefaultContainerRuntimeEndpoint},
+		{"hostRoot", c.HostRoot, "/"},
 		{"imageServiceEndpoint", c.ImageServiceEndpoint, DefaultContainerRuntimeEndpoint},
 		{"maxPods", c.MaxPods, int32(110)},
 		{"nodeStatusUpdateFrequency", c.NodeStatusUpdateFrequency.Duration, 10 * time.Second},
@@ -98,12 +100,29 @@ func TestValidate(t *testing.T) {
 		{"negative max pods", func(c *NodeletConfiguration) { c.MaxPods = -1 }, "maxPods"},
 		{"bad label key", func(c *NodeletConfiguration) { c.NodeLabels = map[string]string{"a b": "c"} }, "nodeLabels"},
 		{"bad label value", func(c *NodeletConfiguration) { c.NodeLabels = map[string]string{"a": "-x-"} }, "nodeLabels"},
+		{"relative host root", func(c *NodeletConfiguration) { c.HostRoot = "host" }, "hostRoot"},
+		{"host root", func(c *NodeletConfiguration) { c.HostRoot = "/host" }, ""},
+		{"taints", func(c *NodeletConfiguration) {
+			c.RegisterWithTaints = []corev1.Taint{
+				{Key: "nodelet.io/agent", Value: "nodelet", Effect: corev1.TaintEffectNoSchedule},
+				{Key: "nodelet.io/agent", Value: "nodelet", Effect: corev1.TaintEffectNoExecute},
+			}
+		}, ""},
 		{"bad taint effect", func(c *NodeletConfiguration) {
-			c.RegisterWithTaints = []Taint{{Key: "k", Effect: "Sometimes"}}
+			c.RegisterWithTaints = []corev1.Taint{{Key: "k", Effect: "Sometimes"}}
 		}, "registerWithTaints[0].effect"},
 		{"bad taint key", func(c *NodeletConfiguration) {
-			c.RegisterWithTaints = []Taint{{Key: "", Effect: "NoSchedule"}}
+			c.RegisterWithTaints = []corev1.Taint{{Key: "", Effect: "NoSchedule"}}
 		}, "registerWithTaints[0].key"},
+		{"bad taint value", func(c *NodeletConfiguration) {
+			c.RegisterWithTaints = []corev1.Taint{{Key: "k", Value: "-v-", Effect: "NoSchedule"}}
+		}, "registerWithTaints[0].value"},
+		{"taint with time added", func(c *NodeletConfiguration) {
+			c.RegisterWithTaints = []corev1.Taint{{Key: "k", Effect: "NoExecute", TimeAdded: &metav1.Time{}}}
+		}, "registerWithTaints[0].timeAdded"},
+		{"duplicate taint", func(c *NodeletConfiguration) {
+			c.RegisterWithTaints = []corev1.Taint{{Key: "k", Value: "a", Effect: "NoSchedule"}, {Key: "k", Value: "b", Effect: "NoSchedule"}}
+		}, "registerWithTaints[1]"},
 		{"unsafe sysctls", func(c *NodeletConfiguration) {
 			c.AllowedUnsafeSysctls = []string{"kernel.msg*", "net.core.somaxconn", "kernel/sem", "fs.mqueue.*"}
 		}, ""},

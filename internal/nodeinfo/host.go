@@ -19,6 +19,9 @@ const (
 	MachineIDPath   = "/etc/machine-id"
 	ProductUUIDPath = "/sys/class/dmi/id/product_uuid"
 	OSReleasePath   = "/etc/os-release"
+	// OSReleaseFallbackPath is read when OSReleasePath is missing, as the
+	// os-release specification says.
+	OSReleaseFallbackPath = "/usr/lib/os-release"
 )
 
 // Host is the narrow view of the machine the Observer needs. Implementations

@@ -8,8 +8,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	kubeletapis "k8s.io/kubelet/pkg/apis"
-
-	"github.com/nodelet/nodelet/api/v1alpha1"
 )
 
 // Labels are the labels nodelet owns on its Node: the configured nodeLabels
@@ -50,13 +48,4 @@ func ValidateNodeLabels(labels map[string]string) error {
 	slices.Sort(bad)
 	return fmt.Errorf("nodeLabels %s are in the kubernetes.io or k8s.io namespaces and a node may not set them on itself (allowed: %s, and keys under %s)",
 		strings.Join(bad, ", "), strings.Join(kubeletapis.KubeletLabels(), ", "), strings.Join(kubeletapis.KubeletLabelNamespaces(), ", "))
-}
-
-// Taints converts registerWithTaints to API taints.
-func Taints(ts []v1alpha1.Taint) []corev1.Taint {
-	out := make([]corev1.Taint, 0, len(ts))
-	for _, t := range ts {
-		out = append(out, corev1.Taint{Key: t.Key, Value: t.Value, Effect: corev1.TaintEffect(t.Effect)})
-	}
-	return out
 }

@@ -22,11 +22,21 @@ func NewNode(cfg *v1alpha1.NodeletConfiguration) *corev1.Node {
 			Name:   cfg.NodeName,
 			Labels: Labels(cfg.NodeName, cfg.NodeLabels),
 		},
-		Spec: corev1.NodeSpec{Taints: Taints(cfg.RegisterWithTaints)},
+		Spec: corev1.NodeSpec{Taints: registrationTaints(cfg.RegisterWithTaints)},
 		Status: corev1.NodeStatus{Allocatable: corev1.ResourceList{
 			corev1.ResourcePods: *resource.NewQuantity(int64(cfg.MaxPods), resource.DecimalSI),
 		}},
 	}
+}
+
+// registrationTaints copies the configured taints, so that the Node
+// nodelet registers never shares memory with its configuration.
+func registrationTaints(taints []corev1.Taint) []corev1.Taint {
+	out := make([]corev1.Taint, len(taints))
+	for i := range taints {
+		taints[i].DeepCopyInto(&out[i])
+	}
+	return out
 }
 
 // Facts are the properties of this node that pods' configs and statuses

@@ -18,7 +18,7 @@ func factsConfig() *v1alpha1.NodeletConfiguration {
 		NodeIP:             "10.0.0.9",
 		MaxPods:            42,
 		NodeLabels:         map[string]string{corev1.LabelHostname: "spoofed", "team": "a"},
-		RegisterWithTaints: []v1alpha1.Taint{{Key: "k", Value: "v", Effect: "NoSchedule"}},
+		RegisterWithTaints: []corev1.Taint{{Key: "k", Value: "v", Effect: corev1.TaintEffectNoSchedule}},
 	}
 }
 
@@ -61,5 +61,14 @@ func TestFactsReader(t *testing.T) {
 	facts, err = r.Facts(ctx)
 	if err != nil || !slices.Equal(facts.HostIPs, []string{"192.0.2.1", "2001:db8::1"}) || facts.Allocatable.Pods().Value() != 42 {
 		t.Errorf("registered: %+v, %v; want the InternalIPs and allocatable", facts, err)
+	}
+}
+
+func TestNewNodeCopiesTaints(t *testing.T) {
+	cfg := factsConfig()
+	n := NewNode(cfg)
+	cfg.RegisterWithTaints[0].Key = "changed"
+	if n.Spec.Taints[0].Key != "k" {
+		t.Errorf("the Node's taint changed with the configuration: %v", n.Spec.Taints)
 	}
 }

@@ -2,8 +2,10 @@ package nodeinfo
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"time"
@@ -25,6 +27,7 @@ type Observer struct {
 	nodeName       string
 	nodeIP         net.IP
 	rootDir        string
+	hostRoot       string
 	maxPods        int32
 	port           int32
 	systemReserved corev1.ResourceList
@@ -62,7 +65,7 @@ func NewObserver(cfg *v1alpha1.NodeletConfiguration, host Host, rt Runtime) (*Ob
 	}
 	timeout := min(DefaultRuntimeTimeout, max(cfg.NodeStatusUpdateFrequency.Duration, time.Second))
 	return &Observer{
-		host: host, runtime: rt, nodeName: cfg.NodeName, nodeIP: ip, rootDir: cfg.RootDir,
+		host: host, runtime: rt, nodeName: cfg.NodeName, nodeIP: ip, rootDir: cfg.RootDir, hostRoot: cfg.HostRoot,
 		maxPods: cfg.MaxPods, port: port, systemReserved: sys, kubeReserved: kube,
 		evictionHard: hard, runtimeTimeout: timeout,
 	}, nil
@@ -187,19 +190,42 @@ func (o *Observer) systemInfo(soft func(string, error)) corev1.NodeSystemInfo {
 		soft("kernel release", err)
 	}
 	osImage := "Linux"
-	if data, err := o.host.ReadFile(OSReleasePath); err == nil {
+	if data, err := o.readOSRelease(); err == nil {
 		osImage = ParseOSRelease(data)
 	} else {
-		soft(OSReleasePath, err)
+		soft("os-release", err)
 	}
 	return corev1.NodeSystemInfo{
-		MachineID:       read(MachineIDPath, false),
+		MachineID:       read(o.onHost(MachineIDPath), false),
 		SystemUUID:      strings.ToLower(read(ProductUUIDPath, true)),
 		BootID:          read(BootIDPath, false),
 		KernelVersion:   kernel,
 		OSImage:         osImage,
 		OperatingSystem: runtime.GOOS,
 		Architecture:    runtime.GOARCH,
-		KubeletVersion:  version.Version,
+		KubeletVersion:  version.KubeletVersion(),
 	}
+}
+
+// onHost is where a file of the host's root filesystem is seen: under
+// hostRoot.
+func (o *Observer) onHost(path string) string {
+	if o.hostRoot == "" {
+		return path
+	}
+	return filepath.Join(o.hostRoot, path)
+}
+
+// readOSRelease reads the host's os-release, from /usr/lib when /etc has
+// none.
+func (o *Observer) readOSRelease() ([]byte, error) {
+	data, err := o.host.ReadFile(o.onHost(OSReleasePath))
+	if err == nil {
+		return data, nil
+	}
+	data, fallbackErr := o.host.ReadFile(o.onHost(OSReleaseFallbackPath))
+	if fallbackErr != nil {
+		return nil, errors.Join(err, fallbackErr)
+	}
+	return data, nil
 }

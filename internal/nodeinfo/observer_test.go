@@ -86,7 +86,7 @@ func TestObserve(t *testing.T) {
 	wantInfo := corev1.NodeSystemInfo{
 		MachineID: "machine-1", SystemUUID: "abcd-ef", BootID: "boot-1", KernelVersion: "6.1.0-test",
 		OSImage: "Debian GNU/Linux 12 (bookworm)", OperatingSystem: runtime.GOOS, Architecture: runtime.GOARCH,
-		ContainerRuntimeVersion: "containerd://1.6.20", KubeletVersion: version.Version,
+		ContainerRuntimeVersion: "containerd://1.6.20", KubeletVersion: version.KubeletVersion(),
 	}
 	if obs.NodeInfo != wantInfo {
 		t.Errorf("nodeInfo = %+v\nwant %+v", obs.NodeInfo, wantInfo)
@@ -129,5 +129,69 @@ func TestNewObserverRejectsBadReservations(t *testing.T) {
 	cfg.KubeReserved = map[string]string{"memory": "lots"}
 	if _, err := NewObserver(cfg, newTestHost(), nil); err == nil {
 		t.Error("want an error for an unparsable kubeReserved")
+	}
+}
+
+// TestObserveHostRoot: in a container the host's machine ID and OS come
+// from hostRoot, never from the image's own /etc; the boot ID is the
+// kernel's and read from /proc as it is.
+func TestObserveHostRoot(t *testing.T) {
+	const debian = "PRETTY_NAME=\"Debian GNU/Linux 12 (bookworm)\"\n"
+	cases := []struct {
+		name          string
+		hostRoot      string
+		files         map[string]string
+		wantMachineID string
+		wantOSImage   string
+	}{
+		{"default reads /", "/", map[string]string{
+			"/etc/machine-id": "host-id\n", "/etc/os-release": debian,
+		}, "host-id", "Debian GNU/Linux 12 (bookworm)"},
+		{"host mounted under /host", "/host", map[string]string{
+			"/etc/machine-id": "image-id\n", "/etc/os-release": "PRETTY_NAME=distroless\n",
+			"/host/etc/machine-id": "host-id\n", "/host/etc/os-release": debian,
+		}, "host-id", "Debian GNU/Linux 12 (bookworm)"},
+		{"os-release only in usr/lib", "/host", map[string]string{
+			"/host/etc/machine-id": "host-id\n", "/host/usr/lib/os-release": debian,
+		}, "host-id", "Debian GNU/Linux 12 (bookworm)"},
+		{"nothing mounted", "/host", map[string]string{
+			"/etc/machine-id": "image-id\n", "/etc/os-release": "PRETTY_NAME=distroless\n",
+		}, "", "Linux"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			host := newTestHost()
+			delete(host.files, MachineIDPath)
+			delete(host.files, OSReleasePath)
+			for k, v := range tc.files {
+				host.files[k] = v
+			}
+			cfg := testConfig()
+			cfg.HostRoot = tc.hostRoot
+			o, err := NewObserver(cfg, host, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			info := o.Observe(context.Background()).NodeInfo
+			if info.MachineID != tc.wantMachineID || info.OSImage != tc.wantOSImage || info.BootID != "boot-1" {
+				t.Errorf("machineID %q osImage %q bootID %q; want %q, %q, boot-1",
+					info.MachineID, info.OSImage, info.BootID, tc.wantMachineID, tc.wantOSImage)
+			}
+		})
+	}
+}
+
+// TestObserveReportsServerPort: the Node's kubelet endpoint is the node
+// API's configured port, which the API server dials for logs and exec.
+func TestObserveReportsServerPort(t *testing.T) {
+	cfg := testConfig()
+	port := int32(10350)
+	cfg.Server.Port = &port
+	o, err := NewObserver(cfg, newTestHost(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := o.Observe(context.Background()).DaemonEndpoints.KubeletEndpoint.Port; got != port {
+		t.Errorf("kubelet endpoint port = %d, want %d", got, port)
 	}
 }

@@ -31,10 +31,16 @@ type Options struct {
 	CertDir string
 	// Config is the effective, defaulted and validated configuration.
 	Config *v1alpha1.NodeletConfiguration
+	// Version is --version: print the version and exit.
+	Version bool
 }
 
 // ErrHelp is returned when --help was asked for; the usage has been printed.
 var ErrHelp = pflag.ErrHelp
+
+// ErrVersion is returned when --version was asked for, before the
+// configuration is read: the caller prints the version and exits.
+var ErrVersion = errors.New("version requested")
 
 // Parse reads args (without the program name): the config file named by
 // --config first, then every flag that was set on top of it, then defaults,
@@ -46,6 +52,9 @@ func Parse(args []string, extra func(*pflag.FlagSet)) (*Options, error) {
 	first := newFlagSet(opts, &v1alpha1.NodeletConfiguration{}, extra)
 	if err := first.Parse(args); err != nil {
 		return nil, err
+	}
+	if opts.Version {
+		return nil, ErrVersion
 	}
 
 	cfg := &v1alpha1.NodeletConfiguration{}
@@ -156,6 +165,7 @@ func LoadFile(path string) (*v1alpha1.NodeletConfiguration, error) {
 func newFlagSet(opts *Options, cfg *v1alpha1.NodeletConfiguration, extra func(*pflag.FlagSet)) *pflag.FlagSet {
 	fs := pflag.NewFlagSet("nodelet", pflag.ContinueOnError)
 	fs.StringVar(&opts.ConfigFile, "config", opts.ConfigFile, "Path to a NodeletConfiguration file. Flags that are set override it.")
+	fs.BoolVar(&opts.Version, "version", opts.Version, "Print nodelet's version and the Kubernetes version it implements, and exit.")
 	fs.StringVar(&opts.Kubeconfig, "kubeconfig", opts.Kubeconfig, "Path to the kubeconfig nodelet authenticates with (as system:node:<name>). With --bootstrap-kubeconfig, written after a TLS bootstrap.")
 	fs.StringVar(&opts.BootstrapKubeconfig, "bootstrap-kubeconfig", opts.BootstrapKubeconfig, "Path to a kubeconfig (usually a bootstrap token) used to request a client certificate when --kubeconfig does not exist or its certificate is missing or expired.")
 	fs.StringVar(&opts.CertDir, "cert-dir", opts.CertDir, "Directory of the client certificates nodelet requests (default <root-dir>/pki).")

@@ -1,6 +1,7 @@
 package options
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -35,6 +36,7 @@ func TestParseErrors(t *testing.T) {
 		{"empty file", "\n", nil, "is empty"},
 		{"invalid value names field", header + "maxPods: -3\n", nil, "maxPods: Invalid value: -3"},
 		{"invalid flag value names field", "", []string{"--node-name=n", "--cluster-dns=not-an-ip"}, "clusterDNS[0]"},
+		{"misspelt taint field", header + "registerWithTaints:\n- key: k\n  efect: NoSchedule\n", nil, `unknown field "registerWithTaints[0].efect"`},
 		{"unknown flag", "", []string{"--no-such-flag"}, "unknown flag: --no-such-flag"},
 		{"missing file", "", []string{"--config=/nonexistent/nodelet.yaml"}, "reading config file"},
 		{"bootstrap without kubeconfig", "", []string{"--node-name=n", "--bootstrap-kubeconfig=/b"}, "--bootstrap-kubeconfig needs --kubeconfig"},
@@ -107,6 +109,20 @@ func TestNodeNameDefault(t *testing.T) {
 func TestSampleConfigIsValid(t *testing.T) {
 	if _, err := Parse([]string{"--config", "../../config/daemonset/nodelet.yaml", "--node-name=n"}, nil); err != nil {
 		t.Fatalf("config/daemonset/nodelet.yaml: %v", err)
+	}
+}
+
+// TestVersionBeforeConfig: --version answers even when the configuration
+// would not load, as the kubelet's does.
+func TestVersionBeforeConfig(t *testing.T) {
+	for _, args := range [][]string{
+		{"--version"},
+		{"--version", "--config=/nonexistent/nodelet.yaml"},
+		{"--max-pods=-1", "--version"},
+	} {
+		if _, err := Parse(args, nil); !errors.Is(err, ErrVersion) {
+			t.Errorf("Parse(%q) = %v, want ErrVersion", args, err)
+		}
 	}
 }
 

@@ -257,3 +257,20 @@ subjects: [{kind: User, name: alice}]
 		})
 	}
 }
+
+// TestBootstrapGrantsOnlyNodeletTokens: config/default grants the TLS
+// bootstrap rights to bootstrap tokens made for nodelet only, never to
+// every bootstrap token of the cluster or to the nodes, and binds nothing
+// to nodelet's ServiceAccount.
+func TestBootstrapGrantsOnlyNodeletTokens(t *testing.T) {
+	o := decode(t, render(t, "../../config/default"))
+	const nodeletTokens = "system:bootstrappers:nodelet"
+	for _, b := range o.bindings {
+		for _, s := range b.subjects {
+			if s.Kind != rbacv1.GroupKind || s.Name != nodeletTokens {
+				t.Errorf("%s %s binds %s to %s %s; config/default binds only to group %s", b.kind, b.name,
+					b.roleRef.Name, s.Kind, s.Name, nodeletTokens)
+			}
+		}
+	}
+}

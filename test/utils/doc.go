@@ -35,6 +35,10 @@
 //     nodeIP, where the node API listens (Nodelet.ServerAddr), is the
 //     host's address on its containerd's pod bridge (Containerd.HostIP):
 //     the API server refuses to proxy to a loopback node address.
+//   - StartKubelet runs a real kubelet (built from the pinned module by
+//     hack/kubelet.sh) as system:node:<name> on a containerd of the
+//     harness, with the settings this machine kind needs; SharedDir makes a
+//     shared mount point for host paths a pod mounts Bidirectional.
 //   - WebImage is a small HTTP server of ours (test/images/web) that runs
 //     without a command, for Deployments on make run's local cluster.
 //   - After a process that started these was killed, TeardownContainerdDir,
