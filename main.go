@@ -10,10 +10,15 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"time"
 
 	"github.com/go-logr/logr"
 	"github.com/spf13/pflag"
 	"go.uber.org/zap/zapcore"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -25,6 +30,7 @@ import (
 	"github.com/nodelet/nodelet/internal/certificates"
 	"github.com/nodelet/nodelet/internal/checkpoint"
 	"github.com/nodelet/nodelet/internal/cri"
+	"github.com/nodelet/nodelet/internal/nodeinfo"
 	"github.com/nodelet/nodelet/internal/options"
 	"github.com/nodelet/nodelet/internal/server"
 	"github.com/nodelet/nodelet/internal/version"
@@ -72,6 +78,10 @@ func run(args []string) int {
 	apiClient, err := loadClient(ctx, opts)
 	if err != nil {
 		log.Error(err, "Unable to load the API server configuration")
+		return 1
+	}
+	if reason := foreignAgent(ctx, apiClient.Config, cfg.NodeName); reason != "" {
+		log.Error(errors.New(reason), "Refusing to run a node another agent runs", "node", cfg.NodeName)
 		return 1
 	}
 	mgr, err := agent.NewManager(apiClient.Config, cfg)
@@ -174,4 +184,24 @@ func loadClient(ctx context.Context, opts *options.Options) (*certificates.Clien
 		Rotate:              rotate,
 		Logger:              ctrl.Log.WithName("certificates"),
 	})
+}
+
+// foreignAgent returns why the node must not be run by this nodelet: a
+// live agent that is not nodelet (a kubelet) runs it. An error reading the
+// Node or its Lease is no reason: the manager reports an unreachable API
+// server itself.
+func foreignAgent(ctx context.Context, cfg *rest.Config, nodeName string) string {
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return ""
+	}
+	node, err := cs.CoreV1().Nodes().Get(ctx, nodeName, metav1.GetOptions{})
+	if err != nil {
+		return ""
+	}
+	lease, err := cs.CoordinationV1().Leases(corev1.NamespaceNodeLease).Get(ctx, nodeName, metav1.GetOptions{})
+	if err != nil {
+		return ""
+	}
+	return nodeinfo.ForeignAgent(node, lease, time.Now())
 }

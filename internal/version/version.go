@@ -42,3 +42,8 @@ func BuildMetadata(v string) string {
 	})
 	return strings.Join(append([]string{buildMetadataPrefix}, fields...), ".")
 }
+
+// IsNodelet reports whether a Node's kubeletVersion was reported by nodelet.
+func IsNodelet(kubeletVersion string) bool {
+	return strings.Contains(kubeletVersion, "+"+buildMetadataPrefix)
+}

@@ -189,6 +189,16 @@ var _ = Describe("nodelet deployed as a DaemonSet beside a real kubelet", Ordere
 		Expect(readySandboxes(ctx, nodeletCtrd)).To(ConsistOf(tolerating.Name), "nodelet's containerd runs the tolerating pod only")
 		Expect(kubelet.Running()).To(BeTrue())
 	}, SpecTimeout(4*daemonSetTimeout))
+
+	It("refuses to run the Node a live kubelet runs", func(ctx SpecContext) {
+		n, err := utils.StartNodelet(ctx, utils.NodeletOptions{NodeName: hostNode, API: apiServer, Containerd: nodeletCtrd})
+		if n != nil {
+			DeferCleanup(n.Cleanup)
+		}
+		Expect(err).To(MatchError(ContainSubstring("nodelet exited during start-up")))
+		Expect(n.LogTail(20)).To(ContainSubstring(`node \"` + hostNode + `\" is run by another agent (kubeletVersion ` + version.KubernetesVersion))
+		Expect(kubelet.Running()).To(BeTrue())
+	}, SpecTimeout(daemonSetTimeout))
 })
 
 // renderDefault renders config/default with the envtest-built kubectl.
