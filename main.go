@@ -14,15 +14,15 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/spf13/pflag"
 	"go.uber.org/zap/zapcore"
-	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/nodelet/nodelet/api/v1alpha1"
 	"github.com/nodelet/nodelet/controllers"
 	"github.com/nodelet/nodelet/internal/agent"
+	"github.com/nodelet/nodelet/internal/certificates"
 	"github.com/nodelet/nodelet/internal/checkpoint"
 	"github.com/nodelet/nodelet/internal/cri"
 	"github.com/nodelet/nodelet/internal/options"
@@ -63,17 +63,21 @@ func run(args []string) int {
 	klog.SetLogger(logger)
 	log := ctrl.Log.WithName("setup")
 
-	restCfg, err := loadRESTConfig(opts.Kubeconfig)
+	ctx := ctrl.SetupSignalHandler()
+	apiClient, err := loadClient(ctx, opts)
 	if err != nil {
 		log.Error(err, "Unable to load the API server configuration")
 		return 1
 	}
-	mgr, err := agent.NewManager(restCfg, cfg)
+	mgr, err := agent.NewManager(apiClient.Config, cfg)
 	if err != nil {
 		log.Error(err, "Unable to create the manager")
 		return 1
 	}
-	ctx := ctrl.SetupSignalHandler()
+	if err := mgr.Add(apiClient); err != nil {
+		log.Error(err, "Unable to add client certificate rotation")
+		return 1
+	}
 	deps, err := buildDeps(ctx, cfg)
 	if err != nil {
 		log.Error(err, "Unable to set up the node's runtime and state")
@@ -141,15 +145,28 @@ func buildDeps(ctx context.Context, cfg *v1alpha1.NodeletConfiguration) (*contro
 	return &controllers.Deps{Config: cfg, Runtime: runtime, Checkpoints: store}, nil
 }
 
-// loadRESTConfig uses --kubeconfig when it is given, else the usual
-// in-cluster config or $KUBECONFIG.
-func loadRESTConfig(path string) (*rest.Config, error) {
-	if path != "" {
-		c, err := clientcmd.BuildConfigFromFlags("", path)
-		if err != nil {
-			return nil, fmt.Errorf("loading kubeconfig %s: %w", path, err)
+// loadClient returns the API server client of --kubeconfig, after a TLS
+// bootstrap with --bootstrap-kubeconfig when one is needed, with client
+// certificate rotation when rotateCertificates is on. Without
+// --kubeconfig it is the usual in-cluster config or $KUBECONFIG.
+func loadClient(ctx context.Context, opts *options.Options) (*certificates.Client, error) {
+	rotate := ptr.Deref(opts.Config.RotateCertificates, false)
+	if opts.Kubeconfig == "" {
+		if rotate {
+			return nil, errors.New("rotateCertificates needs --kubeconfig: the client certificate to rotate is named there")
 		}
-		return c, nil
+		c, err := ctrl.GetConfig()
+		if err != nil {
+			return nil, err
+		}
+		return &certificates.Client{Config: c}, nil
 	}
-	return ctrl.GetConfig()
+	return certificates.Load(ctx, certificates.Options{
+		Kubeconfig:          opts.Kubeconfig,
+		BootstrapKubeconfig: opts.BootstrapKubeconfig,
+		CertDir:             opts.CertDir,
+		NodeName:            opts.Config.NodeName,
+		Rotate:              rotate,
+		Logger:              ctrl.Log.WithName("certificates"),
+	})
 }

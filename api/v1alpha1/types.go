@@ -113,6 +113,12 @@ type NodeletConfiguration struct {
 	// Default: 100, as the kubelet's.
 	KubeAPIBurst int32 `json:"kubeAPIBurst,omitempty"`
 
+	// RotateCertificates requests a new client certificate (a CSR to the
+	// signer kubernetes.io/kube-apiserver-client-kubelet) before the
+	// current one expires, and switches to it without a restart. Default:
+	// true with --bootstrap-kubeconfig, else false.
+	RotateCertificates *bool `json:"rotateCertificates,omitempty"`
+
 	// EnableProfilingHandler serves Go's /debug/pprof on the metrics
 	// address. Default: false.
 	EnableProfilingHandler bool `json:"enableProfilingHandler,omitempty"`

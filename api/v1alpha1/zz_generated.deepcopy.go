@@ -109,6 +109,11 @@ func (in *NodeletConfiguration) DeepCopyInto(out *NodeletConfiguration) {
 		*out = new(float32)
 		**out = **in
 	}
+	if in.RotateCertificates != nil {
+		in, out := &in.RotateCertificates, &out.RotateCertificates
+		*out = new(bool)
+		**out = **in
+	}
 	if in.AllowedUnsafeSysctls != nil {
 		in, out := &in.AllowedUnsafeSysctls, &out.AllowedUnsafeSysctls
 		*out = make([]string, len(*in))

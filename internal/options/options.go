@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/spf13/pflag"
@@ -22,6 +23,12 @@ type Options struct {
 	// Kubeconfig is the path given with --kubeconfig; empty means the
 	// in-cluster config or $KUBECONFIG.
 	Kubeconfig string
+	// BootstrapKubeconfig is --bootstrap-kubeconfig: credentials used only
+	// to request a client certificate when Kubeconfig has no valid one.
+	BootstrapKubeconfig string
+	// CertDir is --cert-dir, where client certificates are kept; defaults
+	// to <rootDir>/pki.
+	CertDir string
 	// Config is the effective, defaulted and validated configuration.
 	Config *v1alpha1.NodeletConfiguration
 }
@@ -54,12 +61,37 @@ func Parse(args []string, extra func(*pflag.FlagSet)) (*Options, error) {
 	if err := second.Parse(args); err != nil {
 		return nil, err
 	}
+	if opts.BootstrapKubeconfig != "" {
+		if opts.Kubeconfig == "" {
+			return nil, errors.New("--bootstrap-kubeconfig needs --kubeconfig: the path the kubeconfig with the issued client certificate is written to")
+		}
+		// As the kubelet: a bootstrapped certificate is short-lived and
+		// rotated unless the configuration says otherwise.
+		if cfg.RotateCertificates == nil {
+			t := true
+			cfg.RotateCertificates = &t
+		}
+	}
 	if err := Complete(cfg); err != nil {
 		return nil, err
+	}
+	if opts.CertDir == "" {
+		opts.CertDir = filepath.Join(cfg.RootDir, DefaultCertDirName)
+	}
+	if !filepath.IsAbs(opts.CertDir) {
+		abs, err := filepath.Abs(opts.CertDir)
+		if err != nil {
+			return nil, fmt.Errorf("--cert-dir: %w", err)
+		}
+		opts.CertDir = abs
 	}
 	opts.Config = cfg
 	return opts, nil
 }
+
+// DefaultCertDirName is the directory under rootDir that --cert-dir
+// defaults to.
+const DefaultCertDirName = "pki"
 
 // Complete defaults and validates cfg.
 func Complete(cfg *v1alpha1.NodeletConfiguration) error {
@@ -124,7 +156,9 @@ func LoadFile(path string) (*v1alpha1.NodeletConfiguration, error) {
 func newFlagSet(opts *Options, cfg *v1alpha1.NodeletConfiguration, extra func(*pflag.FlagSet)) *pflag.FlagSet {
 	fs := pflag.NewFlagSet("nodelet", pflag.ContinueOnError)
 	fs.StringVar(&opts.ConfigFile, "config", opts.ConfigFile, "Path to a NodeletConfiguration file. Flags that are set override it.")
-	fs.StringVar(&opts.Kubeconfig, "kubeconfig", opts.Kubeconfig, "Path to the kubeconfig nodelet authenticates with (as system:node:<name>).")
+	fs.StringVar(&opts.Kubeconfig, "kubeconfig", opts.Kubeconfig, "Path to the kubeconfig nodelet authenticates with (as system:node:<name>). With --bootstrap-kubeconfig, written after a TLS bootstrap.")
+	fs.StringVar(&opts.BootstrapKubeconfig, "bootstrap-kubeconfig", opts.BootstrapKubeconfig, "Path to a kubeconfig (usually a bootstrap token) used to request a client certificate when --kubeconfig does not exist or its certificate is missing or expired.")
+	fs.StringVar(&opts.CertDir, "cert-dir", opts.CertDir, "Directory of the client certificates nodelet requests (default <root-dir>/pki).")
 
 	fs.StringVar(&cfg.NodeName, "node-name", cfg.NodeName, "Name of this node (default $NODE_NAME or the host name, lower-cased).")
 	fs.StringVar(&cfg.NodeIP, "node-ip", cfg.NodeIP, "InternalIP reported for the node (default: detected).")

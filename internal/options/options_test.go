@@ -37,6 +37,7 @@ func TestParseErrors(t *testing.T) {
 		{"invalid flag value names field", "", []string{"--node-name=n", "--cluster-dns=not-an-ip"}, "clusterDNS[0]"},
 		{"unknown flag", "", []string{"--no-such-flag"}, "unknown flag: --no-such-flag"},
 		{"missing file", "", []string{"--config=/nonexistent/nodelet.yaml"}, "reading config file"},
+		{"bootstrap without kubeconfig", "", []string{"--node-name=n", "--bootstrap-kubeconfig=/b"}, "--bootstrap-kubeconfig needs --kubeconfig"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -106,5 +107,48 @@ func TestNodeNameDefault(t *testing.T) {
 func TestSampleConfigIsValid(t *testing.T) {
 	if _, err := Parse([]string{"--config", "../../config/daemonset/nodelet.yaml", "--node-name=n"}, nil); err != nil {
 		t.Fatalf("config/daemonset/nodelet.yaml: %v", err)
+	}
+}
+
+func TestCertificateOptions(t *testing.T) {
+	rotate := func(o *Options) string {
+		if o.Config.RotateCertificates == nil {
+			return "unset"
+		}
+		if *o.Config.RotateCertificates {
+			return "true"
+		}
+		return "false"
+	}
+	cases := []struct {
+		name       string
+		file       string
+		args       []string
+		wantRotate string
+		wantDir    string
+	}{
+		{"no bootstrap", "", []string{"--root-dir=/r"}, "unset", "/r/pki"},
+		{"bootstrap rotates by default", "", []string{"--root-dir=/r", "--kubeconfig=/k", "--bootstrap-kubeconfig=/b"}, "true", "/r/pki"},
+		{"bootstrap keeps rotateCertificates false", header + "rotateCertificates: false\n", []string{"--kubeconfig=/k", "--bootstrap-kubeconfig=/b"}, "false", "/var/lib/nodelet/pki"},
+		{"rotation without bootstrap", header + "rotateCertificates: true\n", nil, "true", "/var/lib/nodelet/pki"},
+		{"cert-dir flag", "", []string{"--cert-dir=/etc/nodelet/pki"}, "unset", "/etc/nodelet/pki"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			args := append([]string{"--node-name=n"}, tc.args...)
+			if tc.file != "" {
+				args = append(args, "--config", writeFile(t, tc.file))
+			}
+			opts, err := Parse(args, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := rotate(opts); got != tc.wantRotate {
+				t.Errorf("rotateCertificates %s, want %s", got, tc.wantRotate)
+			}
+			if opts.CertDir != tc.wantDir {
+				t.Errorf("cert dir %q, want %q", opts.CertDir, tc.wantDir)
+			}
+		})
 	}
 }

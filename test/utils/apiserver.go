@@ -31,6 +31,11 @@ type APIServer struct {
 	Env *envtest.Environment
 	// Config is the admin's rest.Config, the same as Env.Config.
 	Config *rest.Config
+	// ClientCA is the CA the API server trusts for client certificates
+	// (--client-ca-file): it signs the users NodeUserConfig and AddUser
+	// make, and its key is on disk (ClientCA.KeyFile) so that a
+	// controller-manager signs node certificates with it.
+	ClientCA *CA
 	// KubeletClientCA signs the client certificate the API server presents
 	// to node agents (--kubelet-client-certificate: user
 	// kube-apiserver-kubelet-client in system:masters); node agents trust
@@ -46,11 +51,25 @@ type APIServer struct {
 	keptCertDirs []string
 }
 
+// APIServerOptions change the API server's configuration; the zero value
+// is what StartAPIServer runs.
+type APIServerOptions struct {
+	// BootstrapTokenAuth authenticates bootstrap tokens (Secrets of type
+	// bootstrap.kubernetes.io/token in kube-system) as
+	// system:bootstrap:<id> in system:bootstrappers, for TLS bootstrap.
+	BootstrapTokenAuth bool
+}
+
 // StartAPIServer starts etcd and kube-apiserver. It makes sure the binaries
 // exist first: KUBEBUILDER_ASSETS is used when it names a directory holding
 // them, otherwise hack/envtest.sh builds them (a no-op when cached) and
 // KUBEBUILDER_ASSETS is set to its output for the rest of the process.
 func StartAPIServer(ctx context.Context) (*APIServer, error) {
+	return StartAPIServerWithOptions(ctx, APIServerOptions{})
+}
+
+// StartAPIServerWithOptions is StartAPIServer with opts.
+func StartAPIServerWithOptions(ctx context.Context, opts APIServerOptions) (*APIServer, error) {
 	assets, err := EnvtestAssets(ctx)
 	if err != nil {
 		return nil, err
@@ -60,6 +79,14 @@ func StartAPIServer(ctx context.Context) (*APIServer, error) {
 		return nil, fmt.Errorf("creating the API server directory: %w", err)
 	}
 	ca, err := NewCA(dir, "kubelet-client")
+	if err != nil {
+		_ = os.RemoveAll(dir)
+		return nil, err
+	}
+	clientCA, err := NewCA(dir, "client")
+	if err == nil {
+		err = clientCA.WriteKey()
+	}
 	if err != nil {
 		_ = os.RemoveAll(dir)
 		return nil, err
@@ -79,6 +106,9 @@ func StartAPIServer(ctx context.Context) (*APIServer, error) {
 		ControlPlaneStartTimeout: 60 * time.Second,
 		ControlPlaneStopTimeout:  20 * time.Second,
 	}
+	// envtest's own client certificate CA keeps its key in memory; this one
+	// is on disk, for the controller-manager's CSR signer.
+	env.ControlPlane.GetAPIServer().SecureServing.Authn = &caAuthn{ca: clientCA}
 	args := env.ControlPlane.GetAPIServer().Configure()
 	args.Set("authorization-mode", "Node,RBAC")
 	args.Set("enable-admission-plugins", "NodeRestriction")
@@ -89,6 +119,9 @@ func StartAPIServer(ctx context.Context) (*APIServer, error) {
 	args.Set("kubelet-client-certificate", certFile)
 	args.Set("kubelet-client-key", keyFile)
 	args.Set("kubelet-preferred-address-types", "InternalIP,Hostname")
+	if opts.BootstrapTokenAuth {
+		args.Set("enable-bootstrap-token-auth", "true")
+	}
 	cfg, err := env.Start()
 	if err != nil {
 		// A half-started control plane still has processes to stop.
@@ -96,7 +129,53 @@ func StartAPIServer(ctx context.Context) (*APIServer, error) {
 		_ = os.RemoveAll(dir)
 		return nil, fmt.Errorf("starting the envtest API server: %w", err)
 	}
-	return &APIServer{Env: env, Config: cfg, KubeletClientCA: ca, Dir: dir}, nil
+	return &APIServer{Env: env, Config: cfg, ClientCA: clientCA, KubeletClientCA: ca, Dir: dir}, nil
+}
+
+// caAuthn is an envtest Authn that authenticates users by client
+// certificates signed by ca.
+type caAuthn struct {
+	ca *CA
+}
+
+var _ envtest.Authn = (*caAuthn)(nil)
+
+// Configure points the API server at the CA certificate.
+func (c *caAuthn) Configure(_ string, args *envtest.Arguments) error {
+	args.Set("client-ca-file", c.ca.CertFile)
+	return nil
+}
+
+// Start does nothing: the CA certificate was written when it was made.
+func (c *caAuthn) Start() error { return nil }
+
+// Stop does nothing: the CA lives in the APIServer's directory.
+func (c *caAuthn) Stop() error { return nil }
+
+// AddUser returns a copy of base with a client certificate for user.
+func (c *caAuthn) AddUser(user envtest.User, base *rest.Config) (*rest.Config, error) {
+	certPEM, keyPEM, err := c.ca.ClientCert(user.Name, user.Groups...)
+	if err != nil {
+		return nil, err
+	}
+	cfg := rest.CopyConfig(base)
+	cfg.CertData, cfg.KeyData = certPEM, keyPEM
+	return cfg, nil
+}
+
+// ServingCAFile writes (once) and returns the CA of the API server's
+// serving certificate, which clients in other processes verify it with.
+func (a *APIServer) ServingCAFile() (string, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	path := filepath.Join(a.Dir, "serving-ca.crt")
+	if _, err := os.Stat(path); err == nil {
+		return path, nil
+	}
+	if err := os.WriteFile(path, a.Config.CAData, 0o600); err != nil {
+		return "", fmt.Errorf("writing the API server's serving CA: %w", err)
+	}
+	return path, nil
 }
 
 // KubeletClientUser is the user the API server authenticates as to node

@@ -13,18 +13,22 @@ import (
 	"math/big"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	certutil "k8s.io/client-go/util/cert"
 )
 
 // CA is a certificate authority that signs client certificates: the one
-// node agents trust for callers of their API (the kubelet client CA).
+// node agents trust for callers of their API (the kubelet client CA), or
+// the one the API server trusts for its own clients.
 type CA struct {
 	Cert *x509.Certificate
 	Key  crypto.Signer
 	// CertFile is the CA certificate in PEM, to give as clientCAFile.
 	CertFile string
+	// KeyFile is the CA key in PEM, once WriteKey wrote it.
+	KeyFile string
 }
 
 // NewCA makes a CA and writes its certificate (PEM) into dir.
@@ -42,6 +46,22 @@ func NewCA(dir, name string) (*CA, error) {
 		return nil, fmt.Errorf("writing the %s CA certificate: %w", name, err)
 	}
 	return ca, nil
+}
+
+// WriteKey writes the CA's private key (PEM, mode 0600) next to its
+// certificate, for a signer that runs in another process: the
+// controller-manager's --cluster-signing-key-file.
+func (ca *CA) WriteKey() error {
+	der, err := x509.MarshalPKCS8PrivateKey(ca.Key)
+	if err != nil {
+		return fmt.Errorf("encoding the CA key: %w", err)
+	}
+	path := strings.TrimSuffix(ca.CertFile, ".crt") + ".key"
+	if err := os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}), 0o600); err != nil {
+		return fmt.Errorf("writing the CA key: %w", err)
+	}
+	ca.KeyFile = path
+	return nil
 }
 
 // ClientCert signs a client certificate for user in groups and returns its

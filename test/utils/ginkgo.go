@@ -27,10 +27,49 @@ func MustStartContainerd(ctx context.Context, opts ContainerdOptions) *Container
 // spec, fails it when that does not work, and stops it in DeferCleanup.
 func MustStartAPIServer(ctx context.Context) *APIServer {
 	GinkgoHelper()
-	a, err := StartAPIServer(ctx)
+	return MustStartAPIServerWithOptions(ctx, APIServerOptions{})
+}
+
+// MustStartAPIServerWithOptions is MustStartAPIServer with opts.
+func MustStartAPIServerWithOptions(ctx context.Context, opts APIServerOptions) *APIServer {
+	GinkgoHelper()
+	a, err := StartAPIServerWithOptions(ctx, opts)
 	Expect(err).NotTo(HaveOccurred(), "starting the API server")
 	DeferCleanup(a.Stop)
 	return a
+}
+
+// MustStartControllerManager starts a kube-controller-manager for the
+// enclosing container or spec, fails it when that does not work, stops it
+// in DeferCleanup, and prints the end of its log next to a failed spec.
+func MustStartControllerManager(ctx context.Context, api *APIServer, opts ControllerManagerOptions) *Component {
+	GinkgoHelper()
+	c, err := StartControllerManager(ctx, api, opts)
+	Expect(err).NotTo(HaveOccurred(), "starting kube-controller-manager")
+	DeferCleanup(c.Stop)
+	printLogOnFailure(c)
+	return c
+}
+
+// MustStartScheduler is MustStartControllerManager for kube-scheduler.
+func MustStartScheduler(ctx context.Context, api *APIServer) *Component {
+	GinkgoHelper()
+	c, err := StartScheduler(ctx, api)
+	Expect(err).NotTo(HaveOccurred(), "starting kube-scheduler")
+	DeferCleanup(c.Stop)
+	printLogOnFailure(c)
+	return c
+}
+
+// printLogOnFailure prints the end of c's log when the current spec
+// failed; registered as a cleanup, it runs before c is stopped and its log
+// removed (cleanups run last-in first-out).
+func printLogOnFailure(c *Component) {
+	DeferCleanup(func() {
+		if CurrentSpecReport().Failed() {
+			GinkgoWriter.Printf("%s log (last 60 lines of %s):\n%s\n", c.Name, c.LogPath, c.LogTail(60))
+		}
+	})
 }
 
 // MustStartRegistry starts a registry for the enclosing suite or spec, fails

@@ -38,6 +38,11 @@ type NodeletOptions struct {
 	// Dir holds the agent's root, logs, config and kubeconfig; a new temp
 	// directory when empty. Reuse it to restart an agent on its state.
 	Dir string
+	// BootstrapKubeconfig, when set, is the agent's only credential
+	// (--bootstrap-kubeconfig, e.g. BootstrapToken.Kubeconfig): no node
+	// user is provisioned, and the agent writes Dir/kubeconfig itself
+	// once its client certificate is issued.
+	BootstrapKubeconfig string
 }
 
 // Nodelet is a nodelet process started from the binary built from this
@@ -102,22 +107,34 @@ func StartNodelet(ctx context.Context, opts NodeletOptions) (*Nodelet, error) {
 	n.RootDir = filepath.Join(n.Dir, "root")
 	n.PodLogsDir = filepath.Join(n.Dir, "pods-logs")
 	n.LogPath = filepath.Join(n.Dir, "nodelet.log")
-	restCfg, err := opts.API.NodeUserConfig(opts.NodeName)
-	if err != nil {
-		return nil, err
-	}
-	kubeconfig := filepath.Join(n.Dir, "kubeconfig")
-	if err := WriteKubeconfig(kubeconfig, restCfg, "system:node:"+opts.NodeName); err != nil {
-		return nil, err
+	if opts.BootstrapKubeconfig == "" {
+		restCfg, err := opts.API.NodeUserConfig(opts.NodeName)
+		if err != nil {
+			return nil, err
+		}
+		if err := WriteKubeconfig(n.KubeconfigPath(), restCfg, "system:node:"+opts.NodeName); err != nil {
+			return nil, err
+		}
 	}
 	if err := n.writeConfig(); err != nil {
 		return nil, err
 	}
-	args := append([]string{"--config", filepath.Join(n.Dir, "config.yaml"), "--kubeconfig", kubeconfig}, opts.Args...)
-	if err := n.start(ctx, bin, args); err != nil {
+	if err := n.start(ctx, bin, n.args()); err != nil {
 		return n, err
 	}
 	return n, nil
+}
+
+// KubeconfigPath is the agent's --kubeconfig.
+func (n *Nodelet) KubeconfigPath() string { return filepath.Join(n.Dir, "kubeconfig") }
+
+// args are the agent's command-line flags.
+func (n *Nodelet) args() []string {
+	args := []string{"--config", filepath.Join(n.Dir, "config.yaml"), "--kubeconfig", n.KubeconfigPath()}
+	if n.Options.BootstrapKubeconfig != "" {
+		args = append(args, "--bootstrap-kubeconfig", n.Options.BootstrapKubeconfig)
+	}
+	return append(args, n.Options.Args...)
 }
 
 func (n *Nodelet) writeConfig() error {
@@ -309,8 +326,7 @@ func (n *Nodelet) Restart(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	args := append([]string{"--config", filepath.Join(n.Dir, "config.yaml"), "--kubeconfig", filepath.Join(n.Dir, "kubeconfig")}, n.Options.Args...)
-	return n.start(ctx, bin, args)
+	return n.start(ctx, bin, n.args())
 }
 
 // Cleanup stops the agent and removes its directory.

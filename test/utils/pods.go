@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -52,14 +53,14 @@ func NodeReady(n *corev1.Node) bool {
 
 // CreateNamespace creates the namespace name with the default service
 // account that the API server's admission insists on (envtest runs no
-// controller-manager to create it).
+// controller-manager to create it; when one runs, it may have been first).
 func CreateNamespace(ctx context.Context, c client.Client, name string) error {
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}
 	if err := c.Create(ctx, ns); err != nil {
 		return fmt.Errorf("creating namespace %s: %w", name, err)
 	}
 	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default", Namespace: name}}
-	if err := c.Create(ctx, sa); err != nil {
+	if err := c.Create(ctx, sa); err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("creating the default service account of %s: %w", name, err)
 	}
 	return nil

@@ -1,0 +1,142 @@
+package certificates
+
+import (
+	"context"
+	"crypto/x509"
+	"encoding/pem"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	certificatesv1 "k8s.io/api/certificates/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes/fake"
+	clienttesting "k8s.io/client-go/testing"
+)
+
+func TestLoadErrorsNameTheInput(t *testing.T) {
+	dir := t.TempDir()
+	cases := []struct {
+		name    string
+		opts    Options
+		wantErr string
+	}{
+		{
+			"unreadable bootstrap kubeconfig",
+			Options{Kubeconfig: filepath.Join(dir, "kubeconfig"), BootstrapKubeconfig: filepath.Join(dir, "missing"), CertDir: filepath.Join(dir, "pki"), NodeName: "n"},
+			"--bootstrap-kubeconfig " + filepath.Join(dir, "missing"),
+		},
+		{
+			"bootstrap without kubeconfig",
+			Options{BootstrapKubeconfig: filepath.Join(dir, "b"), CertDir: filepath.Join(dir, "pki"), NodeName: "n"},
+			"--bootstrap-kubeconfig needs --kubeconfig",
+		},
+		{
+			"missing kubeconfig without bootstrap",
+			Options{Kubeconfig: filepath.Join(dir, "nope"), CertDir: filepath.Join(dir, "pki"), NodeName: "n"},
+			"loading --kubeconfig",
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.opts.Logger = logr.Discard()
+			_, err := Load(context.Background(), tc.opts)
+			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+				t.Fatalf("got %v, want an error containing %q", err, tc.wantErr)
+			}
+		})
+	}
+}
+
+// TestRequestClientCert runs the bootstrap request against a fake API
+// whose signer answers at creation, and checks what nodelet asks for and
+// how it reports the answer.
+func TestRequestClientCert(t *testing.T) {
+	issued, _ := testPair(t, "system:node:n", time.Now().Add(-time.Minute), time.Now().Add(time.Hour))
+	cases := []struct {
+		name    string
+		answer  func(*certificatesv1.CertificateSigningRequest)
+		wantErr string
+	}{
+		{"issued", func(csr *certificatesv1.CertificateSigningRequest) {
+			csr.Status.Conditions = []certificatesv1.CertificateSigningRequestCondition{{Type: certificatesv1.CertificateApproved, Status: "True"}}
+			csr.Status.Certificate = issued
+		}, ""},
+		{"denied", func(csr *certificatesv1.CertificateSigningRequest) {
+			csr.Status.Conditions = []certificatesv1.CertificateSigningRequestCondition{{
+				Type: certificatesv1.CertificateDenied, Status: "True", Reason: "NotOurNode", Message: "no such machine",
+			}}
+		}, "denied, reason: NotOurNode, message: no such machine"},
+		{"failed", func(csr *certificatesv1.CertificateSigningRequest) {
+			csr.Status.Conditions = []certificatesv1.CertificateSigningRequestCondition{{
+				Type: certificatesv1.CertificateFailed, Status: "True", Reason: "SignerExpired",
+			}}
+		}, "failed, reason: SignerExpired"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			client := fake.NewClientset()
+			var created *certificatesv1.CertificateSigningRequest
+			client.PrependReactor("create", "certificatesigningrequests", func(a clienttesting.Action) (bool, runtime.Object, error) {
+				csr := a.(clienttesting.CreateAction).GetObject().(*certificatesv1.CertificateSigningRequest)
+				created = csr.DeepCopy()
+				tc.answer(csr) // stored with the answer by the next reactor
+				return false, nil, nil
+			})
+			opts := &Options{CertDir: t.TempDir(), NodeName: "n", Logger: logr.Discard()}
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			certPEM, keyPEM, err := requestClientCert(ctx, opts, client)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("got %v, want an error containing %q", err, tc.wantErr)
+				}
+				if strings.Contains(err.Error(), "PRIVATE KEY") {
+					t.Fatal("the error holds the key")
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if string(certPEM) != string(issued) || len(keyPEM) == 0 {
+				t.Fatal("the issued certificate or the key is not returned")
+			}
+			checkNodeCSR(t, created)
+			if _, err := os.Stat(filepath.Join(opts.CertDir, pendingKeyFile)); err != nil {
+				t.Errorf("the pending key is not kept for a retry: %v", err)
+			}
+		})
+	}
+}
+
+func checkNodeCSR(t *testing.T, csr *certificatesv1.CertificateSigningRequest) {
+	t.Helper()
+	if csr == nil {
+		t.Fatal("no CSR was created")
+	}
+	if csr.Spec.SignerName != certificatesv1.KubeAPIServerClientKubeletSignerName {
+		t.Errorf("signer %q", csr.Spec.SignerName)
+	}
+	want := []certificatesv1.KeyUsage{certificatesv1.UsageDigitalSignature, certificatesv1.UsageClientAuth}
+	if len(csr.Spec.Usages) != len(want) || csr.Spec.Usages[0] != want[0] || csr.Spec.Usages[1] != want[1] {
+		t.Errorf("usages %v, want %v", csr.Spec.Usages, want)
+	}
+	if !strings.HasPrefix(csr.Name, "node-csr-") {
+		t.Errorf("name %q", csr.Name)
+	}
+	block, _ := pem.Decode(csr.Spec.Request)
+	if block == nil {
+		t.Fatal("the request is not PEM")
+	}
+	req, err := x509.ParseCertificateRequest(block.Bytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if req.Subject.CommonName != "system:node:n" || len(req.Subject.Organization) != 1 || req.Subject.Organization[0] != "system:nodes" {
+		t.Errorf("subject %v", req.Subject)
+	}
+}

@@ -1,0 +1,279 @@
+package e2e
+
+import (
+	"context"
+	"crypto/x509"
+	"encoding/pem"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	authnv1 "k8s.io/api/authentication/v1"
+	certificatesv1 "k8s.io/api/certificates/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/nodelet/nodelet/test/utils"
+)
+
+const (
+	// bootstrapNode is the node that joins with a bootstrap token.
+	bootstrapNode = "e2e-bootstrap"
+	// clusterSigningDuration is the lifetime of the certificates the
+	// controller-manager signs here. Its signer backdates NotBefore by 5
+	// minutes and, for lifetimes under 8 hours, sets NotAfter to issue
+	// time + the duration: a certificate lives 8 minutes from NotBefore.
+	// client-go's certificate manager rotates at 70-90% of that, 0.6 to
+	// 2.2 minutes after issue, before the expiry at 3 minutes.
+	clusterSigningDuration = 3 * time.Minute
+	// bootstrapTimeout covers the CSR's approval and signing, registration
+	// and the first Ready.
+	bootstrapTimeout = 60 * time.Second
+	// rotationTimeout is the latest a rotation happens after issue, with
+	// margin.
+	rotationTimeout = clusterSigningDuration + time.Minute
+	// leaseRenewTimeout covers one renewal of the node lease (every 10 s).
+	leaseRenewTimeout = 30 * time.Second
+	// certDirName is where nodelet keeps its client certificates under
+	// its root directory by default.
+	certDirName = "pki"
+	// currentCertName is the client certificate in use.
+	currentCertName = "nodelet-client-current.pem"
+)
+
+var _ = Describe("TLS bootstrap", Ordered, ContinueOnFailure, func() {
+	var (
+		api     *utils.APIServer
+		kcm     *utils.Component
+		token   *utils.BootstrapToken
+		admin   client.Client
+		nodelet *utils.Nodelet
+		started time.Time
+		// firstCert is the certificate the bootstrap CSR was issued.
+		firstCert *x509.Certificate
+		ns        string
+	)
+
+	// nodeCSRs lists the issued client CSRs of the node, oldest first,
+	// with their certificates.
+	nodeCSRs := func(ctx context.Context, g Gomega) ([]certificatesv1.CertificateSigningRequest, []*x509.Certificate) {
+		list := &certificatesv1.CertificateSigningRequestList{}
+		g.Expect(admin.List(ctx, list)).To(Succeed())
+		slices.SortFunc(list.Items, func(a, b certificatesv1.CertificateSigningRequest) int {
+			return a.CreationTimestamp.Compare(b.CreationTimestamp.Time)
+		})
+		var csrs []certificatesv1.CertificateSigningRequest
+		var certs []*x509.Certificate
+		for _, csr := range list.Items {
+			if csr.Spec.SignerName != certificatesv1.KubeAPIServerClientKubeletSignerName || len(csr.Status.Certificate) == 0 {
+				continue
+			}
+			cert := parseCert(g, csr.Status.Certificate)
+			if cert.Subject.CommonName != "system:node:"+bootstrapNode {
+				continue
+			}
+			csrs, certs = append(csrs, csr), append(certs, cert)
+		}
+		return csrs, certs
+	}
+	certDir := func() string { return filepath.Join(nodelet.RootDir, certDirName) }
+	currentCert := func(g Gomega) *x509.Certificate {
+		data, err := os.ReadFile(filepath.Join(certDir(), currentCertName))
+		g.Expect(err).NotTo(HaveOccurred())
+		return parseCert(g, data)
+	}
+
+	BeforeAll(func(ctx SpecContext) {
+		api = utils.MustStartAPIServerWithOptions(ctx, utils.APIServerOptions{BootstrapTokenAuth: true})
+		kcm = utils.MustStartControllerManager(ctx, api, utils.ControllerManagerOptions{ClusterSigningDuration: clusterSigningDuration})
+		utils.MustStartScheduler(ctx, api)
+		var err error
+		admin, err = api.AdminClient()
+		Expect(err).NotTo(HaveOccurred())
+		token, err = api.SetUpTLSBootstrap(ctx)
+		Expect(err).NotTo(HaveOccurred())
+
+		started = time.Now()
+		nodelet, err = utils.StartNodelet(ctx, utils.NodeletOptions{
+			NodeName:            bootstrapNode,
+			API:                 api,
+			Containerd:          ctrd,
+			BootstrapKubeconfig: token.Kubeconfig,
+		})
+		if nodelet != nil {
+			DeferCleanup(nodelet.Cleanup)
+		}
+		Expect(err).NotTo(HaveOccurred(), "starting nodelet with only a bootstrap token")
+	}, NodeTimeout(suiteSetupTimeout))
+
+	JustAfterEach(func() {
+		if CurrentSpecReport().Failed() && nodelet != nil {
+			GinkgoWriter.Printf("nodelet log (%s):\n%s\n", nodelet.LogPath, nodelet.LogTail(150))
+			GinkgoWriter.Printf("kube-controller-manager certificate lines:\n%s\n", strings.Join(kcm.LogLines("certificate"), "\n"))
+		}
+	})
+
+	It("gets a client certificate that the controller-manager approves and signs", func(ctx SpecContext) {
+		var csrs []certificatesv1.CertificateSigningRequest
+		var certs []*x509.Certificate
+		Eventually(func(g Gomega) {
+			csrs, certs = nodeCSRs(ctx, g)
+			g.Expect(csrs).NotTo(BeEmpty())
+		}).WithTimeout(bootstrapTimeout).WithPolling(pollInterval).Should(Succeed())
+		first := csrs[0]
+		Expect(first.Spec.Username).To(Equal("system:bootstrap:"+token.ID), "requested with the bootstrap token")
+		Expect(first.Spec.Groups).To(ContainElement(utils.BootstrappersGroup))
+		Expect(first.Spec.Usages).To(ConsistOf(certificatesv1.UsageDigitalSignature, certificatesv1.UsageClientAuth))
+		Expect(first.Status.Conditions).To(ContainElement(And(
+			HaveField("Type", certificatesv1.CertificateApproved),
+			HaveField("Reason", "AutoApproved"),
+		)), "approved by the controller-manager's CSR approver")
+		firstCert = certs[0]
+		Expect(firstCert.Subject.Organization).To(ConsistOf("system:nodes"))
+		Expect(firstCert.CheckSignatureFrom(api.ClientCA.Cert)).To(Succeed(), "signed by the CA the API server trusts")
+		Expect(firstCert.NotAfter.Sub(firstCert.NotBefore)).To(BeNumerically("~", clusterSigningDuration+5*time.Minute, time.Minute))
+	}, SpecTimeout(bootstrapTimeout))
+
+	It("keeps the key and certificate readable by itself only and writes its kubeconfig", func(ctx SpecContext) {
+		fi, err := os.Stat(certDir())
+		Expect(err).NotTo(HaveOccurred())
+		Expect(fi.Mode().Perm()).To(Equal(os.FileMode(0o700)), "mode of %s", certDir())
+		entries, err := os.ReadDir(certDir())
+		Expect(err).NotTo(HaveOccurred())
+		Expect(entries).NotTo(BeEmpty())
+		for _, e := range entries {
+			fi, err := os.Stat(filepath.Join(certDir(), e.Name()))
+			Expect(err).NotTo(HaveOccurred())
+			Expect(fi.Mode().Perm()).To(Equal(os.FileMode(0o600)), "mode of %s", e.Name())
+		}
+		Expect(filepath.Join(certDir(), "nodelet-client.key.tmp")).NotTo(BeAnExistingFile(), "the pending key is left after issue")
+
+		fi, err = os.Stat(nodelet.KubeconfigPath())
+		Expect(err).NotTo(HaveOccurred())
+		Expect(fi.Mode().Perm()).To(Equal(os.FileMode(0o600)))
+		kc, err := clientcmd.LoadFromFile(nodelet.KubeconfigPath())
+		Expect(err).NotTo(HaveOccurred())
+		auth := kc.AuthInfos[kc.Contexts[kc.CurrentContext].AuthInfo]
+		Expect(auth.ClientCertificate).To(Equal(filepath.Join(certDir(), currentCertName)))
+		Expect(auth.Token).To(BeEmpty())
+
+		By("authenticating as the node with the written kubeconfig")
+		cfg, err := clientcmd.BuildConfigFromFlags("", nodelet.KubeconfigPath())
+		Expect(err).NotTo(HaveOccurred())
+		cs, err := kubernetes.NewForConfig(cfg)
+		Expect(err).NotTo(HaveOccurred())
+		review, err := cs.AuthenticationV1().SelfSubjectReviews().Create(ctx, &authnv1.SelfSubjectReview{}, metav1.CreateOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(review.Status.UserInfo.Username).To(Equal("system:node:" + bootstrapNode))
+		Expect(review.Status.UserInfo.Groups).To(ContainElement("system:nodes"))
+
+		log, err := os.ReadFile(nodelet.LogPath)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(string(log)).NotTo(ContainSubstring(token.Secret), "the bootstrap token is in the log")
+		Expect(string(log)).NotTo(ContainSubstring("PRIVATE KEY"), "a key is in the log")
+	}, SpecTimeout(apiTimeout))
+
+	It("registers the Node, which goes Ready", func(ctx SpecContext) {
+		Eventually(func(g Gomega) {
+			node := &corev1.Node{}
+			g.Expect(admin.Get(ctx, client.ObjectKey{Name: bootstrapNode}, node)).To(Succeed())
+			g.Expect(utils.NodeReady(node)).To(BeTrue())
+		}).WithTimeout(bootstrapTimeout).WithPolling(pollInterval).Should(Succeed())
+		AddReportEntry("bootstrap to Ready", time.Since(started).Round(100*time.Millisecond).String())
+		GinkgoWriter.Printf("nodelet start to Node Ready with a bootstrap token: %s\n", time.Since(started).Round(100*time.Millisecond))
+	}, SpecTimeout(bootstrapTimeout))
+
+	It("runs a pod the scheduler places on it", func(ctx SpecContext) {
+		ns = utils.NewNamespace(ctx, admin)
+		pod := utils.BusyboxPod(ns, "sleeper", "", "sleep", "3600")
+		Expect(admin.Create(ctx, pod)).To(Succeed())
+		p := utils.WaitForPod(ctx, admin, ns, pod.Name, podStartTimeout, func(g Gomega, p *corev1.Pod) {
+			g.Expect(p.Spec.NodeName).To(Equal(bootstrapNode))
+			g.Expect(p.Status.Phase).To(Equal(corev1.PodRunning))
+			g.Expect(utils.PodReady(p)).To(BeTrue())
+		})
+		Expect(p.Status.ContainerStatuses).To(HaveLen(1))
+	}, SpecTimeout(podStartTimeout+apiTimeout))
+
+	It("rotates its client certificate without a restart of itself or the pod", func(ctx SpecContext) {
+		Expect(firstCert).NotTo(BeNil(), "the bootstrap certificate was not seen")
+		pid := nodelet.PID()
+		before := utils.GetPod(ctx, admin, ns, "sleeper")(Default)
+		Expect(before.Status.ContainerStatuses).To(HaveLen(1))
+		containerID := before.Status.ContainerStatuses[0].ContainerID
+
+		By("waiting for a certificate with another serial number")
+		Eventually(func(g Gomega) {
+			cur := currentCert(g)
+			g.Expect(cur.SerialNumber).NotTo(Equal(firstCert.SerialNumber))
+		}).WithTimeout(time.Until(firstCert.NotAfter) + time.Minute).WithPolling(time.Second).Should(Succeed())
+		rotated := time.Now()
+		issuedAt := firstCert.NotBefore.Add(5 * time.Minute)
+		AddReportEntry("rotation after issue", rotated.Sub(issuedAt).Round(time.Second).String())
+		GinkgoWriter.Printf("client certificate rotated %s after the first was issued\n", rotated.Sub(issuedAt).Round(time.Second))
+
+		By("finding the renewal CSR, made as the node and approved by the controller-manager")
+		Eventually(func(g Gomega) {
+			csrs, _ := nodeCSRs(ctx, g)
+			g.Expect(len(csrs)).To(BeNumerically(">=", 2))
+			renewal := csrs[1]
+			g.Expect(renewal.Spec.Username).To(Equal("system:node:" + bootstrapNode))
+			g.Expect(renewal.Status.Conditions).To(ContainElement(And(
+				HaveField("Type", certificatesv1.CertificateApproved),
+				HaveField("Reason", "AutoApproved"),
+			)))
+		}).WithTimeout(apiTimeout).WithPolling(pollInterval).Should(Succeed())
+		Eventually(func() string { return nodelet.LogTail(400) }).WithTimeout(apiTimeout).WithPolling(time.Second).
+			Should(ContainSubstring("Client certificate rotated"))
+
+		By("keeping nodelet and the pod running")
+		Expect(nodelet.Running()).To(BeTrue())
+		Expect(nodelet.PID()).To(Equal(pid), "nodelet restarted")
+		after := utils.GetPod(ctx, admin, ns, "sleeper")(Default)
+		Expect(after.Status.ContainerStatuses[0].ContainerID).To(Equal(containerID))
+		Expect(after.Status.ContainerStatuses[0].RestartCount).To(BeZero())
+		Expect(after.Status.ContainerStatuses[0].State.Running).NotTo(BeNil())
+
+		By("renewing the node lease after the first certificate expired")
+		wait := time.Until(firstCert.NotAfter)
+		if wait > 0 {
+			GinkgoWriter.Printf("waiting %s for the first certificate to expire\n", wait.Round(time.Second))
+			select {
+			case <-ctx.Done():
+				Fail("interrupted while waiting for the first certificate to expire")
+			case <-time.After(wait):
+			}
+		}
+		Eventually(func(g Gomega) {
+			lease := &coordinationv1.Lease{}
+			g.Expect(admin.Get(ctx, client.ObjectKey{Namespace: corev1.NamespaceNodeLease, Name: bootstrapNode}, lease)).To(Succeed())
+			g.Expect(lease.Spec.RenewTime).NotTo(BeNil())
+			g.Expect(lease.Spec.RenewTime.Time).To(BeTemporally(">", firstCert.NotAfter))
+		}).WithTimeout(leaseRenewTimeout).WithPolling(time.Second).Should(Succeed())
+		Expect(nodelet.PID()).To(Equal(pid), "nodelet restarted")
+	}, SpecTimeout(rotationTimeout+clusterSigningDuration+2*leaseRenewTimeout))
+})
+
+// parseCert parses the first certificate in PEM data (a pair file holds
+// the certificate and its key).
+func parseCert(g Gomega, data []byte) *x509.Certificate {
+	for {
+		var block *pem.Block
+		block, data = pem.Decode(data)
+		g.Expect(block).NotTo(BeNil(), "no certificate in the PEM data")
+		if block.Type != "CERTIFICATE" {
+			continue
+		}
+		cert, err := x509.ParseCertificate(block.Bytes)
+		g.Expect(err).NotTo(HaveOccurred())
+		return cert
+	}
+}
