@@ -29,14 +29,14 @@ var ConformanceSkip = []string{
 // SmokeFocus is the subset make test runs: pods and their lifecycle, logs,
 // exec, environment, and ConfigMap and projected volumes.
 var SmokeFocus = []string{
-	regexp.QuoteMeta(`[sig-node] Pods should get a host IP [NodeConformance] [Conformance]`),
-	regexp.QuoteMeta(`[sig-node] Pods should be submitted and removed [NodeConformance] [Conformance]`),
-	regexp.QuoteMeta(`[sig-node] Kubelet when scheduling a busybox command in a pod should print the output to logs [NodeConformance] [Conformance]`),
-	regexp.QuoteMeta(`[sig-node] Pods should support remote command execution over websockets [NodeConformance] [Conformance]`),
-	regexp.QuoteMeta(`[sig-node] Variable Expansion should allow composing env vars into new env vars [NodeConformance] [Conformance]`),
-	regexp.QuoteMeta(`[sig-storage] ConfigMap should be consumable from pods in volume [NodeConformance] [Conformance]`),
-	regexp.QuoteMeta(`[sig-storage] ConfigMap updates should be reflected in volume [NodeConformance] [Conformance]`),
-	regexp.QuoteMeta(`[sig-storage] Projected downwardAPI should provide container's memory limit [NodeConformance] [Conformance]`),
+	regexp.QuoteMeta(`[sig-node] Pods should get a host IP [Conformance] [NodeConformance]`),
+	regexp.QuoteMeta(`[sig-node] Pods should be submitted and removed [Conformance] [NodeConformance]`),
+	regexp.QuoteMeta(`[sig-node] Kubelet when scheduling a busybox command in a pod should print the output to logs [Conformance] [NodeConformance]`),
+	regexp.QuoteMeta(`[sig-node] Pods should support remote command execution over websockets [Conformance] [NodeConformance]`),
+	regexp.QuoteMeta(`[sig-node] Variable Expansion should allow composing env vars into new env vars [Conformance] [NodeConformance]`),
+	regexp.QuoteMeta(`[sig-storage] ConfigMap should be consumable from pods in volume [Conformance] [NodeConformance]`),
+	regexp.QuoteMeta(`[sig-storage] ConfigMap updates should be reflected in volume [Conformance] [NodeConformance]`),
+	regexp.QuoteMeta(`[sig-storage] Projected downwardAPI should provide container's memory limit [Conformance] [NodeConformance]`),
 }
 
 // SkipEntry is a selected spec that is not run, and why: it fails for a

@@ -36,8 +36,13 @@ type RunOptions struct {
 	Output io.Writer
 }
 
-// junitFile is the name of the report in ReportDir.
-const junitFile = "junit.xml"
+// junitFile is the name of the ginkgo CLI's report in ReportDir, and
+// frameworkJUnitFile the e2e framework's (spec names without ginkgo's
+// label suffix), which is read when it is there.
+const (
+	junitFile          = "junit.xml"
+	frameworkJUnitFile = "junit_01.xml"
+)
 
 // Run runs the selected specs and returns their outcomes read from the
 // JUnit report. A suite with failed specs is not an error; a suite that
@@ -46,8 +51,9 @@ func Run(ctx context.Context, opts RunOptions) (*Report, error) {
 	if err := os.MkdirAll(opts.ReportDir, 0o755); err != nil {
 		return nil, fmt.Errorf("creating the report directory: %w", err)
 	}
-	report := filepath.Join(opts.ReportDir, junitFile)
-	_ = os.Remove(report)
+	for _, f := range []string{junitFile, frameworkJUnitFile} {
+		_ = os.Remove(filepath.Join(opts.ReportDir, f))
+	}
 	cmd := exec.CommandContext(ctx, filepath.Join(opts.BinDir, GinkgoBinary), ginkgoArgs(opts)...)
 	cmd.Dir = opts.ReportDir
 	out := opts.Output
@@ -60,6 +66,10 @@ func Run(ctx context.Context, opts RunOptions) (*Report, error) {
 	cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) }
 	cmd.WaitDelay = time.Minute
 	runErr := cmd.Run()
+	report := filepath.Join(opts.ReportDir, frameworkJUnitFile)
+	if _, err := os.Stat(report); err != nil {
+		report = filepath.Join(opts.ReportDir, junitFile)
+	}
 	r, err := ReadJUnit(report)
 	if err != nil {
 		return nil, errors.Join(fmt.Errorf("running e2e.test: %w", runErr), err)
