@@ -37,8 +37,9 @@ func main() {
 	}
 	ctrllog.SetLogger(logr.Discard())
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := run(ctx, opts); err != nil {
+	err = run(ctx, opts)
+	stop()
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "conformance:", err)
 		os.Exit(1)
 	}
@@ -90,7 +91,7 @@ func run(ctx context.Context, o options) error {
 	}
 	sel := selection(o, skips)
 	if o.list {
-		return list(ctx, o, sel)
+		return list(ctx, sel)
 	}
 	reports := map[conformance.Agent]*conformance.Report{}
 	walls := map[conformance.Agent]time.Duration{}
@@ -132,7 +133,7 @@ func selection(o options, skips []conformance.SkipEntry) selected {
 	return s
 }
 
-func list(ctx context.Context, o options, sel selected) error {
+func list(ctx context.Context, sel selected) error {
 	bin, err := conformance.Binaries(ctx, os.Stderr, conformance.E2ETestBinary, conformance.GinkgoBinary)
 	if err != nil {
 		return err
