@@ -45,6 +45,9 @@ const (
 	// NonRootImage is BusyboxImage running as uid 1234, like the suite's
 	// nonroot image.
 	NonRootImage = "registry.k8s.io/e2e-test-images/nonroot:1.5"
+	// NonewprivsImage is BusyboxImage with test/images/nonewprivs installed
+	// set-user-ID root as /usr/local/bin/nnp, its default command.
+	NonewprivsImage = "registry.k8s.io/e2e-test-images/nonewprivs:1.4"
 )
 
 // agnhostUser and agnhostGroup are the user and group the real agnhost image
@@ -74,6 +77,7 @@ var e2eImages = map[string]imageBuild{
 	NginxImage:       buildNginx,
 	NginxNewImage:    buildNginx,
 	NonRootImage:     buildNonRoot,
+	NonewprivsImage:  buildNonewprivs,
 }
 
 // E2EImages are the names of the images ImageArchives builds.
@@ -147,7 +151,7 @@ func ImportImages(ctx context.Context, c *utils.Containerd, archives map[string]
 // harness's archives, which are themselves named by their inputs.
 func imagesKey(ctx context.Context, agnhost string) (string, error) {
 	h := sha256.New()
-	fmt.Fprintln(h, "conformance-images-v1")
+	fmt.Fprintln(h, "conformance-images-v2")
 	f, err := os.Open(agnhost)
 	if err != nil {
 		return "", fmt.Errorf("reading agnhost: %w", err)
@@ -156,6 +160,11 @@ func imagesKey(ctx context.Context, agnhost string) (string, error) {
 	if _, err := io.Copy(h, f); err != nil {
 		return "", fmt.Errorf("reading agnhost: %w", err)
 	}
+	nnp, err := nnpSource()
+	if err != nil {
+		return "", err
+	}
+	h.Write(nnp)
 	for _, image := range []string{utils.BusyboxImage, utils.PauseImage} {
 		path, err := utils.ImageArchive(ctx, image)
 		if err != nil {
@@ -231,6 +240,57 @@ func buildNonRoot(ctx context.Context, _ string) (v1.Image, error) {
 		return nil, err
 	}
 	return withConfig(img, func(cfg *v1.Config) { cfg.User = "1234:1234" })
+}
+
+func nnpSource() ([]byte, error) {
+	root, err := utils.RepoRoot()
+	if err != nil {
+		return nil, err
+	}
+	src, err := os.ReadFile(filepath.Join(root, "test", "images", "nonewprivs", "main.go"))
+	if err != nil {
+		return nil, fmt.Errorf("reading the nonewprivs source: %w", err)
+	}
+	return src, nil
+}
+
+// buildNonewprivs compiles test/images/nonewprivs statically in a module of
+// its own and installs it set-user-ID root on busybox.
+func buildNonewprivs(ctx context.Context, _ string) (v1.Image, error) {
+	src, err := nnpSource()
+	if err != nil {
+		return nil, err
+	}
+	dir, err := os.MkdirTemp("", "nodelet-nnp-build-")
+	if err != nil {
+		return nil, fmt.Errorf("creating the nonewprivs build directory: %w", err)
+	}
+	defer os.RemoveAll(dir)
+	if err := os.WriteFile(filepath.Join(dir, "go.mod"), []byte("module nodelet.test/nnp\n\ngo 1.22\n"), 0o644); err != nil {
+		return nil, fmt.Errorf("writing the nonewprivs go.mod: %w", err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "main.go"), src, 0o644); err != nil {
+		return nil, fmt.Errorf("writing the nonewprivs source: %w", err)
+	}
+	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-ldflags=-s -w", "-o", "nnp", ".")
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOWORK=off", "GOFLAGS=", "GOTOOLCHAIN=local")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("compiling nonewprivs: %w\n%s", err, out)
+	}
+	bin, err := os.ReadFile(filepath.Join(dir, "nnp"))
+	if err != nil {
+		return nil, fmt.Errorf("reading the nonewprivs binary: %w", err)
+	}
+	layer := []tarEntry{
+		dirEntry("usr/local", 0o755),
+		dirEntry("usr/local/bin", 0o755),
+		fileEntry("usr/local/bin/nnp", 0o4755, bin),
+	}
+	return onBusybox(ctx, layer, func(cfg *v1.Config) {
+		cfg.Cmd = []string{"nnp"}
+		cfg.Env = []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}
+	})
 }
 
 // onBusybox appends layer to the harness's busybox image and edits the
