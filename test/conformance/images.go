@@ -33,7 +33,12 @@ const (
 	// AgnhostPrevImage is the previous agnhost some specs switch a pod's
 	// image to and from; here the same binary under its name.
 	AgnhostPrevImage = "registry.k8s.io/e2e-test-images/agnhost:2.55"
-	// BusyboxImage is the test harness's Debian busybox-static image.
+	// BusyboxImage is the test harness's Debian busybox-static image with
+	// Debian's bash-static as /bin/sh: the ash of Debian's busybox 1.35
+	// drops environment variables whose names are not shell identifiers
+	// (envFrom keys such as data-1) before it runs a command, where the
+	// suite's busybox 1.37 passes them on, and the suite's `sh -c env` specs
+	// read them back.
 	BusyboxImage = "registry.k8s.io/e2e-test-images/busybox:1.37.0-2"
 	// PauseImage is the test harness's pause image.
 	PauseImage = "registry.k8s.io/pause:3.10.2"
@@ -72,7 +77,7 @@ type imageBuild func(ctx context.Context, agnhost string) (v1.Image, error)
 var e2eImages = map[string]imageBuild{
 	AgnhostImage:     buildAgnhost,
 	AgnhostPrevImage: buildAgnhost,
-	BusyboxImage:     harnessImage(utils.BusyboxImage),
+	BusyboxImage:     buildBusybox,
 	PauseImage:       harnessImage(utils.PauseImage),
 	NginxImage:       buildNginx,
 	NginxNewImage:    buildNginx,
@@ -151,7 +156,12 @@ func ImportImages(ctx context.Context, c *utils.Containerd, archives map[string]
 // harness's archives, which are themselves named by their inputs.
 func imagesKey(ctx context.Context, agnhost string) (string, error) {
 	h := sha256.New()
-	fmt.Fprintln(h, "conformance-images-v2")
+	fmt.Fprintln(h, "conformance-images-v3")
+	shell, err := os.ReadFile(bashPath)
+	if err != nil {
+		return "", fmt.Errorf("reading %s (Debian package bash-static): %w", bashPath, err)
+	}
+	h.Write(shell)
 	f, err := os.Open(agnhost)
 	if err != nil {
 		return "", fmt.Errorf("reading agnhost: %w", err)
@@ -235,11 +245,7 @@ func buildNginx(ctx context.Context, agnhost string) (v1.Image, error) {
 
 // buildNonRoot is busybox running as uid 1234 and gid 1234.
 func buildNonRoot(ctx context.Context, _ string) (v1.Image, error) {
-	img, err := loadHarnessImage(ctx, utils.BusyboxImage)
-	if err != nil {
-		return nil, err
-	}
-	return withConfig(img, func(cfg *v1.Config) { cfg.User = "1234:1234" })
+	return onBusybox(ctx, nil, func(cfg *v1.Config) { cfg.User = "1234:1234" })
 }
 
 func nnpSource() ([]byte, error) {
@@ -293,13 +299,29 @@ func buildNonewprivs(ctx context.Context, _ string) (v1.Image, error) {
 	})
 }
 
-// onBusybox appends layer to the harness's busybox image and edits the
-// config.
+// bashPath is where Debian's bash-static installs its binary.
+const bashPath = "/bin/bash-static"
+
+// buildBusybox is the harness's busybox with bash-static as /bin/sh.
+func buildBusybox(ctx context.Context, _ string) (v1.Image, error) {
+	return onBusybox(ctx, nil, func(*v1.Config) {})
+}
+
+// onBusybox appends layer to the harness's busybox image, whose /bin/sh
+// becomes bash-static, and edits the config.
 func onBusybox(ctx context.Context, layer []tarEntry, edit func(*v1.Config)) (v1.Image, error) {
 	base, err := loadHarnessImage(ctx, utils.BusyboxImage)
 	if err != nil {
 		return nil, err
 	}
+	shell, err := os.ReadFile(bashPath)
+	if err != nil {
+		return nil, fmt.Errorf("reading %s (Debian package bash-static): %w", bashPath, err)
+	}
+	layer = append([]tarEntry{
+		fileEntry("bin/bash", 0o755, shell),
+		{hdr: tar.Header{Typeflag: tar.TypeSymlink, Name: "bin/sh", Linkname: "bash", Mode: 0o777}},
+	}, layer...)
 	data, err := tarBytes(layer)
 	if err != nil {
 		return nil, err
