@@ -36,13 +36,10 @@ type RunOptions struct {
 	Output io.Writer
 }
 
-// junitFile is the name of the ginkgo CLI's report in ReportDir, and
-// frameworkJUnitFile the e2e framework's (spec names without ginkgo's
-// label suffix), which is read when it is there.
-const (
-	junitFile          = "junit.xml"
-	frameworkJUnitFile = "junit_01.xml"
-)
+// junitFile is the e2e framework's JUnit report in ReportDir (spec names
+// without ginkgo's label suffix). The framework writes it after the suite,
+// also after an interrupt, from ginkgo's first process.
+const junitFile = "junit_01.xml"
 
 // Run runs the selected specs and returns their outcomes read from the
 // JUnit report. A suite with failed specs is not an error; a suite that
@@ -51,9 +48,8 @@ func Run(ctx context.Context, opts RunOptions) (*Report, error) {
 	if err := os.MkdirAll(opts.ReportDir, 0o755); err != nil {
 		return nil, fmt.Errorf("creating the report directory: %w", err)
 	}
-	for _, f := range []string{junitFile, frameworkJUnitFile} {
-		_ = os.Remove(filepath.Join(opts.ReportDir, f))
-	}
+	report := filepath.Join(opts.ReportDir, junitFile)
+	_ = os.Remove(report)
 	cmd := exec.CommandContext(ctx, filepath.Join(opts.BinDir, GinkgoBinary), ginkgoArgs(opts)...)
 	cmd.Dir = opts.ReportDir
 	out := opts.Output
@@ -64,12 +60,10 @@ func Run(ctx context.Context, opts RunOptions) (*Report, error) {
 	// The suite runs as long as it runs; the context's cancel interrupts
 	// it like ^C so that ginkgo still writes its report.
 	cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) }
-	cmd.WaitDelay = time.Minute
+	// After an interrupt ginkgo runs the specs' cleanup (namespace
+	// deletion) and the report; give it that long.
+	cmd.WaitDelay = 3 * time.Minute
 	runErr := cmd.Run()
-	report := filepath.Join(opts.ReportDir, frameworkJUnitFile)
-	if _, err := os.Stat(report); err != nil {
-		report = filepath.Join(opts.ReportDir, junitFile)
-	}
 	r, err := ReadJUnit(report)
 	if err != nil {
 		return nil, errors.Join(fmt.Errorf("running e2e.test: %w", runErr), err)
@@ -89,8 +83,6 @@ func ginkgoArgs(opts RunOptions) []string {
 		"--procs=" + strconv.Itoa(procs),
 		"--timeout=" + timeout.String(),
 		"--no-color",
-		"--junit-report=" + junitFile,
-		"--output-dir=" + opts.ReportDir,
 		"--silence-skips",
 	}
 	if opts.DryRun {
