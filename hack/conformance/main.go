@@ -94,6 +94,7 @@ func run(ctx context.Context, o options) error {
 		return list(ctx, sel)
 	}
 	reports := map[conformance.Agent]*conformance.Report{}
+	events := map[conformance.Agent]map[string][]string{}
 	walls := map[conformance.Agent]time.Duration{}
 	for _, agent := range o.nodes {
 		start := time.Now()
@@ -102,9 +103,12 @@ func run(ctx context.Context, o options) error {
 			return fmt.Errorf("running the suite on %s: %w", agent, err)
 		}
 		reports[agent], walls[agent] = r, time.Since(start)
+		if events[agent], err = conformance.AgentEvents(filepath.Join(o.out, string(agent), "e2e.log")); err != nil {
+			return err
+		}
 		fmt.Printf("conformance: %s done in %s: %d passed, %d failed\n", agent, walls[agent].Round(time.Second), r.Count(conformance.Passed), r.Count(conformance.Failed))
 	}
-	summary := conformance.Summarize(o.nodes, reports, walls, skips)
+	summary := conformance.Summarize(o.nodes, reports, walls, skips, events)
 	fmt.Print(summary)
 	if err := os.WriteFile(filepath.Join(o.out, "summary.txt"), []byte(summary), 0o644); err != nil {
 		return fmt.Errorf("writing the summary: %w", err)

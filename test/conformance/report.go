@@ -42,7 +42,7 @@ func List(ctx context.Context, binDir string, focus, skip []string) ([]string, e
 // counts and wall time, the failed specs with their messages, the specs
 // the kubelet passes and nodelet fails, and skip entries the kubelet passes
 // (which do not belong in the skip list).
-func Summarize(agents []Agent, reports map[Agent]*Report, walls map[Agent]time.Duration, skips []SkipEntry) string {
+func Summarize(agents []Agent, reports map[Agent]*Report, walls map[Agent]time.Duration, skips []SkipEntry, events map[Agent]map[string][]string) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "\n%-10s %8s %8s %10s\n", "agent", "passed", "failed", "wall")
 	for _, a := range agents {
@@ -56,6 +56,9 @@ func Summarize(agents []Agent, reports map[Agent]*Report, walls map[Agent]time.D
 		fmt.Fprintf(&b, "\nFailed on %s (%d):\n", a, len(failed))
 		for _, n := range failed {
 			fmt.Fprintf(&b, "- %s\n%s\n", n, indent(r.Specs[n].Message, "    "))
+			for _, e := range events[a][n] {
+				fmt.Fprintf(&b, "    %s event: %s\n", a, e)
+			}
 		}
 	}
 	nodelet, kubelet := reports[AgentNodelet], reports[AgentKubelet]
