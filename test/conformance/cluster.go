@@ -51,6 +51,12 @@ type Cluster struct {
 	Kubeconfig string
 }
 
+// KubeletPort is the port of the node API, the kubelet's default. The
+// framework reaches nodes/<name>:10250/proxy/... without reading the
+// Node's daemon endpoint, and the port is free: the node's address is the
+// host's on the cluster's own pod bridge.
+const KubeletPort = 10250
+
 // clusterReadyTimeout bounds the wait for the node to be Ready and
 // schedulable and for the default service account.
 const clusterReadyTimeout = 3 * time.Minute
@@ -139,6 +145,7 @@ func (c *Cluster) startNode(ctx context.Context) error {
 			NodeName:   c.Options.NodeName,
 			API:        c.API,
 			Containerd: c.Containerd,
+			Config:     map[string]any{"server": map[string]any{"port": KubeletPort}},
 		})
 		c.Nodelet = n
 		return err

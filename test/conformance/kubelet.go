@@ -93,10 +93,7 @@ func (k *Kubelet) writeFiles(opts KubeletOptions) ([]string, string, error) {
 	if err != nil {
 		return nil, "", err
 	}
-	port, err := freePort()
-	if err != nil {
-		return nil, "", err
-	}
+	port := KubeletPort
 	healthzPort, err := freePort()
 	if err != nil {
 		return nil, "", err
