@@ -14,9 +14,10 @@ var agentEvent = regexp.MustCompile(`event for ([^:]+): \{(nodelet|kubelet)[^}]*
 
 // routineReasons are the events of a pod going its normal way; the others
 // (Failed, BackOff, Unhealthy, FailedMount, …) say why a spec failed.
+// MissingClusterDNS is routine here: the harness runs no cluster DNS.
 var routineReasons = map[string]bool{
 	"Pulled": true, "Created": true, "Started": true, "Killing": true, "Scheduled": true,
-	"Pulling": true, "SandboxChanged": true,
+	"Pulling": true, "SandboxChanged": true, "MissingClusterDNS": true,
 }
 
 // AgentEvents reads the suite's output and returns, per failed spec, the
