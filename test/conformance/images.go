@@ -28,7 +28,8 @@ import (
 const (
 	// AgnhostImage is the suite's multi-purpose test binary, built from
 	// k8s.io/kubernetes/test/images/agnhost, on top of BusyboxImage's
-	// files (the real one is Alpine: a shell and the usual tools).
+	// files (the real one is Alpine: a shell and the usual tools), with a
+	// curl stand-in.
 	AgnhostImage = "registry.k8s.io/e2e-test-images/agnhost:2.66.1"
 	// AgnhostPrevImage is the previous agnhost some specs switch a pod's
 	// image to and from; here the same binary under its name.
@@ -54,6 +55,20 @@ const (
 	// set-user-ID root as /usr/local/bin/nnp, its default command.
 	NonewprivsImage = "registry.k8s.io/e2e-test-images/nonewprivs:1.4"
 )
+
+// curlShim stands in for the curl of the real agnhost image (Alpine's), which
+// the suite's hooks run as `curl <url>`: busybox wget fetching the last
+// argument that is not an option and printing the body.
+const curlShim = `#!/bin/sh
+url=""
+for a in "$@"; do
+	case "$a" in
+	-*) ;;
+	*) url="$a" ;;
+	esac
+done
+exec wget -q -O - "$url"
+`
 
 // agnhostUser and agnhostGroup are the user and group the real agnhost image
 // defines (uid 1000, gid 50000), which some specs refer to by name.
@@ -156,7 +171,7 @@ func ImportImages(ctx context.Context, c *utils.Containerd, archives map[string]
 // harness's archives, which are themselves named by their inputs.
 func imagesKey(ctx context.Context, agnhost string) (string, error) {
 	h := sha256.New()
-	fmt.Fprintln(h, "conformance-images-v3")
+	fmt.Fprintln(h, "conformance-images-v4")
 	shell, err := os.ReadFile(bashPath)
 	if err != nil {
 		return "", fmt.Errorf("reading %s (Debian package bash-static): %w", bashPath, err)
@@ -220,6 +235,7 @@ func buildAgnhost(ctx context.Context, agnhost string) (v1.Image, error) {
 		dirEntry("home/user-defined-in-image", 0o755),
 		fileEntry("agnhost", 0o755, bin),
 		{hdr: tar.Header{Typeflag: tar.TypeSymlink, Name: "agnhost-2", Linkname: "agnhost", Mode: 0o777}},
+		fileEntry("usr/bin/curl", 0o755, []byte(curlShim)),
 		fileEntry("etc/passwd", 0o644, []byte(agnhostPasswd)),
 		fileEntry("etc/group", 0o644, []byte(agnhostGroup)),
 	}
