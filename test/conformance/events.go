@@ -43,7 +43,7 @@ func AgentEvents(logPath string) (map[string][]string, error) {
 		case expectName && strings.HasPrefix(t, "["):
 			expectName, spec = false, failedSpecName(t)
 		case spec != "":
-			if m := agentEvent.FindStringSubmatch(line); m != nil && !routineReasons[m[3]] {
+			if m := agentEvent.FindStringSubmatch(line); len(m) == 5 && !routineReasons[m[3]] {
 				e := m[3] + ": " + m[4]
 				if !seen[e] {
 					seen[e] = true

@@ -231,8 +231,8 @@ func buildAgnhost(ctx context.Context, agnhost string) (v1.Image, error) {
 		return nil, fmt.Errorf("reading agnhost: %w", err)
 	}
 	layer := []tarEntry{
-		dirEntry("uploads", 0o755),
-		dirEntry("home/user-defined-in-image", 0o755),
+		dirEntry("uploads"),
+		dirEntry("home/user-defined-in-image"),
 		fileEntry("agnhost", 0o755, bin),
 		{hdr: tar.Header{Typeflag: tar.TypeSymlink, Name: "agnhost-2", Linkname: "agnhost", Mode: 0o777}},
 		fileEntry("usr/bin/curl", 0o755, []byte(curlShim)),
@@ -305,8 +305,8 @@ func buildNonewprivs(ctx context.Context, _ string) (v1.Image, error) {
 		return nil, fmt.Errorf("reading the nonewprivs binary: %w", err)
 	}
 	layer := []tarEntry{
-		dirEntry("usr/local", 0o755),
-		dirEntry("usr/local/bin", 0o755),
+		dirEntry("usr/local"),
+		dirEntry("usr/local/bin"),
 		fileEntry("usr/local/bin/nnp", 0o4755, bin),
 	}
 	return onBusybox(ctx, layer, func(cfg *v1.Config) {
@@ -374,8 +374,9 @@ type tarEntry struct {
 	data []byte
 }
 
-func dirEntry(path string, mode int64) tarEntry {
-	return tarEntry{hdr: tar.Header{Typeflag: tar.TypeDir, Name: path + "/", Mode: mode}}
+// dirEntry is a directory with mode 0755.
+func dirEntry(path string) tarEntry {
+	return tarEntry{hdr: tar.Header{Typeflag: tar.TypeDir, Name: path + "/", Mode: 0o755}}
 }
 
 func fileEntry(path string, mode int64, data []byte) tarEntry {

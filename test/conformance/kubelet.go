@@ -42,10 +42,15 @@ type Kubelet struct {
 	// ServerAddr is the kubelet API on the Node's InternalIP.
 	ServerAddr string
 
-	cmd  *exec.Cmd
-	done chan struct{}
-	mu   sync.Mutex
-	err  error
+	// Restarts counts the times the supervisor started it again.
+	Restarts int
+
+	mu          sync.Mutex
+	cmd         *exec.Cmd
+	done        chan struct{} // closed when no process runs and none will
+	err         error
+	supervising bool
+	stopping    bool
 }
 
 // kubeletStartTimeout bounds the wait for the kubelet's /healthz.
@@ -75,6 +80,7 @@ func StartKubelet(ctx context.Context, opts KubeletOptions) (*Kubelet, error) {
 	if err := k.waitHealthy(ctx, healthz); err != nil {
 		return nil, errors.Join(err, k.Cleanup())
 	}
+	k.Supervise()
 	return k, nil
 }
 
@@ -204,29 +210,77 @@ func (k *Kubelet) isolate() (string, error) {
 }
 
 // start runs wrapper with args in a new mount namespace whose mounts keep
-// their propagation (the shared kubelet directory stays shared).
+// their propagation (the shared kubelet directory stays shared), from a
+// supervisor that, once Supervise was called, starts it again a second
+// after it exits, as systemd does on a node: in this configuration (no
+// QoS cgroups) the kubelet crashes on some in-place resizes, and a node
+// whose kubelet stays down would fail every spec after that one.
 func (k *Kubelet) start(wrapper string, args []string) error {
+	argv := append([]string{"--mount", "--propagation", "unchanged", "--", wrapper}, args...)
+	cmd, err := k.run(argv)
+	if err != nil {
+		return err
+	}
+	k.done = make(chan struct{})
+	go k.superviseLoop(cmd, argv)
+	return nil
+}
+
+// run starts one kubelet process, its output appended to the log.
+func (k *Kubelet) run(argv []string) (*exec.Cmd, error) {
 	logf, err := os.OpenFile(k.LogPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
-		return fmt.Errorf("opening the kubelet log: %w", err)
+		return nil, fmt.Errorf("opening the kubelet log: %w", err)
 	}
-	cmd := exec.Command("unshare", append([]string{"--mount", "--propagation", "unchanged", "--", wrapper}, args...)...)
+	cmd := exec.Command("unshare", argv...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		_ = logf.Close()
-		return fmt.Errorf("starting the kubelet: %w", err)
+	err = cmd.Start()
+	_ = logf.Close() // the child holds its own descriptor
+	if err != nil {
+		return nil, fmt.Errorf("starting the kubelet: %w", err)
 	}
-	k.cmd, k.done = cmd, make(chan struct{})
-	go func() {
+	k.mu.Lock()
+	k.cmd = cmd
+	k.mu.Unlock()
+	return cmd, nil
+}
+
+// superviseLoop waits for each process and restarts it while supervision
+// is on; done is closed when it gives up or Stop was called.
+func (k *Kubelet) superviseLoop(cmd *exec.Cmd, argv []string) {
+	defer close(k.done)
+	for {
 		err := cmd.Wait()
-		_ = logf.Close()
 		k.mu.Lock()
 		k.err = err
+		again := k.supervising && !k.stopping
 		k.mu.Unlock()
-		close(k.done)
-	}()
-	return nil
+		if !again {
+			return
+		}
+		time.Sleep(time.Second)
+		k.mu.Lock()
+		if k.stopping {
+			k.mu.Unlock()
+			return
+		}
+		k.Restarts++
+		k.mu.Unlock()
+		if cmd, err = k.run(argv); err != nil {
+			k.mu.Lock()
+			k.err = err
+			k.mu.Unlock()
+			return
+		}
+	}
+}
+
+// Supervise turns on restarting the kubelet when it exits.
+func (k *Kubelet) Supervise() {
+	k.mu.Lock()
+	k.supervising = true
+	k.mu.Unlock()
 }
 
 func (k *Kubelet) waitHealthy(ctx context.Context, url string) error {
@@ -257,22 +311,30 @@ func (k *Kubelet) waitHealthy(ctx context.Context, url string) error {
 	return fmt.Errorf("kubelet did not become healthy in %s; log:\n%s", kubeletStartTimeout, k.LogTail(40))
 }
 
-// Stop sends SIGTERM, then SIGKILL after 20 seconds. Safe to call twice.
+// Stop ends supervision and sends SIGTERM, then SIGKILL after 20
+// seconds. Safe to call twice.
 func (k *Kubelet) Stop() {
-	if k.cmd == nil {
+	k.mu.Lock()
+	k.stopping = true
+	cmd, done := k.cmd, k.done
+	k.mu.Unlock()
+	if cmd == nil || done == nil {
 		return
 	}
 	select {
-	case <-k.done:
+	case <-done:
 		return
 	default:
 	}
-	_ = k.cmd.Process.Signal(syscall.SIGTERM)
+	_ = cmd.Process.Signal(syscall.SIGTERM)
 	select {
-	case <-k.done:
+	case <-done:
 	case <-time.After(20 * time.Second):
-		_ = k.cmd.Process.Kill()
-		<-k.done
+		k.mu.Lock()
+		cmd = k.cmd
+		k.mu.Unlock()
+		_ = cmd.Process.Kill()
+		<-done
 	}
 }
 
