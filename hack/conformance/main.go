@@ -89,16 +89,15 @@ func run(ctx context.Context, o options) error {
 	if err != nil {
 		return err
 	}
-	sel := selection(o, skips)
 	if o.list {
-		return list(ctx, sel)
+		return list(ctx, selection(o, skips, conformance.AgentNodelet))
 	}
 	reports := map[conformance.Agent]*conformance.Report{}
 	events := map[conformance.Agent]map[string][]string{}
 	walls := map[conformance.Agent]time.Duration{}
 	for _, agent := range o.nodes {
 		start := time.Now()
-		r, err := runAgent(ctx, o, agent, sel)
+		r, err := runAgent(ctx, o, agent, selection(o, skips, agent))
 		if err != nil {
 			return fmt.Errorf("running the suite on %s: %w", agent, err)
 		}
@@ -122,8 +121,10 @@ type selected struct {
 	focus, skip []string
 }
 
-func selection(o options, skips []conformance.SkipEntry) selected {
-	s := selected{focus: conformance.ConformanceFocus, skip: append(append([]string{}, conformance.ConformanceSkip...), conformance.SkipPatterns(skips)...)}
+// selection is what runs on agent: the conformance focus (or -focus) minus
+// the conformance skips, the skip list's entries for agent and -skip.
+func selection(o options, skips []conformance.SkipEntry, agent conformance.Agent) selected {
+	s := selected{focus: conformance.ConformanceFocus, skip: append(append([]string{}, conformance.ConformanceSkip...), conformance.SkipPatterns(skips, agent)...)}
 	if o.smoke {
 		s.focus = conformance.SmokeFocus
 	}

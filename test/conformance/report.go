@@ -49,7 +49,15 @@ func Summarize(agents []Agent, reports map[Agent]*Report, walls map[Agent]time.D
 		r := reports[a]
 		fmt.Fprintf(&b, "%-10s %8d %8d %10s\n", a, r.Count(Passed), r.Count(Failed), walls[a].Round(time.Second))
 	}
-	fmt.Fprintf(&b, "(%d specs in the skip list, not run)\n", len(skips))
+	for _, a := range agents {
+		n := 0
+		for _, e := range skips {
+			if e.AppliesTo(a) {
+				n++
+			}
+		}
+		fmt.Fprintf(&b, "(%s: %d specs of the skip list not run)\n", a, n)
+	}
 	for _, a := range agents {
 		r := reports[a]
 		failed := r.Names(Failed)

@@ -4,6 +4,7 @@ import (
 	_ "embed"
 	"fmt"
 	"regexp"
+	"slices"
 
 	"sigs.k8s.io/yaml"
 )
@@ -42,10 +43,18 @@ var SmokeFocus = []string{
 // SkipEntry is a selected spec that is not run, and why: it fails for a
 // reason outside the node agent (no kube-proxy, no cluster DNS, cgroup v1,
 // an image that cannot be built offline), and the kubelet fails it here
-// too.
+// too. With Agents, it is skipped only on those agents: a spec nodelet
+// fails for its own reasons stays in nodelet's column even when the
+// environment keeps the kubelet from running it (or makes it crash).
 type SkipEntry struct {
-	Name   string `json:"name"`
-	Reason string `json:"reason"`
+	Name   string  `json:"name"`
+	Reason string  `json:"reason"`
+	Agents []Agent `json:"agents,omitempty"`
+}
+
+// AppliesTo reports whether the entry skips the spec on agent.
+func (e SkipEntry) AppliesTo(agent Agent) bool {
+	return len(e.Agents) == 0 || slices.Contains(e.Agents, agent)
 }
 
 //go:embed skips.yaml
@@ -58,6 +67,11 @@ func SkipList() ([]SkipEntry, error) {
 		return nil, fmt.Errorf("parsing skips.yaml: %w", err)
 	}
 	for _, e := range entries {
+		for _, a := range e.Agents {
+			if a != AgentNodelet && a != AgentKubelet {
+				return nil, fmt.Errorf("skips.yaml: %q: unknown agent %q", e.Name, a)
+			}
+		}
 		if e.Name == "" || e.Reason == "" {
 			return nil, fmt.Errorf("skips.yaml: an entry needs a name and a reason: %+v", e)
 		}
@@ -65,12 +79,14 @@ func SkipList() ([]SkipEntry, error) {
 	return entries, nil
 }
 
-// SkipPatterns turns skip entries into --skip expressions matching exactly
-// their names.
-func SkipPatterns(entries []SkipEntry) []string {
+// SkipPatterns turns the skip entries for agent into --skip expressions
+// matching exactly their names.
+func SkipPatterns(entries []SkipEntry, agent Agent) []string {
 	out := make([]string, 0, len(entries))
 	for _, e := range entries {
-		out = append(out, regexp.QuoteMeta(e.Name))
+		if e.AppliesTo(agent) {
+			out = append(out, regexp.QuoteMeta(e.Name))
+		}
 	}
 	return out
 }
