@@ -48,19 +48,29 @@ func NodeSubject(nodeName string) pkix.Name {
 
 // bootstrapClientCert gets a client certificate with the bootstrap
 // credentials and writes opts.Kubeconfig for it, unless opts.Kubeconfig
-// is usable as it is.
-func bootstrapClientCert(ctx context.Context, opts *Options, store certificate.FileStore) error {
+// is usable as it is. It returns the bootstrap config when it used it, nil
+// when not: a node that has joined runs without its bootstrap kubeconfig,
+// which is often removed once used, as the kubelet does.
+func bootstrapClientCert(ctx context.Context, opts *Options, store certificate.FileStore) (*rest.Config, error) {
 	log := opts.Logger
 	now := time.Now()
 	usable, reason := kubeconfigUsable(opts.Kubeconfig, now)
 	if usable {
 		log.V(1).Info("Kubeconfig holds a valid client certificate, not bootstrapping", "kubeconfig", opts.Kubeconfig)
-		return nil
+		return nil, nil
 	}
 	bootstrapCfg, err := loadBootstrapConfig(opts.BootstrapKubeconfig)
 	if err != nil {
-		return err
+		return nil, err
 	}
+	return bootstrapCfg, requestAndStore(ctx, opts, store, bootstrapCfg, reason)
+}
+
+// requestAndStore gets a client certificate with bootstrapCfg, stores it
+// and writes opts.Kubeconfig for it.
+func requestAndStore(ctx context.Context, opts *Options, store certificate.FileStore, bootstrapCfg *rest.Config, reason string) error {
+	log := opts.Logger
+	now := time.Now()
 	log.Info("Bootstrapping a client certificate", "reason", reason, "kubeconfig", opts.Kubeconfig, "bootstrapKubeconfig", opts.BootstrapKubeconfig)
 	// A certificate issued to an earlier run that stopped before writing
 	// the kubeconfig is as good as a new one.

@@ -1,6 +1,7 @@
 package certificates
 
 import (
+	"bytes"
 	"context"
 	"crypto/x509"
 	"encoding/pem"
@@ -14,6 +15,7 @@ import (
 	certificatesv1 "k8s.io/api/certificates/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/rest"
 	clienttesting "k8s.io/client-go/testing"
 )
 
@@ -48,6 +50,34 @@ func TestLoadErrorsNameTheInput(t *testing.T) {
 				t.Fatalf("got %v, want an error containing %q", err, tc.wantErr)
 			}
 		})
+	}
+}
+
+// TestJoinedNodeNeedsNoBootstrapKubeconfig starts on a kubeconfig with a
+// valid certificate after the bootstrap kubeconfig was removed.
+func TestJoinedNodeNeedsNoBootstrapKubeconfig(t *testing.T) {
+	dir := t.TempDir()
+	certPEM, keyPEM := testPair(t, "system:node:n", time.Now().Add(-time.Minute), time.Now().Add(time.Hour))
+	pair := filepath.Join(dir, "pair.pem")
+	if err := os.WriteFile(pair, append(certPEM, keyPEM...), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	kubeconfig := filepath.Join(dir, "kubeconfig")
+	cluster := &rest.Config{Host: "https://127.0.0.1:1"}
+	if err := writeKubeconfig(kubeconfig, nodeKubeconfig(cluster, pair, pair)); err != nil {
+		t.Fatal(err)
+	}
+	for _, rotate := range []bool{false, true} {
+		c, err := Load(context.Background(), Options{
+			Kubeconfig: kubeconfig, BootstrapKubeconfig: filepath.Join(dir, "removed"),
+			CertDir: filepath.Join(dir, "pki"), NodeName: "n", Rotate: rotate, Logger: logr.Discard(),
+		})
+		if err != nil {
+			t.Fatalf("rotate=%v: %v", rotate, err)
+		}
+		if c.Config.Host != cluster.Host {
+			t.Errorf("rotate=%v: host %q", rotate, c.Config.Host)
+		}
 	}
 }
 
@@ -102,7 +132,7 @@ func TestRequestClientCert(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if string(certPEM) != string(issued) || len(keyPEM) == 0 {
+			if !bytes.Equal(certPEM, issued) || len(keyPEM) == 0 {
 				t.Fatal("the issued certificate or the key is not returned")
 			}
 			checkNodeCSR(t, created)

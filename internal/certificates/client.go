@@ -13,6 +13,8 @@ import (
 	clientset "k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/certificate"
+
+	"github.com/nodelet/nodelet/internal/metrics"
 )
 
 const (
@@ -77,10 +79,7 @@ func Load(ctx context.Context, opts Options) (*Client, error) {
 		if err != nil {
 			return nil, fmt.Errorf("opening the client certificate store in %s: %w", opts.CertDir, err)
 		}
-		if err := bootstrapClientCert(ctx, &opts, store); err != nil {
-			return nil, err
-		}
-		if bootstrapCfg, err = loadBootstrapConfig(opts.BootstrapKubeconfig); err != nil {
+		if bootstrapCfg, err = bootstrapClientCert(ctx, &opts, store); err != nil {
 			return nil, err
 		}
 	}
@@ -97,8 +96,9 @@ func Load(ctx context.Context, opts Options) (*Client, error) {
 // newRotatingClient starts a certificate manager for the client
 // certificate of cfg and returns a client that uses whichever certificate
 // is current. Renewals are requested with the current certificate, or,
-// when there is no valid one, with the bootstrap credentials if there are
-// any.
+// when there is no valid one, with the bootstrap credentials if this run
+// bootstrapped (else with cfg's own, expired, credentials, which fail: a
+// restart then bootstraps).
 func newRotatingClient(ctx context.Context, opts *Options, cfg, bootstrapCfg *rest.Config) (*Client, error) {
 	if (cfg.CertFile == "" && len(cfg.CertData) == 0) || (cfg.KeyFile == "" && len(cfg.KeyData) == 0) {
 		return nil, errors.New("rotateCertificates needs a client certificate in --kubeconfig, or a --bootstrap-kubeconfig to get one")
@@ -142,6 +142,7 @@ func newRotatingClient(ctx context.Context, opts *Options, cfg, bootstrapCfg *re
 		BootstrapCertificatePEM: certPEM,
 		BootstrapKeyPEM:         keyPEM,
 		Name:                    "client",
+		CertificateRenewFailure: metrics.ClientCertificateRenewErrors,
 		Ctx:                     &managerCtx,
 	})
 	if err != nil {

@@ -13,6 +13,8 @@ import (
 	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/connrotation"
+
+	"github.com/nodelet/nodelet/internal/metrics"
 )
 
 // rotatingTransport presents the current client certificate at every TLS
@@ -104,6 +106,9 @@ func (t *rotatingTransport) closeOnChange(ctx context.Context, log logr.Logger, 
 		cur := t.current()
 		if cur != nil {
 			validSince = time.Now()
+			if cur.Leaf != nil {
+				metrics.ClientCertificateTTL.Set(time.Until(cur.Leaf.NotAfter).Seconds())
+			}
 		} else if maxWithout > 0 && time.Since(validSince) > maxWithout {
 			return fmt.Errorf("no valid client certificate for %s", maxWithout)
 		}

@@ -149,6 +149,22 @@ var (
 	}, []string{"resource"})
 )
 
+// The client certificate, with the kubelet's names.
+var (
+	// ClientCertificateTTL is the time left until the client certificate
+	// in use expires.
+	ClientCertificateTTL = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "kubelet_certificate_manager_client_ttl_seconds",
+		Help: "Seconds until the client certificate in use expires; negative when it has. Set only when the certificate is rotated (rotateCertificates).",
+	})
+	// ClientCertificateRenewErrors counts failed attempts to renew the
+	// client certificate.
+	ClientCertificateRenewErrors = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "kubelet_certificate_manager_client_expiration_renew_errors",
+		Help: "Counter of client certificate renewal errors.",
+	})
+)
+
 func init() {
 	ctrlmetrics.Registry.MustRegister(
 		RuntimeOperations, RuntimeOperationsDuration, RuntimeOperationsErrors,
@@ -158,6 +174,7 @@ func init() {
 		NodeName, NodeStatusPatches, LeaseRenewDuration, LeaseRenewFailures,
 		CheckpointWriteDuration, CheckpointCorrupt,
 		ObjectStoreWatches, ObjectStoreGetRequests, ObjectStoreLists,
+		ClientCertificateTTL, ClientCertificateRenewErrors,
 		runtimeState,
 	)
 }

@@ -234,6 +234,13 @@ var _ = Describe("TLS bootstrap", Ordered, ContinueOnFailure, func() {
 		Eventually(func() string { return nodelet.LogTail(400) }).WithTimeout(apiTimeout).WithPolling(time.Second).
 			Should(ContainSubstring("Client certificate rotated"))
 
+		By("reporting the time left on the certificate in use")
+		Eventually(func(g Gomega) {
+			text, err := nodelet.Metrics(ctx)
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(text).To(MatchRegexp(`(?m)^kubelet_certificate_manager_client_ttl_seconds [0-9]`))
+		}).WithTimeout(apiTimeout).WithPolling(time.Second).Should(Succeed())
+
 		By("keeping nodelet and the pod running")
 		Expect(nodelet.Running()).To(BeTrue())
 		Expect(nodelet.PID()).To(Equal(pid), "nodelet restarted")

@@ -20,8 +20,17 @@
 //     logs, exec, port-forward and get --raw .../proxy/... work through it;
 //     APIServer.Kubectl runs the envtest-built kubectl as the admin, and
 //     KubeletClientCA.TLSClientCert signs other callers of a node API.
+//     Client certificates are signed by APIServer.ClientCA, whose key is
+//     on disk; StartAPIServerWithOptions adds bootstrap token
+//     authentication.
+//   - StartControllerManager and StartScheduler run the envtest-built
+//     kube-controller-manager (every controller plus bootstrapsigner and
+//     tokencleaner, CSRs signed with APIServer.ClientCA) and kube-scheduler
+//     against an APIServer; SetUpTLSBootstrap creates a bootstrap token,
+//     its kubeconfig and the bindings that let a node join with it.
 //   - StartNodelet runs the nodelet binary built from this repository as
-//     system:node:<name>, with its own free ports for health, metrics and
+//     system:node:<name> (or, with NodeletOptions.BootstrapKubeconfig,
+//     with only a bootstrap token), with its own free ports for health, metrics and
 //     the node API, and KubeletClientCA as its server.clientCAFile. Its
 //     nodeIP, where the node API listens (Nodelet.ServerAddr), is the
 //     host's address on its containerd's pod bridge (Containerd.HostIP):
