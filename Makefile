@@ -58,6 +58,20 @@ test: deps envtest vet lint ## Lint, unit, envtest and e2e tests against a real 
 	$(GO) test -run '^$$' -fuzz FuzzPodPipeline -fuzztime $(TEST_FUZZTIME) ./internal/fuzz/; \
 	$(GO) test $(GOTESTFLAGS) -timeout $(TEST_TIMEOUT) -p 1 $(E2E_PKGS)
 
+.PHONY: conformance
+conformance: deps envtest ## Kubernetes' node and volume conformance specs on nodelet and on the real kubelet (NODE=nodelet|kubelet for one, FOCUS=regexp).
+	export KUBEBUILDER_ASSETS="$$(bash hack/envtest.sh)"; \
+	$(GO) run ./hack/conformance $(CONFORMANCE_FLAGS)
+
+.PHONY: conformance-build
+conformance-build: ## Build e2e.test, ginkgo, kubelet and agnhost into the cache (a no-op when present).
+	@bash hack/conformance.sh >/dev/null
+
+.PHONY: conformance-smoke
+conformance-smoke: deps envtest ## The conformance smoke subset that make test runs, alone.
+	export KUBEBUILDER_ASSETS="$$(bash hack/envtest.sh)"; \
+	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) -run TestSmoke -v ./test/conformance/
+
 .PHONY: fuzz
 fuzz: ## Fuzz the pod pipeline (admission, plan, volumes, CRI configs, status) for $$FUZZTIME (10m).
 	$(GO) test -run '^$$' -fuzz FuzzPodPipeline -fuzztime $(FUZZTIME) ./internal/fuzz/

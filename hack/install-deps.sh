@@ -25,6 +25,7 @@ PACKAGES=(
 	docker-registry             # distribution 2.8, the local registry
 	apache2-utils               # htpasswd -B for the registry's auth file
 	busybox-static              # /bin/busybox, the only layer of the test image
+	bash-static                 # /bin/bash-static, the shell of the conformance suite's busybox stand-in
 )
 
 log() { echo "install-deps: $*" >&2; }

@@ -1,0 +1,202 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/go-logr/logr"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/nodelet/nodelet/test/conformance"
+)
+
+type options struct {
+	nodes   []conformance.Agent
+	out     string
+	procs   int
+	timeout time.Duration
+	focus   []string
+	skip    []string
+	list    bool
+	smoke   bool
+}
+
+func main() {
+	opts, err := parseFlags()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "conformance:", err)
+		os.Exit(2)
+	}
+	ctrllog.SetLogger(logr.Discard())
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err = run(ctx, opts)
+	stop()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "conformance:", err)
+		os.Exit(1)
+	}
+}
+
+type multiFlag []string
+
+func (m *multiFlag) String() string     { return strings.Join(*m, ",") }
+func (m *multiFlag) Set(v string) error { *m = append(*m, v); return nil }
+
+func parseFlags() (options, error) {
+	var o options
+	node := flag.String("node", envOr("NODE", "both"), "node agent: nodelet, kubelet or both (env NODE)")
+	flag.StringVar(&o.out, "out", envOr("CONFORMANCE_OUT", filepath.Join(os.TempDir(), "nodelet-conformance-"+time.Now().Format("20060102-150405"))), "report directory (env CONFORMANCE_OUT)")
+	flag.IntVar(&o.procs, "procs", 2, "parallel ginkgo processes")
+	flag.DurationVar(&o.timeout, "timeout", 3*time.Hour, "timeout of each agent's suite")
+	var focus, skip multiFlag
+	flag.Var(&focus, "focus", "run the specs matching this expression instead of the selection, skips still apply (repeatable; env FOCUS)")
+	flag.Var(&skip, "skip", "also skip specs matching this expression (repeatable)")
+	flag.BoolVar(&o.list, "list", false, "print the selected specs and exit")
+	flag.BoolVar(&o.smoke, "smoke", false, "run the smoke subset of make test instead of the whole selection")
+	flag.Parse()
+	switch *node {
+	case "both":
+		o.nodes = []conformance.Agent{conformance.AgentNodelet, conformance.AgentKubelet}
+	case string(conformance.AgentNodelet), string(conformance.AgentKubelet):
+		o.nodes = []conformance.Agent{conformance.Agent(*node)}
+	default:
+		return o, fmt.Errorf("-node %q: want nodelet, kubelet or both", *node)
+	}
+	if f := os.Getenv("FOCUS"); f != "" {
+		focus = append(focus, f)
+	}
+	o.focus, o.skip = focus, skip
+	return o, nil
+}
+
+func envOr(key, def string) string {
+	if v := os.Getenv(key); v != "" {
+		return v
+	}
+	return def
+}
+
+func run(ctx context.Context, o options) error {
+	skips, err := conformance.SkipList()
+	if err != nil {
+		return err
+	}
+	if o.list {
+		return list(ctx, selection(o, skips, conformance.AgentNodelet))
+	}
+	reports := map[conformance.Agent]*conformance.Report{}
+	events := map[conformance.Agent]map[string][]string{}
+	walls := map[conformance.Agent]time.Duration{}
+	for _, agent := range o.nodes {
+		start := time.Now()
+		r, err := runAgent(ctx, o, agent, selection(o, skips, agent))
+		if err != nil {
+			return fmt.Errorf("running the suite on %s: %w", agent, err)
+		}
+		reports[agent], walls[agent] = r, time.Since(start)
+		if events[agent], err = conformance.AgentEvents(filepath.Join(o.out, string(agent), "e2e.log")); err != nil {
+			return err
+		}
+		fmt.Printf("conformance: %s done in %s: %d passed, %d failed\n", agent, walls[agent].Round(time.Second), r.Count(conformance.Passed), r.Count(conformance.Failed))
+	}
+	summary := conformance.Summarize(o.nodes, reports, walls, skips, events)
+	fmt.Print(summary)
+	if err := os.WriteFile(filepath.Join(o.out, "summary.txt"), []byte(summary), 0o644); err != nil {
+		return fmt.Errorf("writing the summary: %w", err)
+	}
+	fmt.Printf("conformance: reports in %s\n", o.out)
+	return nil
+}
+
+// selected is the focus and skip expressions of a run.
+type selected struct {
+	focus, skip []string
+}
+
+// selection is what runs on agent: the conformance focus (or -focus) minus
+// the conformance skips, the skip list's entries for agent and -skip.
+func selection(o options, skips []conformance.SkipEntry, agent conformance.Agent) selected {
+	s := selected{focus: conformance.ConformanceFocus, skip: append(append([]string{}, conformance.ConformanceSkip...), conformance.SkipPatterns(skips, agent)...)}
+	if o.smoke {
+		s.focus = conformance.SmokeFocus
+	}
+	if len(o.focus) > 0 {
+		// Ginkgo ORs focus expressions (and Go's regexp has no look-ahead
+		// to AND them): an explicit focus replaces the selection's, the
+		// skips stay.
+		s.focus = o.focus
+	}
+	s.skip = append(s.skip, o.skip...)
+	return s
+}
+
+func list(ctx context.Context, sel selected) error {
+	bin, err := conformance.Binaries(ctx, os.Stderr, conformance.E2ETestBinary, conformance.GinkgoBinary)
+	if err != nil {
+		return err
+	}
+	names, err := conformance.List(ctx, bin, sel.focus, sel.skip)
+	if err != nil {
+		return err
+	}
+	for _, n := range names {
+		fmt.Println(n)
+	}
+	fmt.Fprintf(os.Stderr, "conformance: %d specs selected\n", len(names))
+	return nil
+}
+
+func runAgent(ctx context.Context, o options, agent conformance.Agent, sel selected) (_ *conformance.Report, err error) {
+	needed := []string{conformance.E2ETestBinary, conformance.GinkgoBinary, conformance.AgnhostBinary}
+	if agent == conformance.AgentKubelet {
+		needed = append(needed, conformance.KubeletBinary)
+	}
+	bin, err := conformance.Binaries(ctx, os.Stderr, needed...)
+	if err != nil {
+		return nil, err
+	}
+	images, err := conformance.ImageArchives(ctx, filepath.Join(bin, conformance.AgnhostBinary))
+	if err != nil {
+		return nil, err
+	}
+	dir := filepath.Join(o.out, string(agent))
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("creating the report directory: %w", err)
+	}
+	c, err := conformance.StartCluster(ctx, conformance.ClusterOptions{
+		Agent: agent, NodeName: "conformance-" + string(agent), BinDir: bin, Images: images, Log: os.Stdout,
+	})
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		// The logs are kept with the report; then nothing may be left.
+		conformance.CopyFile(c.AgentLog(), filepath.Join(dir, string(agent)+".log"))
+		conformance.CopyFile(c.Containerd.LogPath(), filepath.Join(dir, "containerd.log"))
+		leftovers := conformance.Leftovers(c)
+		if stopErr := c.Stop(); stopErr != nil && err == nil {
+			err = stopErr
+		}
+		if left := leftovers(); left != "" && err == nil {
+			err = fmt.Errorf("left behind after the cluster stopped: %s", left)
+		}
+	}()
+	logf, err := os.Create(filepath.Join(dir, "e2e.log"))
+	if err != nil {
+		return nil, fmt.Errorf("creating the suite log: %w", err)
+	}
+	defer logf.Close()
+	fmt.Printf("conformance: running the suite on %s (%d procs); output in %s\n", agent, o.procs, logf.Name())
+	return conformance.Run(ctx, conformance.RunOptions{
+		BinDir: bin, Kubeconfig: c.Kubeconfig, Focus: sel.focus, Skip: sel.skip,
+		Procs: o.procs, ReportDir: dir, Timeout: o.timeout, Output: io.MultiWriter(logf, conformance.ProgressWriter(os.Stdout)),
+	})
+}

@@ -1,0 +1,426 @@
+package conformance
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"time"
+
+	"github.com/google/go-containerregistry/pkg/name"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/tarball"
+
+	"github.com/nodelet/nodelet/test/utils"
+)
+
+// The names the e2e suite of Kubernetes 1.37.0 gives its images
+// (k8s.io/kubernetes/test/utils/image/manifest.go). None is pulled: they are
+// built here and imported into the node's containerd, and the suite's pods
+// ask for them with imagePullPolicy IfNotPresent.
+const (
+	// AgnhostImage is the suite's multi-purpose test binary, built from
+	// k8s.io/kubernetes/test/images/agnhost, on top of BusyboxImage's
+	// files (the real one is Alpine: a shell and the usual tools), with a
+	// curl stand-in.
+	AgnhostImage = "registry.k8s.io/e2e-test-images/agnhost:2.66.1"
+	// AgnhostPrevImage is the previous agnhost some specs switch a pod's
+	// image to and from; here the same binary under its name.
+	AgnhostPrevImage = "registry.k8s.io/e2e-test-images/agnhost:2.55"
+	// BusyboxImage is the test harness's Debian busybox-static image with
+	// Debian's bash-static as /bin/sh: the ash of Debian's busybox 1.35
+	// drops environment variables whose names are not shell identifiers
+	// (envFrom keys such as data-1) before it runs a command, where the
+	// suite's busybox 1.37 passes them on, and the suite's `sh -c env` specs
+	// read them back.
+	BusyboxImage = "registry.k8s.io/e2e-test-images/busybox:1.37.0-2"
+	// PauseImage is the test harness's pause image.
+	PauseImage = "registry.k8s.io/pause:3.10.2"
+	// NginxImage stands in for nginx: agnhost serving HTTP on port 80
+	// (test-webserver), which is what the suite's pods use nginx for.
+	NginxImage = "registry.k8s.io/e2e-test-images/nginx:1.27.0-2"
+	// NginxNewImage is NginxImage under the newer tag.
+	NginxNewImage = "registry.k8s.io/e2e-test-images/nginx:1.28.0-2"
+	// NonRootImage is BusyboxImage running as uid 1234, like the suite's
+	// nonroot image.
+	NonRootImage = "registry.k8s.io/e2e-test-images/nonroot:1.5"
+	// NonewprivsImage is BusyboxImage with test/images/nonewprivs installed
+	// set-user-ID root as /usr/local/bin/nnp, its default command.
+	NonewprivsImage = "registry.k8s.io/e2e-test-images/nonewprivs:1.4"
+)
+
+// curlShim stands in for the curl of the real agnhost image (Alpine's), which
+// the suite's hooks run as `curl <url>`: busybox wget fetching the last
+// argument that is not an option and printing the body.
+const curlShim = `#!/bin/sh
+url=""
+for a in "$@"; do
+	case "$a" in
+	-*) ;;
+	*) url="$a" ;;
+	esac
+done
+exec wget -q -O - "$url"
+`
+
+// agnhostUser and agnhostGroup are the user and group the real agnhost image
+// defines (uid 1000, gid 50000), which some specs refer to by name.
+const (
+	agnhostPasswd = "root:x:0:0:root:/root:/bin/sh\n" +
+		"user-defined-in-image:x:1000:1000:Linux User:/home/user-defined-in-image:/bin/sh\n" +
+		"nobody:x:65534:65534:nobody:/nonexistent:/bin/false\n"
+	agnhostGroup = "root:x:0:root\n" +
+		"user-defined-in-image:x:1000:\n" +
+		"group-defined-in-image:x:50000:user-defined-in-image\n" +
+		"nobody:x:65534:\n"
+)
+
+// imageEpoch is the time stamp of every file added, so that the same inputs
+// give the same digests.
+var imageEpoch = time.Date(2020, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// imageBuild makes one image from the harness's images and agnhost.
+type imageBuild func(ctx context.Context, agnhost string) (v1.Image, error)
+
+var e2eImages = map[string]imageBuild{
+	AgnhostImage:     buildAgnhost,
+	AgnhostPrevImage: buildAgnhost,
+	BusyboxImage:     buildBusybox,
+	PauseImage:       harnessImage(utils.PauseImage),
+	NginxImage:       buildNginx,
+	NginxNewImage:    buildNginx,
+	NonRootImage:     buildNonRoot,
+	NonewprivsImage:  buildNonewprivs,
+}
+
+// E2EImages are the names of the images ImageArchives builds.
+func E2EImages() []string {
+	names := make([]string, 0, len(e2eImages))
+	for n := range e2eImages {
+		names = append(names, n)
+	}
+	return names
+}
+
+// ImageArchives builds a docker-archive of every E2EImages image into
+// <cache>/conformance-images (keyed by the agnhost binary and the harness's
+// archives, so a second run reuses them) and returns image name → path.
+func ImageArchives(ctx context.Context, agnhost string) (map[string]string, error) {
+	key, err := imagesKey(ctx, agnhost)
+	if err != nil {
+		return nil, err
+	}
+	dir := filepath.Join(cacheRoot(), "conformance-images", key[:16])
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("creating the image cache: %w", err)
+	}
+	out := map[string]string{}
+	for image, build := range e2eImages {
+		path := filepath.Join(dir, fileName(image)+".tar")
+		if _, err := os.Stat(path); err != nil {
+			if err := writeArchive(ctx, image, path, build, agnhost); err != nil {
+				return nil, err
+			}
+		}
+		out[image] = path
+	}
+	return out, nil
+}
+
+func writeArchive(ctx context.Context, image, path string, build imageBuild, agnhost string) error {
+	img, err := build(ctx, agnhost)
+	if err != nil {
+		return fmt.Errorf("building %s: %w", image, err)
+	}
+	tag, err := name.NewTag(image)
+	if err != nil {
+		return fmt.Errorf("parsing image name %s: %w", image, err)
+	}
+	tmp := path + ".tmp"
+	if err := tarball.WriteToFile(tmp, tag, img); err != nil {
+		return fmt.Errorf("writing archive of %s: %w", image, err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return fmt.Errorf("moving archive of %s into the cache: %w", image, err)
+	}
+	return nil
+}
+
+// ImportImages imports the archives into the containerd's k8s.io namespace,
+// where the CRI finds them.
+func ImportImages(ctx context.Context, c *utils.Containerd, archives map[string]string) error {
+	socket := c.Endpoint()[len("unix://"):]
+	for image, path := range archives {
+		cmd := exec.CommandContext(ctx, "ctr", "--address", socket, "--namespace", "k8s.io",
+			"images", "import", "--all-platforms", "--snapshotter", "overlayfs", path)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return fmt.Errorf("importing %s: %w\n%s", image, err, out)
+		}
+	}
+	return nil
+}
+
+// imagesKey digests the inputs of every image: the agnhost binary and the
+// harness's archives, which are themselves named by their inputs.
+func imagesKey(ctx context.Context, agnhost string) (string, error) {
+	h := sha256.New()
+	fmt.Fprintln(h, "conformance-images-v4")
+	shell, err := os.ReadFile(bashPath)
+	if err != nil {
+		return "", fmt.Errorf("reading %s (Debian package bash-static): %w", bashPath, err)
+	}
+	h.Write(shell)
+	f, err := os.Open(agnhost)
+	if err != nil {
+		return "", fmt.Errorf("reading agnhost: %w", err)
+	}
+	defer f.Close()
+	if _, err := io.Copy(h, f); err != nil {
+		return "", fmt.Errorf("reading agnhost: %w", err)
+	}
+	nnp, err := nnpSource()
+	if err != nil {
+		return "", err
+	}
+	h.Write(nnp)
+	for _, image := range []string{utils.BusyboxImage, utils.PauseImage} {
+		path, err := utils.ImageArchive(ctx, image)
+		if err != nil {
+			return "", err
+		}
+		fmt.Fprintln(h, filepath.Base(path))
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// harnessImage returns the harness's image of that name as it is.
+func harnessImage(image string) imageBuild {
+	return func(ctx context.Context, _ string) (v1.Image, error) {
+		return loadHarnessImage(ctx, image)
+	}
+}
+
+func loadHarnessImage(ctx context.Context, image string) (v1.Image, error) {
+	path, err := utils.ImageArchive(ctx, image)
+	if err != nil {
+		return nil, err
+	}
+	tag, err := name.NewTag(image)
+	if err != nil {
+		return nil, fmt.Errorf("parsing image name %s: %w", image, err)
+	}
+	img, err := tarball.ImageFromPath(path, &tag)
+	if err != nil {
+		return nil, fmt.Errorf("reading %s: %w", path, err)
+	}
+	return img, nil
+}
+
+// buildAgnhost is busybox plus /agnhost (and the agnhost-2 link), the users
+// and groups of the real image, and its entrypoint and default command.
+func buildAgnhost(ctx context.Context, agnhost string) (v1.Image, error) {
+	bin, err := os.ReadFile(agnhost)
+	if err != nil {
+		return nil, fmt.Errorf("reading agnhost: %w", err)
+	}
+	layer := []tarEntry{
+		dirEntry("uploads"),
+		dirEntry("home/user-defined-in-image"),
+		fileEntry("agnhost", 0o755, bin),
+		{hdr: tar.Header{Typeflag: tar.TypeSymlink, Name: "agnhost-2", Linkname: "agnhost", Mode: 0o777}},
+		fileEntry("usr/bin/curl", 0o755, []byte(curlShim)),
+		fileEntry("etc/passwd", 0o644, []byte(agnhostPasswd)),
+		fileEntry("etc/group", 0o644, []byte(agnhostGroup)),
+	}
+	return onBusybox(ctx, layer, func(cfg *v1.Config) {
+		cfg.Entrypoint = []string{"/agnhost"}
+		cfg.Cmd = []string{"pause"}
+		cfg.ExposedPorts = map[string]struct{}{"80/tcp": {}, "8080/tcp": {}, "8081/tcp": {}, "9376/tcp": {}, "5000/tcp": {}}
+	})
+}
+
+// buildNginx is agnhost serving HTTP on port 80.
+func buildNginx(ctx context.Context, agnhost string) (v1.Image, error) {
+	img, err := buildAgnhost(ctx, agnhost)
+	if err != nil {
+		return nil, err
+	}
+	return withConfig(img, func(cfg *v1.Config) {
+		cfg.Entrypoint = []string{"/agnhost", "test-webserver", "--port=80"}
+		cfg.Cmd = nil
+		cfg.ExposedPorts = map[string]struct{}{"80/tcp": {}}
+	})
+}
+
+// buildNonRoot is busybox running as uid 1234 and gid 1234.
+func buildNonRoot(ctx context.Context, _ string) (v1.Image, error) {
+	return onBusybox(ctx, nil, func(cfg *v1.Config) { cfg.User = "1234:1234" })
+}
+
+func nnpSource() ([]byte, error) {
+	root, err := utils.RepoRoot()
+	if err != nil {
+		return nil, err
+	}
+	src, err := os.ReadFile(filepath.Join(root, "test", "images", "nonewprivs", "main.go"))
+	if err != nil {
+		return nil, fmt.Errorf("reading the nonewprivs source: %w", err)
+	}
+	return src, nil
+}
+
+// buildNonewprivs compiles test/images/nonewprivs statically in a module of
+// its own and installs it set-user-ID root on busybox.
+func buildNonewprivs(ctx context.Context, _ string) (v1.Image, error) {
+	src, err := nnpSource()
+	if err != nil {
+		return nil, err
+	}
+	dir, err := os.MkdirTemp("", "nodelet-nnp-build-")
+	if err != nil {
+		return nil, fmt.Errorf("creating the nonewprivs build directory: %w", err)
+	}
+	defer os.RemoveAll(dir)
+	if err := os.WriteFile(filepath.Join(dir, "go.mod"), []byte("module nodelet.test/nnp\n\ngo 1.22\n"), 0o644); err != nil {
+		return nil, fmt.Errorf("writing the nonewprivs go.mod: %w", err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "main.go"), src, 0o644); err != nil {
+		return nil, fmt.Errorf("writing the nonewprivs source: %w", err)
+	}
+	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-ldflags=-s -w", "-o", "nnp", ".")
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOWORK=off", "GOFLAGS=", "GOTOOLCHAIN=local")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("compiling nonewprivs: %w\n%s", err, out)
+	}
+	bin, err := os.ReadFile(filepath.Join(dir, "nnp"))
+	if err != nil {
+		return nil, fmt.Errorf("reading the nonewprivs binary: %w", err)
+	}
+	layer := []tarEntry{
+		dirEntry("usr/local"),
+		dirEntry("usr/local/bin"),
+		fileEntry("usr/local/bin/nnp", 0o4755, bin),
+	}
+	return onBusybox(ctx, layer, func(cfg *v1.Config) {
+		cfg.Cmd = []string{"nnp"}
+		cfg.Env = []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}
+	})
+}
+
+// bashPath is where Debian's bash-static installs its binary.
+const bashPath = "/bin/bash-static"
+
+// buildBusybox is the harness's busybox with bash-static as /bin/sh.
+func buildBusybox(ctx context.Context, _ string) (v1.Image, error) {
+	return onBusybox(ctx, nil, func(*v1.Config) {})
+}
+
+// onBusybox appends layer to the harness's busybox image, whose /bin/sh
+// becomes bash-static, and edits the config.
+func onBusybox(ctx context.Context, layer []tarEntry, edit func(*v1.Config)) (v1.Image, error) {
+	base, err := loadHarnessImage(ctx, utils.BusyboxImage)
+	if err != nil {
+		return nil, err
+	}
+	shell, err := os.ReadFile(bashPath)
+	if err != nil {
+		return nil, fmt.Errorf("reading %s (Debian package bash-static): %w", bashPath, err)
+	}
+	layer = append([]tarEntry{
+		fileEntry("bin/bash", 0o755, shell),
+		{hdr: tar.Header{Typeflag: tar.TypeSymlink, Name: "bin/sh", Linkname: "bash", Mode: 0o777}},
+	}, layer...)
+	data, err := tarBytes(layer)
+	if err != nil {
+		return nil, err
+	}
+	l, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) {
+		return io.NopCloser(bytes.NewReader(data)), nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("making layer: %w", err)
+	}
+	img, err := mutate.AppendLayers(base, l)
+	if err != nil {
+		return nil, fmt.Errorf("appending layer: %w", err)
+	}
+	return withConfig(img, edit)
+}
+
+func withConfig(img v1.Image, edit func(*v1.Config)) (v1.Image, error) {
+	cf, err := img.ConfigFile()
+	if err != nil {
+		return nil, fmt.Errorf("reading image config: %w", err)
+	}
+	cfg := *cf.Config.DeepCopy()
+	edit(&cfg)
+	out, err := mutate.Config(img, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("setting image config: %w", err)
+	}
+	return out, nil
+}
+
+type tarEntry struct {
+	hdr  tar.Header
+	data []byte
+}
+
+// dirEntry is a directory with mode 0755.
+func dirEntry(path string) tarEntry {
+	return tarEntry{hdr: tar.Header{Typeflag: tar.TypeDir, Name: path + "/", Mode: 0o755}}
+}
+
+func fileEntry(path string, mode int64, data []byte) tarEntry {
+	return tarEntry{hdr: tar.Header{Typeflag: tar.TypeReg, Name: path, Mode: mode, Size: int64(len(data))}, data: data}
+}
+
+func tarBytes(entries []tarEntry) ([]byte, error) {
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	for _, e := range entries {
+		hdr := e.hdr
+		hdr.ModTime = imageEpoch
+		if err := tw.WriteHeader(&hdr); err != nil {
+			return nil, fmt.Errorf("writing layer entry %s: %w", hdr.Name, err)
+		}
+		if _, err := tw.Write(e.data); err != nil {
+			return nil, fmt.Errorf("writing layer entry %s: %w", hdr.Name, err)
+		}
+	}
+	if err := tw.Close(); err != nil {
+		return nil, fmt.Errorf("closing layer: %w", err)
+	}
+	return buf.Bytes(), nil
+}
+
+// fileName turns an image name into a file name.
+func fileName(image string) string {
+	b := []byte(image)
+	for i, c := range b {
+		if c == '/' || c == ':' {
+			b[i] = '_'
+		}
+	}
+	return string(b)
+}
+
+// cacheRoot is $NODELET_CACHE or ${XDG_CACHE_HOME:-$HOME/.cache}/nodelet,
+// as in hack/envtest.sh.
+func cacheRoot() string {
+	if dir := os.Getenv("NODELET_CACHE"); dir != "" {
+		return dir
+	}
+	if dir, err := os.UserCacheDir(); err == nil {
+		return filepath.Join(dir, "nodelet")
+	}
+	return filepath.Join(os.TempDir(), "nodelet-cache")
+}

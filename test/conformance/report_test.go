@@ -1,0 +1,47 @@
+package conformance
+
+import (
+	"reflect"
+	"testing"
+)
+
+func TestReadJUnit(t *testing.T) {
+	r, err := ReadJUnit("testdata/junit_01.xml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := r.Names(Passed); !reflect.DeepEqual(got, []string{"[sig-node] Pods should get a host IP [Conformance] [NodeConformance]"}) {
+		t.Errorf("passed = %q", got)
+	}
+	failed := "[sig-storage] ConfigMap optional updates should be reflected in volume [Conformance] [NodeConformance]"
+	if got := r.Names(Failed); !reflect.DeepEqual(got, []string{failed}) {
+		t.Errorf("failed = %q", got)
+	}
+	if got := r.Specs[failed].Message; got != "Timed out after 240.001s.\nExpected\n    content\n[FAILED] Timed out after 240.001s." {
+		t.Errorf("message = %q", got)
+	}
+	if got := r.Count(Skipped); got != 1 {
+		t.Errorf("skipped = %d, want 1", got)
+	}
+}
+
+func TestAgentEvents(t *testing.T) {
+	ev, err := AgentEvents("testdata/e2e.log")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string][]string{
+		"[sig-storage] ConfigMap optional updates should be reflected in volume [Conformance] [NodeConformance]": {
+			`FailedMount: MountVolume.SetUp failed for volume "delete" : configmap "x" not found`,
+		},
+	}
+	if !reflect.DeepEqual(ev, want) {
+		t.Errorf("events = %q, want %q", ev, want)
+	}
+}
+
+func TestSkipList(t *testing.T) {
+	if _, err := SkipList(); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -1,0 +1,92 @@
+package conformance
+
+import (
+	_ "embed"
+	"fmt"
+	"regexp"
+	"slices"
+
+	"sigs.k8s.io/yaml"
+)
+
+// ConformanceFocus selects the node specs and the storage specs of the
+// volume types a node agent implements itself, among [Conformance] specs.
+var ConformanceFocus = []string{
+	`\[sig-node\].*\[Conformance\]`,
+	`\[sig-storage\] (ConfigMap|Secrets|Projected [a-zA-Z]+|Downward API volume|EmptyDir volumes|EmptyDir wrapper volumes|HostPath|Subpath) .*\[Conformance\]`,
+}
+
+// ConformanceSkip leaves out what cannot run on one shared test node or
+// needs more than the node agent: serial and disruptive specs, slow and
+// flaky ones, and feature-gated ones.
+var ConformanceSkip = []string{
+	`\[Serial\]`,
+	`\[Disruptive\]`,
+	`\[Slow\]`,
+	`\[Flaky\]`,
+	`\[Feature:[^\]]*\]`,
+}
+
+// SmokeFocus is the subset make test runs: pods and their lifecycle, logs,
+// exec, environment, and ConfigMap and projected volumes.
+var SmokeFocus = []string{
+	regexp.QuoteMeta(`[sig-node] Pods should get a host IP [Conformance] [NodeConformance]`),
+	regexp.QuoteMeta(`[sig-node] Pods should be submitted and removed [Conformance] [NodeConformance]`),
+	regexp.QuoteMeta(`[sig-node] Kubelet when scheduling a busybox command in a pod should print the output to logs [Conformance] [NodeConformance]`),
+	regexp.QuoteMeta(`[sig-node] Pods should support remote command execution over websockets [Conformance] [NodeConformance]`),
+	regexp.QuoteMeta(`[sig-node] Variable Expansion should allow composing env vars into new env vars [Conformance] [NodeConformance]`),
+	regexp.QuoteMeta(`[sig-storage] ConfigMap should be consumable from pods in volume [Conformance] [NodeConformance]`),
+	regexp.QuoteMeta(`[sig-storage] ConfigMap updates should be reflected in volume [Conformance] [NodeConformance]`),
+	regexp.QuoteMeta(`[sig-storage] Projected downwardAPI should provide container's memory limit [Conformance] [NodeConformance]`),
+}
+
+// SkipEntry is a selected spec that is not run, and why: it fails for a
+// reason outside the node agent (no kube-proxy, no cluster DNS, cgroup v1,
+// an image that cannot be built offline), and the kubelet fails it here
+// too. With Agents, it is skipped only on those agents: a spec nodelet
+// fails for its own reasons stays in nodelet's column even when the
+// environment keeps the kubelet from running it (or makes it crash).
+type SkipEntry struct {
+	Name   string  `json:"name"`
+	Reason string  `json:"reason"`
+	Agents []Agent `json:"agents,omitempty"`
+}
+
+// AppliesTo reports whether the entry skips the spec on agent.
+func (e SkipEntry) AppliesTo(agent Agent) bool {
+	return len(e.Agents) == 0 || slices.Contains(e.Agents, agent)
+}
+
+//go:embed skips.yaml
+var skipsYAML []byte
+
+// SkipList returns the entries of skips.yaml.
+func SkipList() ([]SkipEntry, error) {
+	var entries []SkipEntry
+	if err := yaml.UnmarshalStrict(skipsYAML, &entries); err != nil {
+		return nil, fmt.Errorf("parsing skips.yaml: %w", err)
+	}
+	for _, e := range entries {
+		for _, a := range e.Agents {
+			if a != AgentNodelet && a != AgentKubelet {
+				return nil, fmt.Errorf("skips.yaml: %q: unknown agent %q", e.Name, a)
+			}
+		}
+		if e.Name == "" || e.Reason == "" {
+			return nil, fmt.Errorf("skips.yaml: an entry needs a name and a reason: %+v", e)
+		}
+	}
+	return entries, nil
+}
+
+// SkipPatterns turns the skip entries for agent into --skip expressions
+// matching exactly their names.
+func SkipPatterns(entries []SkipEntry, agent Agent) []string {
+	out := make([]string, 0, len(entries))
+	for _, e := range entries {
+		if e.AppliesTo(agent) {
+			out = append(out, regexp.QuoteMeta(e.Name))
+		}
+	}
+	return out
+}
