@@ -70,11 +70,11 @@ func StartKubelet(ctx context.Context, opts KubeletOptions) (*Kubelet, error) {
 	if err != nil {
 		return nil, errors.Join(err, k.Cleanup())
 	}
-	wrapper, err := k.isolate()
+	prefix, err := utils.IsolatedKubeletCommand(k.Dir)
 	if err != nil {
 		return nil, errors.Join(err, k.Cleanup())
 	}
-	if err := k.start(wrapper, append([]string{opts.Binary}, args...)); err != nil {
+	if err := k.start(prefix[len(prefix)-1], append([]string{opts.Binary}, args...)); err != nil {
 		return nil, errors.Join(err, k.Cleanup())
 	}
 	if err := k.waitHealthy(ctx, healthz); err != nil {
@@ -162,51 +162,6 @@ func kubeletConfig(opts KubeletOptions, dir, nodeIP string, port, healthzPort in
 			"imagefs.available": "1%",
 		},
 	}
-}
-
-// kernelTunables are the sysctls the kubelet sets at start unless
-// protectKernelDefaults (which instead refuses to start when they differ),
-// with the values it wants.
-var kernelTunables = map[string]string{
-	"vm/overcommit_memory":      "1",
-	"vm/panic_on_oom":           "0",
-	"kernel/panic":              "10",
-	"kernel/panic_on_oops":      "1",
-	"kernel/keys/root_maxkeys":  "1000000",
-	"kernel/keys/root_maxbytes": "25000000",
-}
-
-// isolate keeps the kubelet from changing this shared machine's kernel
-// settings (panic on oops, overcommit): it runs in a mount namespace of its
-// own where each of kernelTunables is a file holding the value it wants.
-// Its directory is first made a shared mount so that what it mounts there
-// (volumes) is seen by containerd in the host's namespace. It returns the
-// wrapper script, which takes the kubelet and its flags as arguments.
-func (k *Kubelet) isolate() (string, error) {
-	if err := unix.Mount(k.Dir, k.Dir, "", unix.MS_BIND, ""); err != nil {
-		return "", fmt.Errorf("bind-mounting the kubelet directory: %w", err)
-	}
-	if err := unix.Mount("", k.Dir, "", unix.MS_SHARED|unix.MS_REC, ""); err != nil {
-		return "", fmt.Errorf("making the kubelet directory a shared mount: %w", err)
-	}
-	var script strings.Builder
-	script.WriteString("#!/bin/sh\nset -e\nmount --make-rprivate /proc\n")
-	for name, value := range kernelTunables {
-		f := filepath.Join(k.Dir, "sysctl", strings.ReplaceAll(name, "/", "."))
-		if err := os.MkdirAll(filepath.Dir(f), 0o755); err != nil {
-			return "", fmt.Errorf("writing the kubelet's kernel settings: %w", err)
-		}
-		if err := os.WriteFile(f, []byte(value+"\n"), 0o644); err != nil {
-			return "", fmt.Errorf("writing the kubelet's kernel settings: %w", err)
-		}
-		fmt.Fprintf(&script, "mount --bind %s /proc/sys/%s\n", f, name)
-	}
-	script.WriteString("exec \"$@\"\n")
-	path := filepath.Join(k.Dir, "kubelet-ns.sh")
-	if err := os.WriteFile(path, []byte(script.String()), 0o755); err != nil {
-		return "", fmt.Errorf("writing the kubelet wrapper: %w", err)
-	}
-	return path, nil
 }
 
 // start runs wrapper with args in a new mount namespace whose mounts keep

@@ -63,7 +63,11 @@ func StartKubelet(ctx context.Context, opts KubeletOptions) (*Kubelet, error) {
 	if err != nil {
 		return k, errors.Join(err, k.Stop())
 	}
-	if err := k.start(bin, args); err != nil {
+	prefix, err := IsolatedKubeletCommand(dir)
+	if err != nil {
+		return k, errors.Join(err, k.Stop())
+	}
+	if err := k.start(prefix[0], append(append(prefix[1:], bin), args...)); err != nil {
 		return k, errors.Join(err, k.Stop())
 	}
 	return k, nil
