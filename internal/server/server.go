@@ -296,6 +296,14 @@ func (s *Server) serveContainerLogs(w http.ResponseWriter, r *http.Request) {
 	if buf != nil {
 		_ = buf.Flush() // a failed write means the client went away
 	}
+	if wrote {
+		// Sent chunked, never with a Content-Length, as the kubelet does:
+		// the API server's websocket log stream drops the data of a read
+		// that also returns EOF, which a body with a length ends with.
+		if f, ok := w.(http.Flusher); ok {
+			f.Flush()
+		}
+	}
 	if err != nil {
 		if ctx.Err() != nil {
 			return // the client went away

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -21,11 +22,13 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	"golang.org/x/net/websocket"
 	authnv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -137,6 +140,18 @@ var _ = Describe("The node API through the API server", Ordered, ContinueOnFailu
 			Expect(text).To(Equal(fmt.Sprintf("line %d", 19+i)))
 		}
 	}, SpecTimeout(podStartTimeout+2*apiTimeout))
+
+	It("streams a log over a websocket, as Kubernetes' conformance suite reads it", func(ctx SpecContext) {
+		// The API server copies the node's log response into binary
+		// websocket frames; a response with a Content-Length used to come
+		// out empty there.
+		var want strings.Builder
+		for i := 1; i <= 20; i++ {
+			fmt.Fprintf(&want, "line %d\n", i)
+		}
+		Expect(websocketLog(ctx, ns, "logs", "")).To(Equal(want.String()))
+		Expect(websocketLog(ctx, ns, "logs", "tailLines=1")).To(Equal("line 20\n"))
+	}, SpecTimeout(apiTimeout))
 
 	It("serves kubectl logs --since", func(ctx SpecContext) {
 		Eventually(func(g Gomega) {
@@ -444,4 +459,44 @@ func (b *syncBuffer) String() string {
 func md5hex(s string) string {
 	sum := md5.Sum([]byte(s))
 	return hex.EncodeToString(sum[:])
+}
+
+// websocketLog reads a container log through the API server over a
+// websocket (protocol binary.k8s.io), as the conformance suite and browser
+// clients do, with query appended to the request.
+func websocketLog(ctx context.Context, ns, pod, query string) (string, error) {
+	GinkgoHelper()
+	tlsConfig, err := rest.TLSConfigFor(apiServer.Config)
+	if err != nil {
+		return "", err
+	}
+	u, err := url.Parse(apiServer.Config.Host)
+	if err != nil {
+		return "", err
+	}
+	if u.Host == "" { // a host without a scheme
+		u = &url.URL{Host: apiServer.Config.Host}
+	}
+	u.Scheme, u.Path, u.RawQuery = "wss", fmt.Sprintf("/api/v1/namespaces/%s/pods/%s/log", ns, pod), query
+	cfg, err := websocket.NewConfig(u.String(), "http://localhost")
+	if err != nil {
+		return "", err
+	}
+	cfg.TlsConfig, cfg.Protocol = tlsConfig, []string{"binary.k8s.io"}
+	ws, err := cfg.DialContext(ctx)
+	if err != nil {
+		return "", err
+	}
+	defer ws.Close() //nolint:errcheck // a read-only stream
+	var out bytes.Buffer
+	for {
+		var msg []byte
+		if err := websocket.Message.Receive(ws, &msg); err != nil {
+			if errors.Is(err, io.EOF) {
+				return out.String(), nil
+			}
+			return out.String(), err
+		}
+		out.Write(msg)
+	}
 }
