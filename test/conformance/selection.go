@@ -34,6 +34,7 @@ var SmokeFocus = []string{
 	regexp.QuoteMeta(`[sig-node] Pods should be submitted and removed [Conformance] [NodeConformance]`),
 	regexp.QuoteMeta(`[sig-node] Kubelet when scheduling a busybox command in a pod should print the output to logs [Conformance] [NodeConformance]`),
 	regexp.QuoteMeta(`[sig-node] Pods should support remote command execution over websockets [Conformance] [NodeConformance]`),
+	regexp.QuoteMeta(`[sig-node] Pods should support retrieving logs from the container over websockets [Conformance] [NodeConformance]`),
 	regexp.QuoteMeta(`[sig-node] Variable Expansion should allow composing env vars into new env vars [Conformance] [NodeConformance]`),
 	regexp.QuoteMeta(`[sig-storage] ConfigMap should be consumable from pods in volume [Conformance] [NodeConformance]`),
 	regexp.QuoteMeta(`[sig-storage] ConfigMap updates should be reflected in volume [Conformance] [NodeConformance]`),
