@@ -410,7 +410,8 @@ func (r *PodReconciler) refreshVolumes(ctx context.Context, pod *corev1.Pod) err
 
 func mutates(a kuberuntime.PodActions) bool {
 	return a.KillPod || a.CreateSandbox || len(a.ContainersToKill) > 0 ||
-		len(a.InitContainersToStart) > 0 || len(a.ContainersToStart) > 0
+		len(a.InitContainersToStart) > 0 || len(a.ContainersToStart) > 0 ||
+		len(a.EphemeralContainersToStart) > 0
 }
 
 func nextSync(backOff, period time.Duration) time.Duration {

@@ -100,12 +100,13 @@ func (e *Executor) now() time.Time {
 }
 
 // Sync carries out the start part of one plan for pod: volumes, the
-// sandbox, single-container kills and the container starts. A plan's
-// KillPod must have been carried out with Terminate first. rt is the pod's
-// observed runtime, st its state, updated in place. It returns the first
-// error that should make the caller retry with back-off; container start
-// failures are recorded in st (and shown in the status) rather than
-// returned. Once ctx ends nothing more is created or started.
+// sandbox, single-container kills and the container starts (ephemeral,
+// init, then regular ones). A plan's KillPod must have been carried out
+// with Terminate first. rt is the pod's observed runtime, st its state,
+// updated in place. It returns the first error that should make the caller
+// retry with back-off; container start failures are recorded in st (and
+// shown in the status) rather than returned. Once ctx ends nothing more is
+// created or started.
 func (e *Executor) Sync(ctx context.Context, pod *v1.Pod, rt kuberuntime.PodRuntime, st *kuberuntime.PodState, a kuberuntime.PodActions, save SaveFunc) error {
 	if a.Done || (a.KillPod && !a.CreateSandbox) {
 		return nil
@@ -138,6 +139,13 @@ func (e *Executor) Sync(ctx context.Context, pod *v1.Pod, rt kuberuntime.PodRunt
 			if c := kuberuntime.ContainerSpec(pod, name); c != nil {
 				e.Recorder.Eventf(pod, v1.EventTypeNormal, EventBackOff, "Back-off pulling image %q", c.Image)
 			}
+		}
+	}
+	// Ephemeral containers first, as the kubelet starts them: a debugging
+	// container must start even when an init container cannot.
+	for _, s := range a.EphemeralContainersToStart {
+		if err := e.startContainer(ctx, pod, sb, s, st, save); err != nil && ctx.Err() != nil {
+			return ctx.Err()
 		}
 	}
 	for _, s := range a.InitContainersToStart {
@@ -293,6 +301,10 @@ func (e *Executor) startContainer(ctx context.Context, pod *v1.Pod, sb *sandbox,
 }
 
 func (e *Executor) containerConfig(ctx context.Context, pod *v1.Pod, c *v1.Container, sb *sandbox, s kuberuntime.ContainerStart, imageRef string) (*runtimeapi.ContainerConfig, error) {
+	target, err := s.Target(pod)
+	if err != nil {
+		return nil, err
+	}
 	mounts, err := e.Volumes.Mounts(pod, c, int32(s.RestartCount))
 	if err != nil {
 		return nil, err
@@ -315,20 +327,21 @@ func (e *Executor) containerConfig(ctx context.Context, pod *v1.Pod, c *v1.Conta
 		return nil, fmt.Errorf("services have not yet been read at least once, cannot construct envvars: %w", err)
 	}
 	return kuberuntime.ContainerConfig(pod, c, kuberuntime.ContainerOptions{
-		RestartCount:    s.RestartCount,
-		SandboxID:       sb.id,
-		PodIPs:          sb.ips,
-		HostIPs:         node.HostIPs,
-		Mounts:          mounts,
-		ImageRef:        imageRef,
-		ImageUID:        imageUID,
-		ImageUser:       imageUser,
-		ConfigMaps:      cms,
-		Secrets:         secrets,
-		ServiceEnv:      serviceEnv,
-		NodeAllocatable: node.Allocatable,
-		ExtraLabels:     e.Sandbox.ExtraLabels,
-		SeccompRoot:     e.Sandbox.SeccompProfileRoot,
+		RestartCount:      s.RestartCount,
+		SandboxID:         sb.id,
+		PodIPs:            sb.ips,
+		HostIPs:           node.HostIPs,
+		Mounts:            mounts,
+		ImageRef:          imageRef,
+		ImageUID:          imageUID,
+		ImageUser:         imageUser,
+		ConfigMaps:        cms,
+		Secrets:           secrets,
+		ServiceEnv:        serviceEnv,
+		NodeAllocatable:   node.Allocatable,
+		ExtraLabels:       e.Sandbox.ExtraLabels,
+		SeccompRoot:       e.Sandbox.SeccompProfileRoot,
+		TargetContainerID: target,
 	})
 }
 

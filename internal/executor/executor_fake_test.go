@@ -172,3 +172,60 @@ func TestACancelledSyncStartsNothing(t *testing.T) {
 	g.Expect(slices.Contains(rs.GetCalls(), "StartContainer")).To(BeFalse())
 	g.Expect(st.Containers["app"].Waiting).To(BeNil(), "a cancellation is not the container's failure")
 }
+
+func TestEphemeralContainersRunOnce(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	e, rs := newFakeExecutor(t)
+	pod := fakePod("app")
+	st := kuberuntime.NewPodState(pod.UID)
+	rt := runPod(t, ctx, e, pod, &st)
+
+	ephemeral := func(name, target string) v1.EphemeralContainer {
+		return v1.EphemeralContainer{EphemeralContainerCommon: v1.EphemeralContainerCommon{Name: name, Image: "busybox:1"}, TargetContainerName: target}
+	}
+	pod.Spec.EphemeralContainers = []v1.EphemeralContainer{ephemeral("debugger", "app"), ephemeral("lost", "missing")}
+	sync := func() kuberuntime.PodActions {
+		a := kuberuntime.ComputePodActions(pod, rt, st, time.Now(), kuberuntime.ProbeResults{})
+		g.Expect(e.Sync(ctx, pod, rt, &st, a, func() error { return nil })).To(Succeed())
+		obs, err := e.Observe(ctx, pod)
+		g.Expect(err).NotTo(HaveOccurred())
+		rt = obs.Runtime
+		return a
+	}
+	g.Expect(sync().EphemeralContainersToStart).To(HaveLen(2))
+	names := map[string]kuberuntime.ContainerState{}
+	var debuggerID string
+	for _, c := range rt.Containers {
+		names[c.Name] = c.State
+		if c.Name == "debugger" {
+			debuggerID = c.ID
+			g.Expect(c.Attempt).To(BeZero())
+		}
+	}
+	g.Expect(names).To(Equal(map[string]kuberuntime.ContainerState{"app": kuberuntime.ContainerRunning, "debugger": kuberuntime.ContainerRunning}))
+	g.Expect(st.Containers["lost"].Waiting).To(HaveField("Reason", kuberuntime.ReasonCreateContainerConfigError))
+	g.Expect(st.Containers["lost"].Waiting).To(HaveField("Message", "unable to find target container missing"))
+
+	// Only the one that never existed is tried again.
+	a := sync()
+	g.Expect(a.EphemeralContainersToStart).To(HaveLen(1))
+	g.Expect(a.EphemeralContainersToStart[0].Name).To(Equal("lost"))
+
+	// One that exited is never restarted.
+	g.Expect(rs.StopContainer(ctx, debuggerID, 0)).To(Succeed())
+	obs, err := e.Observe(ctx, pod)
+	g.Expect(err).NotTo(HaveOccurred())
+	rt = obs.Runtime
+	for range 2 {
+		a = sync()
+		g.Expect(a.EphemeralContainersToStart).To(ConsistOf(HaveField("Name", "lost")))
+	}
+	creates := 0
+	for _, c := range rs.GetCalls() {
+		if c == "CreateContainer" {
+			creates++
+		}
+	}
+	g.Expect(creates).To(Equal(2), "app and debugger, each once")
+}

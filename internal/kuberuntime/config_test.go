@@ -365,6 +365,45 @@ func TestContainerConfigSecurityChecks(t *testing.T) {
 	}
 }
 
+func TestEphemeralContainerConfig(t *testing.T) {
+	ns := func(mode runtimeapi.NamespaceMode, target string) *runtimeapi.NamespaceOption {
+		return &runtimeapi.NamespaceOption{Network: runtimeapi.NamespaceMode_POD, Pid: mode, Ipc: runtimeapi.NamespaceMode_POD, TargetId: target}
+	}
+	tests := []struct {
+		name     string
+		pod      *v1.Pod
+		targetID string
+		want     *runtimeapi.NamespaceOption
+	}{
+		{name: "without a target it gets a process namespace of its own",
+			pod: newPod(ephemerals("debugger")), want: ns(runtimeapi.NamespaceMode_CONTAINER, "")},
+		{name: "with a target it joins the target's process namespace",
+			pod: newPod(ephemerals("debugger"), target("debugger", "app")), targetID: "app-0",
+			want: ns(runtimeapi.NamespaceMode_TARGET, "app-0")},
+		{name: "a pod sharing one process namespace keeps it",
+			pod:      newPod(ephemerals("debugger"), target("debugger", "app"), func(p *v1.Pod) { p.Spec.ShareProcessNamespace = ptr.To(true) }),
+			targetID: "app-0", want: ns(runtimeapi.NamespaceMode_POD, "")},
+		{name: "a host PID pod keeps the host's",
+			pod:      newPod(ephemerals("debugger"), target("debugger", "app"), func(p *v1.Pod) { p.Spec.HostPID = true }),
+			targetID: "app-0", want: ns(runtimeapi.NamespaceMode_NODE, "")},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := ContainerStart{Name: "debugger", Ephemeral: true}.Spec(tt.pod)
+			cfg, err := ContainerConfig(tt.pod, c, ContainerOptions{SandboxID: "s1", TargetContainerID: tt.targetID})
+			if err != nil {
+				t.Fatalf("ContainerConfig: %v", err)
+			}
+			if diff := cmp.Diff(tt.want, cfg.Linux.SecurityContext.NamespaceOptions, protocmp.Transform()); diff != "" {
+				t.Errorf("namespaces (-want +got):\n%s", diff)
+			}
+			if cfg.Metadata.Name != "debugger" || cfg.Metadata.Attempt != 0 || cfg.LogPath != "debugger/0.log" || cfg.Labels["io.kubernetes.container.name"] != "debugger" {
+				t.Errorf("metadata %v, log path %q, labels %v", cfg.Metadata, cfg.LogPath, cfg.Labels)
+			}
+		})
+	}
+}
+
 func TestContainerHash(t *testing.T) {
 	a := v1.Container{Name: "app", Image: "busybox:1"}
 	b := a

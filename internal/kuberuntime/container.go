@@ -71,6 +71,9 @@ type ContainerOptions struct {
 	SeccompRoot string
 	// ExtraLabels are added to the container's labels (the ownership label).
 	ExtraLabels map[string]string
+	// TargetContainerID is the container whose process namespace an
+	// ephemeral container shares (ContainerStart.Target); empty for others.
+	TargetContainerID string
 }
 
 func (o *ContainerOptions) podIPs(pod *v1.Pod) []string {
@@ -122,6 +125,7 @@ func ContainerConfig(pod *v1.Pod, c *v1.Container, opts ContainerOptions) (*runt
 			SecurityContext: sc,
 		},
 	}
+	shareTargetPID(sc.NamespaceOptions, opts.TargetContainerID)
 	return cfg, nil
 }
 

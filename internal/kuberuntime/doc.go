@@ -5,7 +5,8 @@
 // clock of its own; time is always an argument. ComputePodActions plans what to
 // do in the runtime (create or recreate the sandbox, start init containers in
 // order and keep sidecars running, start, restart or kill regular containers
-// under the restart policy and back-off) and PlanTermination how to stop a pod
+// under the restart policy and back-off, start each ephemeral container once)
+// and PlanTermination how to stop a pod
 // gracefully; SandboxConfig and ContainerConfig build the CRI requests for the
 // executor, resolving environment variables, the downward API, DNS, resources
 // and security contexts; the PodState Record* methods fold the executor's

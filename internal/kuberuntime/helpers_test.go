@@ -60,6 +60,28 @@ func sidecars(names ...string) podOpt {
 	}
 }
 
+// ephemerals adds ephemeral containers; targets maps some of them to
+// their targetContainerName.
+func ephemerals(names ...string) podOpt {
+	return func(pod *v1.Pod) {
+		for _, n := range names {
+			pod.Spec.EphemeralContainers = append(pod.Spec.EphemeralContainers, v1.EphemeralContainer{
+				EphemeralContainerCommon: v1.EphemeralContainerCommon{Name: n, Image: "busybox:1"},
+			})
+		}
+	}
+}
+
+func target(name, container string) podOpt {
+	return func(pod *v1.Pod) {
+		for i := range pod.Spec.EphemeralContainers {
+			if pod.Spec.EphemeralContainers[i].Name == name {
+				pod.Spec.EphemeralContainers[i].TargetContainerName = container
+			}
+		}
+	}
+}
+
 func deleted(grace int64) podOpt {
 	return func(pod *v1.Pod) {
 		ts := metav1.NewTime(t0)

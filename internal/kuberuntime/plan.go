@@ -62,6 +62,10 @@ type PodActions struct {
 	// them. At most one non-restartable init container is ever listed.
 	InitContainersToStart []ContainerStart
 	ContainersToStart     []ContainerStart
+	// EphemeralContainersToStart are the ephemeral containers that never
+	// ran, to start before the others. None is listed when the pod is
+	// killed or gets a new sandbox.
+	EphemeralContainersToStart []ContainerStart
 	// ContainersToKill by container ID, to be killed before the starts.
 	ContainersToKill map[string]ContainerKill
 	// BackingOff lists the containers that need a start but must wait, by name.
@@ -77,9 +81,15 @@ type PodActions struct {
 // ContainerStart is one container to start.
 type ContainerStart struct {
 	Name string
-	// Index into pod.Spec.InitContainers when Init, else pod.Spec.Containers.
-	Index int
-	Init  bool
+	// Index into pod.Spec.InitContainers when Init, pod.Spec.EphemeralContainers
+	// when Ephemeral, else pod.Spec.Containers.
+	Index     int
+	Init      bool
+	Ephemeral bool
+	// TargetID is the container whose process namespace an ephemeral
+	// container shares: the newest instance of its targetContainerName, if
+	// any (see Target).
+	TargetID string
 	// RestartCount to create the container with (ContainerOptions.RestartCount).
 	RestartCount uint32
 	// PrevFinishedAt is when the previous instance exited (zero for a first
@@ -89,8 +99,11 @@ type ContainerStart struct {
 
 // Spec returns the container to start from the pod spec.
 func (c ContainerStart) Spec(pod *v1.Pod) *v1.Container {
-	if c.Init {
+	switch {
+	case c.Init:
 		return &pod.Spec.InitContainers[c.Index]
+	case c.Ephemeral:
+		return ephemeralSpec(&pod.Spec.EphemeralContainers[c.Index])
 	}
 	return &pod.Spec.Containers[c.Index]
 }
@@ -110,14 +123,19 @@ type ContainerKill struct {
 // computePodActions: create or recreate the sandbox, run init containers one
 // after the other (keeping restartable ones running), then start, restart
 // or kill regular containers according to the restart policy, spec changes,
-// probe failures and back-off. A pod being deleted or in a terminal phase,
-// or past its active deadline (ActiveDeadline), only ever gets KillPod (or
-// Done once nothing runs); a pod with a deadline ahead is requeued at it.
+// probe failures and back-off; start each ephemeral container once, never
+// restarting it. A pod being deleted or in a terminal phase, or past its
+// active deadline (ActiveDeadline), only ever gets KillPod (or Done once
+// nothing runs); a pod with a deadline ahead is requeued at it.
 func ComputePodActions(pod *v1.Pod, rt PodRuntime, st PodState, now time.Time, probes ProbeResults) PodActions {
 	p := planner{pod: pod, rt: rt, st: st, now: now, probes: probes}
 	p.a.ContainersToKill = map[string]ContainerKill{}
 	p.a.BackingOff = map[string]BackingOff{}
 	p.plan()
+	if p.a.KillPod {
+		// Whatever runs is stopped; nothing starts in a sandbox that goes.
+		p.a.EphemeralContainersToStart = nil
+	}
 	p.applyBackOff()
 	p.applyDeadline()
 	return p.a
@@ -150,6 +168,8 @@ func (p *planner) plan() {
 		p.planNewSandbox()
 		return
 	}
+	// Ephemeral containers may start before the pod is initialized.
+	p.planEphemeralContainers()
 	if !p.planInitContainers() || p.a.KillPod {
 		return
 	}
@@ -381,6 +401,7 @@ func failed(results map[string]bool, id string) bool {
 func (p *planner) applyBackOff() {
 	p.a.InitContainersToStart = p.filterBackOff(p.a.InitContainersToStart)
 	p.a.ContainersToStart = p.filterBackOff(p.a.ContainersToStart)
+	p.a.EphemeralContainersToStart = p.filterBackOff(p.a.EphemeralContainersToStart)
 }
 
 // applyDeadline has a pod that will keep running requeued when its active

@@ -1,6 +1,7 @@
 package kuberuntime
 
 import (
+	"errors"
 	"maps"
 	"slices"
 	"testing"
@@ -16,6 +17,7 @@ type planSummary struct {
 	KillPod, CreateSandbox bool
 	Attempt                uint32
 	Init, Start, Kill      []string
+	Ephemeral              []string
 	BackingOff             map[string]string
 	Done                   bool
 }
@@ -30,6 +32,9 @@ func summarize(a PodActions) planSummary {
 	}
 	for _, c := range a.ContainersToStart {
 		s.Start = append(s.Start, c.Name)
+	}
+	for _, c := range a.EphemeralContainersToStart {
+		s.Ephemeral = append(s.Ephemeral, c.Name)
 	}
 	for _, k := range a.ContainersToKill {
 		s.Kill = append(s.Kill, k.Name)
@@ -61,6 +66,13 @@ func TestComputePodActions(t *testing.T) {
 	imageBackOff := PodState{Containers: map[string]ContainerRecord{
 		"app": {ImageBackOff: BackOff{Delay: 10 * time.Second, Updated: at(0)}, Waiting: &WaitingReason{Reason: ReasonErrImagePull, At: at(0)}},
 	}}
+	debug := newPod(ephemerals("debugger"))
+	debugInits := newPod(inits("init1", "init2"), ephemerals("debugger"))
+	debugNever := newPod(policy(v1.RestartPolicyNever), ephemerals("debugger"))
+	debugRunning := rtOf(ready, runningC(debug, "app", "s1", 0))
+	created := func(name string) PodState {
+		return PodState{Containers: map[string]ContainerRecord{name: {Created: true, LastStart: at(0)}}}
+	}
 	changedOld := runningC(changed, "app", "s1", 0)
 	changedOld.Hash = ContainerHash(&pod.Spec.Containers[0])
 
@@ -178,6 +190,45 @@ func TestComputePodActions(t *testing.T) {
 			pod: newPod(deleted(30)), rt: rtOf([]Sandbox{notReady(sb("s1", 0))}, exitedC(pod, "app", "s1", 0, 0, at(0))), want: planSummary{Done: true}},
 		{name: "a deleted pod never gets a sandbox",
 			pod: newPod(deleted(30)), want: planSummary{Done: true}},
+		{name: "an ephemeral container added to a running pod is started",
+			pod: debug, rt: debugRunning, want: planSummary{Ephemeral: []string{"debugger"}}},
+		{name: "a running ephemeral container is left alone",
+			pod: debug, rt: rtOf(ready, runningC(debug, "app", "s1", 0), runningC(debug, "debugger", "s1", 0)), want: planSummary{}},
+		{name: "an exited ephemeral container is never restarted, whatever the restart policy",
+			pod: debug, rt: rtOf(ready, runningC(debug, "app", "s1", 0), exitedC(debug, "debugger", "s1", 0, 1, at(0))), now: at(time.Hour),
+			want: planSummary{}},
+		{name: "an ephemeral container created once is not started again when the runtime lost it",
+			pod: debug, rt: debugRunning, st: created("debugger"), want: planSummary{}},
+		{name: "an ephemeral container left created is not started again",
+			pod: debug, rt: rtOf(ready, runningC(debug, "app", "s1", 0), inst(debug, "debugger", "s1", 0, ContainerCreated)), want: planSummary{}},
+		{name: "an ephemeral container whose start failed before it existed is tried again",
+			pod: debug, rt: debugRunning, st: PodState{Containers: map[string]ContainerRecord{"debugger": {
+				Waiting: &WaitingReason{Reason: ReasonCreateContainerConfigError, At: at(0)},
+			}}}, now: at(time.Minute),
+			want: planSummary{Ephemeral: []string{"debugger"}}},
+		{name: "an ephemeral container waits out its image pull back-off",
+			pod: debug, rt: debugRunning, st: PodState{Containers: map[string]ContainerRecord{"debugger": {
+				ImageBackOff: BackOff{Delay: 10 * time.Second, Updated: at(0)}, Waiting: &WaitingReason{Reason: ReasonErrImagePull, At: at(0)},
+			}}}, now: at(3 * time.Second),
+			want: planSummary{BackingOff: map[string]string{"debugger": ReasonImagePullBackOff}}},
+		{name: "ephemeral containers start before the pod is initialized",
+			pod: debugInits, rt: rtOf(ready, runningC(debugInits, "init1", "s1", 0)), want: planSummary{Ephemeral: []string{"debugger"}}},
+		{name: "ephemeral containers start next to a crash-looping container",
+			pod: debug, rt: rtOf(ready, exitedC(debug, "app", "s1", 1, 1, at(5*time.Second))), st: crashBackOff, now: at(8 * time.Second),
+			want: planSummary{Ephemeral: []string{"debugger"}, BackingOff: map[string]string{"app": ReasonCrashLoopBackOff}}},
+		{name: "a pod getting a new sandbox starts no ephemeral container",
+			pod: debug, rt: rtOf([]Sandbox{notReady(sb("s1", 0))}, exitedC(debug, "app", "s1", 0, 137, at(0))), now: at(time.Minute),
+			want: planSummary{KillPod: true, CreateSandbox: true, Attempt: 1, Start: []string{"app"}}},
+		{name: "ephemeral containers that ran in an old sandbox are not started in the new one",
+			pod: debug, rt: rtOf([]Sandbox{sb("s2", 1), notReady(sb("s1", 0))}, runningC(debug, "app", "s2", 1), exitedC(debug, "debugger", "s1", 0, 137, at(0))),
+			want: planSummary{}},
+		{name: "a running ephemeral container does not keep a finished pod alive",
+			pod: debugNever, rt: rtOf(ready, exitedC(debugNever, "app", "s1", 0, 0, at(0)), runningC(debugNever, "debugger", "s1", 0)),
+			want: planSummary{KillPod: true}},
+		{name: "a finished pod starts no ephemeral container",
+			pod: debugNever, rt: rtOf(ready, exitedC(debugNever, "app", "s1", 0, 0, at(0))), want: planSummary{KillPod: true}},
+		{name: "a deleted pod starts no ephemeral container",
+			pod: newPod(deleted(30), ephemerals("debugger")), rt: debugRunning, want: planSummary{KillPod: true}},
 		{name: "a pod in a terminal phase only gets its sandbox stopped",
 			pod: newPod(phase(v1.PodFailed)), rt: rtOf(ready, exitedC(pod, "app", "s1", 0, 1, at(0))), want: planSummary{KillPod: true}},
 	}
@@ -245,6 +296,31 @@ func TestComputePodActionsDetails(t *testing.T) {
 		p := newPod(inits("a", "b"))
 		if got := (ContainerStart{Index: 1, Init: true}).Spec(p).Name; got != "b" {
 			t.Errorf("Spec = %s, want b", got)
+		}
+	})
+	t.Run("an ephemeral container starts once with the ID of its target", func(t *testing.T) {
+		p := newPod(containers("app", "web"), ephemerals("debugger", "shell"), target("debugger", "web"), target("shell", "missing"))
+		rt := rtOf([]Sandbox{sb("s1", 0)}, runningC(p, "app", "s1", 0), exitedC(p, "web", "s1", 0, 1, at(0)), runningC(p, "web", "s1", 1))
+		a := ComputePodActions(p, rt, PodState{}, at(time.Second), ProbeResults{})
+		want := []ContainerStart{
+			{Name: "debugger", Index: 0, Ephemeral: true, TargetID: "web-1"},
+			{Name: "shell", Index: 1, Ephemeral: true},
+		}
+		if diff := cmp.Diff(want, a.EphemeralContainersToStart); diff != "" {
+			t.Fatalf("ephemeral starts (-want +got):\n%s", diff)
+		}
+		if got := want[0].Spec(p); got.Name != "debugger" || got != (*v1.Container)(&p.Spec.EphemeralContainers[0].EphemeralContainerCommon) {
+			t.Errorf("Spec = %+v, want the ephemeral container itself", got)
+		}
+		if id, err := want[0].Target(p); id != "web-1" || err != nil {
+			t.Errorf("Target = %q, %v; want web-1", id, err)
+		}
+		var ce *ConfigError
+		if _, err := want[1].Target(p); !errors.As(err, &ce) || err.Error() != "unable to find target container missing" {
+			t.Errorf("Target of a missing container = %v, want a ConfigError", err)
+		}
+		if id, err := (ContainerStart{Name: "app"}).Target(p); id != "" || err != nil {
+			t.Errorf("Target of a regular container = %q, %v", id, err)
 		}
 	})
 	t.Run("no sandbox after a recorded one starts a later attempt", func(t *testing.T) {

@@ -42,7 +42,8 @@ type PodState struct {
 	// SandboxFailure is why the newest attempt to create a sandbox failed,
 	// until one is created.
 	SandboxFailure *WaitingReason `json:"sandboxFailure,omitempty"`
-	// Containers by container name (init and regular names are unique in a pod).
+	// Containers by container name (init, regular and ephemeral names are
+	// unique in a pod).
 	Containers map[string]ContainerRecord `json:"containers,omitempty"`
 	// Terminating is set once the pod's containers are being stopped for good.
 	Terminating *Termination `json:"terminating,omitempty"`
@@ -233,6 +234,9 @@ func (s *PodState) Forget(pod *v1.Pod) {
 		keep[c.Name] = true
 	}
 	for _, c := range pod.Spec.Containers {
+		keep[c.Name] = true
+	}
+	for _, c := range pod.Spec.EphemeralContainers {
 		keep[c.Name] = true
 	}
 	for name := range s.Containers {

@@ -44,9 +44,11 @@ type statusBuilder struct {
 
 // ComputePodStatus derives the API status of a pod as the kubelet would
 // report it: container and init container statuses in spec order (waiting
-// reasons included), the phase, the kubelet's conditions (keeping the others,
-// such as readiness gates, and carrying transition times over when a
-// condition did not change), pod and host IPs, start time and QoS class.
+// reasons included) and ephemeral container statuses by name, the phase
+// (which, like the conditions, ephemeral containers do not affect), the
+// kubelet's conditions (keeping the others, such as readiness gates, and
+// carrying transition times over when a condition did not change), pod and
+// host IPs, start time and QoS class.
 // The base is the status last written (PodState.LastStatus), else the pod's.
 // Container messages are the termination messages: the caller fills
 // Container.Message from the termination message file before calling.
@@ -72,6 +74,7 @@ func ComputePodStatus(pod *v1.Pod, rt PodRuntime, st PodState, in StatusInputs) 
 	for i := range pod.Spec.Containers {
 		s.ContainerStatuses = append(s.ContainerStatuses, b.containerStatus(&pod.Spec.Containers[i], false, hasInit))
 	}
+	s.EphemeralContainerStatuses = b.ephemeralContainerStatuses(hasInit)
 	s.Phase = b.phase(s)
 	if b.terminal() {
 		b.markStopped(&s)
@@ -349,8 +352,7 @@ func (b *statusBuilder) terminated(c Container) *v1.ContainerStateTerminated {
 }
 
 // applyWaiting shows a container that will be started again as Waiting with
-// the reason it is not running: a start failure recorded in this very
-// reconcile, a back-off, or an older recorded failure.
+// the reason it is not running (see setWaiting).
 func (b *statusBuilder) applyWaiting(c *v1.Container, cs *v1.ContainerStatus, insts []Container) {
 	var latest *Container
 	if len(insts) > 0 {
@@ -359,6 +361,14 @@ func (b *statusBuilder) applyWaiting(c *v1.Container, cs *v1.ContainerStatus, in
 	if b.stopping() || !shouldRestart(b.pod, c, latest) {
 		return
 	}
+	b.setWaiting(c, cs)
+}
+
+// setWaiting shows a container that is to be started as Waiting with the
+// reason it is not running: a start failure recorded in this very
+// reconcile, a back-off, or an older recorded failure. Without any, the
+// status is left as it is.
+func (b *statusBuilder) setWaiting(c *v1.Container, cs *v1.ContainerStatus) {
 	rec := b.st.record(c.Name)
 	var w *v1.ContainerStateWaiting
 	if r := rec.Waiting; r != nil && !b.in.Now.After(r.At) {

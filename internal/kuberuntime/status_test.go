@@ -376,3 +376,131 @@ func TestFromCRI(t *testing.T) {
 		t.Errorf("PodDesc = %q", PodDesc(newPod()))
 	}
 }
+
+func TestEphemeralContainerStatus(t *testing.T) {
+	pod := newPod(ephemerals("debugger"))
+	withInits := newPod(inits("init1"), ephemerals("debugger"))
+	ready := []Sandbox{sb("s1", 0)}
+	app := runningC(pod, "app", "s1", 0)
+	record := func(r ContainerRecord) PodState {
+		return PodState{Containers: map[string]ContainerRecord{"debugger": r}}
+	}
+	oldStatus := func(state v1.ContainerState) podOpt {
+		return func(p *v1.Pod) {
+			p.Status.EphemeralContainerStatuses = []v1.ContainerStatus{{
+				Name: "debugger", Image: "busybox:1", ImageID: "sha256:abc", ContainerID: "containerd://debugger-0", State: state,
+			}}
+		}
+	}
+	running := v1.ContainerState{Running: &v1.ContainerStateRunning{StartedAt: metav1.NewTime(t0)}}
+	exited := exitedC(pod, "debugger", "s1", 0, 3, at(time.Second))
+	exited.Message = "bye"
+	finished := v1.ContainerState{Terminated: &v1.ContainerStateTerminated{
+		ExitCode: 3, Reason: ReasonError, Message: "bye", StartedAt: metav1.NewTime(t0), FinishedAt: metav1.NewTime(at(time.Second)),
+		ContainerID: "containerd://debugger-0",
+	}}
+	lost := v1.ContainerState{Terminated: &v1.ContainerStateTerminated{Reason: ReasonContainerStatusUnknown, Message: msgEphemeralLost, ExitCode: 137}}
+	waiting := func(reason, msg string) v1.ContainerState {
+		return v1.ContainerState{Waiting: &v1.ContainerStateWaiting{Reason: reason, Message: msg}}
+	}
+	// observed is the status of the instance debugger-0.
+	observed := func(state v1.ContainerState) v1.ContainerStatus {
+		return v1.ContainerStatus{Name: "debugger", Image: "busybox:1", ImageID: "sha256:abc", ContainerID: "containerd://debugger-0", State: state}
+	}
+	notCreated := func(state v1.ContainerState) v1.ContainerStatus {
+		return v1.ContainerStatus{Name: "debugger", Image: "busybox:1", State: state}
+	}
+
+	tests := []struct {
+		name string
+		pod  *v1.Pod
+		rt   PodRuntime
+		st   PodState
+		now  time.Time
+		want v1.ContainerStatus
+	}{
+		{name: "not started yet", pod: pod, rt: rtOf(ready, app),
+			want: notCreated(waiting(ReasonContainerCreating, ""))},
+		{name: "not started yet in a pod with init containers", pod: withInits, rt: rtOf(ready, runningC(withInits, "init1", "s1", 0)),
+			want: notCreated(waiting(ReasonPodInitializing, ""))},
+		{name: "running", pod: pod, rt: rtOf(ready, app, runningC(pod, "debugger", "s1", 0)),
+			want: observed(running)},
+		{name: "exited, under restart policy Always", pod: pod, rt: rtOf(ready, app, exited), now: at(time.Hour),
+			want: observed(finished)},
+		{name: "created but not started", pod: pod, rt: rtOf(ready, app, inst(pod, "debugger", "s1", 0, ContainerCreated)),
+			st:   record(ContainerRecord{Created: true, Waiting: &WaitingReason{Reason: ReasonRunContainerError, Message: "exec failed", At: at(0)}}),
+			now:  at(time.Second),
+			want: observed(waiting(ReasonRunContainerError, "exec failed"))},
+		{name: "image pull failed just now", pod: pod, rt: rtOf(ready, app),
+			st: record(ContainerRecord{
+				Waiting:      &WaitingReason{Reason: ReasonErrImagePull, Message: "not found", At: at(0)},
+				ImageBackOff: BackOff{Delay: 10 * time.Second, Updated: at(0)},
+			}),
+			want: notCreated(waiting(ReasonErrImagePull, "not found"))},
+		{name: "image pull backing off", pod: pod, rt: rtOf(ready, app),
+			st: record(ContainerRecord{
+				Waiting:      &WaitingReason{Reason: ReasonErrImagePull, Message: "not found", At: at(0)},
+				ImageBackOff: BackOff{Delay: 10 * time.Second, Updated: at(0)},
+			}),
+			now:  at(time.Second),
+			want: notCreated(waiting(ReasonImagePullBackOff, `Back-off pulling image "busybox:1": not found`))},
+		{name: "target container not found", pod: pod, rt: rtOf(ready, app),
+			st:   record(ContainerRecord{Waiting: &WaitingReason{Reason: ReasonCreateContainerConfigError, Message: "unable to find target container web", At: at(0)}}),
+			now:  at(time.Minute),
+			want: notCreated(waiting(ReasonCreateContainerConfigError, "unable to find target container web"))},
+		{name: "lost by the runtime while running", pod: newPod(ephemerals("debugger"), oldStatus(running)), rt: rtOf(ready, app),
+			st:   record(ContainerRecord{Created: true}),
+			want: observed(lost)},
+		{name: "lost by the runtime after it was created", pod: pod, rt: rtOf(ready, app),
+			st:   record(ContainerRecord{Created: true}),
+			want: notCreated(lost)},
+		{name: "removed after it exited keeps its last status", pod: newPod(ephemerals("debugger"), oldStatus(finished)), rt: rtOf(ready, app),
+			st:   record(ContainerRecord{Created: true}),
+			want: observed(finished)},
+		{name: "a deleted pod shows no start failure", pod: newPod(deleted(30), ephemerals("debugger")), rt: rtOf(ready, app),
+			st:   record(ContainerRecord{Waiting: &WaitingReason{Reason: ReasonErrImagePull, At: at(0)}}),
+			want: notCreated(waiting(ReasonContainerCreating, ""))},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := ComputePodStatus(tt.pod, tt.rt, tt.st, StatusInputs{Now: tt.now})
+			if diff := cmp.Diff([]v1.ContainerStatus{tt.want}, s.EphemeralContainerStatuses); diff != "" {
+				t.Errorf("ephemeral container statuses (-want +got):\n%s", diff)
+			}
+		})
+	}
+
+	t.Run("phase and readiness do not depend on ephemeral containers", func(t *testing.T) {
+		p := newPod(ephemerals("debugger", "crashed"))
+		rt := rtOf(ready, app, exitedC(p, "crashed", "s1", 0, 1, at(time.Second)))
+		st := record(ContainerRecord{Waiting: &WaitingReason{Reason: ReasonErrImagePull, At: at(0)}})
+		with := ComputePodStatus(p, rt, st, StatusInputs{Now: at(0)})
+		without := ComputePodStatus(newPod(), rtOf(ready, app), PodState{}, StatusInputs{Now: at(0)})
+		if with.Phase != v1.PodRunning || condition(with, v1.PodReady).Status != v1.ConditionTrue || kubectlStatus(p, with) != "Running" {
+			t.Errorf("phase %s, Ready %s, kubectl %q", with.Phase, condition(with, v1.PodReady).Status, kubectlStatus(p, with))
+		}
+		with.EphemeralContainerStatuses = nil
+		if !StatusEqual(with, without) {
+			t.Errorf("statuses differ beyond the ephemeral containers: %s", cmp.Diff(without, with))
+		}
+	})
+	t.Run("statuses are sorted by name", func(t *testing.T) {
+		p := newPod(ephemerals("zed", "alpha", "mid"))
+		var names []string
+		for _, cs := range ComputePodStatus(p, rtOf(ready, app), PodState{}, StatusInputs{}).EphemeralContainerStatuses {
+			names = append(names, cs.Name)
+		}
+		if diff := cmp.Diff([]string{"alpha", "mid", "zed"}, names); diff != "" {
+			t.Errorf("order (-want +got):\n%s", diff)
+		}
+	})
+	t.Run("an unchanged ephemeral status compares equal", func(t *testing.T) {
+		rt := rtOf(ready, app, runningC(pod, "debugger", "s1", 0))
+		first := ComputePodStatus(pod, rt, PodState{}, StatusInputs{Now: at(0)})
+		st := PodState{}
+		st.RecordStatus(first)
+		if again := ComputePodStatus(pod, rt, st, StatusInputs{Now: at(time.Hour)}); !StatusEqual(first, again) {
+			t.Errorf("statuses differ: %s", cmp.Diff(first, again))
+		}
+	})
+}

@@ -190,7 +190,8 @@ func mustWaitForTurn(pod *v1.Pod, live []Container, name string) bool {
 	return false
 }
 
-// ContainerSpec finds a container of the pod by name, init containers included.
+// ContainerSpec finds a container of the pod by name, init and ephemeral
+// containers included.
 func ContainerSpec(pod *v1.Pod, name string) *v1.Container {
 	for i := range pod.Spec.InitContainers {
 		if pod.Spec.InitContainers[i].Name == name {
@@ -200,6 +201,11 @@ func ContainerSpec(pod *v1.Pod, name string) *v1.Container {
 	for i := range pod.Spec.Containers {
 		if pod.Spec.Containers[i].Name == name {
 			return &pod.Spec.Containers[i]
+		}
+	}
+	for i := range pod.Spec.EphemeralContainers {
+		if pod.Spec.EphemeralContainers[i].Name == name {
+			return ephemeralSpec(&pod.Spec.EphemeralContainers[i])
 		}
 	}
 	return nil

@@ -99,6 +99,26 @@ func TestPlanTermination(t *testing.T) {
 	}
 }
 
+func TestPlanTerminationStopsEphemeralContainersAtOnce(t *testing.T) {
+	pod := newPod(deleted(30), sidecars("proxy"), ephemerals("debugger"))
+	rt := rtOf([]Sandbox{sb("s1", 0)}, runningC(pod, "proxy", "s1", 0), runningC(pod, "app", "s1", 0), runningC(pod, "debugger", "s1", 0))
+	st := PodState{}
+	st.BeginTermination(EffectiveGracePeriod(pod), at(0))
+	plan := PlanTermination(pod, rt, st, at(0))
+	var stop []string
+	for _, c := range plan.Stop {
+		stop = append(stop, c.Name)
+	}
+	if diff := cmp.Diff([]string{"app", "debugger"}, stop); diff != "" || len(plan.PreStop) > 0 {
+		t.Errorf("stopped now (-want +got):\n%s; preStop hooks %v", diff, plan.PreStop)
+	}
+	// The sidecar waits for the regular container only.
+	rt = rtOf([]Sandbox{sb("s1", 0)}, runningC(pod, "proxy", "s1", 0), runningC(pod, "debugger", "s1", 0))
+	if plan := PlanTermination(pod, rt, st, at(time.Second)); len(plan.Stop) != 2 {
+		t.Errorf("stops %+v, want the sidecar and the ephemeral container", plan.Stop)
+	}
+}
+
 func TestBeginTermination(t *testing.T) {
 	st := PodState{}
 	st.BeginTermination(30, at(0))

@@ -107,6 +107,10 @@ func TestLogContainerID(t *testing.T) {
 		State:                corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "CrashLoopBackOff"}},
 		LastTerminationState: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ContainerID: "containerd://old"}}}
 	creating := corev1.ContainerStatus{Name: "c", State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "ContainerCreating"}}}
+	debugged := pod(fresh)
+	debugged.Spec.EphemeralContainers = []corev1.EphemeralContainer{{EphemeralContainerCommon: corev1.EphemeralContainerCommon{Name: "debugger"}}}
+	debugged.Status.EphemeralContainerStatuses = []corev1.ContainerStatus{{Name: "debugger", ContainerID: "containerd://dbg",
+		State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ContainerID: "containerd://dbg", ExitCode: 1}}}}
 	for _, tc := range []struct {
 		name      string
 		pod       *corev1.Pod
@@ -122,6 +126,7 @@ func TestLogContainerID(t *testing.T) {
 		{"creating", pod(creating), "c", false, "", errBadRequest},
 		{"no status yet", pod(), "other", false, "", errBadRequest},
 		{"unknown container", pod(running), "nope", false, "", errNotFound},
+		{"ephemeral container that exited", debugged, "debugger", false, "dbg", nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			g := NewWithT(t)
