@@ -487,7 +487,7 @@ func websocketLog(ctx context.Context, ns, pod, query string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	defer ws.Close() //nolint:errcheck // a read-only stream
+	defer ws.Close()
 	var out bytes.Buffer
 	for {
 		var msg []byte
