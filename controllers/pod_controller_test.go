@@ -102,9 +102,16 @@ var _ = Describe("Pod reconciler on the CRI fakes", func() {
 		By("leaving the pod alone once its status is written")
 		// Every sync observes the sandbox; the echo of the status patch
 		// must not cause one.
-		Eventually(func() int { return a.calls("PodSandboxStatus") }).WithTimeout(fakePodTimeout).
-			Should(BeNumerically(">", 0))
-		settled := a.calls("PodSandboxStatus")
+		// The syncs of the pod's start (its events and status writes) may
+		// still be landing when it reads Ready: wait for a quiet second
+		// first. A sync loop on the echo never gets one.
+		var settled int
+		Eventually(func() bool {
+			before := a.calls("PodSandboxStatus")
+			time.Sleep(time.Second)
+			settled = a.calls("PodSandboxStatus")
+			return settled > 0 && settled == before
+		}).WithTimeout(fakePodTimeout).Should(BeTrue())
 		Consistently(func() int { return a.calls("PodSandboxStatus") }).WithTimeout(2 * time.Second).Should(Equal(settled))
 
 		By("rejecting a second pod with OutOfpods")
