@@ -15,7 +15,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	"github.com/nodelet/nodelet/internal/executor"
 	"github.com/nodelet/nodelet/internal/objectstore"
+	"github.com/nodelet/nodelet/internal/volume"
 )
 
 // objectVolumesReconciler is the ConfigMap and Secret reconcilers' common
@@ -24,6 +26,9 @@ import (
 // that projects the object, directly or as a projected source, and
 // enqueues those of the pods whose start may have waited for it. Containers
 // are not restarted: their environment keeps the values it had at start.
+// A deleted object empties the optional sources that show it; a volume
+// that requires it keeps its files and gets a FailedMount Event, as with
+// the kubelet, until the object is created again.
 type objectVolumesReconciler struct {
 	kind   objectstore.Kind
 	pods   client.Reader
@@ -69,11 +74,44 @@ func (r *objectVolumesReconciler) updatePod(ctx context.Context, pod *corev1.Pod
 	if len(volumes) == 0 {
 		return nil
 	}
-	if err := r.engine.volumes.Update(ctx, pod, volumes); err != nil {
-		return fmt.Errorf("writing %s %s to the volumes of pod %s: %w", r.kind, name, klog.KObj(pod), err)
+	err := r.engine.volumes.Update(ctx, pod, volumes)
+	if err == nil {
+		log.FromContext(ctx).V(1).Info("Updated volumes", "pod", klog.KObj(pod), "kind", r.kind, "volumes", volumes)
+		return nil
 	}
-	log.FromContext(ctx).V(1).Info("Updated volumes", "pod", klog.KObj(pod), "kind", r.kind, "volumes", volumes)
+	messages, retry := volumeUpdateFailures(err)
+	for _, m := range messages {
+		r.engine.recorder.Event(pod, corev1.EventTypeWarning, executor.EventFailedMount, m)
+	}
+	if retry != nil {
+		return fmt.Errorf("writing %s %s to the volumes of pod %s: %w", r.kind, name, klog.KObj(pod), retry)
+	}
+	log.FromContext(ctx).Info("Volumes keep their content until a missing object is created again",
+		"pod", klog.KObj(pod), "kind", r.kind, "object", name, "volumes", volumes)
 	return nil
+}
+
+// volumeUpdateFailures turns the error of a volume update into the
+// messages of the FailedMount Events the kubelet records for it, one per
+// failed volume, and the error to retry with: nil when every failed volume
+// lacks a required ConfigMap or Secret that was deleted. Such a volume
+// keeps its files, as the kubelet's does, and retrying cannot help: the
+// object's creation is itself a change the store feeds, which rewrites it.
+func volumeUpdateFailures(err error) (messages []string, retry error) {
+	if err == nil {
+		return nil, nil
+	}
+	failed := volume.SetUpErrors(err)
+	if len(failed) == 0 {
+		return nil, err
+	}
+	for _, e := range failed {
+		messages = append(messages, e.Error())
+		if !e.MissingObject() {
+			retry = err
+		}
+	}
+	return messages, retry
 }
 
 // waitsForObjects says whether a sync of pod may do something new when a

@@ -1,10 +1,15 @@
 package controllers
 
 import (
+	"errors"
+	"fmt"
+	"slices"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/nodelet/nodelet/internal/volume"
 )
 
 func TestWaitsForObjects(t *testing.T) {
@@ -38,6 +43,55 @@ func TestWaitsForObjects(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := waitsForObjects(tc.pod, tc.volumesSetUp); got != tc.want {
 				t.Errorf("waitsForObjects = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestVolumeUpdateFailures(t *testing.T) {
+	missingCM := &volume.SetUpError{Volume: "cfg", Err: &volume.MissingObjectError{Kind: "configmap", Name: "app"}}
+	missingSecret := &volume.SetUpError{Volume: "proj", Err: &volume.MissingObjectError{Kind: "secret", Name: "creds"}}
+	diskFull := &volume.SetUpError{Volume: "sec", Err: errors.New("writing volume content: no space left on device")}
+	for _, tc := range []struct {
+		name     string
+		err      error
+		messages []string
+		retry    bool
+	}{
+		{name: "updated"},
+		{
+			name: "a required object is gone: report, keep the files, wait for it",
+			err:  missingCM, messages: []string{`MountVolume.SetUp failed for volume "cfg" : configmap "app" not found`},
+		},
+		{
+			name: "several volumes lack their objects",
+			err:  fmt.Errorf("updating volumes of pod ns/web: %w", errors.Join(missingCM, missingSecret)),
+			messages: []string{
+				`MountVolume.SetUp failed for volume "cfg" : configmap "app" not found`,
+				`MountVolume.SetUp failed for volume "proj" : secret "creds" not found`,
+			},
+		},
+		{
+			name: "another failure is retried",
+			err:  errors.Join(missingCM, diskFull),
+			messages: []string{
+				`MountVolume.SetUp failed for volume "cfg" : configmap "app" not found`,
+				`MountVolume.SetUp failed for volume "sec" : writing volume content: no space left on device`,
+			},
+			retry: true,
+		},
+		{name: "not a volume's failure is retried, without an Event", err: errors.New("context canceled"), retry: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			messages, retry := volumeUpdateFailures(tc.err)
+			if !slices.Equal(messages, tc.messages) {
+				t.Errorf("messages = %q, want %q", messages, tc.messages)
+			}
+			if (retry != nil) != tc.retry {
+				t.Errorf("retry = %v, want an error: %v", retry, tc.retry)
+			}
+			if retry != nil && !errors.Is(retry, tc.err) {
+				t.Errorf("retry = %v, want the update's error %v", retry, tc.err)
 			}
 		})
 	}

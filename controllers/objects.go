@@ -13,7 +13,8 @@ import (
 
 // volumeObjects is what the volume manager reads: ConfigMaps and Secrets
 // from the referenced-object store (no API request once the store holds
-// them, and the last content seen while the API server is away), and
+// them, the last content seen while the API server is away, NotFound once
+// the object is deleted: see objectstore.Store.ExistingReader), and
 // service account tokens bound to a pod, requested from the API server.
 type volumeObjects struct {
 	objectstore.Reader

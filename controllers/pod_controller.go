@@ -401,9 +401,12 @@ func (r *PodReconciler) refreshVolumes(ctx context.Context, pod *corev1.Pod) err
 	}
 	// The Cache and Get strategies see a change only when they read, as
 	// the kubelet's do: read at every sync of the pod (the store keeps
-	// the last content when a read fails).
-	if err := r.Exec.Volumes.Update(ctx, pod, volume.VolumesProjectingObjects(pod)); err != nil {
-		return fmt.Errorf("re-reading the objects of volumes: %w", err)
+	// the last content when a read fails). A read that finds an object
+	// deleted feeds the change to the reconcilers, which report a volume
+	// that requires it; until it is back that is no error of the sync.
+	err := r.Exec.Volumes.Update(ctx, pod, volume.VolumesProjectingObjects(pod))
+	if _, retry := volumeUpdateFailures(err); retry != nil {
+		return fmt.Errorf("re-reading the objects of volumes: %w", retry)
 	}
 	return nil
 }

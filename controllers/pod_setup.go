@@ -192,7 +192,7 @@ func podEngineFor(mgr ctrl.Manager, d *Deps) (*podEngine, error) {
 		}
 	}
 	nodes := nodeinfo.FactsReader{Reader: mgr.GetClient(), Config: cfg}
-	volumes, err := volume.New(cfg.RootDir, volumeObjects{Reader: store.Reader(), tokens: tokenRequester{c: mgr.GetClient()}},
+	volumes, err := volume.New(cfg.RootDir, volumeObjects{Reader: store.ExistingReader(), tokens: tokenRequester{c: mgr.GetClient()}},
 		volume.WithClusterDomain(cfg.ClusterDomain),
 		volume.WithNodeAllocatable(func() (corev1.ResourceList, error) {
 			facts, err := nodes.Facts(context.Background())

@@ -13,9 +13,13 @@
 // and not watched. With Cache an entry is refreshed by a GET once its TTL has
 // passed, with Get on every read. Whatever the strategy, the last content
 // seen is kept while a pod references the object: when the object is deleted
-// or the API server cannot be reached, GetConfigMap and GetSecret return it,
-// as a running pod keeps the content it was given; an object never seen is a
-// NotFound error. Every change observed is fed, as the object's key, to
+// or the API server cannot be reached, GetConfigMap, GetSecret and Reader
+// return it, as a running pod keeps the environment it was given; an object
+// never seen is a NotFound error. ExistingReader, what volumes read, differs
+// in one way: an object the API server last said was deleted is NotFound, as
+// the kubelet's managers report it, so an optional volume source empties and
+// a required one keeps its files with a failed update (the kubelet's
+// FailedMount). Every change observed is fed, as the object's key, to
 // controller-runtime sources (Source), and PodsReferencing names the pods to
 // update. ServiceWatcher watches Services only in the namespaces whose pods
 // need service links, plus default/kubernetes. Object content — above all

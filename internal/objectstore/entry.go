@@ -63,14 +63,36 @@ func (e *entry) record(obj client.Object) (changed, immutable bool) {
 	return changed, isImmutable(obj)
 }
 
-// current returns a copy of the last content seen, or NotFound.
-func (e *entry) current() (client.Object, error) {
+// readMode says what a read returns of an object the API server last said
+// does not exist.
+type readMode int
+
+const (
+	// lastSeen returns the last content seen of a deleted object, so that
+	// a running pod keeps what it was given: container environments, pull
+	// secrets.
+	lastSeen readMode = iota
+	// existing reports a deleted object as NotFound, as the kubelet's
+	// object managers do: volumes, so that an optional source's files go
+	// with its object and a required one's set-up fails, keeping them.
+	existing
+)
+
+// current returns a copy of what a read in mode gets, or NotFound.
+func (e *entry) current(mode readMode) (client.Object, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if e.obj == nil {
+	if !visible(e.obj != nil, e.deleted, mode) {
 		return nil, notFoundError(e.key)
 	}
 	return e.obj.DeepCopyObject().(client.Object), nil
+}
+
+// visible says whether a read in mode gets the content seen of an object:
+// there must be some, and it must still exist unless the read wants the
+// last content seen.
+func visible(seen, deleted bool, mode readMode) bool {
+	return seen && (!deleted || mode == lastSeen)
 }
 
 func (e *entry) seen() bool {

@@ -205,20 +205,22 @@ func (s *Store) releaseLocked(k key, uid types.UID) {
 // last content is returned even when it was deleted since or the API server
 // cannot be reached; an object never seen is a NotFound error.
 func (s *Store) GetConfigMap(ctx context.Context, namespace, name string) (*v1.ConfigMap, error) {
-	obj, err := s.get(ctx, key{kind: KindConfigMap, namespace: namespace, name: name})
-	if err != nil {
-		return nil, err
-	}
-	return obj.(*v1.ConfigMap), nil
+	return getAs[*v1.ConfigMap](ctx, s, key{kind: KindConfigMap, namespace: namespace, name: name}, lastSeen)
 }
 
 // GetSecret is GetConfigMap for Secrets.
 func (s *Store) GetSecret(ctx context.Context, namespace, name string) (*v1.Secret, error) {
-	obj, err := s.get(ctx, key{kind: KindSecret, namespace: namespace, name: name})
+	return getAs[*v1.Secret](ctx, s, key{kind: KindSecret, namespace: namespace, name: name}, lastSeen)
+}
+
+// getAs is get for objects of type T.
+func getAs[T client.Object](ctx context.Context, s *Store, k key, mode readMode) (T, error) {
+	obj, err := s.get(ctx, k, mode)
 	if err != nil {
-		return nil, err
+		var zero T
+		return zero, err
 	}
-	return obj.(*v1.Secret), nil
+	return obj.(T), nil
 }
 
 // PodsReferencing returns the registered pods that reference the object of
@@ -253,7 +255,8 @@ func (s *Store) PodsReferencing(kind Kind, namespace, name string) []types.Names
 	return out
 }
 
-func (s *Store) get(ctx context.Context, k key) (client.Object, error) {
+// get reads k as mode says (see readMode).
+func (s *Store) get(ctx context.Context, k key, mode readMode) (client.Object, error) {
 	s.mu.Lock()
 	e := s.entries[k]
 	s.mu.Unlock()
@@ -274,7 +277,7 @@ func (s *Store) get(ctx context.Context, k key) (client.Object, error) {
 			return nil, err
 		}
 	}
-	return e.current()
+	return e.current(mode)
 }
 
 // refresh reads e from the API server unless the Cache strategy's copy is
@@ -359,17 +362,32 @@ func isImmutable(obj client.Object) bool {
 
 // Reader adapts a Store to the executor's ObjectReader, and to the
 // ConfigMap and Secret methods of the volume manager's Fetcher.
-type Reader struct{ s *Store }
-
-// Reader returns the store as a ConfigMap/Secret reader.
-func (s *Store) Reader() Reader { return Reader{s: s} }
-
-// ConfigMap is Store.GetConfigMap.
-func (r Reader) ConfigMap(ctx context.Context, namespace, name string) (*v1.ConfigMap, error) {
-	return r.s.GetConfigMap(ctx, namespace, name)
+type Reader struct {
+	s    *Store
+	mode readMode
 }
 
-// Secret is Store.GetSecret.
+// Reader returns the store as a ConfigMap/Secret reader that, like
+// GetConfigMap and GetSecret, returns the last content seen of a deleted
+// object: what container environments and pull secrets read, so that a
+// container restart gets what the pod was given.
+func (s *Store) Reader() Reader { return Reader{s: s, mode: lastSeen} }
+
+// ExistingReader returns the store as a ConfigMap/Secret reader for which
+// an object the API server last reported deleted is a NotFound error, as
+// for the kubelet's ConfigMap and Secret managers: what volumes read, so
+// that an optional source's files go when its object is deleted and come
+// back when it is created again, while a required source's update fails
+// and its volume keeps its files. A read the API server cannot answer
+// still returns the last content seen.
+func (s *Store) ExistingReader() Reader { return Reader{s: s, mode: existing} }
+
+// ConfigMap reads a ConfigMap as the reader's mode says.
+func (r Reader) ConfigMap(ctx context.Context, namespace, name string) (*v1.ConfigMap, error) {
+	return getAs[*v1.ConfigMap](ctx, r.s, key{kind: KindConfigMap, namespace: namespace, name: name}, r.mode)
+}
+
+// Secret reads a Secret as the reader's mode says.
 func (r Reader) Secret(ctx context.Context, namespace, name string) (*v1.Secret, error) {
-	return r.s.GetSecret(ctx, namespace, name)
+	return getAs[*v1.Secret](ctx, r.s, key{kind: KindSecret, namespace: namespace, name: name}, r.mode)
 }

@@ -29,6 +29,22 @@ func cmValue(ctx context.Context, s *objectstore.Store, ns, name string) func(g 
 	}
 }
 
+// notFound is what existingValue returns for a NotFound read.
+const notFound = "<NotFound>"
+
+// existingValue reads the ConfigMap's value through the store's
+// ExistingReader: notFound when the read is NotFound.
+func existingValue(ctx context.Context, s *objectstore.Store, ns, name string) func(g Gomega) string {
+	return func(g Gomega) string {
+		cm, err := s.ExistingReader().ConfigMap(ctx, ns, name)
+		if apierrors.IsNotFound(err) {
+			return notFound
+		}
+		g.Expect(err).NotTo(HaveOccurred())
+		return cm.Data["value"]
+	}
+}
+
 var _ = Describe("Store with the Watch strategy, as the node", func() {
 	var (
 		ns    string
@@ -122,25 +138,37 @@ var _ = Describe("Store with the Watch strategy, as the node", func() {
 		Expect(cmValue(ctx, store, ns, "frozen")(Default)).To(Equal("forever"))
 	})
 
-	It("keeps the last content of a deleted object and reports one never seen as NotFound", func(ctx SpecContext) {
+	It("keeps the last content of a deleted object, which ExistingReader reports as NotFound, as it does one never seen", func(ctx SpecContext) {
 		cm := configMap(ctx, ns, "doomed", "last words", false)
 		store.RegisterPod(boundPod(ctx, ns, node, []string{"doomed", "later"}, nil))
 		cmFeed := feed(store, objectstore.KindConfigMap)
 		Eventually(cmValue(ctx, store, ns, "doomed")).WithTimeout(syncTimeout).Should(Equal("last words"))
+		Expect(existingValue(ctx, store, ns, "doomed")(Default)).To(Equal("last words"))
 		_, err := store.GetConfigMap(ctx, ns, "later")
 		Expect(apierrors.IsNotFound(err)).To(BeTrue(), "want NotFound, got %v", err)
+		Expect(existingValue(ctx, store, ns, "later")(Default)).To(Equal(notFound))
 
 		Expect(admin.Delete(ctx, cm)).To(Succeed())
 		req, ok := nextRequest(cmFeed, feedTimeout)
 		Expect(ok).To(BeTrue())
 		Expect(req.Name).To(Equal("doomed"))
 		Expect(cmValue(ctx, store, ns, "doomed")(Default)).To(Equal("last words"))
+		Expect(existingValue(ctx, store, ns, "doomed")(Default)).To(Equal(notFound))
 
 		configMap(ctx, ns, "later", "arrived", false)
 		req, ok = nextRequest(cmFeed, feedTimeout)
 		Expect(ok).To(BeTrue())
 		Expect(req.Name).To(Equal("later"))
 		Expect(cmValue(ctx, store, ns, "later")(Default)).To(Equal("arrived"))
+		Expect(existingValue(ctx, store, ns, "later")(Default)).To(Equal("arrived"))
+
+		By("creating the deleted object again")
+		configMap(ctx, ns, "doomed", "back", false)
+		req, ok = nextRequest(cmFeed, feedTimeout)
+		Expect(ok).To(BeTrue())
+		Expect(req.Name).To(Equal("doomed"))
+		Expect(existingValue(ctx, store, ns, "doomed")(Default)).To(Equal("back"))
+		Expect(cmValue(ctx, store, ns, "doomed")(Default)).To(Equal("back"))
 	})
 
 	It("is refused a list of Secrets but never needs one", func(ctx SpecContext) {
@@ -240,7 +268,34 @@ var _ = Describe("Store with the Cache and Get strategies", func() {
 		Expect(metricValue("nodelet_object_store_get_requests_total", "configmaps")).To(Equal(gets + 1))
 	})
 
-	It("Get reads on every call and keeps the last content of a deleted object", func(ctx SpecContext) {
+	It("Cache sees a deletion and a re-creation after the TTL, and feeds both", func(ctx SpecContext) {
+		clk := clocktesting.NewFakePassiveClock(time.Now())
+		store := startStore(nodeClient(node), objectstore.Options{
+			Strategy: v1alpha1.CacheChangeDetectionStrategy, CacheTTL: time.Minute, Clock: clk,
+		})
+		cm := configMap(ctx, ns, "ttl", "v1", false)
+		store.RegisterPod(boundPod(ctx, ns, node, []string{"ttl"}, nil))
+		cmFeed := feed(store, objectstore.KindConfigMap)
+		Eventually(existingValue(ctx, store, ns, "ttl")).WithTimeout(syncTimeout).Should(Equal("v1"))
+
+		Expect(admin.Delete(ctx, cm)).To(Succeed())
+		Expect(existingValue(ctx, store, ns, "ttl")(Default)).To(Equal("v1"), "within the TTL the cached copy is used")
+		clk.SetTime(clk.Now().Add(time.Minute + time.Second))
+		Expect(existingValue(ctx, store, ns, "ttl")(Default)).To(Equal(notFound))
+		Expect(cmValue(ctx, store, ns, "ttl")(Default)).To(Equal("v1"), "Reader keeps the last content seen")
+		req, ok := nextRequest(cmFeed, feedTimeout)
+		Expect(ok).To(BeTrue(), "the deletion was not fed")
+		Expect(req.Name).To(Equal("ttl"))
+
+		configMap(ctx, ns, "ttl", "v2", false)
+		clk.SetTime(clk.Now().Add(time.Minute + time.Second))
+		Expect(existingValue(ctx, store, ns, "ttl")(Default)).To(Equal("v2"))
+		req, ok = nextRequest(cmFeed, feedTimeout)
+		Expect(ok).To(BeTrue(), "the re-creation was not fed")
+		Expect(req.Name).To(Equal("ttl"))
+	})
+
+	It("Get reads on every call and keeps the last content of a deleted object for Reader only", func(ctx SpecContext) {
 		store := startStore(nodeClient(node), objectstore.Options{Strategy: v1alpha1.GetChangeDetectionStrategy})
 		cm := configMap(ctx, ns, "direct", "v1", false)
 		store.RegisterPod(boundPod(ctx, ns, node, []string{"direct"}, nil))
@@ -249,6 +304,9 @@ var _ = Describe("Store with the Cache and Get strategies", func() {
 		Expect(cmValue(ctx, store, ns, "direct")(Default)).To(Equal("v2"))
 		Expect(admin.Delete(ctx, cm)).To(Succeed())
 		Expect(cmValue(ctx, store, ns, "direct")(Default)).To(Equal("v2"))
+		Expect(existingValue(ctx, store, ns, "direct")(Default)).To(Equal(notFound))
+		configMap(ctx, ns, "direct", "v3", false)
+		Expect(existingValue(ctx, store, ns, "direct")(Default)).To(Equal("v3"))
 	})
 })
 

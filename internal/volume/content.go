@@ -69,9 +69,26 @@ func (m *Manager) getSecret(ctx context.Context, namespace, name string, optiona
 	return &keyedObject{kind: "secret", name: name, data: data}, nil
 }
 
-// missingOrError turns a fetch error into nil for a missing optional object,
-// a not-found error worded as the kubelet words it for a missing required
-// one, or a wrapped error.
+// MissingObjectError is a required ConfigMap or Secret that does not exist.
+// Its text is the kubelet's (`configmap "name" not found`), and
+// k8s.io/apimachinery/pkg/api/errors.IsNotFound is true of it.
+type MissingObjectError struct {
+	Kind string // "configmap" or "secret"
+	Name string
+}
+
+func (e *MissingObjectError) Error() string { return e.notFound().Error() }
+
+// Unwrap returns the API's NotFound error of the object.
+func (e *MissingObjectError) Unwrap() error { return e.notFound() }
+
+func (e *MissingObjectError) notFound() error {
+	return apierrors.NewNotFound(schema.GroupResource{Resource: e.Kind}, e.Name)
+}
+
+// missingOrError turns a fetch error into nil for a missing optional object
+// (the kubelet projects it as an object without data, so its files go), a
+// *MissingObjectError for a missing required one, or a wrapped error.
 func missingOrError(kind, name string, optional bool, err error) error {
 	if !apierrors.IsNotFound(err) {
 		return fmt.Errorf("getting %s %q: %w", kind, name, err)
@@ -79,7 +96,7 @@ func missingOrError(kind, name string, optional bool, err error) error {
 	if optional {
 		return nil
 	}
-	return apierrors.NewNotFound(schema.GroupResource{Resource: kind}, name)
+	return &MissingObjectError{Kind: kind, Name: name}
 }
 
 // keyPayload projects the keys of obj into files: all keys when items is

@@ -16,7 +16,10 @@
 // returns at once without reading anything, so a container restart needs
 // nothing from the API server; Update rewrites the volumes that project a
 // changed object, and Refresh what is due without one (a token at
-// NextRefresh, downward API files after a label or annotation change). A
+// NextRefresh, downward API files after a label or annotation change). As
+// in the kubelet, an optional ConfigMap or Secret that does not exist
+// projects no files, so a rewrite removes those it had, while a required
+// one fails with a *MissingObjectError and the volume keeps its files. A
 // failure is a *SetUpError whose text is the kubelet's FailedMount event
 // message. Mounts, WriteEtcHosts and the
 // termination-message file give the CRI what a container start needs, and

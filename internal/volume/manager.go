@@ -69,6 +69,36 @@ func (e *SetUpError) Error() string {
 
 func (e *SetUpError) Unwrap() error { return e.Err }
 
+// MissingObject says whether the volume failed because a required ConfigMap
+// or Secret it projects does not exist: only that object's creation makes it
+// succeed, and until then the volume keeps the files it had.
+func (e *SetUpError) MissingObject() bool {
+	var m *MissingObjectError
+	return errors.As(e.Err, &m)
+}
+
+// SetUpErrors returns the *SetUpError values in err, as SetUp, Update and
+// Refresh return them (alone, joined, or wrapped), in order.
+func SetUpErrors(err error) []*SetUpError {
+	var out []*SetUpError
+	var walk func(error)
+	walk = func(err error) {
+		switch e := err.(type) { //nolint:errorlint // walks the tree itself: errors.As finds only the first
+		case nil:
+		case *SetUpError:
+			out = append(out, e)
+		case interface{ Unwrap() []error }:
+			for _, inner := range e.Unwrap() {
+				walk(inner)
+			}
+		case interface{ Unwrap() error }:
+			walk(e.Unwrap())
+		}
+	}
+	walk(err)
+	return out
+}
+
 // Manager sets up and tears down pod volumes under one root directory. It is
 // safe for concurrent use; calls for the same pod are serialized.
 type Manager struct {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -35,6 +36,13 @@ const (
 	// starting once it is created: the change feed enqueues it, no retry
 	// back-off is waited out.
 	objectAppearsTimeout = 5 * time.Second
+	// cacheUpdateTimeout bounds a change reaching a running container's
+	// volume with the Cache strategy of the cached-objects Describe: its
+	// TTL, a sync period, and a write.
+	cacheUpdateTimeout = 10 * time.Second
+	// failedMountTimeout bounds the FailedMount Event of a volume whose
+	// required object was deleted.
+	failedMountTimeout = 10 * time.Second
 )
 
 // consistentReader is a shell loop that reads keys a and b of dir, which
@@ -114,6 +122,212 @@ func expectNoEventMentions(ctx context.Context, c client.Client, ns, s string) {
 	for _, e := range events.Items {
 		Expect(e.Message).NotTo(ContainSubstring(s), "Event %s", e.Name)
 	}
+}
+
+// volumeLister is a shell loop that writes, every 50 ms, what each volume
+// mounted at /<dir> holds to /out/<dir>: "name=content;" for each file in
+// ls order, nothing for an empty volume.
+func volumeLister(dirs ...string) string {
+	return fmt.Sprintf(`while true; do for d in %s; do s=""; for f in $(ls /$d); do s="$s$f=$(cat /$d/$f);"; done; `+
+		`echo "$s" > /out/$d.tmp; mv /out/$d.tmp /out/$d; done; sleep 0.05; done`, strings.Join(dirs, " "))
+}
+
+// listerPod returns a pod on node whose container runs volumeLister over
+// volumes, each mounted at /<name>, with out mounted at /out.
+func listerPod(ns, name, node, out string, volumes ...corev1.Volume) *corev1.Pod {
+	var dirs []string
+	for _, v := range volumes {
+		dirs = append(dirs, v.Name)
+	}
+	pod := utils.BusyboxPod(ns, name, node, "sh", "-c", volumeLister(dirs...))
+	pod.Spec.Volumes = append(slices.Clone(volumes), corev1.Volume{Name: "out", VolumeSource: corev1.VolumeSource{
+		HostPath: &corev1.HostPathVolumeSource{Path: out},
+	}})
+	for _, d := range dirs {
+		pod.Spec.Containers[0].VolumeMounts = append(pod.Spec.Containers[0].VolumeMounts, corev1.VolumeMount{Name: d, MountPath: "/" + d})
+	}
+	pod.Spec.Containers[0].VolumeMounts = append(pod.Spec.Containers[0].VolumeMounts, corev1.VolumeMount{Name: "out", MountPath: "/out"})
+	return pod
+}
+
+// expectVolumes waits up to timeout until each volume of listerPod holds
+// what want says (see volumeLister).
+func expectVolumes(out string, timeout time.Duration, want map[string]string) {
+	GinkgoHelper()
+	Eventually(func(g Gomega) {
+		for dir, content := range want {
+			g.Expect(seenBy(out, dir)()).To(Equal(content), "volume %s", dir)
+		}
+	}).WithTimeout(timeout).WithPolling(20 * time.Millisecond).Should(Succeed())
+}
+
+// keepVolumes checks that each volume of listerPod keeps holding what
+// want says for d.
+func keepVolumes(out string, d time.Duration, want map[string]string) {
+	GinkgoHelper()
+	Consistently(func(g Gomega) {
+		for dir, content := range want {
+			g.Expect(seenBy(out, dir)()).To(Equal(content), "volume %s", dir)
+		}
+	}).WithTimeout(d).WithPolling(100 * time.Millisecond).Should(Succeed())
+}
+
+// failedMounts returns the messages of the FailedMount Events of ns.
+func failedMounts(ctx context.Context, c client.Client, ns string) func(Gomega) []string {
+	return func(g Gomega) []string {
+		var events corev1.EventList
+		g.Expect(c.List(ctx, &events, client.InNamespace(ns))).To(Succeed())
+		var messages []string
+		for _, e := range events.Items {
+			if e.Reason == "FailedMount" {
+				messages = append(messages, e.Message)
+			}
+		}
+		return messages
+	}
+}
+
+// runningContainerID waits until the pod's status shows its one container
+// running and returns the container's ID.
+func runningContainerID(ctx context.Context, c client.Client, ns, name string) string {
+	GinkgoHelper()
+	p := utils.WaitForPod(ctx, c, ns, name, apiTimeout, func(g Gomega, p *corev1.Pod) {
+		g.Expect(p.Status.ContainerStatuses).To(HaveLen(1))
+		g.Expect(p.Status.ContainerStatuses[0].State.Running).NotTo(BeNil())
+	})
+	return p.Status.ContainerStatuses[0].ContainerID
+}
+
+// expectSameContainer checks that the pod's container still runs as
+// before, never restarted.
+func expectSameContainer(g Gomega, p *corev1.Pod, containerID string) {
+	g.Expect(p.Status.ContainerStatuses).To(HaveLen(1))
+	g.Expect(p.Status.ContainerStatuses[0].ContainerID).To(Equal(containerID))
+	g.Expect(p.Status.ContainerStatuses[0].RestartCount).To(BeZero())
+	g.Expect(p.Status.ContainerStatuses[0].State.Running).NotTo(BeNil())
+}
+
+// optionalObjectsScenario runs the kubelet's "optional updates should be
+// reflected in volume" on nodelet: optional configMap and secret volumes
+// and projected sources whose objects are deleted lose their files within
+// timeout, one created late gains them, and all follow a re-creation; the
+// container is never restarted and no FailedMount is reported. With
+// restart, nodelet is killed and restarted while the objects are gone.
+func optionalObjectsScenario(ctx context.Context, env *utils.NodeletSpecs, node string, timeout time.Duration, restart bool) {
+	ns := utils.NewNamespace(ctx, env.Admin)
+	optional := ptr.To(true)
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "opt-cm", Namespace: ns}, Data: map[string]string{"a": "1"}}
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "opt-secret", Namespace: ns}, Data: map[string][]byte{"s": []byte("1")}}
+	steady := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "steady", Namespace: ns}, Data: map[string]string{"k": "x"}}
+	for _, obj := range []client.Object{cm, secret, steady} {
+		Expect(env.Admin.Create(ctx, obj)).To(Succeed())
+	}
+	out, err := os.MkdirTemp("", "nodelet-e2e-objects-")
+	Expect(err).NotTo(HaveOccurred())
+	DeferCleanup(os.RemoveAll, out)
+	ref := func(name string) corev1.LocalObjectReference { return corev1.LocalObjectReference{Name: name} }
+	pod := listerPod(ns, "optional", node, out,
+		corev1.Volume{Name: "cm", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
+			LocalObjectReference: ref("opt-cm"), Optional: optional}}},
+		corev1.Volume{Name: "sec", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
+			SecretName: "opt-secret", Optional: optional}}},
+		corev1.Volume{Name: "late", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
+			SecretName: "opt-late", Optional: optional}}},
+		corev1.Volume{Name: "proj", VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{Sources: []corev1.VolumeProjection{
+			{ConfigMap: &corev1.ConfigMapProjection{LocalObjectReference: ref("opt-cm"), Optional: optional,
+				Items: []corev1.KeyToPath{{Key: "a", Path: "cm-a"}}}},
+			{Secret: &corev1.SecretProjection{LocalObjectReference: ref("opt-secret"), Optional: optional,
+				Items: []corev1.KeyToPath{{Key: "s", Path: "sec-s"}}}},
+			{ConfigMap: &corev1.ConfigMapProjection{LocalObjectReference: ref("steady"),
+				Items: []corev1.KeyToPath{{Key: "k", Path: "steady"}}}},
+		}}}},
+	)
+	createPod(ctx, env.Admin, pod)
+	expectVolumes(out, podStartTimeout, map[string]string{"cm": "a=1;", "sec": "s=1;", "late": "", "proj": "cm-a=1;sec-s=1;steady=x;"})
+	containerID := runningContainerID(ctx, env.Admin, ns, "optional")
+
+	By("deleting the optional ConfigMap and Secret, and creating the one that was missing")
+	Expect(env.Admin.Delete(ctx, cm)).To(Succeed())
+	Expect(env.Admin.Delete(ctx, secret)).To(Succeed())
+	Expect(env.Admin.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "opt-late", Namespace: ns},
+		Data: map[string][]byte{"l": []byte("1")}})).To(Succeed())
+	start := time.Now()
+	gone := map[string]string{"cm": "", "sec": "", "late": "l=1;", "proj": "steady=x;"}
+	expectVolumes(out, timeout, gone)
+	GinkgoWriter.Printf("deletions and creation seen in the container after %v\n", time.Since(start))
+
+	if restart {
+		By("restarting nodelet while the objects are gone")
+		Expect(env.Nodelet.Kill()).To(Succeed())
+		Expect(env.Nodelet.Restart(ctx)).To(Succeed())
+		keepVolumes(out, 5*time.Second, gone)
+		utils.WaitForPod(ctx, env.Admin, ns, "optional", apiTimeout, func(g Gomega, p *corev1.Pod) {
+			expectSameContainer(g, p, containerID)
+		})
+	}
+
+	By("creating the deleted ones again")
+	cm.ResourceVersion, secret.ResourceVersion = "", ""
+	cm.Data = map[string]string{"a": "2"}
+	secret.Data = map[string][]byte{"s": []byte("2")}
+	Expect(env.Admin.Create(ctx, cm)).To(Succeed())
+	Expect(env.Admin.Create(ctx, secret)).To(Succeed())
+	expectVolumes(out, timeout, map[string]string{"cm": "a=2;", "sec": "s=2;", "late": "l=1;", "proj": "cm-a=2;sec-s=2;steady=x;"})
+	expectSameContainer(Default, utils.GetPod(ctx, env.Admin, ns, "optional")(Default), containerID)
+	Expect(failedMounts(ctx, env.Admin, ns)(Default)).To(BeEmpty())
+}
+
+// requiredObjectsScenario deletes the ConfigMap and Secret that volumes
+// require: the volumes keep their files, a FailedMount Event names each,
+// and, once the objects are created again, the volumes show them; the
+// container is never restarted. With restart, nodelet is killed and
+// restarted while the objects are gone.
+func requiredObjectsScenario(ctx context.Context, env *utils.NodeletSpecs, node string, timeout time.Duration, restart bool) {
+	ns := utils.NewNamespace(ctx, env.Admin)
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "settings", Namespace: ns}, Data: map[string]string{"a": "1"}}
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "creds", Namespace: ns}, Data: map[string][]byte{"s": []byte("1")}}
+	Expect(env.Admin.Create(ctx, cm)).To(Succeed())
+	Expect(env.Admin.Create(ctx, secret)).To(Succeed())
+	out, err := os.MkdirTemp("", "nodelet-e2e-objects-")
+	Expect(err).NotTo(HaveOccurred())
+	DeferCleanup(os.RemoveAll, out)
+	pod := listerPod(ns, "required", node, out,
+		configMapVolume("cfg", "settings"),
+		corev1.Volume{Name: "sec", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: "creds"}}},
+	)
+	createPod(ctx, env.Admin, pod)
+	kept := map[string]string{"cfg": "a=1;", "sec": "s=1;"}
+	expectVolumes(out, podStartTimeout, kept)
+	containerID := runningContainerID(ctx, env.Admin, ns, "required")
+
+	By("deleting them")
+	Expect(env.Admin.Delete(ctx, cm)).To(Succeed())
+	Expect(env.Admin.Delete(ctx, secret)).To(Succeed())
+	Eventually(failedMounts(ctx, env.Admin, ns)).WithTimeout(timeout + failedMountTimeout).WithPolling(pollInterval).Should(ContainElements(
+		`MountVolume.SetUp failed for volume "cfg" : configmap "settings" not found`,
+		`MountVolume.SetUp failed for volume "sec" : secret "creds" not found`,
+	))
+	keepVolumes(out, 3*time.Second, kept)
+
+	if restart {
+		By("restarting nodelet while they are gone")
+		Expect(env.Nodelet.Kill()).To(Succeed())
+		Expect(env.Nodelet.Restart(ctx)).To(Succeed())
+		keepVolumes(out, 5*time.Second, kept)
+	}
+	utils.WaitForPod(ctx, env.Admin, ns, "required", apiTimeout, func(g Gomega, p *corev1.Pod) {
+		expectSameContainer(g, p, containerID)
+		g.Expect(utils.PodReady(p)).To(BeTrue())
+	})
+
+	By("creating them again")
+	cm.ResourceVersion, secret.ResourceVersion = "", ""
+	cm.Data = map[string]string{"a": "2"}
+	secret.Data = map[string][]byte{"s": []byte("2")}
+	Expect(env.Admin.Create(ctx, cm)).To(Succeed())
+	Expect(env.Admin.Create(ctx, secret)).To(Succeed())
+	expectVolumes(out, timeout+objectAppearsTimeout, map[string]string{"cfg": "a=2;", "sec": "s=2;"})
+	expectSameContainer(Default, utils.GetPod(ctx, env.Admin, ns, "required")(Default), containerID)
 }
 
 var _ = Describe("Referenced objects and the service environment", Ordered, func() {
@@ -386,6 +600,40 @@ var _ = Describe("Referenced objects and the service environment", Ordered, func
 		for _, e := range events.Items {
 			Expect(e.Message).NotTo(ContainSubstring("s3cr3t-value-never-logged"))
 		}
+	})
+})
+
+var _ = Describe("Deleted ConfigMaps and Secrets with the Watch strategy", Ordered, func() {
+	const node = "e2e-objects-deleted"
+	env := utils.SetUpNodeletSpecs(func() utils.NodeletOptions {
+		return utils.NodeletOptions{NodeName: node, API: apiServer, Containerd: ctrd}
+	})
+
+	It("removes an optional object's files from a running container when it is deleted and brings them back when it is created, across a restart", func(ctx SpecContext) {
+		optionalObjectsScenario(ctx, env, node, liveUpdateTimeout, true)
+	})
+
+	It("keeps a required object's files when it is deleted, with a FailedMount Event, across a restart, and shows it again once created", func(ctx SpecContext) {
+		requiredObjectsScenario(ctx, env, node, liveUpdateTimeout, true)
+	})
+})
+
+var _ = Describe("Deleted ConfigMaps and Secrets with the Cache strategy", Ordered, func() {
+	const node = "e2e-objects-cached"
+	env := utils.SetUpNodeletSpecs(func() utils.NodeletOptions {
+		return utils.NodeletOptions{NodeName: node, API: apiServer, Containerd: ctrd, Config: map[string]any{
+			"configMapAndSecretChangeDetectionStrategy": "Cache",
+			"configMapAndSecretCacheTTL":                "1s",
+			"syncFrequency":                             "2s",
+		}}
+	})
+
+	It("removes an optional object's files from a running container at a sync after the TTL, and brings them back", func(ctx SpecContext) {
+		optionalObjectsScenario(ctx, env, node, cacheUpdateTimeout, false)
+	})
+
+	It("keeps a required object's files when it is deleted, with a FailedMount Event, and shows it again once created", func(ctx SpecContext) {
+		requiredObjectsScenario(ctx, env, node, cacheUpdateTimeout, false)
 	})
 })
 
