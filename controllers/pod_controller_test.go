@@ -135,8 +135,11 @@ var _ = Describe("Pod reconciler on the CRI fakes", func() {
 		Eventually(func() bool {
 			return apierrors.IsNotFound(admin.Get(ctx, client.ObjectKeyFromObject(pod), &corev1.Pod{}))
 		}).WithTimeout(fakePodTimeout).Should(BeTrue())
-		Expect(a.sandboxes()).To(BeZero())
-		Expect(filepath.Join(a.rootDir, "checkpoints", "pod-"+string(pod.UID))).NotTo(BeAnExistingFile())
+		// The API delete and the removal of the pod's checkpoint are two
+		// steps of its tear-down; the first one may be seen first.
+		Eventually(a.sandboxes).WithTimeout(fakePodTimeout).Should(BeZero())
+		Eventually(func() string { return filepath.Join(a.rootDir, "checkpoints", "pod-"+string(pod.UID)) }).
+			WithTimeout(fakePodTimeout).ShouldNot(BeAnExistingFile())
 
 		By("admitting a new pod in the freed slot")
 		Expect(admin.Create(ctx, utils.BusyboxPod(ns, "next", a.node, "sleep", "3600"))).To(Succeed())
