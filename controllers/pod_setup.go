@@ -83,12 +83,17 @@ func setupPodController(mgr ctrl.Manager, d *Deps) error {
 		Images:      imageManager,
 		ImageReason: images.Reason,
 		Volumes:     eng.volumes,
-		Objects:     eng.store.Reader(),
-		ServiceEnv:  eng.services.ServiceEnv,
-		Recorder:    eng.recorder,
-		Clock:       clock.RealClock{},
-		Sandbox:     sandbox,
-		Node:        eng.nodes.Facts,
+		// As the kubelet: a container (re)started after its object was
+		// deleted gets CreateContainerConfigError for a required
+		// reference, nothing for an optional one, and a pull goes without
+		// a deleted pull secret; the last content while the API server is
+		// away.
+		Objects:    eng.store.ExistingReader(),
+		ServiceEnv: eng.services.ServiceEnv,
+		Recorder:   eng.recorder,
+		Clock:      clock.RealClock{},
+		Sandbox:    sandbox,
+		Node:       eng.nodes.Facts,
 	}
 	if limit := cfg.CrashLoopBackOff.MaxContainerRestartPeriod; limit != nil {
 		kuberuntime.SetMaxCrashLoopBackOff(limit.Duration)

@@ -12,14 +12,15 @@
 // resource versions and API server restarts; an immutable object is read once
 // and not watched. With Cache an entry is refreshed by a GET once its TTL has
 // passed, with Get on every read. Whatever the strategy, the last content
-// seen is kept while a pod references the object: when the object is deleted
-// or the API server cannot be reached, GetConfigMap, GetSecret and Reader
-// return it, as a running pod keeps the environment it was given; an object
-// never seen is a NotFound error. ExistingReader, what volumes read, differs
-// in one way: an object the API server last said was deleted is NotFound, as
-// the kubelet's managers report it, so an optional volume source empties and
-// a required one keeps its files with a failed update (the kubelet's
-// FailedMount). Every change observed is fed, as the object's key, to
+// seen is kept while a pod references the object: when the API server cannot
+// be reached, every read returns it; an object never seen is a NotFound
+// error. ExistingReader, what volumes, container environments and pull
+// secrets read, reports an object the API server last said was deleted as
+// NotFound, as the kubelet's managers do: an optional volume source empties
+// and a required one keeps its files with a failed update (the kubelet's
+// FailedMount); a container started after the delete gets
+// CreateContainerConfigError for a required reference. GetConfigMap,
+// GetSecret and Reader return the last content seen even after a delete. Every change observed is fed, as the object's key, to
 // controller-runtime sources (Source), and PodsReferencing names the pods to
 // update. ServiceWatcher watches Services only in the namespaces whose pods
 // need service links, plus default/kubernetes. Object content — above all

@@ -369,8 +369,7 @@ type Reader struct {
 
 // Reader returns the store as a ConfigMap/Secret reader that, like
 // GetConfigMap and GetSecret, returns the last content seen of a deleted
-// object: what container environments and pull secrets read, so that a
-// container restart gets what the pod was given.
+// object.
 func (s *Store) Reader() Reader { return Reader{s: s, mode: lastSeen} }
 
 // ExistingReader returns the store as a ConfigMap/Secret reader for which
@@ -378,8 +377,9 @@ func (s *Store) Reader() Reader { return Reader{s: s, mode: lastSeen} }
 // for the kubelet's ConfigMap and Secret managers: what volumes read, so
 // that an optional source's files go when its object is deleted and come
 // back when it is created again, while a required source's update fails
-// and its volume keeps its files. A read the API server cannot answer
-// still returns the last content seen.
+// and its volume keeps its files; and what container environments and pull
+// secrets read. A read the API server cannot answer still returns the last
+// content seen.
 func (s *Store) ExistingReader() Reader { return Reader{s: s, mode: existing} }
 
 // ConfigMap reads a ConfigMap as the reader's mode says.

@@ -616,6 +616,72 @@ var _ = Describe("Deleted ConfigMaps and Secrets with the Watch strategy", Order
 	It("keeps a required object's files when it is deleted, with a FailedMount Event, across a restart, and shows it again once created", func(ctx SpecContext) {
 		requiredObjectsScenario(ctx, env, node, liveUpdateTimeout, true)
 	})
+
+	It("restarts a container with the environment of the objects that exist: a deleted optional one left out, a deleted required one a CreateContainerConfigError", func(ctx SpecContext) {
+		ns := utils.NewNamespace(ctx, env.Admin)
+		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "req", Namespace: ns}, Data: map[string]string{"v": "required-value"}}
+		secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "opt", Namespace: ns}, StringData: map[string]string{"v": "optional-value"}}
+		Expect(env.Admin.Create(ctx, cm)).To(Succeed())
+		Expect(env.Admin.Create(ctx, secret)).To(Succeed())
+		// Each start reports its environment as its termination message.
+		pod := utils.BusyboxPod(ns, "env-restarts", node, "sh", "-c", `echo "req=$REQ opt=$OPT" > /dev/termination-log; exit 1`)
+		pod.Spec.Containers[0].Env = []corev1.EnvVar{
+			{Name: "REQ", ValueFrom: &corev1.EnvVarSource{ConfigMapKeyRef: &corev1.ConfigMapKeySelector{
+				LocalObjectReference: corev1.LocalObjectReference{Name: "req"}, Key: "v",
+			}}},
+			{Name: "OPT", ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
+				LocalObjectReference: corev1.LocalObjectReference{Name: "opt"}, Key: "v", Optional: ptr.To(true),
+			}}},
+		}
+		createPod(ctx, env.Admin, pod)
+		// lastEnded is the number (0 the first) and message of the last
+		// start that ended: the current state while it is terminated or
+		// backing off, the last state once the next start runs.
+		lastEnded := func(st corev1.ContainerStatus) (int32, *corev1.ContainerStateTerminated) {
+			switch {
+			case st.State.Terminated != nil:
+				return st.RestartCount, st.State.Terminated
+			case st.State.Running != nil:
+				return st.RestartCount - 1, st.LastTerminationState.Terminated
+			default:
+				return st.RestartCount, st.LastTerminationState.Terminated
+			}
+		}
+		// finished waits for a start numbered at least n to have ended and
+		// returns its message.
+		finished := func(n int32) string {
+			var msg string
+			utils.WaitForPod(ctx, env.Admin, ns, "env-restarts", restartTimeout, func(g Gomega, p *corev1.Pod) {
+				g.Expect(p.Status.ContainerStatuses).To(HaveLen(1))
+				i, t := lastEnded(p.Status.ContainerStatuses[0])
+				g.Expect(t).NotTo(BeNil())
+				g.Expect(i).To(BeNumerically(">=", n))
+				msg = t.Message
+			})
+			return msg
+		}
+		// nextStart is the number of the first start that begins after now.
+		nextStart := func() int32 {
+			p := &corev1.Pod{}
+			Expect(env.Admin.Get(ctx, client.ObjectKey{Namespace: ns, Name: "env-restarts"}, p)).To(Succeed())
+			return p.Status.ContainerStatuses[0].RestartCount + 1
+		}
+		Expect(finished(0)).To(Equal("req=required-value opt=optional-value\n"))
+
+		By("deleting the optional Secret")
+		next := nextStart()
+		Expect(env.Admin.Delete(ctx, secret)).To(Succeed())
+		Expect(finished(next)).To(Equal("req=required-value opt=\n"))
+
+		By("deleting the required ConfigMap")
+		Expect(env.Admin.Delete(ctx, cm)).To(Succeed())
+		utils.WaitForPod(ctx, env.Admin, ns, "env-restarts", restartTimeout, func(g Gomega, p *corev1.Pod) {
+			w := p.Status.ContainerStatuses[0].State.Waiting
+			g.Expect(w).NotTo(BeNil())
+			g.Expect(w.Reason).To(Equal("CreateContainerConfigError"))
+			g.Expect(w.Message).To(ContainSubstring(`configmap "req" not found`))
+		})
+	}, SpecTimeout(4*restartTimeout))
 })
 
 var _ = Describe("Deleted ConfigMaps and Secrets with the Cache strategy", Ordered, func() {
