@@ -47,6 +47,33 @@ func ExpandVars(s string, lookup func(string) (string, bool)) string {
 	return b.String()
 }
 
+// ExpandSubPathExpr expands a volumeMount's subPathExpr with env, the
+// container's resolved environment, as the kubelet does: each $(NAME) is
+// replaced by NAME's value and $$ stands for a literal $. Unlike in command
+// and args, a reference must resolve: a name env lacks, or whose value is
+// empty, is an error naming every such variable, sorted ("missing value for
+// A, B"), the kubelet's message. The result is not validated; an absolute
+// path or a ".." component is for the caller to refuse.
+func ExpandSubPathExpr(expr string, env []EnvVar) (string, error) {
+	values := make(map[string]string, len(env))
+	for _, e := range env {
+		values[e.Name] = e.Value
+	}
+	var missing []string
+	expanded := ExpandVars(expr, func(name string) (string, bool) {
+		v := values[name]
+		if v == "" && !slices.Contains(missing, name) {
+			missing = append(missing, name)
+		}
+		return v, true
+	})
+	if len(missing) > 0 {
+		slices.Sort(missing)
+		return "", fmt.Errorf("missing value for %s", strings.Join(missing, ", "))
+	}
+	return expanded, nil
+}
+
 // EnvVar is one resolved environment variable.
 type EnvVar struct {
 	Name  string

@@ -165,3 +165,80 @@ func TestContainerEnvHostNetworkPodIP(t *testing.T) {
 		t.Errorf("got %v, %v; want the host IP", got, err)
 	}
 }
+
+func TestExpandSubPathExpr(t *testing.T) {
+	env := []EnvVar{{"POD_NAME", "web-0"}, {"NS", "prod"}, {"EMPTY", ""}, {"UP", ".."}, {"ABS", "/tmp"}, {"DOLLAR", "$(NS)"}}
+	tests := []struct {
+		expr, want, wantErr string
+	}{
+		{expr: "$(POD_NAME)", want: "web-0"},
+		{expr: "logs/$(NS)/$(POD_NAME)", want: "logs/prod/web-0"},
+		{expr: "plain", want: "plain"},
+		{expr: "$$(POD_NAME)", want: "$(POD_NAME)"},
+		{expr: "$$$(NS)", want: "$prod"},
+		{expr: "a$b", want: "a$b"},
+		{expr: "$(NS", want: "$(NS"},
+		// A value is used as it is, never expanded again.
+		{expr: "$(DOLLAR)", want: "$(NS)"},
+		// Expansion does not validate: ".." and absolute values come
+		// through, for the volume manager to refuse.
+		{expr: "$(UP)", want: ".."},
+		{expr: "$(ABS)", want: "/tmp"},
+		{expr: "$(MISSING)", wantErr: "missing value for MISSING"},
+		{expr: "$(EMPTY)/x", wantErr: "missing value for EMPTY"},
+		{expr: "$(Z)/$(EMPTY)/$(Z)/$(POD_NAME)", wantErr: "missing value for EMPTY, Z"},
+	}
+	for _, tt := range tests {
+		got, err := ExpandSubPathExpr(tt.expr, env)
+		if tt.wantErr != "" {
+			if err == nil || err.Error() != tt.wantErr {
+				t.Errorf("ExpandSubPathExpr(%q) = %q, %v; want error %q", tt.expr, got, err, tt.wantErr)
+			}
+			continue
+		}
+		if err != nil || got != tt.want {
+			t.Errorf("ExpandSubPathExpr(%q) = %q, %v; want %q", tt.expr, got, err, tt.want)
+		}
+	}
+}
+
+// TestExpandSubPathExprWithContainerEnv expands with the environment the
+// container gets: downward API values resolved as for env, a later
+// definition winning, service variables included.
+func TestExpandSubPathExprWithContainerEnv(t *testing.T) {
+	pod := newPod(func(p *v1.Pod) { p.Annotations = map[string]string{"path": "mypath"} })
+	field := func(path string) *v1.EnvVarSource {
+		return &v1.EnvVarSource{FieldRef: &v1.ObjectFieldSelector{APIVersion: "v1", FieldPath: path}}
+	}
+	c := v1.Container{Name: "app", Env: []v1.EnvVar{
+		{Name: "POD_NAME", ValueFrom: field("metadata.name")},
+		{Name: "POD_IP", ValueFrom: field("status.podIP")},
+		{Name: "ANNOTATION", ValueFrom: field("metadata.annotations['path']")},
+		{Name: "NOT_SET", ValueFrom: field("metadata.annotations['other']")},
+		{Name: "DIR", Value: "first"},
+		{Name: "DIR", Value: "$(POD_NAME)-dir"},
+	}}
+	env, err := ContainerEnv(pod, &c, ContainerOptions{PodIPs: []string{"10.0.0.5"}, ServiceEnv: map[string]string{"SVC_HOST": "10.96.0.9"}})
+	if err != nil {
+		t.Fatalf("ContainerEnv: %v", err)
+	}
+	tests := []struct{ expr, want, wantErr string }{
+		{expr: "$(ANNOTATION)/$(POD_NAME)", want: "mypath/web"},
+		{expr: "$(POD_IP)", want: "10.0.0.5"},
+		{expr: "$(DIR)", want: "web-dir"},
+		{expr: "$(SVC_HOST)", want: "10.96.0.9"},
+		{expr: "$(NOT_SET)/$(POD_NAME)", wantErr: "missing value for NOT_SET"},
+	}
+	for _, tt := range tests {
+		got, err := ExpandSubPathExpr(tt.expr, env)
+		if tt.wantErr != "" {
+			if err == nil || err.Error() != tt.wantErr {
+				t.Errorf("ExpandSubPathExpr(%q) = %q, %v; want error %q", tt.expr, got, err, tt.wantErr)
+			}
+			continue
+		}
+		if err != nil || got != tt.want {
+			t.Errorf("ExpandSubPathExpr(%q) = %q, %v; want %q", tt.expr, got, err, tt.want)
+		}
+	}
+}
