@@ -52,6 +52,11 @@ type ContainerOptions struct {
 	// Mounts are the container's volume mounts (and its termination message
 	// file, /etc/hosts, ...), resolved by the caller.
 	Mounts []*runtimeapi.Mount
+	// Env is the container's environment as ContainerEnv resolves it with
+	// these options, when the caller resolved it already to expand the
+	// container's subPathExpr mounts with it; nil has ContainerConfig
+	// resolve it.
+	Env []EnvVar
 	// ImageRef is the pulled image's reference (ID or digest).
 	ImageRef string
 	// ImageUID and ImageUser are the user of the image (from its status),
@@ -86,9 +91,12 @@ func (o *ContainerOptions) podIPs(pod *v1.Pod) []string {
 // ContainerConfig builds the CRI configuration of a container of the pod.
 // Errors the user must fix are *ConfigError.
 func ContainerConfig(pod *v1.Pod, c *v1.Container, opts ContainerOptions) (*runtimeapi.ContainerConfig, error) {
-	env, err := ContainerEnv(pod, c, opts)
-	if err != nil {
-		return nil, fmt.Errorf("building environment of container %s: %w", c.Name, err)
+	env := opts.Env
+	if env == nil {
+		var err error
+		if env, err = ContainerEnv(pod, c, opts); err != nil {
+			return nil, fmt.Errorf("building environment of container %s: %w", c.Name, err)
+		}
 	}
 	sc, err := containerSecurityContext(pod, c, opts)
 	if err != nil {

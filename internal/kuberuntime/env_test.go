@@ -242,3 +242,28 @@ func TestExpandSubPathExprWithContainerEnv(t *testing.T) {
 		}
 	}
 }
+
+// TestContainerConfigUsesResolvedEnv: an environment the caller resolved
+// (to expand subPathExpr with it) is the one the container gets, not
+// resolved a second time.
+func TestContainerConfigUsesResolvedEnv(t *testing.T) {
+	pod := newPod()
+	c := v1.Container{Name: "app", Image: "busybox:1", Command: []string{"echo", "$(X)"},
+		Env: []v1.EnvVar{{Name: "X", Value: "from-spec"}}}
+	for _, tt := range []struct {
+		name string
+		env  []EnvVar
+		want string
+	}{
+		{name: "resolved by the caller", env: []EnvVar{{Name: "X", Value: "resolved"}}, want: "resolved"},
+		{name: "resolved here", want: "from-spec"},
+	} {
+		cfg, err := ContainerConfig(pod, &c, ContainerOptions{Env: tt.env})
+		if err != nil {
+			t.Fatalf("%s: ContainerConfig: %v", tt.name, err)
+		}
+		if len(cfg.Envs) != 1 || string(cfg.Envs[0].Value) != tt.want || cfg.Command[1] != tt.want {
+			t.Errorf("%s: envs %v, command %v; want X=%s", tt.name, cfg.Envs, cfg.Command, tt.want)
+		}
+	}
+}
