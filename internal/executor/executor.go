@@ -54,7 +54,9 @@ type VolumeManager interface {
 	// they project.
 	Update(ctx context.Context, pod *v1.Pod, volumes []string) error
 	WriteEtcHosts(pod *v1.Pod, podIPs []string) error
-	Mounts(pod *v1.Pod, c *v1.Container, restartCount int32) ([]*runtimeapi.Mount, error)
+	// Mounts prepares and returns the container's mounts for one start;
+	// env, the container's resolved environment, expands subPathExpr.
+	Mounts(pod *v1.Pod, c *v1.Container, restartCount int32, env []kuberuntime.EnvVar) ([]*runtimeapi.Mount, error)
 	TerminationMessagePath(pod *v1.Pod, containerName string, restartCount int32) string
 	TearDown(ctx context.Context, uid types.UID) error
 	// NextRefresh is when the earliest service account token of the pod is
@@ -305,10 +307,6 @@ func (e *Executor) containerConfig(ctx context.Context, pod *v1.Pod, c *v1.Conta
 	if err != nil {
 		return nil, err
 	}
-	mounts, err := e.Volumes.Mounts(pod, c, int32(s.RestartCount))
-	if err != nil {
-		return nil, err
-	}
 	cms, secrets, err := e.envObjects(ctx, pod, c)
 	if err != nil {
 		return nil, err
@@ -326,12 +324,11 @@ func (e *Executor) containerConfig(ctx context.Context, pod *v1.Pod, c *v1.Conta
 	if err != nil {
 		return nil, fmt.Errorf("services have not yet been read at least once, cannot construct envvars: %w", err)
 	}
-	return kuberuntime.ContainerConfig(pod, c, kuberuntime.ContainerOptions{
+	opts := kuberuntime.ContainerOptions{
 		RestartCount:      s.RestartCount,
 		SandboxID:         sb.id,
 		PodIPs:            sb.ips,
 		HostIPs:           node.HostIPs,
-		Mounts:            mounts,
 		ImageRef:          imageRef,
 		ImageUID:          imageUID,
 		ImageUser:         imageUser,
@@ -342,7 +339,16 @@ func (e *Executor) containerConfig(ctx context.Context, pod *v1.Pod, c *v1.Conta
 		ExtraLabels:       e.Sandbox.ExtraLabels,
 		SeccompRoot:       e.Sandbox.SeccompProfileRoot,
 		TargetContainerID: target,
-	})
+	}
+	// The environment is resolved once, before the mounts as the kubelet
+	// does: subPathExpr expands with the variables the container gets.
+	if opts.Env, err = kuberuntime.ContainerEnv(pod, c, opts); err != nil {
+		return nil, fmt.Errorf("building environment of container %s: %w", c.Name, err)
+	}
+	if opts.Mounts, err = e.Volumes.Mounts(pod, c, int32(s.RestartCount), opts.Env); err != nil {
+		return nil, err
+	}
+	return kuberuntime.ContainerConfig(pod, c, opts)
 }
 
 // pullSecrets reads the pod's imagePullSecrets; a missing one is skipped,

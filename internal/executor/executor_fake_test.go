@@ -32,7 +32,7 @@ func (noVolumes) WriteEtcHosts(*v1.Pod, []string) error                { return 
 func (noVolumes) TearDown(context.Context, types.UID) error            { return nil }
 func (noVolumes) NextRefresh(types.UID) (time.Time, bool)              { return time.Time{}, false }
 func (noVolumes) TerminationMessagePath(*v1.Pod, string, int32) string { return "" }
-func (noVolumes) Mounts(*v1.Pod, *v1.Container, int32) ([]*runtimeapi.Mount, error) {
+func (noVolumes) Mounts(*v1.Pod, *v1.Container, int32, []kuberuntime.EnvVar) ([]*runtimeapi.Mount, error) {
 	return nil, nil
 }
 

@@ -296,7 +296,7 @@ func runPipeline(t *testing.T, g *gen, pod *v1.Pod, links []link) {
 	all := append(append([]v1.Container{}, pod.Spec.InitContainers...), pod.Spec.Containers...)
 	for i := range all {
 		c := &all[i]
-		mounts, err := m.Mounts(pod, c, 0)
+		mounts, err := m.Mounts(pod, c, 0, nil)
 		if err != nil {
 			continue
 		}
@@ -452,7 +452,7 @@ func TestLinkToTheHostIsNotMounted(t *testing.T) {
 	for i, vm := range pod.Spec.Containers[0].VolumeMounts {
 		c := pod.Spec.Containers[0]
 		c.VolumeMounts = []v1.VolumeMount{vm}
-		mounts, err := m.Mounts(pod, &c, 0)
+		mounts, err := m.Mounts(pod, &c, 0, nil)
 		if err == nil {
 			checkMounts(t, m, pod, mounts)
 			t.Fatalf("mount %d: subPath %q through a link to / was mounted", i, vm.SubPath)

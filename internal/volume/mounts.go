@@ -10,6 +10,8 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/nodelet/nodelet/internal/kuberuntime"
 )
 
 const (
@@ -27,10 +29,15 @@ const (
 // following links, created if missing, and bind-mounted under the pod
 // directory; see subPathMount), the pod's /etc/hosts once WriteEtcHosts wrote it,
 // and the termination-message file, which it creates empty (mode 0666) at
-// TerminationMessagePath. A volumeMount that names no volume of the pod, or a
-// subPath that is absolute, contains "..", or resolves outside its volume is
-// an error. Call it after SetUp, just before creating the container.
-func (m *Manager) Mounts(pod *v1.Pod, c *v1.Container, restartCount int32) ([]*runtimeapi.Mount, error) {
+// TerminationMessagePath. A subPathExpr is expanded with env, the
+// container's resolved environment for this start, and the result is
+// mounted exactly as a literal subPath. These are errors: a volumeMount
+// that names no volume of the pod, a subPathExpr naming a variable that is
+// unset or empty, a subPath (literal or expanded) that is absolute or
+// contains "..", each with the kubelet's message as it is; a subPath that
+// resolves outside its volume. Call it after SetUp, just before creating
+// the container.
+func (m *Manager) Mounts(pod *v1.Pod, c *v1.Container, restartCount int32, env []kuberuntime.EnvVar) ([]*runtimeapi.Mount, error) {
 	volumes := make(map[string]*v1.Volume, len(pod.Spec.Volumes))
 	for i := range pod.Spec.Volumes {
 		volumes[pod.Spec.Volumes[i].Name] = &pod.Spec.Volumes[i]
@@ -43,7 +50,11 @@ func (m *Manager) Mounts(pod *v1.Pod, c *v1.Container, restartCount int32) ([]*r
 		if !ok {
 			return nil, fmt.Errorf("cannot find volume %q to mount into container %q", vm.Name, c.Name)
 		}
-		mnt, err := m.volumeMount(pod, c.Name, i, vol, vm)
+		subPath, err := containerSubPath(vm, env)
+		if err != nil {
+			return nil, err
+		}
+		mnt, err := m.volumeMount(pod, c.Name, i, vol, vm, subPath)
 		if err != nil {
 			return nil, fmt.Errorf("mounting volume %q into container %q: %w", vm.Name, c.Name, err)
 		}
@@ -67,10 +78,28 @@ func (m *Manager) Mounts(pod *v1.Pod, c *v1.Container, restartCount int32) ([]*r
 	return mounts, nil
 }
 
-func (m *Manager) volumeMount(pod *v1.Pod, container string, index int, vol *v1.Volume, vm *v1.VolumeMount) (*runtimeapi.Mount, error) {
+// containerSubPath returns the path inside the volume that vm mounts for a
+// container with environment env: its subPathExpr expanded (which takes
+// precedence, as in the kubelet; the API never sets both), else its subPath;
+// "" for the whole volume. A path that is absolute or has a ".." component
+// is refused here, before anything is opened.
+func containerSubPath(vm *v1.VolumeMount, env []kuberuntime.EnvVar) (string, error) {
+	subPath := vm.SubPath
 	if vm.SubPathExpr != "" {
-		return nil, errors.New("subPathExpr is not supported by nodelet")
+		var err error
+		if subPath, err = kuberuntime.ExpandSubPathExpr(vm.SubPathExpr, env); err != nil {
+			return "", err
+		}
 	}
+	if subPath == "" {
+		return "", nil
+	}
+	return subPath, checkSubPath(subPath)
+}
+
+// volumeMount is the CRI mount of vm, whose subPath (already expanded and
+// checked) is subPath.
+func (m *Manager) volumeMount(pod *v1.Pod, container string, index int, vol *v1.Volume, vm *v1.VolumeMount, subPath string) (*runtimeapi.Mount, error) {
 	if vm.RecursiveReadOnly != nil && *vm.RecursiveReadOnly == v1.RecursiveReadOnlyEnabled {
 		return nil, errors.New("recursiveReadOnly Enabled is not supported by nodelet")
 	}
@@ -78,8 +107,8 @@ func (m *Manager) volumeMount(pod *v1.Pod, container string, index int, vol *v1.
 	if err != nil {
 		return nil, err
 	}
-	if vm.SubPath != "" {
-		if hostPath, err = m.subPathMount(m.PodDir(pod.UID), vol.Name, container, index, hostPath, vm.SubPath); err != nil {
+	if subPath != "" {
+		if hostPath, err = m.subPathMount(m.PodDir(pod.UID), vol.Name, container, index, hostPath, subPath); err != nil {
 			return nil, err
 		}
 	}

@@ -10,6 +10,8 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/nodelet/nodelet/internal/kuberuntime"
 )
 
 func TestMounts(t *testing.T) {
@@ -20,13 +22,20 @@ func TestMounts(t *testing.T) {
 	none := v1.MountPropagationNone
 	bogus := v1.MountPropagationMode("Sideways")
 
+	env := []kuberuntime.EnvVar{{Name: "POD_NAME", Value: "web-0"}, {Name: "DIR", Value: "logs"}, {Name: "KEY", Value: "app.conf"},
+		{Name: "UP", Value: ".."}, {Name: "DEEP_UP", Value: "a/../../etc"}, {Name: "ABS", Value: "/tmp"},
+		{Name: "LINK", Value: "escape"}, {Name: "EMPTY", Value: ""}}
+
 	tests := []struct {
-		name    string
-		mounts  []v1.VolumeMount
-		setup   func(t *testing.T, e *testEnv, pod *v1.Pod)
-		want    func(e *testEnv, pod *v1.Pod) []*runtimeapi.Mount // volume mounts only
-		check   func(t *testing.T, e *testEnv, pod *v1.Pod)
-		wantErr string
+		name   string
+		mounts []v1.VolumeMount
+		setup  func(t *testing.T, e *testEnv, pod *v1.Pod)
+		want   func(e *testEnv, pod *v1.Pod) []*runtimeapi.Mount // volume mounts only
+		check  func(t *testing.T, e *testEnv, pod *v1.Pod)
+		// wantErr is contained in the error; with exactErr it is the
+		// error's whole text, as the kubelet shows it.
+		wantErr  string
+		exactErr bool
 	}{{
 		name: "emptyDir read-write, hostPath read-only with propagation",
 		mounts: []v1.VolumeMount{
@@ -108,13 +117,81 @@ func TestMounts(t *testing.T) {
 			}
 		},
 	}, {
-		name:    "subPath with .. is refused",
-		mounts:  []v1.VolumeMount{{Name: "scratch", MountPath: "/data", SubPath: "a/../../../etc"}},
-		wantErr: `subPath "a/../../../etc" must not contain '..'`,
+		name:     "subPath with .. is refused",
+		mounts:   []v1.VolumeMount{{Name: "scratch", MountPath: "/data", SubPath: "a/../../../etc"}},
+		wantErr:  "unable to provision SubPath `a/../../../etc`: must not contain '..'",
+		exactErr: true,
 	}, {
-		name:    "absolute subPath is refused",
-		mounts:  []v1.VolumeMount{{Name: "scratch", MountPath: "/data", SubPath: "/etc"}},
-		wantErr: `subPath "/etc" must not be an absolute path`,
+		name:     "absolute subPath is refused",
+		mounts:   []v1.VolumeMount{{Name: "scratch", MountPath: "/data", SubPath: "/etc"}},
+		wantErr:  "error SubPath `/etc` must not be an absolute path",
+		exactErr: true,
+	}, {
+		name: "subPathExpr expands with the environment and is created inside the volume",
+		mounts: []v1.VolumeMount{
+			{Name: "scratch", MountPath: "/data", SubPathExpr: "$(DIR)/$(POD_NAME)"},
+			{Name: "scratch", MountPath: "/literal", SubPath: "$(POD_NAME)"},
+		},
+		want: func(e *testEnv, pod *v1.Pod) []*runtimeapi.Mount {
+			return []*runtimeapi.Mount{
+				{ContainerPath: "/data", HostPath: subPathTarget(e, pod, "scratch", 0)},
+				{ContainerPath: "/literal", HostPath: subPathTarget(e, pod, "scratch", 1)},
+			}
+		},
+		check: func(t *testing.T, e *testEnv, pod *v1.Pod) {
+			vol := e.m.volumeDir(pod.UID, emptyDirPlugin, "scratch")
+			if err := os.WriteFile(filepath.Join(vol, "logs", "web-0", "marker"), nil, 0o600); err != nil {
+				t.Fatalf("the expanded subPath was not created: %v", err)
+			}
+			if _, err := os.Stat(filepath.Join(subPathTarget(e, pod, "scratch", 0), "marker")); err != nil {
+				t.Errorf("the mount target does not show the expanded subPath: %v", err)
+			}
+			// A literal subPath is never expanded.
+			if info, err := os.Stat(filepath.Join(vol, "$(POD_NAME)")); err != nil || !info.IsDir() {
+				t.Errorf("literal subPath: %v, %v; want a directory named as written", info, err)
+			}
+		},
+	}, {
+		name:   "subPathExpr of a configMap key",
+		mounts: []v1.VolumeMount{{Name: "cfg", MountPath: "/etc/app.conf", SubPathExpr: "$(KEY)"}},
+		want: func(e *testEnv, pod *v1.Pod) []*runtimeapi.Mount {
+			return []*runtimeapi.Mount{{ContainerPath: "/etc/app.conf", HostPath: subPathTarget(e, pod, "cfg", 0), Readonly: true}}
+		},
+		check: func(t *testing.T, e *testEnv, pod *v1.Pod) {
+			if data, err := os.ReadFile(subPathTarget(e, pod, "cfg", 0)); err != nil || string(data) != "x" {
+				t.Errorf("the mounted subPath reads %q, %v; want the key's value", data, err)
+			}
+		},
+	}, {
+		name:     "subPathExpr expanding to .. is refused",
+		mounts:   []v1.VolumeMount{{Name: "scratch", MountPath: "/data", SubPathExpr: "$(UP)"}},
+		wantErr:  "unable to provision SubPath `..`: must not contain '..'",
+		exactErr: true,
+	}, {
+		name:     "subPathExpr expanding to a path through .. is refused",
+		mounts:   []v1.VolumeMount{{Name: "scratch", MountPath: "/data", SubPathExpr: "x/$(DEEP_UP)"}},
+		wantErr:  "unable to provision SubPath `x/a/../../etc`: must not contain '..'",
+		exactErr: true,
+	}, {
+		name:     "subPathExpr expanding to an absolute path is refused",
+		mounts:   []v1.VolumeMount{{Name: "scratch", MountPath: "/data", SubPathExpr: "$(ABS)"}},
+		wantErr:  "error SubPath `/tmp` must not be an absolute path",
+		exactErr: true,
+	}, {
+		name:     "subPathExpr naming an unset or empty variable is refused",
+		mounts:   []v1.VolumeMount{{Name: "scratch", MountPath: "/data", SubPathExpr: "$(NOPE)/$(EMPTY)"}},
+		wantErr:  "missing value for EMPTY, NOPE",
+		exactErr: true,
+	}, {
+		name:   "subPathExpr through a link leaving the volume is refused",
+		mounts: []v1.VolumeMount{{Name: "scratch", MountPath: "/data", SubPathExpr: "$(LINK)/x"}},
+		setup: func(t *testing.T, e *testEnv, pod *v1.Pod) {
+			link := filepath.Join(e.m.volumeDir(pod.UID, emptyDirPlugin, "scratch"), "escape")
+			if err := os.Symlink(hostDir, link); err != nil {
+				t.Fatal(err)
+			}
+		},
+		wantErr: `subPath "escape/x" resolves outside the volume`,
 	}, {
 		name:   "subPath through a link leaving the volume is refused",
 		mounts: []v1.VolumeMount{{Name: "scratch", MountPath: "/data", SubPath: "escape/x"}},
@@ -155,10 +232,10 @@ func TestMounts(t *testing.T) {
 					t.Errorf("tearing down subPath mounts: %v", err)
 				}
 			})
-			got, err := e.m.Mounts(pod, &pod.Spec.Containers[0], 0)
+			got, err := e.m.Mounts(pod, &pod.Spec.Containers[0], 0, env)
 			if tt.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
-					t.Fatalf("Mounts error = %v, want it to contain %q", err, tt.wantErr)
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) || tt.exactErr && err.Error() != tt.wantErr {
+					t.Fatalf("Mounts error = %v, want %q (exact: %v)", err, tt.wantErr, tt.exactErr)
 				}
 				return
 			}
@@ -181,6 +258,86 @@ func TestMounts(t *testing.T) {
 	}
 }
 
+func TestContainerSubPath(t *testing.T) {
+	env := []kuberuntime.EnvVar{{Name: "POD_NAME", Value: "web-0"}, {Name: "UP", Value: ".."}, {Name: "ABS", Value: "/tmp"},
+		{Name: "DOTS", Value: "..data"}, {Name: "SLASHES", Value: "a//b/"}}
+	tests := []struct {
+		name    string
+		vm      v1.VolumeMount
+		want    string
+		wantErr string
+	}{
+		{name: "whole volume", vm: v1.VolumeMount{}, want: ""},
+		{name: "literal", vm: v1.VolumeMount{SubPath: "a/b"}, want: "a/b"},
+		{name: "literal is not expanded", vm: v1.VolumeMount{SubPath: "$(POD_NAME)"}, want: "$(POD_NAME)"},
+		{name: "expression", vm: v1.VolumeMount{SubPathExpr: "logs/$(POD_NAME)"}, want: "logs/web-0"},
+		{name: "expression wins over a literal", vm: v1.VolumeMount{SubPath: "a", SubPathExpr: "$(POD_NAME)"}, want: "web-0"},
+		{name: "escaped", vm: v1.VolumeMount{SubPathExpr: "$$(POD_NAME)"}, want: "$(POD_NAME)"},
+		{name: "a name that only starts with dots", vm: v1.VolumeMount{SubPathExpr: "$(DOTS)"}, want: "..data"},
+		{name: "repeated slashes are left to the resolution", vm: v1.VolumeMount{SubPathExpr: "$(SLASHES)"}, want: "a//b/"},
+		{name: "expands to ..", vm: v1.VolumeMount{SubPathExpr: "$(UP)"}, wantErr: "unable to provision SubPath `..`: must not contain '..'"},
+		{name: "expands to a path with ..", vm: v1.VolumeMount{SubPathExpr: "a/$(UP)/$(UP)/etc"},
+			wantErr: "unable to provision SubPath `a/../../etc`: must not contain '..'"},
+		{name: "expands to an absolute path", vm: v1.VolumeMount{SubPathExpr: "$(ABS)/x"}, wantErr: "error SubPath `/tmp/x` must not be an absolute path"},
+		{name: "unset variable", vm: v1.VolumeMount{SubPathExpr: "$(POD)"}, wantErr: "missing value for POD"},
+		{name: "literal with ..", vm: v1.VolumeMount{SubPath: "../x"}, wantErr: "unable to provision SubPath `../x`: must not contain '..'"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := containerSubPath(&tt.vm, env)
+			if tt.wantErr != "" {
+				if err == nil || err.Error() != tt.wantErr {
+					t.Fatalf("containerSubPath = %q, %v; want error %q", got, err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil || got != tt.want {
+				t.Errorf("containerSubPath = %q, %v; want %q", got, err, tt.want)
+			}
+		})
+	}
+}
+
+// TestMountsSubPathExprPerStart: the expression is expanded at every start,
+// so a start after the environment changed (an annotation read through the
+// downward API) mounts the new directory at the same target.
+func TestMountsSubPathExprPerStart(t *testing.T) {
+	requireRoot(t)
+	e := newTestEnv(t)
+	pod := testPod(v1.Volume{Name: "scratch", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{}}})
+	c := &pod.Spec.Containers[0]
+	c.VolumeMounts = []v1.VolumeMount{{Name: "scratch", MountPath: "/data", SubPathExpr: "$(ANNOTATION)/$(POD_NAME)"}}
+	if err := e.m.SetUp(context.Background(), pod); err != nil {
+		t.Fatalf("SetUp: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := tearDownSubPaths(e.m.PodDir(pod.UID)); err != nil {
+			t.Errorf("tearing down subPath mounts: %v", err)
+		}
+	})
+	vol := e.m.volumeDir(pod.UID, emptyDirPlugin, "scratch")
+	for restart, dir := range []string{"mypath", "mynewpath"} {
+		env := []kuberuntime.EnvVar{{Name: "POD_NAME", Value: "foo"}, {Name: "ANNOTATION", Value: dir}}
+		mounts, err := e.m.Mounts(pod, c, int32(restart), env)
+		if err != nil {
+			t.Fatalf("start %d: Mounts: %v", restart, err)
+		}
+		if mounts[0].HostPath != subPathTarget(e, pod, "scratch", 0) {
+			t.Fatalf("start %d: mount source %s, want the subPath target", restart, mounts[0].HostPath)
+		}
+		marker := dir + ".marker"
+		if err := os.WriteFile(filepath.Join(vol, dir, "foo", marker), nil, 0o600); err != nil {
+			t.Fatalf("start %d: the expanded subPath %s/foo was not created: %v", restart, dir, err)
+		}
+		if _, err := os.Stat(filepath.Join(mounts[0].HostPath, marker)); err != nil {
+			t.Errorf("start %d: the target does not show %s/foo: %v", restart, dir, err)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(subPathTarget(e, pod, "scratch", 0), "mypath.marker")); err == nil {
+		t.Error("the target still shows the first start's directory")
+	}
+}
+
 // subPathTarget is where the index-th volumeMount of container "c" is
 // bind-mounted.
 func subPathTarget(e *testEnv, pod *v1.Pod, volume string, index int) string {
@@ -195,7 +352,7 @@ func TestMountsTerminationMessage(t *testing.T) {
 	}
 	c := &pod.Spec.Containers[0]
 
-	mounts, err := e.m.Mounts(pod, c, 3)
+	mounts, err := e.m.Mounts(pod, c, 3, nil)
 	if err != nil {
 		t.Fatalf("Mounts: %v", err)
 	}
@@ -214,7 +371,7 @@ func TestMountsTerminationMessage(t *testing.T) {
 		t.Fatal(err)
 	}
 	c.TerminationMessagePath = "/tmp/msg"
-	mounts, err = e.m.Mounts(pod, c, 4)
+	mounts, err = e.m.Mounts(pod, c, 4, nil)
 	if err != nil {
 		t.Fatalf("Mounts: %v", err)
 	}
@@ -227,7 +384,7 @@ func TestMountsTerminationMessage(t *testing.T) {
 
 	// A volumeMount at that path wins.
 	c.VolumeMounts = []v1.VolumeMount{{Name: "logs", MountPath: "/tmp/msg"}}
-	mounts, err = e.m.Mounts(pod, c, 5)
+	mounts, err = e.m.Mounts(pod, c, 5, nil)
 	if err != nil {
 		t.Fatalf("Mounts: %v", err)
 	}
@@ -298,7 +455,7 @@ func TestEtcHosts(t *testing.T) {
 				}
 				assertMode(t, file, 0o644)
 			}
-			mounts, err := e.m.Mounts(pod, &pod.Spec.Containers[0], 0)
+			mounts, err := e.m.Mounts(pod, &pod.Spec.Containers[0], 0, nil)
 			if err != nil {
 				t.Fatalf("Mounts: %v", err)
 			}

@@ -68,14 +68,16 @@ func (m *Manager) subPathMount(podDir, volume, container string, index int, volu
 
 func fdPath(fd int) string { return "/proc/self/fd/" + strconv.Itoa(fd) }
 
-// checkSubPath refuses what the API also refuses, in case the pod came from
+// checkSubPath refuses an absolute subPath or one with a ".." component, as
+// the kubelet does and with its messages: the API refuses both in a literal
+// subPath, but not in what a subPathExpr expands to, and a pod may come from
 // somewhere that did not validate it.
 func checkSubPath(subPath string) error {
 	if filepath.IsAbs(subPath) {
-		return fmt.Errorf("subPath %q must not be an absolute path", subPath)
+		return fmt.Errorf("error SubPath `%s` must not be an absolute path", subPath)
 	}
 	if slices.Contains(strings.Split(filepath.ToSlash(subPath), "/"), "..") {
-		return fmt.Errorf("subPath %q must not contain '..'", subPath)
+		return fmt.Errorf("unable to provision SubPath `%s`: must not contain '..'", subPath)
 	}
 	return nil
 }
