@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -62,6 +63,14 @@ var (
 	sysctlNames   = []string{"kernel.shm_rmid_forced", "kernel.msgmax", "net.ipv4.ip_local_port_range", "kernel.sem", "vm.swappiness"}
 	fieldPaths    = []string{"metadata.name", "metadata.namespace", "metadata.uid", "metadata.labels", "metadata.annotations", "metadata.labels['a']", "spec.nodeName", "status.podIP", "status.hostIPs"}
 	resourceNames = []string{"limits.cpu", "requests.memory", "limits.ephemeral-storage"}
+)
+
+// Values of subPathExpr: they reference S, whose value is one of
+// subPathValues (a ConfigMap or the downward API could hold any of them),
+// F, a downward API field, and variables that are not set.
+var (
+	subPathExprs  = []string{"$(S)", "$(S)/x", "a/$(S)", "$(S)$(S)", "$(F)", "$(F)/$(S)", "$$(S)", "$(S", "$(MISSING)", "$(S)/$(MISSING)", "$()"}
+	subPathValues = []string{"a", "a/b", "key", "..", "../..", "a/../..", "/", "/etc", ".", "..data", "x/..", "dir/", ""}
 )
 
 // fakeFetcher serves every ConfigMap and Secret with the same keys.
@@ -208,7 +217,31 @@ func (g *gen) pod(hostDir string) *v1.Pod {
 	for i := range 1 + g.intn(3) {
 		pod.Spec.Containers = append(pod.Spec.Containers, g.container(fmt.Sprintf("c%d", i), volumes))
 	}
+	for i := range pod.Spec.InitContainers {
+		g.subPathExprs(&pod.Spec.InitContainers[i])
+	}
+	for i := range pod.Spec.Containers {
+		g.subPathExprs(&pod.Spec.Containers[i])
+	}
 	return pod
+}
+
+// subPathExprs turns some of c's volumeMounts into subPathExpr mounts and
+// gives S, the variable they use most, a value where c has an environment.
+// It draws after the rest of the pod, and the choice when the bytes have
+// run out changes nothing, so a seed written for the pod before subPathExpr
+// was fuzzed still makes the same pod.
+func (g *gen) subPathExprs(c *v1.Container) {
+	exprs := false
+	for i := range c.VolumeMounts {
+		if g.intn(3) == 1 {
+			c.VolumeMounts[i].SubPath, c.VolumeMounts[i].SubPathExpr = "", pick(g, subPathExprs)
+			exprs = true
+		}
+	}
+	if exprs && len(c.Env) > 0 {
+		c.Env = append(c.Env, v1.EnvVar{Name: "S", Value: pick(g, subPathValues)})
+	}
 }
 
 // link is a symbolic link a container could make in an emptyDir.
@@ -294,20 +327,25 @@ func runPipeline(t *testing.T, g *gen, pod *v1.Pod, links []link) {
 
 	rt := kuberuntime.PodRuntime{Sandboxes: []kuberuntime.Sandbox{{ID: "sb", Ready: true, IPs: []string{"10.0.0.2"}, CreatedAt: now}}}
 	all := append(append([]v1.Container{}, pod.Spec.InitContainers...), pod.Spec.Containers...)
+	envs := map[string][]kuberuntime.EnvVar{}
 	for i := range all {
 		c := &all[i]
-		mounts, err := m.Mounts(pod, c, 0, nil)
-		if err != nil {
-			continue
-		}
-		checkMounts(t, m, pod, mounts)
-		cfg, err := kuberuntime.ContainerConfig(pod, c, kuberuntime.ContainerOptions{Mounts: mounts, SandboxID: "sb",
+		opts := kuberuntime.ContainerOptions{SandboxID: "sb",
 			PodIPs: []string{"10.0.0.2"}, HostIPs: []string{"10.0.0.1"}, SeccompRoot: filepath.Join(root, "seccomp"),
-			ConfigMaps: map[string]*v1.ConfigMap{}, NodeAllocatable: node.Status.Allocatable})
+			ConfigMaps: map[string]*v1.ConfigMap{}, NodeAllocatable: node.Status.Allocatable}
+		if opts.Env, err = kuberuntime.ContainerEnv(pod, c, opts); err != nil {
+			continue
+		}
+		envs[c.Name] = opts.Env
+		if opts.Mounts, err = m.Mounts(pod, c, 0, opts.Env); err != nil {
+			continue
+		}
+		checkMounts(t, m, pod, envs, opts.Mounts)
+		cfg, err := kuberuntime.ContainerConfig(pod, c, opts)
 		if err != nil {
 			continue
 		}
-		checkMounts(t, m, pod, cfg.Mounts)
+		checkMounts(t, m, pod, envs, cfg.Mounts)
 		if sp := cfg.GetLinux().GetSecurityContext().GetSeccomp(); sp.GetProfileType() == runtimeapi.SecurityProfile_Localhost &&
 			!strings.HasPrefix(sp.LocalhostRef, filepath.Join(root, "seccomp")+"/") {
 			t.Fatalf("seccomp profile %s outside the profile root", sp.LocalhostRef)
@@ -329,13 +367,14 @@ func runPipeline(t *testing.T, g *gen, pod *v1.Pod, links []link) {
 // checkMounts fails the test when a mount shows anything outside the pod's
 // directory or a declared hostPath. A subPath target is a bind mount of
 // something inside a volume: its identity (device and inode) must be that
-// of the subPath resolved inside the volume.
-func checkMounts(t *testing.T, m *volume.Manager, pod *v1.Pod, mounts []*runtimeapi.Mount) {
+// of the subPath (a subPathExpr expanded with the container's environment
+// in envs) resolved inside the volume.
+func checkMounts(t *testing.T, m *volume.Manager, pod *v1.Pod, envs map[string][]kuberuntime.EnvVar, mounts []*runtimeapi.Mount) {
 	t.Helper()
 	podDir := m.PodDir(pod.UID)
 	for _, mnt := range mounts {
 		if within(mnt.HostPath, filepath.Join(podDir, "volume-subpaths")) {
-			checkSubPathTarget(t, podDir, pod, mnt.HostPath)
+			checkSubPathTarget(t, podDir, pod, envs, mnt.HostPath)
 			continue
 		}
 		if within(mnt.HostPath, podDir) {
@@ -347,7 +386,7 @@ func checkMounts(t *testing.T, m *volume.Manager, pod *v1.Pod, mounts []*runtime
 	}
 }
 
-func checkSubPathTarget(t *testing.T, podDir string, pod *v1.Pod, target string) {
+func checkSubPathTarget(t *testing.T, podDir string, pod *v1.Pod, envs map[string][]kuberuntime.EnvVar, target string) {
 	t.Helper()
 	rel, _ := filepath.Rel(filepath.Join(podDir, "volume-subpaths"), target)
 	parts := strings.Split(rel, string(filepath.Separator)) // volume, container, index
@@ -362,21 +401,31 @@ func checkSubPathTarget(t *testing.T, podDir string, pod *v1.Pod, target string)
 		var idx int
 		fmt.Sscan(parts[2], &idx) //nolint:errcheck // the index is ours.
 		vm := c.VolumeMounts[idx]
+		subPath := vm.SubPath
+		if vm.SubPathExpr != "" {
+			var err error
+			if subPath, err = kuberuntime.ExpandSubPathExpr(vm.SubPathExpr, envs[c.Name]); err != nil {
+				t.Fatalf("subPathExpr %q of volume %s was mounted although it does not expand: %v", vm.SubPathExpr, vm.Name, err)
+			}
+		}
+		if filepath.IsAbs(subPath) || slices.Contains(strings.Split(subPath, "/"), "..") {
+			t.Fatalf("subPath %q (%q) of volume %s was mounted although it is absolute or has '..'", subPath, vm.SubPathExpr, vm.Name)
+		}
 		volRoot := volumeRoot(podDir, pod, vm.Name)
 		resolvedRoot, err := filepath.EvalSymlinks(volRoot)
 		if err != nil {
 			t.Fatal(err)
 		}
-		want, err := filepath.EvalSymlinks(filepath.Join(resolvedRoot, vm.SubPath))
+		want, err := filepath.EvalSymlinks(filepath.Join(resolvedRoot, subPath))
 		if err != nil || !within(want, resolvedRoot) {
-			t.Fatalf("subPath %q of volume %s was mounted although it resolves to %q (%v)", vm.SubPath, vm.Name, want, err)
+			t.Fatalf("subPath %q of volume %s was mounted although it resolves to %q (%v)", subPath, vm.Name, want, err)
 		}
 		var st syscall.Stat_t
 		if err := syscall.Stat(want, &st); err != nil {
 			t.Fatal(err)
 		}
 		if st.Dev != got.Dev || st.Ino != got.Ino {
-			t.Fatalf("subPath %q of volume %s: the mount shows another file than %s", vm.SubPath, vm.Name, want)
+			t.Fatalf("subPath %q of volume %s: the mount shows another file than %s", subPath, vm.Name, want)
 		}
 		return
 	}
@@ -421,7 +470,8 @@ func within(path, base string) bool {
 
 // TestLinkToTheHostIsNotMounted is the attack the fuzz target hunts for,
 // spelt out: an emptyDir with a link to the host's root, mounted with the
-// link as subPath, directly and as a parent.
+// link as subPath, directly and as a parent, literally and as a
+// subPathExpr.
 func TestLinkToTheHostIsNotMounted(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("subPath mounts need root")
@@ -433,6 +483,8 @@ func TestLinkToTheHostIsNotMounted(t *testing.T) {
 			Containers: []v1.Container{{Name: "c0", Image: "busybox", VolumeMounts: []v1.VolumeMount{
 				{Name: "v0", MountPath: "/a", SubPath: "a"},
 				{Name: "v0", MountPath: "/b", SubPath: "a/etc"},
+				{Name: "v0", MountPath: "/c", SubPathExpr: "$(L)"},
+				{Name: "v0", MountPath: "/d", SubPathExpr: "$(L)/etc"},
 			}}},
 		},
 	}
@@ -449,13 +501,14 @@ func TestLinkToTheHostIsNotMounted(t *testing.T) {
 		}
 	})
 	plantLinks(t, m, pod, []link{{volume: "v0", name: "a", target: "/"}})
+	envs := map[string][]kuberuntime.EnvVar{"c0": {{Name: "L", Value: "a"}}}
 	for i, vm := range pod.Spec.Containers[0].VolumeMounts {
 		c := pod.Spec.Containers[0]
 		c.VolumeMounts = []v1.VolumeMount{vm}
-		mounts, err := m.Mounts(pod, &c, 0, nil)
+		mounts, err := m.Mounts(pod, &c, 0, envs["c0"])
 		if err == nil {
-			checkMounts(t, m, pod, mounts)
-			t.Fatalf("mount %d: subPath %q through a link to / was mounted", i, vm.SubPath)
+			checkMounts(t, m, pod, envs, mounts)
+			t.Fatalf("mount %d: subPath %q%s through a link to / was mounted", i, vm.SubPath, vm.SubPathExpr)
 		}
 		if !strings.Contains(err.Error(), "resolves outside the volume") {
 			t.Errorf("mount %d: error %v, want it to say the subPath leaves the volume", i, err)
