@@ -200,6 +200,56 @@ var _ = Describe("Security", Ordered, func() {
 		Expect(string(mountinfo)).NotTo(ContainSubstring(string(pod.UID)), "a mount of the pod is left behind")
 	})
 
+	It("expands subPathExpr from the downward API into its own directory and refuses one that leaves the volume", func(ctx SpecContext) {
+		ns := utils.NewNamespace(ctx, env.Admin)
+		fieldRef := func(path string) *corev1.EnvVarSource {
+			return &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{APIVersion: "v1", FieldPath: path}}
+		}
+		withSubPathExpr := func(p *corev1.Pod, expr string, env ...corev1.EnvVar) *corev1.Pod {
+			p.Spec.Containers[0].Env = env
+			p.Spec.Containers[0].VolumeMounts = []corev1.VolumeMount{
+				{Name: "data", MountPath: "/sub", SubPathExpr: expr},
+				{Name: "data", MountPath: "/vol"},
+			}
+			p.Spec.Volumes = []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}}
+			return p
+		}
+		expanded := readyWhen(withSubPathExpr(utils.BusyboxPod(ns, "expanded", securityNode, "sh", "-c", "echo hi > /sub/marker; sleep 3600"),
+			"logs/$(POD_NAME)", corev1.EnvVar{Name: "POD_NAME", ValueFrom: fieldRef("metadata.name")}),
+			"test -f /vol/logs/expanded/marker")
+		up := withSubPathExpr(utils.BusyboxPod(ns, "up", securityNode, "sleep", "3600"),
+			"$(DIR)", corev1.EnvVar{Name: "DIR", Value: ".."})
+		absolute := withSubPathExpr(utils.BusyboxPod(ns, "absolute", securityNode, "sleep", "3600"),
+			"$(DIR)", corev1.EnvVar{Name: "DIR", Value: "/tmp"})
+		// The annotation is not there yet: the container waits for it.
+		annotated := readyWhen(withSubPathExpr(utils.BusyboxPod(ns, "annotated", securityNode, "sh", "-c", "touch /sub/marker; sleep 3600"),
+			"$(ANNOTATION)/$(POD_NAME)",
+			corev1.EnvVar{Name: "POD_NAME", ValueFrom: fieldRef("metadata.name")},
+			corev1.EnvVar{Name: "ANNOTATION", ValueFrom: fieldRef("metadata.annotations['mysubpath']")}),
+			"test -f /vol/mypath/annotated/marker")
+		for _, p := range []*corev1.Pod{expanded, up, absolute, annotated} {
+			Expect(env.Admin.Create(ctx, p)).To(Succeed())
+		}
+
+		expectReady(ctx, ns, "expanded")
+		p := &corev1.Pod{}
+		Expect(env.Admin.Get(ctx, client.ObjectKeyFromObject(expanded), p)).To(Succeed())
+		onHost := filepath.Join(env.Nodelet.RootDir, "pods", string(p.UID), "volumes", "kubernetes.io~empty-dir", "data", "logs", "expanded", "marker")
+		Expect(os.ReadFile(onHost)).To(Equal([]byte("hi\n")), "the file written to the subPathExpr mount is in the pod's directory of the volume")
+
+		By("refusing expansions that are absolute or go up, with the kubelet's messages")
+		expectWaiting(ctx, ns, "up", "CreateContainerConfigError", "unable to provision SubPath `..`: must not contain '..'")
+		expectWaiting(ctx, ns, "absolute", "CreateContainerConfigError", "error SubPath `/tmp` must not be an absolute path")
+
+		By("waiting for a variable without a value, and starting once the annotation it reads is set")
+		expectWaiting(ctx, ns, "annotated", "CreateContainerConfigError", "missing value for ANNOTATION")
+		Expect(env.Admin.Get(ctx, client.ObjectKeyFromObject(annotated), p)).To(Succeed())
+		patched := p.DeepCopy()
+		patched.Annotations = map[string]string{"mysubpath": "mypath"}
+		Expect(env.Admin.Patch(ctx, patched, client.MergeFrom(p))).To(Succeed())
+		expectReady(ctx, ns, "annotated")
+	})
+
 	It("runs an https preStop hook against a server with a self-signed certificate", func(ctx SpecContext) {
 		hostIP, err := ctrd.HostIP()
 		Expect(err).NotTo(HaveOccurred())
