@@ -113,6 +113,11 @@ func (r *PodReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.R
 	}
 	for _, k := range r.Workers.Keys() {
 		if k.Namespace == req.Namespace && k.Name == req.Name && k.UID != keep {
+			// Its requests stop counting in admission now, as the
+			// kubelet's do once a pod leaves the API server (and the
+			// scheduler's), not once its containers have stopped.
+			r.Admit.Remove(k.UID)
+			r.retryDeferredResizes()
 			r.Workers.Gone(k, nil)
 		}
 	}
