@@ -36,7 +36,7 @@ func (r *PodReconciler) allocate(ctx context.Context, s *podScope) (*corev1.Pod,
 	switch {
 	case podIsStopping(pod) || !kuberuntime.ResizeRequested(pod, s.state):
 		r.deferred.Delete(pod.UID)
-		if s.state.ClearPendingResize() {
+		if s.state.ClearPendingResize(pod.Generation) {
 			if err := r.saver(s)(); err != nil {
 				return nil, err
 			}

@@ -139,7 +139,7 @@ func AllocatedResources(pod *v1.Pod, st PodState, name string) v1.ResourceRequir
 // replaced by the allocated ones. It returns pod itself when they are the
 // same, and never modifies it.
 func AllocatedPod(pod *v1.Pod, st PodState) *v1.Pod {
-	if !ResizeRequested(pod, st) {
+	if !differsFromAllocation(pod, st) {
 		return pod
 	}
 	out := pod.DeepCopy()
@@ -155,16 +155,19 @@ func AllocatedPod(pod *v1.Pod, st PodState) *v1.Pod {
 // resources other than the allocated ones. A pod older than the
 // allocation (a stale copy of it) asks for nothing.
 func ResizeRequested(pod *v1.Pod, st PodState) bool {
-	if st.Allocated == nil || pod.Generation < st.AllocatedGeneration {
-		return false
-	}
-	requested := false
+	return pod.Generation >= st.AllocatedGeneration && differsFromAllocation(pod, st)
+}
+
+// differsFromAllocation reports whether a container of the pod's spec has
+// other resources than allocated.
+func differsFromAllocation(pod *v1.Pod, st PodState) bool {
+	differs := false
 	allContainers(pod, func(c *v1.Container, _ int, _ bool) {
 		if r, ok := st.Allocated[c.Name]; ok && !equality.Semantic.DeepEqual(r, c.Resources) {
-			requested = true
+			differs = true
 		}
 	})
-	return requested
+	return differs
 }
 
 // AcceptResize allocates the resources the pod's spec asks for. The pod's
@@ -190,13 +193,16 @@ func (s *PodState) DeferResize(reason, message string, generation int64, now tim
 	return old == nil || old.Reason != reason || old.Generation != generation
 }
 
-// ClearPendingResize forgets a pending resize whose request went away (the
-// spec is back at its allocation, or the pod stopped). It reports whether
-// there was one.
-func (s *PodState) ClearPendingResize() bool {
-	had := s.ResizePending != nil
+// ClearPendingResize forgets a pending resize whose request went away in
+// the pod's generation (the spec is back at its allocation, or the pod
+// stopped); a copy of the pod older than the request clears nothing. It
+// reports whether it cleared one.
+func (s *PodState) ClearPendingResize(generation int64) bool {
+	if s.ResizePending == nil || s.ResizePending.Generation > generation {
+		return false
+	}
 	s.ResizePending = nil
-	return had
+	return true
 }
 
 // RecordResizeError records that applying the allocation failed with

@@ -74,12 +74,12 @@ func TestResizeRequestedAndAllocatedPod(t *testing.T) {
 			want: res("0.2", "0.4", "67108864", "134217728"), generation: 2},
 		{name: "spec asks for more", st: allocated(map[string]v1.ResourceRequirements{"app": small}, nil), generation: 2,
 			wantRequested: true, want: small},
-		{name: "a copy older than the allocation asks for nothing",
+		{name: "a copy older than the allocation asks for nothing and runs with the allocation",
 			st: func() PodState {
 				st := allocated(map[string]v1.ResourceRequirements{"app": small}, nil)
 				st.AllocatedGeneration = 3
 				return st
-			}(), generation: 2, want: big},
+			}(), generation: 2, want: small},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -128,6 +128,9 @@ func TestInitAllocationAndAcceptResize(t *testing.T) {
 	}
 	if !st.DeferResize(v1.PodReasonInfeasible, "never", 2, at(2*time.Second)) || st.ResizePending.Since != at(2*time.Second) {
 		t.Error("a new reason is not news, or keeps the old transition time")
+	}
+	if st.ClearPendingResize(1) || st.ResizePending == nil {
+		t.Error("a copy of the pod older than the request cleared it")
 	}
 	st.RecordResizeError("an old error", 1, at(0))
 	st.AcceptResize(resized, at(3*time.Second))
