@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -24,7 +23,7 @@ const (
 	// resizeNode is the node the resize specs' nodelet runs.
 	resizeNode = "e2e-resize"
 	// resizeTimeout bounds a resize reaching the cgroups and the status,
-	// a restart by the resize policy included.
+	// a restart by the resize policy included; waits add it to a start.
 	resizeTimeout = 30 * time.Second
 )
 
@@ -40,7 +39,7 @@ var _ = Describe("In-place pod resize", Ordered, func() {
 
 	waitFor := func(ctx SpecContext, ns, name string, check func(Gomega, *corev1.Pod)) *corev1.Pod {
 		GinkgoHelper()
-		return utils.WaitForPod(ctx, env.Admin, ns, name, podStartTimeout, check)
+		return utils.WaitForPod(ctx, env.Admin, ns, name, podStartTimeout+resizeTimeout, check)
 	}
 	// readCgroups reads the container's cpu.shares, cpu.cfs_quota_us and
 	// memory.limit_in_bytes from inside it, as the conformance specs do.
@@ -244,7 +243,7 @@ var _ = Describe("In-place pod resize", Ordered, func() {
 		Expect(info.Mode().Perm()).To(Equal(os.FileMode(0o600)))
 		data, err := os.ReadFile(ckpt)
 		Expect(err).NotTo(HaveOccurred())
-		Expect(regexp.MustCompile(`"allocated":\{"main":\{"requests":\{"cpu":"100m"\}\}\}`).Match(data)).To(BeTrue(), "checkpoint: %s", data)
+		Expect(string(data)).To(ContainSubstring(`"allocated":{"main":{"requests":{"cpu":"100m"}}}`))
 		Expect(env.Nodelet.Kill()).To(Succeed())
 		Expect(env.Nodelet.Restart(ctx)).To(Succeed())
 		Consistently(func(g Gomega) {
