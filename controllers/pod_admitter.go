@@ -23,9 +23,9 @@ type Admitter struct {
 	reader client.Reader
 	cfg    *v1alpha1.NodeletConfiguration
 	nodes  nodeinfo.FactsReader
-	// known reports whether a pod was admitted by an earlier run of the
-	// agent (it has a checkpoint).
-	known func(uid types.UID) (bool, error)
+	// known returns a pod as an earlier run of the agent admitted it (with
+	// the resources allocated to it), or nil when it did not.
+	known func(pod *corev1.Pod) (*corev1.Pod, error)
 	// Policy is what the node allows pods (sysctls, AppArmor).
 	Policy admission.Policy
 
@@ -35,7 +35,7 @@ type Admitter struct {
 }
 
 // NewAdmitter returns an Admitter reading the node and its pods from reader.
-func NewAdmitter(reader client.Reader, cfg *v1alpha1.NodeletConfiguration, known func(types.UID) (bool, error)) *Admitter {
+func NewAdmitter(reader client.Reader, cfg *v1alpha1.NodeletConfiguration, known func(*corev1.Pod) (*corev1.Pod, error)) *Admitter {
 	return &Admitter{
 		reader: reader, cfg: cfg, known: known,
 		nodes:    nodeinfo.FactsReader{Reader: reader, Config: cfg},
@@ -51,7 +51,8 @@ func (a *Admitter) Admitted(uid types.UID) bool {
 	return ok
 }
 
-// Add records a pod as admitted without checking it (it runs already).
+// Add records a pod as admitted without checking it (it runs already),
+// with the resources allocated to it.
 func (a *Admitter) Add(pod *corev1.Pod) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -111,17 +112,39 @@ func (a *Admitter) prime(ctx context.Context, self types.UID) error {
 		if p.UID == self || isTerminal(p) || p.Spec.NodeName != a.cfg.NodeName {
 			continue
 		}
-		known := p.Status.StartTime != nil
-		if !known {
-			var err error
-			if known, err = a.known(p.UID); err != nil {
-				return fmt.Errorf("looking up pod %s: %w", klog.KObj(p), err)
-			}
+		admitted, err := a.known(p)
+		if err != nil {
+			return fmt.Errorf("looking up pod %s: %w", klog.KObj(p), err)
 		}
-		if known {
-			a.admitted[p.UID] = p.DeepCopy()
+		if admitted != nil {
+			a.admitted[p.UID] = admitted.DeepCopy()
 		}
 	}
 	a.primed = true
 	return nil
+}
+
+// Resize decides whether the resources an admitted pod's spec asks for fit
+// on the node next to the other admitted pods, with the resources
+// allocated to them (admission.FitsResize), and records them as the pod's
+// when they do. Decisions are serialized with admissions.
+func (a *Admitter) Resize(ctx context.Context, pod *corev1.Pod) (admission.Result, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if err := a.prime(ctx, pod.UID); err != nil {
+		return admission.Result{}, err
+	}
+	node, err := a.nodes.Node(ctx)
+	if err != nil {
+		return admission.Result{}, err
+	}
+	others := make([]*corev1.Pod, 0, len(a.admitted))
+	for _, p := range a.admitted {
+		others = append(others, p)
+	}
+	res := admission.FitsResize(pod, node, others)
+	if res.Admit {
+		a.admitted[pod.UID] = pod.DeepCopy()
+	}
+	return res, nil
 }

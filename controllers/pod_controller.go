@@ -60,6 +60,9 @@ type PodReconciler struct {
 	// with both while it runs.
 	Objects  *objectstore.Store
 	Services *objectstore.ServiceWatcher
+	// Feed enqueues pods in this reconciler (pods whose deferred resize
+	// may fit now).
+	Feed *podFeed
 	// Log is the logger of pod syncs, which run outside any reconcile.
 	Log logr.Logger
 
@@ -69,6 +72,9 @@ type PodReconciler struct {
 	// deleted holds the UIDs of the pods nodelet removed and deleted from
 	// the API server; a finalizer may keep such a pod there a while.
 	deleted sync.Map
+	// deferred holds, by UID, the names of the pods whose resize is
+	// deferred, to sync when room is made.
+	deferred sync.Map
 }
 
 // ownStatusWrite reports whether an update event is the echo of nodelet's
@@ -107,6 +113,11 @@ func (r *PodReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.R
 	}
 	for _, k := range r.Workers.Keys() {
 		if k.Namespace == req.Namespace && k.Name == req.Name && k.UID != keep {
+			// Its requests stop counting in admission now, as the
+			// kubelet's do once a pod leaves the API server (and the
+			// scheduler's), not once its containers have stopped.
+			r.Admit.Remove(k.UID)
+			r.retryDeferredResizes()
 			r.Workers.Gone(k, nil)
 		}
 	}
@@ -292,7 +303,7 @@ func (r *PodReconciler) now() time.Time { return r.Clock.Now() }
 // already has runtime objects or a checkpoint was admitted before a restart.
 func (r *PodReconciler) admit(ctx context.Context, s *podScope) (bool, error) {
 	if !s.fresh || len(s.obs.Runtime.Sandboxes) > 0 {
-		r.Admit.Add(s.pod)
+		r.Admit.Add(kuberuntime.AllocatedPod(s.pod, s.state))
 		return true, nil
 	}
 	res, err := r.Admit.Admit(ctx, s.pod)
@@ -314,7 +325,11 @@ func (r *PodReconciler) admit(ctx context.Context, s *podScope) (bool, error) {
 // syncRunning plans and executes the pod's next step, then reports its
 // status.
 func (r *PodReconciler) syncRunning(ctx context.Context, s *podScope) (syncResult, error) {
-	actions := kuberuntime.ComputePodActions(s.pod, s.obs.Runtime, s.state, r.now(), r.Prober.Results(s.pod.UID))
+	allocated, err := r.allocate(ctx, s)
+	if err != nil {
+		return syncResult{}, err
+	}
+	actions := kuberuntime.ComputePodActions(allocated, s.obs.Runtime, s.state, r.now(), r.Prober.Results(s.pod.UID))
 	if actions.KillPodReason != "" && s.state.Terminating == nil {
 		log.FromContext(ctx).Info("Stopping pod for good", "reason", actions.KillPodReason)
 		r.Recorder.Event(s.pod, corev1.EventTypeNormal, actions.KillPodReason, actions.KillPodMessage)
@@ -337,7 +352,10 @@ func (r *PodReconciler) syncRunning(ctx context.Context, s *podScope) (syncResul
 			}
 		}
 	}
-	execErr := r.Exec.Sync(ctx, s.pod, s.obs.Runtime, &s.state, actions, r.saver(s))
+	execErr := r.Exec.Sync(ctx, allocated, s.obs.Runtime, &s.state, actions, r.saver(s))
+	if ctx.Err() == nil && execErr == nil {
+		r.resize(ctx, s, allocated, actions)
+	}
 	if ctx.Err() != nil {
 		// Deleted meanwhile: the next sync terminates the pod.
 		return syncResult{}, nil
@@ -353,6 +371,9 @@ func (r *PodReconciler) syncRunning(ctx context.Context, s *podScope) (syncResul
 		log.FromContext(ctx).Error(err, "Unable to remove dead containers")
 	}
 	r.Prober.Sync(s.pod, s.obs.Runtime)
+	if err := r.finishResize(ctx, s, allocated); err != nil {
+		return syncResult{}, errors.Join(execErr, err)
+	}
 	if err := r.refreshVolumes(ctx, s.pod); err != nil {
 		// Containers started or restarted without it: the volumes keep
 		// their content and the refresh is tried again at the next sync.
@@ -379,6 +400,7 @@ func (r *PodReconciler) syncRunning(ctx context.Context, s *podScope) (syncResul
 		// The sync then renews the pod's tokens.
 		requeue = min(requeue, max(at.Sub(r.now()), time.Second))
 	}
+	requeue = resizeRequeue(s.state, requeue)
 	return syncResult{RequeueAfter: requeue}, nil
 }
 
@@ -592,6 +614,9 @@ func (r *PodReconciler) removeFromNode(ctx context.Context, pod *corev1.Pod, rt 
 // needs stop).
 func (r *PodReconciler) release(uid types.UID) {
 	r.Admit.Remove(uid)
+	// Its requests are free now: a deferred resize may fit.
+	r.deferred.Delete(uid)
+	r.retryDeferredResizes()
 	r.Prober.Forget(uid)
 	gone := &corev1.Pod{}
 	gone.UID = uid

@@ -2,6 +2,7 @@ package controllers
 
 import (
 	"context"
+	"strings"
 	"sync"
 	"time"
 
@@ -85,6 +86,7 @@ func readState(ctx context.Context, reader client.Reader, rt cri.Runtime) metric
 		for i := range pods.Items {
 			s.PodsByPhase[string(pods.Items[i].Status.Phase)]++
 		}
+		s.PendingResizes, s.InProgressResizes = countResizes(pods.Items)
 	}
 	ready := runtimeapi.PodSandboxState_SANDBOX_READY
 	if sandboxes, err := rt.ListPodSandboxes(ctx, &runtimeapi.PodSandboxFilter{State: &runtimeapi.PodSandboxStateValue{State: ready}}); err == nil {
@@ -107,4 +109,26 @@ func readState(ctx context.Context, reader client.Reader, rt cri.Runtime) metric
 		}
 	}
 	return s
+}
+
+// countResizes counts the pods with a pending resize, by reason and
+// priority bucket, and those with a resize in progress, from their
+// conditions.
+func countResizes(pods []corev1.Pod) (map[metrics.PendingResize]int, *int) {
+	pending := map[metrics.PendingResize]int{}
+	inProgress := 0
+	for i := range pods {
+		for _, c := range pods[i].Status.Conditions {
+			if c.Status != corev1.ConditionTrue {
+				continue
+			}
+			switch c.Type {
+			case corev1.PodResizePending:
+				pending[metrics.PendingResize{Reason: strings.ToLower(c.Reason), PriorityBucket: metrics.PriorityBucket(pods[i].Spec.Priority)}]++
+			case corev1.PodResizeInProgress:
+				inProgress++
+			}
+		}
+	}
+	return pending, &inProgress
 }

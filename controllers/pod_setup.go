@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/utils/clock"
@@ -60,8 +59,8 @@ func setupPodController(mgr ctrl.Manager, d *Deps) error {
 	if err != nil {
 		return err
 	}
-	admit := NewAdmitter(mgr.GetClient(), cfg, func(uid types.UID) (bool, error) {
-		return hasCheckpoint(store, uid)
+	admit := NewAdmitter(mgr.GetClient(), cfg, func(pod *corev1.Pod) (*corev1.Pod, error) {
+		return admittedBefore(store, pod)
 	})
 	if admit.Policy, err = admissionPolicy(cfg, nodeinfo.OSHost{}); err != nil {
 		return err
@@ -128,6 +127,7 @@ func setupPodController(mgr ctrl.Manager, d *Deps) error {
 		Services: eng.services,
 		Metrics:  newPodMetrics(mgr.GetClient(), d.Runtime),
 		Prober:   probes,
+		Feed:     eng.pods,
 		Log:      mgr.GetLogger().WithName("pod"),
 	}
 	workers, err := podworkers.New(podworkers.Options{Sync: r.syncPod, Logger: mgr.GetLogger().WithName("podworkers")})
@@ -217,18 +217,26 @@ func podEngineFor(mgr ctrl.Manager, d *Deps) (*podEngine, error) {
 	return d.engine, nil
 }
 
-// hasCheckpoint reports whether a pod has a checkpoint, that is, an
-// earlier run of the agent admitted it. A corrupt or newer one counts: the
-// pod ran.
-func hasCheckpoint(store checkpoint.Manager, uid types.UID) (bool, error) {
-	err := store.GetCheckpoint(checkpointKey(uid), checkpoint.NewData(kuberuntime.NewPodState(uid)))
+// admittedBefore returns the pod as an earlier run of the agent admitted
+// it, with the resources allocated to it, or nil when none did. A pod with
+// a checkpoint was admitted (a corrupt or newer checkpoint counts: the pod
+// ran, with resources nodelet cannot read; its spec's are taken); so was
+// a pod with a start time, whose checkpoint may have been removed.
+func admittedBefore(store checkpoint.Manager, pod *corev1.Pod) (*corev1.Pod, error) {
+	data := checkpoint.NewData(kuberuntime.NewPodState(pod.UID))
+	err := store.GetCheckpoint(checkpointKey(pod.UID), data)
 	switch {
-	case err == nil, errors.Is(err, checkpoint.ErrCorruptCheckpoint), errors.Is(err, checkpoint.ErrUnsupportedVersion):
-		return true, nil
+	case err == nil:
+		return kuberuntime.AllocatedPod(pod, data.Value), nil
+	case errors.Is(err, checkpoint.ErrCorruptCheckpoint), errors.Is(err, checkpoint.ErrUnsupportedVersion):
+		return pod, nil
 	case errors.Is(err, checkpoint.ErrCheckpointNotFound):
-		return false, nil
+		if pod.Status.StartTime != nil {
+			return pod, nil
+		}
+		return nil, nil
 	}
-	return false, err
+	return nil, err
 }
 
 // hostDNS reads the resolver configuration that dnsPolicy Default pods get

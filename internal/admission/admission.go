@@ -132,6 +132,32 @@ func fitsResources(pod *v1.Pod, node *v1.Node, running []*v1.Pod) Result {
 		return reject(ReasonOutOfPods, "Node didn't have enough resource: pods, requested: 1, used: %d, capacity: %d",
 			len(running), podCap.Value())
 	}
+	return fitsRequests(pod, node, running)
+}
+
+// fitsRequests decides whether the pod's cpu, memory and ephemeral-storage
+// requests fit in what the running pods leave of the node's allocatable.
+func fitsRequests(pod *v1.Pod, node *v1.Node, running []*v1.Pod) Result {
+	if s := shortage(pod, node, running); s != nil {
+		return reject(s.reason, "Node didn't have enough resource: %s, requested: %d, used: %d, capacity: %d",
+			s.name, s.requested, s.used, s.capacity)
+	}
+	return Result{Admit: true}
+}
+
+// insufficient is a resource the node does not have enough of, in
+// milli-CPU or bytes.
+type insufficient struct {
+	name                      v1.ResourceName
+	reason                    string
+	requested, used, capacity int64
+}
+
+// shortage returns the first of cpu, memory and ephemeral-storage whose
+// request by the pod does not fit in what the running pods leave of the
+// node's allocatable, or nil.
+func shortage(pod *v1.Pod, node *v1.Node, running []*v1.Pod) *insufficient {
+	alloc := node.Status.Allocatable
 	want := resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{})
 	used := v1.ResourceList{}
 	for _, p := range running {
@@ -163,11 +189,10 @@ func fitsResources(pod *v1.Pod, node *v1.Node, running []*v1.Pod) Result {
 			return q.Value()
 		}
 		if value(&req) > value(&capQ)-value(&u) {
-			return reject(check.reason, "Node didn't have enough resource: %s, requested: %d, used: %d, capacity: %d",
-				check.name, value(&req), value(&u), value(&capQ))
+			return &insufficient{name: check.name, reason: check.reason, requested: value(&req), used: value(&u), capacity: value(&capQ)}
 		}
 	}
-	return Result{Admit: true}
+	return nil
 }
 
 // wildcardHostIP is the host IP of a port bound on every address; an empty

@@ -6,4 +6,6 @@
 // host ports and the pod's OS. It is pure: the caller passes the node, the
 // pods already admitted and what it read of the host, and turns a rejection
 // into a Failed pod status and an Event with the returned reason and message.
+// FitsResize decides the same way whether an admitted pod's in-place resize
+// fits now (Deferred), or can never fit (Infeasible).
 package admission

@@ -286,6 +286,20 @@ func (c *Client) RemoveContainer(ctx context.Context, containerID string) (err e
 	return nil
 }
 
+// UpdateContainerResources implements Runtime.
+func (c *Client) UpdateContainerResources(ctx context.Context, containerID string, resources *runtimeapi.LinuxContainerResources) (err error) {
+	defer func(start time.Time) { observe("update_container", start, err) }(time.Now())
+	if err := c.checkContainerOwned(ctx, containerID); err != nil {
+		return fmt.Errorf("updating resources of container %s: %w", containerID, err)
+	}
+	ctx, cancel := c.timeout(ctx)
+	defer cancel()
+	if err := c.runtime.UpdateContainerResources(ctx, containerID, &runtimeapi.ContainerResources{Linux: resources}); err != nil {
+		return fmt.Errorf("updating resources of container %s: %w", containerID, err)
+	}
+	return nil
+}
+
 // ContainerStatus implements Runtime.
 func (c *Client) ContainerStatus(ctx context.Context, containerID string) (_ *runtimeapi.ContainerStatus, err error) {
 	defer func(start time.Time) { observe("container_status", start, err) }(time.Now())

@@ -145,6 +145,9 @@ func TestCallsOnForeignObjectsAreRefusedAndLeaveThemAlone(t *testing.T) {
 		"StopContainer":   func(c *Client, _, id string) error { return c.StopContainer(ctx, id, 10) },
 		"RemoveContainer": func(c *Client, _, id string) error { return c.RemoveContainer(ctx, id) },
 		"ContainerStatus": func(c *Client, _, id string) error { _, err := c.ContainerStatus(ctx, id); return err },
+		"UpdateContainerResources": func(c *Client, _, id string) error {
+			return c.UpdateContainerResources(ctx, id, &runtimeapi.LinuxContainerResources{CpuShares: 2})
+		},
 		"ExecSync": func(c *Client, _, id string) error {
 			_, _, err := c.ExecSync(ctx, id, []string{"true"}, time.Second)
 			return err

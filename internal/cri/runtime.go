@@ -66,6 +66,9 @@ type Runtime interface {
 	StopContainer(ctx context.Context, containerID string, timeoutSeconds int64) error
 	// RemoveContainer removes a container. Idempotent.
 	RemoveContainer(ctx context.Context, containerID string) error
+	// UpdateContainerResources changes the Linux resources (cgroup settings)
+	// of a created or running container in place.
+	UpdateContainerResources(ctx context.Context, containerID string, resources *runtimeapi.LinuxContainerResources) error
 	// ContainerStatus returns the container's status (not verbose).
 	ContainerStatus(ctx context.Context, containerID string) (*runtimeapi.ContainerStatus, error)
 	// ListContainers returns the owned containers that match filter (nil for

@@ -281,6 +281,7 @@ func (e *Executor) startContainer(ctx context.Context, pod *v1.Pod, sb *sandbox,
 		e.Recorder.Eventf(pod, v1.EventTypeWarning, EventFailed, "Error: %v", err)
 		return fail(kuberuntime.ReasonCreateContainerError, err.Error())
 	}
+	st.RecordActuated(s.Name, id, c.Resources)
 	if err := save(); err != nil {
 		return fail(kuberuntime.ReasonCreateContainerError, err.Error())
 	}

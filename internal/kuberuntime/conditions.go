@@ -38,6 +38,7 @@ func (b *statusBuilder) conditions(s v1.PodStatus) []v1.PodCondition {
 			out = append(out, c)
 		}
 	}
+	out = append(out, b.resizeConditions()...)
 	all := append(append([]v1.ContainerStatus{}, s.InitContainerStatuses...), s.ContainerStatuses...)
 	containersReady := b.containersReady(all, s.Phase)
 	generated := []v1.PodCondition{

@@ -26,6 +26,7 @@ const (
 	KillSpecChanged   KillReason = "SpecChanged"
 	KillLivenessProbe KillReason = "LivenessProbe"
 	KillStartupProbe  KillReason = "StartupProbe"
+	KillResize        KillReason = "Resize"
 	KillUnknownState  KillReason = "Unknown"
 )
 
@@ -70,6 +71,9 @@ type PodActions struct {
 	ContainersToKill map[string]ContainerKill
 	// BackingOff lists the containers that need a start but must wait, by name.
 	BackingOff map[string]BackingOff
+	// ContainersToResize are running containers to update in place to
+	// their allocated resources (see resize.go), after the starts.
+	ContainersToResize []ContainerResize
 	// RequeueAfter is when the earliest back-off or the pod's active
 	// deadline ends (0: none).
 	RequeueAfter time.Duration
@@ -279,6 +283,8 @@ func (p *planner) planInitContainers() bool {
 		case ContainerRunning:
 			if sidecar {
 				starts = append(starts, p.planRunningSidecar(c, i, inst, seenLater, &initialized)...)
+			} else {
+				p.planResize(c, i, true, inst)
 			}
 		case ContainerExited:
 			switch {
@@ -348,6 +354,10 @@ func (p *planner) planRunningSidecar(c *v1.Container, i int, inst *Container, se
 			return append(starts, i)
 		}
 	}
+	if restart, msg := p.planResize(c, i, true, inst); restart {
+		p.kill(inst, c, KillResize, msg)
+		return append(starts, i)
+	}
 	return starts
 }
 
@@ -380,6 +390,12 @@ func (p *planner) planContainers() int {
 		case failed(p.probes.Startup, inst.ID):
 			reason, msg = KillStartupProbe, fmt.Sprintf("Container %s failed startup probe", c.Name)
 		default:
+			if resize, resizeMsg := p.planResize(c, i, false, inst); resize {
+				// Restarted with its new resources, whatever the restart policy.
+				p.a.ContainersToStart = append(p.a.ContainersToStart, p.start(c, i, false))
+				p.kill(inst, c, KillResize, resizeMsg)
+				continue
+			}
 			keep++
 			continue
 		}

@@ -47,6 +47,15 @@ type PodState struct {
 	Containers map[string]ContainerRecord `json:"containers,omitempty"`
 	// Terminating is set once the pod's containers are being stopped for good.
 	Terminating *Termination `json:"terminating,omitempty"`
+	// Allocated are the resources allocated to the pod's containers, by
+	// container name: the spec's at admission, then those of every resize
+	// accepted (see resize.go); nil until allocated. AllocatedGeneration
+	// is the pod generation they were allocated at.
+	Allocated           map[string]v1.ResourceRequirements `json:"allocated,omitempty"`
+	AllocatedGeneration int64                              `json:"allocatedGeneration,omitempty"`
+	// ResizePending and ResizeInProgress are the pod's resize conditions.
+	ResizePending    *ResizeCondition `json:"resizePending,omitempty"`
+	ResizeInProgress *ResizeCondition `json:"resizeInProgress,omitempty"`
 	// LastStatus is the status last written to the API server; it is the
 	// base of the next status (transition times, start time, terminal phase)
 	// and lets the caller skip identical patches.
@@ -68,6 +77,8 @@ type ContainerRecord struct {
 	ImageBackOff BackOff `json:"imageBackOff,omitempty"`
 	// Waiting is the failure of the newest start attempt, if it failed.
 	Waiting *WaitingReason `json:"waiting,omitempty"`
+	// Actuated is what the newest instance runs with.
+	Actuated *Actuated `json:"actuated,omitempty"`
 }
 
 // BackOff is one exponential back-off: Delay is the current delay and

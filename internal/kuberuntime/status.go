@@ -226,6 +226,7 @@ func (b *statusBuilder) containerStatus(c *v1.Container, init, hasInit bool) v1.
 		cs = b.missingContainerStatus(c, init, old, defaultWaiting)
 	} else {
 		cs = b.observedContainerStatus(c, insts, old, defaultWaiting)
+		b.setResources(c, &cs, insts)
 	}
 	if !(init && len(insts) > 0 && succeeded(&insts[0])) {
 		b.applyWaiting(c, &cs, insts)

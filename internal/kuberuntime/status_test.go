@@ -204,6 +204,7 @@ func TestComputePodStatusDetails(t *testing.T) {
 		ImageID:      "sha256:abc",
 		ContainerID:  "containerd://app-1",
 		Started:      &started,
+		Resources:    &v1.ResourceRequirements{},
 	}
 	if diff := cmp.Diff([]v1.ContainerStatus{wantApp}, s.ContainerStatuses); diff != "" {
 		t.Errorf("container statuses (-want +got):\n%s", diff)

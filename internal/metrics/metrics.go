@@ -77,6 +77,29 @@ var (
 	}, []string{"result"})
 )
 
+// In-place pod resizes, with the kubelet's names. The number of pending
+// and in-progress resizes are read from the pods' conditions when scraped
+// (State).
+var (
+	// ContainerRequestedResizes counts the resource changes of the resizes
+	// asked for, per container and resource.
+	ContainerRequestedResizes = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "kubelet_container_requested_resizes_total",
+		Help: "Number of requested resizes, counted at the container level. Different resources on the same container are counted separately. The 'requirement' label refers to 'requests' or 'limits'; the 'operation' label can be one of 'add', 'remove', 'increase' or 'decrease'.",
+	}, []string{"resource", "requirement", "operation"})
+	// PodResizeDuration times the in-place update of a pod's containers.
+	PodResizeDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "kubelet_pod_resize_duration_milliseconds",
+		Help:    "Duration in milliseconds to actuate a pod resize",
+		Buckets: []float64{10, 50, 100, 500, 1000, 2000, 5000, 10000, 20000, 30000, 60000, 120000, 300000, 600000},
+	}, []string{"success"})
+	// PodInfeasibleResizes counts the resizes found infeasible.
+	PodInfeasibleResizes = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "kubelet_pod_infeasible_resizes_total",
+		Help: "Number of infeasible resizes for pods.",
+	}, []string{"reason_detail"})
+)
+
 // Probes.
 var (
 	// ProbeTotal counts probes by type and result, per container.
@@ -170,6 +193,7 @@ func init() {
 		RuntimeOperations, RuntimeOperationsDuration, RuntimeOperationsErrors,
 		PLEGRelistDuration, PLEGLastSeen, PLEGRelistErrors,
 		PodStartDuration, PodStatusWrites, PodWorkerSyncs,
+		ContainerRequestedResizes, PodResizeDuration, PodInfeasibleResizes,
 		ProbeTotal, ProbeDuration,
 		NodeName, NodeStatusPatches, LeaseRenewDuration, LeaseRenewFailures,
 		CheckpointWriteDuration, CheckpointCorrupt,

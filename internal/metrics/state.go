@@ -19,6 +19,42 @@ type State struct {
 	// ContainersByState counts owned containers by state: created,
 	// running, exited, unknown.
 	ContainersByState map[string]int
+	// PendingResizes counts the pods with a PodResizePending condition by
+	// reason (deferred, infeasible) and priority bucket; InProgressResizes
+	// those with PodResizeInProgress. Both nil when unknown.
+	PendingResizes    map[PendingResize]int
+	InProgressResizes *int
+}
+
+// PendingResize labels kubelet_pod_pending_resizes.
+type PendingResize struct {
+	// Reason is "deferred" or "infeasible".
+	Reason string
+	// PriorityBucket classifies the pod's priority (PriorityBucket).
+	PriorityBucket string
+}
+
+// PriorityBucket is the kubelet's class of a pod priority in
+// kubelet_pod_pending_resizes: system-critical, high, medium, normal, low
+// or very-low.
+func PriorityBucket(priority *int32) string {
+	p := int32(0)
+	if priority != nil {
+		p = *priority
+	}
+	switch {
+	case p >= 2000000000:
+		return "system-critical"
+	case p >= 100000:
+		return "high"
+	case p >= 1:
+		return "medium"
+	case p == 0:
+		return "normal"
+	case p >= -999:
+		return "low"
+	}
+	return "very-low"
 }
 
 // StateFunc reads the node's State.
@@ -40,6 +76,11 @@ var (
 		"Number of containers currently running, by state.", []string{"container_state"}, nil)
 	podsDesc = prometheus.NewDesc("nodelet_pods",
 		"Pods bound to this node, by phase.", []string{"phase"}, nil)
+	pendingResizesDesc = prometheus.NewDesc("kubelet_pod_pending_resizes",
+		"Number of pending resizes for pods. Label 'priority_bucket' classifies the pod priority (system-critical: >=2000000000, high: 100000..1999999999, medium: 1..99999, normal: 0/default, low: -999..-1, very-low: <=-1000, unknown: nil pod). Label 'reason' describes the state (deferred, infeasible).",
+		[]string{"reason", "priority_bucket"}, nil)
+	inProgressResizesDesc = prometheus.NewDesc("kubelet_pod_in_progress_resizes",
+		"Number of in-progress resizes for pods.", nil, nil)
 )
 
 // stateCollector reports State when scraped.
@@ -54,6 +95,8 @@ func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- runningPodsDesc
 	ch <- runningContainersDesc
 	ch <- podsDesc
+	ch <- pendingResizesDesc
+	ch <- inProgressResizesDesc
 }
 
 func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
@@ -74,5 +117,11 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	for phase, n := range s.PodsByPhase {
 		ch <- prometheus.MustNewConstMetric(podsDesc, prometheus.GaugeValue, float64(n), phase)
+	}
+	for k, n := range s.PendingResizes {
+		ch <- prometheus.MustNewConstMetric(pendingResizesDesc, prometheus.GaugeValue, float64(n), k.Reason, k.PriorityBucket)
+	}
+	if s.InProgressResizes != nil {
+		ch <- prometheus.MustNewConstMetric(inProgressResizesDesc, prometheus.GaugeValue, float64(*s.InProgressResizes))
 	}
 }

@@ -1,0 +1,101 @@
+package executor
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	fakeruntime "k8s.io/cri-api/pkg/apis/testing"
+
+	"github.com/nodelet/nodelet/internal/cri"
+	"github.com/nodelet/nodelet/internal/kuberuntime"
+)
+
+// resizingRuntime is the fake runtime, remembering the resources of every
+// UpdateContainerResources.
+type resizingRuntime struct {
+	*fakeruntime.FakeRuntimeService
+	mu      sync.Mutex
+	updated map[string]*runtimeapi.LinuxContainerResources
+}
+
+func (r *resizingRuntime) UpdateContainerResources(ctx context.Context, id string, res *runtimeapi.ContainerResources) error {
+	if err := r.FakeRuntimeService.UpdateContainerResources(ctx, id, res); err != nil {
+		return err
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.updated[id] = res.GetLinux()
+	return nil
+}
+
+func memoryLimits(cpu, memory string) v1.ResourceRequirements {
+	q := v1.ResourceList{v1.ResourceCPU: resource.MustParse(cpu), v1.ResourceMemory: resource.MustParse(memory)}
+	return v1.ResourceRequirements{Requests: q, Limits: q}
+}
+
+func TestResizeUpdatesRunningContainersInPlace(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name      string
+		usage     uint64
+		want      v1.ResourceRequirements
+		wantErr   string
+		wantLimit int64
+	}{
+		{name: "cpu and memory up", usage: 40 << 20, want: memoryLimits("200m", "128Mi"), wantLimit: 128 << 20},
+		{name: "memory down, above usage", usage: 20 << 20, want: memoryLimits("100m", "32Mi"), wantLimit: 32 << 20},
+		{name: "memory down, below usage", usage: 40 << 20, want: memoryLimits("100m", "32Mi"),
+			wantErr: `cannot decrease memory limits: attempting to set container "app" memory limit (33554432) below current usage (41943040)`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := NewWithT(t)
+			e, _ := newFakeExecutor(t)
+			rs := &resizingRuntime{FakeRuntimeService: fakeruntime.NewFakeRuntimeService(), updated: map[string]*runtimeapi.LinuxContainerResources{}}
+			rt, err := cri.New(rs, fakeruntime.NewFakeImageService(), cri.Options{NodeName: fakeNode})
+			g.Expect(err).NotTo(HaveOccurred())
+			e.Runtime = rt
+
+			pod := fakePod("app")
+			pod.Spec.Containers[0].Resources = memoryLimits("100m", "64Mi")
+			st := kuberuntime.NewPodState(pod.UID)
+			st.InitAllocation(pod)
+			running := runPod(t, ctx, e, pod, &st)
+			id := running.Containers[0].ID
+			g.Expect(st.Containers["app"].Actuated).To(Equal(&kuberuntime.Actuated{ContainerID: id, Resources: pod.Spec.Containers[0].Resources}),
+				"a created container's resources are recorded")
+			rs.SetFakeContainerStats([]*runtimeapi.ContainerStats{{
+				Attributes: &runtimeapi.ContainerAttributes{Id: id, Labels: cri.OwnerLabels(fakeNode)},
+				Memory:     &runtimeapi.MemoryUsage{UsageBytes: &runtimeapi.UInt64Value{Value: tc.usage}},
+			}})
+
+			resized := pod.DeepCopy()
+			resized.Generation = 2
+			resized.Spec.Containers[0].Resources = tc.want
+			st.AcceptResize(resized, time.Now())
+			a := kuberuntime.ComputePodActions(resized, running, st, time.Now(), kuberuntime.ProbeResults{})
+			g.Expect(a.ContainersToResize).To(HaveLen(1))
+			saves := 0
+			err = e.Resize(ctx, resized, a, &st, func() error { saves++; return nil })
+			if tc.wantErr != "" {
+				g.Expect(err).To(MatchError(tc.wantErr))
+				g.Expect(rs.updated).To(BeEmpty(), "nothing is updated when a limit cannot be lowered")
+				g.Expect(kuberuntime.ResizeInProgress(resized, running, st)).To(BeTrue())
+				return
+			}
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(saves).To(Equal(1))
+			g.Expect(rs.updated).To(HaveKey(id))
+			g.Expect(rs.updated[id].MemoryLimitInBytes).To(Equal(tc.wantLimit))
+			g.Expect(rs.updated[id].CpuQuota).To(Equal(tc.want.Limits.Cpu().MilliValue() * 100))
+			g.Expect(kuberuntime.ResizeInProgress(resized, running, st)).To(BeFalse(), "the update is recorded")
+			again := kuberuntime.ComputePodActions(resized, running, st, time.Now(), kuberuntime.ProbeResults{})
+			g.Expect(again.ContainersToResize).To(BeEmpty(), "nothing is left to do")
+		})
+	}
+}
