@@ -343,8 +343,8 @@ func (e *Executor) containerConfig(ctx context.Context, pod *v1.Pod, c *v1.Conta
 	}
 	// The environment is resolved once, before the mounts as the kubelet
 	// does: subPathExpr expands with the variables the container gets.
-	if opts.Env, err = kuberuntime.ContainerEnv(pod, c, opts); err != nil {
-		return nil, fmt.Errorf("building environment of container %s: %w", c.Name, err)
+	if opts.Env, err = kuberuntime.ResolveEnv(pod, c, opts); err != nil {
+		return nil, err
 	}
 	if opts.Mounts, err = e.Volumes.Mounts(pod, c, int32(s.RestartCount), opts.Env); err != nil {
 		return nil, err

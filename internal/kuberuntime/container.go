@@ -88,14 +88,24 @@ func (o *ContainerOptions) podIPs(pod *v1.Pod) []string {
 	return o.PodIPs
 }
 
+// ResolveEnv is ContainerEnv with its error naming the container: what
+// ContainerConfig uses when opts.Env is not set yet.
+func ResolveEnv(pod *v1.Pod, c *v1.Container, opts ContainerOptions) ([]EnvVar, error) {
+	env, err := ContainerEnv(pod, c, opts)
+	if err != nil {
+		return nil, fmt.Errorf("building environment of container %s: %w", c.Name, err)
+	}
+	return env, nil
+}
+
 // ContainerConfig builds the CRI configuration of a container of the pod.
 // Errors the user must fix are *ConfigError.
 func ContainerConfig(pod *v1.Pod, c *v1.Container, opts ContainerOptions) (*runtimeapi.ContainerConfig, error) {
 	env := opts.Env
 	if env == nil {
 		var err error
-		if env, err = ContainerEnv(pod, c, opts); err != nil {
-			return nil, fmt.Errorf("building environment of container %s: %w", c.Name, err)
+		if env, err = ResolveEnv(pod, c, opts); err != nil {
+			return nil, err
 		}
 	}
 	sc, err := containerSecurityContext(pod, c, opts)
