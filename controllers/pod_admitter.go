@@ -73,22 +73,32 @@ func (a *Admitter) Remove(uid types.UID) {
 	delete(a.admitted, uid)
 }
 
+// nodeAndOthers primes the admitted pods and returns the node and the
+// admitted pods a decision about pod weighs it against. a.mu is held.
+func (a *Admitter) nodeAndOthers(ctx context.Context, pod *corev1.Pod) (*corev1.Node, []*corev1.Pod, error) {
+	if err := a.prime(ctx, pod.UID); err != nil {
+		return nil, nil, err
+	}
+	node, err := a.nodes.Node(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	others := make([]*corev1.Pod, 0, len(a.admitted))
+	for _, p := range a.admitted {
+		others = append(others, p)
+	}
+	return node, others, nil
+}
+
 // Admit decides whether pod fits on the node next to the admitted pods and
 // records it when it does. Decisions are serialized so two pods cannot both
 // take the last slot.
 func (a *Admitter) Admit(ctx context.Context, pod *corev1.Pod) (admission.Result, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if err := a.prime(ctx, pod.UID); err != nil {
-		return admission.Result{}, err
-	}
-	node, err := a.nodes.Node(ctx)
+	node, others, err := a.nodeAndOthers(ctx, pod)
 	if err != nil {
 		return admission.Result{}, err
-	}
-	others := make([]*corev1.Pod, 0, len(a.admitted))
-	for _, p := range a.admitted {
-		others = append(others, p)
 	}
 	res := a.Policy.Admit(pod, node, others)
 	if res.Admit {
@@ -131,16 +141,9 @@ func (a *Admitter) prime(ctx context.Context, self types.UID) error {
 func (a *Admitter) Resize(ctx context.Context, pod *corev1.Pod) (admission.Result, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if err := a.prime(ctx, pod.UID); err != nil {
-		return admission.Result{}, err
-	}
-	node, err := a.nodes.Node(ctx)
+	node, others, err := a.nodeAndOthers(ctx, pod)
 	if err != nil {
 		return admission.Result{}, err
-	}
-	others := make([]*corev1.Pod, 0, len(a.admitted))
-	for _, p := range a.admitted {
-		others = append(others, p)
 	}
 	res := admission.FitsResize(pod, node, others)
 	if res.Admit {

@@ -188,18 +188,7 @@ func TestExpandSubPathExpr(t *testing.T) {
 		{expr: "$(EMPTY)/x", wantErr: "missing value for EMPTY"},
 		{expr: "$(Z)/$(EMPTY)/$(Z)/$(POD_NAME)", wantErr: "missing value for EMPTY, Z"},
 	}
-	for _, tt := range tests {
-		got, err := ExpandSubPathExpr(tt.expr, env)
-		if tt.wantErr != "" {
-			if err == nil || err.Error() != tt.wantErr {
-				t.Errorf("ExpandSubPathExpr(%q) = %q, %v; want error %q", tt.expr, got, err, tt.wantErr)
-			}
-			continue
-		}
-		if err != nil || got != tt.want {
-			t.Errorf("ExpandSubPathExpr(%q) = %q, %v; want %q", tt.expr, got, err, tt.want)
-		}
-	}
+	checkSubPathExpansions(t, env, tests)
 }
 
 // TestExpandSubPathExprWithContainerEnv expands with the environment the
@@ -229,18 +218,7 @@ func TestExpandSubPathExprWithContainerEnv(t *testing.T) {
 		{expr: "$(SVC_HOST)", want: "10.96.0.9"},
 		{expr: "$(NOT_SET)/$(POD_NAME)", wantErr: "missing value for NOT_SET"},
 	}
-	for _, tt := range tests {
-		got, err := ExpandSubPathExpr(tt.expr, env)
-		if tt.wantErr != "" {
-			if err == nil || err.Error() != tt.wantErr {
-				t.Errorf("ExpandSubPathExpr(%q) = %q, %v; want error %q", tt.expr, got, err, tt.wantErr)
-			}
-			continue
-		}
-		if err != nil || got != tt.want {
-			t.Errorf("ExpandSubPathExpr(%q) = %q, %v; want %q", tt.expr, got, err, tt.want)
-		}
-	}
+	checkSubPathExpansions(t, env, tests)
 }
 
 // TestContainerConfigUsesResolvedEnv: an environment the caller resolved
@@ -264,6 +242,24 @@ func TestContainerConfigUsesResolvedEnv(t *testing.T) {
 		}
 		if len(cfg.Envs) != 1 || string(cfg.Envs[0].Value) != tt.want || cfg.Command[1] != tt.want {
 			t.Errorf("%s: envs %v, command %v; want X=%s", tt.name, cfg.Envs, cfg.Command, tt.want)
+		}
+	}
+}
+
+// checkSubPathExpansions expands each expression with env and compares the
+// result or the error.
+func checkSubPathExpansions(t *testing.T, env []EnvVar, tests []struct{ expr, want, wantErr string }) {
+	t.Helper()
+	for _, tt := range tests {
+		got, err := ExpandSubPathExpr(tt.expr, env)
+		if tt.wantErr != "" {
+			if err == nil || err.Error() != tt.wantErr {
+				t.Errorf("ExpandSubPathExpr(%q) = %q, %v; want error %q", tt.expr, got, err, tt.wantErr)
+			}
+			continue
+		}
+		if err != nil || got != tt.want {
+			t.Errorf("ExpandSubPathExpr(%q) = %q, %v; want %q", tt.expr, got, err, tt.want)
 		}
 	}
 }
