@@ -6,12 +6,11 @@ ARG VERSION=v0.1.0-dev
 WORKDIR /workspace
 COPY go.mod go.sum ./
 RUN go mod download
-COPY main.go main.go
+COPY cmd/ cmd/
 COPY api/ api/
-COPY controllers/ controllers/
 COPY internal/ internal/
 RUN CGO_ENABLED=0 GOOS=${TARGETOS:-linux} GOARCH=${TARGETARCH} \
-    go build -trimpath -ldflags "-s -w -X github.com/nodelet/nodelet/internal/version.Version=${VERSION}" -o nodelet .
+    go build -trimpath -ldflags "-s -w -X github.com/nodelet/nodelet/internal/version.Version=${VERSION}" -o nodelet ./cmd
 
 # nodelet runs as root in a privileged pod: it manages the node's containers
 # through the CRI socket and writes pod logs and state on the host. Without

@@ -23,7 +23,7 @@ help: ## Show the targets.
 
 .PHONY: build
 build: ## Build bin/nodelet.
-	$(GO) build -ldflags "$(LDFLAGS)" -o bin/nodelet .
+	$(GO) build -ldflags "$(LDFLAGS)" -o bin/nodelet ./cmd
 
 .PHONY: deps
 deps: ## Install the Debian packages the tests and the local run need (idempotent).

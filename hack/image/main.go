@@ -135,7 +135,7 @@ func compile(ctx context.Context, o options) ([]byte, error) {
 	defer os.RemoveAll(dir)
 	out := filepath.Join(dir, "nodelet")
 	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath",
-		"-ldflags", "-s -w -X "+versionPackage+"="+o.version, "-o", out, ".")
+		"-ldflags", "-s -w -X "+versionPackage+"="+o.version, "-o", out, "./cmd")
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH="+o.arch)
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 	if err := cmd.Run(); err != nil {

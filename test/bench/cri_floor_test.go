@@ -23,7 +23,7 @@ import (
 
 const (
 	// criWorkers is how many pods nodelet syncs at once
-	// (controllers.MaxConcurrentPodSyncs): the floor uses the same
+	// (controller.MaxConcurrentPodSyncs): the floor uses the same
 	// parallelism against the runtime.
 	criWorkers = 16
 	// criTimeout bounds one CRI call, as nodelet's default request timeout.

@@ -81,7 +81,7 @@ func NodeletBinary(ctx context.Context) (string, error) {
 			return
 		}
 		buildPath = filepath.Join(root, "bin", "nodelet-e2e")
-		cmd := exec.CommandContext(ctx, "go", "build", "-o", buildPath, ".")
+		cmd := exec.CommandContext(ctx, "go", "build", "-o", buildPath, "./cmd")
 		cmd.Dir = root
 		if out, err := cmd.CombinedOutput(); err != nil {
 			buildErr = fmt.Errorf("building nodelet: %w: %s", err, out)

@@ -25,7 +25,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/nodelet/nodelet/api/v1alpha1"
-	"github.com/nodelet/nodelet/controllers"
+	"github.com/nodelet/nodelet/internal/controller"
 	"github.com/nodelet/nodelet/internal/agent"
 	"github.com/nodelet/nodelet/internal/certificates"
 	"github.com/nodelet/nodelet/internal/checkpoint"
@@ -63,7 +63,7 @@ func run(args []string) int {
 	cfg := opts.Config
 	// An unknown controller name is a configuration error: say so before
 	// anything connects anywhere.
-	if _, err := controllers.Default.Resolve(cfg.Controllers); err != nil {
+	if _, err := controller.Default.Resolve(cfg.Controllers); err != nil {
 		fmt.Fprintf(os.Stderr, "nodelet: %v\n", err)
 		return 2
 	}
@@ -98,7 +98,7 @@ func run(args []string) int {
 		log.Error(err, "Unable to set up the node's runtime and state")
 		return 1
 	}
-	if err := controllers.Default.Setup(mgr, deps, cfg.Controllers); err != nil {
+	if err := controller.Default.Setup(mgr, deps, cfg.Controllers); err != nil {
 		log.Error(err, "Unable to set up controllers")
 		return 1
 	}
@@ -142,7 +142,7 @@ func newLogger(zapOpts *zap.Options, verbosity int) logr.Logger {
 
 // buildDeps connects to the container runtime and opens the state
 // directories the reconcilers share.
-func buildDeps(ctx context.Context, cfg *v1alpha1.NodeletConfiguration) (*controllers.Deps, error) {
+func buildDeps(ctx context.Context, cfg *v1alpha1.NodeletConfiguration) (*controller.Deps, error) {
 	if err := os.MkdirAll(cfg.RootDir, 0o750); err != nil {
 		return nil, fmt.Errorf("creating root directory: %w", err)
 	}
@@ -157,7 +157,7 @@ func buildDeps(ctx context.Context, cfg *v1alpha1.NodeletConfiguration) (*contro
 	if err != nil {
 		return nil, err
 	}
-	return &controllers.Deps{Config: cfg, Runtime: runtime, Checkpoints: store}, nil
+	return &controller.Deps{Config: cfg, Runtime: runtime, Checkpoints: store}, nil
 }
 
 // loadClient returns the API server client of --kubeconfig, after a TLS

@@ -1,4 +1,4 @@
-package controllers_test
+package controller_test
 
 import (
 	"os"

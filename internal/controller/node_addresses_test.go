@@ -1,4 +1,4 @@
-package controllers_test
+package controller_test
 
 import (
 	. "github.com/onsi/ginkgo/v2"

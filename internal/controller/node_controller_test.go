@@ -1,4 +1,4 @@
-package controllers_test
+package controller_test
 
 import (
 	"net"
@@ -16,7 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/nodelet/nodelet/api/v1alpha1"
-	"github.com/nodelet/nodelet/controllers"
+	"github.com/nodelet/nodelet/internal/controller"
 	"github.com/nodelet/nodelet/internal/agent"
 	"github.com/nodelet/nodelet/internal/nodeinfo"
 	"github.com/nodelet/nodelet/internal/version"
@@ -96,7 +96,7 @@ var _ = Describe("Node controller", func() {
 		v1alpha1.SetDefaults(cfg)
 		mgr, err := agent.NewManager(nodeConfig(name), cfg)
 		Expect(err).NotTo(HaveOccurred())
-		err = controllers.Default.Setup(mgr, &controllers.Deps{Config: cfg}, []string{"node"})
+		err = controller.Default.Setup(mgr, &controller.Deps{Config: cfg}, []string{"node"})
 		Expect(err).To(MatchError(ContainSubstring("node-role.kubernetes.io/worker")))
 		Expect(err.Error()).NotTo(ContainSubstring("example.com/pool"))
 	})

@@ -1,4 +1,4 @@
-package controllers_test
+package controller_test
 
 import (
 	"context"
@@ -15,7 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/nodelet/nodelet/api/v1alpha1"
-	"github.com/nodelet/nodelet/controllers"
+	"github.com/nodelet/nodelet/internal/controller"
 	"github.com/nodelet/nodelet/internal/agent"
 	"github.com/nodelet/nodelet/internal/checkpoint"
 	"github.com/nodelet/nodelet/internal/cri"
@@ -57,7 +57,7 @@ func startFakeRuntimeAgent(maxPods int32) *fakeRuntimeAgent {
 	Expect(err).NotTo(HaveOccurred())
 	mgr, err := agent.NewManager(nodeConfig(a.node), cfg)
 	Expect(err).NotTo(HaveOccurred())
-	Expect(controllers.Default.Setup(mgr, &controllers.Deps{Config: cfg, Runtime: rt, Checkpoints: store}, []string{"pod"})).To(Succeed())
+	Expect(controller.Default.Setup(mgr, &controller.Deps{Config: cfg, Runtime: rt, Checkpoints: store}, []string{"pod"})).To(Succeed())
 	runManager(mgr)
 	return a
 }

@@ -2,4 +2,4 @@
 // registry that names them. main builds a manager, resolves the
 // --controllers list against the registry and calls each enabled setup
 // function; adding a reconciler is one file and one line in registry.go.
-package controllers
+package controller

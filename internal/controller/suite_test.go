@@ -1,4 +1,4 @@
-package controllers_test
+package controller_test
 
 import (
 	"context"
@@ -15,7 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/nodelet/nodelet/api/v1alpha1"
-	"github.com/nodelet/nodelet/controllers"
+	"github.com/nodelet/nodelet/internal/controller"
 	"github.com/nodelet/nodelet/internal/agent"
 	"github.com/nodelet/nodelet/internal/cri"
 	"github.com/nodelet/nodelet/test/utils"
@@ -119,7 +119,7 @@ func startAgent(name string, mutate ...func(*v1alpha1.NodeletConfiguration)) *te
 	rt, err := cri.Dial(suiteCtx, containerd.Endpoint(), "", cri.Options{NodeName: name, RuntimeRequestTimeout: runtimeCallTimeout})
 	Expect(err).NotTo(HaveOccurred())
 	DeferCleanup(rt.Close)
-	Expect(controllers.Default.Setup(mgr, &controllers.Deps{Config: cfg, Runtime: rt}, []string{"node"})).To(Succeed())
+	Expect(controller.Default.Setup(mgr, &controller.Deps{Config: cfg, Runtime: rt}, []string{"node"})).To(Succeed())
 
 	ctx, cancel := context.WithCancel(suiteCtx)
 	a := &testAgent{name: name, cfg: cfg, cancel: cancel, done: make(chan struct{})}
