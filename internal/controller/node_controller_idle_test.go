@@ -25,7 +25,7 @@ const idleMinutesEnv = "NODELET_IDLE_MINUTES"
 // is set, with the default frequencies, and prints how many times the Node
 // was written while nothing changed on it.
 //
-//	NODELET_IDLE_MINUTES=10 go test ./controllers/ -ginkgo.focus=idle -ginkgo.v -timeout 30m
+//	NODELET_IDLE_MINUTES=10 go test ./internal/controller/ -ginkgo.focus=idle -ginkgo.v -timeout 30m
 var _ = Describe("Node status writes of an idle node", Label("measurement"), func() {
 	It("counts the Node writes over the idle period", func(ctx SpecContext) {
 		minutes, _ := strconv.Atoi(os.Getenv(idleMinutesEnv))
