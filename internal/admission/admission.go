@@ -153,15 +153,23 @@ type insufficient struct {
 	requested, used, capacity int64
 }
 
+// PodRequests is what pod asks of the node, as admission counts it and as
+// the kubelet and the scheduler do: the larger of its init containers' and
+// its containers' requests (restartable init containers count with the
+// containers), plus the pod's overhead.
+func PodRequests(pod *v1.Pod) v1.ResourceList {
+	return resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{})
+}
+
 // shortage returns the first of cpu, memory and ephemeral-storage whose
 // request by the pod does not fit in what the running pods leave of the
 // node's allocatable, or nil.
 func shortage(pod *v1.Pod, node *v1.Node, running []*v1.Pod) *insufficient {
 	alloc := node.Status.Allocatable
-	want := resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{})
+	want := PodRequests(pod)
 	used := v1.ResourceList{}
 	for _, p := range running {
-		for name, q := range resourcehelper.PodRequests(p, resourcehelper.PodResourcesOptions{}) {
+		for name, q := range PodRequests(p) {
 			sum := used[name]
 			sum.Add(q)
 			used[name] = sum

@@ -144,3 +144,37 @@ func TestAdmit(t *testing.T) {
 		})
 	}
 }
+
+func TestPodRequests(t *testing.T) {
+	always := v1.ContainerRestartPolicyAlways
+	initContainer := func(cpu string, sidecar bool) podOpt {
+		return func(p *v1.Pod) {
+			c := v1.Container{Name: "init", Resources: v1.ResourceRequirements{Requests: v1.ResourceList{v1.ResourceCPU: resource.MustParse(cpu)}}}
+			if sidecar {
+				c.RestartPolicy = &always
+			}
+			p.Spec.InitContainers = append(p.Spec.InitContainers, c)
+		}
+	}
+	overhead := func(cpu string) podOpt {
+		return func(p *v1.Pod) { p.Spec.Overhead = v1.ResourceList{v1.ResourceCPU: resource.MustParse(cpu)} }
+	}
+	for _, tc := range []struct {
+		name string
+		pod  *v1.Pod
+		cpu  string
+	}{
+		{"containers only", pod("p", requests("200m", "64Mi")), "200m"},
+		{"a larger init container", pod("p", requests("200m", "64Mi"), initContainer("1", false)), "1"},
+		{"a smaller init container", pod("p", requests("200m", "64Mi"), initContainer("100m", false)), "200m"},
+		{"a sidecar adds to the containers", pod("p", requests("200m", "64Mi"), initContainer("100m", true)), "300m"},
+		{"overhead adds to the pod", pod("p", requests("200m", "64Mi"), overhead("50m")), "250m"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := PodRequests(tc.pod)
+			if want := resource.MustParse(tc.cpu); got.Cpu().Cmp(want) != 0 {
+				t.Errorf("cpu = %v, want %v", got.Cpu(), &want)
+			}
+		})
+	}
+}

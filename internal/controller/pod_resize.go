@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
+	"github.com/nodelet/nodelet/internal/admission"
 	"github.com/nodelet/nodelet/internal/kuberuntime"
 	"github.com/nodelet/nodelet/internal/metrics"
 )
@@ -168,22 +169,8 @@ func (r *PodReconciler) retryDeferredResizes() {
 // requestsShrank reports whether a pod's cpu or memory requests go down
 // from before to after.
 func requestsShrank(before, after *corev1.Pod) bool {
-	b, a := podRequests(before), podRequests(after)
+	b, a := admission.PodRequests(before), admission.PodRequests(after)
 	return a.Cpu().Cmp(*b.Cpu()) < 0 || a.Memory().Cmp(*b.Memory()) < 0
-}
-
-func podRequests(pod *corev1.Pod) corev1.ResourceList {
-	sum := corev1.ResourceList{}
-	for _, cs := range [][]corev1.Container{pod.Spec.InitContainers, pod.Spec.Containers} {
-		for _, c := range cs {
-			for name, q := range c.Resources.Requests {
-				t := sum[name]
-				t.Add(q)
-				sum[name] = t
-			}
-		}
-	}
-	return sum
 }
 
 // countRequestedResizes counts, per container and resource, the changes a
