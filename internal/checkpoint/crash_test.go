@@ -13,6 +13,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/nodelet/nodelet/internal/atomicfile"
 )
 
 // crashDirEnv tells TestHelperProcess, run as a child process, where to write.
@@ -114,7 +116,7 @@ func TestCrashSafety(t *testing.T) {
 		_ = cmd.Wait() // killed: the exit status says nothing
 
 		for _, name := range dirNames(t, dir) {
-			if isTempFile(name) {
+			if atomicfile.IsTemp(name) {
 				tempSeen++
 			}
 		}

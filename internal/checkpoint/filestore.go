@@ -1,8 +1,6 @@
 package checkpoint
 
 import (
-	"github.com/nodelet/nodelet/internal/metrics"
-
 	"errors"
 	"fmt"
 	"io"
@@ -10,11 +8,12 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 
 	"k8s.io/utils/clock"
 
+	"github.com/nodelet/nodelet/internal/atomicfile"
 	"github.com/nodelet/nodelet/internal/keylock"
+	"github.com/nodelet/nodelet/internal/metrics"
 )
 
 const (
@@ -101,43 +100,11 @@ func (s *FileStore) CreateCheckpoint(key string, c Checkpoint) error {
 	unlock := s.locks.Lock(key)
 	defer unlock()
 	start := s.clock.Now()
-	if err := s.writeFile(key, b); err != nil {
-		return fmt.Errorf("writing checkpoint %q to %s: %w", key, s.path(key), err)
+	if err := atomicfile.WriteFile(s.path(key), b, fileMode); err != nil {
+		return fmt.Errorf("writing checkpoint %q: %w", key, err)
 	}
 	metrics.CheckpointWriteDuration.Observe(s.clock.Since(start).Seconds())
 	return nil
-}
-
-// writeFile replaces the key's file with b through a temporary file.
-func (s *FileStore) writeFile(key string, b []byte) (err error) {
-	f, err := os.CreateTemp(s.dir, tempPrefix+key+tempMarker+"*")
-	if err != nil {
-		return fmt.Errorf("creating temporary file: %w", err)
-	}
-	tmp := f.Name()
-	defer func() {
-		if err != nil {
-			f.Close()      // Already closed on most paths; the error is moot.
-			os.Remove(tmp) // Best effort: NewFileStore removes leftovers too.
-		}
-	}()
-	// CreateTemp uses mode 0600 before the umask; make sure of it.
-	if err := f.Chmod(fileMode); err != nil {
-		return fmt.Errorf("setting mode of %s: %w", tmp, err)
-	}
-	if _, err := f.Write(b); err != nil {
-		return fmt.Errorf("writing %s: %w", tmp, err)
-	}
-	if err := f.Sync(); err != nil {
-		return fmt.Errorf("syncing %s: %w", tmp, err)
-	}
-	if err := f.Close(); err != nil {
-		return fmt.Errorf("closing %s: %w", tmp, err)
-	}
-	if err := os.Rename(tmp, s.path(key)); err != nil {
-		return fmt.Errorf("renaming %s: %w", tmp, err)
-	}
-	return s.syncDir()
 }
 
 // GetCheckpoint reads the checkpoint stored under key into c. A checkpoint that
@@ -222,7 +189,7 @@ func (s *FileStore) quarantine(key string, cause error) error {
 	if err := os.Chmod(dest, fileMode); err != nil {
 		cerr.Err = errors.Join(cause, fmt.Errorf("restricting mode of %s: %w", dest, err))
 	}
-	if err := s.syncDir(); err != nil {
+	if err := atomicfile.SyncDir(s.dir); err != nil {
 		cerr.Err = errors.Join(cerr.Err, fmt.Errorf("moving corrupt checkpoint aside: %w", err))
 	}
 	return cerr
@@ -241,7 +208,7 @@ func (s *FileStore) RemoveCheckpoint(key string) error {
 		}
 		return fmt.Errorf("removing checkpoint %q: %w", key, err)
 	}
-	if err := s.syncDir(); err != nil {
+	if err := atomicfile.SyncDir(s.dir); err != nil {
 		return fmt.Errorf("removing checkpoint %q: %w", key, err)
 	}
 	return nil
@@ -272,7 +239,7 @@ func (s *FileStore) removeTempFiles() error {
 	}
 	removed := false
 	for _, e := range entries {
-		if !isTempFile(e.Name()) || !e.Type().IsRegular() {
+		if !atomicfile.IsTemp(e.Name()) || !e.Type().IsRegular() {
 			continue
 		}
 		if err := os.Remove(filepath.Join(s.dir, e.Name())); err != nil && !errors.Is(err, fs.ErrNotExist) {
@@ -281,30 +248,9 @@ func (s *FileStore) removeTempFiles() error {
 		removed = true
 	}
 	if removed {
-		return s.syncDir()
+		return atomicfile.SyncDir(s.dir)
 	}
 	return nil
-}
-
-// isTempFile reports whether name is one of writeFile's temporary files.
-func isTempFile(name string) bool {
-	return strings.HasPrefix(name, tempPrefix) && strings.Contains(name, tempMarker)
 }
 
 func (s *FileStore) path(key string) string { return filepath.Join(s.dir, key) }
-
-// syncDir makes renames and removals in the directory durable.
-func (s *FileStore) syncDir() error {
-	d, err := os.Open(s.dir)
-	if err != nil {
-		return fmt.Errorf("opening directory to sync: %w", err)
-	}
-	if err := d.Sync(); err != nil {
-		d.Close()
-		return fmt.Errorf("syncing directory %s: %w", s.dir, err)
-	}
-	if err := d.Close(); err != nil {
-		return fmt.Errorf("closing directory %s: %w", s.dir, err)
-	}
-	return nil
-}

@@ -7,6 +7,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/nodelet/nodelet/internal/atomicfile"
 )
 
 // FuzzUnmarshalCheckpoint feeds arbitrary bytes to the decode path. It must
@@ -78,7 +80,7 @@ func FuzzValidateKey(f *testing.F) {
 		if filepath.Dir(p) != dir || filepath.Base(p) != key {
 			t.Fatalf("key %q resolves to %s, outside %s or renamed", key, p, dir)
 		}
-		if isTempFile(key) || strings.Contains(key, quarantineMarker) || len(key) > MaxKeyLength {
+		if atomicfile.IsTemp(key) || strings.Contains(key, quarantineMarker) || len(key) > MaxKeyLength {
 			t.Fatalf("key %q is accepted but looks like a temporary or quarantined file or is too long", key)
 		}
 	})

@@ -9,14 +9,10 @@ import (
 // 255-byte file name for the temporary and quarantine suffixes.
 const MaxKeyLength = 200
 
-// Suffixes and prefixes that mark files which are not checkpoints. Keys may not
-// start with "." and may not contain quarantineMarker, so neither kind can be
-// mistaken for a key.
-const (
-	tempPrefix       = "."
-	tempMarker       = ".tmp-"
-	quarantineMarker = ".corrupt-"
-)
+// quarantineMarker marks files which are not checkpoints but corrupt ones moved
+// aside. Keys may not contain it, nor start with "." as the temporary files of
+// atomicfile do, so neither kind can be mistaken for a key.
+const quarantineMarker = ".corrupt-"
 
 // ValidateKey returns an error matching ErrInvalidKey unless key can be used
 // as a file name directly inside the store's directory: 1 to MaxKeyLength
