@@ -1,0 +1,7 @@
+// Package app is nodelet's start-up, shared by the nodelet command and by
+// binaries built with the public extension package: parse flags and the
+// configuration file, connect to the API server (with a TLS bootstrap when
+// asked), refuse a node another agent runs, build the node-scoped manager,
+// open the runtime and the checkpoint store, set up the registry's enabled
+// reconcilers and the node API server, and run until a signal.
+package app

@@ -1,0 +1,205 @@
+package app
+
+import (
+	"context"
+	"errors"
+	goflag "flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/spf13/pflag"
+	"go.uber.org/zap/zapcore"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+
+	"github.com/nodelet/nodelet/api/v1alpha1"
+	"github.com/nodelet/nodelet/internal/controller"
+	"github.com/nodelet/nodelet/internal/agent"
+	"github.com/nodelet/nodelet/internal/certificates"
+	"github.com/nodelet/nodelet/internal/checkpoint"
+	"github.com/nodelet/nodelet/internal/cri"
+	"github.com/nodelet/nodelet/internal/nodeinfo"
+	"github.com/nodelet/nodelet/internal/options"
+	"github.com/nodelet/nodelet/internal/server"
+	"github.com/nodelet/nodelet/internal/version"
+)
+
+// Run runs nodelet with the command-line arguments args (without the
+// program name) and the reconcilers of reg, and returns the process's exit
+// code: 0 after a clean stop (or --help, --version), 2 for invalid flags,
+// configuration or controller names, 1 for any other failure.
+func Run(args []string, reg controller.Registry) int {
+	zapOpts := zap.Options{}
+	verbosity := 0
+	opts, err := options.Parse(args, func(fs *pflag.FlagSet) {
+		gofs := goflag.NewFlagSet("log", goflag.ContinueOnError)
+		zapOpts.BindFlags(gofs)
+		fs.AddGoFlagSet(gofs)
+		fs.IntVarP(&verbosity, "v", "v", 0, "log verbosity, as the kubelet's: 0 for the essentials, 1 adds debug messages, 4 and more adds client-go's request logs")
+	})
+	if errors.Is(err, options.ErrHelp) {
+		return 0
+	}
+	if errors.Is(err, options.ErrVersion) {
+		fmt.Println(version.String())
+		return 0
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "nodelet: %v\n", err)
+		return 2
+	}
+	cfg := opts.Config
+	// An unknown controller name is a configuration error: say so before
+	// anything connects anywhere.
+	if _, err := reg.Resolve(cfg.Controllers); err != nil {
+		fmt.Fprintf(os.Stderr, "nodelet: %v\n", err)
+		return 2
+	}
+	logger := newLogger(&zapOpts, verbosity)
+	ctrl.SetLogger(logger)
+	// client-go and the other Kubernetes libraries log through klog: send
+	// their messages to the same logger, at the same verbosity.
+	klog.SetLogger(logger)
+	log := ctrl.Log.WithName("setup")
+
+	ctx := ctrl.SetupSignalHandler()
+	apiClient, err := loadClient(ctx, opts)
+	if err != nil {
+		log.Error(err, "Unable to load the API server configuration")
+		return 1
+	}
+	if reason := foreignAgent(ctx, apiClient.Config, cfg.NodeName); reason != "" {
+		log.Error(errors.New(reason), "Refusing to run a node another agent runs", "node", cfg.NodeName)
+		return 1
+	}
+	mgr, err := agent.NewManager(apiClient.Config, cfg)
+	if err != nil {
+		log.Error(err, "Unable to create the manager")
+		return 1
+	}
+	if err := mgr.Add(apiClient); err != nil {
+		log.Error(err, "Unable to add client certificate rotation")
+		return 1
+	}
+	deps, err := buildDeps(ctx, cfg)
+	if err != nil {
+		log.Error(err, "Unable to set up the node's runtime and state")
+		return 1
+	}
+	if err := reg.Setup(mgr, deps, cfg.Controllers); err != nil {
+		log.Error(err, "Unable to set up controllers")
+		return 1
+	}
+	if port := cfg.Server.Port; port == nil || *port != 0 {
+		configz, err := agent.ConfigzHandler(cfg)
+		if err != nil {
+			log.Error(err, "Unable to set up the node API server")
+			return 1
+		}
+		srv, err := server.NewFromConfig(cfg, mgr, deps.Runtime, configz)
+		if err != nil {
+			log.Error(err, "Unable to set up the node API server")
+			return 1
+		}
+		if err := mgr.Add(srv); err != nil {
+			log.Error(err, "Unable to add the node API server")
+			return 1
+		}
+	}
+	log.Info("Starting nodelet", "node", cfg.NodeName, "runtime", cfg.ContainerRuntimeEndpoint)
+	if err := mgr.Start(ctx); err != nil {
+		log.Error(err, "Manager stopped with an error")
+		return 1
+	}
+	return 0
+}
+
+// newLogger builds nodelet's logger from the zap flags; -v N, when given
+// and --zap-log-level is not, logs V(N) messages and below. klog's own
+// verbosity is set to the same N.
+func newLogger(zapOpts *zap.Options, verbosity int) logr.Logger {
+	if verbosity > 0 && zapOpts.Level == nil {
+		zapOpts.Level = zapcore.Level(-verbosity)
+	}
+	kfs := goflag.NewFlagSet("klog", goflag.ContinueOnError)
+	klog.InitFlags(kfs)
+	// The flag set is ours and the value an int: Set cannot fail.
+	_ = kfs.Set("v", strconv.Itoa(verbosity))
+	return zap.New(zap.UseFlagOptions(zapOpts))
+}
+
+// buildDeps connects to the container runtime and opens the state
+// directories the reconcilers share.
+func buildDeps(ctx context.Context, cfg *v1alpha1.NodeletConfiguration) (*controller.Deps, error) {
+	if err := os.MkdirAll(cfg.RootDir, 0o750); err != nil {
+		return nil, fmt.Errorf("creating root directory: %w", err)
+	}
+	store, err := checkpoint.NewFileStore(filepath.Join(cfg.RootDir, "checkpoints"))
+	if err != nil {
+		return nil, fmt.Errorf("opening checkpoint store: %w", err)
+	}
+	runtime, err := cri.Dial(ctx, cfg.ContainerRuntimeEndpoint, cfg.ImageServiceEndpoint, cri.Options{
+		NodeName:              cfg.NodeName,
+		RuntimeRequestTimeout: cfg.RuntimeRequestTimeout.Duration,
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &controller.Deps{Config: cfg, Runtime: runtime, Checkpoints: store}, nil
+}
+
+// loadClient returns the API server client of --kubeconfig, after a TLS
+// bootstrap with --bootstrap-kubeconfig when one is needed, with client
+// certificate rotation when rotateCertificates is on. Without
+// --kubeconfig it is the usual in-cluster config or $KUBECONFIG.
+func loadClient(ctx context.Context, opts *options.Options) (*certificates.Client, error) {
+	rotate := ptr.Deref(opts.Config.RotateCertificates, false)
+	if opts.Kubeconfig == "" {
+		if rotate {
+			return nil, errors.New("rotateCertificates needs --kubeconfig: the client certificate to rotate is named there")
+		}
+		c, err := ctrl.GetConfig()
+		if err != nil {
+			return nil, err
+		}
+		return &certificates.Client{Config: c}, nil
+	}
+	return certificates.Load(ctx, certificates.Options{
+		Kubeconfig:          opts.Kubeconfig,
+		BootstrapKubeconfig: opts.BootstrapKubeconfig,
+		CertDir:             opts.CertDir,
+		NodeName:            opts.Config.NodeName,
+		Rotate:              rotate,
+		Logger:              ctrl.Log.WithName("certificates"),
+	})
+}
+
+// foreignAgent returns why the node must not be run by this nodelet: a
+// live agent that is not nodelet (a kubelet) runs it. An error reading the
+// Node or its Lease is no reason: the manager reports an unreachable API
+// server itself.
+func foreignAgent(ctx context.Context, cfg *rest.Config, nodeName string) string {
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return ""
+	}
+	node, err := cs.CoreV1().Nodes().Get(ctx, nodeName, metav1.GetOptions{})
+	if err != nil {
+		return ""
+	}
+	lease, err := cs.CoordinationV1().Leases(corev1.NamespaceNodeLease).Get(ctx, nodeName, metav1.GetOptions{})
+	if err != nil {
+		return ""
+	}
+	return nodeinfo.ForeignAgent(node, lease, time.Now())
+}
