@@ -23,10 +23,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/nodelet/nodelet/api/v1alpha1"
-	"github.com/nodelet/nodelet/internal/controller"
 	"github.com/nodelet/nodelet/internal/agent"
 	"github.com/nodelet/nodelet/internal/certificates"
 	"github.com/nodelet/nodelet/internal/checkpoint"
+	"github.com/nodelet/nodelet/internal/controller"
 	"github.com/nodelet/nodelet/internal/cri"
 	"github.com/nodelet/nodelet/internal/nodeinfo"
 	"github.com/nodelet/nodelet/internal/options"
