@@ -54,8 +54,12 @@
 // write a Secret's content to a log.
 //
 // A reconciler must not write a pod's status (the pod reconciler owns it,
-// and writes it whole), and must not block: slow work runs in its own
-// goroutines or runnables and ends when their context ends.
+// and writes it whole), nor a Node condition type nodelet sets (Ready,
+// MemoryPressure, DiskPressure, PIDPressure, NetworkUnavailable): set
+// conditions of its own with a strategic-merge patch of the status, which
+// keeps the others. Its controller's workers are its own, so a slow call
+// (an image pull) delays only that controller; every call must still end
+// when its context ends.
 //
 // # Stability
 //
