@@ -13,6 +13,8 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	certutil "k8s.io/client-go/util/cert"
+
+	"github.com/nodelet/nodelet/internal/atomicfile"
 )
 
 // Modes of what nodelet writes: credentials are readable by their owner
@@ -127,36 +129,7 @@ func writeKubeconfig(path string, kc *clientcmdapi.Config) error {
 	if err := os.MkdirAll(filepath.Dir(path), credentialDirMode); err != nil {
 		return fmt.Errorf("creating the kubeconfig directory: %w", err)
 	}
-	return writeFileAtomic(path, data, credentialFileMode)
-}
-
-// writeFileAtomic writes data to a temporary file beside path, syncs it
-// and renames it over path.
-func writeFileAtomic(path string, data []byte, mode os.FileMode) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-")
-	if err != nil {
-		return fmt.Errorf("writing %s: %w", path, err)
-	}
-	defer os.Remove(tmp.Name()) // no-op after the rename
-	if err := tmp.Chmod(mode); err != nil {
-		_ = tmp.Close()
-		return fmt.Errorf("writing %s: %w", path, err)
-	}
-	if _, err := tmp.Write(data); err != nil {
-		_ = tmp.Close()
-		return fmt.Errorf("writing %s: %w", path, err)
-	}
-	if err := tmp.Sync(); err != nil {
-		_ = tmp.Close()
-		return fmt.Errorf("writing %s: %w", path, err)
-	}
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("writing %s: %w", path, err)
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		return fmt.Errorf("writing %s: %w", path, err)
-	}
-	return nil
+	return atomicfile.WriteFile(path, data, credentialFileMode)
 }
 
 // ensureCertDir creates dir with mode 0700, or tightens it to 0700 when it
