@@ -1,5 +1,6 @@
-// Package certificates gives nodelet its identity on the API server the way
-// the kubelet gets its own: TLS bootstrap and client certificate rotation.
+// Package certificates gives nodelet its identities the way the kubelet
+// gets its own: on the API server through TLS bootstrap and client
+// certificate rotation, and for its own node API a serving certificate.
 //
 // With a bootstrap kubeconfig (--bootstrap-kubeconfig, usually a bootstrap
 // token) and no usable --kubeconfig, nodelet makes a key, asks for a client
@@ -13,5 +14,10 @@
 // expires, and the REST config nodelet runs on presents whichever is
 // current at each TLS handshake; when it changes, every open connection is
 // closed so that watches and requests continue on the new certificate
-// without a restart. Keys and tokens are never logged.
+// without a restart. The node API's serving certificate is kept here too:
+// the files the configuration names, else a self-signed pair made once for
+// the node's name and address (<root>/pki/nodelet.crt and nodelet.key, mode
+// 0600, directory 0700). What nodelet writes itself here, the kubeconfig
+// and that pair, goes through atomicfile, so a crash never leaves half a
+// file. Keys and tokens are never logged.
 package certificates

@@ -10,6 +10,7 @@ import (
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/nodelet/nodelet/api/v1alpha1"
+	"github.com/nodelet/nodelet/internal/certificates"
 	"github.com/nodelet/nodelet/internal/cri"
 	"github.com/nodelet/nodelet/internal/nodeinfo"
 )
@@ -27,7 +28,7 @@ func NewFromConfig(cfg *v1alpha1.NodeletConfiguration, mgr ctrl.Manager, rt cri.
 	if ip := net.ParseIP(cfg.NodeIP); ip != nil {
 		ips = append(ips, ip)
 	}
-	cert, err := ServingCertificate(sc.TLSCertFile, sc.TLSPrivateKeyFile, filepath.Join(cfg.RootDir, CertDir), cfg.NodeName, ips)
+	cert, err := certificates.ServingCertificate(sc.TLSCertFile, sc.TLSPrivateKeyFile, filepath.Join(cfg.RootDir, CertDir), cfg.NodeName, ips)
 	if err != nil {
 		return nil, err
 	}
