@@ -43,10 +43,17 @@ type NodeletOptions struct {
 	// user is provisioned, and the agent writes Dir/kubeconfig itself
 	// once its client certificate is issued.
 	BootstrapKubeconfig string
+	// Binary is the nodelet binary to run instead of the one built from
+	// this repository: one built from a module that extends nodelet
+	// through pkg/nodelet (see BuildGoBinary). Restart runs it too.
+	Binary string
+	// Env is added to the agent's environment (KEY=value), after the
+	// test process's own, so it overrides a variable of the same name.
+	Env []string
 }
 
 // Nodelet is a nodelet process started from the binary built from this
-// repository.
+// repository, or from NodeletOptions.Binary.
 type Nodelet struct {
 	Options     NodeletOptions
 	Dir         string
@@ -90,10 +97,37 @@ func NodeletBinary(ctx context.Context) (string, error) {
 	return buildPath, buildErr
 }
 
+// BuildGoBinary runs `go build -o output pkg` in moduleDir, the directory
+// of another Go module's go.mod (one that extends nodelet, say), so that
+// the module's own go.mod and go.sum decide what is built. output is made
+// absolute first; pkg is as go build takes it ("." or "./cmd/x"). A
+// go.work file around moduleDir is ignored.
+func BuildGoBinary(ctx context.Context, moduleDir, pkg, output string) error {
+	out, err := filepath.Abs(output)
+	if err != nil {
+		return fmt.Errorf("building %s of %s: %w", pkg, moduleDir, err)
+	}
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", out, pkg)
+	cmd.Dir = moduleDir
+	cmd.Env = append(os.Environ(), "GOWORK=off")
+	if combined, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("building %s of %s: %w: %s", pkg, moduleDir, err, combined)
+	}
+	return nil
+}
+
+// binary is the agent binary that opts run.
+func (o *NodeletOptions) binary(ctx context.Context) (string, error) {
+	if o.Binary != "" {
+		return o.Binary, nil
+	}
+	return NodeletBinary(ctx)
+}
+
 // StartNodelet writes the agent's kubeconfig and configuration file and
 // starts it, waiting until its health endpoint answers.
 func StartNodelet(ctx context.Context, opts NodeletOptions) (*Nodelet, error) {
-	bin, err := NodeletBinary(ctx)
+	bin, err := opts.binary(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -214,6 +248,9 @@ func (n *Nodelet) start(ctx context.Context, bin string, args []string) error {
 		return fmt.Errorf("opening the nodelet log: %w", err)
 	}
 	cmd := exec.Command(bin, args...)
+	if len(n.Options.Env) > 0 {
+		cmd.Env = append(os.Environ(), n.Options.Env...)
+	}
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
@@ -317,12 +354,14 @@ func (n *Nodelet) signal(sig syscall.Signal, wait time.Duration) error {
 }
 
 // Restart starts the agent again on the same directory, configuration and
-// credentials, after it was stopped or killed.
+// credentials, after it was stopped or killed. Options.Args, Binary and Env
+// are read again, so a spec may change them in between (to turn a
+// reconciler off with --controllers, say).
 func (n *Nodelet) Restart(ctx context.Context) error {
 	if n.Running() {
 		return errors.New("restarting nodelet: it is still running")
 	}
-	bin, err := NodeletBinary(ctx)
+	bin, err := n.Options.binary(ctx)
 	if err != nil {
 		return err
 	}
