@@ -11,7 +11,9 @@
 // the CRI log files with k8s.io/cri-client/pkg/logs; exec, attach and
 // port-forward ask the CRI for a streaming URL and proxy the upgraded
 // (SPDY or WebSocket) connection to the runtime's streaming server with
-// apimachinery's UpgradeAwareHandler; stats come from the CRI stats calls
-// and the host's /proc and cgroups, in the types of
-// k8s.io/kubelet/pkg/apis/stats/v1alpha1.
+// apimachinery's UpgradeAwareHandler; stats come from the CRI stats calls,
+// the host's /proc and statfs of its filesystems, in the types of
+// k8s.io/kubelet/pkg/apis/stats/v1alpha1, and /metrics/resource turns a
+// fresh summary into the families metrics-server reads at each scrape, on a
+// Prometheus registry of its own.
 package server
