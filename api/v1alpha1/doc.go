@@ -1,7 +1,8 @@
 // Package v1alpha1 holds NodeletConfiguration, the component-config API of
 // nodelet (group config.nodelet.io), in the way KubeletConfiguration is the
 // kubelet's: the types, their defaults, their validation with field paths, and
-// the scheme they are registered in. It imports only apimachinery so that any
+// the scheme they are registered in. It imports only apimachinery and the
+// core/v1 types (registerWithTaints is a list of corev1.Taint) so that any
 // tool can read a nodelet configuration file without pulling in the agent.
 //
 // +kubebuilder:object:generate=true
