@@ -5,8 +5,10 @@
 // CRI with the credentials of the pod's imagePullSecrets (a Keyring matched
 // against the image's registry host and repository path, as docker and the
 // kubelet match them, falling back to an anonymous pull), pulls one image at
-// a time or in parallel but never the same image twice at once, and records
-// the kubelet's Pulling, Pulled and Failed events on the pod. When to pull
+// a time or in parallel but never the same image twice at once (a pull that
+// several callers wait for is shared, and cancelled when none waits any
+// more), and records the kubelet's Pulling, Pulled, Failed,
+// ErrImageNeverPull and InspectFailed events on the pod. When to pull
 // again after a failure (10s doubling to 5 min, per pod and container) is
 // the pod plan's image pull back-off in internal/kuberuntime, which is kept
 // in the pod's checkpoint. Errors wrap ErrImagePull, ErrImageNeverPull,

@@ -3,16 +3,17 @@
 // manager that needs no storage plugins. A Manager keeps one directory per pod
 // under <root>/pods/<uid> with the kubelet's layout
 // (volumes/kubernetes.io~<plugin>/<name>, containers/<name>/<restart>,
-// etc-hosts). SetUp creates emptyDir volumes (memory-backed ones on tmpfs
-// through k8s.io/mount-utils), checks hostPath volumes against their type, and
+// etc-hosts). SetUp creates emptyDir volumes (memory-backed ones on tmpfs,
+// mounted with a system call behind k8s.io/mount-utils' interface), checks
+// hostPath volumes against their type, and
 // writes the content of configMap, secret, downwardAPI and projected volumes
 // (including bound service account tokens, refreshed at 80% of their lifetime)
 // with an atomic writer: each version lives in its own timestamped data
 // directory, a "..data" symlink is swapped to it with one rename, and the
 // user-visible names are symlinks through "..data", so a running container
 // sees either the old or the new content, never a mix. Secret and projected
-// volumes live on tmpfs by default so that secrets never reach the disk, and
-// their content is never logged. SetUp prepares a pod's volumes once and then
+// volumes live on tmpfs so that secrets never reach the disk, and their
+// content is never logged. SetUp prepares a pod's volumes once and then
 // returns at once without reading anything, so a container restart needs
 // nothing from the API server; Update rewrites the volumes that project a
 // changed object, and Refresh what is due without one (a token at
@@ -22,6 +23,9 @@
 // one fails with a *MissingObjectError and the volume keeps its files. A
 // failure is a *SetUpError whose text is the kubelet's FailedMount event
 // message. Mounts, WriteEtcHosts and the
-// termination-message file give the CRI what a container start needs, and
-// TearDown unmounts what SetUp mounted and removes the pod directory.
+// termination-message file give the CRI what a container start needs (a
+// subPath or expanded subPathExpr is opened below its volume without
+// following links and bind-mounted under the pod directory), volumes are
+// handed to the pod's fsGroup, and TearDown unmounts what SetUp and Mounts
+// mounted and removes the pod directory.
 package volume
