@@ -10,4 +10,9 @@
 // resources, attached volumes), moves lastTransitionTime only when a
 // condition's status flips, and says whether anything but heartbeat times
 // changed, so the caller writes only when needed.
+//
+// NewNode is the Node nodelet registers (its labels, registerWithTaints);
+// FactsReader reads back what admission and the pods need of it; and
+// ForeignAgent says whether another live agent, a kubelet, runs a node
+// already, so that nodelet refuses to start for it.
 package nodeinfo
