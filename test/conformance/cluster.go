@@ -46,7 +46,7 @@ type Cluster struct {
 	Scheduler         *utils.Component
 	Containerd        *utils.Containerd
 	Nodelet           *utils.Nodelet
-	Kubelet           *Kubelet
+	Kubelet           *utils.Kubelet
 	// Kubeconfig is the admin's kubeconfig, for e2e.test.
 	Kubeconfig string
 }
@@ -150,7 +150,7 @@ func (c *Cluster) startNode(ctx context.Context) error {
 		c.Nodelet = n
 		return err
 	case AgentKubelet:
-		k, err := StartKubelet(ctx, KubeletOptions{
+		k, err := StartKubelet(ctx, utils.KubeletOptions{
 			Binary:     c.Options.BinDir + "/" + KubeletBinary,
 			NodeName:   c.Options.NodeName,
 			API:        c.API,
@@ -224,7 +224,7 @@ func (c *Cluster) AgentLog() string {
 func (c *Cluster) Stop() error {
 	var errs []error
 	if c.Kubelet != nil {
-		c.Kubelet.Stop()
+		c.Kubelet.Terminate()
 	}
 	if c.Nodelet != nil {
 		errs = append(errs, c.Nodelet.Stop())
@@ -233,7 +233,7 @@ func (c *Cluster) Stop() error {
 		errs = append(errs, c.Containerd.Stop())
 	}
 	if c.Kubelet != nil {
-		errs = append(errs, c.Kubelet.Cleanup())
+		errs = append(errs, c.Kubelet.Stop())
 	}
 	if c.Nodelet != nil {
 		errs = append(errs, c.Nodelet.Cleanup())

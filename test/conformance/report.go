@@ -11,6 +11,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/nodelet/nodelet/test/utils"
 )
 
 // List returns the names of the specs focus and skip select, from a dry
@@ -149,10 +151,16 @@ func Leftovers(c *Cluster) func() string {
 	return func() string {
 		var left []string
 		for _, d := range dirs {
-			if mounts, _ := mountsUnder(d); len(mounts) > 0 {
+			if mounts, _ := utils.MountsUnder(d); len(mounts) > 0 {
 				left = append(left, fmt.Sprintf("mounts %v", mounts))
 			}
-			left = append(left, processesMentioning(d)...)
+		}
+		pids, err := utils.ProcessesUnder(dirs...)
+		if err != nil {
+			left = append(left, err.Error())
+		}
+		for _, pid := range pids {
+			left = append(left, describeProcess(pid))
 		}
 		if bridge != "" {
 			if _, err := os.Stat(filepath.Join("/sys/class/net", bridge)); err == nil {
@@ -163,21 +171,10 @@ func Leftovers(c *Cluster) func() string {
 	}
 }
 
-// processesMentioning lists the processes whose command line contains s.
-func processesMentioning(s string) []string {
-	entries, _ := os.ReadDir("/proc")
-	var out []string
-	for _, e := range entries {
-		if e.Name()[0] < '0' || e.Name()[0] > '9' {
-			continue
-		}
-		cmdline, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
-		if err != nil || !bytes.Contains(cmdline, []byte(s)) {
-			continue
-		}
-		out = append(out, fmt.Sprintf("process %s (%s)", e.Name(), strings.ReplaceAll(string(bytes.TrimRight(cmdline, "\x00")), "\x00", " ")))
-	}
-	return out
+// describeProcess names a process and its command line.
+func describeProcess(pid int) string {
+	cmdline, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+	return fmt.Sprintf("process %d (%s)", pid, strings.ReplaceAll(string(bytes.TrimRight(cmdline, "\x00")), "\x00", " "))
 }
 
 // ProgressWriter passes the suite's output through a filter that prints a

@@ -472,17 +472,7 @@ func (c *Containerd) criReady(ctx context.Context) error {
 
 // LogTail returns the last n lines of containerd's log (the log itself is
 // removed by Stop: print this when a test fails).
-func (c *Containerd) LogTail(n int) string {
-	b, err := os.ReadFile(c.logPath)
-	if err != nil {
-		return fmt.Sprintf("(no containerd log: %v)", err)
-	}
-	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
-}
+func (c *Containerd) LogTail(n int) string { return TailLines(c.logPath, n) }
 
 func (c *Containerd) logTail() string {
 	return "containerd log tail:\n" + c.LogTail(40)

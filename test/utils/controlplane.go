@@ -228,17 +228,7 @@ func (c *Component) Stop() error {
 }
 
 // LogTail returns the last lines of the component's log.
-func (c *Component) LogTail(lines int) string {
-	data, err := os.ReadFile(c.LogPath)
-	if err != nil {
-		return err.Error()
-	}
-	all := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
-	if len(all) > lines {
-		all = all[len(all)-lines:]
-	}
-	return strings.Join(all, "\n")
-}
+func (c *Component) LogTail(lines int) string { return TailLines(c.LogPath, lines) }
 
 // LogLines returns the lines of the component's log that contain substr.
 func (c *Component) LogLines(substr string) []string {

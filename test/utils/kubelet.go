@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -16,8 +18,9 @@ import (
 	"sigs.k8s.io/yaml"
 )
 
-// KubeletOptions describe one real kubelet, the host's agent in specs that
-// run nodelet the way a cluster deploys it: as a pod of a kubelet.
+// KubeletOptions describe one real kubelet: the host's agent in specs that
+// run nodelet the way a cluster deploys it (as a pod of a kubelet), and
+// the reference node of the conformance comparison.
 type KubeletOptions struct {
 	// NodeName is the Node it registers; it authenticates as
 	// system:node:<NodeName> against API.
@@ -25,34 +28,53 @@ type KubeletOptions struct {
 	// API is the API server; Containerd the kubelet's runtime.
 	API        *APIServer
 	Containerd *Containerd
+	// Binary is the kubelet to run; empty builds it from the pinned
+	// Kubernetes module with hack/kubelet.sh (cached).
+	Binary string
+	// Config is set over the harness's KubeletConfiguration, key by key
+	// at its top level: a map given here replaces the harness's whole.
+	Config map[string]any
+	// Args are command-line flags added to the harness's.
+	Args []string
 }
 
-// Kubelet is a kubelet process built from the pinned Kubernetes module
-// (hack/kubelet.sh), with its root, pod logs, certificates and
-// configuration under Dir.
+// Kubelet is a kubelet process with its root, pod logs, certificates,
+// configuration and log under Dir.
 type Kubelet struct {
 	Options KubeletOptions
 	Dir     string
 	LogPath string
 	// HealthzAddr is its /healthz, on loopback.
 	HealthzAddr string
+	// ServerAddr is the kubelet API: the configuration's address and port.
+	ServerAddr string
 
-	mu   sync.Mutex
-	cmd  *exec.Cmd
-	done chan struct{}
+	mu          sync.Mutex
+	cmd         *exec.Cmd
+	done        chan struct{} // closed when no process runs and none will
+	err         error         // how the last process ended
+	supervising bool
+	stopping    bool
+	restarts    int
 }
 
 // kubeletStopTimeout is how long the kubelet gets between SIGTERM and SIGKILL.
-const kubeletStopTimeout = 10 * time.Second
+const kubeletStopTimeout = 20 * time.Second
 
-// StartKubelet builds the kubelet when it is not cached and starts it with
-// the settings this machine kind needs (cgroup v1 allowed, no QoS cgroups,
-// no node allocatable enforcement) and its own free ports. It does not wait
-// for the Node: callers do, with the timeout they need.
+// StartKubelet starts the kubelet with the settings this machine kind
+// needs (cgroup v1 allowed, no QoS cgroups, no node allocatable
+// enforcement, no swap check), its own free ports and opts' changes, in a
+// mount namespace where the kernel settings it writes are files
+// (IsolatedKubeletCommand). It does not wait for the kubelet: callers wait
+// for /healthz (WaitHealthy) or the Node, with the timeout they need. On
+// error the returned Kubelet, if any, has been stopped.
 func StartKubelet(ctx context.Context, opts KubeletOptions) (*Kubelet, error) {
-	bin, err := runHackScript(ctx, "kubelet.sh")
-	if err != nil {
-		return nil, fmt.Errorf("building the kubelet: %w", err)
+	bin := opts.Binary
+	if bin == "" {
+		var err error
+		if bin, err = runHackScript(ctx, "kubelet.sh"); err != nil {
+			return nil, fmt.Errorf("building the kubelet: %w", err)
+		}
 	}
 	dir, err := os.MkdirTemp("", "nodelet-kubelet-")
 	if err != nil {
@@ -67,7 +89,7 @@ func StartKubelet(ctx context.Context, opts KubeletOptions) (*Kubelet, error) {
 	if err != nil {
 		return k, errors.Join(err, k.Stop())
 	}
-	if err := k.start(prefix[0], append(append(prefix[1:], bin), args...)); err != nil {
+	if err := k.start(append(append(prefix, bin), args...)); err != nil {
 		return k, errors.Join(err, k.Stop())
 	}
 	return k, nil
@@ -117,12 +139,15 @@ func (k *Kubelet) configure() ([]string, error) {
 			"anonymous": map[string]any{"enabled": false},
 			"webhook":   map[string]any{"enabled": true},
 		},
-		"authorization":               map[string]any{"mode": "Webhook"},
-		"serializeImagePulls":         false,
+		"authorization":       map[string]any{"mode": "Webhook"},
+		"serializeImagePulls": false,
+		// The images cannot be pulled again: never collect them.
 		"imageGCHighThresholdPercent": 100,
 		"imageGCLowThresholdPercent":  99,
 		"staticPodPath":               "",
 	}
+	maps.Copy(cfg, k.Options.Config)
+	k.ServerAddr = net.JoinHostPort(fmt.Sprint(cfg["address"]), fmt.Sprint(cfg["port"]))
 	data, err := yaml.Marshal(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("encoding the kubelet configuration: %w", err)
@@ -131,41 +156,99 @@ func (k *Kubelet) configure() ([]string, error) {
 	if err := os.WriteFile(config, data, 0o600); err != nil {
 		return nil, fmt.Errorf("writing the kubelet configuration: %w", err)
 	}
-	return []string{
+	return append([]string{
 		"--config=" + config,
 		"--kubeconfig=" + kubeconfig,
 		"--root-dir=" + filepath.Join(k.Dir, "root"),
 		"--cert-dir=" + filepath.Join(k.Dir, "pki"),
 		"--hostname-override=" + k.Options.NodeName,
 		"--v=2",
-	}, nil
+	}, k.Options.Args...), nil
 }
 
-func (k *Kubelet) start(bin string, args []string) error {
-	logf, err := os.OpenFile(k.LogPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+// start runs argv from a supervisor that, once Supervise was called,
+// starts it again a second after it exits.
+func (k *Kubelet) start(argv []string) error {
+	cmd, err := k.run(argv)
 	if err != nil {
-		return fmt.Errorf("opening the kubelet log: %w", err)
-	}
-	cmd := exec.Command(bin, args...)
-	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		_ = logf.Close()
-		return fmt.Errorf("starting the kubelet: %w", err)
+		return err
 	}
 	done := make(chan struct{})
 	k.mu.Lock()
-	k.cmd, k.done = cmd, done
+	k.done = done
 	k.mu.Unlock()
-	go func() {
-		_ = cmd.Wait()
-		_ = logf.Close()
-		close(done)
-	}()
+	go k.superviseLoop(cmd, argv, done)
 	return nil
 }
 
-// Running reports whether the kubelet process is up.
+// run starts one kubelet process, its output appended to the log.
+func (k *Kubelet) run(argv []string) (*exec.Cmd, error) {
+	logf, err := os.OpenFile(k.LogPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("opening the kubelet log: %w", err)
+	}
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	err = cmd.Start()
+	_ = logf.Close() // the child holds its own descriptor
+	if err != nil {
+		return nil, fmt.Errorf("starting the kubelet: %w", err)
+	}
+	k.mu.Lock()
+	k.cmd = cmd
+	k.mu.Unlock()
+	return cmd, nil
+}
+
+// superviseLoop waits for each process and starts it again while
+// supervision is on; done is closed when it gives up or Terminate was
+// called.
+func (k *Kubelet) superviseLoop(cmd *exec.Cmd, argv []string, done chan struct{}) {
+	defer close(done)
+	for {
+		err := cmd.Wait()
+		k.mu.Lock()
+		k.err = err
+		again := k.supervising && !k.stopping
+		k.mu.Unlock()
+		if !again {
+			return
+		}
+		time.Sleep(time.Second)
+		k.mu.Lock()
+		if k.stopping {
+			k.mu.Unlock()
+			return
+		}
+		k.restarts++
+		k.mu.Unlock()
+		if cmd, err = k.run(argv); err != nil {
+			k.mu.Lock()
+			k.err = err
+			k.mu.Unlock()
+			return
+		}
+	}
+}
+
+// Supervise turns on starting the kubelet again a second after it exits,
+// as systemd does on a node: a node whose kubelet stays down fails every
+// spec after the one that crashed it.
+func (k *Kubelet) Supervise() {
+	k.mu.Lock()
+	k.supervising = true
+	k.mu.Unlock()
+}
+
+// Restarts counts the times the supervisor started the kubelet again.
+func (k *Kubelet) Restarts() int {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.restarts
+}
+
+// Running reports whether a kubelet process is up, or will be again.
 func (k *Kubelet) Running() bool {
 	k.mu.Lock()
 	defer k.mu.Unlock()
@@ -180,36 +263,79 @@ func (k *Kubelet) Running() bool {
 	}
 }
 
-// LogTail returns the last n lines of the kubelet's log.
-func (k *Kubelet) LogTail(n int) string {
-	b, err := os.ReadFile(k.LogPath)
-	if err != nil {
-		return fmt.Sprintf("(reading %s: %v)", k.LogPath, err)
-	}
-	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
-}
-
-// Stop stops the kubelet (SIGTERM, then SIGKILL) and removes its directory
-// and the mounts it made there (its root directory is a shared bind mount,
-// pod volumes are mounted below it). The pods it ran are left to its
-// containerd's Stop. Safe to call more than once.
-func (k *Kubelet) Stop() error {
+// WaitHealthy waits up to timeout for /healthz to answer 200, and fails
+// at once when the kubelet exits meanwhile.
+func (k *Kubelet) WaitHealthy(ctx context.Context, timeout time.Duration) error {
+	url := "http://" + k.HealthzAddr + "/healthz"
 	k.mu.Lock()
-	cmd, done := k.cmd, k.done
+	done := k.done
 	k.mu.Unlock()
-	if cmd != nil {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
 		select {
 		case <-done:
-		case <-time.After(kubeletStopTimeout):
-			_ = cmd.Process.Kill()
-			<-done
+			k.mu.Lock()
+			err := k.err
+			k.mu.Unlock()
+			return fmt.Errorf("kubelet exited during start-up (%w); log:\n%s", err, k.LogTail(40))
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, http.NoBody)
+		if err != nil {
+			return fmt.Errorf("checking kubelet health: %w", err)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err == nil {
+			_ = resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
 		}
 	}
+	return fmt.Errorf("kubelet did not become healthy in %s; log:\n%s", timeout, k.LogTail(40))
+}
+
+// LogTail returns the last n lines of the kubelet's log.
+func (k *Kubelet) LogTail(n int) string { return TailLines(k.LogPath, n) }
+
+// Terminate ends supervision and stops the kubelet process (SIGTERM, then
+// SIGKILL), leaving its directory and mounts: its pods' volumes stay
+// mounted until their containerd has stopped them. Safe to call more
+// than once.
+func (k *Kubelet) Terminate() {
+	k.mu.Lock()
+	k.stopping = true
+	cmd, done := k.cmd, k.done
+	k.mu.Unlock()
+	if cmd == nil || done == nil {
+		return
+	}
+	select {
+	case <-done:
+		return
+	default:
+	}
+	_ = cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-done:
+	case <-time.After(kubeletStopTimeout):
+		k.mu.Lock()
+		cmd = k.cmd
+		k.mu.Unlock()
+		_ = cmd.Process.Kill()
+		<-done
+	}
+}
+
+// Stop terminates the kubelet and removes its directory and the mounts it
+// made there (its root directory is a shared bind mount, pod volumes are
+// mounted below it). The pods it ran are left to its containerd's Stop,
+// which should come first when they may still run. Safe to call more than
+// once.
+func (k *Kubelet) Stop() error {
+	k.Terminate()
 	if k.Dir == "" {
 		return nil
 	}

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 )
 
@@ -92,6 +93,20 @@ func ensureDeps(ctx context.Context, commands ...string) error {
 		}
 	}
 	return nil
+}
+
+// TailLines returns the last n lines of the file at path (a process's
+// log, for a failure message), or why it cannot be read.
+func TailLines(path string, n int) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Sprintf("(reading %s: %v)", path, err)
+	}
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
 }
 
 // tail returns at most the last n bytes of s.

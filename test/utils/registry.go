@@ -129,6 +129,9 @@ func (r *Registry) Running() bool {
 	return r.proc != nil
 }
 
+// FreePort asks the kernel for a free TCP port on loopback.
+func FreePort() (int, error) { return freePort() }
+
 func freePort() (int, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
