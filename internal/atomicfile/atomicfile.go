@@ -2,6 +2,7 @@ package atomicfile
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -30,13 +31,23 @@ var (
 // only the final directory fsync failed: the new file is then in place but
 // may not survive a crash.
 func WriteFile(path string, data []byte, perm os.FileMode) error {
-	if err := writeFile(path, data, perm); err != nil {
+	return WriteFunc(path, perm, func(w io.Writer) error {
+		_, err := w.Write(data)
+		return err
+	})
+}
+
+// WriteFunc is WriteFile for content that write streams into w, such as
+// an archive too large to hold in memory. An error from write fails the
+// write like any other, leaving the old file as it was.
+func WriteFunc(path string, perm os.FileMode, write func(w io.Writer) error) error {
+	if err := writeFile(path, perm, write); err != nil {
 		return fmt.Errorf("writing %s: %w", path, err)
 	}
 	return nil
 }
 
-func writeFile(path string, data []byte, perm os.FileMode) (err error) {
+func writeFile(path string, perm os.FileMode, write func(w io.Writer) error) (err error) {
 	dir := filepath.Dir(path)
 	f, err := os.CreateTemp(dir, tempPrefix+filepath.Base(path)+tempMarker+"*")
 	if err != nil {
@@ -54,8 +65,8 @@ func writeFile(path string, data []byte, perm os.FileMode) (err error) {
 	if err := f.Chmod(perm); err != nil {
 		return fmt.Errorf("setting the mode of the temporary file: %w", err)
 	}
-	if _, err := f.Write(data); err != nil {
-		return err // *PathError: "write <tmp>: ..."
+	if err := write(f); err != nil {
+		return err // f's own errors name the temporary file
 	}
 	if err := syncFile(f); err != nil {
 		return err

@@ -2,6 +2,7 @@ package atomicfile
 
 import (
 	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -139,6 +140,40 @@ func TestWriteFileFailureKeepsTheOldFile(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+func TestWriteFuncFailureKeepsTheOldFile(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "archive.tar")
+	if err := WriteFile(path, []byte("old"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	errEncode := errors.New("encoding failed")
+	err := WriteFunc(path, 0o644, func(w io.Writer) error {
+		if _, err := io.WriteString(w, "half of the new"); err != nil {
+			return err
+		}
+		return errEncode
+	})
+	if !errors.Is(err, errEncode) {
+		t.Errorf("WriteFunc = %v, want an error wrapping %v", err, errEncode)
+	}
+	if b, _ := os.ReadFile(path); string(b) != "old" {
+		t.Errorf("content = %q, want the old one", b)
+	}
+	if names := dirNames(t, dir); !slices.Equal(names, []string{"archive.tar"}) {
+		t.Errorf("directory holds %v, want only archive.tar", names)
+	}
+
+	if err := WriteFunc(path, 0o644, func(w io.Writer) error {
+		_, err := io.WriteString(w, "new")
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(path); string(b) != "new" {
+		t.Errorf("content = %q, want %q", b, "new")
 	}
 }
 

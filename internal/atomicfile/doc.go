@@ -6,8 +6,10 @@
 // so that the rename itself survives a crash. A failed write leaves the old
 // file as it was and removes its temporary file; one that a crash
 // interrupts can leave the temporary file behind, which IsTemp recognizes
-// so that the directory's owner can remove it when it starts. nodelet's
-// credentials, serving certificate and checkpoints are written with it.
-// Projected volumes are not: they change several files at once and swap a
-// symlink to a new directory instead.
+// so that the directory's owner can remove it when it starts. WriteFunc
+// does the same for content streamed by a function rather than held in
+// memory. nodelet's kubeconfig, serving certificate and checkpoints are
+// written with it, and so are the image archives and state files of the
+// tests and tools. Projected volumes are not: they change several files
+// at once and swap a symlink to a new directory instead.
 package atomicfile
