@@ -1,0 +1,259 @@
+package server
+
+import (
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	fake "k8s.io/cri-api/pkg/apis/testing"
+	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
+	"k8s.io/utils/ptr"
+
+	"github.com/nodelet/nodelet/internal/cri"
+)
+
+// summaryServer serves the stats fixture's provider, with an image
+// filesystem, a writable layer and a log file for web's container.
+func summaryServer(t *testing.T) (*statsFixture, http.Handler) {
+	t.Helper()
+	f := newStatsFixture(t)
+	images := fake.NewFakeImageService()
+	images.SetFakeFilesystemUsage([]*runtimeapi.FilesystemUsage{{
+		FsId:       &runtimeapi.FilesystemIdentifier{Mountpoint: "/var/lib/containerd"},
+		UsedBytes:  &runtimeapi.UInt64Value{Value: 250},
+		InodesUsed: &runtimeapi.UInt64Value{Value: 25},
+	}})
+	rt, err := cri.New(f.rs, images, cri.Options{NodeName: statsNode})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.provider.Runtime = rt
+	now := f.clock.Now().UnixNano()
+	f.rs.SetFakeContainerStats([]*runtimeapi.ContainerStats{{
+		Attributes: &runtimeapi.ContainerAttributes{Id: f.ctrID, Metadata: &runtimeapi.ContainerMetadata{Name: "app"}, Labels: cri.OwnerLabels(statsNode)},
+		Cpu: &runtimeapi.CpuUsage{Timestamp: now, UsageCoreNanoSeconds: &runtimeapi.UInt64Value{Value: 3_000_000_000},
+			UsageNanoCores: &runtimeapi.UInt64Value{Value: 250_000_000}},
+		Memory: &runtimeapi.MemoryUsage{Timestamp: now, WorkingSetBytes: &runtimeapi.UInt64Value{Value: 4096},
+			UsageBytes: &runtimeapi.UInt64Value{Value: 8192}, RssBytes: &runtimeapi.UInt64Value{Value: 1024}},
+		WritableLayer: &runtimeapi.FilesystemUsage{Timestamp: now, UsedBytes: &runtimeapi.UInt64Value{Value: 300},
+			InodesUsed: &runtimeapi.UInt64Value{Value: 3}},
+	}})
+	logDir := filepath.Join(f.provider.PodLogsDir, "ns_web_uid-web", "app")
+	if err := os.MkdirAll(logDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(logDir, "0.log"), []byte(strings.Repeat("x", 50)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s := New(Options{
+		NodeName:      statsNode,
+		Authenticator: NewAuthenticator(Authenticator{Anonymous: true}),
+		Authorizer:    NewAuthorizer(Authorizer{NodeName: statsNode}),
+		Pods:          f.provider.Pods,
+		Runtime:       rt,
+		Stats:         f.provider,
+		Clock:         f.clock,
+	})
+	return f, s.Handler()
+}
+
+func getSummary(t *testing.T, h http.Handler, method, target string) (*statsapi.Summary, string) {
+	t.Helper()
+	g := NewWithT(t)
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, httptest.NewRequest(method, target, http.NoBody))
+	g.Expect(w.Code).To(Equal(http.StatusOK), "body: %s", w.Body.String())
+	g.Expect(w.Header().Get("Content-Type")).To(Equal("application/json"))
+	sum := &statsapi.Summary{}
+	g.Expect(json.Unmarshal(w.Body.Bytes(), sum)).To(Succeed())
+	return sum, w.Body.String()
+}
+
+func TestSummaryEndpoint(t *testing.T) {
+	g := NewWithT(t)
+	f, h := summaryServer(t)
+	at := metav1.NewTime(f.clock.Now())
+	sum, raw := getSummary(t, h, http.MethodGet, "/stats/summary")
+
+	n := sum.Node
+	g.Expect(n.NodeName).To(Equal(statsNode))
+	g.Expect(n.StartTime.Unix()).To(BeEquivalentTo(1000), "boot time")
+	g.Expect(n.CPU.Time.Equal(&at)).To(BeTrue())
+	g.Expect(n.CPU.UsageCoreNanoSeconds).To(Equal(ptr.To[uint64](2_000_000_000)))
+	g.Expect(n.CPU.UsageNanoCores).To(BeNil(), "no rate from one sample")
+	g.Expect(n.Memory.WorkingSetBytes).To(Equal(ptr.To[uint64](500 * 1024)))
+	g.Expect(n.Memory.UsageBytes).To(Equal(ptr.To[uint64](600 * 1024)))
+	g.Expect(n.Memory.AvailableBytes).To(Equal(ptr.To[uint64](500 * 1024)))
+	g.Expect(n.Network.Name).To(Equal("eth0"))
+	g.Expect(n.Network.RxBytes).To(Equal(ptr.To[uint64](10)))
+	g.Expect(n.Network.TxBytes).To(Equal(ptr.To[uint64](20)))
+	g.Expect(n.Fs).To(Equal(&statsapi.FsStats{Time: at,
+		CapacityBytes: ptr.To[uint64](1000), AvailableBytes: ptr.To[uint64](400), UsedBytes: ptr.To[uint64](600),
+		Inodes: ptr.To[uint64](100), InodesFree: ptr.To[uint64](60), InodesUsed: ptr.To[uint64](40)}))
+	g.Expect(n.Runtime.ImageFs.CapacityBytes).To(Equal(ptr.To[uint64](1000)))
+	g.Expect(n.Runtime.ImageFs.UsedBytes).To(Equal(ptr.To[uint64](250)), "the runtime's, not the filesystem's")
+	g.Expect(n.Runtime.ImageFs.InodesUsed).To(Equal(ptr.To[uint64](25)))
+	g.Expect(n.Rlimit).NotTo(BeNil())
+	g.Expect(n.Rlimit.MaxPID).To(BeNil(), "pid_max is not readable here")
+
+	g.Expect(sum.Pods).To(HaveLen(2))
+	g.Expect([]string{sum.Pods[0].PodRef.Name, sum.Pods[1].PodRef.Name}).To(ConsistOf("web", "idle"))
+	g.Expect(raw).To(ContainSubstring(`"containers":[]`), "a pod without containers has an empty list, not null")
+	var web statsapi.PodStats
+	for _, p := range sum.Pods {
+		if p.PodRef.Name == "web" {
+			web = p
+		}
+	}
+	g.Expect(web.PodRef).To(Equal(statsapi.PodReference{Name: "web", Namespace: "ns", UID: "uid-web"}))
+	g.Expect(web.Containers).To(HaveLen(1))
+	c := web.Containers[0]
+	g.Expect(c.Name).To(Equal("app"))
+	g.Expect(c.CPU.UsageCoreNanoSeconds).To(Equal(ptr.To[uint64](3_000_000_000)))
+	g.Expect(c.CPU.UsageNanoCores).To(Equal(ptr.To[uint64](250_000_000)), "the runtime's rate")
+	g.Expect(c.Memory.WorkingSetBytes).To(Equal(ptr.To[uint64](4096)))
+	g.Expect(c.Memory.UsageBytes).To(Equal(ptr.To[uint64](8192)))
+	g.Expect(c.Memory.RSSBytes).To(Equal(ptr.To[uint64](1024)))
+	g.Expect(c.Memory.AvailableBytes).To(BeNil(), "no limit")
+	g.Expect(c.Rootfs.UsedBytes).To(Equal(ptr.To[uint64](300)))
+	g.Expect(c.Rootfs.InodesUsed).To(Equal(ptr.To[uint64](3)))
+	g.Expect(c.Logs.UsedBytes).To(Equal(ptr.To[uint64](50)))
+	g.Expect(c.Logs.InodesUsed).To(Equal(ptr.To[uint64](2)), "the directory and its file")
+	g.Expect(c.Logs.CapacityBytes).To(Equal(ptr.To[uint64](1000)))
+	g.Expect(web.CPU.UsageCoreNanoSeconds).To(Equal(ptr.To[uint64](3_000_000_000)))
+	g.Expect(web.CPU.UsageNanoCores).To(Equal(ptr.To[uint64](250_000_000)))
+	g.Expect(web.Memory.WorkingSetBytes).To(Equal(ptr.To[uint64](4096)))
+	g.Expect(web.EphemeralStorage.UsedBytes).To(Equal(ptr.To[uint64](350)), "writable layer and logs")
+	g.Expect(web.EphemeralStorage.CapacityBytes).To(Equal(ptr.To[uint64](1000)))
+
+	post, _ := getSummary(t, h, http.MethodPost, "/stats/summary")
+	g.Expect(post.Node.NodeName).To(Equal(statsNode))
+	g.Expect(post.Pods).To(HaveLen(2))
+}
+
+func TestSummaryOnlyCPUAndMemory(t *testing.T) {
+	g := NewWithT(t)
+	_, h := summaryServer(t)
+	sum, _ := getSummary(t, h, http.MethodGet, "/stats/summary?only_cpu_and_memory=true")
+	g.Expect(sum.Node.CPU).NotTo(BeNil())
+	g.Expect(sum.Node.Memory).NotTo(BeNil())
+	g.Expect(sum.Node.Fs).To(BeNil())
+	g.Expect(sum.Node.Network).To(BeNil())
+	g.Expect(sum.Node.Runtime).To(BeNil())
+	g.Expect(sum.Node.Rlimit).To(BeNil())
+	for _, p := range sum.Pods {
+		g.Expect(p.EphemeralStorage).To(BeNil(), p.PodRef.Name)
+		g.Expect(p.Network).To(BeNil(), p.PodRef.Name)
+		for _, c := range p.Containers {
+			g.Expect(c.CPU).NotTo(BeNil())
+			g.Expect(c.Memory).NotTo(BeNil())
+			g.Expect(c.Rootfs).To(BeNil())
+			g.Expect(c.Logs).To(BeNil())
+		}
+	}
+
+	// Anything but a boolean true is the full summary, as the kubelet does.
+	for _, q := range []string{"only_cpu_and_memory=false", "only_cpu_and_memory=nope", "only_cpu_and_memory="} {
+		sum, _ := getSummary(t, h, http.MethodGet, "/stats/summary?"+q)
+		g.Expect(sum.Node.Fs).NotTo(BeNil(), q)
+	}
+}
+
+func TestSummaryEndpointErrors(t *testing.T) {
+	g := NewWithT(t)
+	f, h := summaryServer(t)
+	f.provider.Host = fakeHost{}
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/stats/summary", http.NoBody))
+	g.Expect(w.Code).To(Equal(http.StatusInternalServerError))
+	g.Expect(w.Body.String()).To(ContainSubstring("reading node CPU usage"))
+
+	f, h = summaryServer(t)
+	f.rs.InjectError("ListContainerStats", statusNotFound())
+	w = httptest.NewRecorder()
+	h.ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/stats/summary", http.NoBody))
+	g.Expect(w.Code).To(Equal(http.StatusNotFound), "a runtime NotFound keeps its meaning")
+	g.Expect(w.Body.String()).To(ContainSubstring("listing container stats"))
+}
+
+func TestResourceMetrics(t *testing.T) {
+	g := NewWithT(t)
+	f, h := summaryServer(t)
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/metrics/resource", http.NoBody))
+	g.Expect(w.Code).To(Equal(http.StatusOK))
+	ms := f.clock.Now().UnixMilli()
+	body := w.Body.String()
+	for _, line := range []string{
+		"resource_scrape_error 0",
+		"node_cpu_usage_seconds_total 2 " + itoa(ms),
+		"node_memory_working_set_bytes 512000 " + itoa(ms),
+		`pod_cpu_usage_seconds_total{namespace="ns",pod="web"} 3 ` + itoa(ms),
+		`pod_memory_working_set_bytes{namespace="ns",pod="web"} 4096 ` + itoa(ms),
+		`container_cpu_usage_seconds_total{container="app",namespace="ns",pod="web"} 3 ` + itoa(ms),
+		`container_memory_working_set_bytes{container="app",namespace="ns",pod="web"} 4096 ` + itoa(ms),
+		"# TYPE node_cpu_usage_seconds_total counter",
+		"# TYPE container_cpu_usage_seconds_total counter",
+		"# TYPE container_memory_working_set_bytes gauge",
+		"# TYPE container_start_time_seconds gauge",
+	} {
+		g.Expect(strings.Split(body, "\n")).To(ContainElement(line))
+	}
+	g.Expect(body).To(MatchRegexp(`(?m)^container_start_time_seconds\{container="app",namespace="ns",pod="web"\} \S+ \d+$`))
+	g.Expect(body).NotTo(ContainSubstring(`pod="idle"`), "a pod without usage has no series")
+
+	f.provider.Host = fakeHost{}
+	w = httptest.NewRecorder()
+	h.ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/metrics/resource", http.NoBody))
+	g.Expect(w.Code).To(Equal(http.StatusOK))
+	g.Expect(strings.Split(w.Body.String(), "\n")).To(ContainElement("resource_scrape_error 1"))
+	g.Expect(w.Body.String()).NotTo(ContainSubstring("node_cpu_usage_seconds_total"))
+}
+
+func itoa(n int64) string { return strconv.FormatInt(n, 10) }
+
+func TestNanoCores(t *testing.T) {
+	g := NewWithT(t)
+	p := &StatsProvider{}
+	t0 := time.Unix(100, 0)
+	g.Expect(p.nanoCores("c", t0, 1_000)).To(BeNil(), "first sample")
+	g.Expect(p.nanoCores("c", t0.Add(2*time.Second), 1_000_001_000)).To(Equal(ptr.To[uint64](500_000_000)))
+	g.Expect(p.nanoCores("c", t0.Add(2*time.Second), 2_000_000_000)).To(BeNil(), "no time passed")
+	g.Expect(p.nanoCores("c", t0.Add(3*time.Second), 10)).To(BeNil(), "the counter went back: a new container")
+	g.Expect(p.nanoCores("c", t0.Add(4*time.Second), 100_000_010)).To(Equal(ptr.To[uint64](100_000_000)), "from the reset")
+	g.Expect(p.nanoCores("c", t0, 200_000_000)).To(BeNil(), "a sample older than the last")
+	g.Expect(p.nanoCores("other", t0, 5)).To(BeNil(), "samples are by key")
+	g.Expect(p.nanoCores("", t0, 5)).To(BeNil())
+
+	p.forget(map[string]bool{"other": true})
+	g.Expect(p.cpu).To(HaveKey("other"))
+	g.Expect(p.cpu).To(HaveKey(""), "the node's sample is kept")
+	g.Expect(p.cpu).NotTo(HaveKey("c"))
+}
+
+func TestNetworkStats(t *testing.T) {
+	g := NewWithT(t)
+	ts := metav1.NewTime(time.Unix(100, 0))
+	dev := []byte("h|h\nh|h\n    lo: 1 1 0 0 0 0 0 0 1 1 0 0 0 0 0 0\n" +
+		"  eth0: 10 1 2 0 0 0 0 0 20 2 3 0 0 0 0 0\n" +
+		"  eth1: 30 1 0 0 0 0 0 0 40 2 0 0 0 0 0 0\n")
+	ns := networkStats(ts, dev, "eth1")
+	g.Expect(ns.Name).To(Equal("eth1"), "the default route's interface")
+	g.Expect(ns.RxBytes).To(Equal(ptr.To[uint64](30)))
+	g.Expect(ns.Interfaces).To(HaveLen(2), "loopback left out")
+	g.Expect(ns.Interfaces[0].RxErrors).To(Equal(ptr.To[uint64](2)))
+	g.Expect(ns.Interfaces[0].TxErrors).To(Equal(ptr.To[uint64](3)))
+
+	ns = networkStats(ts, dev, "")
+	g.Expect(ns.Name).To(Equal("eth0"), "without a default route, the first one")
+	g.Expect(networkStats(ts, []byte("h|h\nh|h\n    lo: 1 1 0 0 0 0 0 0 1 1 0 0 0 0 0 0\n"), "lo")).To(BeNil())
+}
