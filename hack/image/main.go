@@ -1,14 +1,9 @@
 package main
 
 import (
-	"archive/tar"
-	"bytes"
 	"context"
-	"errors"
 	"flag"
 	"fmt"
-	"io"
-	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,10 +13,9 @@ import (
 
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
-	"github.com/google/go-containerregistry/pkg/v1/empty"
-	"github.com/google/go-containerregistry/pkg/v1/mutate"
-	"github.com/google/go-containerregistry/pkg/v1/tarball"
 	"sigs.k8s.io/yaml"
+
+	"github.com/nodelet/nodelet/test/utils/imagebuild"
 )
 
 // versionPackage is where -ldflags -X sets nodelet's version.
@@ -150,28 +144,7 @@ func compile(ctx context.Context, o options) ([]byte, error) {
 
 // assemble makes the one-layer image: /nodelet as entrypoint, /tmp.
 func assemble(bin []byte, o options) (v1.Image, error) {
-	data, err := rootfs(bin, o.epoch)
-	if err != nil {
-		return nil, err
-	}
-	layer, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) {
-		return io.NopCloser(bytes.NewReader(data)), nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("making the layer: %w", err)
-	}
-	img, err := mutate.AppendLayers(empty.Image, layer)
-	if err != nil {
-		return nil, fmt.Errorf("appending the layer: %w", err)
-	}
-	cf, err := img.ConfigFile()
-	if err != nil {
-		return nil, fmt.Errorf("reading the image config: %w", err)
-	}
-	cf = cf.DeepCopy()
-	cf.OS, cf.Architecture = "linux", o.arch
-	cf.Created = v1.Time{Time: o.epoch}
-	cf.Config = v1.Config{
+	return imagebuild.Single(rootfs(bin), o.arch, o.epoch, v1.Config{
 		Entrypoint: []string{"/nodelet"},
 		WorkingDir: "/",
 		Labels: map[string]string{
@@ -179,40 +152,15 @@ func assemble(bin []byte, o options) (v1.Image, error) {
 			"org.opencontainers.image.version": o.version,
 			"org.opencontainers.image.source":  "https://github.com/nodelet/nodelet",
 		},
-	}
-	img, err = mutate.ConfigFile(img, cf)
-	if err != nil {
-		return nil, fmt.Errorf("setting the image config: %w", err)
-	}
-	return img, nil
+	})
 }
 
-// rootfs is the layer's tar: /nodelet (0755) and /tmp (1777), owned by
-// root, stamped with epoch.
-func rootfs(bin []byte, epoch time.Time) ([]byte, error) {
-	var buf bytes.Buffer
-	tw := tar.NewWriter(&buf)
-	entries := []struct {
-		hdr  tar.Header
-		data []byte
-	}{
-		{tar.Header{Typeflag: tar.TypeDir, Name: "tmp/", Mode: 0o1777}, nil},
-		{tar.Header{Typeflag: tar.TypeReg, Name: "nodelet", Mode: 0o755, Size: int64(len(bin))}, bin},
-	}
-	for _, e := range entries {
-		hdr := e.hdr
-		hdr.ModTime, hdr.Format = epoch, tar.FormatPAX
-		if err := tw.WriteHeader(&hdr); err != nil {
-			return nil, fmt.Errorf("writing %s into the layer: %w", hdr.Name, err)
-		}
-		if _, err := tw.Write(e.data); err != nil {
-			return nil, fmt.Errorf("writing %s into the layer: %w", hdr.Name, err)
-		}
-	}
-	if err := tw.Close(); err != nil {
-		return nil, fmt.Errorf("closing the layer: %w", err)
-	}
-	return buf.Bytes(), nil
+// rootfs is the layer: /tmp (1777) and /nodelet (0755), owned by root.
+func rootfs(bin []byte) *imagebuild.Layer {
+	var l imagebuild.Layer
+	l.Dir("tmp", 0o1777)
+	l.File("nodelet", 0o755, bin)
+	return &l
 }
 
 // write saves the image as a docker-archive tarball tagged o.tag, through
@@ -225,17 +173,7 @@ func write(img v1.Image, o options) error {
 	if err := os.MkdirAll(filepath.Dir(o.output), 0o755); err != nil {
 		return fmt.Errorf("creating the output directory: %w", err)
 	}
-	tmp := o.output + ".tmp"
-	if err := tarball.WriteToFile(tmp, tag, img); err != nil {
-		if rmErr := os.Remove(tmp); rmErr != nil && !errors.Is(rmErr, fs.ErrNotExist) {
-			err = errors.Join(err, rmErr)
-		}
-		return fmt.Errorf("writing %s: %w", o.output, err)
-	}
-	if err := os.Rename(tmp, o.output); err != nil {
-		return fmt.Errorf("writing %s: %w", o.output, err)
-	}
-	return nil
+	return imagebuild.WriteArchive(o.output, tag, img)
 }
 
 func report(img v1.Image, o options, took time.Duration) error {

@@ -46,7 +46,7 @@ func TestDefaultKustomizationNamesTheImage(t *testing.T) {
 
 func TestRootfs(t *testing.T) {
 	epoch := time.Unix(1700000000, 0).UTC()
-	data, err := rootfs([]byte("binary"), epoch)
+	data, err := rootfs([]byte("binary")).Tar(epoch)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,8 +1,6 @@
 package conformance
 
 import (
-	"archive/tar"
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -11,14 +9,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"time"
 
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
-	"github.com/google/go-containerregistry/pkg/v1/mutate"
-	"github.com/google/go-containerregistry/pkg/v1/tarball"
 
 	"github.com/nodelet/nodelet/test/utils"
+	"github.com/nodelet/nodelet/test/utils/imagebuild"
 )
 
 // The names the e2e suite of Kubernetes 1.37.0 gives its images
@@ -82,10 +78,6 @@ const (
 		"nobody:x:65534:\n"
 )
 
-// imageEpoch is the time stamp of every file added, so that the same inputs
-// give the same digests.
-var imageEpoch = time.Date(2020, 1, 1, 0, 0, 0, 0, time.UTC)
-
 // imageBuild makes one image from the harness's images and agnhost.
 type imageBuild func(ctx context.Context, agnhost string) (v1.Image, error)
 
@@ -117,9 +109,9 @@ func ImageArchives(ctx context.Context, agnhost string) (map[string]string, erro
 	if err != nil {
 		return nil, err
 	}
-	dir := filepath.Join(cacheRoot(), "conformance-images", key[:16])
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, fmt.Errorf("creating the image cache: %w", err)
+	dir, err := utils.CacheDir(filepath.Join("conformance-images", key[:16]))
+	if err != nil {
+		return nil, err
 	}
 	out := map[string]string{}
 	for image, build := range e2eImages {
@@ -143,12 +135,8 @@ func writeArchive(ctx context.Context, image, path string, build imageBuild, agn
 	if err != nil {
 		return fmt.Errorf("parsing image name %s: %w", image, err)
 	}
-	tmp := path + ".tmp"
-	if err := tarball.WriteToFile(tmp, tag, img); err != nil {
+	if err := imagebuild.WriteArchive(path, tag, img); err != nil {
 		return fmt.Errorf("writing archive of %s: %w", image, err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		return fmt.Errorf("moving archive of %s into the cache: %w", image, err)
 	}
 	return nil
 }
@@ -185,7 +173,7 @@ func imagesKey(ctx context.Context, agnhost string) (string, error) {
 	if _, err := io.Copy(h, f); err != nil {
 		return "", fmt.Errorf("reading agnhost: %w", err)
 	}
-	nnp, err := nnpSource()
+	nnp, err := utils.ProgramSource(nonewprivsProgram)
 	if err != nil {
 		return "", err
 	}
@@ -203,24 +191,8 @@ func imagesKey(ctx context.Context, agnhost string) (string, error) {
 // harnessImage returns the harness's image of that name as it is.
 func harnessImage(image string) imageBuild {
 	return func(ctx context.Context, _ string) (v1.Image, error) {
-		return loadHarnessImage(ctx, image)
+		return utils.LoadImage(ctx, image)
 	}
-}
-
-func loadHarnessImage(ctx context.Context, image string) (v1.Image, error) {
-	path, err := utils.ImageArchive(ctx, image)
-	if err != nil {
-		return nil, err
-	}
-	tag, err := name.NewTag(image)
-	if err != nil {
-		return nil, fmt.Errorf("parsing image name %s: %w", image, err)
-	}
-	img, err := tarball.ImageFromPath(path, &tag)
-	if err != nil {
-		return nil, fmt.Errorf("reading %s: %w", path, err)
-	}
-	return img, nil
 }
 
 // buildAgnhost is busybox plus /agnhost (and the agnhost-2 link), the users
@@ -230,16 +202,16 @@ func buildAgnhost(ctx context.Context, agnhost string) (v1.Image, error) {
 	if err != nil {
 		return nil, fmt.Errorf("reading agnhost: %w", err)
 	}
-	layer := []tarEntry{
-		dirEntry("uploads"),
-		dirEntry("home/user-defined-in-image"),
-		fileEntry("agnhost", 0o755, bin),
-		{hdr: tar.Header{Typeflag: tar.TypeSymlink, Name: "agnhost-2", Linkname: "agnhost", Mode: 0o777}},
-		fileEntry("usr/bin/curl", 0o755, []byte(curlShim)),
-		fileEntry("etc/passwd", 0o644, []byte(agnhostPasswd)),
-		fileEntry("etc/group", 0o644, []byte(agnhostGroup)),
+	files := func(l *imagebuild.Layer) {
+		l.Dir("uploads", 0o755)
+		l.Dir("home/user-defined-in-image", 0o755)
+		l.File("agnhost", 0o755, bin)
+		l.Symlink("agnhost-2", "agnhost")
+		l.File("usr/bin/curl", 0o755, []byte(curlShim))
+		l.File("etc/passwd", 0o644, []byte(agnhostPasswd))
+		l.File("etc/group", 0o644, []byte(agnhostGroup))
 	}
-	return onBusybox(ctx, layer, func(cfg *v1.Config) {
+	return onBusybox(ctx, files, func(cfg *v1.Config) {
 		cfg.Entrypoint = []string{"/agnhost"}
 		cfg.Cmd = []string{"pause"}
 		cfg.ExposedPorts = map[string]struct{}{"80/tcp": {}, "8080/tcp": {}, "8081/tcp": {}, "9376/tcp": {}, "5000/tcp": {}}
@@ -252,7 +224,7 @@ func buildNginx(ctx context.Context, agnhost string) (v1.Image, error) {
 	if err != nil {
 		return nil, err
 	}
-	return withConfig(img, func(cfg *v1.Config) {
+	return imagebuild.EditConfig(img, func(cfg *v1.Config) {
 		cfg.Entrypoint = []string{"/agnhost", "test-webserver", "--port=80"}
 		cfg.Cmd = nil
 		cfg.ExposedPorts = map[string]struct{}{"80/tcp": {}}
@@ -264,52 +236,23 @@ func buildNonRoot(ctx context.Context, _ string) (v1.Image, error) {
 	return onBusybox(ctx, nil, func(cfg *v1.Config) { cfg.User = "1234:1234" })
 }
 
-func nnpSource() ([]byte, error) {
-	root, err := utils.RepoRoot()
-	if err != nil {
-		return nil, err
-	}
-	src, err := os.ReadFile(filepath.Join(root, "test", "images", "nonewprivs", "main.go"))
-	if err != nil {
-		return nil, fmt.Errorf("reading the nonewprivs source: %w", err)
-	}
-	return src, nil
-}
+// nonewprivsProgram is the directory of the nonewprivs program under
+// test/images.
+const nonewprivsProgram = "nonewprivs"
 
-// buildNonewprivs compiles test/images/nonewprivs statically in a module of
-// its own and installs it set-user-ID root on busybox.
+// buildNonewprivs installs test/images/nonewprivs set-user-ID root on
+// busybox.
 func buildNonewprivs(ctx context.Context, _ string) (v1.Image, error) {
-	src, err := nnpSource()
+	bin, err := utils.CompileProgram(ctx, nonewprivsProgram)
 	if err != nil {
 		return nil, err
 	}
-	dir, err := os.MkdirTemp("", "nodelet-nnp-build-")
-	if err != nil {
-		return nil, fmt.Errorf("creating the nonewprivs build directory: %w", err)
+	files := func(l *imagebuild.Layer) {
+		l.Dir("usr/local", 0o755)
+		l.Dir("usr/local/bin", 0o755)
+		l.File("usr/local/bin/nnp", 0o4755, bin)
 	}
-	defer os.RemoveAll(dir)
-	if err := os.WriteFile(filepath.Join(dir, "go.mod"), []byte("module nodelet.test/nnp\n\ngo 1.22\n"), 0o644); err != nil {
-		return nil, fmt.Errorf("writing the nonewprivs go.mod: %w", err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "main.go"), src, 0o644); err != nil {
-		return nil, fmt.Errorf("writing the nonewprivs source: %w", err)
-	}
-	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-ldflags=-s -w", "-o", "nnp", ".")
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOWORK=off", "GOFLAGS=", "GOTOOLCHAIN=local")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return nil, fmt.Errorf("compiling nonewprivs: %w\n%s", err, out)
-	}
-	bin, err := os.ReadFile(filepath.Join(dir, "nnp"))
-	if err != nil {
-		return nil, fmt.Errorf("reading the nonewprivs binary: %w", err)
-	}
-	layer := []tarEntry{
-		dirEntry("usr/local"),
-		dirEntry("usr/local/bin"),
-		fileEntry("usr/local/bin/nnp", 0o4755, bin),
-	}
-	return onBusybox(ctx, layer, func(cfg *v1.Config) {
+	return onBusybox(ctx, files, func(cfg *v1.Config) {
 		cfg.Cmd = []string{"nnp"}
 		cfg.Env = []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}
 	})
@@ -323,10 +266,11 @@ func buildBusybox(ctx context.Context, _ string) (v1.Image, error) {
 	return onBusybox(ctx, nil, func(*v1.Config) {})
 }
 
-// onBusybox appends layer to the harness's busybox image, whose /bin/sh
-// becomes bash-static, and edits the config.
-func onBusybox(ctx context.Context, layer []tarEntry, edit func(*v1.Config)) (v1.Image, error) {
-	base, err := loadHarnessImage(ctx, utils.BusyboxImage)
+// onBusybox appends to the harness's busybox image a layer that makes
+// bash-static its /bin/sh and holds the files add adds, if any, and edits
+// the config.
+func onBusybox(ctx context.Context, add func(*imagebuild.Layer), edit func(*v1.Config)) (v1.Image, error) {
+	base, err := utils.LoadImage(ctx, utils.BusyboxImage)
 	if err != nil {
 		return nil, err
 	}
@@ -334,72 +278,17 @@ func onBusybox(ctx context.Context, layer []tarEntry, edit func(*v1.Config)) (v1
 	if err != nil {
 		return nil, fmt.Errorf("reading %s (Debian package bash-static): %w", bashPath, err)
 	}
-	layer = append([]tarEntry{
-		fileEntry("bin/bash", 0o755, shell),
-		{hdr: tar.Header{Typeflag: tar.TypeSymlink, Name: "bin/sh", Linkname: "bash", Mode: 0o777}},
-	}, layer...)
-	data, err := tarBytes(layer)
+	var layer imagebuild.Layer
+	layer.File("bin/bash", 0o755, shell)
+	layer.Symlink("bin/sh", "bash")
+	if add != nil {
+		add(&layer)
+	}
+	img, err := imagebuild.Append(base, &layer, utils.ImageEpoch)
 	if err != nil {
 		return nil, err
 	}
-	l, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) {
-		return io.NopCloser(bytes.NewReader(data)), nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("making layer: %w", err)
-	}
-	img, err := mutate.AppendLayers(base, l)
-	if err != nil {
-		return nil, fmt.Errorf("appending layer: %w", err)
-	}
-	return withConfig(img, edit)
-}
-
-func withConfig(img v1.Image, edit func(*v1.Config)) (v1.Image, error) {
-	cf, err := img.ConfigFile()
-	if err != nil {
-		return nil, fmt.Errorf("reading image config: %w", err)
-	}
-	cfg := *cf.Config.DeepCopy()
-	edit(&cfg)
-	out, err := mutate.Config(img, cfg)
-	if err != nil {
-		return nil, fmt.Errorf("setting image config: %w", err)
-	}
-	return out, nil
-}
-
-type tarEntry struct {
-	hdr  tar.Header
-	data []byte
-}
-
-// dirEntry is a directory with mode 0755.
-func dirEntry(path string) tarEntry {
-	return tarEntry{hdr: tar.Header{Typeflag: tar.TypeDir, Name: path + "/", Mode: 0o755}}
-}
-
-func fileEntry(path string, mode int64, data []byte) tarEntry {
-	return tarEntry{hdr: tar.Header{Typeflag: tar.TypeReg, Name: path, Mode: mode, Size: int64(len(data))}, data: data}
-}
-
-func tarBytes(entries []tarEntry) ([]byte, error) {
-	var buf bytes.Buffer
-	tw := tar.NewWriter(&buf)
-	for _, e := range entries {
-		hdr := e.hdr
-		hdr.ModTime = imageEpoch
-		if err := tw.WriteHeader(&hdr); err != nil {
-			return nil, fmt.Errorf("writing layer entry %s: %w", hdr.Name, err)
-		}
-		if _, err := tw.Write(e.data); err != nil {
-			return nil, fmt.Errorf("writing layer entry %s: %w", hdr.Name, err)
-		}
-	}
-	if err := tw.Close(); err != nil {
-		return nil, fmt.Errorf("closing layer: %w", err)
-	}
-	return buf.Bytes(), nil
+	return imagebuild.EditConfig(img, edit)
 }
 
 // fileName turns an image name into a file name.
@@ -411,16 +300,4 @@ func fileName(image string) string {
 		}
 	}
 	return string(b)
-}
-
-// cacheRoot is $NODELET_CACHE or ${XDG_CACHE_HOME:-$HOME/.cache}/nodelet,
-// as in hack/envtest.sh.
-func cacheRoot() string {
-	if dir := os.Getenv("NODELET_CACHE"); dir != "" {
-		return dir
-	}
-	if dir, err := os.UserCacheDir(); err == nil {
-		return filepath.Join(dir, "nodelet")
-	}
-	return filepath.Join(os.TempDir(), "nodelet-cache")
 }

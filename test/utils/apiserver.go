@@ -333,7 +333,7 @@ func EnvtestAssets(ctx context.Context) (string, error) {
 	}
 	// Test packages run in parallel, and two builds into the same cache
 	// would clobber each other: one at a time, on this machine.
-	cache, err := cacheDir("")
+	cache, err := CacheDir("")
 	if err != nil {
 		return "", err
 	}

@@ -31,9 +31,9 @@ func RepoRoot() (string, error) {
 	}
 }
 
-// cacheDir returns <cache>/<sub>, created, where <cache> is $NODELET_CACHE
+// CacheDir returns <cache>/<sub>, created, where <cache> is $NODELET_CACHE
 // or ${XDG_CACHE_HOME:-$HOME/.cache}/nodelet, as in hack/envtest.sh.
-func cacheDir(sub string) (string, error) {
+func CacheDir(sub string) (string, error) {
 	base := os.Getenv("NODELET_CACHE")
 	if base == "" {
 		userCache, err := os.UserCacheDir()

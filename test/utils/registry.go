@@ -194,7 +194,7 @@ func (r *Registry) start(ctx context.Context, cfgPath string) error {
 // and tag without the nodelet.test domain, and returns the reference to pull:
 // Push(ctx, BusyboxImage) gives "127.0.0.1:PORT/busybox:1.35".
 func (r *Registry) Push(ctx context.Context, image string) (string, error) {
-	img, err := loadImage(ctx, image)
+	img, err := LoadImage(ctx, image)
 	if err != nil {
 		return "", err
 	}
