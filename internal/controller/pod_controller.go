@@ -22,7 +22,9 @@ import (
 	"github.com/nodelet/nodelet/api/v1alpha1"
 	"github.com/nodelet/nodelet/internal/checkpoint"
 	"github.com/nodelet/nodelet/internal/executor"
-	"github.com/nodelet/nodelet/internal/kuberuntime"
+	"github.com/nodelet/nodelet/internal/kuberuntime/plan"
+	"github.com/nodelet/nodelet/internal/kuberuntime/state"
+	"github.com/nodelet/nodelet/internal/kuberuntime/status"
 	"github.com/nodelet/nodelet/internal/metrics"
 	"github.com/nodelet/nodelet/internal/nodeinfo"
 	"github.com/nodelet/nodelet/internal/objectstore"
@@ -37,7 +39,7 @@ const orphanGracePeriodSeconds = 1
 
 // PodReconciler runs the pods bound to this node. Reconcile only hands a pod
 // to its pod worker (internal/podworkers); the worker's sync admits the pod
-// once, plans what the runtime must do (internal/kuberuntime), has the
+// once, plans what the runtime must do (internal/kuberuntime/plan), has the
 // executor do it, checkpoints the pod's state after every runtime change and
 // writes the pod's status with one patch when it changed. A deleted pod is
 // stopped through the termination plan, its final status written, and it
@@ -88,7 +90,7 @@ func (r *PodReconciler) ownStatusWrite(pod client.Object) bool {
 type podScope struct {
 	pod   *corev1.Pod
 	obs   *executor.Observed
-	state kuberuntime.PodState
+	state state.PodState
 	// fresh: no checkpoint was found for the pod.
 	fresh bool
 }
@@ -268,22 +270,22 @@ func (r *PodReconciler) newScope(ctx context.Context, pod *corev1.Pod) (*podScop
 
 // loadState reads the pod's checkpoint; fresh reports that there was none
 // (or only a corrupt one, which the store has set aside and reported).
-func (r *PodReconciler) loadState(ctx context.Context, uid types.UID) (st kuberuntime.PodState, fresh bool, err error) {
-	data := checkpoint.NewData(kuberuntime.NewPodState(uid))
+func (r *PodReconciler) loadState(ctx context.Context, uid types.UID) (st state.PodState, fresh bool, err error) {
+	data := checkpoint.NewData(state.NewPodState(uid))
 	err = r.Store.GetCheckpoint(checkpointKey(uid), data)
 	switch {
 	case err == nil:
 		st = data.Value
 	case errors.Is(err, checkpoint.ErrCheckpointNotFound):
-		st, fresh = kuberuntime.NewPodState(uid), true
+		st, fresh = state.NewPodState(uid), true
 	case errors.Is(err, checkpoint.ErrCorruptCheckpoint), errors.Is(err, checkpoint.ErrUnsupportedVersion):
 		log.FromContext(ctx).Error(err, "Unable to read pod checkpoint, rebuilding the state from the runtime")
-		st, fresh = kuberuntime.NewPodState(uid), true
+		st, fresh = state.NewPodState(uid), true
 	default:
 		return st, false, fmt.Errorf("reading pod checkpoint: %w", err)
 	}
 	if st.Containers == nil {
-		st.Containers = map[string]kuberuntime.ContainerRecord{}
+		st.Containers = map[string]state.ContainerRecord{}
 	}
 	return st, fresh, nil
 }
@@ -299,11 +301,20 @@ func (r *PodReconciler) saver(s *podScope) executor.SaveFunc {
 
 func (r *PodReconciler) now() time.Time { return r.Clock.Now() }
 
+// maxCrashLoopBackOff is the node's cap of the crash-loop back-off
+// (crashLoopBackOff.maxContainerRestartPeriod); zero leaves the kubelet's.
+func (r *PodReconciler) maxCrashLoopBackOff() time.Duration {
+	if d := r.Config.CrashLoopBackOff.MaxContainerRestartPeriod; d != nil {
+		return d.Duration
+	}
+	return 0
+}
+
 // admit runs admission for a pod seen for the first time. A pod that
 // already has runtime objects or a checkpoint was admitted before a restart.
 func (r *PodReconciler) admit(ctx context.Context, s *podScope) (bool, error) {
 	if !s.fresh || len(s.obs.Runtime.Sandboxes) > 0 {
-		r.Admit.Add(kuberuntime.AllocatedPod(s.pod, s.state))
+		r.Admit.Add(state.AllocatedPod(s.pod, s.state))
 		return true, nil
 	}
 	res, err := r.Admit.Admit(ctx, s.pod)
@@ -315,11 +326,11 @@ func (r *PodReconciler) admit(ctx context.Context, s *podScope) (bool, error) {
 	}
 	log.FromContext(ctx).Info("Rejected pod", "reason", res.Reason, "message", res.Message)
 	r.Recorder.Event(s.pod, corev1.EventTypeWarning, res.Reason, res.Message)
-	status := s.pod.Status.DeepCopy()
-	status.Phase = corev1.PodFailed
-	status.Reason = res.Reason
-	status.Message = "Pod was rejected: " + res.Message
-	return false, r.patchStatus(ctx, s, *status)
+	rejected := s.pod.Status.DeepCopy()
+	rejected.Phase = corev1.PodFailed
+	rejected.Reason = res.Reason
+	rejected.Message = "Pod was rejected: " + res.Message
+	return false, r.patchStatus(ctx, s, *rejected)
 }
 
 // syncRunning plans and executes the pod's next step, then reports its
@@ -329,7 +340,11 @@ func (r *PodReconciler) syncRunning(ctx context.Context, s *podScope) (syncResul
 	if err != nil {
 		return syncResult{}, err
 	}
-	actions := kuberuntime.ComputePodActions(allocated, s.obs.Runtime, s.state, r.now(), r.Prober.Results(s.pod.UID))
+	actions := plan.ComputePodActions(allocated, s.obs.Runtime, s.state, plan.Inputs{
+		Now:                 r.now(),
+		Probes:              r.Prober.Results(s.pod.UID),
+		MaxCrashLoopBackOff: r.maxCrashLoopBackOff(),
+	})
 	if actions.KillPodReason != "" && s.state.Terminating == nil {
 		log.FromContext(ctx).Info("Stopping pod for good", "reason", actions.KillPodReason)
 		r.Recorder.Event(s.pod, corev1.EventTypeNormal, actions.KillPodReason, actions.KillPodMessage)
@@ -338,7 +353,7 @@ func (r *PodReconciler) syncRunning(ctx context.Context, s *podScope) (syncResul
 		if actions.CreateSandbox && len(s.obs.Runtime.Sandboxes) > 0 {
 			r.Recorder.Event(s.pod, corev1.EventTypeNormal, executor.EventSandboxChanged, "Pod sandbox changed, it will be killed and re-created.")
 		}
-		done, requeue, err := r.stopAll(ctx, s, kuberuntime.EffectiveGracePeriod(s.pod))
+		done, requeue, err := r.stopAll(ctx, s, plan.EffectiveGracePeriod(s.pod))
 		if err != nil {
 			return syncResult{}, err
 		}
@@ -394,7 +409,7 @@ func (r *PodReconciler) syncRunning(ctx context.Context, s *podScope) (syncResul
 	}
 	requeue := nextSync(actions.RequeueAfter, r.Config.SyncFrequency.Duration)
 	if s.state.StartFailed() {
-		requeue = min(requeue, kuberuntime.StartRetryPeriod)
+		requeue = min(requeue, state.StartRetryPeriod)
 	}
 	if at, ok := r.Exec.Volumes.NextRefresh(s.pod.UID); ok {
 		// The sync then renews the pod's tokens.
@@ -433,7 +448,7 @@ func (r *PodReconciler) refreshVolumes(ctx context.Context, pod *corev1.Pod) err
 	return nil
 }
 
-func mutates(a kuberuntime.PodActions) bool {
+func mutates(a plan.PodActions) bool {
 	return a.KillPod || a.CreateSandbox || len(a.ContainersToKill) > 0 ||
 		len(a.InitContainersToStart) > 0 || len(a.ContainersToStart) > 0 ||
 		len(a.EphemeralContainersToStart) > 0
@@ -454,24 +469,29 @@ func (r *PodReconciler) writeStatus(ctx context.Context, s *podScope) error {
 	if err != nil {
 		return err
 	}
-	in := kuberuntime.StatusInputs{Now: r.now(), HostIPs: facts.HostIPs, Probes: r.Prober.Results(s.pod.UID)}
-	status := kuberuntime.ComputePodStatus(s.pod, s.obs.Runtime, s.state, in)
-	if err := r.patchStatus(ctx, s, status); err != nil {
+	in := status.StatusInputs{
+		Now:                 r.now(),
+		HostIPs:             facts.HostIPs,
+		Probes:              r.Prober.Results(s.pod.UID),
+		MaxCrashLoopBackOff: r.maxCrashLoopBackOff(),
+	}
+	st := status.ComputePodStatus(s.pod, s.obs.Runtime, s.state, in)
+	if err := r.patchStatus(ctx, s, st); err != nil {
 		return err
 	}
-	r.Metrics.observeStart(s.pod, status, r.now())
+	r.Metrics.observeStart(s.pod, st, r.now())
 	return nil
 }
 
 // patchStatus writes status with one strategic-merge patch of the status
 // subresource when it differs from what the API server holds, so
 // conditions others own (readiness gates) are kept.
-func (r *PodReconciler) patchStatus(ctx context.Context, s *podScope, status corev1.PodStatus) error {
-	if kuberuntime.StatusEqual(s.pod.Status, status) {
+func (r *PodReconciler) patchStatus(ctx context.Context, s *podScope, want corev1.PodStatus) error {
+	if status.StatusEqual(s.pod.Status, want) {
 		return nil
 	}
 	orig := s.pod.DeepCopy()
-	s.pod.Status = status
+	s.pod.Status = want
 	if err := r.Status().Patch(ctx, s.pod, client.StrategicMergeFrom(orig)); err != nil {
 		s.pod.Status = orig.Status
 		if apierrors.IsNotFound(err) {
@@ -484,7 +504,7 @@ func (r *PodReconciler) patchStatus(ctx context.Context, s *podScope, status cor
 	// Not checkpointed on its own: after a restart the API server's copy of
 	// the status is the same thing, and an fsync per status write is the
 	// largest cost of a pod burst.
-	s.state.RecordStatus(status)
+	s.state.RecordStatus(want)
 	return nil
 }
 
@@ -524,7 +544,7 @@ func (r *PodReconciler) stopAll(ctx context.Context, s *podScope, grace int64) (
 // node and deletes the API object with grace 0 and its UID as
 // precondition.
 func (r *PodReconciler) terminate(ctx context.Context, s *podScope) (syncResult, error) {
-	done, requeue, err := r.stopAll(ctx, s, kuberuntime.EffectiveGracePeriod(s.pod))
+	done, requeue, err := r.stopAll(ctx, s, plan.EffectiveGracePeriod(s.pod))
 	if err != nil {
 		return syncResult{}, err
 	}
@@ -565,7 +585,7 @@ func (r *PodReconciler) syncGone(ctx context.Context, w podworkers.Work) podwork
 	pod := w.Pod
 	grace := int64(orphanGracePeriodSeconds)
 	if pod != nil {
-		grace = kuberuntime.EffectiveGracePeriod(pod)
+		grace = plan.EffectiveGracePeriod(pod)
 	} else {
 		pod = &corev1.Pod{}
 		pod.Namespace, pod.Name, pod.UID = w.Key.Namespace, w.Key.Name, w.Key.UID
@@ -595,7 +615,7 @@ func (r *PodReconciler) syncGone(ctx context.Context, w podworkers.Work) podwork
 // removeFromNode removes the stopped pod's runtime objects, volumes, logs
 // and checkpoint, and forgets it in admission, the prober, the object store
 // and the metrics.
-func (r *PodReconciler) removeFromNode(ctx context.Context, pod *corev1.Pod, rt kuberuntime.PodRuntime) error {
+func (r *PodReconciler) removeFromNode(ctx context.Context, pod *corev1.Pod, rt state.PodRuntime) error {
 	if err := r.Exec.RemovePod(ctx, pod, rt); err != nil {
 		return err
 	}

@@ -10,7 +10,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/nodelet/nodelet/internal/admission"
-	"github.com/nodelet/nodelet/internal/kuberuntime"
+	"github.com/nodelet/nodelet/internal/kuberuntime/plan"
+	"github.com/nodelet/nodelet/internal/kuberuntime/state"
 	"github.com/nodelet/nodelet/internal/metrics"
 )
 
@@ -35,7 +36,7 @@ func (r *PodReconciler) allocate(ctx context.Context, s *podScope) (*corev1.Pod,
 		}
 	}
 	switch {
-	case podIsStopping(pod) || !kuberuntime.ResizeRequested(pod, s.state):
+	case podIsStopping(pod) || !state.ResizeRequested(pod, s.state):
 		r.deferred.Delete(pod.UID)
 		if s.state.ClearPendingResize(pod.Generation) {
 			if err := r.saver(s)(); err != nil {
@@ -47,7 +48,7 @@ func (r *PodReconciler) allocate(ctx context.Context, s *podScope) (*corev1.Pod,
 			return nil, err
 		}
 	}
-	return kuberuntime.AllocatedPod(pod, s.state), nil
+	return state.AllocatedPod(pod, s.state), nil
 }
 
 func podIsStopping(pod *corev1.Pod) bool {
@@ -60,7 +61,7 @@ func podIsStopping(pod *corev1.Pod) bool {
 func (r *PodReconciler) decideResize(ctx context.Context, s *podScope) error {
 	pod := s.pod
 	logger := log.FromContext(ctx)
-	before := kuberuntime.AllocatedPod(pod, s.state)
+	before := state.AllocatedPod(pod, s.state)
 	if p := s.state.ResizePending; p == nil || p.Generation != pod.Generation {
 		countRequestedResizes(before, pod)
 	}
@@ -75,8 +76,8 @@ func (r *PodReconciler) decideResize(ctx context.Context, s *podScope) error {
 		}
 		r.deferred.Delete(pod.UID)
 		logger.Info("Accepted pod resize", "generation", pod.Generation)
-		r.Recorder.Event(pod, corev1.EventTypeNormal, kuberuntime.EventResizeStarted,
-			kuberuntime.ResizeMessage("Pod resize started", pod, pod.Generation, ""))
+		r.Recorder.Event(pod, corev1.EventTypeNormal, plan.EventResizeStarted,
+			plan.ResizeMessage("Pod resize started", pod, pod.Generation, ""))
 		if requestsShrank(before, pod) {
 			r.retryDeferredResizes()
 		}
@@ -94,13 +95,13 @@ func (r *PodReconciler) decideResize(ctx context.Context, s *podScope) error {
 		return err
 	}
 	logger.Info("Pod resize is pending", "reason", res.Reason, "message", res.Message, "generation", pod.Generation)
-	reason := kuberuntime.EventResizeDeferred
+	reason := plan.EventResizeDeferred
 	if res.Reason == corev1.PodReasonInfeasible {
-		reason = kuberuntime.EventResizeInfeasible
+		reason = plan.EventResizeInfeasible
 		metrics.PodInfeasibleResizes.WithLabelValues("insufficient_node_allocatable").Inc()
 	}
 	r.Recorder.Event(pod, corev1.EventTypeWarning, reason,
-		kuberuntime.ResizeMessage("Pod resize "+res.Reason, pod, pod.Generation, res.Message))
+		plan.ResizeMessage("Pod resize "+res.Reason, pod, pod.Generation, res.Message))
 	return nil
 }
 
@@ -108,7 +109,7 @@ func (r *PodReconciler) decideResize(ctx context.Context, s *podScope) error {
 // resources in place (pod is the allocated pod). A failure is shown in the
 // pod's PodResizeInProgress condition, with a ResizeError Event when it is
 // new, and tried again at the next sync.
-func (r *PodReconciler) resize(ctx context.Context, s *podScope, pod *corev1.Pod, actions kuberuntime.PodActions) {
+func (r *PodReconciler) resize(ctx context.Context, s *podScope, pod *corev1.Pod, actions plan.PodActions) {
 	err := r.Exec.Resize(ctx, pod, actions, &s.state, r.saver(s))
 	if err == nil || ctx.Err() != nil {
 		return
@@ -117,8 +118,8 @@ func (r *PodReconciler) resize(ctx context.Context, s *podScope, pod *corev1.Pod
 		return
 	}
 	log.FromContext(ctx).Info("Unable to resize containers", "err", err.Error())
-	r.Recorder.Event(pod, corev1.EventTypeWarning, kuberuntime.EventResizeError,
-		kuberuntime.ResizeMessage("Pod resize error", pod, s.state.ResizeInProgress.Generation, err.Error()))
+	r.Recorder.Event(pod, corev1.EventTypeWarning, plan.EventResizeError,
+		plan.ResizeMessage("Pod resize error", pod, s.state.ResizeInProgress.Generation, err.Error()))
 	if serr := r.saver(s)(); serr != nil {
 		log.FromContext(ctx).Error(serr, "Unable to save pod state")
 	}
@@ -130,11 +131,11 @@ func (r *PodReconciler) resize(ctx context.Context, s *podScope, pod *corev1.Pod
 // not.
 func (r *PodReconciler) finishResize(ctx context.Context, s *podScope, pod *corev1.Pod) error {
 	before := s.state.ResizeInProgress
-	generation, done := s.state.FinishResize(pod, s.obs.Runtime, r.now())
+	generation, done := s.state.FinishResize(pod.Generation, podIsStopping(pod), plan.ResizeInProgress(pod, s.obs.Runtime, s.state), r.now())
 	if done {
 		log.FromContext(ctx).Info("Completed pod resize", "generation", generation)
-		r.Recorder.Event(pod, corev1.EventTypeNormal, kuberuntime.EventResizeCompleted,
-			kuberuntime.ResizeMessage("Pod resize completed", pod, generation, ""))
+		r.Recorder.Event(pod, corev1.EventTypeNormal, plan.EventResizeCompleted,
+			plan.ResizeMessage("Pod resize completed", pod, generation, ""))
 	}
 	if (before == nil) != (s.state.ResizeInProgress == nil) {
 		return r.saver(s)()
@@ -144,9 +145,9 @@ func (r *PodReconciler) finishResize(ctx context.Context, s *podScope, pod *core
 
 // resizeRequeue is how soon a pod with a resize under way is synced again:
 // soon after a failed update, a little later for a deferred one.
-func resizeRequeue(st kuberuntime.PodState, requeue time.Duration) time.Duration {
+func resizeRequeue(st state.PodState, requeue time.Duration) time.Duration {
 	if st.ResizeInProgress != nil {
-		requeue = min(requeue, kuberuntime.StartRetryPeriod)
+		requeue = min(requeue, state.StartRetryPeriod)
 	}
 	if p := st.ResizePending; p != nil && p.Reason == corev1.PodReasonDeferred {
 		requeue = min(requeue, deferredResizeRetryPeriod)

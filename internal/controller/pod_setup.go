@@ -25,7 +25,8 @@ import (
 	"github.com/nodelet/nodelet/internal/cri"
 	"github.com/nodelet/nodelet/internal/executor"
 	"github.com/nodelet/nodelet/internal/images"
-	"github.com/nodelet/nodelet/internal/kuberuntime"
+	"github.com/nodelet/nodelet/internal/kuberuntime/criconfig"
+	"github.com/nodelet/nodelet/internal/kuberuntime/state"
 	"github.com/nodelet/nodelet/internal/nodeinfo"
 	"github.com/nodelet/nodelet/internal/objectstore"
 	"github.com/nodelet/nodelet/internal/pleg"
@@ -66,7 +67,7 @@ func setupPodController(mgr ctrl.Manager, d *Deps) error {
 		return err
 	}
 	imageManager := images.NewManager(d.Runtime, eng.recorder, images.Options{SerializeImagePulls: *cfg.SerializeImagePulls})
-	sandbox := kuberuntime.SandboxOptions{
+	sandbox := criconfig.SandboxOptions{
 		PodLogsDir:    cfg.PodLogsDir,
 		ClusterDNS:    cfg.ClusterDNS,
 		ClusterDomain: cfg.ClusterDomain,
@@ -93,9 +94,6 @@ func setupPodController(mgr ctrl.Manager, d *Deps) error {
 		Clock:      clock.RealClock{},
 		Sandbox:    sandbox,
 		Node:       eng.nodes.Facts,
-	}
-	if limit := cfg.CrashLoopBackOff.MaxContainerRestartPeriod; limit != nil {
-		kuberuntime.SetMaxCrashLoopBackOff(limit.Duration)
 	}
 	relister, err := pleg.New(d.Runtime, pleg.Options{RelistPeriod: cfg.RelistPeriod.Duration})
 	if err != nil {
@@ -223,11 +221,11 @@ func podEngineFor(mgr ctrl.Manager, d *Deps) (*podEngine, error) {
 // ran, with resources nodelet cannot read; its spec's are taken); so was
 // a pod with a start time, whose checkpoint may have been removed.
 func admittedBefore(store checkpoint.Manager, pod *corev1.Pod) (*corev1.Pod, error) {
-	data := checkpoint.NewData(kuberuntime.NewPodState(pod.UID))
+	data := checkpoint.NewData(state.NewPodState(pod.UID))
 	err := store.GetCheckpoint(checkpointKey(pod.UID), data)
 	switch {
 	case err == nil:
-		return kuberuntime.AllocatedPod(pod, data.Value), nil
+		return state.AllocatedPod(pod, data.Value), nil
 	case errors.Is(err, checkpoint.ErrCorruptCheckpoint), errors.Is(err, checkpoint.ErrUnsupportedVersion):
 		return pod, nil
 	case errors.Is(err, checkpoint.ErrCheckpointNotFound):
@@ -242,7 +240,7 @@ func admittedBefore(store checkpoint.Manager, pod *corev1.Pod) (*corev1.Pod, err
 // hostDNS reads the resolver configuration that dnsPolicy Default pods get
 // (resolvConf). An empty resolvConf means none; a file that cannot be read
 // or parsed is a configuration error, as it is for the kubelet.
-func hostDNS(cfg *v1alpha1.NodeletConfiguration) (*kuberuntime.ResolvConf, error) {
+func hostDNS(cfg *v1alpha1.NodeletConfiguration) (*criconfig.ResolvConf, error) {
 	if cfg.ResolvConf == nil || *cfg.ResolvConf == "" {
 		return nil, nil
 	}
@@ -250,7 +248,7 @@ func hostDNS(cfg *v1alpha1.NodeletConfiguration) (*kuberuntime.ResolvConf, error
 	if err != nil {
 		return nil, fmt.Errorf("reading resolvConf: %w", err)
 	}
-	rc, err := kuberuntime.ParseResolvConf(string(data))
+	rc, err := criconfig.ParseResolvConf(string(data))
 	if err != nil {
 		return nil, fmt.Errorf("parsing resolvConf %s: %w", *cfg.ResolvConf, err)
 	}

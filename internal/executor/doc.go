@@ -5,5 +5,5 @@
 // in-place resize) and removes what is dead. It records every runtime mutation
 // in the pod's state and calls the caller's save function after each, so a
 // restarted agent knows what was done. Deciding what to do is
-// internal/kuberuntime's job; writing the pod's status is the reconciler's.
+// internal/kuberuntime/plan's job; writing the pod's status is the reconciler's.
 package executor

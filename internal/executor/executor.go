@@ -15,7 +15,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/nodelet/nodelet/internal/cri"
-	"github.com/nodelet/nodelet/internal/kuberuntime"
+	"github.com/nodelet/nodelet/internal/kuberuntime/criconfig"
+	"github.com/nodelet/nodelet/internal/kuberuntime/plan"
+	"github.com/nodelet/nodelet/internal/kuberuntime/state"
 	"github.com/nodelet/nodelet/internal/nodeinfo"
 )
 
@@ -56,7 +58,7 @@ type VolumeManager interface {
 	WriteEtcHosts(pod *v1.Pod, podIPs []string) error
 	// Mounts prepares and returns the container's mounts for one start;
 	// env, the container's resolved environment, expands subPathExpr.
-	Mounts(pod *v1.Pod, c *v1.Container, restartCount int32, env []kuberuntime.EnvVar) ([]*runtimeapi.Mount, error)
+	Mounts(pod *v1.Pod, c *v1.Container, restartCount int32, env []criconfig.EnvVar) ([]*runtimeapi.Mount, error)
 	TerminationMessagePath(pod *v1.Pod, containerName string, restartCount int32) string
 	TearDown(ctx context.Context, uid types.UID) error
 	// NextRefresh is when the earliest service account token of the pod is
@@ -89,7 +91,7 @@ type Executor struct {
 	Recorder   record.EventRecorder
 	Clock      clock.Clock
 	// Sandbox holds the node-wide sandbox options; Attempt is set per call.
-	Sandbox kuberuntime.SandboxOptions
+	Sandbox criconfig.SandboxOptions
 	// Node returns what container configs need of the node.
 	Node func(ctx context.Context) (nodeinfo.Facts, error)
 }
@@ -109,7 +111,7 @@ func (e *Executor) now() time.Time {
 // retry with back-off; container start failures are recorded in st (and
 // shown in the status) rather than returned. Once ctx ends nothing more is
 // created or started.
-func (e *Executor) Sync(ctx context.Context, pod *v1.Pod, rt kuberuntime.PodRuntime, st *kuberuntime.PodState, a kuberuntime.PodActions, save SaveFunc) error {
+func (e *Executor) Sync(ctx context.Context, pod *v1.Pod, rt state.PodRuntime, st *state.PodState, a plan.PodActions, save SaveFunc) error {
 	if a.Done || (a.KillPod && !a.CreateSandbox) {
 		return nil
 	}
@@ -135,10 +137,10 @@ func (e *Executor) Sync(ctx context.Context, pod *v1.Pod, rt kuberuntime.PodRunt
 	}
 	for name, b := range a.BackingOff {
 		switch b.Reason {
-		case kuberuntime.ReasonCrashLoopBackOff:
-			e.Recorder.Eventf(pod, v1.EventTypeWarning, EventBackOff, "Back-off restarting failed container %s in pod %s", name, kuberuntime.PodDesc(pod))
-		case kuberuntime.ReasonImagePullBackOff:
-			if c := kuberuntime.ContainerSpec(pod, name); c != nil {
+		case state.ReasonCrashLoopBackOff:
+			e.Recorder.Eventf(pod, v1.EventTypeWarning, EventBackOff, "Back-off restarting failed container %s in pod %s", name, criconfig.PodDesc(pod))
+		case state.ReasonImagePullBackOff:
+			if c := criconfig.ContainerSpec(pod, name); c != nil {
 				e.Recorder.Eventf(pod, v1.EventTypeNormal, EventBackOff, "Back-off pulling image %q", c.Image)
 			}
 		}
@@ -174,14 +176,14 @@ type sandbox struct {
 func (e *Executor) sandboxConfig(pod *v1.Pod, attempt uint32) (*runtimeapi.PodSandboxConfig, error) {
 	opts := e.Sandbox
 	opts.Attempt = attempt
-	cfg, err := kuberuntime.SandboxConfig(pod, opts)
+	cfg, err := criconfig.SandboxConfig(pod, opts)
 	if err != nil {
 		return nil, fmt.Errorf("building sandbox config: %w", err)
 	}
 	return cfg, nil
 }
 
-func (e *Executor) ensureSandbox(ctx context.Context, pod *v1.Pod, rt kuberuntime.PodRuntime, st *kuberuntime.PodState, a kuberuntime.PodActions, save SaveFunc) (*sandbox, error) {
+func (e *Executor) ensureSandbox(ctx context.Context, pod *v1.Pod, rt state.PodRuntime, st *state.PodState, a plan.PodActions, save SaveFunc) (*sandbox, error) {
 	if !a.CreateSandbox {
 		attempt, ips := uint32(0), []string(nil)
 		for _, s := range rt.Sandboxes {
@@ -214,7 +216,7 @@ func (e *Executor) ensureSandbox(ctx context.Context, pod *v1.Pod, rt kuberuntim
 	if err != nil {
 		return nil, fmt.Errorf("reading status of new sandbox %s: %w", id, err)
 	}
-	sb := &sandbox{id: id, config: cfg, ips: kuberuntime.SandboxFromCRI(status).IPs}
+	sb := &sandbox{id: id, config: cfg, ips: state.SandboxFromCRI(status).IPs}
 	if !pod.Spec.HostNetwork {
 		if err := e.Volumes.WriteEtcHosts(pod, sb.ips); err != nil {
 			return nil, fmt.Errorf("writing /etc/hosts: %w", err)
@@ -227,7 +229,7 @@ func (e *Executor) ensureSandbox(ctx context.Context, pod *v1.Pod, rt kuberuntim
 // sandboxFailed reports a failed sandbox creation with a
 // FailedCreatePodSandBox Event and in the pod's state (the status shows it),
 // and returns err for the caller to retry with back-off.
-func (e *Executor) sandboxFailed(ctx context.Context, pod *v1.Pod, st *kuberuntime.PodState, save SaveFunc, err error) error {
+func (e *Executor) sandboxFailed(ctx context.Context, pod *v1.Pod, st *state.PodState, save SaveFunc, err error) error {
 	msg := fmt.Sprintf("Failed to create pod sandbox: %v", err)
 	e.Recorder.Event(pod, v1.EventTypeWarning, EventFailedCreatePodSandBox, msg)
 	st.RecordSandboxFailure(msg, e.now())
@@ -247,7 +249,7 @@ func runtimeHandler(pod *v1.Pod) string {
 // startContainer pulls, creates and starts one container, recording the
 // attempt and any failure in st. The returned error only says the start
 // failed; it has been recorded and reported already.
-func (e *Executor) startContainer(ctx context.Context, pod *v1.Pod, sb *sandbox, s kuberuntime.ContainerStart, st *kuberuntime.PodState, save SaveFunc) error {
+func (e *Executor) startContainer(ctx context.Context, pod *v1.Pod, sb *sandbox, s plan.ContainerStart, st *state.PodState, save SaveFunc) error {
 	c := s.Spec(pod)
 	fail := func(reason, message string) error {
 		if err := ctx.Err(); err != nil {
@@ -270,20 +272,20 @@ func (e *Executor) startContainer(ctx context.Context, pod *v1.Pod, sb *sandbox,
 	cfg, err := e.containerConfig(ctx, pod, c, sb, s, imageRef)
 	if err != nil {
 		e.Recorder.Eventf(pod, v1.EventTypeWarning, EventFailed, "Error: %v", err)
-		return fail(kuberuntime.ReasonCreateContainerConfigError, err.Error())
+		return fail(state.ReasonCreateContainerConfigError, err.Error())
 	}
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	st.RecordStart(s, e.now())
+	st.RecordStart(s.Name, s.RestartCount, s.PrevFinishedAt, s.MaxCrashLoopBackOff, e.now())
 	id, err := e.Runtime.CreateContainer(ctx, sb.id, cfg, sb.config)
 	if err != nil {
 		e.Recorder.Eventf(pod, v1.EventTypeWarning, EventFailed, "Error: %v", err)
-		return fail(kuberuntime.ReasonCreateContainerError, err.Error())
+		return fail(state.ReasonCreateContainerError, err.Error())
 	}
 	st.RecordActuated(s.Name, id, c.Resources)
 	if err := save(); err != nil {
-		return fail(kuberuntime.ReasonCreateContainerError, err.Error())
+		return fail(state.ReasonCreateContainerError, err.Error())
 	}
 	e.Recorder.Eventf(pod, v1.EventTypeNormal, EventCreated, "Created container: %s", c.Name)
 	if err := ctx.Err(); err != nil {
@@ -293,17 +295,17 @@ func (e *Executor) startContainer(ctx context.Context, pod *v1.Pod, sb *sandbox,
 	}
 	if err := e.Runtime.StartContainer(ctx, id); err != nil {
 		e.Recorder.Eventf(pod, v1.EventTypeWarning, EventFailed, "Error: %v", err)
-		return fail(kuberuntime.ReasonRunContainerError, err.Error())
+		return fail(state.ReasonRunContainerError, err.Error())
 	}
 	e.Recorder.Eventf(pod, v1.EventTypeNormal, EventStarted, "Started container %s", c.Name)
 	if err := e.runPostStart(ctx, pod, c, id, sb.ips); err != nil {
-		return fail(kuberuntime.ReasonPostStartHookError, err.Error())
+		return fail(state.ReasonPostStartHookError, err.Error())
 	}
 	log.FromContext(ctx).V(1).Info("Started container", "container", c.Name, "id", id, "restartCount", s.RestartCount)
 	return nil
 }
 
-func (e *Executor) containerConfig(ctx context.Context, pod *v1.Pod, c *v1.Container, sb *sandbox, s kuberuntime.ContainerStart, imageRef string) (*runtimeapi.ContainerConfig, error) {
+func (e *Executor) containerConfig(ctx context.Context, pod *v1.Pod, c *v1.Container, sb *sandbox, s plan.ContainerStart, imageRef string) (*runtimeapi.ContainerConfig, error) {
 	target, err := s.Target(pod)
 	if err != nil {
 		return nil, err
@@ -320,12 +322,12 @@ func (e *Executor) containerConfig(ctx context.Context, pod *v1.Pod, c *v1.Conta
 	if err != nil {
 		return nil, fmt.Errorf("reading the user of image %s: %w", imageRef, err)
 	}
-	imageUID, imageUser := kuberuntime.ImageUser(img)
+	imageUID, imageUser := criconfig.ImageUser(img)
 	serviceEnv, err := e.ServiceEnv(ctx, pod)
 	if err != nil {
 		return nil, fmt.Errorf("services have not yet been read at least once, cannot construct envvars: %w", err)
 	}
-	opts := kuberuntime.ContainerOptions{
+	opts := criconfig.ContainerOptions{
 		RestartCount:      s.RestartCount,
 		SandboxID:         sb.id,
 		PodIPs:            sb.ips,
@@ -343,13 +345,13 @@ func (e *Executor) containerConfig(ctx context.Context, pod *v1.Pod, c *v1.Conta
 	}
 	// The environment is resolved once, before the mounts as the kubelet
 	// does: subPathExpr expands with the variables the container gets.
-	if opts.Env, err = kuberuntime.ResolveEnv(pod, c, opts); err != nil {
+	if opts.Env, err = criconfig.ResolveEnv(pod, c, opts); err != nil {
 		return nil, err
 	}
 	if opts.Mounts, err = e.Volumes.Mounts(pod, c, int32(s.RestartCount), opts.Env); err != nil {
 		return nil, err
 	}
-	return kuberuntime.ContainerConfig(pod, c, opts)
+	return criconfig.ContainerConfig(pod, c, opts)
 }
 
 // pullSecrets reads the pod's imagePullSecrets; a missing one is skipped,

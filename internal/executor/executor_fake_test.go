@@ -16,7 +16,9 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/nodelet/nodelet/internal/cri"
-	"github.com/nodelet/nodelet/internal/kuberuntime"
+	"github.com/nodelet/nodelet/internal/kuberuntime/criconfig"
+	"github.com/nodelet/nodelet/internal/kuberuntime/plan"
+	"github.com/nodelet/nodelet/internal/kuberuntime/state"
 	"github.com/nodelet/nodelet/internal/nodeinfo"
 )
 
@@ -32,7 +34,7 @@ func (noVolumes) WriteEtcHosts(*v1.Pod, []string) error                { return 
 func (noVolumes) TearDown(context.Context, types.UID) error            { return nil }
 func (noVolumes) NextRefresh(types.UID) (time.Time, bool)              { return time.Time{}, false }
 func (noVolumes) TerminationMessagePath(*v1.Pod, string, int32) string { return "" }
-func (noVolumes) Mounts(*v1.Pod, *v1.Container, int32, []kuberuntime.EnvVar) ([]*runtimeapi.Mount, error) {
+func (noVolumes) Mounts(*v1.Pod, *v1.Container, int32, []criconfig.EnvVar) ([]*runtimeapi.Mount, error) {
 	return nil, nil
 }
 
@@ -53,10 +55,10 @@ func newFakeExecutor(t *testing.T) (*Executor, *fakeruntime.FakeRuntimeService) 
 	return &Executor{
 		Runtime:     rt,
 		Images:      presentImages{},
-		ImageReason: func(err error) (string, string) { return kuberuntime.ReasonErrImagePull, err.Error() },
+		ImageReason: func(err error) (string, string) { return state.ReasonErrImagePull, err.Error() },
 		Volumes:     noVolumes{},
 		Recorder:    record.NewFakeRecorder(100),
-		Sandbox:     kuberuntime.SandboxOptions{PodLogsDir: t.TempDir(), ExtraLabels: cri.OwnerLabels(fakeNode)},
+		Sandbox:     criconfig.SandboxOptions{PodLogsDir: t.TempDir(), ExtraLabels: cri.OwnerLabels(fakeNode)},
 		Node:        func(context.Context) (nodeinfo.Facts, error) { return nodeinfo.Facts{}, nil },
 		ServiceEnv:  func(context.Context, *v1.Pod) (map[string]string, error) { return nil, nil },
 	}, rs
@@ -73,11 +75,11 @@ func fakePod(containers ...string) *v1.Pod {
 }
 
 // runPod starts pod through its first plan and returns its observed runtime.
-func runPod(t *testing.T, ctx context.Context, e *Executor, pod *v1.Pod, st *kuberuntime.PodState) kuberuntime.PodRuntime {
+func runPod(t *testing.T, ctx context.Context, e *Executor, pod *v1.Pod, st *state.PodState) state.PodRuntime {
 	t.Helper()
 	g := NewWithT(t)
-	a := kuberuntime.ComputePodActions(pod, kuberuntime.PodRuntime{}, *st, time.Now(), kuberuntime.ProbeResults{})
-	g.Expect(e.Sync(ctx, pod, kuberuntime.PodRuntime{}, st, a, func() error { return nil })).To(Succeed())
+	a := plan.ComputePodActions(pod, state.PodRuntime{}, *st, plan.Inputs{Now: time.Now()})
+	g.Expect(e.Sync(ctx, pod, state.PodRuntime{}, st, a, func() error { return nil })).To(Succeed())
 	obs, err := e.Observe(ctx, pod)
 	g.Expect(err).NotTo(HaveOccurred())
 	return obs.Runtime
@@ -88,12 +90,12 @@ func TestSyncStartsThePlanAndTerminateStopsEverything(t *testing.T) {
 	ctx := context.Background()
 	e, rs := newFakeExecutor(t)
 	pod := fakePod("app", "web")
-	st := kuberuntime.NewPodState(pod.UID)
+	st := state.NewPodState(pod.UID)
 	rt := runPod(t, ctx, e, pod, &st)
 	g.Expect(rt.Sandboxes).To(HaveLen(1))
 	g.Expect(rt.Containers).To(HaveLen(2))
 	for _, c := range rt.Containers {
-		g.Expect(c.State).To(Equal(kuberuntime.ContainerRunning))
+		g.Expect(c.State).To(Equal(state.ContainerRunning))
 	}
 
 	st.BeginTermination(1, time.Now())
@@ -107,7 +109,7 @@ func TestSyncStartsThePlanAndTerminateStopsEverything(t *testing.T) {
 		g.Expect(err).NotTo(HaveOccurred())
 		rt = obs.Runtime
 	}
-	g.Expect(rt.Containers).To(HaveEach(HaveField("State", kuberuntime.ContainerExited)))
+	g.Expect(rt.Containers).To(HaveEach(HaveField("State", state.ContainerExited)))
 	g.Expect(rt.Sandboxes).To(HaveEach(HaveField("Ready", false)))
 	g.Expect(rs.GetCalls()).To(ContainElement("StopPodSandbox"))
 
@@ -123,12 +125,12 @@ func TestSidecarsStopAfterTheMainContainers(t *testing.T) {
 	e, rs := newFakeExecutor(t)
 	pod := fakePod("app")
 	pod.Spec.InitContainers = []v1.Container{{Name: "proxy", Image: "busybox:1", RestartPolicy: ptr.To(v1.ContainerRestartPolicyAlways)}}
-	st := kuberuntime.NewPodState(pod.UID)
+	st := state.NewPodState(pod.UID)
 	// The sidecar first, then (once it runs) the app.
 	for range 3 {
 		obs, err := e.Observe(ctx, pod)
 		g.Expect(err).NotTo(HaveOccurred())
-		a := kuberuntime.ComputePodActions(pod, obs.Runtime, st, time.Now(), kuberuntime.ProbeResults{})
+		a := plan.ComputePodActions(pod, obs.Runtime, st, plan.Inputs{Now: time.Now()})
 		g.Expect(e.Sync(ctx, pod, obs.Runtime, &st, a, func() error { return nil })).To(Succeed())
 	}
 	obs, err := e.Observe(ctx, pod)
@@ -142,12 +144,12 @@ func TestSidecarsStopAfterTheMainContainers(t *testing.T) {
 	g.Expect(requeue).To(BeZero(), "the main container stopped: no waiting")
 	obs, err = e.Observe(ctx, pod)
 	g.Expect(err).NotTo(HaveOccurred())
-	states := map[string]kuberuntime.ContainerState{}
+	states := map[string]state.ContainerState{}
 	for _, c := range obs.Runtime.Containers {
 		states[c.Name] = c.State
 	}
-	g.Expect(states).To(Equal(map[string]kuberuntime.ContainerState{
-		"app": kuberuntime.ContainerExited, "proxy": kuberuntime.ContainerRunning,
+	g.Expect(states).To(Equal(map[string]state.ContainerState{
+		"app": state.ContainerExited, "proxy": state.ContainerRunning,
 	}), "the sidecar waits for the main container")
 	_, _, err = e.Terminate(ctx, pod, obs.Runtime, &st, func() error { return nil })
 	g.Expect(err).NotTo(HaveOccurred())
@@ -164,11 +166,11 @@ func TestACancelledSyncStartsNothing(t *testing.T) {
 	g := NewWithT(t)
 	e, rs := newFakeExecutor(t)
 	pod := fakePod("app")
-	st := kuberuntime.NewPodState(pod.UID)
+	st := state.NewPodState(pod.UID)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	a := kuberuntime.ComputePodActions(pod, kuberuntime.PodRuntime{}, st, time.Now(), kuberuntime.ProbeResults{})
-	g.Expect(e.Sync(ctx, pod, kuberuntime.PodRuntime{}, &st, a, func() error { return nil })).NotTo(Succeed())
+	a := plan.ComputePodActions(pod, state.PodRuntime{}, st, plan.Inputs{Now: time.Now()})
+	g.Expect(e.Sync(ctx, pod, state.PodRuntime{}, &st, a, func() error { return nil })).NotTo(Succeed())
 	g.Expect(slices.Contains(rs.GetCalls(), "StartContainer")).To(BeFalse())
 	g.Expect(st.Containers["app"].Waiting).To(BeNil(), "a cancellation is not the container's failure")
 }
@@ -178,15 +180,15 @@ func TestEphemeralContainersRunOnce(t *testing.T) {
 	ctx := context.Background()
 	e, rs := newFakeExecutor(t)
 	pod := fakePod("app")
-	st := kuberuntime.NewPodState(pod.UID)
+	st := state.NewPodState(pod.UID)
 	rt := runPod(t, ctx, e, pod, &st)
 
 	ephemeral := func(name, target string) v1.EphemeralContainer {
 		return v1.EphemeralContainer{EphemeralContainerCommon: v1.EphemeralContainerCommon{Name: name, Image: "busybox:1"}, TargetContainerName: target}
 	}
 	pod.Spec.EphemeralContainers = []v1.EphemeralContainer{ephemeral("debugger", "app"), ephemeral("lost", "missing")}
-	sync := func() kuberuntime.PodActions {
-		a := kuberuntime.ComputePodActions(pod, rt, st, time.Now(), kuberuntime.ProbeResults{})
+	sync := func() plan.PodActions {
+		a := plan.ComputePodActions(pod, rt, st, plan.Inputs{Now: time.Now()})
 		g.Expect(e.Sync(ctx, pod, rt, &st, a, func() error { return nil })).To(Succeed())
 		obs, err := e.Observe(ctx, pod)
 		g.Expect(err).NotTo(HaveOccurred())
@@ -194,7 +196,7 @@ func TestEphemeralContainersRunOnce(t *testing.T) {
 		return a
 	}
 	g.Expect(sync().EphemeralContainersToStart).To(HaveLen(2))
-	names := map[string]kuberuntime.ContainerState{}
+	names := map[string]state.ContainerState{}
 	var debuggerID string
 	for _, c := range rt.Containers {
 		names[c.Name] = c.State
@@ -203,8 +205,8 @@ func TestEphemeralContainersRunOnce(t *testing.T) {
 			g.Expect(c.Attempt).To(BeZero())
 		}
 	}
-	g.Expect(names).To(Equal(map[string]kuberuntime.ContainerState{"app": kuberuntime.ContainerRunning, "debugger": kuberuntime.ContainerRunning}))
-	g.Expect(st.Containers["lost"].Waiting).To(HaveField("Reason", kuberuntime.ReasonCreateContainerConfigError))
+	g.Expect(names).To(Equal(map[string]state.ContainerState{"app": state.ContainerRunning, "debugger": state.ContainerRunning}))
+	g.Expect(st.Containers["lost"].Waiting).To(HaveField("Reason", state.ReasonCreateContainerConfigError))
 	g.Expect(st.Containers["lost"].Waiting).To(HaveField("Message", "unable to find target container missing"))
 
 	// Only the one that never existed is tried again.

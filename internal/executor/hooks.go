@@ -17,7 +17,9 @@ import (
 	utilexec "k8s.io/utils/exec"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
-	"github.com/nodelet/nodelet/internal/kuberuntime"
+	"github.com/nodelet/nodelet/internal/kuberuntime/criconfig"
+	"github.com/nodelet/nodelet/internal/kuberuntime/plan"
+	"github.com/nodelet/nodelet/internal/kuberuntime/state"
 )
 
 // Event reasons of failed lifecycle hooks, as the kubelet emits them. Their
@@ -156,7 +158,7 @@ func httpHook(ctx context.Context, t hookTarget, g *v1.HTTPGetAction) error {
 	if host == "" {
 		return errors.New("failed to find networking container: the pod has no IP")
 	}
-	port, err := kuberuntime.ResolvePort(g.Port, t.spec)
+	port, err := criconfig.ResolvePort(g.Port, t.spec)
 	if err != nil {
 		return err
 	}
@@ -226,7 +228,7 @@ func (e *Executor) runPostStart(ctx context.Context, pod *v1.Pod, c *v1.Containe
 	if c.Lifecycle != nil {
 		preStop = c.Lifecycle.PreStop
 	}
-	if kerr := e.killContainer(ctx, pod, id, c.Name, "FailedPostStartHook", preStop, kuberuntime.GracePeriodSeconds(pod)); kerr != nil {
+	if kerr := e.killContainer(ctx, pod, id, c.Name, "FailedPostStartHook", preStop, plan.GracePeriodSeconds(pod)); kerr != nil {
 		log.FromContext(ctx).Error(kerr, "Unable to kill container after its postStart hook failed", "container", c.Name, "id", id)
 	}
 	return err
@@ -235,11 +237,11 @@ func (e *Executor) runPostStart(ctx context.Context, pod *v1.Pod, c *v1.Containe
 // runPreStop runs a preStop hook for at most timeout seconds. A failing
 // hook is reported with an Event and does not stop the kill; a hook still
 // running when the grace period ends is left behind, as the kubelet does.
-func (e *Executor) runPreStop(ctx context.Context, pod *v1.Pod, rt kuberuntime.PodRuntime, id, name string, h *v1.LifecycleHandler, timeout int64) {
+func (e *Executor) runPreStop(ctx context.Context, pod *v1.Pod, rt state.PodRuntime, id, name string, h *v1.LifecycleHandler, timeout int64) {
 	if h == nil {
 		return
 	}
-	t := hookTarget{pod: pod, name: name, spec: kuberuntime.ContainerSpec(pod, name), id: id, podIP: podIP(pod, rt)}
+	t := hookTarget{pod: pod, name: name, spec: criconfig.ContainerSpec(pod, name), id: id, podIP: podIP(pod, rt)}
 	err := e.runHook(ctx, t, h, time.Duration(timeout)*time.Second)
 	switch {
 	case err == nil:
@@ -258,10 +260,10 @@ func firstIP(ips []string, pod *v1.Pod) string {
 	if len(ips) > 0 {
 		return ips[0]
 	}
-	return podIP(pod, kuberuntime.PodRuntime{})
+	return podIP(pod, state.PodRuntime{})
 }
 
-func podIP(pod *v1.Pod, rt kuberuntime.PodRuntime) string {
+func podIP(pod *v1.Pod, rt state.PodRuntime) string {
 	for _, sb := range rt.Sandboxes {
 		if len(sb.IPs) > 0 {
 			return sb.IPs[0]

@@ -19,7 +19,8 @@ import (
 	"k8s.io/client-go/tools/record"
 	utilexec "k8s.io/utils/exec"
 
-	"github.com/nodelet/nodelet/internal/kuberuntime"
+	"github.com/nodelet/nodelet/internal/kuberuntime/plan"
+	"github.com/nodelet/nodelet/internal/kuberuntime/state"
 )
 
 func serverHostPort(t *testing.T, raw string) (string, int) {
@@ -65,7 +66,7 @@ func TestRunHook(t *testing.T) {
 	e, rs := newFakeExecutor(t)
 	pod := fakePod("app")
 	pod.Spec.Containers[0].Ports = []v1.ContainerPort{{Name: "http", ContainerPort: int32(port)}}
-	st := kuberuntime.NewPodState(pod.UID)
+	st := state.NewPodState(pod.UID)
 	rt := runPod(t, ctx, e, pod, &st)
 	id := rt.Containers[0].ID
 	target := hookTarget{pod: pod, name: "app", spec: &pod.Spec.Containers[0], id: id, podIP: host}
@@ -141,20 +142,20 @@ func TestFailedPostStartHookKillsAndRecordsTheContainer(t *testing.T) {
 	pod := fakePod("app", "second")
 	pod.Spec.Containers[0].Lifecycle = &v1.Lifecycle{PostStart: &v1.LifecycleHandler{Exec: &v1.ExecAction{Command: []string{"sh", "-c", "exit 1"}}}}
 	rs.InjectError("ExecSync", utilexec.CodeExitError{Err: errors.New("command 'sh -c exit 1' exited with 1: "), Code: 1})
-	st := kuberuntime.NewPodState(pod.UID)
+	st := state.NewPodState(pod.UID)
 	rt := runPod(t, ctx, e, pod, &st)
 
 	w := st.Containers["app"].Waiting
 	g.Expect(w).NotTo(BeNil())
-	g.Expect(w.Reason).To(Equal(kuberuntime.ReasonPostStartHookError))
+	g.Expect(w.Reason).To(Equal(state.ReasonPostStartHookError))
 	g.Expect(w.Message).To(HavePrefix(`Exec lifecycle hook ([sh -c exit 1]) for Container "app" in Pod "web_ns(uid-1)" failed`))
 	g.Expect(st.Containers["second"].Waiting).To(BeNil(), "the next container still starts")
-	states := map[string]kuberuntime.ContainerState{}
+	states := map[string]state.ContainerState{}
 	for _, c := range rt.Containers {
 		states[c.Name] = c.State
 	}
-	g.Expect(states).To(Equal(map[string]kuberuntime.ContainerState{
-		"app": kuberuntime.ContainerExited, "second": kuberuntime.ContainerRunning,
+	g.Expect(states).To(Equal(map[string]state.ContainerState{
+		"app": state.ContainerExited, "second": state.ContainerRunning,
 	}))
 	close(rec.Events)
 	var events []string
@@ -182,9 +183,9 @@ func TestLogDirectoryFailureIsReported(t *testing.T) {
 	g.Expect(os.WriteFile(root, nil, 0o600)).To(Succeed())
 	e.Sandbox.PodLogsDir = root
 	pod := fakePod("app")
-	st := kuberuntime.NewPodState(pod.UID)
-	a := kuberuntime.ComputePodActions(pod, kuberuntime.PodRuntime{}, st, time.Now(), kuberuntime.ProbeResults{})
-	err := e.Sync(ctx, pod, kuberuntime.PodRuntime{}, &st, a, func() error { return nil })
+	st := state.NewPodState(pod.UID)
+	a := plan.ComputePodActions(pod, state.PodRuntime{}, st, plan.Inputs{Now: time.Now()})
+	err := e.Sync(ctx, pod, state.PodRuntime{}, &st, a, func() error { return nil })
 	g.Expect(err).To(MatchError(ContainSubstring("creating pod log directory")))
 	g.Expect(st.SandboxFailure).NotTo(BeNil())
 	g.Expect(st.SandboxFailure.Message).To(HavePrefix("Failed to create pod sandbox: creating pod log directory: "))

@@ -13,20 +13,22 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
 	"github.com/nodelet/nodelet/internal/cri"
-	"github.com/nodelet/nodelet/internal/kuberuntime"
+	"github.com/nodelet/nodelet/internal/kuberuntime/criconfig"
+	"github.com/nodelet/nodelet/internal/kuberuntime/plan"
+	"github.com/nodelet/nodelet/internal/kuberuntime/state"
 )
 
 // Terminate carries out the next step of stopping every container and
-// sandbox of a pod (kuberuntime.PlanTermination), the one way nodelet kills
+// sandbox of a pod (plan.PlanTermination), the one way nodelet kills
 // a whole pod: preStop hooks, then each container stopped within what is
 // left of the grace period, sidecars last, then the sandboxes. st must
 // hold the termination (PodState.BeginTermination). It returns done when
 // nothing of the pod ran any more before this step, else when to plan the
 // next step (0: at once, after observing the runtime again).
-func (e *Executor) Terminate(ctx context.Context, pod *v1.Pod, rt kuberuntime.PodRuntime, st *kuberuntime.PodState, save SaveFunc) (done bool, requeue time.Duration, err error) {
-	plan := kuberuntime.PlanTermination(pod, rt, *st, e.now())
-	hooks := map[string]kuberuntime.PreStopHook{}
-	for _, h := range plan.PreStop {
+func (e *Executor) Terminate(ctx context.Context, pod *v1.Pod, rt state.PodRuntime, st *state.PodState, save SaveFunc) (done bool, requeue time.Duration, err error) {
+	tp := plan.PlanTermination(pod, rt, *st, e.now())
+	hooks := map[string]plan.PreStopHook{}
+	for _, h := range tp.PreStop {
 		hooks[h.ContainerID] = h
 	}
 	var (
@@ -34,7 +36,7 @@ func (e *Executor) Terminate(ctx context.Context, pod *v1.Pod, rt kuberuntime.Po
 		mu   sync.Mutex
 		errs []error
 	)
-	for _, stop := range plan.Stop {
+	for _, stop := range tp.Stop {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -65,7 +67,7 @@ func (e *Executor) Terminate(ctx context.Context, pod *v1.Pod, rt kuberuntime.Po
 			errs = append(errs, err)
 		}
 	}
-	for _, id := range plan.StopSandboxes {
+	for _, id := range tp.StopSandboxes {
 		if err := e.Runtime.StopPodSandbox(ctx, id); err != nil && !cri.IsNotFound(err) {
 			errs = append(errs, fmt.Errorf("stopping sandbox %s: %w", id, err))
 		}
@@ -73,12 +75,12 @@ func (e *Executor) Terminate(ctx context.Context, pod *v1.Pod, rt kuberuntime.Po
 	if len(errs) > 0 {
 		return false, 0, errors.Join(errs...)
 	}
-	if len(plan.Stop) > 0 || len(plan.StopSandboxes) > 0 {
+	if len(tp.Stop) > 0 || len(tp.StopSandboxes) > 0 {
 		// What waited for these (sidecars, then sandboxes) may go next:
 		// plan again at once.
-		return plan.Done, 0, nil
+		return tp.Done, 0, nil
 	}
-	return plan.Done, plan.RequeueAfter, nil
+	return tp.Done, tp.RequeueAfter, nil
 }
 
 // killContainer runs the container's preStop hook, if any, then stops it
@@ -86,11 +88,11 @@ func (e *Executor) Terminate(ctx context.Context, pod *v1.Pod, rt kuberuntime.Po
 func (e *Executor) killContainer(ctx context.Context, pod *v1.Pod, id, name, message string, hook *v1.LifecycleHandler, grace int64) error {
 	start := e.now()
 	if hook != nil {
-		e.runPreStop(ctx, pod, kuberuntime.PodRuntime{}, id, name, hook, grace)
+		e.runPreStop(ctx, pod, state.PodRuntime{}, id, name, hook, grace)
 	}
 	left := grace - int64(e.now().Sub(start).Seconds())
-	if left < kuberuntime.MinimumGracePeriodSeconds {
-		left = kuberuntime.MinimumGracePeriodSeconds
+	if left < state.MinimumGracePeriodSeconds {
+		left = state.MinimumGracePeriodSeconds
 	}
 	// The plan's message is the kubelet's whole sentence ("Container c
 	// failed liveness probe, will be restarted").
@@ -107,7 +109,7 @@ func (e *Executor) killContainer(ctx context.Context, pod *v1.Pod, id, name, mes
 
 // RemovePod removes every sandbox (and so every container) of a pod whose
 // containers have all stopped, its volumes and its log directory.
-func (e *Executor) RemovePod(ctx context.Context, pod *v1.Pod, rt kuberuntime.PodRuntime) error {
+func (e *Executor) RemovePod(ctx context.Context, pod *v1.Pod, rt state.PodRuntime) error {
 	var errs []error
 	for _, c := range rt.Containers {
 		if err := e.Runtime.RemoveContainer(ctx, c.ID); err != nil && !cri.IsNotFound(err) {
@@ -129,7 +131,7 @@ func (e *Executor) RemovePod(ctx context.Context, pod *v1.Pod, rt kuberuntime.Po
 	if err := e.Volumes.TearDown(ctx, pod.UID); err != nil {
 		return fmt.Errorf("tearing down volumes: %w", err)
 	}
-	if err := os.RemoveAll(kuberuntime.PodLogDirectory(e.Sandbox.PodLogsDir, pod)); err != nil {
+	if err := os.RemoveAll(criconfig.PodLogDirectory(e.Sandbox.PodLogsDir, pod)); err != nil {
 		return fmt.Errorf("removing pod log directory: %w", err)
 	}
 	return nil
@@ -137,9 +139,9 @@ func (e *Executor) RemovePod(ctx context.Context, pod *v1.Pod, rt kuberuntime.Po
 
 // CollectGarbage removes the dead containers of a pod, with their log
 // files, and the dead sandboxes that no status needs any more (see
-// kuberuntime.SelectGarbage).
-func (e *Executor) CollectGarbage(ctx context.Context, rt kuberuntime.PodRuntime) error {
-	g := kuberuntime.SelectGarbage(rt)
+// plan.SelectGarbage).
+func (e *Executor) CollectGarbage(ctx context.Context, rt state.PodRuntime) error {
+	g := plan.SelectGarbage(rt)
 	var errs []error
 	for _, c := range g.Containers {
 		if err := e.Runtime.RemoveContainer(ctx, c.ID); err != nil && !cri.IsNotFound(err) {

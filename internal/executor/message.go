@@ -9,7 +9,8 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 
-	"github.com/nodelet/nodelet/internal/kuberuntime"
+	"github.com/nodelet/nodelet/internal/kuberuntime/criconfig"
+	"github.com/nodelet/nodelet/internal/kuberuntime/state"
 )
 
 const (
@@ -25,19 +26,19 @@ const (
 // fillTerminationMessages sets the message of every exited container of pod
 // from its termination message file or, for a failed container whose policy
 // is FallbackToLogsOnError and whose file is empty, from its log's tail.
-func (e *Executor) fillTerminationMessages(pod *v1.Pod, rt *kuberuntime.PodRuntime) {
+func (e *Executor) fillTerminationMessages(pod *v1.Pod, rt *state.PodRuntime) {
 	for i := range rt.Containers {
 		c := &rt.Containers[i]
-		if c.State != kuberuntime.ContainerExited {
+		if c.State != state.ContainerExited {
 			continue
 		}
-		spec := kuberuntime.ContainerSpec(pod, c.Name)
+		spec := criconfig.ContainerSpec(pod, c.Name)
 		if spec == nil {
 			continue
 		}
 		msg := readLimited(e.Volumes.TerminationMessagePath(pod, c.Name, int32(c.Attempt)), maxTerminationMessage)
 		if msg == "" && c.ExitCode != 0 && spec.TerminationMessagePolicy == v1.TerminationMessageFallbackToLogsOnError {
-			logPath := filepath.Join(kuberuntime.PodLogDirectory(e.Sandbox.PodLogsDir, pod), kuberuntime.ContainerLogPath(c.Name, c.Attempt))
+			logPath := filepath.Join(criconfig.PodLogDirectory(e.Sandbox.PodLogsDir, pod), criconfig.ContainerLogPath(c.Name, c.Attempt))
 			msg = logTail(logPath)
 		}
 		if msg != "" {

@@ -10,13 +10,13 @@ import (
 	kubetypes "k8s.io/kubelet/pkg/types"
 
 	"github.com/nodelet/nodelet/internal/cri"
-	"github.com/nodelet/nodelet/internal/kuberuntime"
+	"github.com/nodelet/nodelet/internal/kuberuntime/state"
 )
 
 // Observed is what the runtime holds for one pod name: the instance with
 // the pod's current UID, and any left by earlier pods of the same name.
 type Observed struct {
-	Runtime kuberuntime.PodRuntime
+	Runtime state.PodRuntime
 	// Stale are sandboxes and containers of other UIDs, to be killed.
 	StaleSandboxes  []*runtimeapi.PodSandbox
 	StaleContainers []*runtimeapi.Container
@@ -78,7 +78,7 @@ func (e *Executor) observe(ctx context.Context, namespace, name string, uid type
 		}
 		cStatuses = append(cStatuses, st)
 	}
-	obs.Runtime = kuberuntime.FromCRI(sbStatuses, cStatuses)
+	obs.Runtime = state.FromCRI(sbStatuses, cStatuses)
 	if pod != nil {
 		e.fillTerminationMessages(pod, &obs.Runtime)
 	}

@@ -10,7 +10,9 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
-	"github.com/nodelet/nodelet/internal/kuberuntime"
+	"github.com/nodelet/nodelet/internal/kuberuntime/criconfig"
+	"github.com/nodelet/nodelet/internal/kuberuntime/plan"
+	"github.com/nodelet/nodelet/internal/kuberuntime/state"
 	"github.com/nodelet/nodelet/internal/metrics"
 )
 
@@ -22,7 +24,7 @@ import (
 // stops the updates and is returned; its message is what the pod's
 // PodResizeInProgress condition shows. A plan that kills the pod resizes
 // nothing.
-func (e *Executor) Resize(ctx context.Context, pod *v1.Pod, a kuberuntime.PodActions, st *kuberuntime.PodState, save SaveFunc) (err error) {
+func (e *Executor) Resize(ctx context.Context, pod *v1.Pod, a plan.PodActions, st *state.PodState, save SaveFunc) (err error) {
 	if len(a.ContainersToResize) == 0 || a.Done || a.KillPod {
 		return nil
 	}
@@ -40,7 +42,7 @@ func (e *Executor) Resize(ctx context.Context, pod *v1.Pod, a kuberuntime.PodAct
 	var updated bool
 	for _, r := range a.ContainersToResize {
 		c := r.Spec(pod)
-		if err = e.Runtime.UpdateContainerResources(ctx, r.ID, kuberuntime.ContainerResources(pod, c, node.Allocatable)); err != nil {
+		if err = e.Runtime.UpdateContainerResources(ctx, r.ID, criconfig.ContainerResources(pod, c, node.Allocatable)); err != nil {
 			break
 		}
 		st.RecordActuated(r.Name, r.ID, c.Resources)
@@ -57,7 +59,7 @@ func (e *Executor) Resize(ctx context.Context, pod *v1.Pod, a kuberuntime.PodAct
 
 // checkMemoryUsage fails when a memory limit the plan lowers (or sets)
 // would be below what its container uses now, with the kubelet's message.
-func (e *Executor) checkMemoryUsage(ctx context.Context, pod *v1.Pod, resizes []kuberuntime.ContainerResize) error {
+func (e *Executor) checkMemoryUsage(ctx context.Context, pod *v1.Pod, resizes []plan.ContainerResize) error {
 	var errs []error
 	for _, r := range resizes {
 		if !r.MemoryLimitDecrease {

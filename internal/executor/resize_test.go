@@ -13,7 +13,8 @@ import (
 	fakeruntime "k8s.io/cri-api/pkg/apis/testing"
 
 	"github.com/nodelet/nodelet/internal/cri"
-	"github.com/nodelet/nodelet/internal/kuberuntime"
+	"github.com/nodelet/nodelet/internal/kuberuntime/plan"
+	"github.com/nodelet/nodelet/internal/kuberuntime/state"
 )
 
 // resizingRuntime is the fake runtime, remembering the resources of every
@@ -63,11 +64,11 @@ func TestResizeUpdatesRunningContainersInPlace(t *testing.T) {
 
 			pod := fakePod("app")
 			pod.Spec.Containers[0].Resources = memoryLimits("100m", "64Mi")
-			st := kuberuntime.NewPodState(pod.UID)
+			st := state.NewPodState(pod.UID)
 			st.InitAllocation(pod)
 			running := runPod(t, ctx, e, pod, &st)
 			id := running.Containers[0].ID
-			g.Expect(st.Containers["app"].Actuated).To(Equal(&kuberuntime.Actuated{ContainerID: id, Resources: pod.Spec.Containers[0].Resources}),
+			g.Expect(st.Containers["app"].Actuated).To(Equal(&state.Actuated{ContainerID: id, Resources: pod.Spec.Containers[0].Resources}),
 				"a created container's resources are recorded")
 			rs.SetFakeContainerStats([]*runtimeapi.ContainerStats{{
 				Attributes: &runtimeapi.ContainerAttributes{Id: id, Labels: cri.OwnerLabels(fakeNode)},
@@ -78,14 +79,14 @@ func TestResizeUpdatesRunningContainersInPlace(t *testing.T) {
 			resized.Generation = 2
 			resized.Spec.Containers[0].Resources = tc.want
 			st.AcceptResize(resized, time.Now())
-			a := kuberuntime.ComputePodActions(resized, running, st, time.Now(), kuberuntime.ProbeResults{})
+			a := plan.ComputePodActions(resized, running, st, plan.Inputs{Now: time.Now()})
 			g.Expect(a.ContainersToResize).To(HaveLen(1))
 			saves := 0
 			err = e.Resize(ctx, resized, a, &st, func() error { saves++; return nil })
 			if tc.wantErr != "" {
 				g.Expect(err).To(MatchError(tc.wantErr))
 				g.Expect(rs.updated).To(BeEmpty(), "nothing is updated when a limit cannot be lowered")
-				g.Expect(kuberuntime.ResizeInProgress(resized, running, st)).To(BeTrue())
+				g.Expect(plan.ResizeInProgress(resized, running, st)).To(BeTrue())
 				return
 			}
 			g.Expect(err).NotTo(HaveOccurred())
@@ -93,8 +94,8 @@ func TestResizeUpdatesRunningContainersInPlace(t *testing.T) {
 			g.Expect(rs.updated).To(HaveKey(id))
 			g.Expect(rs.updated[id].MemoryLimitInBytes).To(Equal(tc.wantLimit))
 			g.Expect(rs.updated[id].CpuQuota).To(Equal(tc.want.Limits.Cpu().MilliValue() * 100))
-			g.Expect(kuberuntime.ResizeInProgress(resized, running, st)).To(BeFalse(), "the update is recorded")
-			again := kuberuntime.ComputePodActions(resized, running, st, time.Now(), kuberuntime.ProbeResults{})
+			g.Expect(plan.ResizeInProgress(resized, running, st)).To(BeFalse(), "the update is recorded")
+			again := plan.ComputePodActions(resized, running, st, plan.Inputs{Now: time.Now()})
 			g.Expect(again.ContainersToResize).To(BeEmpty(), "nothing is left to do")
 		})
 	}

@@ -21,7 +21,10 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/nodelet/nodelet/internal/admission"
-	"github.com/nodelet/nodelet/internal/kuberuntime"
+	"github.com/nodelet/nodelet/internal/kuberuntime/criconfig"
+	"github.com/nodelet/nodelet/internal/kuberuntime/plan"
+	"github.com/nodelet/nodelet/internal/kuberuntime/state"
+	"github.com/nodelet/nodelet/internal/kuberuntime/status"
 	"github.com/nodelet/nodelet/internal/volume"
 )
 
@@ -316,24 +319,24 @@ func runPipeline(t *testing.T, g *gen, pod *v1.Pod, links []link) {
 			t.Fatalf("TearDown: %v", err)
 		}
 	}()
-	st := kuberuntime.NewPodState(pod.UID)
-	actions := kuberuntime.ComputePodActions(pod, kuberuntime.PodRuntime{}, st, now, kuberuntime.ProbeResults{})
-	sbCfg, err := kuberuntime.SandboxConfig(pod, kuberuntime.SandboxOptions{PodLogsDir: filepath.Join(root, "logs"), ClusterDomain: "cluster.local"})
+	st := state.NewPodState(pod.UID)
+	actions := plan.ComputePodActions(pod, state.PodRuntime{}, st, plan.Inputs{Now: now})
+	sbCfg, err := criconfig.SandboxConfig(pod, criconfig.SandboxOptions{PodLogsDir: filepath.Join(root, "logs"), ClusterDomain: "cluster.local"})
 	if err == nil && !strings.HasPrefix(sbCfg.LogDirectory, filepath.Join(root, "logs")+"/") {
 		t.Fatalf("log directory %s outside the logs root", sbCfg.LogDirectory)
 	}
 	_ = m.SetUp(ctx, pod)
 	plantLinks(t, m, pod, links)
 
-	rt := kuberuntime.PodRuntime{Sandboxes: []kuberuntime.Sandbox{{ID: "sb", Ready: true, IPs: []string{"10.0.0.2"}, CreatedAt: now}}}
+	rt := state.PodRuntime{Sandboxes: []state.Sandbox{{ID: "sb", Ready: true, IPs: []string{"10.0.0.2"}, CreatedAt: now}}}
 	all := append(append([]v1.Container{}, pod.Spec.InitContainers...), pod.Spec.Containers...)
-	envs := map[string][]kuberuntime.EnvVar{}
+	envs := map[string][]criconfig.EnvVar{}
 	for i := range all {
 		c := &all[i]
-		opts := kuberuntime.ContainerOptions{SandboxID: "sb",
+		opts := criconfig.ContainerOptions{SandboxID: "sb",
 			PodIPs: []string{"10.0.0.2"}, HostIPs: []string{"10.0.0.1"}, SeccompRoot: filepath.Join(root, "seccomp"),
 			ConfigMaps: map[string]*v1.ConfigMap{}, NodeAllocatable: node.Status.Allocatable}
-		if opts.Env, err = kuberuntime.ContainerEnv(pod, c, opts); err != nil {
+		if opts.Env, err = criconfig.ContainerEnv(pod, c, opts); err != nil {
 			continue
 		}
 		envs[c.Name] = opts.Env
@@ -341,7 +344,7 @@ func runPipeline(t *testing.T, g *gen, pod *v1.Pod, links []link) {
 			continue
 		}
 		checkMounts(t, m, pod, envs, opts.Mounts)
-		cfg, err := kuberuntime.ContainerConfig(pod, c, opts)
+		cfg, err := criconfig.ContainerConfig(pod, c, opts)
 		if err != nil {
 			continue
 		}
@@ -350,18 +353,18 @@ func runPipeline(t *testing.T, g *gen, pod *v1.Pod, links []link) {
 			!strings.HasPrefix(sp.LocalhostRef, filepath.Join(root, "seccomp")+"/") {
 			t.Fatalf("seccomp profile %s outside the profile root", sp.LocalhostRef)
 		}
-		rt.Containers = append(rt.Containers, kuberuntime.Container{ID: fmt.Sprintf("id%d", i), Name: c.Name, SandboxID: "sb",
-			State:    pick(g, []kuberuntime.ContainerState{kuberuntime.ContainerRunning, kuberuntime.ContainerExited}),
-			ExitCode: int32(g.intn(2)), StartedAt: now, FinishedAt: now.Add(time.Second), Hash: kuberuntime.ContainerHash(c)})
+		rt.Containers = append(rt.Containers, state.Container{ID: fmt.Sprintf("id%d", i), Name: c.Name, SandboxID: "sb",
+			State:    pick(g, []state.ContainerState{state.ContainerRunning, state.ContainerExited}),
+			ExitCode: int32(g.intn(2)), StartedAt: now, FinishedAt: now.Add(time.Second), Hash: criconfig.ContainerHash(c)})
 	}
 	for _, s := range actions.ContainersToStart {
-		st.RecordStart(s, now)
+		st.RecordStart(s.Name, s.RestartCount, s.PrevFinishedAt, s.MaxCrashLoopBackOff, now)
 	}
 	later := now.Add(time.Minute)
-	_ = kuberuntime.ComputePodActions(pod, rt, st, later, kuberuntime.ProbeResults{})
-	_ = kuberuntime.ComputePodStatus(pod, rt, st, kuberuntime.StatusInputs{Now: later, HostIPs: []string{"10.0.0.1"}})
+	_ = plan.ComputePodActions(pod, rt, st, plan.Inputs{Now: later})
+	_ = status.ComputePodStatus(pod, rt, st, status.StatusInputs{Now: later, HostIPs: []string{"10.0.0.1"}})
 	pod.DeletionTimestamp = &metav1.Time{Time: later}
-	_ = kuberuntime.PlanTermination(pod, rt, st, later)
+	_ = plan.PlanTermination(pod, rt, st, later)
 }
 
 // checkMounts fails the test when a mount shows anything outside the pod's
@@ -369,7 +372,7 @@ func runPipeline(t *testing.T, g *gen, pod *v1.Pod, links []link) {
 // something inside a volume: its identity (device and inode) must be that
 // of the subPath (a subPathExpr expanded with the container's environment
 // in envs) resolved inside the volume.
-func checkMounts(t *testing.T, m *volume.Manager, pod *v1.Pod, envs map[string][]kuberuntime.EnvVar, mounts []*runtimeapi.Mount) {
+func checkMounts(t *testing.T, m *volume.Manager, pod *v1.Pod, envs map[string][]criconfig.EnvVar, mounts []*runtimeapi.Mount) {
 	t.Helper()
 	podDir := m.PodDir(pod.UID)
 	for _, mnt := range mounts {
@@ -386,7 +389,7 @@ func checkMounts(t *testing.T, m *volume.Manager, pod *v1.Pod, envs map[string][
 	}
 }
 
-func checkSubPathTarget(t *testing.T, podDir string, pod *v1.Pod, envs map[string][]kuberuntime.EnvVar, target string) {
+func checkSubPathTarget(t *testing.T, podDir string, pod *v1.Pod, envs map[string][]criconfig.EnvVar, target string) {
 	t.Helper()
 	rel, _ := filepath.Rel(filepath.Join(podDir, "volume-subpaths"), target)
 	parts := strings.Split(rel, string(filepath.Separator)) // volume, container, index
@@ -404,7 +407,7 @@ func checkSubPathTarget(t *testing.T, podDir string, pod *v1.Pod, envs map[strin
 		subPath := vm.SubPath
 		if vm.SubPathExpr != "" {
 			var err error
-			if subPath, err = kuberuntime.ExpandSubPathExpr(vm.SubPathExpr, envs[c.Name]); err != nil {
+			if subPath, err = criconfig.ExpandSubPathExpr(vm.SubPathExpr, envs[c.Name]); err != nil {
 				t.Fatalf("subPathExpr %q of volume %s was mounted although it does not expand: %v", vm.SubPathExpr, vm.Name, err)
 			}
 		}
@@ -501,7 +504,7 @@ func TestLinkToTheHostIsNotMounted(t *testing.T) {
 		}
 	})
 	plantLinks(t, m, pod, []link{{volume: "v0", name: "a", target: "/"}})
-	envs := map[string][]kuberuntime.EnvVar{"c0": {{Name: "L", Value: "a"}}}
+	envs := map[string][]criconfig.EnvVar{"c0": {{Name: "L", Value: "a"}}}
 	for i, vm := range pod.Spec.Containers[0].VolumeMounts {
 		c := pod.Spec.Containers[0]
 		c.VolumeMounts = []v1.VolumeMount{vm}

@@ -10,8 +10,8 @@
 // more), and records the kubelet's Pulling, Pulled, Failed,
 // ErrImageNeverPull and InspectFailed events on the pod. When to pull
 // again after a failure (10s doubling to 5 min, per pod and container) is
-// the pod plan's image pull back-off in internal/kuberuntime, which is kept
-// in the pod's checkpoint. Errors wrap ErrImagePull, ErrImageNeverPull,
+// the pod plan's image pull back-off (internal/kuberuntime/plan), kept in
+// the pod's checkpoint. Errors wrap ErrImagePull, ErrImageNeverPull,
 // ErrInvalidImageName or ErrImageInspect; Reason turns one into the reason
 // and message of the container's Waiting state. Credentials are never
 // logged.

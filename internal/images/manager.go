@@ -51,8 +51,8 @@ type Options struct {
 
 // Manager makes sure images are present before containers are created. It
 // is safe for concurrent use. It keeps no back-off: when to pull again after
-// a failure is part of the pod's plan (kuberuntime's image pull back-off,
-// kept in the pod's checkpoint).
+// a failure is part of the pod's plan (the image pull back-off of
+// internal/kuberuntime/plan, kept in the pod's checkpoint).
 type Manager struct {
 	images   ImageService
 	recorder Recorder

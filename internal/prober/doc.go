@@ -10,8 +10,8 @@
 // Readiness and liveness probes wait for the startup probe to succeed; the
 // startup probe stops after its success, and a liveness or startup probe
 // stops after the failure that gets its container killed. Results are read
-// by pod (Results, by container ID, the way internal/kuberuntime takes
-// them); every change of a result sends the pod on the channel behind
-// Source so the pod controller syncs it again. Failed probes are recorded
-// as Unhealthy events on the pod, as the kubelet does.
+// by pod (Results: the state.ProbeResults of internal/kuberuntime/state,
+// by container ID); every change of a result sends the pod on the channel
+// behind Source so the pod controller syncs it again. Failed probes are
+// recorded as Unhealthy events on the pod, as the kubelet does.
 package prober

@@ -23,7 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
-	"github.com/nodelet/nodelet/internal/kuberuntime"
+	"github.com/nodelet/nodelet/internal/kuberuntime/state"
 )
 
 // ProbeType names a kind of probe the way the kubelet's events and metrics
@@ -188,7 +188,7 @@ func (m *Manager) Stop() {
 // drops the results, of instances no longer running. A pod that is being
 // deleted or has finished keeps no workers. rt is the pod's runtime as the
 // caller just observed it; neither argument is modified or kept.
-func (m *Manager) Sync(pod *corev1.Pod, rt kuberuntime.PodRuntime) {
+func (m *Manager) Sync(pod *corev1.Pod, rt state.PodRuntime) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.stopped {
@@ -227,13 +227,13 @@ func (m *Manager) Sync(pod *corev1.Pod, rt kuberuntime.PodRuntime) {
 // workerSpec is what a new worker is made from.
 type workerSpec struct {
 	container *corev1.Container
-	inst      kuberuntime.Container
+	inst      state.Container
 	podIP     string
 }
 
 // wantedWorkers returns a worker spec for every probe of every running
 // container instance of the pod.
-func wantedWorkers(pod *corev1.Pod, rt kuberuntime.PodRuntime) map[workerKey]workerSpec {
+func wantedWorkers(pod *corev1.Pod, rt state.PodRuntime) map[workerKey]workerSpec {
 	ips := map[string]string{}
 	for _, sb := range rt.Sandboxes {
 		if len(sb.IPs) > 0 {
@@ -243,7 +243,7 @@ func wantedWorkers(pod *corev1.Pod, rt kuberuntime.PodRuntime) map[workerKey]wor
 	want := map[workerKey]workerSpec{}
 	add := func(c *corev1.Container) {
 		for _, inst := range rt.Containers {
-			if inst.Name != c.Name || inst.State != kuberuntime.ContainerRunning || inst.ID == "" {
+			if inst.Name != c.Name || inst.State != state.ContainerRunning || inst.ID == "" {
 				continue
 			}
 			for _, t := range []ProbeType{Startup, Readiness, Liveness} {
@@ -288,14 +288,14 @@ func (m *Manager) PodUIDs() []types.UID {
 // Results returns the pod's latest probe results by container ID. A
 // readiness probe starts out failed and a liveness probe succeeded; a
 // startup probe has no result until it has one. The maps are the caller's.
-func (m *Manager) Results(uid types.UID) kuberuntime.ProbeResults {
+func (m *Manager) Results(uid types.UID) state.ProbeResults {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	pp := m.pods[uid]
 	if pp == nil {
-		return kuberuntime.ProbeResults{}
+		return state.ProbeResults{}
 	}
-	return kuberuntime.ProbeResults{
+	return state.ProbeResults{
 		Startup:   maps.Clone(pp.results[Startup]),
 		Liveness:  maps.Clone(pp.results[Liveness]),
 		Readiness: maps.Clone(pp.results[Readiness]),

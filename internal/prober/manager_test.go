@@ -13,7 +13,7 @@ import (
 	testingclock "k8s.io/utils/clock/testing"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
-	"github.com/nodelet/nodelet/internal/kuberuntime"
+	"github.com/nodelet/nodelet/internal/kuberuntime/state"
 	"github.com/nodelet/nodelet/internal/metrics"
 )
 
@@ -92,11 +92,11 @@ func TestManagerRunsWorkersOfRunningContainers(t *testing.T) {
 		LivenessProbe:  execProbe(func(p *corev1.Probe) { p.FailureThreshold = 1; p.PeriodSeconds = 2 }),
 	})
 	pod.Spec.Containers = append(pod.Spec.Containers, corev1.Container{Name: "plain"})
-	rt := kuberuntime.PodRuntime{
-		Sandboxes: []kuberuntime.Sandbox{{ID: "sb", IPs: []string{"10.0.0.9"}}},
-		Containers: []kuberuntime.Container{
+	rt := state.PodRuntime{
+		Sandboxes: []state.Sandbox{{ID: "sb", IPs: []string{"10.0.0.9"}}},
+		Containers: []state.Container{
 			running("c1", epoch),
-			{ID: "p1", Name: "plain", State: kuberuntime.ContainerRunning},
+			{ID: "p1", Name: "plain", State: state.ContainerRunning},
 		},
 	}
 	m.Sync(pod, rt)
@@ -145,7 +145,7 @@ func TestManagerRunsWorkersOfRunningContainers(t *testing.T) {
 	waitFor(t, "the liveness worker to stop", func() bool { return clk.Waiters() == 1 })
 
 	// The container was replaced: the old instance's workers and results go.
-	rt.Containers[0] = kuberuntime.Container{ID: "c1", Name: "app", State: kuberuntime.ContainerExited}
+	rt.Containers[0] = state.Container{ID: "c1", Name: "app", State: state.ContainerExited}
 	rt.Containers = append(rt.Containers, running("c2", clk.Now()))
 	m.Sync(pod, rt)
 	res = m.Results(pod.UID)
@@ -184,7 +184,7 @@ func TestManagerStartupGatesAndForget(t *testing.T) {
 		StartupProbe:   execProbe(func(p *corev1.Probe) { p.PeriodSeconds = 1; p.FailureThreshold = 30 }),
 		ReadinessProbe: execProbe(func(p *corev1.Probe) { p.PeriodSeconds = 60 }),
 	})
-	rt := kuberuntime.PodRuntime{Containers: []kuberuntime.Container{running("c1", epoch)}}
+	rt := state.PodRuntime{Containers: []state.Container{running("c1", epoch)}}
 	fp.set("c1", Startup, failure)
 	fp.set("c1", Readiness, success)
 	m.Sync(pod, rt)
@@ -217,7 +217,7 @@ func TestManagerIgnoresPodsWithoutProbesAndStopsOnStop(t *testing.T) {
 		t.Fatal(err)
 	}
 	pod := testPod(corev1.Container{Name: "app"})
-	m.Sync(pod, kuberuntime.PodRuntime{Containers: []kuberuntime.Container{running("c1", epoch)}})
+	m.Sync(pod, state.PodRuntime{Containers: []state.Container{running("c1", epoch)}})
 	if len(m.pods) != 0 {
 		t.Errorf("a pod without probes is tracked")
 	}
@@ -226,9 +226,9 @@ func TestManagerIgnoresPodsWithoutProbesAndStopsOnStop(t *testing.T) {
 		<-ctx.Done()
 		return failure, "", ctx.Err()
 	}
-	m.Sync(pod, kuberuntime.PodRuntime{Containers: []kuberuntime.Container{running("c1", epoch)}})
+	m.Sync(pod, state.PodRuntime{Containers: []state.Container{running("c1", epoch)}})
 	m.Stop() // returns although the probe was running
-	m.Sync(pod, kuberuntime.PodRuntime{Containers: []kuberuntime.Container{running("c1", epoch)}})
+	m.Sync(pod, state.PodRuntime{Containers: []state.Container{running("c1", epoch)}})
 	if len(m.pods) != 0 {
 		t.Errorf("Sync after Stop started workers")
 	}

@@ -14,7 +14,7 @@ import (
 	testingclock "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 
-	"github.com/nodelet/nodelet/internal/kuberuntime"
+	"github.com/nodelet/nodelet/internal/kuberuntime/state"
 )
 
 var epoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -42,8 +42,8 @@ func testPod(c corev1.Container) *corev1.Pod {
 	}
 }
 
-func running(id string, started time.Time) kuberuntime.Container {
-	return kuberuntime.Container{ID: id, Name: "app", State: kuberuntime.ContainerRunning, StartedAt: started, SandboxID: "sb"}
+func running(id string, started time.Time) state.Container {
+	return state.Container{ID: id, Name: "app", State: state.ContainerRunning, StartedAt: started, SandboxID: "sb"}
 }
 
 // probeStep is one step of a worker, at a time after the container started.

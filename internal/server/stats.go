@@ -20,7 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/nodelet/nodelet/internal/cri"
-	"github.com/nodelet/nodelet/internal/kuberuntime"
+	"github.com/nodelet/nodelet/internal/kuberuntime/criconfig"
 	"github.com/nodelet/nodelet/internal/nodeinfo"
 )
 
@@ -306,7 +306,7 @@ func (p *StatsProvider) podStats(ctx context.Context, onlyCPUAndMemory bool) ([]
 					cs.Rootfs = rootfs
 					ephemeral += wl.GetUsedBytes().GetValue()
 				}
-				logDir := filepath.Join(kuberuntime.PodLogDirectory(p.PodLogsDir, pod), cs.Name)
+				logDir := filepath.Join(criconfig.PodLogDirectory(p.PodLogsDir, pod), cs.Name)
 				used, inodes := dirUsage(logDir)
 				logs := &statsapi.FsStats{Time: ts, UsedBytes: ptr.To(used), InodesUsed: ptr.To(inodes)}
 				if logsCap != nil {

@@ -11,7 +11,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
-	"github.com/nodelet/nodelet/internal/kuberuntime"
+	"github.com/nodelet/nodelet/internal/kuberuntime/criconfig"
 )
 
 const (
@@ -37,7 +37,7 @@ const (
 // contains "..", each with the kubelet's message as it is; a subPath that
 // resolves outside its volume. Call it after SetUp, just before creating
 // the container.
-func (m *Manager) Mounts(pod *v1.Pod, c *v1.Container, restartCount int32, env []kuberuntime.EnvVar) ([]*runtimeapi.Mount, error) {
+func (m *Manager) Mounts(pod *v1.Pod, c *v1.Container, restartCount int32, env []criconfig.EnvVar) ([]*runtimeapi.Mount, error) {
 	volumes := make(map[string]*v1.Volume, len(pod.Spec.Volumes))
 	for i := range pod.Spec.Volumes {
 		volumes[pod.Spec.Volumes[i].Name] = &pod.Spec.Volumes[i]
@@ -83,11 +83,11 @@ func (m *Manager) Mounts(pod *v1.Pod, c *v1.Container, restartCount int32, env [
 // precedence, as in the kubelet; the API never sets both), else its subPath;
 // "" for the whole volume. A path that is absolute or has a ".." component
 // is refused here, before anything is opened.
-func containerSubPath(vm *v1.VolumeMount, env []kuberuntime.EnvVar) (string, error) {
+func containerSubPath(vm *v1.VolumeMount, env []criconfig.EnvVar) (string, error) {
 	subPath := vm.SubPath
 	if vm.SubPathExpr != "" {
 		var err error
-		if subPath, err = kuberuntime.ExpandSubPathExpr(vm.SubPathExpr, env); err != nil {
+		if subPath, err = criconfig.ExpandSubPathExpr(vm.SubPathExpr, env); err != nil {
 			return "", err
 		}
 	}

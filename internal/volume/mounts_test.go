@@ -11,7 +11,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
-	"github.com/nodelet/nodelet/internal/kuberuntime"
+	"github.com/nodelet/nodelet/internal/kuberuntime/criconfig"
 )
 
 func TestMounts(t *testing.T) {
@@ -22,7 +22,7 @@ func TestMounts(t *testing.T) {
 	none := v1.MountPropagationNone
 	bogus := v1.MountPropagationMode("Sideways")
 
-	env := []kuberuntime.EnvVar{{Name: "POD_NAME", Value: "web-0"}, {Name: "DIR", Value: "logs"}, {Name: "KEY", Value: "app.conf"},
+	env := []criconfig.EnvVar{{Name: "POD_NAME", Value: "web-0"}, {Name: "DIR", Value: "logs"}, {Name: "KEY", Value: "app.conf"},
 		{Name: "UP", Value: ".."}, {Name: "DEEP_UP", Value: "a/../../etc"}, {Name: "ABS", Value: "/tmp"},
 		{Name: "LINK", Value: "escape"}, {Name: "EMPTY", Value: ""}}
 
@@ -259,7 +259,7 @@ func TestMounts(t *testing.T) {
 }
 
 func TestContainerSubPath(t *testing.T) {
-	env := []kuberuntime.EnvVar{{Name: "POD_NAME", Value: "web-0"}, {Name: "UP", Value: ".."}, {Name: "ABS", Value: "/tmp"},
+	env := []criconfig.EnvVar{{Name: "POD_NAME", Value: "web-0"}, {Name: "UP", Value: ".."}, {Name: "ABS", Value: "/tmp"},
 		{Name: "DOTS", Value: "..data"}, {Name: "SLASHES", Value: "a//b/"}}
 	tests := []struct {
 		name    string
@@ -317,7 +317,7 @@ func TestMountsSubPathExprPerStart(t *testing.T) {
 	})
 	vol := e.m.volumeDir(pod.UID, emptyDirPlugin, "scratch")
 	for restart, dir := range []string{"mypath", "mynewpath"} {
-		env := []kuberuntime.EnvVar{{Name: "POD_NAME", Value: "foo"}, {Name: "ANNOTATION", Value: dir}}
+		env := []criconfig.EnvVar{{Name: "POD_NAME", Value: "foo"}, {Name: "ANNOTATION", Value: dir}}
 		mounts, err := e.m.Mounts(pod, c, int32(restart), env)
 		if err != nil {
 			t.Fatalf("start %d: Mounts: %v", restart, err)

@@ -1,0 +1,425 @@
+package criconfig
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"google.golang.org/protobuf/testing/protocmp"
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	"k8s.io/utils/ptr"
+
+	"github.com/nodelet/nodelet/internal/kuberuntime/state"
+)
+
+func TestParseResolvConf(t *testing.T) {
+	got, err := ParseResolvConf(`# generated
+nameserver 10.0.0.1
+search old.example
+nameserver 10.0.0.2
+search corp.example. . example.com
+options ndots:2 timeout:1
+options ndots:3 rotate
+`)
+	if err != nil {
+		t.Fatalf("ParseResolvConf: %v", err)
+	}
+	want := ResolvConf{
+		Servers:  []string{"10.0.0.1", "10.0.0.2"},
+		Searches: []string{"corp.example", "example.com"},
+		Options:  []string{"ndots:3", "timeout:1", "rotate"},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("resolv.conf (-want +got):\n%s", diff)
+	}
+	if _, err := ParseResolvConf("nameserver\n"); err == nil {
+		t.Error("a nameserver line without address parsed")
+	}
+}
+
+func TestPodDNSConfig(t *testing.T) {
+	host := &ResolvConf{Servers: []string{"1.1.1.1"}, Searches: []string{"corp.example"}, Options: []string{"timeout:1"}}
+	cluster := SandboxOptions{ClusterDNS: []string{"10.96.0.10"}, ClusterDomain: "cluster.local", HostDNS: host}
+	clusterSearch := []string{"default.svc.cluster.local", "svc.cluster.local", "cluster.local", "corp.example"}
+	dnsPolicy := func(p v1.DNSPolicy, hostNet bool) podOpt {
+		return func(pod *v1.Pod) { pod.Spec.DNSPolicy, pod.Spec.HostNetwork = p, hostNet }
+	}
+	long := strings.Repeat("a", 250)
+	tests := []struct {
+		name string
+		pod  *v1.Pod
+		opts SandboxOptions
+		want *runtimeapi.DNSConfig
+	}{
+		{"ClusterFirst", newPod(dnsPolicy(v1.DNSClusterFirst, false)), cluster,
+			&runtimeapi.DNSConfig{Servers: []string{"10.96.0.10"}, Searches: clusterSearch, Options: []string{"ndots:5"}}},
+		{"ClusterFirst on the host network uses the node's", newPod(dnsPolicy(v1.DNSClusterFirst, true)), cluster,
+			&runtimeapi.DNSConfig{Servers: []string{"1.1.1.1"}, Searches: []string{"corp.example"}, Options: []string{"timeout:1"}}},
+		{"ClusterFirstWithHostNet", newPod(dnsPolicy(v1.DNSClusterFirstWithHostNet, true)), cluster,
+			&runtimeapi.DNSConfig{Servers: []string{"10.96.0.10"}, Searches: clusterSearch, Options: []string{"ndots:5"}}},
+		{"ClusterFirst without cluster DNS falls back to Default", newPod(dnsPolicy(v1.DNSClusterFirst, false)), SandboxOptions{HostDNS: host},
+			&runtimeapi.DNSConfig{Servers: []string{"1.1.1.1"}, Searches: []string{"corp.example"}, Options: []string{"timeout:1"}}},
+		{"Default without a node resolv.conf", newPod(dnsPolicy(v1.DNSDefault, false)), SandboxOptions{},
+			&runtimeapi.DNSConfig{Servers: []string{"127.0.0.1"}, Searches: []string{"."}}},
+		{"None takes only dnsConfig", newPod(dnsPolicy(v1.DNSNone, false), func(p *v1.Pod) {
+			p.Spec.DNSConfig = &v1.PodDNSConfig{Nameservers: []string{"8.8.8.8"}, Searches: []string{"my.dns"},
+				Options: []v1.PodDNSConfigOption{{Name: "ndots", Value: ptr.To("2")}, {Name: "edns0"}}}
+		}), cluster,
+			&runtimeapi.DNSConfig{Servers: []string{"8.8.8.8"}, Searches: []string{"my.dns"}, Options: []string{"ndots:2", "edns0"}}},
+		{"dnsConfig is merged into ClusterFirst", newPod(dnsPolicy(v1.DNSClusterFirst, false), func(p *v1.Pod) {
+			p.Spec.DNSConfig = &v1.PodDNSConfig{Nameservers: []string{"10.96.0.10", "8.8.8.8"}, Searches: []string{"cluster.local", "x.y"},
+				Options: []v1.PodDNSConfigOption{{Name: "ndots", Value: ptr.To("1")}}}
+		}), cluster,
+			&runtimeapi.DNSConfig{Servers: []string{"10.96.0.10", "8.8.8.8"}, Searches: append(clusterSearch, "x.y"), Options: []string{"ndots:1"}}},
+		{"limits drop extra servers and overlong search lines", newPod(dnsPolicy(v1.DNSNone, false), func(p *v1.Pod) {
+			p.Spec.DNSConfig = &v1.PodDNSConfig{Nameservers: []string{"1.0.0.1", "1.0.0.2", "1.0.0.3", "1.0.0.4"},
+				Searches: []string{long + "1", long + "2", long + "3", long + "4", long + "5", long + "6", long + "7", long + "8", long + "9"}}
+		}), cluster,
+			&runtimeapi.DNSConfig{Servers: []string{"1.0.0.1", "1.0.0.2", "1.0.0.3"},
+				Searches: []string{long + "1", long + "2", long + "3", long + "4", long + "5", long + "6", long + "7", long + "8"}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := PodDNSConfig(tt.pod, tt.opts)
+			if diff := cmp.Diff(tt.want, got, protocmp.Transform()); diff != "" {
+				t.Errorf("DNS config (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestPodHostname(t *testing.T) {
+	long := strings.Repeat("a", 62) + "-b"
+	tests := []struct {
+		name    string
+		pod     *v1.Pod
+		want    string
+		wantErr bool
+	}{
+		{"pod name", newPod(), "web", false},
+		{"spec hostname", newPod(func(p *v1.Pod) { p.Spec.Hostname = "h" }), "h", false},
+		{"truncated without trailing dash", newPod(func(p *v1.Pod) { p.Name = long }), strings.Repeat("a", 62), false},
+		{"FQDN", newPod(func(p *v1.Pod) { p.Spec.Subdomain, p.Spec.SetHostnameAsFQDN = "sub", ptr.To(true) }), "web.sub.default.svc.cluster.local", false},
+		{"FQDN too long", newPod(func(p *v1.Pod) {
+			p.Spec.Hostname, p.Spec.Subdomain, p.Spec.SetHostnameAsFQDN = strings.Repeat("h", 40), "sub", ptr.To(true)
+		}), "", true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := PodHostname(tt.pod, "cluster.local")
+			if (err != nil) != tt.wantErr || got != tt.want {
+				t.Errorf("PodHostname = %q, %v; want %q (error %v)", got, err, tt.want, tt.wantErr)
+			}
+		})
+	}
+}
+
+func TestSandboxConfig(t *testing.T) {
+	pod := newPod(func(p *v1.Pod) {
+		p.Labels = map[string]string{"app": "web"}
+		p.Annotations = map[string]string{"note": "x"}
+		p.Spec.HostIPC = true
+		p.Spec.ShareProcessNamespace = ptr.To(true)
+		p.Spec.SecurityContext = &v1.PodSecurityContext{
+			RunAsUser: ptr.To[int64](1000), RunAsGroup: ptr.To[int64](3000), FSGroup: ptr.To[int64](2000),
+			SupplementalGroups: []int64{4000}, Sysctls: []v1.Sysctl{{Name: "net.core.somaxconn", Value: "1024"}},
+		}
+		p.Spec.Containers[0].Ports = []v1.ContainerPort{{ContainerPort: 80, HostPort: 8080, Protocol: v1.ProtocolTCP}, {ContainerPort: 53, Protocol: v1.ProtocolUDP}}
+		p.Spec.Containers[0].SecurityContext = &v1.SecurityContext{Privileged: ptr.To(true)}
+	})
+	got, err := SandboxConfig(pod, SandboxOptions{Attempt: 2, PodLogsDir: "/var/log/pods", CgroupParent: "/kubepods/pod1",
+		ClusterDNS: []string{"10.96.0.10"}, ClusterDomain: "cluster.local", ExtraLabels: map[string]string{"nodelet.io/node": "n1"}})
+	if err != nil {
+		t.Fatalf("SandboxConfig: %v", err)
+	}
+	want := &runtimeapi.PodSandboxConfig{
+		Metadata:     &runtimeapi.PodSandboxMetadata{Name: "web", Namespace: "default", Uid: "uid-1", Attempt: 2},
+		Hostname:     "web",
+		LogDirectory: "/var/log/pods/default_web_uid-1",
+		DnsConfig: &runtimeapi.DNSConfig{Servers: []string{"10.96.0.10"},
+			Searches: []string{"default.svc.cluster.local", "svc.cluster.local", "cluster.local"}, Options: []string{"ndots:5"}},
+		PortMappings: []*runtimeapi.PortMapping{
+			{Protocol: runtimeapi.Protocol_TCP, ContainerPort: 80, HostPort: 8080},
+			{Protocol: runtimeapi.Protocol_UDP, ContainerPort: 53},
+		},
+		Labels: map[string]string{"app": "web", "io.kubernetes.pod.name": "web", "io.kubernetes.pod.namespace": "default",
+			"io.kubernetes.pod.uid": "uid-1", "nodelet.io/node": "n1"},
+		Annotations: map[string]string{"note": "x"},
+		Linux: &runtimeapi.LinuxPodSandboxConfig{
+			CgroupParent: "/kubepods/pod1",
+			Sysctls:      map[string]string{"net.core.somaxconn": "1024"},
+			SecurityContext: &runtimeapi.LinuxSandboxSecurityContext{
+				NamespaceOptions:   &runtimeapi.NamespaceOption{Network: runtimeapi.NamespaceMode_POD, Pid: runtimeapi.NamespaceMode_POD, Ipc: runtimeapi.NamespaceMode_NODE},
+				Privileged:         true,
+				RunAsUser:          &runtimeapi.Int64Value{Value: 1000},
+				RunAsGroup:         &runtimeapi.Int64Value{Value: 3000},
+				SupplementalGroups: []int64{2000, 4000},
+				Seccomp:            &runtimeapi.SecurityProfile{ProfileType: runtimeapi.SecurityProfile_RuntimeDefault},
+			},
+		},
+	}
+	if diff := cmp.Diff(want, got, protocmp.Transform()); diff != "" {
+		t.Errorf("sandbox config (-want +got):\n%s", diff)
+	}
+
+	hostNet := newPod(func(p *v1.Pod) { p.Spec.HostNetwork, p.Spec.HostPID = true, true })
+	got, err = SandboxConfig(hostNet, SandboxOptions{})
+	if err != nil {
+		t.Fatalf("SandboxConfig: %v", err)
+	}
+	ns := got.Linux.SecurityContext.NamespaceOptions
+	if got.Hostname != "" || ns.Network != runtimeapi.NamespaceMode_NODE || ns.Pid != runtimeapi.NamespaceMode_NODE {
+		t.Errorf("host network sandbox: hostname %q, namespaces %v", got.Hostname, ns)
+	}
+}
+
+func TestContainerResources(t *testing.T) {
+	rl := func(kv ...string) v1.ResourceList {
+		l := v1.ResourceList{}
+		for i := 0; i < len(kv); i += 2 {
+			l[v1.ResourceName(kv[i])] = resource.MustParse(kv[i+1])
+		}
+		return l
+	}
+	node := rl("memory", "10Gi")
+	tests := []struct {
+		name string
+		res  v1.ResourceRequirements
+		want *runtimeapi.LinuxContainerResources
+	}{
+		{"best effort", v1.ResourceRequirements{},
+			&runtimeapi.LinuxContainerResources{CpuShares: 2, CpuPeriod: 100000, OomScoreAdj: 1000}},
+		{"guaranteed", v1.ResourceRequirements{Requests: rl("cpu", "500m", "memory", "1Gi"), Limits: rl("cpu", "500m", "memory", "1Gi")},
+			&runtimeapi.LinuxContainerResources{CpuShares: 512, CpuPeriod: 100000, CpuQuota: 50000, MemoryLimitInBytes: 1 << 30, OomScoreAdj: -997}},
+		{"burstable by memory share", v1.ResourceRequirements{Requests: rl("cpu", "2", "memory", "1Gi")},
+			&runtimeapi.LinuxContainerResources{CpuShares: 2048, CpuPeriod: 100000, OomScoreAdj: 900}},
+		{"limit only sets shares from the limit", v1.ResourceRequirements{Limits: rl("cpu", "250m")},
+			&runtimeapi.LinuxContainerResources{CpuShares: 256, CpuPeriod: 100000, CpuQuota: 25000, OomScoreAdj: 999}},
+		{"tiny cpu is clamped", v1.ResourceRequirements{Requests: rl("cpu", "1m"), Limits: rl("cpu", "1m", "memory", "64Mi")},
+			&runtimeapi.LinuxContainerResources{CpuShares: 2, CpuPeriod: 100000, CpuQuota: 1000, MemoryLimitInBytes: 64 << 20, OomScoreAdj: 999}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			pod := newPod(modify("app", func(c *v1.Container) { c.Resources = tt.res }))
+			got := ContainerResources(pod, &pod.Spec.Containers[0], node)
+			if diff := cmp.Diff(tt.want, got, protocmp.Transform()); diff != "" {
+				t.Errorf("resources (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestComputePodQOS(t *testing.T) {
+	req := func(cpu, mem string) v1.ResourceList {
+		l := v1.ResourceList{}
+		if cpu != "" {
+			l[v1.ResourceCPU] = resource.MustParse(cpu)
+		}
+		if mem != "" {
+			l[v1.ResourceMemory] = resource.MustParse(mem)
+		}
+		return l
+	}
+	res := func(name string, r, l v1.ResourceList) podOpt {
+		return modify(name, func(c *v1.Container) { c.Resources = v1.ResourceRequirements{Requests: r, Limits: l} })
+	}
+	tests := []struct {
+		name string
+		pod  *v1.Pod
+		want v1.PodQOSClass
+	}{
+		{"nothing", newPod(), v1.PodQOSBestEffort},
+		{"equal requests and limits", newPod(res("app", req("1", "1Gi"), req("1", "1Gi"))), v1.PodQOSGuaranteed},
+		{"limits only", newPod(func(p *v1.Pod) { p.Spec.Containers[0].Resources.Limits = req("1", "1Gi") }), v1.PodQOSBurstable},
+		{"cpu only", newPod(res("app", req("1", ""), req("1", ""))), v1.PodQOSBurstable},
+		{"requests below limits", newPod(res("app", req("500m", "1Gi"), req("1", "1Gi"))), v1.PodQOSBurstable},
+		{"one guaranteed one best effort", newPod(containers("a", "b"), res("a", req("1", "1Gi"), req("1", "1Gi"))), v1.PodQOSBurstable},
+		{"init container counts", newPod(inits("init"), res("app", req("1", "1Gi"), req("1", "1Gi"))), v1.PodQOSBurstable},
+		{"pod-level resources decide", newPod(func(p *v1.Pod) {
+			p.Spec.Resources = &v1.ResourceRequirements{Requests: req("1", "1Gi"), Limits: req("1", "1Gi")}
+		}), v1.PodQOSGuaranteed},
+		{"status wins", newPod(func(p *v1.Pod) { p.Status.QOSClass = v1.PodQOSGuaranteed }), v1.PodQOSGuaranteed},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := PodQOS(tt.pod); got != tt.want {
+				t.Errorf("PodQOS = %s, want %s", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestContainerConfig(t *testing.T) {
+	pod := newPod(func(p *v1.Pod) {
+		p.Spec.TerminationGracePeriodSeconds = ptr.To[int64](45)
+		p.Spec.SecurityContext = &v1.PodSecurityContext{RunAsUser: ptr.To[int64](1000), FSGroup: ptr.To[int64](2000)}
+	}, modify("app", func(c *v1.Container) {
+		c.Command = []string{"/bin/sh", "-c"}
+		c.Args = []string{"echo $(GREETING) $$(HOME) $(UNSET)"}
+		c.WorkingDir = "/work"
+		c.Env = []v1.EnvVar{{Name: "GREETING", Value: "hi"}}
+		c.TerminationMessagePath = "/dev/termination-log"
+		c.TerminationMessagePolicy = v1.TerminationMessageReadFile
+		c.Ports = []v1.ContainerPort{{ContainerPort: 80, Protocol: v1.ProtocolTCP}}
+		c.Stdin, c.TTY = true, true
+		c.SecurityContext = &v1.SecurityContext{
+			RunAsGroup:               ptr.To[int64](3000),
+			ReadOnlyRootFilesystem:   ptr.To(true),
+			AllowPrivilegeEscalation: ptr.To(false),
+			Capabilities:             &v1.Capabilities{Add: []v1.Capability{"NET_ADMIN"}, Drop: []v1.Capability{"ALL"}},
+			SeccompProfile:           &v1.SeccompProfile{Type: v1.SeccompProfileTypeRuntimeDefault},
+		}
+	}))
+	mounts := []*runtimeapi.Mount{{ContainerPath: "/data", HostPath: "/var/lib/nodelet/pods/uid-1/volumes/data"}}
+	got, err := ContainerConfig(pod, &pod.Spec.Containers[0], ContainerOptions{
+		RestartCount: 3, SandboxID: "s1", Mounts: mounts, ImageRef: "sha256:abc", ExtraLabels: map[string]string{"nodelet.io/node": "n1"},
+	})
+	if err != nil {
+		t.Fatalf("ContainerConfig: %v", err)
+	}
+	want := &runtimeapi.ContainerConfig{
+		Metadata:   &runtimeapi.ContainerMetadata{Name: "app", Attempt: 3},
+		Image:      &runtimeapi.ImageSpec{Image: "sha256:abc", UserSpecifiedImage: "busybox:1"},
+		Command:    []string{"/bin/sh", "-c"},
+		Args:       []string{"echo hi $(HOME) $(UNSET)"},
+		WorkingDir: "/work",
+		Envs:       []*runtimeapi.KeyValue{{Key: "GREETING", Value: []byte("hi")}},
+		Mounts:     mounts,
+		Labels: map[string]string{
+			"io.kubernetes.pod.name": "web", "io.kubernetes.pod.namespace": "default", "io.kubernetes.pod.uid": "uid-1",
+			"io.kubernetes.container.name": "app", state.ContainerHashLabel: ContainerHash(&pod.Spec.Containers[0]),
+			state.SandboxIDLabel: "s1", "nodelet.io/node": "n1",
+		},
+		Annotations: map[string]string{
+			AnnotationRestartCount: "3", AnnotationTerminationMessagePath: "/dev/termination-log",
+			AnnotationTerminationMessagePolicy: "File", AnnotationTerminationGracePeriod: "45",
+			AnnotationPorts: `[{"containerPort":80,"protocol":"TCP"}]`,
+		},
+		LogPath: "app/3.log",
+		Stdin:   true,
+		Tty:     true,
+		Linux: &runtimeapi.LinuxContainerConfig{
+			Resources: &runtimeapi.LinuxContainerResources{CpuShares: 2, CpuPeriod: 100000, OomScoreAdj: 1000},
+			SecurityContext: &runtimeapi.LinuxContainerSecurityContext{
+				Capabilities:       &runtimeapi.Capability{AddCapabilities: []string{"NET_ADMIN"}, DropCapabilities: []string{"ALL"}},
+				NamespaceOptions:   &runtimeapi.NamespaceOption{Network: runtimeapi.NamespaceMode_POD, Pid: runtimeapi.NamespaceMode_CONTAINER, Ipc: runtimeapi.NamespaceMode_POD},
+				RunAsUser:          &runtimeapi.Int64Value{Value: 1000},
+				RunAsGroup:         &runtimeapi.Int64Value{Value: 3000},
+				ReadonlyRootfs:     true,
+				SupplementalGroups: []int64{2000},
+				NoNewPrivs:         true,
+				Seccomp:            &runtimeapi.SecurityProfile{ProfileType: runtimeapi.SecurityProfile_RuntimeDefault},
+			},
+		},
+	}
+	if diff := cmp.Diff(want, got, protocmp.Transform()); diff != "" {
+		t.Errorf("container config (-want +got):\n%s", diff)
+	}
+}
+
+func TestContainerConfigSecurityChecks(t *testing.T) {
+	nonRoot := func(user *int64) podOpt {
+		return modify("app", func(c *v1.Container) {
+			c.SecurityContext = &v1.SecurityContext{RunAsNonRoot: ptr.To(true), RunAsUser: user}
+		})
+	}
+	tests := []struct {
+		name      string
+		pod       *v1.Pod
+		imageUID  *int64
+		imageUser string
+		wantErr   bool
+		wantUser  *runtimeapi.Int64Value
+		wantName  string
+	}{
+		{name: "root user refused", pod: newPod(nonRoot(ptr.To[int64](0))), wantErr: true},
+		{name: "numeric non-root user", pod: newPod(nonRoot(ptr.To[int64](1000))), wantUser: &runtimeapi.Int64Value{Value: 1000}},
+		{name: "image runs as root", pod: newPod(nonRoot(nil)), imageUID: ptr.To[int64](0), wantErr: true},
+		{name: "image non-root uid", pod: newPod(nonRoot(nil)), imageUID: ptr.To[int64](65534), wantUser: &runtimeapi.Int64Value{Value: 65534}},
+		{name: "image user name cannot be verified", pod: newPod(nonRoot(nil)), imageUser: "nobody", wantErr: true},
+		{name: "unknown image user left to the runtime", pod: newPod(nonRoot(nil))},
+		{name: "image user name without non-root", pod: newPod(), imageUser: "nobody", wantName: "nobody"},
+		{name: "localhost seccomp without a path", pod: newPod(modify("app", func(c *v1.Container) {
+			c.SecurityContext = &v1.SecurityContext{SeccompProfile: &v1.SeccompProfile{Type: v1.SeccompProfileTypeLocalhost}}
+		})), wantErr: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg, err := ContainerConfig(tt.pod, &tt.pod.Spec.Containers[0], ContainerOptions{ImageUID: tt.imageUID, ImageUser: tt.imageUser})
+			if tt.wantErr {
+				var ce *ConfigError
+				if !errors.As(err, &ce) {
+					t.Fatalf("err = %v, want a *ConfigError", err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("ContainerConfig: %v", err)
+			}
+			sc := cfg.Linux.SecurityContext
+			if diff := cmp.Diff(tt.wantUser, sc.RunAsUser, protocmp.Transform()); diff != "" || sc.RunAsUsername != tt.wantName {
+				t.Errorf("user %v %q, want %v %q", sc.RunAsUser, sc.RunAsUsername, tt.wantUser, tt.wantName)
+			}
+		})
+	}
+}
+
+func TestEphemeralContainerConfig(t *testing.T) {
+	ns := func(mode runtimeapi.NamespaceMode, target string) *runtimeapi.NamespaceOption {
+		return &runtimeapi.NamespaceOption{Network: runtimeapi.NamespaceMode_POD, Pid: mode, Ipc: runtimeapi.NamespaceMode_POD, TargetId: target}
+	}
+	tests := []struct {
+		name     string
+		pod      *v1.Pod
+		targetID string
+		want     *runtimeapi.NamespaceOption
+	}{
+		{name: "without a target it gets a process namespace of its own",
+			pod: newPod(ephemerals("debugger")), want: ns(runtimeapi.NamespaceMode_CONTAINER, "")},
+		{name: "with a target it joins the target's process namespace",
+			pod: newPod(ephemerals("debugger"), target("debugger", "app")), targetID: "app-0",
+			want: ns(runtimeapi.NamespaceMode_TARGET, "app-0")},
+		{name: "a pod sharing one process namespace keeps it",
+			pod:      newPod(ephemerals("debugger"), target("debugger", "app"), func(p *v1.Pod) { p.Spec.ShareProcessNamespace = ptr.To(true) }),
+			targetID: "app-0", want: ns(runtimeapi.NamespaceMode_POD, "")},
+		{name: "a host PID pod keeps the host's",
+			pod:      newPod(ephemerals("debugger"), target("debugger", "app"), func(p *v1.Pod) { p.Spec.HostPID = true }),
+			targetID: "app-0", want: ns(runtimeapi.NamespaceMode_NODE, "")},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := ContainerSpec(tt.pod, "debugger")
+			cfg, err := ContainerConfig(tt.pod, c, ContainerOptions{SandboxID: "s1", TargetContainerID: tt.targetID})
+			if err != nil {
+				t.Fatalf("ContainerConfig: %v", err)
+			}
+			if diff := cmp.Diff(tt.want, cfg.Linux.SecurityContext.NamespaceOptions, protocmp.Transform()); diff != "" {
+				t.Errorf("namespaces (-want +got):\n%s", diff)
+			}
+			if cfg.Metadata.Name != "debugger" || cfg.Metadata.Attempt != 0 || cfg.LogPath != "debugger/0.log" || cfg.Labels["io.kubernetes.container.name"] != "debugger" {
+				t.Errorf("metadata %v, log path %q, labels %v", cfg.Metadata, cfg.LogPath, cfg.Labels)
+			}
+		})
+	}
+}
+
+func TestContainerHash(t *testing.T) {
+	a := v1.Container{Name: "app", Image: "busybox:1"}
+	b := a
+	b.Env = []v1.EnvVar{{Name: "X", Value: "y"}}
+	c := a
+	c.Image = "busybox:2"
+	if ContainerHash(&a) != ContainerHash(&b) {
+		t.Error("fields that cannot change altered the hash")
+	}
+	if ContainerHash(&a) == ContainerHash(&c) {
+		t.Error("an image change kept the hash")
+	}
+	same := a
+	if ContainerHash(&a) != ContainerHash(&same) {
+		t.Error("hash is not stable")
+	}
+}

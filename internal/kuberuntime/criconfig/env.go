@@ -1,0 +1,399 @@
+package criconfig
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/util/validation"
+)
+
+// ExpandVars replaces each $(NAME) in s by lookup(NAME) when it is defined
+// and leaves it as written otherwise; $$ stands for a literal $, so
+// $$(NAME) yields $(NAME). This is the expansion of command, args and env
+// values.
+func ExpandVars(s string, lookup func(string) (string, bool)) string {
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] != '$' || i+1 == len(s) {
+			b.WriteByte(s[i])
+			continue
+		}
+		switch s[i+1] {
+		case '$':
+			b.WriteByte('$')
+			i++
+		case '(':
+			end := strings.IndexByte(s[i+2:], ')')
+			if end < 0 {
+				b.WriteString("$(")
+				i++
+				continue
+			}
+			name := s[i+2 : i+2+end]
+			if v, ok := lookup(name); ok {
+				b.WriteString(v)
+			} else {
+				b.WriteString("$(" + name + ")")
+			}
+			i += end + 2
+		default:
+			b.WriteByte('$')
+		}
+	}
+	return b.String()
+}
+
+// ExpandSubPathExpr expands a volumeMount's subPathExpr with env, the
+// container's resolved environment, as the kubelet does: each $(NAME) is
+// replaced by NAME's value and $$ stands for a literal $. Unlike in command
+// and args, a reference must resolve: a name env lacks, or whose value is
+// empty, is an error naming every such variable, sorted ("missing value for
+// A, B"), the kubelet's message. The result is not validated; an absolute
+// path or a ".." component is for the caller to refuse.
+func ExpandSubPathExpr(expr string, env []EnvVar) (string, error) {
+	values := make(map[string]string, len(env))
+	for _, e := range env {
+		values[e.Name] = e.Value
+	}
+	var missing []string
+	expanded := ExpandVars(expr, func(name string) (string, bool) {
+		v := values[name]
+		if v == "" && !slices.Contains(missing, name) {
+			missing = append(missing, name)
+		}
+		return v, true
+	})
+	if len(missing) > 0 {
+		slices.Sort(missing)
+		return "", fmt.Errorf("missing value for %s", strings.Join(missing, ", "))
+	}
+	return expanded, nil
+}
+
+// EnvVar is one resolved environment variable.
+type EnvVar struct {
+	Name  string
+	Value string
+}
+
+// envList is an ordered set of variables: a name keeps the position it was
+// first defined at and the value it was last given.
+type envList struct {
+	vars  []EnvVar
+	index map[string]int
+}
+
+func (l *envList) set(name, value string) {
+	if l.index == nil {
+		l.index = map[string]int{}
+	}
+	if i, ok := l.index[name]; ok {
+		l.vars[i].Value = value
+		return
+	}
+	l.index[name] = len(l.vars)
+	l.vars = append(l.vars, EnvVar{Name: name, Value: value})
+}
+
+func (l *envList) get(name string) (string, bool) {
+	i, ok := l.index[name]
+	if !ok {
+		return "", false
+	}
+	return l.vars[i].Value, true
+}
+
+// envResolver resolves one container's environment.
+type envResolver struct {
+	pod  *v1.Pod
+	c    *v1.Container
+	opts *ContainerOptions
+}
+
+// ContainerEnv resolves the environment of a container the way the kubelet
+// does: envFrom sources first (keys sorted within each source, with their
+// prefix), then env in order, each value expanding $(VAR) references to the
+// variables defined so far and to the service variables, each valueFrom
+// resolved from the downward API, resources or the ConfigMaps and Secrets
+// in opts; service variables not otherwise defined come last. A missing
+// non-optional ConfigMap, Secret or key is a *ConfigError.
+func ContainerEnv(pod *v1.Pod, c *v1.Container, opts ContainerOptions) ([]EnvVar, error) {
+	r := envResolver{pod: pod, c: c, opts: &opts}
+	var env envList
+	for _, from := range c.EnvFrom {
+		if err := r.addEnvFrom(&env, from); err != nil {
+			return nil, err
+		}
+	}
+	lookup := func(name string) (string, bool) {
+		if v, ok := env.get(name); ok {
+			return v, true
+		}
+		v, ok := opts.ServiceEnv[name]
+		return v, ok
+	}
+	for _, e := range c.Env {
+		switch {
+		case e.Value != "":
+			env.set(e.Name, ExpandVars(e.Value, lookup))
+		case e.ValueFrom != nil:
+			v, skip, err := r.valueFrom(e.ValueFrom)
+			if err != nil {
+				return nil, fmt.Errorf("resolving env var %s: %w", e.Name, err)
+			}
+			if !skip {
+				env.set(e.Name, v)
+			}
+		default:
+			env.set(e.Name, "")
+		}
+	}
+	names := make([]string, 0, len(opts.ServiceEnv))
+	for name := range opts.ServiceEnv {
+		if _, ok := env.get(name); !ok {
+			names = append(names, name)
+		}
+	}
+	slices.Sort(names)
+	for _, name := range names {
+		env.set(name, opts.ServiceEnv[name])
+	}
+	return env.vars, nil
+}
+
+func (r *envResolver) addEnvFrom(env *envList, from v1.EnvFromSource) error {
+	var data map[string]string
+	switch {
+	case from.ConfigMapRef != nil:
+		cm, err := r.configMap(from.ConfigMapRef.Name, from.ConfigMapRef.Optional)
+		if err != nil || cm == nil {
+			return err
+		}
+		data = cm.Data
+	case from.SecretRef != nil:
+		s, err := r.secret(from.SecretRef.Name, from.SecretRef.Optional)
+		if err != nil || s == nil {
+			return err
+		}
+		data = map[string]string{}
+		for k, v := range s.Data {
+			data[k] = string(v)
+		}
+	}
+	keys := make([]string, 0, len(data))
+	for k := range data {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		env.set(from.Prefix+k, data[k])
+	}
+	return nil
+}
+
+// valueFrom resolves one valueFrom source; skip is true when an optional
+// source is missing and the variable must not be set.
+func (r *envResolver) valueFrom(src *v1.EnvVarSource) (value string, skip bool, err error) {
+	switch {
+	case src.FieldRef != nil:
+		v, err := r.fieldRef(src.FieldRef)
+		return v, false, err
+	case src.ResourceFieldRef != nil:
+		v, err := r.resourceFieldRef(src.ResourceFieldRef)
+		return v, false, err
+	case src.ConfigMapKeyRef != nil:
+		return r.configMapKey(src.ConfigMapKeyRef)
+	case src.SecretKeyRef != nil:
+		return r.secretKey(src.SecretKeyRef)
+	}
+	return "", false, &ConfigError{Err: errors.New("unsupported valueFrom source")}
+}
+
+func (r *envResolver) configMap(name string, optional *bool) (*v1.ConfigMap, error) {
+	if cm, ok := r.opts.ConfigMaps[name]; ok && cm != nil {
+		return cm, nil
+	}
+	if optional != nil && *optional {
+		return nil, nil
+	}
+	return nil, &ConfigError{Err: fmt.Errorf("configmap %q not found", name)}
+}
+
+func (r *envResolver) secret(name string, optional *bool) (*v1.Secret, error) {
+	if s, ok := r.opts.Secrets[name]; ok && s != nil {
+		return s, nil
+	}
+	if optional != nil && *optional {
+		return nil, nil
+	}
+	return nil, &ConfigError{Err: fmt.Errorf("secret %q not found", name)}
+}
+
+func (r *envResolver) configMapKey(ref *v1.ConfigMapKeySelector) (string, bool, error) {
+	optional := ref.Optional != nil && *ref.Optional
+	cm, err := r.configMap(ref.Name, ref.Optional)
+	if err != nil || cm == nil {
+		return "", true, err
+	}
+	if v, ok := cm.Data[ref.Key]; ok {
+		return v, false, nil
+	}
+	if optional {
+		return "", true, nil
+	}
+	return "", false, &ConfigError{Err: fmt.Errorf("couldn't find key %s in ConfigMap %s/%s", ref.Key, r.pod.Namespace, ref.Name)}
+}
+
+func (r *envResolver) secretKey(ref *v1.SecretKeySelector) (string, bool, error) {
+	optional := ref.Optional != nil && *ref.Optional
+	s, err := r.secret(ref.Name, ref.Optional)
+	if err != nil || s == nil {
+		return "", true, err
+	}
+	if v, ok := s.Data[ref.Key]; ok {
+		return string(v), false, nil
+	}
+	if optional {
+		return "", true, nil
+	}
+	return "", false, &ConfigError{Err: fmt.Errorf("couldn't find key %s in Secret %s/%s", ref.Key, r.pod.Namespace, ref.Name)}
+}
+
+// fieldRef resolves a downward API field of the pod.
+func (r *envResolver) fieldRef(ref *v1.ObjectFieldSelector) (string, error) {
+	if ref.APIVersion != "" && ref.APIVersion != "v1" {
+		return "", &ConfigError{Err: fmt.Errorf("unsupported fieldRef API version %q", ref.APIVersion)}
+	}
+	v, err := PodFieldValue(r.pod, ref.FieldPath, r.opts.podIPs(r.pod), r.opts.HostIPs)
+	if err != nil {
+		return "", &ConfigError{Err: err}
+	}
+	return v, nil
+}
+
+// PodFieldValue is the downward API value of one field of the pod:
+// metadata.name, namespace, uid, labels['k'] and annotations['k'],
+// spec.nodeName and serviceAccountName, and status.podIP(s) and hostIP(s)
+// from the given addresses.
+func PodFieldValue(pod *v1.Pod, path string, podIPs, hostIPs []string) (string, error) {
+	switch path {
+	case "metadata.name":
+		return pod.Name, nil
+	case "metadata.namespace":
+		return pod.Namespace, nil
+	case "metadata.uid":
+		return string(pod.UID), nil
+	case "spec.nodeName":
+		return pod.Spec.NodeName, nil
+	case "spec.serviceAccountName":
+		return pod.Spec.ServiceAccountName, nil
+	case "status.podIP":
+		return first(podIPs), nil
+	case "status.podIPs":
+		return strings.Join(podIPs, ","), nil
+	case "status.hostIP":
+		return first(hostIPs), nil
+	case "status.hostIPs":
+		return strings.Join(hostIPs, ","), nil
+	}
+	if key, ok := subscript(path, "metadata.labels"); ok {
+		return pod.Labels[key], nil
+	}
+	if key, ok := subscript(path, "metadata.annotations"); ok {
+		return pod.Annotations[key], nil
+	}
+	return "", fmt.Errorf("unsupported fieldRef %q", path)
+}
+
+func first(s []string) string {
+	if len(s) == 0 {
+		return ""
+	}
+	return s[0]
+}
+
+// subscript parses "<prefix>['<key>']" and validates key as a label or
+// annotation key.
+func subscript(path, prefix string) (string, bool) {
+	rest, ok := strings.CutPrefix(path, prefix+"['")
+	if !ok {
+		return "", false
+	}
+	key, ok := strings.CutSuffix(rest, "']")
+	if !ok || len(validation.IsQualifiedName(key)) > 0 {
+		return "", false
+	}
+	return key, true
+}
+
+// resourceFieldRef resolves limits.* or requests.* of a container, divided by
+// the divisor and rounded up; a missing limit of cpu, memory or
+// ephemeral-storage defaults to the node's allocatable amount.
+func (r *envResolver) resourceFieldRef(ref *v1.ResourceFieldSelector) (string, error) {
+	c := r.c
+	if ref.ContainerName != "" {
+		if c = ContainerSpec(r.pod, ref.ContainerName); c == nil {
+			return "", &ConfigError{Err: fmt.Errorf("container %q in resourceFieldRef not found", ref.ContainerName)}
+		}
+	}
+	v, err := ResourceFieldValue(c, ref.Resource, ref.Divisor, r.opts.NodeAllocatable)
+	if err != nil {
+		return "", &ConfigError{Err: err}
+	}
+	return v, nil
+}
+
+// ResourceFieldValue is the downward API value of a container resource
+// ("limits.memory", "requests.cpu", ...): the quantity divided by divisor
+// and rounded up. A limit of cpu, memory or ephemeral-storage the container
+// does not set is the node's allocatable amount.
+func ResourceFieldValue(c *v1.Container, res string, divisor resource.Quantity, allocatable v1.ResourceList) (string, error) {
+	kind, name, ok := strings.Cut(res, ".")
+	var q resource.Quantity
+	switch {
+	case ok && kind == "limits":
+		q = effectiveLimit(c, v1.ResourceName(name), allocatable)
+	case ok && kind == "requests":
+		q = c.Resources.Requests[v1.ResourceName(name)]
+	default:
+		return "", fmt.Errorf("unsupported container resource %q", res)
+	}
+	return divideRoundUp(q, divisor, v1.ResourceName(name) == v1.ResourceCPU), nil
+}
+
+// effectiveLimit is a container's limit of a resource, defaulting to the
+// node's allocatable amount for cpu, memory and ephemeral storage.
+func effectiveLimit(c *v1.Container, name v1.ResourceName, allocatable v1.ResourceList) resource.Quantity {
+	if q, ok := c.Resources.Limits[name]; ok && !q.IsZero() {
+		return q
+	}
+	switch name {
+	case v1.ResourceCPU, v1.ResourceMemory, v1.ResourceEphemeralStorage:
+		return allocatable[name]
+	}
+	return resource.Quantity{}
+}
+
+// divideRoundUp divides q by divisor (1 when zero), rounding up; cpu is
+// divided in millicores so that divisor 1m yields millicores.
+func divideRoundUp(q, divisor resource.Quantity, cpu bool) string {
+	if divisor.IsZero() {
+		divisor = resource.MustParse("1")
+	}
+	a, b := q.Value(), divisor.Value()
+	if cpu {
+		a, b = q.MilliValue(), divisor.MilliValue()
+	}
+	if b <= 0 {
+		return "0"
+	}
+	n := a / b
+	if a%b != 0 && a > 0 {
+		n++
+	}
+	return fmt.Sprint(n)
+}

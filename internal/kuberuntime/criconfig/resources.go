@@ -1,0 +1,135 @@
+package criconfig
+
+import (
+	v1 "k8s.io/api/core/v1"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+)
+
+// CFS and OOM constants of the kubelet's cgroup management.
+const (
+	minCPUShares   = 2
+	maxCPUShares   = 262144
+	sharesPerCPU   = 1024
+	milliPerCPU    = 1000
+	cfsQuotaPeriod = 100000 // µs
+	minCFSQuota    = 1000   // µs
+
+	guaranteedOOMScoreAdj = -997
+	bestEffortOOMScoreAdj = 1000
+)
+
+// ContainerResources converts a container's requests and limits into Linux
+// cgroup settings: CPU shares from the request (from the limit when only it
+// is set; at least 2), a CFS quota from the limit over a 100 ms period, the
+// memory limit, and an OOM score adjustment from the pod's QoS class.
+func ContainerResources(pod *v1.Pod, c *v1.Container, nodeAllocatable v1.ResourceList) *runtimeapi.LinuxContainerResources {
+	cpuLimit := c.Resources.Limits.Cpu().MilliValue()
+	cpuRequest, hasRequest := c.Resources.Requests[v1.ResourceCPU]
+	sharesFrom := cpuRequest.MilliValue()
+	if !hasRequest && cpuLimit > 0 {
+		sharesFrom = cpuLimit
+	}
+	return &runtimeapi.LinuxContainerResources{
+		CpuShares:          milliCPUToShares(sharesFrom),
+		CpuPeriod:          cfsQuotaPeriod,
+		CpuQuota:           milliCPUToQuota(cpuLimit),
+		MemoryLimitInBytes: c.Resources.Limits.Memory().Value(),
+		OomScoreAdj:        oomScoreAdj(pod, c, nodeAllocatable.Memory().Value()),
+	}
+}
+
+func milliCPUToShares(milli int64) int64 {
+	shares := milli * sharesPerCPU / milliPerCPU
+	return min(max(shares, minCPUShares), maxCPUShares)
+}
+
+// milliCPUToQuota is the CFS quota of a CPU limit; 0 (no quota) without one.
+func milliCPUToQuota(milli int64) int64 {
+	if milli == 0 {
+		return 0
+	}
+	return max(milli*cfsQuotaPeriod/milliPerCPU, minCFSQuota)
+}
+
+// oomScoreAdj ranks containers for the OOM killer the kubelet's way:
+// guaranteed pods last, best-effort first, burstable ones by the share of the
+// node's memory they request.
+func oomScoreAdj(pod *v1.Pod, c *v1.Container, nodeMemory int64) int64 {
+	switch PodQOS(pod) {
+	case v1.PodQOSGuaranteed:
+		return guaranteedOOMScoreAdj
+	case v1.PodQOSBestEffort:
+		return bestEffortOOMScoreAdj
+	}
+	if nodeMemory <= 0 {
+		return bestEffortOOMScoreAdj - 1
+	}
+	adj := 1000 - 1000*c.Resources.Requests.Memory().Value()/nodeMemory
+	switch {
+	case adj < 1000+guaranteedOOMScoreAdj:
+		return 1000 + guaranteedOOMScoreAdj
+	case adj >= bestEffortOOMScoreAdj:
+		return bestEffortOOMScoreAdj - 1
+	}
+	return adj
+}
+
+// PodQOS returns the pod's QoS class: the one in its status once set (it is
+// immutable), else computed from its containers' requests and limits of cpu
+// and memory (pod-level resources, when set, decide alone).
+func PodQOS(pod *v1.Pod) v1.PodQOSClass {
+	if pod.Status.QOSClass != "" {
+		return pod.Status.QOSClass
+	}
+	return ComputePodQOS(pod)
+}
+
+// ComputePodQOS computes the QoS class from the spec: Guaranteed when every
+// container's cpu and memory requests equal non-zero limits, BestEffort when
+// no container has any, Burstable otherwise.
+func ComputePodQOS(pod *v1.Pod) v1.PodQOSClass {
+	if pod.Spec.Resources != nil && (len(pod.Spec.Resources.Requests) > 0 || len(pod.Spec.Resources.Limits) > 0) {
+		return requirementsQOS(pod.Spec.Resources)
+	}
+	var class v1.PodQOSClass
+	for _, cs := range [][]v1.Container{pod.Spec.InitContainers, pod.Spec.Containers} {
+		for i := range cs {
+			q := requirementsQOS(&cs[i].Resources)
+			switch {
+			case q == v1.PodQOSBurstable:
+				return v1.PodQOSBurstable
+			case class == "":
+				class = q
+			case class != q:
+				return v1.PodQOSBurstable
+			}
+		}
+	}
+	if class == "" {
+		return v1.PodQOSBestEffort
+	}
+	return class
+}
+
+func requirementsQOS(r *v1.ResourceRequirements) v1.PodQOSClass {
+	if len(r.Requests) == 0 && len(r.Limits) == 0 {
+		return v1.PodQOSBestEffort
+	}
+	var class v1.PodQOSClass
+	for _, name := range []v1.ResourceName{v1.ResourceCPU, v1.ResourceMemory} {
+		req, lim := r.Requests[name], r.Limits[name]
+		q := v1.PodQOSGuaranteed
+		switch {
+		case !req.Equal(lim):
+			return v1.PodQOSBurstable
+		case req.IsZero():
+			q = v1.PodQOSBestEffort
+		}
+		if class == "" {
+			class = q
+		} else if class != q {
+			return v1.PodQOSBurstable
+		}
+	}
+	return class
+}

@@ -1,0 +1,78 @@
+package criconfig
+
+import (
+	"errors"
+	"testing"
+
+	v1 "k8s.io/api/core/v1"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	"k8s.io/utils/ptr"
+)
+
+func TestLocalhostSeccompProfileUnderRoot(t *testing.T) {
+	localhost := func(path string) *v1.SeccompProfile {
+		return &v1.SeccompProfile{Type: v1.SeccompProfileTypeLocalhost, LocalhostProfile: ptr.To(path)}
+	}
+	tests := []struct {
+		name    string
+		profile *v1.SeccompProfile
+		want    *runtimeapi.SecurityProfile // nil: a *ConfigError
+	}{
+		{"none is unconfined", nil, &runtimeapi.SecurityProfile{ProfileType: runtimeapi.SecurityProfile_Unconfined}},
+		{"runtime default", &v1.SeccompProfile{Type: v1.SeccompProfileTypeRuntimeDefault},
+			&runtimeapi.SecurityProfile{ProfileType: runtimeapi.SecurityProfile_RuntimeDefault}},
+		{"localhost under the root", localhost("profiles/deny-mkdir.json"),
+			&runtimeapi.SecurityProfile{ProfileType: runtimeapi.SecurityProfile_Localhost, LocalhostRef: "/var/lib/nodelet/seccomp/profiles/deny-mkdir.json"}},
+		{"localhost escaping the root", localhost("../../../etc/x.json"), nil},
+		{"localhost absolute", localhost("/etc/x.json"), nil},
+		{"localhost empty", localhost(""), nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := seccompProfile(tt.profile, "/var/lib/nodelet/seccomp")
+			if tt.want == nil {
+				var ce *ConfigError
+				if !errors.As(err, &ce) {
+					t.Fatalf("err = %v, want a *ConfigError", err)
+				}
+				return
+			}
+			if err != nil || got.ProfileType != tt.want.ProfileType || got.LocalhostRef != tt.want.LocalhostRef {
+				t.Fatalf("got %v, %v; want %v", got, err, tt.want)
+			}
+		})
+	}
+}
+
+func TestAppArmorProfileReachesTheRuntime(t *testing.T) {
+	pod := &v1.Pod{Spec: v1.PodSpec{
+		SecurityContext: &v1.PodSecurityContext{AppArmorProfile: &v1.AppArmorProfile{Type: v1.AppArmorProfileTypeRuntimeDefault}},
+		Containers: []v1.Container{
+			{Name: "inherits"},
+			{Name: "own", SecurityContext: &v1.SecurityContext{AppArmorProfile: &v1.AppArmorProfile{
+				Type: v1.AppArmorProfileTypeLocalhost, LocalhostProfile: ptr.To("k8s-deny-write")}}},
+			{Name: "annotated"},
+		},
+	}}
+	pod.Annotations = map[string]string{v1.DeprecatedAppArmorBetaContainerAnnotationKeyPrefix + "annotated": "unconfined"}
+	tests := []struct {
+		container  int
+		want       *runtimeapi.SecurityProfile
+		wantLegacy string
+	}{
+		{0, &runtimeapi.SecurityProfile{ProfileType: runtimeapi.SecurityProfile_RuntimeDefault}, "runtime/default"},
+		{1, &runtimeapi.SecurityProfile{ProfileType: runtimeapi.SecurityProfile_Localhost, LocalhostRef: "k8s-deny-write"}, "localhost/k8s-deny-write"},
+		{2, &runtimeapi.SecurityProfile{ProfileType: runtimeapi.SecurityProfile_Unconfined}, "unconfined"},
+	}
+	for _, tt := range tests {
+		c := &pod.Spec.Containers[tt.container]
+		sc, err := containerSecurityContext(pod, c, ContainerOptions{})
+		if err != nil {
+			t.Fatalf("%s: %v", c.Name, err)
+		}
+		legacy := sc.ApparmorProfile //nolint:staticcheck // the field runtimes before the structured one read
+		if sc.Apparmor.String() != tt.want.String() || legacy != tt.wantLegacy {
+			t.Errorf("%s: apparmor %v %q, want %v %q", c.Name, sc.Apparmor, legacy, tt.want, tt.wantLegacy)
+		}
+	}
+}

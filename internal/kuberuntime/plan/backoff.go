@@ -1,0 +1,57 @@
+package plan
+
+import (
+	"fmt"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+
+	"github.com/nodelet/nodelet/internal/kuberuntime/criconfig"
+	"github.com/nodelet/nodelet/internal/kuberuntime/state"
+)
+
+func crashLoopMessage(delay time.Duration, container string, pod *v1.Pod) string {
+	return fmt.Sprintf("back-off %s restarting failed container=%s pod=%s", delay, container, criconfig.PodDesc(pod))
+}
+
+func imagePullBackOffMessage(image string, w *state.WaitingReason) string {
+	msg := fmt.Sprintf("Back-off pulling image %q", image)
+	if w != nil && w.Reason == state.ReasonErrImagePull && w.Message != "" {
+		msg += ": " + w.Message
+	}
+	return msg
+}
+
+// BackingOff says why a container is not started now and until when.
+type BackingOff struct {
+	Reason  string
+	Message string
+	Until   time.Time
+}
+
+// ContainerBackOff reports whether the container must wait before its next
+// start at now: first an image pull back-off left by a failed pull, then
+// the crash-loop back-off of its newest exited instance, capped at
+// maxCrashLoop (zero: state.MaxCrashLoopBackOff).
+func ContainerBackOff(pod *v1.Pod, c *v1.Container, rt state.PodRuntime, st state.PodState, now time.Time, maxCrashLoop time.Duration) (BackingOff, bool) {
+	rec := st.Containers[c.Name]
+	if w := rec.Waiting; w != nil && (w.Reason == state.ReasonErrImagePull || w.Reason == state.ReasonImagePullBackOff) {
+		if in, remaining, _ := state.ImagePullBackOff(rec.ImageBackOff, now); in {
+			return BackingOff{
+				Reason:  state.ReasonImagePullBackOff,
+				Message: imagePullBackOffMessage(c.Image, w),
+				Until:   now.Add(remaining),
+			}, true
+		}
+	}
+	if prev := rt.LatestExited(c.Name); prev != nil {
+		if in, remaining, delay := state.CrashLoopBackOff(rec.CrashBackOff, prev.FinishedAt, now, maxCrashLoop); in {
+			return BackingOff{
+				Reason:  state.ReasonCrashLoopBackOff,
+				Message: crashLoopMessage(delay, c.Name, pod),
+				Until:   now.Add(remaining),
+			}, true
+		}
+	}
+	return BackingOff{}, false
+}

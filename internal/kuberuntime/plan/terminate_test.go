@@ -1,0 +1,145 @@
+package plan
+
+import (
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/utils/ptr"
+
+	"github.com/nodelet/nodelet/internal/kuberuntime/state"
+)
+
+func TestGracePeriodSeconds(t *testing.T) {
+	tests := []struct {
+		name string
+		pod  *v1.Pod
+		want int64
+	}{
+		{"default", newPod(), 30},
+		{"spec", newPod(func(p *v1.Pod) { p.Spec.TerminationGracePeriodSeconds = ptr.To[int64](60) }), 60},
+		{"deletion wins", newPod(deleted(5), func(p *v1.Pod) { p.Spec.TerminationGracePeriodSeconds = ptr.To[int64](60) }), 5},
+		{"forced deletion", newPod(deleted(0)), 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := GracePeriodSeconds(tt.pod); got != tt.want {
+				t.Errorf("GracePeriodSeconds = %d, want %d", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestPlanTermination(t *testing.T) {
+	preStop := &v1.LifecycleHandler{Exec: &v1.ExecAction{Command: []string{"drain"}}}
+	pod := newPod(deleted(30), sidecars("log", "proxy"), inits("setup"), containers("app", "web"),
+		modify("app", func(c *v1.Container) { c.Lifecycle = &v1.Lifecycle{PreStop: preStop} }),
+		modify("proxy", func(c *v1.Container) { c.Lifecycle = &v1.Lifecycle{PreStop: preStop} }))
+	ready := []state.Sandbox{sb("s1", 0)}
+	all := rtOf(ready,
+		runningC(pod, "log", "s1", 0), runningC(pod, "proxy", "s1", 0),
+		runningC(pod, "app", "s1", 0), runningC(pod, "web", "s1", 0))
+	st := state.PodState{}
+	st.BeginTermination(EffectiveGracePeriod(pod), at(0))
+	hooksDone := st
+	hooksDone.Terminating = &state.Termination{StartedAt: at(0), Deadline: at(30 * time.Second), PreStopDone: []string{"app-0", "proxy-0"}}
+
+	type summary struct {
+		PreStop, Stop, StopSandboxes []string
+		Timeout                      int64
+		RequeueAfter                 time.Duration
+		Done                         bool
+	}
+	summarizeT := func(p TerminationPlan) summary {
+		s := summary{StopSandboxes: p.StopSandboxes, RequeueAfter: p.RequeueAfter, Done: p.Done}
+		for _, h := range p.PreStop {
+			s.PreStop = append(s.PreStop, h.Name)
+		}
+		for _, c := range p.Stop {
+			s.Stop = append(s.Stop, c.Name)
+			s.Timeout = c.Timeout
+		}
+		return s
+	}
+	tests := []struct {
+		name string
+		rt   state.PodRuntime
+		st   state.PodState
+		now  time.Time
+		want summary
+	}{
+		{name: "hooks run first and regular containers stop while sidecars wait",
+			rt: all, st: st, now: at(0),
+			want: summary{PreStop: []string{"proxy", "app"}, Stop: []string{"app", "web"}, Timeout: 30, RequeueAfter: 30 * time.Second}},
+		{name: "hooks run once",
+			rt: all, st: hooksDone, now: at(10 * time.Second),
+			want: summary{Stop: []string{"app", "web"}, Timeout: 20, RequeueAfter: 20 * time.Second}},
+		{name: "the last sidecar stops once regular containers stopped",
+			rt: rtOf(ready, runningC(pod, "log", "s1", 0), runningC(pod, "proxy", "s1", 0)), st: hooksDone, now: at(12 * time.Second),
+			want: summary{Stop: []string{"proxy"}, Timeout: 18, RequeueAfter: 18 * time.Second}},
+		{name: "the first sidecar stops last",
+			rt: rtOf(ready, runningC(pod, "log", "s1", 0)), st: hooksDone, now: at(14 * time.Second),
+			want: summary{Stop: []string{"log"}, Timeout: 16}},
+		{name: "past the deadline everything stops with the minimum timeout",
+			rt: all, st: st, now: at(31 * time.Second),
+			want: summary{Stop: []string{"log", "proxy", "app", "web"}, Timeout: state.MinimumGracePeriodSeconds}},
+		{name: "sandboxes stop after the containers",
+			rt: rtOf(ready, exitedC(pod, "app", "s1", 0, 0, at(0))), st: st, now: at(time.Second),
+			want: summary{StopSandboxes: []string{"s1"}}},
+		{name: "done when nothing runs",
+			rt: rtOf([]state.Sandbox{notReady(sb("s1", 0))}), st: st, now: at(time.Second),
+			want: summary{Done: true}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := summarizeT(PlanTermination(pod, tt.rt, tt.st, tt.now))
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("termination plan (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestPlanTerminationStopsEphemeralContainersAtOnce(t *testing.T) {
+	pod := newPod(deleted(30), sidecars("proxy"), ephemerals("debugger"))
+	rt := rtOf([]state.Sandbox{sb("s1", 0)}, runningC(pod, "proxy", "s1", 0), runningC(pod, "app", "s1", 0), runningC(pod, "debugger", "s1", 0))
+	st := state.PodState{}
+	st.BeginTermination(EffectiveGracePeriod(pod), at(0))
+	plan := PlanTermination(pod, rt, st, at(0))
+	var stop []string
+	for _, c := range plan.Stop {
+		stop = append(stop, c.Name)
+	}
+	if diff := cmp.Diff([]string{"app", "debugger"}, stop); diff != "" || len(plan.PreStop) > 0 {
+		t.Errorf("stopped now (-want +got):\n%s; preStop hooks %v", diff, plan.PreStop)
+	}
+	// The sidecar waits for the regular container only.
+	rt = rtOf([]state.Sandbox{sb("s1", 0)}, runningC(pod, "proxy", "s1", 0), runningC(pod, "debugger", "s1", 0))
+	if plan := PlanTermination(pod, rt, st, at(time.Second)); len(plan.Stop) != 2 {
+		t.Errorf("stops %+v, want the sidecar and the ephemeral container", plan.Stop)
+	}
+}
+
+func TestEffectiveGracePeriod(t *testing.T) {
+	spec := func(g int64) podOpt { return func(p *v1.Pod) { p.Spec.TerminationGracePeriodSeconds = ptr.To(g) } }
+	cases := []struct {
+		name string
+		pod  *v1.Pod
+		want int64
+	}{
+		{name: "not deleted: the spec's", pod: newPod(spec(45)), want: 45},
+		{name: "not deleted, no spec value: the default", pod: newPod(), want: DefaultGracePeriodSeconds},
+		{name: "deleted: the deletion's", pod: newPod(spec(45), deleted(10)), want: 10},
+		{name: "force-deleted with 0: the spec's", pod: newPod(spec(45), deleted(0)), want: 45},
+		{name: "spec of 0: at least one second", pod: newPod(spec(0)), want: 1},
+		{name: "deleted with 0, spec of 0: one second", pod: newPod(spec(0), deleted(0)), want: 1},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := EffectiveGracePeriod(tc.pod); got != tc.want {
+				t.Errorf("EffectiveGracePeriod = %d, want %d", got, tc.want)
+			}
+		})
+	}
+}

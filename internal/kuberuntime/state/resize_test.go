@@ -1,0 +1,117 @@
+package state
+
+import (
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+)
+
+func TestResizeRequestedAndAllocatedPod(t *testing.T) {
+	small, big := res("100m", "200m", "64Mi", "128Mi"), res("200m", "400m", "64Mi", "128Mi")
+	pod := newPod(resources("app", big))
+	pod.Generation = 2
+	tests := []struct {
+		name          string
+		st            PodState
+		generation    int64
+		wantRequested bool
+		want          v1.ResourceRequirements
+	}{
+		{name: "nothing allocated yet", st: PodState{}, generation: 2, want: big},
+		{name: "allocation equals the spec", st: allocated(map[string]v1.ResourceRequirements{"app": big}, nil), generation: 2, want: big},
+		{name: "equal quantities written differently",
+			st:   allocated(map[string]v1.ResourceRequirements{"app": res("0.2", "0.4", "67108864", "134217728")}, nil),
+			want: res("0.2", "0.4", "67108864", "134217728"), generation: 2},
+		{name: "spec asks for more", st: allocated(map[string]v1.ResourceRequirements{"app": small}, nil), generation: 2,
+			wantRequested: true, want: small},
+		{name: "a copy older than the allocation asks for nothing and runs with the allocation",
+			st: func() PodState {
+				st := allocated(map[string]v1.ResourceRequirements{"app": small}, nil)
+				st.AllocatedGeneration = 3
+				return st
+			}(), generation: 2, want: small},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := pod.DeepCopy()
+			p.Generation = tt.generation
+			if got := ResizeRequested(p, tt.st); got != tt.wantRequested {
+				t.Errorf("ResizeRequested = %v, want %v", got, tt.wantRequested)
+			}
+			got := AllocatedPod(p, tt.st)
+			if !equality.Semantic.DeepEqual(got.Spec.Containers[0].Resources, tt.want) {
+				t.Errorf("allocated resources = %v, want %v", got.Spec.Containers[0].Resources, tt.want)
+			}
+			if !equality.Semantic.DeepEqual(p.Spec.Containers[0].Resources, big) {
+				t.Errorf("AllocatedPod modified the pod")
+			}
+		})
+	}
+}
+
+func TestInitAllocationAndAcceptResize(t *testing.T) {
+	pod := newPod(sidecars("proxy"), resources("app", res("100m", "", "64Mi", "")))
+	st := NewPodState(pod.UID)
+	if !st.InitAllocation(pod) {
+		t.Fatal("InitAllocation did not allocate a new pod")
+	}
+	if st.InitAllocation(pod) {
+		t.Error("InitAllocation allocated twice")
+	}
+	if _, ok := st.Allocated["proxy"]; !ok {
+		t.Error("init containers are not allocated")
+	}
+
+	resized := newPod(sidecars("proxy"), resources("app", res("200m", "", "64Mi", "")))
+	resized.Generation = 2
+	if !ResizeRequested(resized, st) {
+		t.Fatal("resize not seen")
+	}
+	if !st.DeferResize(v1.PodReasonDeferred, "no room", 2, at(0)) {
+		t.Error("a first pending resize is not news")
+	}
+	if st.DeferResize(v1.PodReasonDeferred, "still no room", 2, at(time.Second)) {
+		t.Error("the same reason for the same generation is news")
+	}
+	if st.ResizePending.Since != at(0) {
+		t.Error("the transition time moved without a new reason")
+	}
+	if !st.DeferResize(v1.PodReasonInfeasible, "never", 2, at(2*time.Second)) || st.ResizePending.Since != at(2*time.Second) {
+		t.Error("a new reason is not news, or keeps the old transition time")
+	}
+	if st.ClearPendingResize(1) || st.ResizePending == nil {
+		t.Error("a copy of the pod older than the request cleared it")
+	}
+	st.RecordResizeError("an old error", 1, at(0))
+	st.AcceptResize(resized, at(3*time.Second))
+	if ResizeRequested(resized, st) || st.ResizePending != nil {
+		t.Error("the accepted resize is still requested or pending")
+	}
+	want := &ResizeCondition{Generation: 2, Since: at(3 * time.Second)}
+	if diff := cmp.Diff(want, st.ResizeInProgress); diff != "" {
+		t.Errorf("in progress (-want +got):\n%s", diff)
+	}
+	if !st.RecordResizeError("boom", 2, at(4*time.Second)) || st.RecordResizeError("boom", 2, at(5*time.Second)) {
+		t.Error("RecordResizeError news is wrong")
+	}
+	if c := st.ResizeInProgress; c.Reason != v1.PodReasonError || c.Message != "boom" || c.Generation != 2 || c.Since != at(4*time.Second) {
+		t.Errorf("in progress after an error = %+v", c)
+	}
+
+	// The state goes through the checkpoint as JSON.
+	data, err := json.Marshal(st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back PodState
+	if err := json.Unmarshal(data, &back); err != nil {
+		t.Fatal(err)
+	}
+	if ResizeRequested(resized, back) || !equality.Semantic.DeepEqual(back.Allocated, st.Allocated) {
+		t.Errorf("the allocation did not survive a checkpoint: %s", data)
+	}
+}

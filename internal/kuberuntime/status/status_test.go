@@ -1,0 +1,470 @@
+package status
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/nodelet/nodelet/internal/kuberuntime/plan"
+	"github.com/nodelet/nodelet/internal/kuberuntime/state"
+)
+
+// kubectlStatus is the STATUS column `kubectl get pods` derives from a pod
+// status (a reduced copy of the printer's rules).
+func kubectlStatus(pod *v1.Pod, s v1.PodStatus) string {
+	reason := string(s.Phase)
+	if s.Reason != "" {
+		reason = s.Reason
+	}
+	initializing := false
+	for i, cs := range s.InitContainerStatuses {
+		switch {
+		case cs.State.Terminated != nil && cs.State.Terminated.ExitCode == 0:
+			continue
+		case plan.IsSidecar(&pod.Spec.InitContainers[i]) && cs.Started != nil && *cs.Started:
+			continue
+		case cs.State.Terminated != nil:
+			reason = "Init:" + cs.State.Terminated.Reason
+		case cs.State.Waiting != nil && cs.State.Waiting.Reason != "" && cs.State.Waiting.Reason != state.ReasonPodInitializing:
+			reason = "Init:" + cs.State.Waiting.Reason
+		default:
+			reason = fmt.Sprintf("Init:%d/%d", i, len(pod.Spec.InitContainers))
+		}
+		initializing = true
+		break
+	}
+	if !initializing {
+		hasRunning := false
+		for i := len(s.ContainerStatuses) - 1; i >= 0; i-- {
+			cs := s.ContainerStatuses[i]
+			switch {
+			case cs.State.Waiting != nil && cs.State.Waiting.Reason != "":
+				reason = cs.State.Waiting.Reason
+			case cs.State.Terminated != nil && cs.State.Terminated.Reason != "":
+				reason = cs.State.Terminated.Reason
+			case cs.Ready && cs.State.Running != nil:
+				hasRunning = true
+			}
+		}
+		if reason == ReasonCompleted && hasRunning {
+			reason = "Running"
+		}
+	}
+	if pod.DeletionTimestamp != nil {
+		reason = "Terminating"
+	}
+	return reason
+}
+
+func condition(s v1.PodStatus, t v1.PodConditionType) v1.PodCondition {
+	if c := findCondition(s.Conditions, t); c != nil {
+		return *c
+	}
+	return v1.PodCondition{}
+}
+
+func TestComputePodStatus(t *testing.T) {
+	pod := newPod()
+	never := newPod(policy(v1.RestartPolicyNever))
+	withInits := newPod(inits("init1", "init2"))
+	neverInit := newPod(inits("init1"), policy(v1.RestartPolicyNever))
+	withSidecar := newPod(sidecars("proxy"))
+	readiness := newPod(modify("app", func(c *v1.Container) { c.ReadinessProbe = &v1.Probe{} }))
+	gated := newPod(func(p *v1.Pod) { p.Spec.ReadinessGates = []v1.PodReadinessGate{{ConditionType: "example.com/lb"}} })
+	gateTrue := gated.DeepCopy()
+	gateTrue.Status.Conditions = []v1.PodCondition{{Type: "example.com/lb", Status: v1.ConditionTrue}}
+	ready := []state.Sandbox{sb("s1", 0)}
+	stopped := []state.Sandbox{notReady(sb("s1", 0))}
+	failure := func(name, reason, msg string, when time.Time, imageBackOff bool) state.PodState {
+		r := state.ContainerRecord{Waiting: &state.WaitingReason{Reason: reason, Message: msg, At: when}}
+		if imageBackOff {
+			r.ImageBackOff = state.BackOff{Delay: 10 * time.Second, Updated: when}
+		}
+		return state.PodState{Containers: map[string]state.ContainerRecord{name: r}}
+	}
+	crashing := state.PodState{Containers: map[string]state.ContainerRecord{
+		"app": {RestartCount: 1, Created: true, CrashBackOff: state.BackOff{Delay: 10 * time.Second, Updated: at(0)}},
+	}}
+	crashingInit := state.PodState{Containers: map[string]state.ContainerRecord{
+		"init1": {RestartCount: 1, Created: true, CrashBackOff: state.BackOff{Delay: 10 * time.Second, Updated: at(0)}},
+	}}
+
+	tests := []struct {
+		name        string
+		pod         *v1.Pod
+		rt          state.PodRuntime
+		st          state.PodState
+		now         time.Time
+		probes      state.ProbeResults
+		wantPhase   v1.PodPhase
+		wantKubectl string
+		wantReady   v1.ConditionStatus
+		wantMessage string // of the Ready condition
+	}{
+		{name: "no sandbox yet", pod: pod,
+			wantPhase: v1.PodPending, wantKubectl: "ContainerCreating", wantReady: v1.ConditionFalse,
+			wantMessage: "containers with unready status: [app]"},
+		{name: "running", pod: pod, rt: rtOf(ready, runningC(pod, "app", "s1", 0)),
+			wantPhase: v1.PodRunning, wantKubectl: "Running", wantReady: v1.ConditionTrue},
+		{name: "readiness probe not passed", pod: readiness, rt: rtOf(ready, runningC(readiness, "app", "s1", 0)),
+			wantPhase: v1.PodRunning, wantKubectl: "Running", wantReady: v1.ConditionFalse,
+			wantMessage: "containers with unready status: [app]"},
+		{name: "readiness probe passed", pod: readiness, rt: rtOf(ready, runningC(readiness, "app", "s1", 0)),
+			probes:    state.ProbeResults{Readiness: map[string]bool{"app-0": true}},
+			wantPhase: v1.PodRunning, wantKubectl: "Running", wantReady: v1.ConditionTrue},
+		{name: "completed under Never", pod: never, rt: rtOf(stopped, exitedC(never, "app", "s1", 0, 0, at(time.Second))), now: at(time.Minute),
+			wantPhase: v1.PodSucceeded, wantKubectl: "Completed", wantReady: v1.ConditionFalse},
+		{name: "failed under Never", pod: never, rt: rtOf(stopped, exitedC(never, "app", "s1", 0, 1, at(time.Second))), now: at(time.Minute),
+			wantPhase: v1.PodFailed, wantKubectl: "Error", wantReady: v1.ConditionFalse},
+		{name: "crash loop", pod: pod, rt: rtOf(ready, exitedC(pod, "app", "s1", 1, 1, at(5*time.Second)), exitedC(pod, "app", "s1", 0, 1, at(0))),
+			st: crashing, now: at(8 * time.Second),
+			wantPhase: v1.PodRunning, wantKubectl: "CrashLoopBackOff", wantReady: v1.ConditionFalse,
+			wantMessage: "containers with unready status: [app]"},
+		{name: "image pull failed just now", pod: pod, rt: rtOf(ready),
+			st: failure("app", state.ReasonErrImagePull, "not found", at(0), true), now: at(0),
+			wantPhase: v1.PodPending, wantKubectl: "ErrImagePull", wantReady: v1.ConditionFalse,
+			wantMessage: "containers with unready status: [app]"},
+		{name: "image pull backing off", pod: pod, rt: rtOf(ready),
+			st: failure("app", state.ReasonErrImagePull, "not found", at(0), true), now: at(time.Second),
+			wantPhase: v1.PodPending, wantKubectl: "ImagePullBackOff", wantReady: v1.ConditionFalse,
+			wantMessage: "containers with unready status: [app]"},
+		{name: "config error", pod: pod, rt: rtOf(ready),
+			st: failure("app", state.ReasonCreateContainerConfigError, `configmap "cfg" not found`, at(0), false), now: at(time.Minute),
+			wantPhase: v1.PodPending, wantKubectl: "CreateContainerConfigError", wantReady: v1.ConditionFalse,
+			wantMessage: "containers with unready status: [app]"},
+		{name: "first init container running", pod: withInits, rt: rtOf(ready, runningC(withInits, "init1", "s1", 0)),
+			wantPhase: v1.PodPending, wantKubectl: "Init:0/2", wantReady: v1.ConditionFalse,
+			wantMessage: "containers with unready status: [app]"},
+		{name: "second init container running", pod: withInits,
+			rt:        rtOf(ready, exitedC(withInits, "init1", "s1", 0, 0, at(0)), runningC(withInits, "init2", "s1", 0)),
+			wantPhase: v1.PodPending, wantKubectl: "Init:1/2", wantReady: v1.ConditionFalse,
+			wantMessage: "containers with unready status: [app]"},
+		{name: "init failed under Never", pod: neverInit, rt: rtOf(stopped, exitedC(neverInit, "init1", "s1", 0, 1, at(0))), now: at(time.Minute),
+			wantPhase: v1.PodFailed, wantKubectl: "Init:Error", wantReady: v1.ConditionFalse},
+		{name: "init crash loop", pod: withInits, rt: rtOf(ready, exitedC(withInits, "init1", "s1", 1, 1, at(5*time.Second))),
+			st: crashingInit, now: at(6 * time.Second),
+			wantPhase: v1.PodPending, wantKubectl: "Init:CrashLoopBackOff", wantReady: v1.ConditionFalse,
+			wantMessage: "containers with unready status: [app]"},
+		{name: "initialized, containers not yet created", pod: withInits,
+			rt:        rtOf(ready, exitedC(withInits, "init1", "s1", 0, 0, at(0)), exitedC(withInits, "init2", "s1", 0, 0, at(0))),
+			wantPhase: v1.PodPending, wantKubectl: "PodInitializing", wantReady: v1.ConditionFalse,
+			wantMessage: "containers with unready status: [app]"},
+		{name: "sidecar and container running", pod: withSidecar,
+			rt:        rtOf(ready, runningC(withSidecar, "proxy", "s1", 0), runningC(withSidecar, "app", "s1", 0)),
+			wantPhase: v1.PodRunning, wantKubectl: "Running", wantReady: v1.ConditionTrue},
+		{name: "deleted and stopped", pod: newPod(deleted(30)), rt: rtOf(stopped, exitedC(pod, "app", "s1", 0, 137, at(time.Second))),
+			wantPhase: v1.PodFailed, wantKubectl: "Terminating", wantReady: v1.ConditionFalse},
+		{name: "readiness gate missing", pod: gated, rt: rtOf(ready, runningC(gated, "app", "s1", 0)),
+			wantPhase: v1.PodRunning, wantKubectl: "Running", wantReady: v1.ConditionFalse,
+			wantMessage: `corresponding condition of pod readiness gate "example.com/lb" does not exist.`},
+		{name: "readiness gate true", pod: gateTrue, rt: rtOf(ready, runningC(gated, "app", "s1", 0)),
+			wantPhase: v1.PodRunning, wantKubectl: "Running", wantReady: v1.ConditionTrue},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := ComputePodStatus(tt.pod, tt.rt, tt.st, StatusInputs{Now: tt.now, HostIPs: []string{"192.168.1.2"}, Probes: tt.probes})
+			if s.Phase != tt.wantPhase {
+				t.Errorf("phase = %s, want %s", s.Phase, tt.wantPhase)
+			}
+			if got := kubectlStatus(tt.pod, s); got != tt.wantKubectl {
+				t.Errorf("kubectl shows %q, want %q", got, tt.wantKubectl)
+			}
+			r := condition(s, v1.PodReady)
+			if r.Status != tt.wantReady || r.Message != tt.wantMessage {
+				t.Errorf("Ready = %s %q, want %s %q", r.Status, r.Message, tt.wantReady, tt.wantMessage)
+			}
+		})
+	}
+}
+
+func TestComputePodStatusDetails(t *testing.T) {
+	pod := newPod(inits("setup"))
+	rt := rtOf([]state.Sandbox{{ID: "s1", Ready: true, IPs: []string{"fd00::5", "10.0.0.5", "10.0.0.6"}, CreatedAt: t0}},
+		exitedC(pod, "setup", "s1", 0, 0, at(time.Second)),
+		exitedC(pod, "app", "s1", 0, 2, at(3*time.Second)),
+		runningC(pod, "app", "s1", 1))
+	rt.Containers[1].Reason, rt.Containers[1].Message = "OOMKilled", "killed"
+	in := StatusInputs{Now: at(10 * time.Second), HostIPs: []string{"192.168.1.2"}}
+	s := ComputePodStatus(pod, rt, state.PodState{}, in)
+
+	started := true
+	wantApp := v1.ContainerStatus{
+		Name:  "app",
+		State: v1.ContainerState{Running: &v1.ContainerStateRunning{StartedAt: metav1.NewTime(at(time.Second))}},
+		LastTerminationState: v1.ContainerState{Terminated: &v1.ContainerStateTerminated{
+			ExitCode: 2, Reason: "OOMKilled", Message: "killed", StartedAt: metav1.NewTime(t0), FinishedAt: metav1.NewTime(at(3 * time.Second)),
+			ContainerID: "containerd://app-0",
+		}},
+		Ready:        true,
+		RestartCount: 1,
+		Image:        "busybox:1",
+		ImageID:      "sha256:abc",
+		ContainerID:  "containerd://app-1",
+		Started:      &started,
+		Resources:    &v1.ResourceRequirements{},
+	}
+	if diff := cmp.Diff([]v1.ContainerStatus{wantApp}, s.ContainerStatuses); diff != "" {
+		t.Errorf("container statuses (-want +got):\n%s", diff)
+	}
+	if cs := s.InitContainerStatuses[0]; !cs.Ready || cs.State.Terminated == nil || cs.State.Terminated.Reason != ReasonCompleted {
+		t.Errorf("init container status = %+v", cs)
+	}
+	if diff := cmp.Diff([]v1.PodIP{{IP: "10.0.0.5"}, {IP: "fd00::5"}}, s.PodIPs); diff != "" || s.PodIP != "10.0.0.5" {
+		t.Errorf("pod IPs %q %v (-want +got):\n%s", s.PodIP, s.PodIPs, diff)
+	}
+	if s.HostIP != "192.168.1.2" || s.QOSClass != v1.PodQOSBestEffort || s.ObservedGeneration != 1 {
+		t.Errorf("hostIP %q qos %s generation %d", s.HostIP, s.QOSClass, s.ObservedGeneration)
+	}
+	if s.StartTime == nil || !s.StartTime.Time.Equal(at(10*time.Second)) {
+		t.Errorf("startTime = %v, want now", s.StartTime)
+	}
+	var types []v1.PodConditionType
+	for _, c := range s.Conditions {
+		types = append(types, c.Type)
+		if c.Status != v1.ConditionTrue {
+			t.Errorf("condition %s is %s: %s", c.Type, c.Status, c.Message)
+		}
+	}
+	wantTypes := []v1.PodConditionType{v1.PodReadyToStartContainers, v1.PodInitialized, v1.PodReady, v1.ContainersReady, v1.PodScheduled}
+	if diff := cmp.Diff(wantTypes, types); diff != "" {
+		t.Errorf("condition order (-want +got):\n%s", diff)
+	}
+
+	t.Run("unchanged status keeps its times and compares equal", func(t *testing.T) {
+		st := state.PodState{}
+		st.RecordStatus(s)
+		later := in
+		later.Now = at(time.Hour)
+		again := ComputePodStatus(pod, rt, st, later)
+		if !StatusEqual(s, again) {
+			t.Errorf("statuses differ: %s", cmp.Diff(s, again))
+		}
+	})
+	t.Run("a change moves only the changed conditions' times", func(t *testing.T) {
+		st := state.PodState{}
+		st.RecordStatus(s)
+		rt2 := rtOf(rt.Sandboxes, rt.Containers[0], rt.Containers[1], exitedC(pod, "app", "s1", 1, 1, at(time.Minute)))
+		later := in
+		later.Now = at(time.Hour)
+		again := ComputePodStatus(pod, rt2, st, later)
+		if StatusEqual(s, again) {
+			t.Fatal("statuses compare equal after the container exited")
+		}
+		if got := condition(again, v1.PodReady); got.Status != v1.ConditionFalse || !got.LastTransitionTime.Time.Equal(at(time.Hour)) {
+			t.Errorf("Ready = %s at %v", got.Status, got.LastTransitionTime)
+		}
+		if got := condition(again, v1.PodScheduled); !got.LastTransitionTime.Time.Equal(at(10 * time.Second)) {
+			t.Errorf("PodScheduled moved to %v", got.LastTransitionTime)
+		}
+		if !again.StartTime.Equal(s.StartTime) {
+			t.Errorf("startTime moved to %v", again.StartTime)
+		}
+	})
+	t.Run("a terminal phase stays terminal", func(t *testing.T) {
+		done := newPod(phase(v1.PodSucceeded))
+		got := ComputePodStatus(done, rtOf([]state.Sandbox{sb("s1", 0)}, runningC(done, "app", "s1", 0)), state.PodState{}, in)
+		if got.Phase != v1.PodSucceeded {
+			t.Errorf("phase = %s", got.Phase)
+		}
+	})
+	t.Run("conditions owned by others are kept", func(t *testing.T) {
+		p := newPod(func(p *v1.Pod) {
+			p.Status.Conditions = []v1.PodCondition{{Type: v1.DisruptionTarget, Status: v1.ConditionTrue}, {Type: v1.PodReady, Status: v1.ConditionTrue}}
+		})
+		got := ComputePodStatus(p, state.PodRuntime{}, state.PodState{}, in)
+		if got.Conditions[0].Type != v1.DisruptionTarget || condition(got, v1.PodReady).Status != v1.ConditionFalse {
+			t.Errorf("conditions = %+v", got.Conditions)
+		}
+		if c := condition(got, v1.PodReadyToStartContainers); c.Reason != ReasonPodSandboxNotReady || c.Message != plan.SandboxMsgNoSandbox {
+			t.Errorf("PodReadyToStartContainers = %+v", c)
+		}
+	})
+	t.Run("a running container that vanished is reported terminated", func(t *testing.T) {
+		p := newPod(func(p *v1.Pod) {
+			p.Status.ContainerStatuses = []v1.ContainerStatus{{Name: "app", RestartCount: 2, State: v1.ContainerState{Running: &v1.ContainerStateRunning{}}}}
+		})
+		got := ComputePodStatus(p, rtOf([]state.Sandbox{sb("s1", 0)}), state.PodState{}, in).ContainerStatuses[0]
+		if got.RestartCount != 3 || got.LastTerminationState.Terminated == nil || got.LastTerminationState.Terminated.Reason != ReasonContainerStatusUnknown {
+			t.Errorf("status = %+v", got)
+		}
+	})
+	t.Run("host network pods get the host IPs", func(t *testing.T) {
+		p := newPod(func(p *v1.Pod) { p.Spec.HostNetwork = true })
+		got := ComputePodStatus(p, rtOf([]state.Sandbox{{ID: "s1", Ready: true, HostNetwork: true}}), state.PodState{}, in)
+		if got.PodIP != "192.168.1.2" {
+			t.Errorf("podIP = %q", got.PodIP)
+		}
+	})
+	t.Run("pod IPs are kept when the sandbox is gone", func(t *testing.T) {
+		p := newPod(func(p *v1.Pod) { p.Status.PodIP, p.Status.PodIPs = "10.0.0.9", []v1.PodIP{{IP: "10.0.0.9"}} })
+		got := ComputePodStatus(p, rtOf([]state.Sandbox{notReady(sb("s1", 0))}), state.PodState{}, in)
+		if got.PodIP != "10.0.0.9" {
+			t.Errorf("podIP = %q", got.PodIP)
+		}
+	})
+	t.Run("image pull back-off message carries the pull error", func(t *testing.T) {
+		st := state.PodState{Containers: map[string]state.ContainerRecord{"app": {
+			Waiting:      &state.WaitingReason{Reason: state.ReasonErrImagePull, Message: "manifest unknown", At: at(0)},
+			ImageBackOff: state.BackOff{Delay: 10 * time.Second, Updated: at(0)},
+		}}}
+		p := newPod()
+		got := ComputePodStatus(p, rtOf([]state.Sandbox{sb("s1", 0)}), st, StatusInputs{Now: at(time.Second)}).ContainerStatuses[0]
+		if w := got.State.Waiting; w == nil || w.Message != `Back-off pulling image "busybox:1": manifest unknown` {
+			t.Errorf("waiting = %+v", got.State.Waiting)
+		}
+	})
+}
+
+func TestStatusEqualIgnoresSubSecondTimes(t *testing.T) {
+	a := v1.PodStatus{
+		StartTime:  &metav1.Time{Time: t0.Add(300 * time.Millisecond)},
+		Conditions: []v1.PodCondition{{Type: v1.PodReady, LastTransitionTime: metav1.NewTime(t0.Add(time.Millisecond)), LastProbeTime: metav1.NewTime(t0)}},
+		ContainerStatuses: []v1.ContainerStatus{{Name: "app", State: v1.ContainerState{
+			Running: &v1.ContainerStateRunning{StartedAt: metav1.NewTime(t0.Add(5 * time.Millisecond))},
+		}}},
+	}
+	b := *a.DeepCopy()
+	b.StartTime = &metav1.Time{Time: t0}
+	b.Conditions[0].LastTransitionTime = metav1.NewTime(t0)
+	b.Conditions[0].LastProbeTime = metav1.Time{}
+	b.ContainerStatuses[0].State.Running.StartedAt = metav1.NewTime(t0)
+	if !StatusEqual(a, b) {
+		t.Error("sub-second differences made statuses unequal")
+	}
+	b.ContainerStatuses[0].Ready = true
+	if StatusEqual(a, b) {
+		t.Error("a readiness change compared equal")
+	}
+}
+
+func TestEphemeralContainerStatus(t *testing.T) {
+	pod := newPod(ephemerals("debugger"))
+	withInits := newPod(inits("init1"), ephemerals("debugger"))
+	ready := []state.Sandbox{sb("s1", 0)}
+	app := runningC(pod, "app", "s1", 0)
+	record := func(r state.ContainerRecord) state.PodState {
+		return state.PodState{Containers: map[string]state.ContainerRecord{"debugger": r}}
+	}
+	oldStatus := func(state v1.ContainerState) podOpt {
+		return func(p *v1.Pod) {
+			p.Status.EphemeralContainerStatuses = []v1.ContainerStatus{{
+				Name: "debugger", Image: "busybox:1", ImageID: "sha256:abc", ContainerID: "containerd://debugger-0", State: state,
+			}}
+		}
+	}
+	running := v1.ContainerState{Running: &v1.ContainerStateRunning{StartedAt: metav1.NewTime(t0)}}
+	exited := exitedC(pod, "debugger", "s1", 0, 3, at(time.Second))
+	exited.Message = "bye"
+	finished := v1.ContainerState{Terminated: &v1.ContainerStateTerminated{
+		ExitCode: 3, Reason: ReasonError, Message: "bye", StartedAt: metav1.NewTime(t0), FinishedAt: metav1.NewTime(at(time.Second)),
+		ContainerID: "containerd://debugger-0",
+	}}
+	lost := v1.ContainerState{Terminated: &v1.ContainerStateTerminated{Reason: ReasonContainerStatusUnknown, Message: msgEphemeralLost, ExitCode: 137}}
+	waiting := func(reason, msg string) v1.ContainerState {
+		return v1.ContainerState{Waiting: &v1.ContainerStateWaiting{Reason: reason, Message: msg}}
+	}
+	// observed is the status of the instance debugger-0.
+	observed := func(state v1.ContainerState) v1.ContainerStatus {
+		return v1.ContainerStatus{Name: "debugger", Image: "busybox:1", ImageID: "sha256:abc", ContainerID: "containerd://debugger-0", State: state}
+	}
+	notCreated := func(state v1.ContainerState) v1.ContainerStatus {
+		return v1.ContainerStatus{Name: "debugger", Image: "busybox:1", State: state}
+	}
+
+	tests := []struct {
+		name string
+		pod  *v1.Pod
+		rt   state.PodRuntime
+		st   state.PodState
+		now  time.Time
+		want v1.ContainerStatus
+	}{
+		{name: "not started yet", pod: pod, rt: rtOf(ready, app),
+			want: notCreated(waiting(state.ReasonContainerCreating, ""))},
+		{name: "not started yet in a pod with init containers", pod: withInits, rt: rtOf(ready, runningC(withInits, "init1", "s1", 0)),
+			want: notCreated(waiting(state.ReasonPodInitializing, ""))},
+		{name: "running", pod: pod, rt: rtOf(ready, app, runningC(pod, "debugger", "s1", 0)),
+			want: observed(running)},
+		{name: "exited, under restart policy Always", pod: pod, rt: rtOf(ready, app, exited), now: at(time.Hour),
+			want: observed(finished)},
+		{name: "created but not started", pod: pod, rt: rtOf(ready, app, inst(pod, "debugger", "s1", 0, state.ContainerCreated)),
+			st:   record(state.ContainerRecord{Created: true, Waiting: &state.WaitingReason{Reason: state.ReasonRunContainerError, Message: "exec failed", At: at(0)}}),
+			now:  at(time.Second),
+			want: observed(waiting(state.ReasonRunContainerError, "exec failed"))},
+		{name: "image pull failed just now", pod: pod, rt: rtOf(ready, app),
+			st: record(state.ContainerRecord{
+				Waiting:      &state.WaitingReason{Reason: state.ReasonErrImagePull, Message: "not found", At: at(0)},
+				ImageBackOff: state.BackOff{Delay: 10 * time.Second, Updated: at(0)},
+			}),
+			want: notCreated(waiting(state.ReasonErrImagePull, "not found"))},
+		{name: "image pull backing off", pod: pod, rt: rtOf(ready, app),
+			st: record(state.ContainerRecord{
+				Waiting:      &state.WaitingReason{Reason: state.ReasonErrImagePull, Message: "not found", At: at(0)},
+				ImageBackOff: state.BackOff{Delay: 10 * time.Second, Updated: at(0)},
+			}),
+			now:  at(time.Second),
+			want: notCreated(waiting(state.ReasonImagePullBackOff, `Back-off pulling image "busybox:1": not found`))},
+		{name: "target container not found", pod: pod, rt: rtOf(ready, app),
+			st:   record(state.ContainerRecord{Waiting: &state.WaitingReason{Reason: state.ReasonCreateContainerConfigError, Message: "unable to find target container web", At: at(0)}}),
+			now:  at(time.Minute),
+			want: notCreated(waiting(state.ReasonCreateContainerConfigError, "unable to find target container web"))},
+		{name: "lost by the runtime while running", pod: newPod(ephemerals("debugger"), oldStatus(running)), rt: rtOf(ready, app),
+			st:   record(state.ContainerRecord{Created: true}),
+			want: observed(lost)},
+		{name: "lost by the runtime after it was created", pod: pod, rt: rtOf(ready, app),
+			st:   record(state.ContainerRecord{Created: true}),
+			want: notCreated(lost)},
+		{name: "removed after it exited keeps its last status", pod: newPod(ephemerals("debugger"), oldStatus(finished)), rt: rtOf(ready, app),
+			st:   record(state.ContainerRecord{Created: true}),
+			want: observed(finished)},
+		{name: "a deleted pod shows no start failure", pod: newPod(deleted(30), ephemerals("debugger")), rt: rtOf(ready, app),
+			st:   record(state.ContainerRecord{Waiting: &state.WaitingReason{Reason: state.ReasonErrImagePull, At: at(0)}}),
+			want: notCreated(waiting(state.ReasonContainerCreating, ""))},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := ComputePodStatus(tt.pod, tt.rt, tt.st, StatusInputs{Now: tt.now})
+			if diff := cmp.Diff([]v1.ContainerStatus{tt.want}, s.EphemeralContainerStatuses); diff != "" {
+				t.Errorf("ephemeral container statuses (-want +got):\n%s", diff)
+			}
+		})
+	}
+
+	t.Run("phase and readiness do not depend on ephemeral containers", func(t *testing.T) {
+		p := newPod(ephemerals("debugger", "crashed"))
+		rt := rtOf(ready, app, exitedC(p, "crashed", "s1", 0, 1, at(time.Second)))
+		st := record(state.ContainerRecord{Waiting: &state.WaitingReason{Reason: state.ReasonErrImagePull, At: at(0)}})
+		with := ComputePodStatus(p, rt, st, StatusInputs{Now: at(0)})
+		without := ComputePodStatus(newPod(), rtOf(ready, app), state.PodState{}, StatusInputs{Now: at(0)})
+		if with.Phase != v1.PodRunning || condition(with, v1.PodReady).Status != v1.ConditionTrue || kubectlStatus(p, with) != "Running" {
+			t.Errorf("phase %s, Ready %s, kubectl %q", with.Phase, condition(with, v1.PodReady).Status, kubectlStatus(p, with))
+		}
+		with.EphemeralContainerStatuses = nil
+		if !StatusEqual(with, without) {
+			t.Errorf("statuses differ beyond the ephemeral containers: %s", cmp.Diff(without, with))
+		}
+	})
+	t.Run("statuses are sorted by name", func(t *testing.T) {
+		p := newPod(ephemerals("zed", "alpha", "mid"))
+		var names []string
+		for _, cs := range ComputePodStatus(p, rtOf(ready, app), state.PodState{}, StatusInputs{}).EphemeralContainerStatuses {
+			names = append(names, cs.Name)
+		}
+		if diff := cmp.Diff([]string{"alpha", "mid", "zed"}, names); diff != "" {
+			t.Errorf("order (-want +got):\n%s", diff)
+		}
+	})
+	t.Run("an unchanged ephemeral status compares equal", func(t *testing.T) {
+		rt := rtOf(ready, app, runningC(pod, "debugger", "s1", 0))
+		first := ComputePodStatus(pod, rt, state.PodState{}, StatusInputs{Now: at(0)})
+		st := state.PodState{}
+		st.RecordStatus(first)
+		if again := ComputePodStatus(pod, rt, st, StatusInputs{Now: at(time.Hour)}); !StatusEqual(first, again) {
+			t.Errorf("statuses differ: %s", cmp.Diff(first, again))
+		}
+	})
+}
