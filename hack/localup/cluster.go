@@ -148,7 +148,7 @@ func (c *cluster) waitNodeReady(ctx context.Context) error {
 	defer cancel()
 	node := &corev1.Node{}
 	for {
-		if err := admin.Get(ctx, client.ObjectKey{Name: c.nodeName}, node); err == nil && nodeReady(node) {
+		if err := admin.Get(ctx, client.ObjectKey{Name: c.nodeName}, node); err == nil && utils.NodeReady(node) {
 			return nil
 		}
 		select {
@@ -157,15 +157,6 @@ func (c *cluster) waitNodeReady(ctx context.Context) error {
 		case <-time.After(500 * time.Millisecond):
 		}
 	}
-}
-
-func nodeReady(n *corev1.Node) bool {
-	for _, cond := range n.Status.Conditions {
-		if cond.Type == corev1.NodeReady {
-			return cond.Status == corev1.ConditionTrue
-		}
-	}
-	return false
 }
 
 // stop stops what was started, nodelet first and containerd last (it

@@ -12,6 +12,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/nodelet/nodelet/internal/atomicfile"
 	"github.com/nodelet/nodelet/test/utils"
 )
 
@@ -100,7 +101,7 @@ func (s *stateDir) leftovers() (*state, error) {
 	return st, nil
 }
 
-// record changes the state and writes it (to a temporary file, renamed).
+// record changes the state and writes it, atomically.
 func (s *stateDir) record(change func(*state)) error {
 	s.st.PID = os.Getpid()
 	change(&s.st)
@@ -108,11 +109,7 @@ func (s *stateDir) record(change func(*state)) error {
 	if err != nil {
 		return fmt.Errorf("encoding the run state: %w", err)
 	}
-	tmp := filepath.Join(s.path, stateFile+".tmp")
-	if err := os.WriteFile(tmp, data, 0o600); err != nil {
-		return fmt.Errorf("writing the run state: %w", err)
-	}
-	if err := os.Rename(tmp, filepath.Join(s.path, stateFile)); err != nil {
+	if err := atomicfile.WriteFile(filepath.Join(s.path, stateFile), data, 0o600); err != nil {
 		return fmt.Errorf("writing the run state: %w", err)
 	}
 	return nil
