@@ -35,7 +35,7 @@ func List(ctx context.Context, binDir string, focus, skip []string) ([]string, e
 		ReportDir: dir, DryRun: true, Output: &out,
 	})
 	if err != nil {
-		return nil, fmt.Errorf("%w\n%s", err, lastBytes(out.String(), 4096))
+		return nil, fmt.Errorf("%w\n%s", err, utils.LastBytes(out.String(), 4096))
 	}
 	return r.Names(Passed), nil
 }

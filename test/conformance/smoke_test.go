@@ -10,6 +10,8 @@ import (
 
 	"github.com/go-logr/logr"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/nodelet/nodelet/test/utils"
 )
 
 // smokeTimeout bounds the smoke suite; the first run also builds e2e.test,
@@ -60,7 +62,7 @@ func TestSmoke(t *testing.T) {
 		ReportDir: t.TempDir(), Timeout: smokeTimeout, Output: &out,
 	})
 	if err != nil {
-		t.Fatalf("%v\n%s", err, lastBytes(out.String(), 8192))
+		t.Fatalf("%v\n%s", err, utils.LastBytes(out.String(), 8192))
 	}
 	if got := r.Count(Passed) + r.Count(Failed); got != len(SmokeFocus) {
 		t.Errorf("ran %d specs, want the %d of SmokeFocus (a spec was renamed?): %v", got, len(SmokeFocus), r.Names(Passed))
@@ -69,6 +71,6 @@ func TestSmoke(t *testing.T) {
 		t.Errorf("FAILED %s\n%s", name, r.Specs[name].Message)
 	}
 	if t.Failed() {
-		t.Logf("suite output:\n%s\nnodelet log:\n%s", lastBytes(out.String(), 16384), c.Nodelet.LogTail(80))
+		t.Logf("suite output:\n%s\nnodelet log:\n%s", utils.LastBytes(out.String(), 16384), c.Nodelet.LogTail(80))
 	}
 }

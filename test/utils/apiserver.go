@@ -328,7 +328,7 @@ func copyFiles(src, dst string) error {
 // kubectl, building them with hack/envtest.sh when KUBEBUILDER_ASSETS does
 // not name such a directory, and sets KUBEBUILDER_ASSETS to it.
 func EnvtestAssets(ctx context.Context) (string, error) {
-	if dir := os.Getenv("KUBEBUILDER_ASSETS"); dir != "" && haveBinaries(dir) {
+	if dir := os.Getenv("KUBEBUILDER_ASSETS"); dir != "" && HasExecutables(dir, envtestBinaries...) {
 		return dir, nil
 	}
 	// Test packages run in parallel, and two builds into the same cache
@@ -354,25 +354,14 @@ func EnvtestAssets(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("building envtest binaries: %w", err)
 	}
-	lines := strings.Split(out, "\n")
-	dir := strings.TrimSpace(lines[len(lines)-1])
-	if !haveBinaries(dir) {
-		return "", fmt.Errorf("hack/envtest.sh printed %q, which does not hold %v", dir, envtestBinaries)
+	dir, err := BinDirOf(out, envtestBinaries...)
+	if err != nil {
+		return "", fmt.Errorf("building envtest binaries: %w", err)
 	}
 	if err := os.Setenv("KUBEBUILDER_ASSETS", dir); err != nil {
 		return "", fmt.Errorf("setting KUBEBUILDER_ASSETS: %w", err)
 	}
 	return dir, nil
-}
-
-func haveBinaries(dir string) bool {
-	for _, b := range envtestBinaries {
-		fi, err := os.Stat(filepath.Join(dir, b))
-		if err != nil || fi.IsDir() || fi.Mode()&0o111 == 0 {
-			return false
-		}
-	}
-	return true
 }
 
 // waitForOtherEnvtestBuilds waits while another process runs hack/envtest.sh.

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -52,19 +53,53 @@ func CacheDir(sub string) (string, error) {
 // runHackScript runs hack/<name> from the repository root and returns its
 // standard output; its standard error is kept for the error message.
 func runHackScript(ctx context.Context, name string) (string, error) {
+	return RunHackScript(ctx, nil, name)
+}
+
+// RunHackScript runs hack/<name> with args from the repository root and
+// returns its standard output, trimmed. Its standard error goes to
+// progress when that is not nil, else it is kept for the error message.
+func RunHackScript(ctx context.Context, progress io.Writer, name string, args ...string) (string, error) {
 	root, err := RepoRoot()
 	if err != nil {
 		return "", err
 	}
-	cmd := exec.CommandContext(ctx, "bash", filepath.Join(root, "hack", name))
+	cmd := exec.CommandContext(ctx, "bash", append([]string{filepath.Join(root, "hack", name)}, args...)...)
 	cmd.Dir = root
 	cmd.Stdin = nil
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if progress != nil {
+		cmd.Stderr = progress
+	}
 	if err := cmd.Run(); err != nil {
-		return "", fmt.Errorf("running hack/%s: %w\n%s", name, err, tail(stderr.String(), 4096))
+		return "", fmt.Errorf("running hack/%s: %w\n%s", name, err, LastBytes(stderr.String(), 4096))
 	}
 	return string(bytes.TrimSpace(stdout.Bytes())), nil
+}
+
+// BinDirOf returns the directory named by the last line of out, the
+// output of a script that builds binaries, after checking that it holds
+// the executables want.
+func BinDirOf(out string, want ...string) (string, error) {
+	lines := strings.Split(out, "\n")
+	dir := strings.TrimSpace(lines[len(lines)-1])
+	if !HasExecutables(dir, want...) {
+		return "", fmt.Errorf("the build printed %q, which does not hold %v", dir, want)
+	}
+	return dir, nil
+}
+
+// HasExecutables reports whether dir holds every one of names as an
+// executable file.
+func HasExecutables(dir string, names ...string) bool {
+	for _, n := range names {
+		fi, err := os.Stat(filepath.Join(dir, n))
+		if err != nil || fi.IsDir() || fi.Mode()&0o111 == 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // depsMu serializes installs: apt would wait for its lock anyway.
@@ -109,8 +144,9 @@ func TailLines(path string, n int) string {
 	return strings.Join(lines, "\n")
 }
 
-// tail returns at most the last n bytes of s.
-func tail(s string, n int) string {
+// LastBytes returns at most the last n bytes of s, marked as cut when
+// they are not all of it.
+func LastBytes(s string, n int) string {
 	if len(s) <= n {
 		return s
 	}

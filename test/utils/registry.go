@@ -172,7 +172,7 @@ func (r *Registry) start(ctx context.Context, cfgPath string) error {
 		case <-d.done:
 			r.proc = nil
 			log, _ := os.ReadFile(r.logPath)
-			return fmt.Errorf("docker-registry exited: %w\n%s", d.err, tail(string(log), 2000))
+			return fmt.Errorf("docker-registry exited: %w\n%s", d.err, LastBytes(string(log), 2000))
 		case <-ctx.Done():
 			return fmt.Errorf("waiting for the registry on %s: %w (last: %w)", r.host, ctx.Err(), last)
 		case <-time.After(50 * time.Millisecond):
