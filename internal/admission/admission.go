@@ -43,8 +43,11 @@ type Policy struct {
 	// Sysctls are the sysctls pods may set; nil allows only the safe ones
 	// every kernel namespaces.
 	Sysctls *SysctlAllowlist
-	// AppArmor is the node's AppArmor; nil reads the host's (SysAppArmor).
-	AppArmor AppArmorHost
+	// AppArmor is the node's AppArmor: whether it is enabled, read when
+	// the policy is built, and the loaded profiles, set by the caller for
+	// a decision that needs them (NeedsLoadedProfiles). The zero value is
+	// a node with AppArmor and no profile loaded.
+	AppArmor AppArmor
 }
 
 // Admit decides whether pod may run on node next to the pods already

@@ -17,6 +17,26 @@ import (
 // enforce, as the kubelet does.
 const ReasonAppArmor = "AppArmor"
 
+// AppArmor is what admission knows of the node's AppArmor. Disabled is
+// read once, when the policy is built at start: like the kubelet, nodelet
+// needs a restart to see AppArmor enabled or disabled. Loaded is read by
+// the caller for each decision that needs it (NeedsLoadedProfiles), so a
+// profile loaded after nodelet started is admitted: the kubelet does not
+// look at loaded profiles at all and admits it too (the runtime then
+// fails the container if the profile is still missing); nodelet refuses a
+// profile the kernel does not have, at admission, with the reason the
+// kubelet gives a node that cannot enforce AppArmor.
+type AppArmor struct {
+	// Disabled says why the node cannot enforce AppArmor profiles; nil
+	// when it can.
+	Disabled error
+	// Loaded are the names of the profiles the kernel has loaded, as the
+	// caller read them for this decision; LoadedErr says why they could
+	// not be read.
+	Loaded    map[string]bool
+	LoadedErr error
+}
+
 // AppArmorHost says what the node's kernel enforces.
 type AppArmorHost interface {
 	// Enabled returns nil when AppArmor is enabled, else why not.
@@ -103,10 +123,9 @@ func profileFromAnnotation(value string) *v1.AppArmorProfile {
 	}
 }
 
-// admitAppArmor rejects a pod that asks for an AppArmor profile (anything
-// but unconfined) on a node without AppArmor, or for a localhost profile
-// that is empty or not loaded.
-func admitAppArmor(host AppArmorHost, pod *v1.Pod) Result {
+// confinedProfiles lists the AppArmor profiles the pod's init and regular
+// containers ask for, unconfined ones left out.
+func confinedProfiles(pod *v1.Pod) []*v1.AppArmorProfile {
 	var profiles []*v1.AppArmorProfile
 	for _, list := range [][]v1.Container{pod.Spec.InitContainers, pod.Spec.Containers} {
 		for i := range list {
@@ -115,17 +134,36 @@ func admitAppArmor(host AppArmorHost, pod *v1.Pod) Result {
 			}
 		}
 	}
+	return profiles
+}
+
+// NeedsLoadedProfiles reports whether deciding on pod needs the profiles
+// the kernel has loaded (AppArmor.Loaded): the node can enforce AppArmor
+// and the pod asks for a localhost profile.
+func (p Policy) NeedsLoadedProfiles(pod *v1.Pod) bool {
+	if p.AppArmor.Disabled != nil {
+		return false
+	}
+	for _, prof := range confinedProfiles(pod) {
+		if prof.Type == v1.AppArmorProfileTypeLocalhost {
+			return true
+		}
+	}
+	return false
+}
+
+// admitAppArmor rejects a pod that asks for an AppArmor profile (anything
+// but unconfined) on a node without AppArmor, or for a localhost profile
+// that is empty or not loaded.
+func admitAppArmor(aa AppArmor, pod *v1.Pod) Result {
+	profiles := confinedProfiles(pod)
 	if len(profiles) == 0 {
 		return Result{Admit: true}
 	}
 	cannot := func(err error) Result { return reject(ReasonAppArmor, "Cannot enforce AppArmor: %v", err) }
-	if host == nil {
-		host = SysAppArmor{}
+	if aa.Disabled != nil {
+		return cannot(aa.Disabled)
 	}
-	if err := host.Enabled(); err != nil {
-		return cannot(err)
-	}
-	var loaded map[string]bool
 	for _, p := range profiles {
 		if p.Type != v1.AppArmorProfileTypeLocalhost {
 			continue
@@ -133,13 +171,10 @@ func admitAppArmor(host AppArmorHost, pod *v1.Pod) Result {
 		if p.LocalhostProfile == nil || strings.TrimSpace(*p.LocalhostProfile) == "" {
 			return cannot(errors.New("invalid empty AppArmor profile name"))
 		}
-		if loaded == nil {
-			var err error
-			if loaded, err = host.Loaded(); err != nil {
-				return cannot(err)
-			}
+		if aa.LoadedErr != nil {
+			return cannot(aa.LoadedErr)
 		}
-		if !loaded[*p.LocalhostProfile] {
+		if !aa.Loaded[*p.LocalhostProfile] {
 			return cannot(fmt.Errorf("profile %q is not loaded", *p.LocalhostProfile))
 		}
 	}

@@ -11,17 +11,10 @@ import (
 	"k8s.io/utils/ptr"
 )
 
-type fakeAppArmor struct {
-	enabled error
-	loaded  map[string]bool
-}
-
-func (f fakeAppArmor) Enabled() error                   { return f.enabled }
-func (f fakeAppArmor) Loaded() (map[string]bool, error) { return f.loaded, nil }
-
 func TestAdmitAppArmor(t *testing.T) {
-	on := fakeAppArmor{loaded: map[string]bool{"k8s-deny-write": true}}
-	off := fakeAppArmor{enabled: errors.New("AppArmor is not enabled on the host")}
+	on := AppArmor{Loaded: map[string]bool{"k8s-deny-write": true}}
+	off := AppArmor{Disabled: errors.New("AppArmor is not enabled on the host")}
+	unreadable := AppArmor{LoadedErr: errors.New("listing loaded AppArmor profiles: permission denied")}
 	withProfile := func(p *v1.AppArmorProfile) *v1.Pod {
 		return &v1.Pod{Spec: v1.PodSpec{Containers: []v1.Container{{Name: "c",
 			SecurityContext: &v1.SecurityContext{AppArmorProfile: p}}}}}
@@ -41,7 +34,7 @@ func TestAdmitAppArmor(t *testing.T) {
 	}}
 	cases := []struct {
 		name    string
-		host    AppArmorHost
+		aa      AppArmor
 		pod     *v1.Pod
 		wantMsg string // empty: admitted
 	}{
@@ -57,10 +50,14 @@ func TestAdmitAppArmor(t *testing.T) {
 		{"loaded localhost profile by annotation", on, annotated("localhost/k8s-deny-write"), ""},
 		{"profile not loaded", on, withProfile(localhost("absent")), `Cannot enforce AppArmor: profile "absent" is not loaded`},
 		{"empty localhost profile", on, withProfile(localhost(" ")), "Cannot enforce AppArmor: invalid empty AppArmor profile name"},
+		{"loaded profiles not readable", unreadable, withProfile(localhost("k8s-deny-write")),
+			"Cannot enforce AppArmor: listing loaded AppArmor profiles: permission denied"},
+		{"runtime/default needs no loaded profiles", unreadable, withProfile(&v1.AppArmorProfile{Type: v1.AppArmorProfileTypeRuntimeDefault}), ""},
+		{"loaded profiles not read", AppArmor{}, withProfile(localhost("k8s-deny-write")), `Cannot enforce AppArmor: profile "k8s-deny-write" is not loaded`},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			r := admitAppArmor(tc.host, tc.pod)
+			r := admitAppArmor(tc.aa, tc.pod)
 			if tc.wantMsg == "" {
 				if !r.Admit {
 					t.Fatalf("rejected: %s", r.Message)
@@ -69,6 +66,33 @@ func TestAdmitAppArmor(t *testing.T) {
 			}
 			if r.Admit || r.Reason != ReasonAppArmor || r.Message != tc.wantMsg {
 				t.Fatalf("got %+v, want reason %s message %q", r, ReasonAppArmor, tc.wantMsg)
+			}
+		})
+	}
+}
+
+func TestNeedsLoadedProfiles(t *testing.T) {
+	withProfile := func(p *v1.AppArmorProfile) *v1.Pod {
+		return &v1.Pod{Spec: v1.PodSpec{InitContainers: []v1.Container{{Name: "i"}}, Containers: []v1.Container{{Name: "c",
+			SecurityContext: &v1.SecurityContext{AppArmorProfile: p}}}}}
+	}
+	localhost := withProfile(&v1.AppArmorProfile{Type: v1.AppArmorProfileTypeLocalhost, LocalhostProfile: ptr.To("p")})
+	off := Policy{AppArmor: AppArmor{Disabled: errors.New("AppArmor is not enabled on the host")}}
+	cases := []struct {
+		name   string
+		policy Policy
+		pod    *v1.Pod
+		want   bool
+	}{
+		{"localhost profile on a node with AppArmor", Policy{}, localhost, true},
+		{"localhost profile on a node without AppArmor", off, localhost, false},
+		{"runtime/default", Policy{}, withProfile(&v1.AppArmorProfile{Type: v1.AppArmorProfileTypeRuntimeDefault}), false},
+		{"no profile", Policy{}, withProfile(nil), false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := tc.policy.NeedsLoadedProfiles(tc.pod); got != tc.want {
+				t.Errorf("NeedsLoadedProfiles = %v, want %v", got, tc.want)
 			}
 		})
 	}

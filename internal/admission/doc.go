@@ -3,9 +3,13 @@
 // the safe set and the configured unsafe ones, room for one more pod,
 // requests within what is left of allocatable, the pod's node selector and
 // required node affinity, the node's NoExecute and NoSchedule taints, free
-// host ports and the pod's OS. It is pure: the caller passes the node, the
-// pods already admitted and what it read of the host, and turns a rejection
-// into a Failed pod status and an Event with the returned reason and message.
-// FitsResize decides the same way whether an admitted pod's in-place resize
-// fits now (Deferred), or can never fit (Infeasible).
+// host ports, the pod's OS and whether the node can enforce its AppArmor
+// profiles. It is pure: the caller passes the node, the pods already
+// admitted and what it read of the host (the kernel's release and whether
+// AppArmor is enabled, read once when the Policy is built; the loaded
+// AppArmor profiles, read for each decision that needs them, see
+// Policy.NeedsLoadedProfiles; SysAppArmor reads both for the caller), and
+// turns a rejection into a Failed pod status and an Event with the returned
+// reason and message. FitsResize decides the same way whether an admitted
+// pod's in-place resize fits now (Deferred), or can never fit (Infeasible).
 package admission

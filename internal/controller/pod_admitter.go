@@ -28,6 +28,11 @@ type Admitter struct {
 	known func(pod *corev1.Pod) (*corev1.Pod, error)
 	// Policy is what the node allows pods (sysctls, AppArmor).
 	Policy admission.Policy
+	// LoadedAppArmorProfiles reads the AppArmor profiles the kernel has
+	// loaded, for the admissions that need them
+	// (admission.Policy.NeedsLoadedProfiles), so that the decision itself
+	// reads nothing; nil reads none.
+	LoadedAppArmorProfiles func() (map[string]bool, error)
 
 	mu       sync.Mutex
 	primed   bool
@@ -94,13 +99,17 @@ func (a *Admitter) nodeAndOthers(ctx context.Context, pod *corev1.Pod) (*corev1.
 // records it when it does. Decisions are serialized so two pods cannot both
 // take the last slot.
 func (a *Admitter) Admit(ctx context.Context, pod *corev1.Pod) (admission.Result, error) {
+	policy := a.Policy
+	if policy.NeedsLoadedProfiles(pod) && a.LoadedAppArmorProfiles != nil {
+		policy.AppArmor.Loaded, policy.AppArmor.LoadedErr = a.LoadedAppArmorProfiles()
+	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	node, others, err := a.nodeAndOthers(ctx, pod)
 	if err != nil {
 		return admission.Result{}, err
 	}
-	res := a.Policy.Admit(pod, node, others)
+	res := policy.Admit(pod, node, others)
 	if res.Admit {
 		a.admitted[pod.UID] = pod.DeepCopy()
 	}

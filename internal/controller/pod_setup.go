@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	"github.com/nodelet/nodelet/api/v1alpha1"
+	"github.com/nodelet/nodelet/internal/admission"
 	"github.com/nodelet/nodelet/internal/checkpoint"
 	"github.com/nodelet/nodelet/internal/cri"
 	"github.com/nodelet/nodelet/internal/executor"
@@ -63,9 +64,10 @@ func setupPodController(mgr ctrl.Manager, d *Deps) error {
 	admit := NewAdmitter(mgr.GetClient(), cfg, func(pod *corev1.Pod) (*corev1.Pod, error) {
 		return admittedBefore(store, pod)
 	})
-	if admit.Policy, err = admissionPolicy(cfg, nodeinfo.OSHost{}); err != nil {
+	if admit.Policy, err = admissionPolicy(cfg, nodeinfo.OSHost{}, admission.SysAppArmor{}); err != nil {
 		return err
 	}
+	admit.LoadedAppArmorProfiles = admission.SysAppArmor{}.Loaded
 	imageManager := images.NewManager(d.Runtime, eng.recorder, images.Options{SerializeImagePulls: *cfg.SerializeImagePulls})
 	sandbox := criconfig.SandboxOptions{
 		PodLogsDir:    cfg.PodLogsDir,

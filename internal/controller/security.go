@@ -11,9 +11,9 @@ import (
 )
 
 // admissionPolicy builds what the node allows pods from the configuration
-// and the host: the safe sysctls of the running kernel plus the configured
-// unsafe ones.
-func admissionPolicy(cfg *v1alpha1.NodeletConfiguration, host nodeinfo.Host) (admission.Policy, error) {
+// and the host, read once here: the safe sysctls of the running kernel plus
+// the configured unsafe ones, and whether the node can enforce AppArmor.
+func admissionPolicy(cfg *v1alpha1.NodeletConfiguration, host nodeinfo.Host, appArmor admission.AppArmorHost) (admission.Policy, error) {
 	var kernel *version.Version
 	if release, err := host.KernelRelease(); err == nil {
 		// An unparsable release leaves kernel nil: only the sysctls every
@@ -24,5 +24,5 @@ func admissionPolicy(cfg *v1alpha1.NodeletConfiguration, host nodeinfo.Host) (ad
 	if err != nil {
 		return admission.Policy{}, fmt.Errorf("building the sysctl allowlist: %w", err)
 	}
-	return admission.Policy{Sysctls: sysctls}, nil
+	return admission.Policy{Sysctls: sysctls, AppArmor: admission.AppArmor{Disabled: appArmor.Enabled()}}, nil
 }

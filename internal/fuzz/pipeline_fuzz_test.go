@@ -307,7 +307,7 @@ func runPipeline(t *testing.T, g *gen, pod *v1.Pod, links []link) {
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	node := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node"}, Status: v1.NodeStatus{
 		Allocatable: v1.ResourceList{v1.ResourceCPU: resource.MustParse("2"), v1.ResourceMemory: resource.MustParse("4Gi"), v1.ResourcePods: resource.MustParse("110")}}}
-	_ = admission.Policy{AppArmor: admission.SysAppArmor{Root: t.TempDir()}}.Admit(pod, node, nil)
+	_ = admission.Policy{AppArmor: admission.AppArmor{Loaded: map[string]bool{"p": true}}}.Admit(pod, node, nil)
 
 	root := t.TempDir()
 	m, err := volume.New(root, fakeFetcher{}, volume.WithMounter(mount.NewFakeMounter(nil)))
