@@ -161,29 +161,10 @@ func (c *Component) waitHealthy(ctx context.Context, port int) error {
 		Timeout:   2 * time.Second,
 		Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}, //nolint:gosec // a local test process's self-signed certificate
 	}
-	url := fmt.Sprintf("https://127.0.0.1:%d/healthz", port)
-	deadline := time.Now().Add(controlPlaneStartTimeout)
-	for time.Now().Before(deadline) {
-		select {
-		case <-c.done:
-			return fmt.Errorf("%s exited during start-up (%w); log:\n%s", c.Name, c.exitErr(), c.LogTail(40))
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(200 * time.Millisecond):
-		}
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, http.NoBody)
-		if err != nil {
-			return fmt.Errorf("checking %s health: %w", c.Name, err)
-		}
-		resp, err := hc.Do(req)
-		if err == nil {
-			_ = resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return nil
-			}
-		}
-	}
-	return fmt.Errorf("%s did not become healthy in %s; log:\n%s", c.Name, controlPlaneStartTimeout, c.LogTail(40))
+	return healthWait{
+		name: c.Name, url: fmt.Sprintf("https://127.0.0.1:%d/healthz", port), client: hc,
+		exited: c.done, exitErr: c.exitErr, logTail: c.LogTail,
+	}.wait(ctx, controlPlaneStartTimeout)
 }
 
 func (c *Component) exitErr() error {

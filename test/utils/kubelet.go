@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"maps"
 	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -266,35 +265,20 @@ func (k *Kubelet) Running() bool {
 // WaitHealthy waits up to timeout for /healthz to answer 200, and fails
 // at once when the kubelet exits meanwhile.
 func (k *Kubelet) WaitHealthy(ctx context.Context, timeout time.Duration) error {
-	url := "http://" + k.HealthzAddr + "/healthz"
 	k.mu.Lock()
 	done := k.done
 	k.mu.Unlock()
-	deadline := time.Now().Add(timeout)
-	for time.Now().Before(deadline) {
-		select {
-		case <-done:
-			k.mu.Lock()
-			err := k.err
-			k.mu.Unlock()
-			return fmt.Errorf("kubelet exited during start-up (%w); log:\n%s", err, k.LogTail(40))
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(200 * time.Millisecond):
-		}
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, http.NoBody)
-		if err != nil {
-			return fmt.Errorf("checking kubelet health: %w", err)
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err == nil {
-			_ = resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return nil
-			}
-		}
-	}
-	return fmt.Errorf("kubelet did not become healthy in %s; log:\n%s", timeout, k.LogTail(40))
+	return healthWait{
+		name: "kubelet", url: "http://" + k.HealthzAddr + "/healthz",
+		exited: done, exitErr: k.exitErr, logTail: k.LogTail,
+	}.wait(ctx, timeout)
+}
+
+// exitErr is how the last kubelet process ended.
+func (k *Kubelet) exitErr() error {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.err
 }
 
 // LogTail returns the last n lines of the kubelet's log.
