@@ -192,14 +192,14 @@ func (h *harness) events() []string {
 	}
 }
 
-func (h *harness) wantCondition(status corev1.ConditionStatus, reason, message string) {
+func (h *harness) wantCondition(want corev1.ConditionStatus, reason, message string) {
 	h.t.Helper()
 	c := h.condition()
 	if c == nil {
-		h.t.Fatalf("no %s condition, want %s/%s", ConditionType, status, reason)
+		h.t.Fatalf("no %s condition, want %s/%s", ConditionType, want, reason)
 	}
-	if c.Status != status || c.Reason != reason || c.Message != message {
-		h.t.Fatalf("condition %s/%s %q, want %s/%s %q", c.Status, c.Reason, c.Message, status, reason, message)
+	if c.Status != want || c.Reason != reason || c.Message != message {
+		h.t.Fatalf("condition %s/%s %q, want %s/%s %q", c.Status, c.Reason, c.Message, want, reason, message)
 	}
 }
 
