@@ -16,6 +16,9 @@ FUZZTIME ?= 10m
 
 UNIT_PKGS = $(shell $(GO) list ./... | grep -v /test/)
 E2E_PKGS = ./test/...
+# A module of its own that extends nodelet through pkg/nodelet: the root
+# module's ./... does not reach into it.
+EXAMPLE_DIR = examples/prepuller
 
 .PHONY: help
 help: ## Show the targets.
@@ -45,10 +48,12 @@ fmt: ## gofmt the tree.
 vet: ## go vet and a gofmt check.
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [[ -n "$$out" ]]; then echo "gofmt needed: $$out"; exit 1; fi
 	$(GO) vet ./...
+	cd $(EXAMPLE_DIR) && $(GO) vet ./...
 
 .PHONY: lint
 lint: ## golangci-lint (pinned, built into the cache) with .golangci.yml, and a go.mod tidiness check.
 	"$$(bash hack/golangci-lint.sh)" run --allow-parallel-runners ./...
+	lint="$$(bash hack/golangci-lint.sh)"; cd $(EXAMPLE_DIR) && "$$lint" run --allow-parallel-runners --config $(CURDIR)/.golangci.yml ./...
 	@bash hack/check-tidy.sh
 
 .PHONY: test
@@ -56,7 +61,15 @@ test: deps envtest vet lint ## Lint, unit, envtest and e2e tests against a real 
 	export KUBEBUILDER_ASSETS="$$(bash hack/envtest.sh)"; \
 	$(GO) test $(GOTESTFLAGS) -timeout $(TEST_TIMEOUT) $(UNIT_PKGS); \
 	$(GO) test -run '^$$' -fuzz FuzzPodPipeline -fuzztime $(TEST_FUZZTIME) ./internal/fuzz/; \
-	$(GO) test $(GOTESTFLAGS) -timeout $(TEST_TIMEOUT) -p 1 $(E2E_PKGS)
+	$(GO) test $(GOTESTFLAGS) -timeout $(TEST_TIMEOUT) -p 1 $(E2E_PKGS); \
+	$(MAKE) --no-print-directory example
+
+.PHONY: example
+example: deps envtest ## Build and test the example extension module.
+	export KUBEBUILDER_ASSETS="$$(bash hack/envtest.sh)"; \
+	cd $(EXAMPLE_DIR); \
+	$(GO) vet ./...; \
+	$(GO) test $(GOTESTFLAGS) -count=1 -timeout $(TEST_TIMEOUT) ./...
 
 .PHONY: conformance
 conformance: deps envtest ## Kubernetes' node and volume conformance specs on nodelet and on the real kubelet (NODE=nodelet|kubelet for one, FOCUS=regexp).
