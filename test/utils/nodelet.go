@@ -99,9 +99,10 @@ func NodeletBinary(ctx context.Context) (string, error) {
 
 // BuildGoBinary runs `go build -o output pkg` in moduleDir, the directory
 // of another Go module's go.mod (one that extends nodelet, say), so that
-// the module's own go.mod and go.sum decide what is built. output is made
-// absolute first; pkg is as go build takes it ("." or "./cmd/x"). A
-// go.work file around moduleDir is ignored.
+// the module's own go.mod and go.sum decide what is built, in the test
+// process's environment (a GOWORK or GOFLAGS it has applies, as it did to
+// the test). output is made absolute first; pkg is as go build takes it
+// ("." or "./cmd/x").
 func BuildGoBinary(ctx context.Context, moduleDir, pkg, output string) error {
 	out, err := filepath.Abs(output)
 	if err != nil {
@@ -109,7 +110,6 @@ func BuildGoBinary(ctx context.Context, moduleDir, pkg, output string) error {
 	}
 	cmd := exec.CommandContext(ctx, "go", "build", "-o", out, pkg)
 	cmd.Dir = moduleDir
-	cmd.Env = append(os.Environ(), "GOWORK=off")
 	if combined, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("building %s of %s: %w: %s", pkg, moduleDir, err, combined)
 	}
