@@ -23,6 +23,7 @@ import (
 	"github.com/nodelet/nodelet/internal/checkpoint"
 	"github.com/nodelet/nodelet/internal/executor"
 	"github.com/nodelet/nodelet/internal/kuberuntime/plan"
+	"github.com/nodelet/nodelet/internal/kuberuntime/planner"
 	"github.com/nodelet/nodelet/internal/kuberuntime/state"
 	"github.com/nodelet/nodelet/internal/kuberuntime/status"
 	"github.com/nodelet/nodelet/internal/metrics"
@@ -340,7 +341,7 @@ func (r *PodReconciler) syncRunning(ctx context.Context, s *podScope) (syncResul
 	if err != nil {
 		return syncResult{}, err
 	}
-	actions := plan.ComputePodActions(allocated, s.obs.Runtime, s.state, plan.Inputs{
+	actions := planner.ComputePodActions(allocated, s.obs.Runtime, s.state, planner.Inputs{
 		Now:                 r.now(),
 		Probes:              r.Prober.Results(s.pod.UID),
 		MaxCrashLoopBackOff: r.maxCrashLoopBackOff(),
@@ -353,7 +354,7 @@ func (r *PodReconciler) syncRunning(ctx context.Context, s *podScope) (syncResul
 		if actions.CreateSandbox && len(s.obs.Runtime.Sandboxes) > 0 {
 			r.Recorder.Event(s.pod, corev1.EventTypeNormal, executor.EventSandboxChanged, "Pod sandbox changed, it will be killed and re-created.")
 		}
-		done, requeue, err := r.stopAll(ctx, s, plan.EffectiveGracePeriod(s.pod))
+		done, requeue, err := r.stopAll(ctx, s, planner.EffectiveGracePeriod(s.pod))
 		if err != nil {
 			return syncResult{}, err
 		}
@@ -544,7 +545,7 @@ func (r *PodReconciler) stopAll(ctx context.Context, s *podScope, grace int64) (
 // node and deletes the API object with grace 0 and its UID as
 // precondition.
 func (r *PodReconciler) terminate(ctx context.Context, s *podScope) (syncResult, error) {
-	done, requeue, err := r.stopAll(ctx, s, plan.EffectiveGracePeriod(s.pod))
+	done, requeue, err := r.stopAll(ctx, s, planner.EffectiveGracePeriod(s.pod))
 	if err != nil {
 		return syncResult{}, err
 	}
@@ -585,7 +586,7 @@ func (r *PodReconciler) syncGone(ctx context.Context, w podworkers.Work) podwork
 	pod := w.Pod
 	grace := int64(orphanGracePeriodSeconds)
 	if pod != nil {
-		grace = plan.EffectiveGracePeriod(pod)
+		grace = planner.EffectiveGracePeriod(pod)
 	} else {
 		pod = &corev1.Pod{}
 		pod.Namespace, pod.Name, pod.UID = w.Key.Namespace, w.Key.Name, w.Key.UID

@@ -11,6 +11,7 @@ import (
 
 	"github.com/nodelet/nodelet/internal/admission"
 	"github.com/nodelet/nodelet/internal/kuberuntime/plan"
+	"github.com/nodelet/nodelet/internal/kuberuntime/planner"
 	"github.com/nodelet/nodelet/internal/kuberuntime/state"
 	"github.com/nodelet/nodelet/internal/metrics"
 )
@@ -76,8 +77,8 @@ func (r *PodReconciler) decideResize(ctx context.Context, s *podScope) error {
 		}
 		r.deferred.Delete(pod.UID)
 		logger.Info("Accepted pod resize", "generation", pod.Generation)
-		r.Recorder.Event(pod, corev1.EventTypeNormal, plan.EventResizeStarted,
-			plan.ResizeMessage("Pod resize started", pod, pod.Generation, ""))
+		r.Recorder.Event(pod, corev1.EventTypeNormal, planner.EventResizeStarted,
+			planner.ResizeMessage("Pod resize started", pod, pod.Generation, ""))
 		if requestsShrank(before, pod) {
 			r.retryDeferredResizes()
 		}
@@ -95,13 +96,13 @@ func (r *PodReconciler) decideResize(ctx context.Context, s *podScope) error {
 		return err
 	}
 	logger.Info("Pod resize is pending", "reason", res.Reason, "message", res.Message, "generation", pod.Generation)
-	reason := plan.EventResizeDeferred
+	reason := planner.EventResizeDeferred
 	if res.Reason == corev1.PodReasonInfeasible {
-		reason = plan.EventResizeInfeasible
+		reason = planner.EventResizeInfeasible
 		metrics.PodInfeasibleResizes.WithLabelValues("insufficient_node_allocatable").Inc()
 	}
 	r.Recorder.Event(pod, corev1.EventTypeWarning, reason,
-		plan.ResizeMessage("Pod resize "+res.Reason, pod, pod.Generation, res.Message))
+		planner.ResizeMessage("Pod resize "+res.Reason, pod, pod.Generation, res.Message))
 	return nil
 }
 
@@ -118,8 +119,8 @@ func (r *PodReconciler) resize(ctx context.Context, s *podScope, pod *corev1.Pod
 		return
 	}
 	log.FromContext(ctx).Info("Unable to resize containers", "err", err.Error())
-	r.Recorder.Event(pod, corev1.EventTypeWarning, plan.EventResizeError,
-		plan.ResizeMessage("Pod resize error", pod, s.state.ResizeInProgress.Generation, err.Error()))
+	r.Recorder.Event(pod, corev1.EventTypeWarning, planner.EventResizeError,
+		planner.ResizeMessage("Pod resize error", pod, s.state.ResizeInProgress.Generation, err.Error()))
 	if serr := r.saver(s)(); serr != nil {
 		log.FromContext(ctx).Error(serr, "Unable to save pod state")
 	}
@@ -131,11 +132,11 @@ func (r *PodReconciler) resize(ctx context.Context, s *podScope, pod *corev1.Pod
 // not.
 func (r *PodReconciler) finishResize(ctx context.Context, s *podScope, pod *corev1.Pod) error {
 	before := s.state.ResizeInProgress
-	generation, done := s.state.FinishResize(pod.Generation, podIsStopping(pod), plan.ResizeInProgress(pod, s.obs.Runtime, s.state), r.now())
+	generation, done := s.state.FinishResize(pod.Generation, podIsStopping(pod), planner.ResizeInProgress(pod, s.obs.Runtime, s.state), r.now())
 	if done {
 		log.FromContext(ctx).Info("Completed pod resize", "generation", generation)
-		r.Recorder.Event(pod, corev1.EventTypeNormal, plan.EventResizeCompleted,
-			plan.ResizeMessage("Pod resize completed", pod, generation, ""))
+		r.Recorder.Event(pod, corev1.EventTypeNormal, planner.EventResizeCompleted,
+			planner.ResizeMessage("Pod resize completed", pod, generation, ""))
 	}
 	if (before == nil) != (s.state.ResizeInProgress == nil) {
 		return r.saver(s)()

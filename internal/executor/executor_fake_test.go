@@ -18,6 +18,7 @@ import (
 	"github.com/nodelet/nodelet/internal/cri"
 	"github.com/nodelet/nodelet/internal/kuberuntime/criconfig"
 	"github.com/nodelet/nodelet/internal/kuberuntime/plan"
+	"github.com/nodelet/nodelet/internal/kuberuntime/planner"
 	"github.com/nodelet/nodelet/internal/kuberuntime/state"
 	"github.com/nodelet/nodelet/internal/nodeinfo"
 )
@@ -78,7 +79,7 @@ func fakePod(containers ...string) *v1.Pod {
 func runPod(t *testing.T, ctx context.Context, e *Executor, pod *v1.Pod, st *state.PodState) state.PodRuntime {
 	t.Helper()
 	g := NewWithT(t)
-	a := plan.ComputePodActions(pod, state.PodRuntime{}, *st, plan.Inputs{Now: time.Now()})
+	a := planner.ComputePodActions(pod, state.PodRuntime{}, *st, planner.Inputs{Now: time.Now()})
 	g.Expect(e.Sync(ctx, pod, state.PodRuntime{}, st, a, func() error { return nil })).To(Succeed())
 	obs, err := e.Observe(ctx, pod)
 	g.Expect(err).NotTo(HaveOccurred())
@@ -130,7 +131,7 @@ func TestSidecarsStopAfterTheMainContainers(t *testing.T) {
 	for range 3 {
 		obs, err := e.Observe(ctx, pod)
 		g.Expect(err).NotTo(HaveOccurred())
-		a := plan.ComputePodActions(pod, obs.Runtime, st, plan.Inputs{Now: time.Now()})
+		a := planner.ComputePodActions(pod, obs.Runtime, st, planner.Inputs{Now: time.Now()})
 		g.Expect(e.Sync(ctx, pod, obs.Runtime, &st, a, func() error { return nil })).To(Succeed())
 	}
 	obs, err := e.Observe(ctx, pod)
@@ -169,7 +170,7 @@ func TestACancelledSyncStartsNothing(t *testing.T) {
 	st := state.NewPodState(pod.UID)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	a := plan.ComputePodActions(pod, state.PodRuntime{}, st, plan.Inputs{Now: time.Now()})
+	a := planner.ComputePodActions(pod, state.PodRuntime{}, st, planner.Inputs{Now: time.Now()})
 	g.Expect(e.Sync(ctx, pod, state.PodRuntime{}, &st, a, func() error { return nil })).NotTo(Succeed())
 	g.Expect(slices.Contains(rs.GetCalls(), "StartContainer")).To(BeFalse())
 	g.Expect(st.Containers["app"].Waiting).To(BeNil(), "a cancellation is not the container's failure")
@@ -188,7 +189,7 @@ func TestEphemeralContainersRunOnce(t *testing.T) {
 	}
 	pod.Spec.EphemeralContainers = []v1.EphemeralContainer{ephemeral("debugger", "app"), ephemeral("lost", "missing")}
 	sync := func() plan.PodActions {
-		a := plan.ComputePodActions(pod, rt, st, plan.Inputs{Now: time.Now()})
+		a := planner.ComputePodActions(pod, rt, st, planner.Inputs{Now: time.Now()})
 		g.Expect(e.Sync(ctx, pod, rt, &st, a, func() error { return nil })).To(Succeed())
 		obs, err := e.Observe(ctx, pod)
 		g.Expect(err).NotTo(HaveOccurred())

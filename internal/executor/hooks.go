@@ -18,7 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/nodelet/nodelet/internal/kuberuntime/criconfig"
-	"github.com/nodelet/nodelet/internal/kuberuntime/plan"
+	"github.com/nodelet/nodelet/internal/kuberuntime/planner"
 	"github.com/nodelet/nodelet/internal/kuberuntime/state"
 )
 
@@ -228,7 +228,7 @@ func (e *Executor) runPostStart(ctx context.Context, pod *v1.Pod, c *v1.Containe
 	if c.Lifecycle != nil {
 		preStop = c.Lifecycle.PreStop
 	}
-	if kerr := e.killContainer(ctx, pod, id, c.Name, "FailedPostStartHook", preStop, plan.GracePeriodSeconds(pod)); kerr != nil {
+	if kerr := e.killContainer(ctx, pod, id, c.Name, "FailedPostStartHook", preStop, planner.GracePeriodSeconds(pod)); kerr != nil {
 		log.FromContext(ctx).Error(kerr, "Unable to kill container after its postStart hook failed", "container", c.Name, "id", id)
 	}
 	return err

@@ -15,18 +15,19 @@ import (
 	"github.com/nodelet/nodelet/internal/cri"
 	"github.com/nodelet/nodelet/internal/kuberuntime/criconfig"
 	"github.com/nodelet/nodelet/internal/kuberuntime/plan"
+	"github.com/nodelet/nodelet/internal/kuberuntime/planner"
 	"github.com/nodelet/nodelet/internal/kuberuntime/state"
 )
 
 // Terminate carries out the next step of stopping every container and
-// sandbox of a pod (plan.PlanTermination), the one way nodelet kills
+// sandbox of a pod (planner.PlanTermination), the one way nodelet kills
 // a whole pod: preStop hooks, then each container stopped within what is
 // left of the grace period, sidecars last, then the sandboxes. st must
 // hold the termination (PodState.BeginTermination). It returns done when
 // nothing of the pod ran any more before this step, else when to plan the
 // next step (0: at once, after observing the runtime again).
 func (e *Executor) Terminate(ctx context.Context, pod *v1.Pod, rt state.PodRuntime, st *state.PodState, save SaveFunc) (done bool, requeue time.Duration, err error) {
-	tp := plan.PlanTermination(pod, rt, *st, e.now())
+	tp := planner.PlanTermination(pod, rt, *st, e.now())
 	hooks := map[string]plan.PreStopHook{}
 	for _, h := range tp.PreStop {
 		hooks[h.ContainerID] = h
@@ -139,9 +140,9 @@ func (e *Executor) RemovePod(ctx context.Context, pod *v1.Pod, rt state.PodRunti
 
 // CollectGarbage removes the dead containers of a pod, with their log
 // files, and the dead sandboxes that no status needs any more (see
-// plan.SelectGarbage).
+// planner.SelectGarbage).
 func (e *Executor) CollectGarbage(ctx context.Context, rt state.PodRuntime) error {
-	g := plan.SelectGarbage(rt)
+	g := planner.SelectGarbage(rt)
 	var errs []error
 	for _, c := range g.Containers {
 		if err := e.Runtime.RemoveContainer(ctx, c.ID); err != nil && !cri.IsNotFound(err) {

@@ -13,7 +13,7 @@ import (
 	fakeruntime "k8s.io/cri-api/pkg/apis/testing"
 
 	"github.com/nodelet/nodelet/internal/cri"
-	"github.com/nodelet/nodelet/internal/kuberuntime/plan"
+	"github.com/nodelet/nodelet/internal/kuberuntime/planner"
 	"github.com/nodelet/nodelet/internal/kuberuntime/state"
 )
 
@@ -79,14 +79,14 @@ func TestResizeUpdatesRunningContainersInPlace(t *testing.T) {
 			resized.Generation = 2
 			resized.Spec.Containers[0].Resources = tc.want
 			st.AcceptResize(resized, time.Now())
-			a := plan.ComputePodActions(resized, running, st, plan.Inputs{Now: time.Now()})
+			a := planner.ComputePodActions(resized, running, st, planner.Inputs{Now: time.Now()})
 			g.Expect(a.ContainersToResize).To(HaveLen(1))
 			saves := 0
 			err = e.Resize(ctx, resized, a, &st, func() error { saves++; return nil })
 			if tc.wantErr != "" {
 				g.Expect(err).To(MatchError(tc.wantErr))
 				g.Expect(rs.updated).To(BeEmpty(), "nothing is updated when a limit cannot be lowered")
-				g.Expect(plan.ResizeInProgress(resized, running, st)).To(BeTrue())
+				g.Expect(planner.ResizeInProgress(resized, running, st)).To(BeTrue())
 				return
 			}
 			g.Expect(err).NotTo(HaveOccurred())
@@ -94,8 +94,8 @@ func TestResizeUpdatesRunningContainersInPlace(t *testing.T) {
 			g.Expect(rs.updated).To(HaveKey(id))
 			g.Expect(rs.updated[id].MemoryLimitInBytes).To(Equal(tc.wantLimit))
 			g.Expect(rs.updated[id].CpuQuota).To(Equal(tc.want.Limits.Cpu().MilliValue() * 100))
-			g.Expect(plan.ResizeInProgress(resized, running, st)).To(BeFalse(), "the update is recorded")
-			again := plan.ComputePodActions(resized, running, st, plan.Inputs{Now: time.Now()})
+			g.Expect(planner.ResizeInProgress(resized, running, st)).To(BeFalse(), "the update is recorded")
+			again := planner.ComputePodActions(resized, running, st, planner.Inputs{Now: time.Now()})
 			g.Expect(again.ContainersToResize).To(BeEmpty(), "nothing is left to do")
 		})
 	}

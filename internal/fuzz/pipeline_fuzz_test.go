@@ -22,7 +22,7 @@ import (
 
 	"github.com/nodelet/nodelet/internal/admission"
 	"github.com/nodelet/nodelet/internal/kuberuntime/criconfig"
-	"github.com/nodelet/nodelet/internal/kuberuntime/plan"
+	"github.com/nodelet/nodelet/internal/kuberuntime/planner"
 	"github.com/nodelet/nodelet/internal/kuberuntime/state"
 	"github.com/nodelet/nodelet/internal/kuberuntime/status"
 	"github.com/nodelet/nodelet/internal/volume"
@@ -320,7 +320,7 @@ func runPipeline(t *testing.T, g *gen, pod *v1.Pod, links []link) {
 		}
 	}()
 	st := state.NewPodState(pod.UID)
-	actions := plan.ComputePodActions(pod, state.PodRuntime{}, st, plan.Inputs{Now: now})
+	actions := planner.ComputePodActions(pod, state.PodRuntime{}, st, planner.Inputs{Now: now})
 	sbCfg, err := criconfig.SandboxConfig(pod, criconfig.SandboxOptions{PodLogsDir: filepath.Join(root, "logs"), ClusterDomain: "cluster.local"})
 	if err == nil && !strings.HasPrefix(sbCfg.LogDirectory, filepath.Join(root, "logs")+"/") {
 		t.Fatalf("log directory %s outside the logs root", sbCfg.LogDirectory)
@@ -361,10 +361,10 @@ func runPipeline(t *testing.T, g *gen, pod *v1.Pod, links []link) {
 		st.RecordStart(s.Name, s.RestartCount, s.PrevFinishedAt, s.MaxCrashLoopBackOff, now)
 	}
 	later := now.Add(time.Minute)
-	_ = plan.ComputePodActions(pod, rt, st, plan.Inputs{Now: later})
+	_ = planner.ComputePodActions(pod, rt, st, planner.Inputs{Now: later})
 	_ = status.ComputePodStatus(pod, rt, st, status.StatusInputs{Now: later, HostIPs: []string{"10.0.0.1"}})
 	pod.DeletionTimestamp = &metav1.Time{Time: later}
-	_ = plan.PlanTermination(pod, rt, st, later)
+	_ = planner.PlanTermination(pod, rt, st, later)
 }
 
 // checkMounts fails the test when a mount shows anything outside the pod's

@@ -43,7 +43,7 @@ func (e *ConfigError) Unwrap() error { return e.Err }
 // ContainerOptions is what ContainerConfig needs besides the pod and the
 // container; everything that takes I/O to find is resolved by the caller.
 type ContainerOptions struct {
-	// RestartCount of the container to create (the plan's ContainerStart.RestartCount).
+	// RestartCount of the container to create (plan.ContainerStart.RestartCount).
 	RestartCount uint32
 	// SandboxID of the sandbox the container is created in.
 	SandboxID string
@@ -79,7 +79,7 @@ type ContainerOptions struct {
 	// ExtraLabels are added to the container's labels (the ownership label).
 	ExtraLabels map[string]string
 	// TargetContainerID is the container whose process namespace an
-	// ephemeral container shares (the plan's ContainerStart.Target); empty
+	// ephemeral container shares (plan.ContainerStart.Target); empty
 	// for others.
 	TargetContainerID string
 }

@@ -22,7 +22,7 @@ const (
 
 // SandboxOptions is what SandboxConfig needs besides the pod.
 type SandboxOptions struct {
-	// Attempt of the sandbox (the plan's PodActions.Attempt).
+	// Attempt of the sandbox (plan.PodActions.Attempt).
 	Attempt uint32
 	// PodLogsDir is the root of the pods' log directories (/var/log/pods).
 	PodLogsDir string

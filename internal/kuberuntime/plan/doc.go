@@ -1,14 +1,9 @@
-// Package plan decides what must change in the container runtime for one
-// pod, as the kubelet's pkg/kubelet/kuberuntime does, and returns it as
-// data for the executor: ComputePodActions plans the start (create or
-// recreate the sandbox, run init containers in order and keep sidecars
-// running, start, restart or kill regular containers under the restart
-// policy, probes and back-off, start each ephemeral container once, update
-// or restart running containers whose allocated resources changed in an
-// in-place resize); PlanTermination plans the next step of stopping a pod
-// gracefully (preStop hooks, grace periods, sidecars last); SelectGarbage
-// picks the dead containers and sandboxes no status needs; the back-off,
-// active deadline and grace period rules are here too. It reads the pod,
-// the observed runtime and the pod's state (package state) and does no
-// I/O: time and the node's settings are arguments.
+// Package plan is the plan as data: what the planner
+// (internal/kuberuntime/planner) decided must change in the container
+// runtime for one pod, and what the executor carries out. PodActions is the
+// start plan (a new sandbox, single-container kills, the containers to
+// start in order, those backing off, in-place resizes), TerminationPlan the
+// next step of stopping a pod for good (preStop hooks, containers,
+// sandboxes), Garbage the dead containers and sandboxes to remove. It holds
+// no decision and does no I/O; its methods only read the pod's spec.
 package plan

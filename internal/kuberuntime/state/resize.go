@@ -15,7 +15,7 @@ import (
 // can). The pod runs with its allocation (AllocatedPod); what each
 // container instance runs with is recorded (ContainerRecord.Actuated), so
 // that the status reports it and the resize completes (FinishResize) once
-// every running container runs with its allocation. The plan decides how a
+// every running container runs with its allocation. The planner decides how a
 // running container comes to run with it: updated in place or restarted.
 
 // ResizeCondition is one of the pod's resize conditions (PodResizePending,
@@ -163,7 +163,7 @@ func (s *PodState) RecordResizeError(message string, generation int64, now time.
 
 // FinishResize updates PodResizeInProgress at now from what runs:
 // inProgress says whether a running container of the pod does not run with
-// its allocation (the plan's ResizeInProgress); then a resize starts, for
+// its allocation (the planner's ResizeInProgress); then a resize starts, for
 // generation, and once none does it ends. A pod that stops for good
 // (stopped) keeps neither resize condition. It returns the generation of a
 // resize that ended now.

@@ -10,7 +10,7 @@ import (
 )
 
 // Waiting reasons the executor records when an action fails, and the ones
-// the plan and the status derive; they are what `kubectl get pods` shows.
+// the planner and the status derive; they are what `kubectl get pods` shows.
 const (
 	ReasonContainerCreating          = "ContainerCreating"
 	ReasonPodInitializing            = "PodInitializing"
@@ -201,7 +201,7 @@ func (s *PodState) RecordFailure(name, reason, message string, now time.Time) {
 }
 
 // BeginTermination records that the pod's containers are being stopped with
-// grace seconds (the plan's EffectiveGracePeriod). Calling it again keeps the
+// grace seconds (the planner's EffectiveGracePeriod). Calling it again keeps the
 // start time and only ever brings the deadline forward, as a repeated delete
 // with a shorter grace period does.
 func (s *PodState) BeginTermination(grace int64, now time.Time) {

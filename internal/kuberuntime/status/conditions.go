@@ -6,7 +6,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 
-	"github.com/nodelet/nodelet/internal/kuberuntime/plan"
+	"github.com/nodelet/nodelet/internal/kuberuntime/planner"
 )
 
 // Condition reasons the kubelet reports.
@@ -71,7 +71,7 @@ func findCondition(list []v1.PodCondition, t v1.PodConditionType) *v1.PodConditi
 }
 
 func (b *statusBuilder) readyToStartContainers() v1.PodCondition {
-	if msg := plan.NewSandboxReason(b.pod, b.rt, b.st); msg != "" {
+	if msg := planner.NewSandboxReason(b.pod, b.rt, b.st); msg != "" {
 		if f := b.st.SandboxFailure; f != nil {
 			msg = f.Message
 		}
@@ -88,7 +88,7 @@ func (b *statusBuilder) initializedCondition(all []v1.ContainerStatus, phase v1.
 		switch {
 		case cs == nil:
 			unknown = append(unknown, c.Name)
-		case plan.IsSidecar(c) && (cs.Started == nil || !*cs.Started), !plan.IsSidecar(c) && !cs.Ready:
+		case planner.IsSidecar(c) && (cs.Started == nil || !*cs.Started), !planner.IsSidecar(c) && !cs.Ready:
 			incomplete = append(incomplete, c.Name)
 		}
 	}
@@ -127,7 +127,7 @@ func (b *statusBuilder) containersReady(all []v1.ContainerStatus, phase v1.PodPh
 		}
 	}
 	for i := range b.pod.Spec.InitContainers {
-		if plan.IsSidecar(&b.pod.Spec.InitContainers[i]) {
+		if planner.IsSidecar(&b.pod.Spec.InitContainers[i]) {
 			check(b.pod.Spec.InitContainers[i].Name)
 		}
 	}

@@ -6,7 +6,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 
-	"github.com/nodelet/nodelet/internal/kuberuntime/plan"
+	"github.com/nodelet/nodelet/internal/kuberuntime/planner"
 	"github.com/nodelet/nodelet/internal/kuberuntime/state"
 )
 
@@ -34,13 +34,13 @@ func TestComputePodStatusActiveDeadline(t *testing.T) {
 			pod: withSidecar, rt: rtOf(ready, runningC(withSidecar, "proxy", "s1", 0), exitedC(withSidecar, "app", "s1", 0, 137, at(6*time.Second))),
 			now: at(7 * time.Second), wantPhase: v1.PodRunning},
 		{name: "once everything stopped the pod failed with DeadlineExceeded",
-			pod: pod, rt: rtOf(stopped, killed), now: at(7 * time.Second), wantPhase: v1.PodFailed, wantReason: plan.ReasonDeadlineExceeded},
+			pod: pod, rt: rtOf(stopped, killed), now: at(7 * time.Second), wantPhase: v1.PodFailed, wantReason: planner.ReasonDeadlineExceeded},
 		{name: "a container that succeeded does not make a pod stopped by its deadline succeed",
-			pod: pod, rt: rtOf(stopped, succeeded), now: at(7 * time.Second), wantPhase: v1.PodFailed, wantReason: plan.ReasonDeadlineExceeded},
+			pod: pod, rt: rtOf(stopped, succeeded), now: at(7 * time.Second), wantPhase: v1.PodFailed, wantReason: planner.ReasonDeadlineExceeded},
 		{name: "once failed it stays failed with its reason",
 			pod: pod, rt: rtOf(stopped, killed), now: at(time.Hour),
-			st:        state.PodState{LastStatus: &v1.PodStatus{Phase: v1.PodFailed, Reason: plan.ReasonDeadlineExceeded, Message: plan.MessageDeadlineExceeded, StartTime: pod.Status.StartTime}},
-			wantPhase: v1.PodFailed, wantReason: plan.ReasonDeadlineExceeded},
+			st:        state.PodState{LastStatus: &v1.PodStatus{Phase: v1.PodFailed, Reason: planner.ReasonDeadlineExceeded, Message: planner.MessageDeadlineExceeded, StartTime: pod.Status.StartTime}},
+			wantPhase: v1.PodFailed, wantReason: planner.ReasonDeadlineExceeded},
 		{name: "a pod that succeeded before its deadline keeps its phase",
 			pod: newPod(deadline(5), startedAt(at(0)), policy(v1.RestartPolicyNever)), rt: rtOf(stopped, succeeded), now: at(time.Hour),
 			st:        state.PodState{LastStatus: &v1.PodStatus{Phase: v1.PodSucceeded, StartTime: pod.Status.StartTime}},
@@ -52,7 +52,7 @@ func TestComputePodStatusActiveDeadline(t *testing.T) {
 			if s.Phase != tt.wantPhase || s.Reason != tt.wantReason {
 				t.Errorf("phase, reason = %s, %q; want %s, %q", s.Phase, s.Reason, tt.wantPhase, tt.wantReason)
 			}
-			if tt.wantReason == plan.ReasonDeadlineExceeded && s.Message != plan.MessageDeadlineExceeded {
+			if tt.wantReason == planner.ReasonDeadlineExceeded && s.Message != planner.MessageDeadlineExceeded {
 				t.Errorf("message = %q", s.Message)
 			}
 			if s.Phase == v1.PodFailed {

@@ -5,6 +5,6 @@
 // statuses with their waiting reasons, restart counts and resources, pod
 // and host IPs, start time and QoS class; StatusEqual tells whether a
 // status changed at the precision the API keeps. It reads the pod, the
-// observed runtime and the pod's state, applies the plan's rules, and does
+// observed runtime and the pod's state, applies the planner's rules, and does
 // no I/O: the time and the node's addresses are inputs.
 package status

@@ -3,7 +3,7 @@ package status
 import (
 	v1 "k8s.io/api/core/v1"
 
-	"github.com/nodelet/nodelet/internal/kuberuntime/plan"
+	"github.com/nodelet/nodelet/internal/kuberuntime/planner"
 )
 
 // phaseCounts tallies container statuses for the phase.
@@ -42,11 +42,11 @@ func (b *statusBuilder) terminal() bool {
 // stopping reports whether the pod's containers are stopped for good: it
 // is deleted, in a terminal phase, or past its active deadline.
 func (b *statusBuilder) stopping() bool {
-	return plan.PodFinished(b.pod) || b.deadline
+	return planner.PodFinished(b.pod) || b.deadline
 }
 
 func (b *statusBuilder) initialized() bool {
-	return plan.Initialized(b.pod, b.rt, b.currentSandboxID())
+	return planner.Initialized(b.pod, b.rt, b.currentSandboxID())
 }
 
 func (b *statusBuilder) runtimePhase(s v1.PodStatus) v1.PodPhase {
@@ -83,7 +83,7 @@ func (b *statusBuilder) countPhase(s v1.PodStatus) phaseCounts {
 	for i := range b.pod.Spec.InitContainers {
 		c := &b.pod.Spec.InitContainers[i]
 		cs := findStatus(s.InitContainerStatuses, c.Name)
-		if plan.IsSidecar(c) {
+		if planner.IsSidecar(c) {
 			n.countSidecar(cs)
 		} else {
 			n.countInit(b.pod, c, cs)
@@ -103,7 +103,7 @@ func (n *phaseCounts) countInit(pod *v1.Pod, c *v1.Container, cs *v1.ContainerSt
 		n.pendingInit++
 	case t.ExitCode != 0:
 		n.failedInit++
-		if !plan.ShouldRestartExited(pod, c, t.ExitCode) {
+		if !planner.ShouldRestartExited(pod, c, t.ExitCode) {
 			n.failedInitFinal++
 		}
 	}
@@ -135,7 +135,7 @@ func (n *phaseCounts) countRegular(pod *v1.Pod, c *v1.Container, cs *v1.Containe
 		n.running++
 	case t != nil:
 		n.stopped++
-		if !plan.ShouldRestartExited(pod, c, t.ExitCode) {
+		if !planner.ShouldRestartExited(pod, c, t.ExitCode) {
 			n.stoppedFinal++
 		}
 		if cs.State.Terminated != nil && t.ExitCode == 0 {

@@ -9,7 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/nodelet/nodelet/internal/kuberuntime/criconfig"
-	"github.com/nodelet/nodelet/internal/kuberuntime/plan"
+	"github.com/nodelet/nodelet/internal/kuberuntime/planner"
 	"github.com/nodelet/nodelet/internal/kuberuntime/state"
 )
 
@@ -33,7 +33,7 @@ type StatusInputs struct {
 	// RuntimeName prefixes container IDs (<name>://<id>); "containerd" if empty.
 	RuntimeName string
 	// MaxCrashLoopBackOff caps the crash-loop back-off a waiting container
-	// shows (the plan's Inputs.MaxCrashLoopBackOff); zero is the kubelet's
+	// shows (the planner's Inputs.MaxCrashLoopBackOff); zero is the kubelet's
 	// state.MaxCrashLoopBackOff.
 	MaxCrashLoopBackOff time.Duration
 }
@@ -67,7 +67,7 @@ func ComputePodStatus(pod *v1.Pod, rt state.PodRuntime, st state.PodState, in St
 	if st.LastStatus != nil {
 		b.old = *st.LastStatus
 	}
-	b.deadline = plan.PastActiveDeadline(pod, st, in.Now)
+	b.deadline = planner.PastActiveDeadline(pod, st, in.Now)
 	if b.in.RuntimeName == "" {
 		b.in.RuntimeName = "containerd"
 	}
@@ -93,7 +93,7 @@ func ComputePodStatus(pod *v1.Pod, rt state.PodRuntime, st state.PodState, in St
 		s.Reason, s.Message = b.old.Reason, b.old.Message
 	}
 	if b.deadline && s.Phase == v1.PodFailed {
-		s.Reason, s.Message = plan.ReasonDeadlineExceeded, plan.MessageDeadlineExceeded
+		s.Reason, s.Message = planner.ReasonDeadlineExceeded, planner.MessageDeadlineExceeded
 	}
 	s.Conditions = b.conditions(s)
 	return s
@@ -238,7 +238,7 @@ func (b *statusBuilder) containerStatus(c *v1.Container, init, hasInit bool) v1.
 		cs = b.observedContainerStatus(c, insts, old, defaultWaiting)
 		b.setResources(c, &cs, insts)
 	}
-	if !(init && len(insts) > 0 && plan.Succeeded(&insts[0])) {
+	if !(init && len(insts) > 0 && planner.Succeeded(&insts[0])) {
 		b.applyWaiting(c, &cs, insts)
 	}
 	b.setStartedReady(c, init, &cs, insts)
@@ -271,7 +271,7 @@ func (b *statusBuilder) missingContainerStatus(c *v1.Container, init bool, old *
 			}
 		}
 	}
-	if init && !plan.IsSidecar(c) && plan.AnyRegularContainerCreated(b.pod, b.rt) {
+	if init && !planner.IsSidecar(c) && planner.AnyRegularContainerCreated(b.pod, b.rt) {
 		// Removed after the pod was initialized: it must have succeeded.
 		cs.State = v1.ContainerState{Terminated: &v1.ContainerStateTerminated{
 			Reason:   ReasonCompleted,
@@ -364,7 +364,7 @@ func (b *statusBuilder) applyWaiting(c *v1.Container, cs *v1.ContainerStatus, in
 	if len(insts) > 0 {
 		latest = &insts[0]
 	}
-	if b.stopping() || !plan.ShouldRestart(b.pod, c, latest) {
+	if b.stopping() || !planner.ShouldRestart(b.pod, c, latest) {
 		return
 	}
 	b.setWaiting(c, cs)
@@ -379,7 +379,7 @@ func (b *statusBuilder) setWaiting(c *v1.Container, cs *v1.ContainerStatus) {
 	var w *v1.ContainerStateWaiting
 	if r := rec.Waiting; r != nil && !b.in.Now.After(r.At) {
 		w = &v1.ContainerStateWaiting{Reason: r.Reason, Message: r.Message}
-	} else if bo, ok := plan.ContainerBackOff(b.pod, c, b.rt, b.st, b.in.Now, b.in.MaxCrashLoopBackOff); ok {
+	} else if bo, ok := planner.ContainerBackOff(b.pod, c, b.rt, b.st, b.in.Now, b.in.MaxCrashLoopBackOff); ok {
 		w = &v1.ContainerStateWaiting{Reason: bo.Reason, Message: bo.Message}
 	} else if r != nil {
 		w = &v1.ContainerStateWaiting{Reason: r.Reason, Message: r.Message}
@@ -400,7 +400,7 @@ func (b *statusBuilder) setStartedReady(c *v1.Container, init bool, cs *v1.Conta
 	running := cs.State.Running != nil && len(insts) > 0
 	started := running && probeOK(c.StartupProbe, b.in.Probes.Startup, insts)
 	cs.Started = &started
-	if init && !plan.IsSidecar(c) {
+	if init && !planner.IsSidecar(c) {
 		cs.Ready = cs.State.Terminated != nil && cs.State.Terminated.ExitCode == 0
 		return
 	}

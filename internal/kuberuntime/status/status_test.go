@@ -9,7 +9,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/nodelet/nodelet/internal/kuberuntime/plan"
+	"github.com/nodelet/nodelet/internal/kuberuntime/planner"
 	"github.com/nodelet/nodelet/internal/kuberuntime/state"
 )
 
@@ -25,7 +25,7 @@ func kubectlStatus(pod *v1.Pod, s v1.PodStatus) string {
 		switch {
 		case cs.State.Terminated != nil && cs.State.Terminated.ExitCode == 0:
 			continue
-		case plan.IsSidecar(&pod.Spec.InitContainers[i]) && cs.Started != nil && *cs.Started:
+		case planner.IsSidecar(&pod.Spec.InitContainers[i]) && cs.Started != nil && *cs.Started:
 			continue
 		case cs.State.Terminated != nil:
 			reason = "Init:" + cs.State.Terminated.Reason
@@ -279,7 +279,7 @@ func TestComputePodStatusDetails(t *testing.T) {
 		if got.Conditions[0].Type != v1.DisruptionTarget || condition(got, v1.PodReady).Status != v1.ConditionFalse {
 			t.Errorf("conditions = %+v", got.Conditions)
 		}
-		if c := condition(got, v1.PodReadyToStartContainers); c.Reason != ReasonPodSandboxNotReady || c.Message != plan.SandboxMsgNoSandbox {
+		if c := condition(got, v1.PodReadyToStartContainers); c.Reason != ReasonPodSandboxNotReady || c.Message != planner.SandboxMsgNoSandbox {
 			t.Errorf("PodReadyToStartContainers = %+v", c)
 		}
 	})

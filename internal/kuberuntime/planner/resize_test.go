@@ -1,4 +1,4 @@
-package plan
+package planner
 
 import (
 	"strings"
@@ -8,6 +8,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	v1 "k8s.io/api/core/v1"
 
+	"github.com/nodelet/nodelet/internal/kuberuntime/plan"
 	"github.com/nodelet/nodelet/internal/kuberuntime/state"
 )
 
@@ -125,7 +126,7 @@ func TestComputePodActionsResize(t *testing.T) {
 			}
 			for _, k := range a.ContainersToKill {
 				got.kill = append(got.kill, k.Name)
-				if k.Reason != KillResize || !strings.Contains(k.Message, "resize requires restart") {
+				if k.Reason != plan.KillResize || !strings.Contains(k.Message, "resize requires restart") {
 					t.Errorf("kill %+v is not a resize restart", k)
 				}
 			}

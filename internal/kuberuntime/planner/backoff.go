@@ -1,4 +1,4 @@
-package plan
+package planner
 
 import (
 	"fmt"
@@ -7,6 +7,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/nodelet/nodelet/internal/kuberuntime/criconfig"
+	"github.com/nodelet/nodelet/internal/kuberuntime/plan"
 	"github.com/nodelet/nodelet/internal/kuberuntime/state"
 )
 
@@ -22,22 +23,15 @@ func imagePullBackOffMessage(image string, w *state.WaitingReason) string {
 	return msg
 }
 
-// BackingOff says why a container is not started now and until when.
-type BackingOff struct {
-	Reason  string
-	Message string
-	Until   time.Time
-}
-
 // ContainerBackOff reports whether the container must wait before its next
 // start at now: first an image pull back-off left by a failed pull, then
 // the crash-loop back-off of its newest exited instance, capped at
 // maxCrashLoop (zero: state.MaxCrashLoopBackOff).
-func ContainerBackOff(pod *v1.Pod, c *v1.Container, rt state.PodRuntime, st state.PodState, now time.Time, maxCrashLoop time.Duration) (BackingOff, bool) {
+func ContainerBackOff(pod *v1.Pod, c *v1.Container, rt state.PodRuntime, st state.PodState, now time.Time, maxCrashLoop time.Duration) (plan.BackingOff, bool) {
 	rec := st.Containers[c.Name]
 	if w := rec.Waiting; w != nil && (w.Reason == state.ReasonErrImagePull || w.Reason == state.ReasonImagePullBackOff) {
 		if in, remaining, _ := state.ImagePullBackOff(rec.ImageBackOff, now); in {
-			return BackingOff{
+			return plan.BackingOff{
 				Reason:  state.ReasonImagePullBackOff,
 				Message: imagePullBackOffMessage(c.Image, w),
 				Until:   now.Add(remaining),
@@ -46,12 +40,12 @@ func ContainerBackOff(pod *v1.Pod, c *v1.Container, rt state.PodRuntime, st stat
 	}
 	if prev := rt.LatestExited(c.Name); prev != nil {
 		if in, remaining, delay := state.CrashLoopBackOff(rec.CrashBackOff, prev.FinishedAt, now, maxCrashLoop); in {
-			return BackingOff{
+			return plan.BackingOff{
 				Reason:  state.ReasonCrashLoopBackOff,
 				Message: crashLoopMessage(delay, c.Name, pod),
 				Until:   now.Add(remaining),
 			}, true
 		}
 	}
-	return BackingOff{}, false
+	return plan.BackingOff{}, false
 }

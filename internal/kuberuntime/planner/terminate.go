@@ -1,4 +1,4 @@
-package plan
+package planner
 
 import (
 	"time"
@@ -6,6 +6,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/nodelet/nodelet/internal/kuberuntime/criconfig"
+	"github.com/nodelet/nodelet/internal/kuberuntime/plan"
 	"github.com/nodelet/nodelet/internal/kuberuntime/state"
 )
 
@@ -48,13 +49,13 @@ func EffectiveGracePeriod(pod *v1.Pod) int64 {
 
 // killGracePeriod returns the grace period for killing one container: a
 // probe's own terminationGracePeriodSeconds wins when that probe failed.
-func killGracePeriod(pod *v1.Pod, c *v1.Container, reason KillReason) int64 {
+func killGracePeriod(pod *v1.Pod, c *v1.Container, reason plan.KillReason) int64 {
 	if pod.DeletionGracePeriodSeconds == nil {
 		var probe *v1.Probe
 		switch reason {
-		case KillLivenessProbe:
+		case plan.KillLivenessProbe:
 			probe = c.LivenessProbe
-		case KillStartupProbe:
+		case plan.KillStartupProbe:
 			probe = c.StartupProbe
 		}
 		if probe != nil && probe.TerminationGracePeriodSeconds != nil {
@@ -62,41 +63,6 @@ func killGracePeriod(pod *v1.Pod, c *v1.Container, reason KillReason) int64 {
 		}
 	}
 	return GracePeriodSeconds(pod)
-}
-
-// TerminationPlan is the next step of stopping a pod for good.
-type TerminationPlan struct {
-	// PreStop lists the hooks to run now, each once; record each with
-	// state.PodState.RecordPreStopDone. A hook may take at most Timeout
-	// seconds.
-	PreStop []PreStopHook
-	// Stop lists the containers to stop now, each after its preStop hook
-	// (if listed in PreStop) finished. Recompute the timeout after a hook
-	// with state.Termination.StopTimeout.
-	Stop []ContainerStop
-	// StopSandboxes lists the sandboxes to stop once Stop is done.
-	StopSandboxes []string
-	// RequeueAfter is when to plan again if containers wait for their turn.
-	RequeueAfter time.Duration
-	// Done: nothing of the pod runs any more.
-	Done bool
-}
-
-// PreStopHook is a preStop hook to run in a container.
-type PreStopHook struct {
-	ContainerID string
-	Name        string
-	Handler     *v1.LifecycleHandler
-	// Timeout in seconds: what is left of the grace period.
-	Timeout int64
-}
-
-// ContainerStop is a container to stop with StopContainer.
-type ContainerStop struct {
-	ContainerID string
-	Name        string
-	// Timeout in seconds for StopContainer.
-	Timeout int64
 }
 
 // PlanTermination plans the next step of stopping all of a pod's containers
@@ -107,22 +73,22 @@ type ContainerStop struct {
 // every sidecar after them in the spec has stopped, or when the grace period
 // is over. Call state.PodState.BeginTermination first so the grace period is
 // counted from the first stop.
-func PlanTermination(pod *v1.Pod, rt state.PodRuntime, st state.PodState, now time.Time) TerminationPlan {
+func PlanTermination(pod *v1.Pod, rt state.PodRuntime, st state.PodState, now time.Time) plan.TerminationPlan {
 	term := st.Terminating
 	if term == nil {
 		grace := EffectiveGracePeriod(pod)
 		term = &state.Termination{StartedAt: now, GracePeriodSeconds: grace, Deadline: now.Add(time.Duration(grace) * time.Second)}
 	}
 	live := rt.Live()
-	var plan TerminationPlan
+	var tp plan.TerminationPlan
 	if len(live) == 0 {
 		for _, s := range rt.Sandboxes {
 			if s.Ready {
-				plan.StopSandboxes = append(plan.StopSandboxes, s.ID)
+				tp.StopSandboxes = append(tp.StopSandboxes, s.ID)
 			}
 		}
-		plan.Done = len(plan.StopSandboxes) == 0
-		return plan
+		tp.Done = len(tp.StopSandboxes) == 0
+		return tp
 	}
 	timeout := term.StopTimeout(now)
 	overdue := !now.Before(term.Deadline)
@@ -130,18 +96,18 @@ func PlanTermination(pod *v1.Pod, rt state.PodRuntime, st state.PodState, now ti
 	for _, inst := range live {
 		spec := criconfig.ContainerSpec(pod, inst.Name)
 		if h := preStopHandler(spec); h != nil && !overdue && !term.PreStopRan(inst.ID) && inst.State == state.ContainerRunning {
-			plan.PreStop = append(plan.PreStop, PreStopHook{ContainerID: inst.ID, Name: inst.Name, Handler: h, Timeout: timeout})
+			tp.PreStop = append(tp.PreStop, plan.PreStopHook{ContainerID: inst.ID, Name: inst.Name, Handler: h, Timeout: timeout})
 		}
 		if !overdue && mustWaitForTurn(pod, live, inst.Name) {
 			waiting = true
 			continue
 		}
-		plan.Stop = append(plan.Stop, ContainerStop{ContainerID: inst.ID, Name: inst.Name, Timeout: timeout})
+		tp.Stop = append(tp.Stop, plan.ContainerStop{ContainerID: inst.ID, Name: inst.Name, Timeout: timeout})
 	}
 	if waiting {
-		plan.RequeueAfter = term.Deadline.Sub(now)
+		tp.RequeueAfter = term.Deadline.Sub(now)
 	}
-	return plan
+	return tp
 }
 
 func preStopHandler(c *v1.Container) *v1.LifecycleHandler {

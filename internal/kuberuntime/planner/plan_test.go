@@ -1,4 +1,4 @@
-package plan
+package planner
 
 import (
 	"encoding/json"
@@ -13,6 +13,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/nodelet/nodelet/internal/kuberuntime/criconfig"
+	"github.com/nodelet/nodelet/internal/kuberuntime/plan"
 	"github.com/nodelet/nodelet/internal/kuberuntime/state"
 )
 
@@ -68,7 +69,7 @@ type planSummary struct {
 	Done                   bool
 }
 
-func summarize(a PodActions) planSummary {
+func summarize(a plan.PodActions) planSummary {
 	s := planSummary{KillPod: a.KillPod, CreateSandbox: a.CreateSandbox, Done: a.Done}
 	if a.CreateSandbox {
 		s.Attempt = a.Attempt
@@ -300,7 +301,7 @@ func TestComputePodActionsDetails(t *testing.T) {
 	t.Run("back-off says why and until when", func(t *testing.T) {
 		rt := rtOf([]state.Sandbox{sb("s1", 0)}, exitedC(pod, "app", "s1", 3, 1, at(10*time.Second)))
 		a := ComputePodActions(pod, rt, st, Inputs{Now: at(20 * time.Second)})
-		want := BackingOff{
+		want := plan.BackingOff{
 			Reason:  state.ReasonCrashLoopBackOff,
 			Message: "back-off 40s restarting failed container=app pod=web_default(uid-1)",
 			Until:   at(50 * time.Second),
@@ -312,10 +313,10 @@ func TestComputePodActionsDetails(t *testing.T) {
 			t.Errorf("RequeueAfter = %v, want 30s", a.RequeueAfter)
 		}
 	})
-	t.Run("restart carries the restart count and previous exit", func(t *testing.T) {
+	t.Run("restart carries the restart count, previous exit and grace period", func(t *testing.T) {
 		rt := rtOf([]state.Sandbox{sb("s1", 0)}, exitedC(pod, "app", "s1", 3, 1, at(10*time.Second)), exitedC(pod, "app", "s1", 2, 1, at(0)))
 		a := ComputePodActions(pod, rt, st, Inputs{Now: at(time.Hour)})
-		want := []ContainerStart{{Name: "app", Index: 0, RestartCount: 4, PrevFinishedAt: at(10 * time.Second)}}
+		want := []plan.ContainerStart{{Name: "app", Index: 0, RestartCount: 4, PrevFinishedAt: at(10 * time.Second), KillGracePeriodSeconds: 30}}
 		if diff := cmp.Diff(want, a.ContainersToStart); diff != "" {
 			t.Errorf("starts (-want +got):\n%s", diff)
 		}
@@ -333,14 +334,14 @@ func TestComputePodActionsDetails(t *testing.T) {
 		rt := rtOf([]state.Sandbox{sb("s1", 0)}, runningC(pod, "app", "s1", 0))
 		a := ComputePodActions(pod, rt, state.PodState{}, Inputs{Now: at(0), Probes: state.ProbeResults{Liveness: map[string]bool{"app-0": false}}})
 		k := a.ContainersToKill["app-0"]
-		if k.Reason != KillLivenessProbe || k.GracePeriodSeconds != 5 || k.PreStop == nil ||
+		if k.Reason != plan.KillLivenessProbe || k.GracePeriodSeconds != 5 || k.PreStop == nil ||
 			k.Message != "Container app failed liveness probe, will be restarted" {
 			t.Errorf("kill = %+v", k)
 		}
 	})
 	t.Run("start spec is found by index", func(t *testing.T) {
 		p := newPod(inits("a", "b"))
-		if got := (ContainerStart{Index: 1, Init: true}).Spec(p).Name; got != "b" {
+		if got := (plan.ContainerStart{Index: 1, Init: true}).Spec(p).Name; got != "b" {
 			t.Errorf("Spec = %s, want b", got)
 		}
 	})
@@ -348,7 +349,7 @@ func TestComputePodActionsDetails(t *testing.T) {
 		p := newPod(containers("app", "web"), ephemerals("debugger", "shell"), target("debugger", "web"), target("shell", "missing"))
 		rt := rtOf([]state.Sandbox{sb("s1", 0)}, runningC(p, "app", "s1", 0), exitedC(p, "web", "s1", 0, 1, at(0)), runningC(p, "web", "s1", 1))
 		a := ComputePodActions(p, rt, state.PodState{}, Inputs{Now: at(time.Second)})
-		want := []ContainerStart{
+		want := []plan.ContainerStart{
 			{Name: "debugger", Index: 0, Ephemeral: true, TargetID: "web-1"},
 			{Name: "shell", Index: 1, Ephemeral: true},
 		}
@@ -365,7 +366,7 @@ func TestComputePodActionsDetails(t *testing.T) {
 		if _, err := want[1].Target(p); !errors.As(err, &ce) || err.Error() != "unable to find target container missing" {
 			t.Errorf("Target of a missing container = %v, want a ConfigError", err)
 		}
-		if id, err := (ContainerStart{Name: "app"}).Target(p); id != "" || err != nil {
+		if id, err := (plan.ContainerStart{Name: "app"}).Target(p); id != "" || err != nil {
 			t.Errorf("Target of a regular container = %q, %v", id, err)
 		}
 	})

@@ -1,4 +1,4 @@
-package plan
+package planner
 
 import (
 	"testing"
@@ -8,6 +8,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/utils/ptr"
 
+	"github.com/nodelet/nodelet/internal/kuberuntime/plan"
 	"github.com/nodelet/nodelet/internal/kuberuntime/state"
 )
 
@@ -51,7 +52,7 @@ func TestPlanTermination(t *testing.T) {
 		RequeueAfter                 time.Duration
 		Done                         bool
 	}
-	summarizeT := func(p TerminationPlan) summary {
+	summarizeT := func(p plan.TerminationPlan) summary {
 		s := summary{StopSandboxes: p.StopSandboxes, RequeueAfter: p.RequeueAfter, Done: p.Done}
 		for _, h := range p.PreStop {
 			s.PreStop = append(s.PreStop, h.Name)

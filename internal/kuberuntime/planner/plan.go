@@ -1,4 +1,4 @@
-package plan
+package planner
 
 import (
 	"fmt"
@@ -8,6 +8,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/nodelet/nodelet/internal/kuberuntime/criconfig"
+	"github.com/nodelet/nodelet/internal/kuberuntime/plan"
 	"github.com/nodelet/nodelet/internal/kuberuntime/state"
 )
 
@@ -19,18 +20,6 @@ const (
 	SandboxMsgNotReady          = "pod sandbox is not ready"
 	SandboxMsgNetworkModeChange = "network namespace mode changed and sandbox needs to be recreated"
 	SandboxMsgNoIP              = "pod sandbox has no IP address"
-)
-
-// KillReason says why a single container is killed.
-type KillReason string
-
-// Reasons for killing a single container.
-const (
-	KillSpecChanged   KillReason = "SpecChanged"
-	KillLivenessProbe KillReason = "LivenessProbe"
-	KillStartupProbe  KillReason = "StartupProbe"
-	KillResize        KillReason = "Resize"
-	KillUnknownState  KillReason = "Unknown"
 )
 
 // Inputs is what ComputePodActions needs besides the pod, the runtime and
@@ -46,94 +35,6 @@ type Inputs struct {
 	MaxCrashLoopBackOff time.Duration
 }
 
-// PodActions is the plan for one pod: what the executor must do in the
-// runtime now. It is computed from the pod, the observed runtime and the
-// persisted state and is never partially applied by this package.
-type PodActions struct {
-	// KillPod: stop every container of the pod and its sandboxes (see
-	// PlanTermination for the order and grace periods).
-	KillPod bool
-	// KillPodReason and KillPodMessage say why the pod is stopped for good
-	// while its phase is not terminal yet (ReasonDeadlineExceeded); empty
-	// for any other KillPod.
-	KillPodReason, KillPodMessage string
-	// CreateSandbox: create a new sandbox with Attempt, after KillPod.
-	CreateSandbox bool
-	// SandboxReason says why a new sandbox is needed.
-	SandboxReason string
-	// SandboxID is the ready sandbox to start containers in when no new
-	// sandbox is created.
-	SandboxID string
-	// Attempt is the attempt of the sandbox to create.
-	Attempt uint32
-	// InitContainersToStart and ContainersToStart, in the order to start
-	// them. At most one non-restartable init container is ever listed.
-	InitContainersToStart []ContainerStart
-	ContainersToStart     []ContainerStart
-	// EphemeralContainersToStart are the ephemeral containers that never
-	// ran, to start before the others. None is listed when the pod is
-	// killed or gets a new sandbox.
-	EphemeralContainersToStart []ContainerStart
-	// ContainersToKill by container ID, to be killed before the starts.
-	ContainersToKill map[string]ContainerKill
-	// BackingOff lists the containers that need a start but must wait, by name.
-	BackingOff map[string]BackingOff
-	// ContainersToResize are running containers to update in place to
-	// their allocated resources (see resize.go), after the starts.
-	ContainersToResize []ContainerResize
-	// RequeueAfter is when the earliest back-off or the pod's active
-	// deadline ends (0: none).
-	RequeueAfter time.Duration
-	// Done: the pod is terminal or deleted and nothing of it runs any more;
-	// nothing will ever be started for it again.
-	Done bool
-}
-
-// ContainerStart is one container to start.
-type ContainerStart struct {
-	Name string
-	// Index into pod.Spec.InitContainers when Init, pod.Spec.EphemeralContainers
-	// when Ephemeral, else pod.Spec.Containers.
-	Index     int
-	Init      bool
-	Ephemeral bool
-	// TargetID is the container whose process namespace an ephemeral
-	// container shares: the newest instance of its targetContainerName, if
-	// any (see Target).
-	TargetID string
-	// RestartCount to create the container with
-	// (criconfig.ContainerOptions.RestartCount).
-	RestartCount uint32
-	// PrevFinishedAt is when the previous instance exited (zero for a first
-	// start); state.PodState.RecordStart uses it to advance the crash-loop
-	// back-off, capped at MaxCrashLoopBackOff (the plan's
-	// Inputs.MaxCrashLoopBackOff).
-	PrevFinishedAt      time.Time
-	MaxCrashLoopBackOff time.Duration
-}
-
-// Spec returns the container to start from the pod spec.
-func (c ContainerStart) Spec(pod *v1.Pod) *v1.Container {
-	switch {
-	case c.Init:
-		return &pod.Spec.InitContainers[c.Index]
-	case c.Ephemeral:
-		return (*v1.Container)(&pod.Spec.EphemeralContainers[c.Index].EphemeralContainerCommon)
-	}
-	return &pod.Spec.Containers[c.Index]
-}
-
-// ContainerKill is one container to stop (and leave stopped or restart).
-type ContainerKill struct {
-	Name    string
-	Reason  KillReason
-	Message string
-	// GracePeriodSeconds for the preStop hook and StopContainer together.
-	GracePeriodSeconds int64
-	// PreStop is the hook to run first, if any.
-	PreStop *v1.LifecycleHandler
-}
-
 // ComputePodActions plans what to do for a pod at now, like the kubelet's
 // computePodActions: create or recreate the sandbox, run init containers one
 // after the other (keeping restartable ones running), then start, restart
@@ -142,31 +43,33 @@ type ContainerKill struct {
 // restarting it. A pod being deleted or in a terminal phase, or past its
 // active deadline (ActiveDeadline), only ever gets KillPod (or Done once
 // nothing runs); a pod with a deadline ahead is requeued at it.
-func ComputePodActions(pod *v1.Pod, rt state.PodRuntime, st state.PodState, in Inputs) PodActions {
-	p := planner{pod: pod, rt: rt, st: st, now: in.Now, probes: in.Probes, maxCrashLoop: in.MaxCrashLoopBackOff}
-	p.a.ContainersToKill = map[string]ContainerKill{}
-	p.a.BackingOff = map[string]BackingOff{}
+func ComputePodActions(pod *v1.Pod, rt state.PodRuntime, st state.PodState, in Inputs) plan.PodActions {
+	p := actionPlanner{pod: pod, rt: rt, st: st, now: in.Now, probes: in.Probes, maxCrashLoop: in.MaxCrashLoopBackOff}
+	p.a.ContainersToKill = map[string]plan.ContainerKill{}
+	p.a.BackingOff = map[string]plan.BackingOff{}
 	p.plan()
 	if p.a.KillPod {
-		// Whatever runs is stopped; nothing starts in a sandbox that goes.
+		// Whatever runs is stopped; nothing starts in a sandbox that goes,
+		// and nothing that stops is resized.
 		p.a.EphemeralContainersToStart = nil
+		p.a.ContainersToResize = nil
 	}
 	p.applyBackOff()
 	p.applyDeadline()
 	return p.a
 }
 
-type planner struct {
+type actionPlanner struct {
 	pod          *v1.Pod
 	rt           state.PodRuntime
 	st           state.PodState
 	now          time.Time
 	probes       state.ProbeResults
 	maxCrashLoop time.Duration
-	a            PodActions
+	a            plan.PodActions
 }
 
-func (p *planner) plan() {
+func (p *actionPlanner) plan() {
 	if PodFinished(p.pod) {
 		p.a.KillPod = p.rt.HasLiveResources()
 		p.a.Done = !p.a.KillPod
@@ -242,14 +145,14 @@ func sandboxChange(pod *v1.Pod, rt state.PodRuntime, st state.PodState) (bool, u
 }
 
 // planNewSandbox plans the starts in a sandbox about to be (re)created.
-func (p *planner) planNewSandbox() {
+func (p *actionPlanner) planNewSandbox() {
 	if p.pod.Spec.RestartPolicy == v1.RestartPolicyNever && p.a.Attempt != 0 && len(p.rt.Containers) > 0 {
 		// Every container has had its single run: report, do not recreate.
 		p.a.CreateSandbox = false
 		p.a.KillPod = p.rt.HasLiveResources()
 		return
 	}
-	var starts []ContainerStart
+	var starts []plan.ContainerStart
 	for i := range p.pod.Spec.Containers {
 		c := &p.pod.Spec.Containers[i]
 		if runsOnce(p.pod, c) && Succeeded(p.rt.Latest(c.Name)) {
@@ -263,7 +166,7 @@ func (p *planner) planNewSandbox() {
 		return
 	}
 	if len(p.pod.Spec.InitContainers) > 0 {
-		p.a.InitContainersToStart = []ContainerStart{p.start(&p.pod.Spec.InitContainers[0], 0, true)}
+		p.a.InitContainersToStart = []plan.ContainerStart{p.start(&p.pod.Spec.InitContainers[0], 0, true)}
 		return
 	}
 	p.a.ContainersToStart = starts
@@ -274,7 +177,7 @@ func (p *planner) planNewSandbox() {
 // the last init container that ran; the ones before it are done (their
 // instances may have been removed), except restartable ones, which must
 // keep running.
-func (p *planner) planInitContainers() bool {
+func (p *actionPlanner) planInitContainers() bool {
 	inits := p.pod.Spec.InitContainers
 	if len(inits) == 0 {
 		return true
@@ -327,7 +230,7 @@ func (p *planner) planInitContainers() bool {
 				p.a.InitContainersToStart = nil
 				return false
 			}
-			p.kill(inst, c, KillUnknownState, fmt.Sprintf("Init container is in %q state, try killing it before restart", inst.State))
+			p.kill(inst, c, plan.KillUnknownState, fmt.Sprintf("Init container is in %q state, try killing it before restart", inst.State))
 			starts = append(starts, i)
 		}
 		seenLater = true
@@ -346,14 +249,14 @@ func (p *planner) planInitContainers() bool {
 // has started (its startup probe succeeded) the next init container may
 // start; a failed probe or a changed spec restarts it. It returns the init
 // container indexes to start.
-func (p *planner) planRunningSidecar(c *v1.Container, i int, inst *state.Container, seenLater bool, initialized *bool) []int {
+func (p *actionPlanner) planRunningSidecar(c *v1.Container, i int, inst *state.Container, seenLater bool, initialized *bool) []int {
 	if c.StartupProbe != nil {
 		ok, found := p.probes.Startup[inst.ID]
 		if !found {
 			return nil
 		}
 		if !ok {
-			p.kill(inst, c, KillStartupProbe, fmt.Sprintf("Init container %s failed startup probe", c.Name))
+			p.kill(inst, c, plan.KillStartupProbe, fmt.Sprintf("Init container %s failed startup probe", c.Name))
 			return []int{i}
 		}
 	}
@@ -364,24 +267,24 @@ func (p *planner) planRunningSidecar(c *v1.Container, i int, inst *state.Contain
 		starts = append(starts, i+1)
 	}
 	if hashChanged(c, inst) {
-		p.kill(inst, c, KillSpecChanged, fmt.Sprintf("Init container %s definition changed", c.Name))
+		p.kill(inst, c, plan.KillSpecChanged, fmt.Sprintf("Init container %s definition changed", c.Name))
 		return append(starts, i)
 	}
 	if c.LivenessProbe != nil {
 		if ok, found := p.probes.Liveness[inst.ID]; found && !ok {
-			p.kill(inst, c, KillLivenessProbe, fmt.Sprintf("Init container %s failed liveness probe", c.Name))
+			p.kill(inst, c, plan.KillLivenessProbe, fmt.Sprintf("Init container %s failed liveness probe", c.Name))
 			return append(starts, i)
 		}
 	}
 	if restart, msg := p.planResize(c, i, true, inst); restart {
-		p.kill(inst, c, KillResize, msg)
+		p.kill(inst, c, plan.KillResize, msg)
 		return append(starts, i)
 	}
 	return starts
 }
 
 // planContainers plans the regular containers and returns how many keep running.
-func (p *planner) planContainers() int {
+func (p *actionPlanner) planContainers() int {
 	keep := 0
 	for i := range p.pod.Spec.Containers {
 		c := &p.pod.Spec.Containers[i]
@@ -390,7 +293,7 @@ func (p *planner) planContainers() int {
 			if ShouldRestart(p.pod, c, inst) {
 				p.a.ContainersToStart = append(p.a.ContainersToStart, p.start(c, i, false))
 				if inst != nil && inst.State == state.ContainerUnknown {
-					p.kill(inst, c, KillUnknownState, fmt.Sprintf("Container is in %q state, try killing it before restart", inst.State))
+					p.kill(inst, c, plan.KillUnknownState, fmt.Sprintf("Container is in %q state, try killing it before restart", inst.State))
 				}
 			}
 			continue
@@ -399,20 +302,20 @@ func (p *planner) planContainers() int {
 		if c.RestartPolicy != nil {
 			restart = *c.RestartPolicy != v1.ContainerRestartPolicyNever
 		}
-		var reason KillReason
+		var reason plan.KillReason
 		var msg string
 		switch {
 		case hashChanged(c, inst):
-			reason, msg, restart = KillSpecChanged, fmt.Sprintf("Container %s definition changed", c.Name), true
+			reason, msg, restart = plan.KillSpecChanged, fmt.Sprintf("Container %s definition changed", c.Name), true
 		case failed(p.probes.Liveness, inst.ID):
-			reason, msg = KillLivenessProbe, fmt.Sprintf("Container %s failed liveness probe", c.Name)
+			reason, msg = plan.KillLivenessProbe, fmt.Sprintf("Container %s failed liveness probe", c.Name)
 		case failed(p.probes.Startup, inst.ID):
-			reason, msg = KillStartupProbe, fmt.Sprintf("Container %s failed startup probe", c.Name)
+			reason, msg = plan.KillStartupProbe, fmt.Sprintf("Container %s failed startup probe", c.Name)
 		default:
 			if resize, resizeMsg := p.planResize(c, i, false, inst); resize {
 				// Restarted with its new resources, whatever the restart policy.
 				p.a.ContainersToStart = append(p.a.ContainersToStart, p.start(c, i, false))
-				p.kill(inst, c, KillResize, resizeMsg)
+				p.kill(inst, c, plan.KillResize, resizeMsg)
 				continue
 			}
 			keep++
@@ -433,7 +336,7 @@ func failed(results map[string]bool, id string) bool {
 }
 
 // applyBackOff moves the starts that must wait out of the start lists.
-func (p *planner) applyBackOff() {
+func (p *actionPlanner) applyBackOff() {
 	p.a.InitContainersToStart = p.filterBackOff(p.a.InitContainersToStart)
 	p.a.ContainersToStart = p.filterBackOff(p.a.ContainersToStart)
 	p.a.EphemeralContainersToStart = p.filterBackOff(p.a.EphemeralContainersToStart)
@@ -441,7 +344,7 @@ func (p *planner) applyBackOff() {
 
 // applyDeadline has a pod that will keep running requeued when its active
 // deadline ends, so it is stopped then and not at the next periodic sync.
-func (p *planner) applyDeadline() {
+func (p *actionPlanner) applyDeadline() {
 	if p.a.Done || p.a.KillPodReason != "" || PodFinished(p.pod) {
 		return
 	}
@@ -451,7 +354,7 @@ func (p *planner) applyDeadline() {
 	}
 }
 
-func (p *planner) filterBackOff(starts []ContainerStart) []ContainerStart {
+func (p *actionPlanner) filterBackOff(starts []plan.ContainerStart) []plan.ContainerStart {
 	kept := starts[:0]
 	for _, s := range starts {
 		b, wait := ContainerBackOff(p.pod, s.Spec(p.pod), p.rt, p.st, p.now, p.maxCrashLoop)
@@ -470,11 +373,13 @@ func (p *planner) filterBackOff(starts []ContainerStart) []ContainerStart {
 	return kept
 }
 
-func (p *planner) start(c *v1.Container, index int, init bool) ContainerStart {
-	s := ContainerStart{
+func (p *actionPlanner) start(c *v1.Container, index int, init bool) plan.ContainerStart {
+	s := plan.ContainerStart{
 		Name: c.Name, Index: index, Init: init,
 		RestartCount:        nextRestartCount(p.rt, p.st, c.Name),
 		MaxCrashLoopBackOff: p.maxCrashLoop,
+		// As the kubelet kills a container whose postStart hook failed.
+		KillGracePeriodSeconds: GracePeriodSeconds(p.pod),
 	}
 	if prev := p.rt.LatestExited(c.Name); prev != nil {
 		s.PrevFinishedAt = prev.FinishedAt
@@ -482,8 +387,8 @@ func (p *planner) start(c *v1.Container, index int, init bool) ContainerStart {
 	return s
 }
 
-func (p *planner) kill(inst *state.Container, c *v1.Container, reason KillReason, msg string) {
-	k := ContainerKill{Name: c.Name, Reason: reason, Message: msg, GracePeriodSeconds: killGracePeriod(p.pod, c, reason)}
+func (p *actionPlanner) kill(inst *state.Container, c *v1.Container, reason plan.KillReason, msg string) {
+	k := plan.ContainerKill{Name: c.Name, Reason: reason, Message: msg, GracePeriodSeconds: killGracePeriod(p.pod, c, reason)}
 	if c.Lifecycle != nil {
 		k.PreStop = c.Lifecycle.PreStop
 	}
@@ -491,7 +396,7 @@ func (p *planner) kill(inst *state.Container, c *v1.Container, reason KillReason
 }
 
 // active returns the newest instance of a container in the current sandbox.
-func (p *planner) active(name string) *state.Container {
+func (p *actionPlanner) active(name string) *state.Container {
 	if all := p.rt.Instances(name, p.a.SandboxID); len(all) > 0 {
 		return &all[0]
 	}
@@ -500,7 +405,7 @@ func (p *planner) active(name string) *state.Container {
 
 // anyRegularContainerStarted reports whether a regular container has run in
 // the current sandbox, which means the pod was initialized.
-func (p *planner) anyRegularContainerStarted() bool {
+func (p *actionPlanner) anyRegularContainerStarted() bool {
 	return Initialized(p.pod, p.rt, p.a.SandboxID)
 }
 

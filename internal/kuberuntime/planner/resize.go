@@ -1,4 +1,4 @@
-package plan
+package planner
 
 import (
 	"encoding/json"
@@ -6,13 +6,14 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 
+	"github.com/nodelet/nodelet/internal/kuberuntime/plan"
 	"github.com/nodelet/nodelet/internal/kuberuntime/state"
 )
 
 // In-place resize, as the kubelet does it: the pod runs with its
-// allocation (state.AllocatedPod), and the plan brings each running
+// allocation (state.AllocatedPod), and the planner brings each running
 // container to it, updating its cgroups in place
-// (PodActions.ContainersToResize), or restarting it when the resize policy
+// (plan.PodActions.ContainersToResize), or restarting it when the resize policy
 // of a changed resource says RestartContainer. ResizeInProgress tells the
 // state (state.PodState.FinishResize) whether a resize is still under way.
 
@@ -24,29 +25,6 @@ const (
 	EventResizeInfeasible = "ResizeInfeasible"
 	EventResizeError      = "ResizeError"
 )
-
-// ContainerResize is an in-place update of a running container's
-// resources to its allocation.
-type ContainerResize struct {
-	Name string
-	// ID of the running instance.
-	ID string
-	// Index into pod.Spec.InitContainers when Init, else pod.Spec.Containers.
-	Index int
-	Init  bool
-	// MemoryLimitDecrease: the update lowers the memory limit, or sets one
-	// where the container had none or runs with unknown resources; the
-	// kubelet does not do that below what the container uses.
-	MemoryLimitDecrease bool
-}
-
-// Spec returns the container to resize from the (allocated) pod.
-func (c ContainerResize) Spec(pod *v1.Pod) *v1.Container {
-	if c.Init {
-		return &pod.Spec.InitContainers[c.Index]
-	}
-	return &pod.Spec.Containers[c.Index]
-}
 
 // resizeValues are the values of a container's resources that in-place
 // resize changes, in the units the cgroups get them.
@@ -100,7 +78,7 @@ func ResizeInProgress(pod *v1.Pod, rt state.PodRuntime, st state.PodState) bool 
 // restarted (not a plain init container); else an update in place,
 // appended to ContainersToResize. An instance whose resources nodelet did
 // not record is updated in place.
-func (p *planner) planResize(c *v1.Container, index int, init bool, inst *state.Container) (restart bool, msg string) {
+func (p *actionPlanner) planResize(c *v1.Container, index int, init bool, inst *state.Container) (restart bool, msg string) {
 	want := valuesOf(c.Resources)
 	actuated, known := p.st.ActuatedResources(c.Name, inst.ID)
 	have := valuesOf(actuated)
@@ -114,7 +92,7 @@ func (p *planner) planResize(c *v1.Container, index int, init bool, inst *state.
 			return true, fmt.Sprintf("Container %s resize requires restart", c.Name)
 		}
 	}
-	p.a.ContainersToResize = append(p.a.ContainersToResize, ContainerResize{
+	p.a.ContainersToResize = append(p.a.ContainersToResize, plan.ContainerResize{
 		Name: c.Name, ID: inst.ID, Index: index, Init: init,
 		MemoryLimitDecrease: want.memoryLimit != 0 && (!known || have.memoryLimit == 0 || want.memoryLimit < have.memoryLimit),
 	})

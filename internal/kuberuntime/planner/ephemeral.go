@@ -1,11 +1,7 @@
-package plan
+package planner
 
 import (
-	"fmt"
-
-	v1 "k8s.io/api/core/v1"
-
-	"github.com/nodelet/nodelet/internal/kuberuntime/criconfig"
+	"github.com/nodelet/nodelet/internal/kuberuntime/plan"
 	"github.com/nodelet/nodelet/internal/kuberuntime/state"
 )
 
@@ -29,13 +25,13 @@ func ephemeralRan(rt state.PodRuntime, st state.PodState, name string) bool {
 
 // planEphemeralContainers plans the start of every ephemeral container that
 // never ran, in the current sandbox.
-func (p *planner) planEphemeralContainers() {
+func (p *actionPlanner) planEphemeralContainers() {
 	for i := range p.pod.Spec.EphemeralContainers {
 		ec := &p.pod.Spec.EphemeralContainers[i]
 		if ephemeralRan(p.rt, p.st, ec.Name) {
 			continue
 		}
-		s := ContainerStart{Name: ec.Name, Index: i, Ephemeral: true}
+		s := plan.ContainerStart{Name: ec.Name, Index: i, Ephemeral: true}
 		if ec.TargetContainerName != "" {
 			if target := p.rt.Latest(ec.TargetContainerName); target != nil {
 				s.TargetID = target.ID
@@ -43,19 +39,4 @@ func (p *planner) planEphemeralContainers() {
 		}
 		p.a.EphemeralContainersToStart = append(p.a.EphemeralContainersToStart, s)
 	}
-}
-
-// Target returns the ID of the container whose process namespace the
-// ephemeral container to start shares: "" when it names no
-// targetContainerName, a *criconfig.ConfigError when the named container has no
-// instance (the kubelet's "unable to find target container").
-func (c ContainerStart) Target(pod *v1.Pod) (string, error) {
-	if !c.Ephemeral {
-		return "", nil
-	}
-	name := pod.Spec.EphemeralContainers[c.Index].TargetContainerName
-	if name != "" && c.TargetID == "" {
-		return "", &criconfig.ConfigError{Err: fmt.Errorf("unable to find target container %s", name)}
-	}
-	return c.TargetID, nil
 }
