@@ -5,8 +5,10 @@
 //   - StartContainerd runs a containerd of its own (root, state, socket, CNI
 //     bridge and subnet under a temporary directory) with the CRI plugin
 //     configured for this machine kind, and imports the test images.
-//   - PauseImage and BusyboxImage are built locally, without Docker, and
-//     cached by content under ${NODELET_CACHE:-${XDG_CACHE_HOME:-~/.cache}/nodelet}/images.
+//   - PauseImage and BusyboxImage are built locally, without Docker (with
+//     the imagebuild package, which the conformance images and hack/image
+//     use too), and cached by content under
+//     ${NODELET_CACHE:-${XDG_CACHE_HOME:-~/.cache}/nodelet}/images.
 //   - StartRegistry runs a docker-registry on loopback with htpasswd auth,
 //     and Registry.Push copies a test image into it.
 //   - StartAPIServer runs an envtest kube-apiserver and etcd configured like a
@@ -36,9 +38,11 @@
 //     host's address on its containerd's pod bridge (Containerd.HostIP):
 //     the API server refuses to proxy to a loopback node address.
 //   - StartKubelet runs a real kubelet (built from the pinned module by
-//     hack/kubelet.sh) as system:node:<name> on a containerd of the
-//     harness, with the settings this machine kind needs; SharedDir makes a
-//     shared mount point for host paths a pod mounts Bidirectional.
+//     hack/kubelet.sh, or a given binary) as system:node:<name> on a
+//     containerd of the harness, with the settings this machine kind needs
+//     and the caller's configuration keys and flags; WaitHealthy and
+//     Supervise make it the conformance suite's reference node. SharedDir
+//     makes a shared mount point for host paths a pod mounts Bidirectional.
 //   - WebImage is a small HTTP server of ours (test/images/web) that runs
 //     without a command, for Deployments on make run's local cluster.
 //   - After a process that started these was killed, TeardownContainerdDir,
