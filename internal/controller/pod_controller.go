@@ -368,7 +368,10 @@ func (r *PodReconciler) syncRunning(ctx context.Context, s *podScope) (syncResul
 			}
 		}
 	}
-	execErr := r.Exec.Sync(ctx, allocated, s.obs.Runtime, &s.state, actions, r.saver(s))
+	var execErr error
+	if actions.Starts() {
+		execErr = r.Exec.Start(ctx, allocated, s.obs.Runtime, &s.state, actions, r.saver(s))
+	}
 	if ctx.Err() == nil && execErr == nil {
 		r.resize(ctx, s, allocated, actions)
 	}
@@ -383,7 +386,7 @@ func (r *PodReconciler) syncRunning(ctx context.Context, s *podScope) (syncResul
 		}
 		s.obs = obs
 	}
-	if err := r.Exec.CollectGarbage(ctx, s.obs.Runtime); err != nil {
+	if err := r.Exec.CollectGarbage(ctx, planner.SelectGarbage(s.obs.Runtime)); err != nil {
 		log.FromContext(ctx).Error(err, "Unable to remove dead containers")
 	}
 	r.Prober.Sync(s.pod, s.obs.Runtime)
@@ -525,9 +528,17 @@ func (r *PodReconciler) stopAll(ctx context.Context, s *podScope, grace int64) (
 	// sidecars, then sandboxes); take the steps that need no waiting in
 	// one go, so a pod that stops promptly needs one sync.
 	for range 4 {
-		done, requeue, err = r.Exec.Terminate(ctx, s.pod, s.obs.Runtime, &s.state, r.saver(s))
-		if err != nil || done || requeue > 0 {
-			return done, requeue, err
+		step := planner.PlanTermination(s.pod, s.obs.Runtime, s.state, r.now())
+		if err := r.Exec.Terminate(ctx, s.pod, s.obs.Runtime, step, &s.state, r.saver(s)); err != nil {
+			return false, 0, err
+		}
+		done, requeue = step.Done, step.RequeueAfter
+		if step.StopsAnything() {
+			// What waited for these may go next: plan again at once.
+			requeue = 0
+		}
+		if done || requeue > 0 {
+			return done, requeue, nil
 		}
 		obs, err := r.Exec.Observe(ctx, s.pod)
 		if err != nil {

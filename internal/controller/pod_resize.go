@@ -111,7 +111,7 @@ func (r *PodReconciler) decideResize(ctx context.Context, s *podScope) error {
 // pod's PodResizeInProgress condition, with a ResizeError Event when it is
 // new, and tried again at the next sync.
 func (r *PodReconciler) resize(ctx context.Context, s *podScope, pod *corev1.Pod, actions plan.PodActions) {
-	err := r.Exec.Resize(ctx, pod, actions, &s.state, r.saver(s))
+	err := r.Exec.Resize(ctx, pod, actions.ContainersToResize, &s.state, r.saver(s))
 	if err == nil || ctx.Err() != nil {
 		return
 	}

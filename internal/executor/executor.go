@@ -103,16 +103,16 @@ func (e *Executor) now() time.Time {
 	return e.Clock.Now()
 }
 
-// Sync carries out the start part of one plan for pod: volumes, the
-// sandbox, single-container kills and the container starts (ephemeral,
-// init, then regular ones). A plan's KillPod must have been carried out
-// with Terminate first. rt is the pod's observed runtime, st its state,
-// updated in place. It returns the first error that should make the caller
-// retry with back-off; container start failures are recorded in st (and
-// shown in the status) rather than returned. Once ctx ends nothing more is
-// created or started.
-func (e *Executor) Sync(ctx context.Context, pod *v1.Pod, rt state.PodRuntime, st *state.PodState, a plan.PodActions, save SaveFunc) error {
-	if a.Done || (a.KillPod && !a.CreateSandbox) {
+// Start carries out the start step of a plan for pod (a.Starts): volumes,
+// the sandbox, single-container kills and the container starts (ephemeral,
+// init, then regular ones); a plan without one does nothing. A plan's
+// KillPod must have been carried out with Terminate first. rt is the pod's
+// observed runtime, st its state, updated in place. It returns the first
+// error that should make the caller retry with back-off; container start
+// failures are recorded in st (and shown in the status) rather than
+// returned. Once ctx ends nothing more is created or started.
+func (e *Executor) Start(ctx context.Context, pod *v1.Pod, rt state.PodRuntime, st *state.PodState, a plan.PodActions, save SaveFunc) error {
+	if !a.Starts() {
 		return nil
 	}
 	if err := e.Volumes.SetUp(ctx, pod); err != nil {
@@ -298,7 +298,7 @@ func (e *Executor) startContainer(ctx context.Context, pod *v1.Pod, sb *sandbox,
 		return fail(state.ReasonRunContainerError, err.Error())
 	}
 	e.Recorder.Eventf(pod, v1.EventTypeNormal, EventStarted, "Started container %s", c.Name)
-	if err := e.runPostStart(ctx, pod, c, id, sb.ips); err != nil {
+	if err := e.runPostStart(ctx, pod, c, id, sb.ips, s.KillGracePeriodSeconds); err != nil {
 		return fail(state.ReasonPostStartHookError, err.Error())
 	}
 	log.FromContext(ctx).V(1).Info("Started container", "container", c.Name, "id", id, "restartCount", s.RestartCount)

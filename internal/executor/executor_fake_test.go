@@ -2,6 +2,8 @@ package executor
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"slices"
 	"testing"
 	"time"
@@ -18,7 +20,6 @@ import (
 	"github.com/nodelet/nodelet/internal/cri"
 	"github.com/nodelet/nodelet/internal/kuberuntime/criconfig"
 	"github.com/nodelet/nodelet/internal/kuberuntime/plan"
-	"github.com/nodelet/nodelet/internal/kuberuntime/planner"
 	"github.com/nodelet/nodelet/internal/kuberuntime/state"
 	"github.com/nodelet/nodelet/internal/nodeinfo"
 )
@@ -75,18 +76,58 @@ func fakePod(containers ...string) *v1.Pod {
 	return pod
 }
 
-// runPod starts pod through its first plan and returns its observed runtime.
+// startPlan is the plan of a pod's first start: a new sandbox, then its
+// init and regular containers, as the planner lists them for the executor.
+func startPlan(pod *v1.Pod) plan.PodActions {
+	a := plan.PodActions{KillPod: true, CreateSandbox: true}
+	for i, c := range pod.Spec.InitContainers {
+		a.InitContainersToStart = append(a.InitContainersToStart, plan.ContainerStart{Name: c.Name, Index: i, Init: true, KillGracePeriodSeconds: 1})
+	}
+	for i, c := range pod.Spec.Containers {
+		a.ContainersToStart = append(a.ContainersToStart, plan.ContainerStart{Name: c.Name, Index: i, KillGracePeriodSeconds: 1})
+	}
+	return a
+}
+
+func noSave() error { return nil }
+
+// runPod starts pod with its first plan and returns its observed runtime.
 func runPod(t *testing.T, ctx context.Context, e *Executor, pod *v1.Pod, st *state.PodState) state.PodRuntime {
 	t.Helper()
 	g := NewWithT(t)
-	a := planner.ComputePodActions(pod, state.PodRuntime{}, *st, planner.Inputs{Now: time.Now()})
-	g.Expect(e.Sync(ctx, pod, state.PodRuntime{}, st, a, func() error { return nil })).To(Succeed())
+	g.Expect(e.Start(ctx, pod, state.PodRuntime{}, st, startPlan(pod), noSave)).To(Succeed())
 	obs, err := e.Observe(ctx, pod)
 	g.Expect(err).NotTo(HaveOccurred())
 	return obs.Runtime
 }
 
-func TestSyncStartsThePlanAndTerminateStopsEverything(t *testing.T) {
+// byName returns the state of each container of rt by name.
+func byName(rt state.PodRuntime) map[string]state.ContainerState {
+	out := map[string]state.ContainerState{}
+	for _, c := range rt.Containers {
+		out[c.Name] = c.State
+	}
+	return out
+}
+
+func idOf(rt state.PodRuntime, name string) string {
+	if c := rt.Latest(name); c != nil {
+		return c.ID
+	}
+	return ""
+}
+
+func count(calls []string, call string) int {
+	n := 0
+	for _, c := range calls {
+		if c == call {
+			n++
+		}
+	}
+	return n
+}
+
+func TestStartRunsThePlanAndTerminateStopsEverything(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
 	e, rs := newFakeExecutor(t)
@@ -94,25 +135,29 @@ func TestSyncStartsThePlanAndTerminateStopsEverything(t *testing.T) {
 	st := state.NewPodState(pod.UID)
 	rt := runPod(t, ctx, e, pod, &st)
 	g.Expect(rt.Sandboxes).To(HaveLen(1))
-	g.Expect(rt.Containers).To(HaveLen(2))
-	for _, c := range rt.Containers {
-		g.Expect(c.State).To(Equal(state.ContainerRunning))
+	g.Expect(st.SandboxID).To(Equal(rt.Sandboxes[0].ID), "the sandbox is recorded")
+	g.Expect(byName(rt)).To(Equal(map[string]state.ContainerState{"app": state.ContainerRunning, "web": state.ContainerRunning}))
+	for _, name := range []string{"app", "web"} {
+		g.Expect(st.Containers[name].Created).To(BeTrue(), "the start of %s is recorded", name)
 	}
 
 	st.BeginTermination(1, time.Now())
-	for range 3 {
-		done, _, err := e.Terminate(ctx, pod, rt, &st, func() error { return nil })
-		g.Expect(err).NotTo(HaveOccurred())
-		if done {
-			break
-		}
-		obs, err := e.Observe(ctx, pod)
-		g.Expect(err).NotTo(HaveOccurred())
-		rt = obs.Runtime
-	}
+	stop := plan.TerminationPlan{Stop: []plan.ContainerStop{
+		{ContainerID: idOf(rt, "app"), Name: "app", Timeout: 1}, {ContainerID: idOf(rt, "web"), Name: "web", Timeout: 1},
+	}}
+	g.Expect(e.Terminate(ctx, pod, rt, stop, &st, noSave)).To(Succeed())
+	obs, err := e.Observe(ctx, pod)
+	g.Expect(err).NotTo(HaveOccurred())
+	rt = obs.Runtime
 	g.Expect(rt.Containers).To(HaveEach(HaveField("State", state.ContainerExited)))
+	g.Expect(rt.Sandboxes).To(HaveEach(HaveField("Ready", true)), "sandboxes stop only when the plan says so")
+
+	g.Expect(e.Terminate(ctx, pod, rt, plan.TerminationPlan{StopSandboxes: []string{rt.Sandboxes[0].ID}}, &st, noSave)).To(Succeed())
+	obs, err = e.Observe(ctx, pod)
+	g.Expect(err).NotTo(HaveOccurred())
+	rt = obs.Runtime
 	g.Expect(rt.Sandboxes).To(HaveEach(HaveField("Ready", false)))
-	g.Expect(rs.GetCalls()).To(ContainElement("StopPodSandbox"))
+	g.Expect(count(rs.GetCalls(), "StopContainer")).To(Equal(2))
 
 	g.Expect(e.RemovePod(ctx, pod, rt)).To(Succeed())
 	sandboxes, err := rs.ListPodSandbox(ctx, nil)
@@ -120,115 +165,141 @@ func TestSyncStartsThePlanAndTerminateStopsEverything(t *testing.T) {
 	g.Expect(sandboxes).To(BeEmpty())
 }
 
-func TestSidecarsStopAfterTheMainContainers(t *testing.T) {
+func TestTerminateStopsWhatThePlanListsAfterItsHooks(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
 	e, rs := newFakeExecutor(t)
+	drain := &v1.LifecycleHandler{Exec: &v1.ExecAction{Command: []string{"drain"}}}
 	pod := fakePod("app")
 	pod.Spec.InitContainers = []v1.Container{{Name: "proxy", Image: "busybox:1", RestartPolicy: ptr.To(v1.ContainerRestartPolicyAlways)}}
+	pod.Spec.Containers[0].Lifecycle = &v1.Lifecycle{PreStop: drain}
 	st := state.NewPodState(pod.UID)
-	// The sidecar first, then (once it runs) the app.
-	for range 3 {
-		obs, err := e.Observe(ctx, pod)
-		g.Expect(err).NotTo(HaveOccurred())
-		a := planner.ComputePodActions(pod, obs.Runtime, st, planner.Inputs{Now: time.Now()})
-		g.Expect(e.Sync(ctx, pod, obs.Runtime, &st, a, func() error { return nil })).To(Succeed())
-	}
-	obs, err := e.Observe(ctx, pod)
-	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(obs.Runtime.Containers).To(HaveLen(2))
+	rt := runPod(t, ctx, e, pod, &st)
+	g.Expect(byName(rt)).To(Equal(map[string]state.ContainerState{"app": state.ContainerRunning, "proxy": state.ContainerRunning}))
 
 	st.BeginTermination(30, time.Now())
-	done, requeue, err := e.Terminate(ctx, pod, obs.Runtime, &st, func() error { return nil })
-	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(done).To(BeFalse())
-	g.Expect(requeue).To(BeZero(), "the main container stopped: no waiting")
-	obs, err = e.Observe(ctx, pod)
-	g.Expect(err).NotTo(HaveOccurred())
-	states := map[string]state.ContainerState{}
-	for _, c := range obs.Runtime.Containers {
-		states[c.Name] = c.State
+	app := idOf(rt, "app")
+	saves := 0
+	save := func() error { saves++; return nil }
+	step := plan.TerminationPlan{
+		PreStop: []plan.PreStopHook{{ContainerID: app, Name: "app", Handler: drain, Timeout: 30}},
+		Stop:    []plan.ContainerStop{{ContainerID: app, Name: "app", Timeout: 30}},
 	}
-	g.Expect(states).To(Equal(map[string]state.ContainerState{
+	g.Expect(e.Terminate(ctx, pod, rt, step, &st, save)).To(Succeed())
+	obs, err := e.Observe(ctx, pod)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(byName(obs.Runtime)).To(Equal(map[string]state.ContainerState{
 		"app": state.ContainerExited, "proxy": state.ContainerRunning,
-	}), "the sidecar waits for the main container")
-	_, _, err = e.Terminate(ctx, pod, obs.Runtime, &st, func() error { return nil })
-	g.Expect(err).NotTo(HaveOccurred())
-	stops := 0
-	for _, c := range rs.GetCalls() {
-		if c == "StopContainer" {
-			stops++
-		}
-	}
-	g.Expect(stops).To(Equal(2))
+	}), "what the plan does not list keeps running")
+	g.Expect(st.Terminating.PreStopDone).To(Equal([]string{app}), "the hook that ran is recorded")
+	g.Expect(saves).To(Equal(1), "and saved")
+	calls := rs.GetCalls()
+	g.Expect(slices.Index(calls, "ExecSync")).To(BeNumerically("<", slices.Index(calls, "StopContainer")), "the hook runs before the stop")
+
+	step = plan.TerminationPlan{Stop: []plan.ContainerStop{{ContainerID: idOf(obs.Runtime, "proxy"), Name: "proxy", Timeout: 30}}}
+	g.Expect(e.Terminate(ctx, pod, obs.Runtime, step, &st, save)).To(Succeed())
+	g.Expect(count(rs.GetCalls(), "StopContainer")).To(Equal(2))
+	g.Expect(count(rs.GetCalls(), "ExecSync")).To(Equal(1), "no hook without the plan listing one")
+	g.Expect(saves).To(Equal(1), "nothing new to save")
+
+	// A container already gone is no error.
+	g.Expect(e.Terminate(ctx, pod, obs.Runtime, plan.TerminationPlan{Stop: []plan.ContainerStop{{ContainerID: "gone", Name: "app"}}}, &st, save)).To(Succeed())
 }
 
-func TestACancelledSyncStartsNothing(t *testing.T) {
+func TestACancelledStartStartsNothing(t *testing.T) {
 	g := NewWithT(t)
 	e, rs := newFakeExecutor(t)
 	pod := fakePod("app")
 	st := state.NewPodState(pod.UID)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	a := planner.ComputePodActions(pod, state.PodRuntime{}, st, planner.Inputs{Now: time.Now()})
-	g.Expect(e.Sync(ctx, pod, state.PodRuntime{}, &st, a, func() error { return nil })).NotTo(Succeed())
+	g.Expect(e.Start(ctx, pod, state.PodRuntime{}, &st, startPlan(pod), noSave)).NotTo(Succeed())
 	g.Expect(slices.Contains(rs.GetCalls(), "StartContainer")).To(BeFalse())
 	g.Expect(st.Containers["app"].Waiting).To(BeNil(), "a cancellation is not the container's failure")
 }
 
-func TestEphemeralContainersRunOnce(t *testing.T) {
+func TestStartDoesNothingForAPlanWithoutAStartStep(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	e, rs := newFakeExecutor(t)
+	pod := fakePod("app")
+	st := state.NewPodState(pod.UID)
+	for _, a := range []plan.PodActions{
+		{Done: true},
+		{KillPod: true, ContainersToStart: []plan.ContainerStart{{Name: "app"}}},
+	} {
+		g.Expect(e.Start(ctx, pod, state.PodRuntime{}, &st, a, noSave)).To(Succeed())
+	}
+	g.Expect(rs.GetCalls()).To(BeEmpty())
+}
+
+func TestStartOfEphemeralContainersAndRestarts(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
 	e, rs := newFakeExecutor(t)
 	pod := fakePod("app")
 	st := state.NewPodState(pod.UID)
 	rt := runPod(t, ctx, e, pod, &st)
+	sandbox, app := rt.Sandboxes[0].ID, idOf(rt, "app")
 
 	ephemeral := func(name, target string) v1.EphemeralContainer {
 		return v1.EphemeralContainer{EphemeralContainerCommon: v1.EphemeralContainerCommon{Name: name, Image: "busybox:1"}, TargetContainerName: target}
 	}
 	pod.Spec.EphemeralContainers = []v1.EphemeralContainer{ephemeral("debugger", "app"), ephemeral("lost", "missing")}
-	sync := func() plan.PodActions {
-		a := planner.ComputePodActions(pod, rt, st, planner.Inputs{Now: time.Now()})
-		g.Expect(e.Sync(ctx, pod, rt, &st, a, func() error { return nil })).To(Succeed())
-		obs, err := e.Observe(ctx, pod)
-		g.Expect(err).NotTo(HaveOccurred())
-		rt = obs.Runtime
-		return a
-	}
-	g.Expect(sync().EphemeralContainersToStart).To(HaveLen(2))
-	names := map[string]state.ContainerState{}
-	var debuggerID string
-	for _, c := range rt.Containers {
-		names[c.Name] = c.State
-		if c.Name == "debugger" {
-			debuggerID = c.ID
-			g.Expect(c.Attempt).To(BeZero())
-		}
-	}
-	g.Expect(names).To(Equal(map[string]state.ContainerState{"app": state.ContainerRunning, "debugger": state.ContainerRunning}))
-	g.Expect(st.Containers["lost"].Waiting).To(HaveField("Reason", state.ReasonCreateContainerConfigError))
-	g.Expect(st.Containers["lost"].Waiting).To(HaveField("Message", "unable to find target container missing"))
-
-	// Only the one that never existed is tried again.
-	a := sync()
-	g.Expect(a.EphemeralContainersToStart).To(HaveLen(1))
-	g.Expect(a.EphemeralContainersToStart[0].Name).To(Equal("lost"))
-
-	// One that exited is never restarted.
-	g.Expect(rs.StopContainer(ctx, debuggerID, 0)).To(Succeed())
+	a := plan.PodActions{SandboxID: sandbox, EphemeralContainersToStart: []plan.ContainerStart{
+		{Name: "debugger", Index: 0, Ephemeral: true, TargetID: app},
+		{Name: "lost", Index: 1, Ephemeral: true},
+	}}
+	g.Expect(e.Start(ctx, pod, rt, &st, a, noSave)).To(Succeed())
 	obs, err := e.Observe(ctx, pod)
 	g.Expect(err).NotTo(HaveOccurred())
 	rt = obs.Runtime
-	for range 2 {
-		a = sync()
-		g.Expect(a.EphemeralContainersToStart).To(ConsistOf(HaveField("Name", "lost")))
+	g.Expect(byName(rt)).To(Equal(map[string]state.ContainerState{"app": state.ContainerRunning, "debugger": state.ContainerRunning}))
+	g.Expect(rt.Latest("debugger").SandboxID).To(Equal(sandbox), "started in the plan's sandbox")
+	g.Expect(st.Containers["lost"].Waiting).To(HaveField("Reason", state.ReasonCreateContainerConfigError))
+	g.Expect(st.Containers["lost"].Waiting).To(HaveField("Message", "unable to find target container missing"))
+
+	// A restart: the plan's kill first, then the start with its restart count.
+	g.Expect(rs.StopContainer(ctx, app, 0)).To(Succeed())
+	a = plan.PodActions{
+		SandboxID:         sandbox,
+		ContainersToKill:  map[string]plan.ContainerKill{idOf(rt, "debugger"): {Name: "debugger", Message: "Stopping container debugger", GracePeriodSeconds: 1}},
+		ContainersToStart: []plan.ContainerStart{{Name: "app", RestartCount: 1, PrevFinishedAt: time.Now()}},
 	}
-	creates := 0
-	for _, c := range rs.GetCalls() {
-		if c == "CreateContainer" {
-			creates++
-		}
-	}
-	g.Expect(creates).To(Equal(2), "app and debugger, each once")
+	g.Expect(e.Start(ctx, pod, rt, &st, a, noSave)).To(Succeed())
+	obs, err = e.Observe(ctx, pod)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(obs.Runtime.Latest("app")).To(HaveField("Attempt", uint32(1)))
+	g.Expect(obs.Runtime.Latest("app")).To(HaveField("State", state.ContainerRunning))
+	g.Expect(obs.Runtime.Latest("debugger")).To(HaveField("State", state.ContainerExited))
+	g.Expect(st.Containers["app"].RestartCount).To(Equal(uint32(1)))
+	g.Expect(st.Containers["app"].CrashBackOff.Delay).To(Equal(state.InitialBackOff), "a restart advances the crash-loop back-off")
+	g.Expect(count(rs.GetCalls(), "CreateContainer")).To(Equal(3), "app twice and debugger once")
+}
+
+func TestCollectGarbageRemovesWhatThePlanLists(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	e, rs := newFakeExecutor(t)
+	pod := fakePod("app", "web")
+	st := state.NewPodState(pod.UID)
+	rt := runPod(t, ctx, e, pod, &st)
+	g.Expect(rs.StopContainer(ctx, idOf(rt, "app"), 0)).To(Succeed())
+	logFile := filepath.Join(t.TempDir(), "0.log")
+	g.Expect(os.WriteFile(logFile, []byte("bye\n"), 0o600)).To(Succeed())
+	dead := *rt.Latest("app")
+	dead.LogPath = logFile
+	gone := state.Container{ID: "gone", Name: "old", LogPath: filepath.Join(t.TempDir(), "missing.log")}
+	// A second sandbox, and the first one dead.
+	old := rt.Sandboxes[0].ID
+	g.Expect(e.Start(ctx, pod, rt, &st, plan.PodActions{KillPod: true, CreateSandbox: true, Attempt: 1}, noSave)).To(Succeed())
+	g.Expect(rs.StopPodSandbox(ctx, old)).To(Succeed())
+
+	g.Expect(e.CollectGarbage(ctx, plan.Garbage{Containers: []state.Container{dead, gone}, Sandboxes: []string{old}})).To(Succeed())
+	obs, err := e.Observe(ctx, pod)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(byName(obs.Runtime)).To(Equal(map[string]state.ContainerState{"web": state.ContainerRunning}), "only the listed container goes")
+	g.Expect(obs.Runtime.Sandboxes).To(ConsistOf(HaveField("Attempt", uint32(1))), "only the listed sandbox goes")
+	g.Expect(logFile).NotTo(BeAnExistingFile(), "with its log")
+	g.Expect(e.CollectGarbage(ctx, plan.Garbage{})).To(Succeed())
 }

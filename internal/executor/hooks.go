@@ -18,7 +18,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/nodelet/nodelet/internal/kuberuntime/criconfig"
-	"github.com/nodelet/nodelet/internal/kuberuntime/planner"
 	"github.com/nodelet/nodelet/internal/kuberuntime/state"
 )
 
@@ -202,10 +201,10 @@ func podDesc(pod *v1.Pod) string {
 
 // runPostStart runs the postStart hook of a container that just started.
 // A failed hook is reported with a FailedPostStartHook Event and the
-// container is killed (its preStop hook runs, as the kubelet's does); the
-// returned *HookError is the failure to record. When ctx ends meanwhile,
-// ctx's error is returned and nothing is reported.
-func (e *Executor) runPostStart(ctx context.Context, pod *v1.Pod, c *v1.Container, id string, podIPs []string) error {
+// container is killed within grace seconds (its preStop hook runs, as the
+// kubelet's does); the returned *HookError is the failure to record. When
+// ctx ends meanwhile, ctx's error is returned and nothing is reported.
+func (e *Executor) runPostStart(ctx context.Context, pod *v1.Pod, c *v1.Container, id string, podIPs []string, grace int64) error {
 	if c.Lifecycle == nil || c.Lifecycle.PostStart == nil {
 		return nil
 	}
@@ -228,7 +227,7 @@ func (e *Executor) runPostStart(ctx context.Context, pod *v1.Pod, c *v1.Containe
 	if c.Lifecycle != nil {
 		preStop = c.Lifecycle.PreStop
 	}
-	if kerr := e.killContainer(ctx, pod, id, c.Name, "FailedPostStartHook", preStop, planner.GracePeriodSeconds(pod)); kerr != nil {
+	if kerr := e.killContainer(ctx, pod, id, c.Name, "FailedPostStartHook", preStop, grace); kerr != nil {
 		log.FromContext(ctx).Error(kerr, "Unable to kill container after its postStart hook failed", "container", c.Name, "id", id)
 	}
 	return err

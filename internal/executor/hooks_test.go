@@ -19,7 +19,6 @@ import (
 	"k8s.io/client-go/tools/record"
 	utilexec "k8s.io/utils/exec"
 
-	"github.com/nodelet/nodelet/internal/kuberuntime/planner"
 	"github.com/nodelet/nodelet/internal/kuberuntime/state"
 )
 
@@ -184,8 +183,7 @@ func TestLogDirectoryFailureIsReported(t *testing.T) {
 	e.Sandbox.PodLogsDir = root
 	pod := fakePod("app")
 	st := state.NewPodState(pod.UID)
-	a := planner.ComputePodActions(pod, state.PodRuntime{}, st, planner.Inputs{Now: time.Now()})
-	err := e.Sync(ctx, pod, state.PodRuntime{}, &st, a, func() error { return nil })
+	err := e.Start(ctx, pod, state.PodRuntime{}, &st, startPlan(pod), noSave)
 	g.Expect(err).To(MatchError(ContainSubstring("creating pod log directory")))
 	g.Expect(st.SandboxFailure).NotTo(BeNil())
 	g.Expect(st.SandboxFailure.Message).To(HavePrefix("Failed to create pod sandbox: creating pod log directory: "))

@@ -7,7 +7,6 @@ import (
 	"io/fs"
 	"os"
 	"sync"
-	"time"
 
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -15,19 +14,20 @@ import (
 	"github.com/nodelet/nodelet/internal/cri"
 	"github.com/nodelet/nodelet/internal/kuberuntime/criconfig"
 	"github.com/nodelet/nodelet/internal/kuberuntime/plan"
-	"github.com/nodelet/nodelet/internal/kuberuntime/planner"
 	"github.com/nodelet/nodelet/internal/kuberuntime/state"
 )
 
-// Terminate carries out the next step of stopping every container and
-// sandbox of a pod (planner.PlanTermination), the one way nodelet kills
-// a whole pod: preStop hooks, then each container stopped within what is
-// left of the grace period, sidecars last, then the sandboxes. st must
-// hold the termination (PodState.BeginTermination). It returns done when
-// nothing of the pod ran any more before this step, else when to plan the
-// next step (0: at once, after observing the runtime again).
-func (e *Executor) Terminate(ctx context.Context, pod *v1.Pod, rt state.PodRuntime, st *state.PodState, save SaveFunc) (done bool, requeue time.Duration, err error) {
-	tp := planner.PlanTermination(pod, rt, *st, e.now())
+// Terminate carries out one step of stopping every container and sandbox
+// of a pod (tp, from the planner's PlanTermination), the one way nodelet
+// kills a whole pod: each container of tp.Stop is stopped, after its
+// preStop hook when tp.PreStop lists one, with what is left of the grace
+// period (st.Terminating, which must hold the termination:
+// PodState.BeginTermination); then tp.StopSandboxes. The containers stop
+// in parallel, so that one hook does not eat another's grace period. rt is
+// the pod's observed runtime (the IP an HTTP hook is sent to). Hooks that
+// ran are recorded in st and saved. A container or sandbox already gone
+// is no error.
+func (e *Executor) Terminate(ctx context.Context, pod *v1.Pod, rt state.PodRuntime, tp plan.TerminationPlan, st *state.PodState, save SaveFunc) error {
 	hooks := map[string]plan.PreStopHook{}
 	for _, h := range tp.PreStop {
 		hooks[h.ContainerID] = h
@@ -73,15 +73,7 @@ func (e *Executor) Terminate(ctx context.Context, pod *v1.Pod, rt state.PodRunti
 			errs = append(errs, fmt.Errorf("stopping sandbox %s: %w", id, err))
 		}
 	}
-	if len(errs) > 0 {
-		return false, 0, errors.Join(errs...)
-	}
-	if len(tp.Stop) > 0 || len(tp.StopSandboxes) > 0 {
-		// What waited for these (sidecars, then sandboxes) may go next:
-		// plan again at once.
-		return tp.Done, 0, nil
-	}
-	return tp.Done, tp.RequeueAfter, nil
+	return errors.Join(errs...)
 }
 
 // killContainer runs the container's preStop hook, if any, then stops it
@@ -138,11 +130,10 @@ func (e *Executor) RemovePod(ctx context.Context, pod *v1.Pod, rt state.PodRunti
 	return nil
 }
 
-// CollectGarbage removes the dead containers of a pod, with their log
-// files, and the dead sandboxes that no status needs any more (see
-// planner.SelectGarbage).
-func (e *Executor) CollectGarbage(ctx context.Context, rt state.PodRuntime) error {
-	g := planner.SelectGarbage(rt)
+// CollectGarbage removes what g (the planner's SelectGarbage) lists: dead
+// containers, with their log files, and dead sandboxes. One already gone
+// is no error.
+func (e *Executor) CollectGarbage(ctx context.Context, g plan.Garbage) error {
 	var errs []error
 	for _, c := range g.Containers {
 		if err := e.Runtime.RemoveContainer(ctx, c.ID); err != nil && !cri.IsNotFound(err) {

@@ -16,23 +16,22 @@ import (
 	"github.com/nodelet/nodelet/internal/metrics"
 )
 
-// Resize updates the cgroups of the plan's running containers to their
-// allocated resources in place (CRI UpdateContainerResources), in the
-// plan's order, and records what each runs with in st. pod is the
-// allocated pod. Like the kubelet, it lowers no memory limit below what a
-// container uses: such a plan fails before any update. The first failure
-// stops the updates and is returned; its message is what the pod's
-// PodResizeInProgress condition shows. A plan that kills the pod resizes
-// nothing.
-func (e *Executor) Resize(ctx context.Context, pod *v1.Pod, a plan.PodActions, st *state.PodState, save SaveFunc) (err error) {
-	if len(a.ContainersToResize) == 0 || a.Done || a.KillPod {
+// Resize updates the cgroups of the plan's running containers
+// (plan.PodActions.ContainersToResize) to their allocated resources in
+// place (CRI UpdateContainerResources), in the plan's order, and records
+// what each runs with in st. pod is the allocated pod. Like the kubelet, it
+// lowers no memory limit below what a container uses: such a plan fails
+// before any update. The first failure stops the updates and is returned;
+// its message is what the pod's PodResizeInProgress condition shows.
+func (e *Executor) Resize(ctx context.Context, pod *v1.Pod, resizes []plan.ContainerResize, st *state.PodState, save SaveFunc) (err error) {
+	if len(resizes) == 0 {
 		return nil
 	}
 	start := e.now()
 	defer func() {
 		metrics.PodResizeDuration.WithLabelValues(strconv.FormatBool(err == nil)).Observe(float64(e.now().Sub(start).Milliseconds()))
 	}()
-	if err := e.checkMemoryUsage(ctx, pod, a.ContainersToResize); err != nil {
+	if err := e.checkMemoryUsage(ctx, pod, resizes); err != nil {
 		return err
 	}
 	node, err := e.Node(ctx)
@@ -40,7 +39,7 @@ func (e *Executor) Resize(ctx context.Context, pod *v1.Pod, a plan.PodActions, s
 		return fmt.Errorf("reading the node for resources: %w", err)
 	}
 	var updated bool
-	for _, r := range a.ContainersToResize {
+	for _, r := range resizes {
 		c := r.Spec(pod)
 		if err = e.Runtime.UpdateContainerResources(ctx, r.ID, criconfig.ContainerResources(pod, c, node.Allocatable)); err != nil {
 			break

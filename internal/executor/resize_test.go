@@ -13,7 +13,7 @@ import (
 	fakeruntime "k8s.io/cri-api/pkg/apis/testing"
 
 	"github.com/nodelet/nodelet/internal/cri"
-	"github.com/nodelet/nodelet/internal/kuberuntime/planner"
+	"github.com/nodelet/nodelet/internal/kuberuntime/plan"
 	"github.com/nodelet/nodelet/internal/kuberuntime/state"
 )
 
@@ -46,12 +46,13 @@ func TestResizeUpdatesRunningContainersInPlace(t *testing.T) {
 		name      string
 		usage     uint64
 		want      v1.ResourceRequirements
+		decrease  bool
 		wantErr   string
 		wantLimit int64
 	}{
 		{name: "cpu and memory up", usage: 40 << 20, want: memoryLimits("200m", "128Mi"), wantLimit: 128 << 20},
-		{name: "memory down, above usage", usage: 20 << 20, want: memoryLimits("100m", "32Mi"), wantLimit: 32 << 20},
-		{name: "memory down, below usage", usage: 40 << 20, want: memoryLimits("100m", "32Mi"),
+		{name: "memory down, above usage", usage: 20 << 20, want: memoryLimits("100m", "32Mi"), decrease: true, wantLimit: 32 << 20},
+		{name: "memory down, below usage", usage: 40 << 20, want: memoryLimits("100m", "32Mi"), decrease: true,
 			wantErr: `cannot decrease memory limits: attempting to set container "app" memory limit (33554432) below current usage (41943040)`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -79,14 +80,14 @@ func TestResizeUpdatesRunningContainersInPlace(t *testing.T) {
 			resized.Generation = 2
 			resized.Spec.Containers[0].Resources = tc.want
 			st.AcceptResize(resized, time.Now())
-			a := planner.ComputePodActions(resized, running, st, planner.Inputs{Now: time.Now()})
-			g.Expect(a.ContainersToResize).To(HaveLen(1))
+			resizes := []plan.ContainerResize{{Name: "app", ID: id, Index: 0, MemoryLimitDecrease: tc.decrease}}
 			saves := 0
-			err = e.Resize(ctx, resized, a, &st, func() error { saves++; return nil })
+			err = e.Resize(ctx, resized, resizes, &st, func() error { saves++; return nil })
 			if tc.wantErr != "" {
 				g.Expect(err).To(MatchError(tc.wantErr))
 				g.Expect(rs.updated).To(BeEmpty(), "nothing is updated when a limit cannot be lowered")
-				g.Expect(planner.ResizeInProgress(resized, running, st)).To(BeTrue())
+				g.Expect(st.Containers["app"].Actuated.Resources).To(Equal(pod.Spec.Containers[0].Resources), "nor recorded")
+				g.Expect(saves).To(BeZero())
 				return
 			}
 			g.Expect(err).NotTo(HaveOccurred())
@@ -94,9 +95,9 @@ func TestResizeUpdatesRunningContainersInPlace(t *testing.T) {
 			g.Expect(rs.updated).To(HaveKey(id))
 			g.Expect(rs.updated[id].MemoryLimitInBytes).To(Equal(tc.wantLimit))
 			g.Expect(rs.updated[id].CpuQuota).To(Equal(tc.want.Limits.Cpu().MilliValue() * 100))
-			g.Expect(planner.ResizeInProgress(resized, running, st)).To(BeFalse(), "the update is recorded")
-			again := planner.ComputePodActions(resized, running, st, planner.Inputs{Now: time.Now()})
-			g.Expect(again.ContainersToResize).To(BeEmpty(), "nothing is left to do")
+			g.Expect(st.Containers["app"].Actuated).To(Equal(&state.Actuated{ContainerID: id, Resources: tc.want}), "the update is recorded")
+			g.Expect(e.Resize(ctx, resized, nil, &st, func() error { saves++; return nil })).To(Succeed())
+			g.Expect(saves).To(Equal(1), "an empty plan does nothing")
 		})
 	}
 }
