@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -21,6 +22,7 @@ import (
 
 	"github.com/nodelet/nodelet/api/v1alpha1"
 	"github.com/nodelet/nodelet/internal/checkpoint"
+	"github.com/nodelet/nodelet/internal/cri"
 	"github.com/nodelet/nodelet/internal/executor"
 	"github.com/nodelet/nodelet/internal/kuberuntime/plan"
 	"github.com/nodelet/nodelet/internal/kuberuntime/planner"
@@ -48,7 +50,11 @@ const orphanGracePeriodSeconds = 1
 // the API server is stopped and removed the same way.
 type PodReconciler struct {
 	client.Client
+	// Exec carries out the plans; Runtime is the container runtime
+	// housekeeping lists, Volumes the pods' volumes a sync refreshes.
 	Exec     *executor.Executor
+	Runtime  cri.Runtime
+	Volumes  podVolumes
 	Store    checkpoint.Manager
 	Recorder record.EventRecorder
 	Config   *v1alpha1.NodeletConfiguration
@@ -80,6 +86,19 @@ type PodReconciler struct {
 	deferred sync.Map
 }
 
+// podVolumes is what a sync needs of the volume manager besides what the
+// executor sets up and tears down.
+type podVolumes interface {
+	// Refresh rewrites what is due in a set-up pod's volumes.
+	Refresh(ctx context.Context, pod *corev1.Pod) error
+	// Update rewrites the named volumes of a set-up pod from the objects
+	// they project.
+	Update(ctx context.Context, pod *corev1.Pod, volumes []string) error
+	// NextRefresh is when the earliest service account token of the pod
+	// is due for refresh, if it has one.
+	NextRefresh(uid types.UID) (time.Time, bool)
+}
+
 // ownStatusWrite reports whether an update event is the echo of nodelet's
 // own status patch.
 func (r *PodReconciler) ownStatusWrite(pod client.Object) bool {
@@ -98,7 +117,10 @@ type podScope struct {
 
 // Reconcile hands the pod to its worker, and tells the workers of other
 // pods of the same name (an older UID, or all of them when the pod is gone)
-// that their pod is gone. It never waits on the runtime.
+// that their pod is gone. It reads only the cache and never waits on the
+// runtime: runtime objects of the name that no worker knows (left by an
+// earlier run of the agent) are found by the next sync of a pod of that
+// name, live or gone, or by housekeeping.
 func (r *PodReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	pod := &corev1.Pod{}
 	if err := r.Get(ctx, req.NamespacedName, pod); err != nil {
@@ -124,35 +146,19 @@ func (r *PodReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.R
 			r.Workers.Gone(k, nil)
 		}
 	}
-	if pod == nil {
-		// Runtime objects of the name that no worker knows (left by an
-		// earlier run of the agent) are found by the next sync of a pod of
-		// that name, or by housekeeping.
-		return ctrl.Result{}, r.adoptOrphans(ctx, req.Namespace, req.Name, "")
+	if pod != nil {
+		r.Workers.Update(pod)
 	}
-	r.Workers.Update(pod)
 	return ctrl.Result{}, nil
 }
 
-// adoptOrphans hands the runtime objects of the pods named
-// namespace/name, other than keep, that no worker knows to gone-pod
-// workers.
-func (r *PodReconciler) adoptOrphans(ctx context.Context, namespace, name string, keep types.UID) error {
-	obs, err := r.Exec.ObserveGone(ctx, namespace, name)
-	if err != nil {
-		return err
-	}
-	r.handOverStale(obs, keep)
-	return nil
-}
-
-// handOverStale starts a gone-pod worker for each UID, other than keep, that
-// has runtime objects in obs and no worker.
-func (r *PodReconciler) handOverStale(obs *executor.Observed, keep types.UID) {
+// handOverStale starts a gone-pod worker for each UID, other than those
+// kept, that has runtime objects in obs and no worker.
+func (r *PodReconciler) handOverStale(obs *executor.Observed, keep ...types.UID) {
 	seen := map[types.UID]bool{}
 	hand := func(labels map[string]string) {
 		uid := types.UID(labels[kubetypes.KubernetesPodUIDLabel])
-		if uid == "" || uid == keep || seen[uid] || r.Workers.Has(uid) {
+		if uid == "" || slices.Contains(keep, uid) || seen[uid] || r.Workers.Has(uid) {
 			return
 		}
 		seen[uid] = true
@@ -415,7 +421,7 @@ func (r *PodReconciler) syncRunning(ctx context.Context, s *podScope) (syncResul
 	if s.state.StartFailed() {
 		requeue = min(requeue, state.StartRetryPeriod)
 	}
-	if at, ok := r.Exec.Volumes.NextRefresh(s.pod.UID); ok {
+	if at, ok := r.Volumes.NextRefresh(s.pod.UID); ok {
 		// The sync then renews the pod's tokens.
 		requeue = min(requeue, max(at.Sub(r.now()), time.Second))
 	}
@@ -433,7 +439,7 @@ const volumeRefreshTimeout = 10 * time.Second
 func (r *PodReconciler) refreshVolumes(ctx context.Context, pod *corev1.Pod) error {
 	ctx, cancel := context.WithTimeout(ctx, volumeRefreshTimeout)
 	defer cancel()
-	if err := r.Exec.Volumes.Refresh(ctx, pod); err != nil {
+	if err := r.Volumes.Refresh(ctx, pod); err != nil {
 		return fmt.Errorf("refreshing volumes: %w", err)
 	}
 	if r.Config.ConfigMapAndSecretChangeDetectionStrategy == v1alpha1.WatchChangeDetectionStrategy {
@@ -445,7 +451,7 @@ func (r *PodReconciler) refreshVolumes(ctx context.Context, pod *corev1.Pod) err
 	// the last content when a read fails). A read that finds an object
 	// deleted feeds the change to the reconcilers, which report a volume
 	// that requires it; until it is back that is no error of the sync.
-	err := r.Exec.Volumes.Update(ctx, pod, volume.VolumesProjectingObjects(pod))
+	err := r.Volumes.Update(ctx, pod, volume.VolumesProjectingObjects(pod))
 	if _, retry := volumeUpdateFailures(err); retry != nil {
 		return fmt.Errorf("re-reading the objects of volumes: %w", retry)
 	}
@@ -610,6 +616,17 @@ func (r *PodReconciler) syncGone(ctx context.Context, w podworkers.Work) podwork
 	if s.obs, err = r.Exec.Observe(ctx, pod); err != nil {
 		return podworkers.Result{Err: err}
 	}
+	// Other pods of the name that no worker knows stop too, but not the
+	// one the API server has now (its worker may have finished).
+	keep := []types.UID{pod.UID}
+	current := &corev1.Pod{}
+	switch err := r.Get(ctx, types.NamespacedName{Namespace: pod.Namespace, Name: pod.Name}, current); {
+	case err == nil:
+		keep = append(keep, current.UID)
+	case !apierrors.IsNotFound(err):
+		return podworkers.Result{Err: fmt.Errorf("reading pod: %w", err)}
+	}
+	r.handOverStale(s.obs, keep...)
 	if !s.obs.Runtime.Empty() {
 		log.FromContext(ctx).Info("Stopping a pod gone from the API server", "gracePeriod", grace)
 	}

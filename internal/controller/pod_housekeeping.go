@@ -164,7 +164,7 @@ func (h *housekeeper) read(ctx context.Context) (leftovers, error) {
 			}
 		}
 	}
-	rt := h.r.Exec.Runtime
+	rt := h.r.Runtime
 	sandboxes, err := rt.ListPodSandboxes(ctx, nil)
 	if err != nil {
 		return left, err

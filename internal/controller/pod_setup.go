@@ -117,6 +117,8 @@ func setupPodController(mgr ctrl.Manager, d *Deps) error {
 	r := &PodReconciler{
 		Client:   mgr.GetClient(),
 		Exec:     exec,
+		Runtime:  d.Runtime,
+		Volumes:  eng.volumes,
 		Store:    store,
 		Recorder: eng.recorder,
 		Config:   cfg,

@@ -22,19 +22,11 @@ type Observed struct {
 	StaleContainers []*runtimeapi.Container
 }
 
-// Observe lists the sandboxes and containers nodelet owns for the pod
-// namespace/name and reads the status of those that belong to uid.
+// Observe lists the sandboxes and containers nodelet owns for the pod's
+// namespace/name and reads the status of those that belong to the pod's
+// UID; the others are stale.
 func (e *Executor) Observe(ctx context.Context, pod *v1.Pod) (*Observed, error) {
-	return e.observe(ctx, pod.Namespace, pod.Name, pod.UID, pod)
-}
-
-// ObserveGone lists what the runtime holds for a pod name that is no
-// longer in the API: everything is stale.
-func (e *Executor) ObserveGone(ctx context.Context, namespace, name string) (*Observed, error) {
-	return e.observe(ctx, namespace, name, "", nil)
-}
-
-func (e *Executor) observe(ctx context.Context, namespace, name string, uid types.UID, pod *v1.Pod) (*Observed, error) {
+	namespace, name, uid := pod.Namespace, pod.Name, pod.UID
 	sel := map[string]string{
 		kubetypes.KubernetesPodNamespaceLabel: namespace,
 		kubetypes.KubernetesPodNameLabel:      name,
@@ -79,8 +71,6 @@ func (e *Executor) observe(ctx context.Context, namespace, name string, uid type
 		cStatuses = append(cStatuses, st)
 	}
 	obs.Runtime = state.FromCRI(sbStatuses, cStatuses)
-	if pod != nil {
-		e.fillTerminationMessages(pod, &obs.Runtime)
-	}
+	e.fillTerminationMessages(pod, &obs.Runtime)
 	return obs, nil
 }
