@@ -30,8 +30,8 @@ type Options struct {
 	// Interval is how often the images are checked again, so that one
 	// removed meanwhile is pulled back.
 	Interval time.Duration
-	// PullTimeout bounds the pull of one image. nodelet's own
-	// imagePullTimeout bounds it too; the shorter one wins.
+	// PullTimeout bounds the pull of one image. nodelet's runtime client
+	// bounds every pull too (far longer); the shorter bound wins.
 	PullTimeout time.Duration
 }
 
