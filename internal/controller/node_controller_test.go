@@ -16,8 +16,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/nodelet/nodelet/api/v1alpha1"
-	"github.com/nodelet/nodelet/internal/controller"
 	"github.com/nodelet/nodelet/internal/agent"
+	"github.com/nodelet/nodelet/internal/controller"
 	"github.com/nodelet/nodelet/internal/nodeinfo"
 	"github.com/nodelet/nodelet/internal/version"
 	"github.com/nodelet/nodelet/test/utils"

@@ -15,8 +15,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/nodelet/nodelet/api/v1alpha1"
-	"github.com/nodelet/nodelet/internal/controller"
 	"github.com/nodelet/nodelet/internal/agent"
+	"github.com/nodelet/nodelet/internal/controller"
 	"github.com/nodelet/nodelet/internal/cri"
 	"github.com/nodelet/nodelet/test/utils"
 )
