@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -145,7 +146,6 @@ func (r *reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	s := &scope{node: node, present: map[string]bool{}}
 	annotation := node.Annotations[Annotation]
 	s.images, s.invalid = ParseImages(annotation)
-	r.reportInvalid(ctx, s, annotation)
 
 	var err error
 	if s.state, err = r.loadState(ctx); err != nil {
@@ -154,6 +154,7 @@ func (r *reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err := r.observe(ctx, s); err != nil {
 		return ctrl.Result{}, err
 	}
+	r.reportInvalid(ctx, s, annotation)
 	if err := r.pull(ctx, s); err != nil {
 		return ctrl.Result{}, err
 	}
@@ -204,17 +205,26 @@ func (r *reconciler) loadState(ctx context.Context) (State, error) {
 	return st, nil
 }
 
-// observe asks the runtime which images are present. A runtime that does
-// not answer fails the round (and controller-runtime retries it with
-// back-off) before anything is pulled or reported.
+// observe asks the runtime which images are present. An image the runtime
+// calls an invalid argument joins the invalid entries, so that it does not
+// hold up the others. A runtime that does not answer fails the round (and
+// controller-runtime retries it with back-off) before anything is pulled
+// or reported.
 func (r *reconciler) observe(ctx context.Context, s *scope) error {
+	valid := s.images[:0:0]
 	for _, image := range s.images {
 		img, err := r.images.ImageStatus(ctx, &runtimeapi.ImageSpec{Image: pullRef(image)})
+		if err != nil && status.Code(err) == codes.InvalidArgument {
+			s.invalid = append(s.invalid, InvalidImage{Image: image, Reason: runtimeMessage(err)})
+			continue
+		}
 		if err != nil {
 			return fmt.Errorf("checking image %q: %w", image, err)
 		}
 		s.present[image] = img != nil
+		valid = append(valid, image)
 	}
+	s.images = valid
 	return nil
 }
 

@@ -44,6 +44,9 @@ func (f *fakeImages) ImageStatus(_ context.Context, image *runtimeapi.ImageSpec)
 	if f.down {
 		return nil, fmt.Errorf("getting status of image %q: %w", image.GetImage(), status.Error(codes.Unavailable, "connection refused"))
 	}
+	if strings.HasPrefix(image.GetImage(), "rejected/") {
+		return nil, fmt.Errorf("getting status of image %q: %w", image.GetImage(), status.Error(codes.InvalidArgument, "invalid reference"))
+	}
 	if !f.present[image.GetImage()] {
 		return nil, nil
 	}
@@ -326,6 +329,19 @@ func TestReconcile(t *testing.T) {
 	h.wantPulls()
 	if c := h.condition(); c != nil {
 		t.Fatalf("condition %+v after the annotation went", c)
+	}
+}
+
+func TestReconcileReportsAnImageTheRuntimeRejects(t *testing.T) {
+	h := newHarness(t)
+	h.annotate(ptrTo("rejected/x:1, reg.example/app:1"))
+	h.mustReconcile()
+	h.wantPulls("reg.example/app:1")
+	h.wantCondition(corev1.ConditionFalse, ReasonInvalidImageName,
+		"1 of 2 image references is invalid: rejected/x:1")
+	events := strings.Join(h.events(), "\n")
+	if !strings.Contains(events, `Warning InspectFailed Failed to apply default image tag "rejected/x:1": rpc error: code = InvalidArgument desc = invalid reference`) {
+		t.Fatalf("no InspectFailed event for the rejected image in:\n%s", events)
 	}
 }
 
