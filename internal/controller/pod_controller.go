@@ -106,13 +106,27 @@ func (r *PodReconciler) ownStatusWrite(pod client.Object) bool {
 	return ok && rv == pod.GetResourceVersion()
 }
 
-// podScope is what one sync of one pod works on.
+// podScope is what one sync of one pod works on, and what its last step
+// (finish) does with the pod's status.
 type podScope struct {
 	pod   *corev1.Pod
 	obs   *executor.Observed
 	state state.PodState
 	// fresh: no checkpoint was found for the pod.
 	fresh bool
+
+	// writeStatus: the sync ends by computing the pod's status from what
+	// it observed last and writing it when it changed.
+	writeStatus bool
+	// rejection is the status of a pod admission refused, written instead.
+	rejection *corev1.PodStatus
+	// releaseIfTerminal: once its status is written, a pod whose phase is
+	// terminal frees what it held on the node; release: it does whatever
+	// the phase.
+	releaseIfTerminal, release bool
+	// remove: the deleted pod stopped; once its final status is written it
+	// is removed from the node and deleted from the API server.
+	remove bool
 }
 
 // Reconcile hands the pod to its worker, and tells the workers of other
@@ -202,7 +216,8 @@ type syncResult struct {
 	finished bool
 }
 
-// sync syncs a pod that is in the API server.
+// sync syncs a pod that is in the API server: its steps work on a scope,
+// and the last one, finish, writes the pod's status, once.
 func (r *PodReconciler) sync(ctx context.Context, pod *corev1.Pod) (syncResult, error) {
 	if pod.DeletionTimestamp != nil {
 		if _, done := r.deleted.Load(pod.UID); done {
@@ -215,6 +230,14 @@ func (r *PodReconciler) sync(ctx context.Context, pod *corev1.Pod) (syncResult, 
 	if err != nil {
 		return syncResult{}, err
 	}
+	res, err := r.syncScope(ctx, s)
+	return r.finish(ctx, s, res, err)
+}
+
+// syncScope runs the steps of a sync: stop a deleted pod, admit a new one,
+// run a running one.
+func (r *PodReconciler) syncScope(ctx context.Context, s *podScope) (syncResult, error) {
+	pod := s.pod
 	r.handOverStale(s.obs, pod.UID)
 	if pod.DeletionTimestamp != nil {
 		return r.terminate(ctx, s)
@@ -241,6 +264,37 @@ func (r *PodReconciler) sync(ctx context.Context, pod *corev1.Pod) (syncResult, 
 		r.Services.RegisterPod(pod)
 	}
 	return r.syncRunning(ctx, s)
+}
+
+// finish is the last step of every sync of a pod in the API server, and
+// the one place a sync writes the pod's status: once, when the sync asked
+// for it (an admission rejection, or the status computed from what it
+// observed last) and it changed. Then comes what must follow that write:
+// a pod that finished frees what it held on the node, and a deleted pod
+// that stopped, whose final status is written now, is removed from the
+// node and the API server. A sync that failed before it observed what it
+// did writes nothing.
+func (r *PodReconciler) finish(ctx context.Context, s *podScope, res syncResult, syncErr error) (syncResult, error) {
+	var err error
+	switch {
+	case s.rejection != nil:
+		err = r.patchStatus(ctx, s, *s.rejection)
+	case s.writeStatus:
+		err = r.writeStatus(ctx, s)
+	}
+	if err != nil {
+		return syncResult{}, errors.Join(syncErr, err)
+	}
+	if s.release || (s.releaseIfTerminal && isTerminal(s.pod)) {
+		r.release(s.pod.UID)
+	}
+	if syncErr != nil {
+		return syncResult{}, syncErr
+	}
+	if s.remove {
+		return r.removeDeleted(ctx, s)
+	}
+	return res, nil
 }
 
 func isTerminal(pod *corev1.Pod) bool {
@@ -333,15 +387,15 @@ func (r *PodReconciler) admit(ctx context.Context, s *podScope) (bool, error) {
 	}
 	log.FromContext(ctx).Info("Rejected pod", "reason", res.Reason, "message", res.Message)
 	r.Recorder.Event(s.pod, corev1.EventTypeWarning, res.Reason, res.Message)
-	rejected := s.pod.Status.DeepCopy()
-	rejected.Phase = corev1.PodFailed
-	rejected.Reason = res.Reason
-	rejected.Message = "Pod was rejected: " + res.Message
-	return false, r.patchStatus(ctx, s, *rejected)
+	s.rejection = s.pod.Status.DeepCopy()
+	s.rejection.Phase = corev1.PodFailed
+	s.rejection.Reason = res.Reason
+	s.rejection.Message = "Pod was rejected: " + res.Message
+	return false, nil
 }
 
-// syncRunning plans and executes the pod's next step, then reports its
-// status.
+// syncRunning plans and executes the pod's next step; the sync then
+// reports its status.
 func (r *PodReconciler) syncRunning(ctx context.Context, s *podScope) (syncResult, error) {
 	allocated, err := r.allocate(ctx, s)
 	if err != nil {
@@ -365,7 +419,8 @@ func (r *PodReconciler) syncRunning(ctx context.Context, s *podScope) (syncResul
 			return syncResult{}, err
 		}
 		if !done {
-			return syncResult{RequeueAfter: requeue}, r.writeStatus(ctx, s)
+			s.writeStatus = true
+			return syncResult{RequeueAfter: requeue}, nil
 		}
 		if actions.CreateSandbox {
 			s.state.EndTermination()
@@ -404,17 +459,14 @@ func (r *PodReconciler) syncRunning(ctx context.Context, s *podScope) (syncResul
 		// their content and the refresh is tried again at the next sync.
 		log.FromContext(ctx).Error(err, "Unable to refresh volumes")
 	}
-	if err := r.writeStatus(ctx, s); err != nil {
-		return syncResult{}, errors.Join(execErr, err)
-	}
-	if isTerminal(s.pod) {
-		r.release(s.pod.UID)
-	}
+	// The status shows what runs now; a pod it shows terminal frees its
+	// slot once it is written.
+	s.writeStatus, s.releaseIfTerminal = true, true
 	if execErr != nil {
 		return syncResult{}, execErr
 	}
 	if actions.Done {
-		r.release(s.pod.UID)
+		s.release = true
 		return syncResult{finished: true}, nil
 	}
 	requeue := nextSync(actions.RequeueAfter, r.Config.SyncFrequency.Duration)
@@ -556,11 +608,10 @@ func (r *PodReconciler) stopAll(ctx context.Context, s *podScope, grace int64) (
 }
 
 // terminate stops a pod that is being deleted, within its grace period;
-// once nothing of it runs it writes its final status (a terminal phase,
-// not ready, every container terminated), so that finalizers and
+// once nothing of it runs, the sync writes its final status (a terminal
+// phase, not ready, every container terminated), so that finalizers and
 // controllers see a terminal pod, then removes everything of it from the
-// node and deletes the API object with grace 0 and its UID as
-// precondition.
+// node and deletes the API object (removeDeleted).
 func (r *PodReconciler) terminate(ctx context.Context, s *podScope) (syncResult, error) {
 	done, requeue, err := r.stopAll(ctx, s, planner.EffectiveGracePeriod(s.pod))
 	if err != nil {
@@ -570,20 +621,25 @@ func (r *PodReconciler) terminate(ctx context.Context, s *podScope) (syncResult,
 		if requeue <= 0 {
 			requeue = time.Second
 		}
-		return syncResult{RequeueAfter: requeue}, r.writeStatus(ctx, s)
+		s.writeStatus = true
+		return syncResult{RequeueAfter: requeue}, nil
 	}
-	if !(isTerminal(s.pod) && s.obs.Runtime.Empty()) {
-		// A pod whose terminal status is written and whose runtime objects
-		// are gone (removed before a restart) keeps that status.
-		if err := r.writeStatus(ctx, s); err != nil {
-			return syncResult{}, err
-		}
-	}
+	// A pod whose terminal status is written and whose runtime objects are
+	// gone (removed before a restart) keeps that status.
+	s.writeStatus = !(isTerminal(s.pod) && s.obs.Runtime.Empty())
+	s.remove = true
+	return syncResult{}, nil
+}
+
+// removeDeleted removes a deleted pod that stopped, and whose final status
+// is written, from the node, then deletes the API object with grace 0 and
+// its UID as precondition.
+func (r *PodReconciler) removeDeleted(ctx context.Context, s *podScope) (syncResult, error) {
 	if err := r.removeFromNode(ctx, s.pod, s.obs.Runtime); err != nil {
 		return syncResult{}, err
 	}
 	uid := s.pod.UID
-	err = r.Delete(ctx, s.pod, client.GracePeriodSeconds(0), client.Preconditions{UID: &uid})
+	err := r.Delete(ctx, s.pod, client.GracePeriodSeconds(0), client.Preconditions{UID: &uid})
 	switch {
 	case err == nil:
 		log.FromContext(ctx).Info("Pod terminated and deleted")
