@@ -30,6 +30,17 @@ type Checkpoints struct {
 	store *checkpoint.FileStore
 }
 
+// OpenCheckpoints opens (creating it, mode 0700) a store in dir, outside
+// any node: for tests of a reconciler, and for tools that read what a
+// reconciler stored. A reconciler uses Node.Checkpoints.
+func OpenCheckpoints(dir string) (*Checkpoints, error) {
+	store, err := checkpoint.NewFileStore(dir)
+	if err != nil {
+		return nil, err
+	}
+	return &Checkpoints{store: store}, nil
+}
+
 // Save stores value (anything encoding/json encodes) under key.
 func (c *Checkpoints) Save(key string, value any) error {
 	raw, err := json.Marshal(value)

@@ -12,7 +12,6 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/nodelet/nodelet/api/v1alpha1"
-	"github.com/nodelet/nodelet/internal/checkpoint"
 	"github.com/nodelet/nodelet/internal/controller"
 	"github.com/nodelet/nodelet/internal/objectstore"
 )
@@ -39,7 +38,7 @@ func newNode(mgr ctrl.Manager, d *controller.Deps, name string) (*Node, error) {
 	if err != nil {
 		return nil, err
 	}
-	store, err := checkpoint.NewFileStore(filepath.Join(d.Config.RootDir, "extensions", name, "checkpoints"))
+	checkpoints, err := OpenCheckpoints(filepath.Join(d.Config.RootDir, "extensions", name, "checkpoints"))
 	if err != nil {
 		return nil, fmt.Errorf("opening the checkpoints of %s: %w", name, err)
 	}
@@ -48,7 +47,7 @@ func newNode(mgr ctrl.Manager, d *controller.Deps, name string) (*Node, error) {
 		mgr:         mgr,
 		cfg:         d.Config,
 		runtime:     ownedRuntime{rt: d.Runtime},
-		checkpoints: &Checkpoints{store: store},
+		checkpoints: checkpoints,
 		objects:     objectReader{r: shared.Objects},
 		recorder:    shared.Recorder,
 		log:         mgr.GetLogger().WithName(name),

@@ -10,7 +10,6 @@ import (
 
 	critest "k8s.io/cri-api/pkg/apis/testing"
 
-	"github.com/nodelet/nodelet/internal/checkpoint"
 	"github.com/nodelet/nodelet/internal/cri"
 )
 
@@ -66,11 +65,10 @@ func TestRunRefusesABadReconcilerName(t *testing.T) {
 
 func TestCheckpoints(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "extensions", "x", "checkpoints")
-	store, err := checkpoint.NewFileStore(dir)
+	c, err := OpenCheckpoints(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := &Checkpoints{store: store}
 	type value struct {
 		Images []string `json:"images"`
 		Count  int      `json:"count"`

@@ -11,10 +11,13 @@ import (
 // Runtime is what a reconciler may ask of the container runtime (the CRI):
 // reads of the sandboxes and containers this nodelet made, and images.
 // Objects that another agent sharing the runtime made are invisible: lists
-// leave them out and reads by ID fail. Every call is bounded by nodelet's
-// runtime request timeout and by ctx, and counted in the
-// kubelet_runtime_operations_* metrics. Returned objects are shared: do not
-// modify them.
+// leave them out and reads by ID fail. Every call is bounded by ctx and by
+// nodelet's runtimeRequestTimeout, but for PullImage, which is bounded by
+// ctx and 30 minutes; each is counted in the kubelet_runtime_operations_*
+// metrics. An error says what was being done and wraps the runtime's gRPC
+// status, which status.FromError (google.golang.org/grpc/status) finds;
+// IsNotFound tests for NotFound. Returned objects are shared: do not modify
+// them.
 type Runtime interface {
 	// Version returns the runtime's name and versions.
 	Version(ctx context.Context) (*runtimeapi.VersionResponse, error)
