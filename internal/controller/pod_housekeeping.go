@@ -4,18 +4,25 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"time"
 
+	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 	kubetypes "k8s.io/kubelet/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
+	"github.com/nodelet/nodelet/internal/checkpoint"
+	"github.com/nodelet/nodelet/internal/cri"
 	"github.com/nodelet/nodelet/internal/podworkers"
 )
 
@@ -29,6 +36,26 @@ type podDirs interface {
 	TearDown(ctx context.Context, uid types.UID) error
 }
 
+// podWorkerSet is what housekeeping needs of the pod workers.
+type podWorkerSet interface {
+	Keys() []podworkers.Key
+	Has(uid types.UID) bool
+	Gone(key podworkers.Key, last *corev1.Pod)
+}
+
+// podMemory is what the pod reconciler keeps of pods in memory, as
+// housekeeping sweeps it.
+type podMemory interface {
+	// heldUIDs lists the pods that hold something on the node: an
+	// admission slot, probe workers; release frees it.
+	heldUIDs() []types.UID
+	release(uid types.UID)
+	// notedUIDs lists the pods with a note of their own (a status write,
+	// a deletion); forget drops it.
+	notedUIDs() []types.UID
+	forget(uid types.UID)
+}
+
 // housekeeper is the pod reconciler's sweep, like the kubelet's pod
 // cleanups: right after start (once the cache has synced) and then
 // periodically it finds what pods no longer in the API server left on the
@@ -36,13 +63,19 @@ type podDirs interface {
 // directories, admission slots, probe workers — and removes it. Runtime
 // objects go to a gone-pod worker, which stops them with the kubelet's
 // grace period rules first. Nothing of a pod that is in the API server, or
-// whose worker still runs, is ever touched.
+// whose worker still runs, is ever touched (see planSweep).
 type housekeeper struct {
-	r       *PodReconciler
+	// pods lists this node's pods, from the cache, which Start waits for.
+	pods    client.Reader
 	cache   cache.Cache
+	runtime cri.Runtime
 	dirs    podDirs
+	store   checkpoint.Manager
 	logsDir string
+	workers podWorkerSet
+	memory  podMemory
 	period  time.Duration
+	log     logr.Logger
 }
 
 // NeedLeaderElection implements manager.LeaderElectionRunnable.
@@ -50,8 +83,7 @@ func (h *housekeeper) NeedLeaderElection() bool { return false }
 
 // Start sweeps once the cache has synced, then every period, until ctx ends.
 func (h *housekeeper) Start(ctx context.Context) error {
-	logger := h.r.Log.WithName("housekeeping")
-	ctx = log.IntoContext(ctx, logger)
+	ctx = log.IntoContext(ctx, h.log)
 	if !h.cache.WaitForCacheSync(ctx) {
 		return nil
 	}
@@ -59,7 +91,7 @@ func (h *housekeeper) Start(ctx context.Context) error {
 	defer t.Stop()
 	for {
 		if err := h.sweep(ctx); err != nil && ctx.Err() == nil {
-			logger.Error(err, "Pod housekeeping failed")
+			h.log.Error(err, "Pod housekeeping failed")
 		}
 		select {
 		case <-ctx.Done():
@@ -72,12 +104,62 @@ func (h *housekeeper) Start(ctx context.Context) error {
 // leftovers is what the node holds, by pod UID, read before the API
 // server's pods so that a pod created meanwhile is never taken for gone.
 type leftovers struct {
-	runtime  map[types.UID]podworkers.Key
-	dirs     []types.UID
-	ckpts    []types.UID
-	logDirs  map[types.UID]string
-	admitted []types.UID
-	probed   []types.UID
+	runtime map[types.UID]podworkers.Key
+	dirs    []types.UID
+	ckpts   []types.UID
+	logDirs map[types.UID]string
+	// held and noted are the reconciler's memory (podMemory).
+	held, noted []types.UID
+}
+
+// sweepPlan is what one sweep removes.
+type sweepPlan struct {
+	// stop are the pods whose runtime objects go to gone-pod workers.
+	stop []podworkers.Key
+	// The rest is of gone pods the runtime holds nothing of any more: pod
+	// directories to tear down, checkpoints and log directories to
+	// remove, memory to release and forget.
+	tearDown, checkpoints []types.UID
+	logDirs               []string
+	release, forget       []types.UID
+}
+
+// planSweep decides what a sweep removes of what the node holds (left):
+// only what belongs to pods that are gone, neither in the API server (live)
+// nor with a worker (busy). Their runtime objects are handed to gone-pod
+// workers, which stop them before they remove them; everything else of a
+// gone pod goes only once the runtime holds nothing of it, for the worker
+// that stops it still needs its volumes, checkpoint and logs. The lists are
+// sorted by UID.
+func planSweep(left leftovers, live, busy map[types.UID]bool) sweepPlan {
+	gone := func(uid types.UID) bool { return !live[uid] && !busy[uid] }
+	clean := func(uid types.UID) bool {
+		_, inRuntime := left.runtime[uid]
+		return gone(uid) && !inRuntime
+	}
+	var p sweepPlan
+	for _, uid := range slices.Sorted(maps.Keys(left.runtime)) {
+		if gone(uid) {
+			p.stop = append(p.stop, left.runtime[uid])
+		}
+	}
+	cleanOf := func(uids []types.UID) []types.UID {
+		var out []types.UID
+		for _, uid := range slices.Compact(slices.Sorted(slices.Values(uids))) {
+			if clean(uid) {
+				out = append(out, uid)
+			}
+		}
+		return out
+	}
+	p.tearDown = cleanOf(left.dirs)
+	p.checkpoints = cleanOf(left.ckpts)
+	for _, uid := range cleanOf(slices.Collect(maps.Keys(left.logDirs))) {
+		p.logDirs = append(p.logDirs, left.logDirs[uid])
+	}
+	p.release = cleanOf(left.held)
+	p.forget = cleanOf(left.noted)
+	return p
 }
 
 func (h *housekeeper) sweep(ctx context.Context) error {
@@ -86,7 +168,7 @@ func (h *housekeeper) sweep(ctx context.Context) error {
 		return err
 	}
 	var pods corev1.PodList
-	if err := h.r.List(ctx, &pods); err != nil {
+	if err := h.pods.List(ctx, &pods); err != nil {
 		return fmt.Errorf("listing this node's pods: %w", err)
 	}
 	live := map[types.UID]bool{}
@@ -94,64 +176,68 @@ func (h *housekeeper) sweep(ctx context.Context) error {
 		live[pods.Items[i].UID] = true
 	}
 	busy := map[types.UID]bool{}
-	for _, k := range h.r.Workers.Keys() {
+	for _, k := range h.workers.Keys() {
 		busy[k.UID] = true
 	}
-	gone := func(uid types.UID) bool { return !live[uid] && !busy[uid] && !h.r.Workers.Has(uid) }
+	p := planSweep(left, live, busy)
 
-	var errs []error
-	for uid, key := range left.runtime {
-		if gone(uid) {
-			log.FromContext(ctx).Info("Found runtime objects of a pod gone from the API server", "pod", klog.KRef(key.Namespace, key.Name), "podUID", uid)
-			h.r.Workers.Gone(key, nil)
+	// A worker started since the workers were listed owns its pod.
+	started := func(uid types.UID) bool { return h.workers.Has(uid) }
+	for _, key := range p.stop {
+		if !started(key.UID) {
+			log.FromContext(ctx).Info("Found runtime objects of a pod gone from the API server", "pod", klog.KRef(key.Namespace, key.Name), "podUID", key.UID)
+			h.workers.Gone(key, nil)
 		}
 	}
-	// The rest belongs to pods with nothing in the runtime any more.
-	clean := func(uid types.UID) bool { _, inRuntime := left.runtime[uid]; return gone(uid) && !inRuntime }
-	for _, uid := range left.dirs {
-		if clean(uid) {
+	var errs []error
+	for _, uid := range p.tearDown {
+		if !started(uid) {
 			if err := h.dirs.TearDown(ctx, uid); err != nil {
 				errs = append(errs, err)
 			}
 		}
 	}
-	for _, uid := range left.ckpts {
-		if clean(uid) {
-			if err := h.r.Store.RemoveCheckpoint(checkpointKey(uid)); err != nil {
+	for _, uid := range p.checkpoints {
+		if !started(uid) {
+			if err := h.store.RemoveCheckpoint(checkpointKey(uid)); err != nil {
 				errs = append(errs, fmt.Errorf("removing checkpoint of gone pod %s: %w", uid, err))
 			}
 		}
 	}
-	for uid, dir := range left.logDirs {
-		if clean(uid) {
+	for _, dir := range p.logDirs {
+		if uid := logDirUID(filepath.Base(dir)); !started(uid) {
 			if err := os.RemoveAll(dir); err != nil {
 				errs = append(errs, fmt.Errorf("removing log directory of gone pod %s: %w", uid, err))
 			}
 		}
 	}
-	for _, uid := range append(left.admitted, left.probed...) {
-		if gone(uid) {
-			h.r.release(uid)
+	for _, uid := range p.release {
+		if !started(uid) {
+			h.memory.release(uid)
 		}
 	}
-	h.r.written.Range(func(k, _ any) bool {
-		if uid := k.(types.UID); gone(uid) {
-			h.r.written.Delete(uid)
+	for _, uid := range p.forget {
+		if !started(uid) {
+			h.memory.forget(uid)
 		}
-		return true
-	})
-	h.r.deleted.Range(func(k, _ any) bool {
-		if uid := k.(types.UID); gone(uid) {
-			h.r.deleted.Delete(uid)
-		}
-		return true
-	})
+	}
 	return errors.Join(errs...)
 }
 
+// logDirUID is the pod UID of a pod log directory name,
+// <namespace>_<name>_<uid>: a UID holds no underscore. It is "" for
+// another name.
+func logDirUID(name string) types.UID {
+	i := strings.LastIndexByte(name, '_')
+	if i <= 0 {
+		return ""
+	}
+	return types.UID(name[i+1:])
+}
+
 // read lists what the node holds of pods: runtime objects nodelet owns,
-// pod directories, checkpoints, log directories, admission slots and probe
-// workers.
+// pod directories, checkpoints, log directories, and the reconciler's
+// memory.
 func (h *housekeeper) read(ctx context.Context) (leftovers, error) {
 	left := leftovers{runtime: map[types.UID]podworkers.Key{}, logDirs: map[types.UID]string{}}
 	add := func(labels map[string]string) {
@@ -164,15 +250,14 @@ func (h *housekeeper) read(ctx context.Context) (leftovers, error) {
 			}
 		}
 	}
-	rt := h.r.Runtime
-	sandboxes, err := rt.ListPodSandboxes(ctx, nil)
+	sandboxes, err := h.runtime.ListPodSandboxes(ctx, nil)
 	if err != nil {
 		return left, err
 	}
 	for _, sb := range sandboxes {
 		add(sb.Labels)
 	}
-	containers, err := rt.ListContainers(ctx, nil)
+	containers, err := h.runtime.ListContainers(ctx, nil)
 	if err != nil {
 		return left, err
 	}
@@ -182,7 +267,7 @@ func (h *housekeeper) read(ctx context.Context) (leftovers, error) {
 	if left.dirs, err = h.dirs.ListPodDirs(); err != nil {
 		return left, err
 	}
-	keys, err := h.r.Store.ListCheckpoints()
+	keys, err := h.store.ListCheckpoints()
 	if err != nil {
 		return left, fmt.Errorf("listing checkpoints: %w", err)
 	}
@@ -196,12 +281,34 @@ func (h *housekeeper) read(ctx context.Context) (leftovers, error) {
 		return left, fmt.Errorf("listing pod log directories: %w", err)
 	}
 	for _, e := range entries {
-		// <namespace>_<name>_<uid>: a UID holds no underscore.
-		if i := strings.LastIndexByte(e.Name(), '_'); e.IsDir() && i > 0 {
-			left.logDirs[types.UID(e.Name()[i+1:])] = filepath.Join(h.logsDir, e.Name())
+		if uid := logDirUID(e.Name()); e.IsDir() && uid != "" {
+			left.logDirs[uid] = filepath.Join(h.logsDir, e.Name())
 		}
 	}
-	left.admitted = h.r.Admit.UIDs()
-	left.probed = h.r.Prober.PodUIDs()
+	left.held, left.noted = h.memory.heldUIDs(), h.memory.notedUIDs()
 	return left, nil
+}
+
+// heldUIDs implements podMemory: the pods admitted or probed.
+func (r *PodReconciler) heldUIDs() []types.UID {
+	return append(r.Admit.UIDs(), r.Prober.PodUIDs()...)
+}
+
+// notedUIDs implements podMemory: the pods with a status write or a
+// deletion noted.
+func (r *PodReconciler) notedUIDs() []types.UID {
+	var uids []types.UID
+	for _, m := range []*sync.Map{&r.written, &r.deleted} {
+		m.Range(func(k, _ any) bool {
+			uids = append(uids, k.(types.UID))
+			return true
+		})
+	}
+	return uids
+}
+
+// forget implements podMemory.
+func (r *PodReconciler) forget(uid types.UID) {
+	r.written.Delete(uid)
+	r.deleted.Delete(uid)
 }

@@ -140,7 +140,18 @@ func setupPodController(mgr ctrl.Manager, d *Deps) error {
 		return fmt.Errorf("adding the pod workers: %w", err)
 	}
 	r.Workers = workers
-	if err := mgr.Add(&housekeeper{r: r, cache: mgr.GetCache(), dirs: eng.volumes, logsDir: cfg.PodLogsDir, period: housekeepingPeriod}); err != nil {
+	if err := mgr.Add(&housekeeper{
+		pods:    mgr.GetClient(),
+		cache:   mgr.GetCache(),
+		runtime: r.Runtime,
+		dirs:    eng.volumes,
+		store:   store,
+		logsDir: cfg.PodLogsDir,
+		workers: workers,
+		memory:  r,
+		period:  housekeepingPeriod,
+		log:     r.Log.WithName("housekeeping"),
+	}); err != nil {
 		return fmt.Errorf("adding pod housekeeping: %w", err)
 	}
 	return ctrl.NewControllerManagedBy(mgr).
