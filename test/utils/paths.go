@@ -3,7 +3,6 @@ package utils
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -13,23 +12,47 @@ import (
 	"sync"
 )
 
+// modulePath is the nodelet module's path, as its go.mod declares it.
+const modulePath = "github.com/nodelet/nodelet"
+
 // RepoRoot returns the root of the nodelet module: the first directory at or
-// above the working directory that holds a go.mod.
+// above the working directory whose go.mod declares the nodelet module (a
+// module nested in the repository, such as an example extension, is passed
+// over), or else, for a module outside the repository that requires
+// nodelet, the directory the go command resolves the nodelet module to.
 func RepoRoot() (string, error) {
 	dir, err := os.Getwd()
 	if err != nil {
 		return "", fmt.Errorf("finding the repository root: %w", err)
 	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir, nil
+	for d := dir; ; d = filepath.Dir(d) {
+		if declaresNodelet(filepath.Join(d, "go.mod")) {
+			return d, nil
 		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", errors.New("finding the repository root: no go.mod above the working directory")
+		if filepath.Dir(d) == d {
+			break
 		}
-		dir = parent
 	}
+	out, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", modulePath).Output()
+	if root := strings.TrimSpace(string(out)); err == nil && root != "" {
+		return root, nil
+	}
+	return "", fmt.Errorf("finding the repository root: no go.mod of %s at or above %s, and the go command does not resolve it", modulePath, dir)
+}
+
+// declaresNodelet reports whether the go.mod at path declares the nodelet
+// module.
+func declaresNodelet(path string) bool {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return false
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if f := strings.Fields(line); len(f) == 2 && f[0] == "module" && strings.Trim(f[1], `"`) == modulePath {
+			return true
+		}
+	}
+	return false
 }
 
 // CacheDir returns <cache>/<sub>, created, where <cache> is $NODELET_CACHE

@@ -59,14 +59,6 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 	binary = filepath.Join(GinkgoT().TempDir(), "prepuller-nodelet")
 	Expect(utils.BuildGoBinary(ctx, moduleDir, ".", binary)).To(Succeed(), "building the example")
 
-	// The harness finds nodelet's scripts and test image sources from the
-	// working directory (the first go.mod above it), and this module's
-	// go.mod is nearer: run from the nodelet module that go.mod's replace
-	// names.
-	out, err := exec.CommandContext(ctx, "go", "list", "-m", "-f", "{{.Dir}}", "github.com/nodelet/nodelet").Output()
-	Expect(err).NotTo(HaveOccurred(), "finding the nodelet module")
-	Expect(os.Chdir(strings.TrimSpace(string(out)))).To(Succeed())
-
 	// Only the sandbox image: every other image comes from the registry.
 	ctrd = utils.MustStartContainerd(ctx, utils.ContainerdOptions{Images: []string{utils.PauseImage}})
 	apiServer = utils.MustStartAPIServer(ctx)
