@@ -531,7 +531,7 @@ func (r *PodReconciler) writeStatus(ctx context.Context, s *podScope) error {
 	if err != nil {
 		return err
 	}
-	in := status.StatusInputs{
+	in := status.Inputs{
 		Now:                 r.now(),
 		HostIPs:             facts.HostIPs,
 		Probes:              r.Prober.Results(s.pod.UID),
@@ -549,7 +549,7 @@ func (r *PodReconciler) writeStatus(ctx context.Context, s *podScope) error {
 // subresource when it differs from what the API server holds, so
 // conditions others own (readiness gates) are kept.
 func (r *PodReconciler) patchStatus(ctx context.Context, s *podScope, want corev1.PodStatus) error {
-	if status.StatusEqual(s.pod.Status, want) {
+	if status.Equal(s.pod.Status, want) {
 		return nil
 	}
 	orig := s.pod.DeepCopy()

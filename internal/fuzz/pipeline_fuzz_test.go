@@ -362,7 +362,7 @@ func runPipeline(t *testing.T, g *gen, pod *v1.Pod, links []link) {
 	}
 	later := now.Add(time.Minute)
 	_ = planner.ComputePodActions(pod, rt, st, planner.Inputs{Now: later})
-	_ = status.ComputePodStatus(pod, rt, st, status.StatusInputs{Now: later, HostIPs: []string{"10.0.0.1"}})
+	_ = status.ComputePodStatus(pod, rt, st, status.Inputs{Now: later, HostIPs: []string{"10.0.0.1"}})
 	pod.DeletionTimestamp = &metav1.Time{Time: later}
 	_ = planner.PlanTermination(pod, rt, st, later)
 }

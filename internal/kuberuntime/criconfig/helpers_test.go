@@ -1,15 +1,9 @@
 package criconfig
 
 import (
-	"time"
-
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
-
-var t0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
-
-func at(d time.Duration) time.Time { return t0.Add(d) }
 
 type podOpt func(*v1.Pod)
 
@@ -28,8 +22,6 @@ func newPod(opts ...podOpt) *v1.Pod {
 	}
 	return pod
 }
-
-func policy(p v1.RestartPolicy) podOpt { return func(pod *v1.Pod) { pod.Spec.RestartPolicy = p } }
 
 func containers(names ...string) podOpt {
 	return func(pod *v1.Pod) {

@@ -101,7 +101,8 @@ func (p *actionPlanner) plan() {
 	}
 }
 
-// podIsFinished reports whether the pod's containers must all stop for good.
+// PodFinished reports whether the pod's containers must all stop for
+// good: it is being deleted or in a terminal phase.
 func PodFinished(pod *v1.Pod) bool {
 	return pod.DeletionTimestamp != nil ||
 		pod.Status.Phase == v1.PodSucceeded || pod.Status.Phase == v1.PodFailed

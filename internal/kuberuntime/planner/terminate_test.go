@@ -107,18 +107,18 @@ func TestPlanTerminationStopsEphemeralContainersAtOnce(t *testing.T) {
 	rt := rtOf([]state.Sandbox{sb("s1", 0)}, runningC(pod, "proxy", "s1", 0), runningC(pod, "app", "s1", 0), runningC(pod, "debugger", "s1", 0))
 	st := state.PodState{}
 	st.BeginTermination(EffectiveGracePeriod(pod), at(0))
-	plan := PlanTermination(pod, rt, st, at(0))
+	tp := PlanTermination(pod, rt, st, at(0))
 	var stop []string
-	for _, c := range plan.Stop {
+	for _, c := range tp.Stop {
 		stop = append(stop, c.Name)
 	}
-	if diff := cmp.Diff([]string{"app", "debugger"}, stop); diff != "" || len(plan.PreStop) > 0 {
-		t.Errorf("stopped now (-want +got):\n%s; preStop hooks %v", diff, plan.PreStop)
+	if diff := cmp.Diff([]string{"app", "debugger"}, stop); diff != "" || len(tp.PreStop) > 0 {
+		t.Errorf("stopped now (-want +got):\n%s; preStop hooks %v", diff, tp.PreStop)
 	}
 	// The sidecar waits for the regular container only.
 	rt = rtOf([]state.Sandbox{sb("s1", 0)}, runningC(pod, "proxy", "s1", 0), runningC(pod, "debugger", "s1", 0))
-	if plan := PlanTermination(pod, rt, st, at(time.Second)); len(plan.Stop) != 2 {
-		t.Errorf("stops %+v, want the sidecar and the ephemeral container", plan.Stop)
+	if next := PlanTermination(pod, rt, st, at(time.Second)); len(next.Stop) != 2 {
+		t.Errorf("stops %+v, want the sidecar and the ephemeral container", next.Stop)
 	}
 }
 

@@ -13,7 +13,7 @@ func TestSandboxFailureShownUntilASandboxIsCreated(t *testing.T) {
 	pod := newPod()
 	st := state.NewPodState(pod.UID)
 	st.RecordSandboxFailure("Failed to create pod sandbox: creating pod log directory: file name too long", at(0))
-	s := ComputePodStatus(pod, state.PodRuntime{}, st, StatusInputs{Now: at(time.Second)})
+	s := ComputePodStatus(pod, state.PodRuntime{}, st, Inputs{Now: at(time.Second)})
 	c := condition(s, v1.PodReadyToStartContainers)
 	if c.Status != v1.ConditionFalse || c.Message != st.SandboxFailure.Message {
 		t.Errorf("condition = %s %q, want False with the failure", c.Status, c.Message)
@@ -22,7 +22,7 @@ func TestSandboxFailureShownUntilASandboxIsCreated(t *testing.T) {
 	if st.SandboxFailure != nil {
 		t.Errorf("a created sandbox must clear the failure")
 	}
-	s = ComputePodStatus(pod, rtOf([]state.Sandbox{sb("s1", 0)}), st, StatusInputs{Now: at(2 * time.Second)})
+	s = ComputePodStatus(pod, rtOf([]state.Sandbox{sb("s1", 0)}), st, Inputs{Now: at(2 * time.Second)})
 	if c := condition(s, v1.PodReadyToStartContainers); c.Status != v1.ConditionTrue {
 		t.Errorf("condition = %s %q, want True", c.Status, c.Message)
 	}
@@ -33,7 +33,7 @@ func TestMountFailureShownUntilASandboxIsCreated(t *testing.T) {
 	st := state.NewPodState(pod.UID)
 	msg := `MountVolume.SetUp failed for volume "cfg" : configmap "cfg" not found`
 	st.RecordMountFailure(msg, at(0))
-	s := ComputePodStatus(pod, state.PodRuntime{}, st, StatusInputs{Now: at(time.Second)})
+	s := ComputePodStatus(pod, state.PodRuntime{}, st, Inputs{Now: at(time.Second)})
 	if c := condition(s, v1.PodReadyToStartContainers); c.Status != v1.ConditionFalse || c.Message != msg {
 		t.Errorf("condition = %s %q, want False with the mount failure", c.Status, c.Message)
 	}

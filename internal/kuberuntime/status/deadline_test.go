@@ -48,7 +48,7 @@ func TestComputePodStatusActiveDeadline(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			s := ComputePodStatus(tt.pod, tt.rt, tt.st, StatusInputs{Now: tt.now})
+			s := ComputePodStatus(tt.pod, tt.rt, tt.st, Inputs{Now: tt.now})
 			if s.Phase != tt.wantPhase || s.Reason != tt.wantReason {
 				t.Errorf("phase, reason = %s, %q; want %s, %q", s.Phase, s.Reason, tt.wantPhase, tt.wantReason)
 			}

@@ -48,15 +48,6 @@ func newPod(opts ...podOpt) *v1.Pod {
 
 func policy(p v1.RestartPolicy) podOpt { return func(pod *v1.Pod) { pod.Spec.RestartPolicy = p } }
 
-func containers(names ...string) podOpt {
-	return func(pod *v1.Pod) {
-		pod.Spec.Containers = nil
-		for _, n := range names {
-			pod.Spec.Containers = append(pod.Spec.Containers, v1.Container{Name: n, Image: "busybox:1"})
-		}
-	}
-}
-
 func inits(names ...string) podOpt {
 	return func(pod *v1.Pod) {
 		for _, n := range names {
@@ -83,16 +74,6 @@ func ephemerals(names ...string) podOpt {
 			pod.Spec.EphemeralContainers = append(pod.Spec.EphemeralContainers, v1.EphemeralContainer{
 				EphemeralContainerCommon: v1.EphemeralContainerCommon{Name: n, Image: "busybox:1"},
 			})
-		}
-	}
-}
-
-func target(name, container string) podOpt {
-	return func(pod *v1.Pod) {
-		for i := range pod.Spec.EphemeralContainers {
-			if pod.Spec.EphemeralContainers[i].Name == name {
-				pod.Spec.EphemeralContainers[i].TargetContainerName = container
-			}
 		}
 	}
 }

@@ -66,7 +66,7 @@ func TestResizeStatus(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			s := ComputePodStatus(tt.pod, tt.rt, tt.st, StatusInputs{Now: at(time.Minute)})
+			s := ComputePodStatus(tt.pod, tt.rt, tt.st, Inputs{Now: at(time.Minute)})
 			cs := s.ContainerStatuses[0]
 			if cs.Resources == nil || !equality.Semantic.DeepEqual(*cs.Resources, tt.wantResources) {
 				t.Errorf("resources = %v, want %v", cs.Resources, tt.wantResources)

@@ -20,9 +20,9 @@ const (
 	ReasonContainerStatusUnknown = "ContainerStatusUnknown"
 )
 
-// StatusInputs is what ComputePodStatus needs besides the pod, the runtime
+// Inputs is what ComputePodStatus needs besides the pod, the runtime
 // and the state.
-type StatusInputs struct {
+type Inputs struct {
 	// Now is the time of this status computation.
 	Now time.Time
 	// HostIPs are the node's IPs, primary first.
@@ -43,7 +43,7 @@ type statusBuilder struct {
 	pod *v1.Pod
 	rt  state.PodRuntime
 	st  state.PodState
-	in  StatusInputs
+	in  Inputs
 	old v1.PodStatus
 	// deadline: the pod ran past its active deadline and is being stopped
 	// for good.
@@ -62,7 +62,7 @@ type statusBuilder struct {
 // Container messages are the termination messages: the caller fills
 // state.Container.Message from the termination message file before
 // calling.
-func ComputePodStatus(pod *v1.Pod, rt state.PodRuntime, st state.PodState, in StatusInputs) v1.PodStatus {
+func ComputePodStatus(pod *v1.Pod, rt state.PodRuntime, st state.PodState, in Inputs) v1.PodStatus {
 	b := statusBuilder{pod: pod, rt: rt, st: st, in: in, old: pod.Status}
 	if st.LastStatus != nil {
 		b.old = *st.LastStatus
@@ -99,9 +99,9 @@ func ComputePodStatus(pod *v1.Pod, rt state.PodRuntime, st state.PodState, in St
 	return s
 }
 
-// StatusEqual reports whether two statuses would show the same, comparing
+// Equal reports whether two statuses would show the same, comparing
 // times at the second precision the API keeps.
-func StatusEqual(a, b v1.PodStatus) bool {
+func Equal(a, b v1.PodStatus) bool {
 	return equality.Semantic.DeepEqual(normalizeTimes(a), normalizeTimes(b))
 }
 

@@ -166,7 +166,7 @@ func TestComputePodStatus(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			s := ComputePodStatus(tt.pod, tt.rt, tt.st, StatusInputs{Now: tt.now, HostIPs: []string{"192.168.1.2"}, Probes: tt.probes})
+			s := ComputePodStatus(tt.pod, tt.rt, tt.st, Inputs{Now: tt.now, HostIPs: []string{"192.168.1.2"}, Probes: tt.probes})
 			if s.Phase != tt.wantPhase {
 				t.Errorf("phase = %s, want %s", s.Phase, tt.wantPhase)
 			}
@@ -188,7 +188,7 @@ func TestComputePodStatusDetails(t *testing.T) {
 		exitedC(pod, "app", "s1", 0, 2, at(3*time.Second)),
 		runningC(pod, "app", "s1", 1))
 	rt.Containers[1].Reason, rt.Containers[1].Message = "OOMKilled", "killed"
-	in := StatusInputs{Now: at(10 * time.Second), HostIPs: []string{"192.168.1.2"}}
+	in := Inputs{Now: at(10 * time.Second), HostIPs: []string{"192.168.1.2"}}
 	s := ComputePodStatus(pod, rt, state.PodState{}, in)
 
 	started := true
@@ -240,7 +240,7 @@ func TestComputePodStatusDetails(t *testing.T) {
 		later := in
 		later.Now = at(time.Hour)
 		again := ComputePodStatus(pod, rt, st, later)
-		if !StatusEqual(s, again) {
+		if !Equal(s, again) {
 			t.Errorf("statuses differ: %s", cmp.Diff(s, again))
 		}
 	})
@@ -251,7 +251,7 @@ func TestComputePodStatusDetails(t *testing.T) {
 		later := in
 		later.Now = at(time.Hour)
 		again := ComputePodStatus(pod, rt2, st, later)
-		if StatusEqual(s, again) {
+		if Equal(s, again) {
 			t.Fatal("statuses compare equal after the container exited")
 		}
 		if got := condition(again, v1.PodReady); got.Status != v1.ConditionFalse || !got.LastTransitionTime.Time.Equal(at(time.Hour)) {
@@ -312,14 +312,14 @@ func TestComputePodStatusDetails(t *testing.T) {
 			ImageBackOff: state.BackOff{Delay: 10 * time.Second, Updated: at(0)},
 		}}}
 		p := newPod()
-		got := ComputePodStatus(p, rtOf([]state.Sandbox{sb("s1", 0)}), st, StatusInputs{Now: at(time.Second)}).ContainerStatuses[0]
+		got := ComputePodStatus(p, rtOf([]state.Sandbox{sb("s1", 0)}), st, Inputs{Now: at(time.Second)}).ContainerStatuses[0]
 		if w := got.State.Waiting; w == nil || w.Message != `Back-off pulling image "busybox:1": manifest unknown` {
 			t.Errorf("waiting = %+v", got.State.Waiting)
 		}
 	})
 }
 
-func TestStatusEqualIgnoresSubSecondTimes(t *testing.T) {
+func TestEqualIgnoresSubSecondTimes(t *testing.T) {
 	a := v1.PodStatus{
 		StartTime:  &metav1.Time{Time: t0.Add(300 * time.Millisecond)},
 		Conditions: []v1.PodCondition{{Type: v1.PodReady, LastTransitionTime: metav1.NewTime(t0.Add(time.Millisecond)), LastProbeTime: metav1.NewTime(t0)}},
@@ -332,11 +332,11 @@ func TestStatusEqualIgnoresSubSecondTimes(t *testing.T) {
 	b.Conditions[0].LastTransitionTime = metav1.NewTime(t0)
 	b.Conditions[0].LastProbeTime = metav1.Time{}
 	b.ContainerStatuses[0].State.Running.StartedAt = metav1.NewTime(t0)
-	if !StatusEqual(a, b) {
+	if !Equal(a, b) {
 		t.Error("sub-second differences made statuses unequal")
 	}
 	b.ContainerStatuses[0].Ready = true
-	if StatusEqual(a, b) {
+	if Equal(a, b) {
 		t.Error("a readiness change compared equal")
 	}
 }
@@ -427,7 +427,7 @@ func TestEphemeralContainerStatus(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			s := ComputePodStatus(tt.pod, tt.rt, tt.st, StatusInputs{Now: tt.now})
+			s := ComputePodStatus(tt.pod, tt.rt, tt.st, Inputs{Now: tt.now})
 			if diff := cmp.Diff([]v1.ContainerStatus{tt.want}, s.EphemeralContainerStatuses); diff != "" {
 				t.Errorf("ephemeral container statuses (-want +got):\n%s", diff)
 			}
@@ -438,20 +438,20 @@ func TestEphemeralContainerStatus(t *testing.T) {
 		p := newPod(ephemerals("debugger", "crashed"))
 		rt := rtOf(ready, app, exitedC(p, "crashed", "s1", 0, 1, at(time.Second)))
 		st := record(state.ContainerRecord{Waiting: &state.WaitingReason{Reason: state.ReasonErrImagePull, At: at(0)}})
-		with := ComputePodStatus(p, rt, st, StatusInputs{Now: at(0)})
-		without := ComputePodStatus(newPod(), rtOf(ready, app), state.PodState{}, StatusInputs{Now: at(0)})
+		with := ComputePodStatus(p, rt, st, Inputs{Now: at(0)})
+		without := ComputePodStatus(newPod(), rtOf(ready, app), state.PodState{}, Inputs{Now: at(0)})
 		if with.Phase != v1.PodRunning || condition(with, v1.PodReady).Status != v1.ConditionTrue || kubectlStatus(p, with) != "Running" {
 			t.Errorf("phase %s, Ready %s, kubectl %q", with.Phase, condition(with, v1.PodReady).Status, kubectlStatus(p, with))
 		}
 		with.EphemeralContainerStatuses = nil
-		if !StatusEqual(with, without) {
+		if !Equal(with, without) {
 			t.Errorf("statuses differ beyond the ephemeral containers: %s", cmp.Diff(without, with))
 		}
 	})
 	t.Run("statuses are sorted by name", func(t *testing.T) {
 		p := newPod(ephemerals("zed", "alpha", "mid"))
 		var names []string
-		for _, cs := range ComputePodStatus(p, rtOf(ready, app), state.PodState{}, StatusInputs{}).EphemeralContainerStatuses {
+		for _, cs := range ComputePodStatus(p, rtOf(ready, app), state.PodState{}, Inputs{}).EphemeralContainerStatuses {
 			names = append(names, cs.Name)
 		}
 		if diff := cmp.Diff([]string{"alpha", "mid", "zed"}, names); diff != "" {
@@ -460,10 +460,10 @@ func TestEphemeralContainerStatus(t *testing.T) {
 	})
 	t.Run("an unchanged ephemeral status compares equal", func(t *testing.T) {
 		rt := rtOf(ready, app, runningC(pod, "debugger", "s1", 0))
-		first := ComputePodStatus(pod, rt, state.PodState{}, StatusInputs{Now: at(0)})
+		first := ComputePodStatus(pod, rt, state.PodState{}, Inputs{Now: at(0)})
 		st := state.PodState{}
 		st.RecordStatus(first)
-		if again := ComputePodStatus(pod, rt, st, StatusInputs{Now: at(time.Hour)}); !StatusEqual(first, again) {
+		if again := ComputePodStatus(pod, rt, st, Inputs{Now: at(time.Hour)}); !Equal(first, again) {
 			t.Errorf("statuses differ: %s", cmp.Diff(first, again))
 		}
 	})
