@@ -12,6 +12,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/utils/ptr"
 
+	"github.com/nodelet/nodelet/internal/kuberuntime/podtest"
 	"github.com/nodelet/nodelet/internal/kuberuntime/state"
 )
 
@@ -44,7 +45,7 @@ func TestPodDNSConfig(t *testing.T) {
 	host := &ResolvConf{Servers: []string{"1.1.1.1"}, Searches: []string{"corp.example"}, Options: []string{"timeout:1"}}
 	cluster := SandboxOptions{ClusterDNS: []string{"10.96.0.10"}, ClusterDomain: "cluster.local", HostDNS: host}
 	clusterSearch := []string{"default.svc.cluster.local", "svc.cluster.local", "cluster.local", "corp.example"}
-	dnsPolicy := func(p v1.DNSPolicy, hostNet bool) podOpt {
+	dnsPolicy := func(p v1.DNSPolicy, hostNet bool) podtest.Option {
 		return func(pod *v1.Pod) { pod.Spec.DNSPolicy, pod.Spec.HostNetwork = p, hostNet }
 	}
 	long := strings.Repeat("a", 250)
@@ -54,27 +55,27 @@ func TestPodDNSConfig(t *testing.T) {
 		opts SandboxOptions
 		want *runtimeapi.DNSConfig
 	}{
-		{"ClusterFirst", newPod(dnsPolicy(v1.DNSClusterFirst, false)), cluster,
+		{"ClusterFirst", podtest.NewPod(dnsPolicy(v1.DNSClusterFirst, false)), cluster,
 			&runtimeapi.DNSConfig{Servers: []string{"10.96.0.10"}, Searches: clusterSearch, Options: []string{"ndots:5"}}},
-		{"ClusterFirst on the host network uses the node's", newPod(dnsPolicy(v1.DNSClusterFirst, true)), cluster,
+		{"ClusterFirst on the host network uses the node's", podtest.NewPod(dnsPolicy(v1.DNSClusterFirst, true)), cluster,
 			&runtimeapi.DNSConfig{Servers: []string{"1.1.1.1"}, Searches: []string{"corp.example"}, Options: []string{"timeout:1"}}},
-		{"ClusterFirstWithHostNet", newPod(dnsPolicy(v1.DNSClusterFirstWithHostNet, true)), cluster,
+		{"ClusterFirstWithHostNet", podtest.NewPod(dnsPolicy(v1.DNSClusterFirstWithHostNet, true)), cluster,
 			&runtimeapi.DNSConfig{Servers: []string{"10.96.0.10"}, Searches: clusterSearch, Options: []string{"ndots:5"}}},
-		{"ClusterFirst without cluster DNS falls back to Default", newPod(dnsPolicy(v1.DNSClusterFirst, false)), SandboxOptions{HostDNS: host},
+		{"ClusterFirst without cluster DNS falls back to Default", podtest.NewPod(dnsPolicy(v1.DNSClusterFirst, false)), SandboxOptions{HostDNS: host},
 			&runtimeapi.DNSConfig{Servers: []string{"1.1.1.1"}, Searches: []string{"corp.example"}, Options: []string{"timeout:1"}}},
-		{"Default without a node resolv.conf", newPod(dnsPolicy(v1.DNSDefault, false)), SandboxOptions{},
+		{"Default without a node resolv.conf", podtest.NewPod(dnsPolicy(v1.DNSDefault, false)), SandboxOptions{},
 			&runtimeapi.DNSConfig{Servers: []string{"127.0.0.1"}, Searches: []string{"."}}},
-		{"None takes only dnsConfig", newPod(dnsPolicy(v1.DNSNone, false), func(p *v1.Pod) {
+		{"None takes only dnsConfig", podtest.NewPod(dnsPolicy(v1.DNSNone, false), func(p *v1.Pod) {
 			p.Spec.DNSConfig = &v1.PodDNSConfig{Nameservers: []string{"8.8.8.8"}, Searches: []string{"my.dns"},
 				Options: []v1.PodDNSConfigOption{{Name: "ndots", Value: ptr.To("2")}, {Name: "edns0"}}}
 		}), cluster,
 			&runtimeapi.DNSConfig{Servers: []string{"8.8.8.8"}, Searches: []string{"my.dns"}, Options: []string{"ndots:2", "edns0"}}},
-		{"dnsConfig is merged into ClusterFirst", newPod(dnsPolicy(v1.DNSClusterFirst, false), func(p *v1.Pod) {
+		{"dnsConfig is merged into ClusterFirst", podtest.NewPod(dnsPolicy(v1.DNSClusterFirst, false), func(p *v1.Pod) {
 			p.Spec.DNSConfig = &v1.PodDNSConfig{Nameservers: []string{"10.96.0.10", "8.8.8.8"}, Searches: []string{"cluster.local", "x.y"},
 				Options: []v1.PodDNSConfigOption{{Name: "ndots", Value: ptr.To("1")}}}
 		}), cluster,
 			&runtimeapi.DNSConfig{Servers: []string{"10.96.0.10", "8.8.8.8"}, Searches: append(clusterSearch, "x.y"), Options: []string{"ndots:1"}}},
-		{"limits drop extra servers and overlong search lines", newPod(dnsPolicy(v1.DNSNone, false), func(p *v1.Pod) {
+		{"limits drop extra servers and overlong search lines", podtest.NewPod(dnsPolicy(v1.DNSNone, false), func(p *v1.Pod) {
 			p.Spec.DNSConfig = &v1.PodDNSConfig{Nameservers: []string{"1.0.0.1", "1.0.0.2", "1.0.0.3", "1.0.0.4"},
 				Searches: []string{long + "1", long + "2", long + "3", long + "4", long + "5", long + "6", long + "7", long + "8", long + "9"}}
 		}), cluster,
@@ -99,11 +100,11 @@ func TestPodHostname(t *testing.T) {
 		want    string
 		wantErr bool
 	}{
-		{"pod name", newPod(), "web", false},
-		{"spec hostname", newPod(func(p *v1.Pod) { p.Spec.Hostname = "h" }), "h", false},
-		{"truncated without trailing dash", newPod(func(p *v1.Pod) { p.Name = long }), strings.Repeat("a", 62), false},
-		{"FQDN", newPod(func(p *v1.Pod) { p.Spec.Subdomain, p.Spec.SetHostnameAsFQDN = "sub", ptr.To(true) }), "web.sub.default.svc.cluster.local", false},
-		{"FQDN too long", newPod(func(p *v1.Pod) {
+		{"pod name", podtest.NewPod(), "web", false},
+		{"spec hostname", podtest.NewPod(func(p *v1.Pod) { p.Spec.Hostname = "h" }), "h", false},
+		{"truncated without trailing dash", podtest.NewPod(func(p *v1.Pod) { p.Name = long }), strings.Repeat("a", 62), false},
+		{"FQDN", podtest.NewPod(func(p *v1.Pod) { p.Spec.Subdomain, p.Spec.SetHostnameAsFQDN = "sub", ptr.To(true) }), "web.sub.default.svc.cluster.local", false},
+		{"FQDN too long", podtest.NewPod(func(p *v1.Pod) {
 			p.Spec.Hostname, p.Spec.Subdomain, p.Spec.SetHostnameAsFQDN = strings.Repeat("h", 40), "sub", ptr.To(true)
 		}), "", true},
 	}
@@ -118,7 +119,7 @@ func TestPodHostname(t *testing.T) {
 }
 
 func TestSandboxConfig(t *testing.T) {
-	pod := newPod(func(p *v1.Pod) {
+	pod := podtest.NewPod(func(p *v1.Pod) {
 		p.Labels = map[string]string{"app": "web"}
 		p.Annotations = map[string]string{"note": "x"}
 		p.Spec.HostIPC = true
@@ -165,7 +166,7 @@ func TestSandboxConfig(t *testing.T) {
 		t.Errorf("sandbox config (-want +got):\n%s", diff)
 	}
 
-	hostNet := newPod(func(p *v1.Pod) { p.Spec.HostNetwork, p.Spec.HostPID = true, true })
+	hostNet := podtest.NewPod(func(p *v1.Pod) { p.Spec.HostNetwork, p.Spec.HostPID = true, true })
 	got, err = SandboxConfig(hostNet, SandboxOptions{})
 	if err != nil {
 		t.Fatalf("SandboxConfig: %v", err)
@@ -203,7 +204,7 @@ func TestContainerResources(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			pod := newPod(modify("app", func(c *v1.Container) { c.Resources = tt.res }))
+			pod := podtest.NewPod(podtest.Modify("app", func(c *v1.Container) { c.Resources = tt.res }))
 			got := ContainerResources(pod, &pod.Spec.Containers[0], node)
 			if diff := cmp.Diff(tt.want, got, protocmp.Transform()); diff != "" {
 				t.Errorf("resources (-want +got):\n%s", diff)
@@ -223,25 +224,25 @@ func TestComputePodQOS(t *testing.T) {
 		}
 		return l
 	}
-	res := func(name string, r, l v1.ResourceList) podOpt {
-		return modify(name, func(c *v1.Container) { c.Resources = v1.ResourceRequirements{Requests: r, Limits: l} })
+	res := func(name string, r, l v1.ResourceList) podtest.Option {
+		return podtest.Modify(name, func(c *v1.Container) { c.Resources = v1.ResourceRequirements{Requests: r, Limits: l} })
 	}
 	tests := []struct {
 		name string
 		pod  *v1.Pod
 		want v1.PodQOSClass
 	}{
-		{"nothing", newPod(), v1.PodQOSBestEffort},
-		{"equal requests and limits", newPod(res("app", req("1", "1Gi"), req("1", "1Gi"))), v1.PodQOSGuaranteed},
-		{"limits only", newPod(func(p *v1.Pod) { p.Spec.Containers[0].Resources.Limits = req("1", "1Gi") }), v1.PodQOSBurstable},
-		{"cpu only", newPod(res("app", req("1", ""), req("1", ""))), v1.PodQOSBurstable},
-		{"requests below limits", newPod(res("app", req("500m", "1Gi"), req("1", "1Gi"))), v1.PodQOSBurstable},
-		{"one guaranteed one best effort", newPod(containers("a", "b"), res("a", req("1", "1Gi"), req("1", "1Gi"))), v1.PodQOSBurstable},
-		{"init container counts", newPod(inits("init"), res("app", req("1", "1Gi"), req("1", "1Gi"))), v1.PodQOSBurstable},
-		{"pod-level resources decide", newPod(func(p *v1.Pod) {
+		{"nothing", podtest.NewPod(), v1.PodQOSBestEffort},
+		{"equal requests and limits", podtest.NewPod(res("app", req("1", "1Gi"), req("1", "1Gi"))), v1.PodQOSGuaranteed},
+		{"limits only", podtest.NewPod(func(p *v1.Pod) { p.Spec.Containers[0].Resources.Limits = req("1", "1Gi") }), v1.PodQOSBurstable},
+		{"cpu only", podtest.NewPod(res("app", req("1", ""), req("1", ""))), v1.PodQOSBurstable},
+		{"requests below limits", podtest.NewPod(res("app", req("500m", "1Gi"), req("1", "1Gi"))), v1.PodQOSBurstable},
+		{"one guaranteed one best effort", podtest.NewPod(podtest.Containers("a", "b"), res("a", req("1", "1Gi"), req("1", "1Gi"))), v1.PodQOSBurstable},
+		{"init container counts", podtest.NewPod(podtest.Inits("init"), res("app", req("1", "1Gi"), req("1", "1Gi"))), v1.PodQOSBurstable},
+		{"pod-level resources decide", podtest.NewPod(func(p *v1.Pod) {
 			p.Spec.Resources = &v1.ResourceRequirements{Requests: req("1", "1Gi"), Limits: req("1", "1Gi")}
 		}), v1.PodQOSGuaranteed},
-		{"status wins", newPod(func(p *v1.Pod) { p.Status.QOSClass = v1.PodQOSGuaranteed }), v1.PodQOSGuaranteed},
+		{"status wins", podtest.NewPod(func(p *v1.Pod) { p.Status.QOSClass = v1.PodQOSGuaranteed }), v1.PodQOSGuaranteed},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -253,10 +254,10 @@ func TestComputePodQOS(t *testing.T) {
 }
 
 func TestContainerConfig(t *testing.T) {
-	pod := newPod(func(p *v1.Pod) {
+	pod := podtest.NewPod(func(p *v1.Pod) {
 		p.Spec.TerminationGracePeriodSeconds = ptr.To[int64](45)
 		p.Spec.SecurityContext = &v1.PodSecurityContext{RunAsUser: ptr.To[int64](1000), FSGroup: ptr.To[int64](2000)}
-	}, modify("app", func(c *v1.Container) {
+	}, podtest.Modify("app", func(c *v1.Container) {
 		c.Command = []string{"/bin/sh", "-c"}
 		c.Args = []string{"echo $(GREETING) $$(HOME) $(UNSET)"}
 		c.WorkingDir = "/work"
@@ -321,8 +322,8 @@ func TestContainerConfig(t *testing.T) {
 }
 
 func TestContainerConfigSecurityChecks(t *testing.T) {
-	nonRoot := func(user *int64) podOpt {
-		return modify("app", func(c *v1.Container) {
+	nonRoot := func(user *int64) podtest.Option {
+		return podtest.Modify("app", func(c *v1.Container) {
 			c.SecurityContext = &v1.SecurityContext{RunAsNonRoot: ptr.To(true), RunAsUser: user}
 		})
 	}
@@ -335,14 +336,14 @@ func TestContainerConfigSecurityChecks(t *testing.T) {
 		wantUser  *runtimeapi.Int64Value
 		wantName  string
 	}{
-		{name: "root user refused", pod: newPod(nonRoot(ptr.To[int64](0))), wantErr: true},
-		{name: "numeric non-root user", pod: newPod(nonRoot(ptr.To[int64](1000))), wantUser: &runtimeapi.Int64Value{Value: 1000}},
-		{name: "image runs as root", pod: newPod(nonRoot(nil)), imageUID: ptr.To[int64](0), wantErr: true},
-		{name: "image non-root uid", pod: newPod(nonRoot(nil)), imageUID: ptr.To[int64](65534), wantUser: &runtimeapi.Int64Value{Value: 65534}},
-		{name: "image user name cannot be verified", pod: newPod(nonRoot(nil)), imageUser: "nobody", wantErr: true},
-		{name: "unknown image user left to the runtime", pod: newPod(nonRoot(nil))},
-		{name: "image user name without non-root", pod: newPod(), imageUser: "nobody", wantName: "nobody"},
-		{name: "localhost seccomp without a path", pod: newPod(modify("app", func(c *v1.Container) {
+		{name: "root user refused", pod: podtest.NewPod(nonRoot(ptr.To[int64](0))), wantErr: true},
+		{name: "numeric non-root user", pod: podtest.NewPod(nonRoot(ptr.To[int64](1000))), wantUser: &runtimeapi.Int64Value{Value: 1000}},
+		{name: "image runs as root", pod: podtest.NewPod(nonRoot(nil)), imageUID: ptr.To[int64](0), wantErr: true},
+		{name: "image non-root uid", pod: podtest.NewPod(nonRoot(nil)), imageUID: ptr.To[int64](65534), wantUser: &runtimeapi.Int64Value{Value: 65534}},
+		{name: "image user name cannot be verified", pod: podtest.NewPod(nonRoot(nil)), imageUser: "nobody", wantErr: true},
+		{name: "unknown image user left to the runtime", pod: podtest.NewPod(nonRoot(nil))},
+		{name: "image user name without non-root", pod: podtest.NewPod(), imageUser: "nobody", wantName: "nobody"},
+		{name: "localhost seccomp without a path", pod: podtest.NewPod(podtest.Modify("app", func(c *v1.Container) {
 			c.SecurityContext = &v1.SecurityContext{SeccompProfile: &v1.SeccompProfile{Type: v1.SeccompProfileTypeLocalhost}}
 		})), wantErr: true},
 	}
@@ -378,15 +379,15 @@ func TestEphemeralContainerConfig(t *testing.T) {
 		want     *runtimeapi.NamespaceOption
 	}{
 		{name: "without a target it gets a process namespace of its own",
-			pod: newPod(ephemerals("debugger")), want: ns(runtimeapi.NamespaceMode_CONTAINER, "")},
+			pod: podtest.NewPod(podtest.Ephemerals("debugger")), want: ns(runtimeapi.NamespaceMode_CONTAINER, "")},
 		{name: "with a target it joins the target's process namespace",
-			pod: newPod(ephemerals("debugger"), target("debugger", "app")), targetID: "app-0",
+			pod: podtest.NewPod(podtest.Ephemerals("debugger"), podtest.Target("debugger", "app")), targetID: "app-0",
 			want: ns(runtimeapi.NamespaceMode_TARGET, "app-0")},
 		{name: "a pod sharing one process namespace keeps it",
-			pod:      newPod(ephemerals("debugger"), target("debugger", "app"), func(p *v1.Pod) { p.Spec.ShareProcessNamespace = ptr.To(true) }),
+			pod:      podtest.NewPod(podtest.Ephemerals("debugger"), podtest.Target("debugger", "app"), func(p *v1.Pod) { p.Spec.ShareProcessNamespace = ptr.To(true) }),
 			targetID: "app-0", want: ns(runtimeapi.NamespaceMode_POD, "")},
 		{name: "a host PID pod keeps the host's",
-			pod:      newPod(ephemerals("debugger"), target("debugger", "app"), func(p *v1.Pod) { p.Spec.HostPID = true }),
+			pod:      podtest.NewPod(podtest.Ephemerals("debugger"), podtest.Target("debugger", "app"), func(p *v1.Pod) { p.Spec.HostPID = true }),
 			targetID: "app-0", want: ns(runtimeapi.NamespaceMode_NODE, "")},
 	}
 	for _, tt := range tests {

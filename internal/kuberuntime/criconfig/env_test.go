@@ -8,6 +8,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/utils/ptr"
+
+	"github.com/nodelet/nodelet/internal/kuberuntime/podtest"
 )
 
 func TestExpandVars(t *testing.T) {
@@ -37,7 +39,7 @@ func TestExpandVars(t *testing.T) {
 func TestContainerEnv(t *testing.T) {
 	cm := &v1.ConfigMap{Data: map[string]string{"b": "2", "a": "1"}}
 	secret := &v1.Secret{Data: map[string][]byte{"token": []byte("s3cr3t")}}
-	pod := newPod(func(p *v1.Pod) {
+	pod := podtest.NewPod(func(p *v1.Pod) {
 		p.Labels = map[string]string{"app": "web"}
 		p.Annotations = map[string]string{"team": "core"}
 		p.Spec.NodeName = "node-1"
@@ -158,7 +160,7 @@ func TestContainerEnv(t *testing.T) {
 }
 
 func TestContainerEnvHostNetworkPodIP(t *testing.T) {
-	pod := newPod(func(p *v1.Pod) { p.Spec.HostNetwork = true })
+	pod := podtest.NewPod(func(p *v1.Pod) { p.Spec.HostNetwork = true })
 	c := v1.Container{Name: "app", Env: []v1.EnvVar{{Name: "IP", ValueFrom: &v1.EnvVarSource{FieldRef: &v1.ObjectFieldSelector{FieldPath: "status.podIP"}}}}}
 	got, err := ContainerEnv(pod, &c, ContainerOptions{HostIPs: []string{"192.168.1.2"}})
 	if err != nil || len(got) != 1 || got[0].Value != "192.168.1.2" {
@@ -195,7 +197,7 @@ func TestExpandSubPathExpr(t *testing.T) {
 // container gets: downward API values resolved as for env, a later
 // definition winning, service variables included.
 func TestExpandSubPathExprWithContainerEnv(t *testing.T) {
-	pod := newPod(func(p *v1.Pod) { p.Annotations = map[string]string{"path": "mypath"} })
+	pod := podtest.NewPod(func(p *v1.Pod) { p.Annotations = map[string]string{"path": "mypath"} })
 	field := func(path string) *v1.EnvVarSource {
 		return &v1.EnvVarSource{FieldRef: &v1.ObjectFieldSelector{APIVersion: "v1", FieldPath: path}}
 	}
@@ -225,7 +227,7 @@ func TestExpandSubPathExprWithContainerEnv(t *testing.T) {
 // (to expand subPathExpr with it) is the one the container gets, not
 // resolved a second time.
 func TestContainerConfigUsesResolvedEnv(t *testing.T) {
-	pod := newPod()
+	pod := podtest.NewPod()
 	c := v1.Container{Name: "app", Image: "busybox:1", Command: []string{"echo", "$(X)"},
 		Env: []v1.EnvVar{{Name: "X", Value: "from-spec"}}}
 	for _, tt := range []struct {

@@ -6,7 +6,9 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/nodelet/nodelet/internal/kuberuntime/podtest"
 	"github.com/nodelet/nodelet/internal/kuberuntime/state"
+	"github.com/nodelet/nodelet/internal/kuberuntime/statetest"
 )
 
 // TestCrashLoopBackOffSequence drives a container that exits a second after
@@ -37,10 +39,10 @@ func TestCrashLoopBackOffCap(t *testing.T) {
 }
 
 func TestCrashLoopBackOffStartsOver(t *testing.T) {
-	pod := newPod()
+	pod := podtest.NewPod()
 	st := state.NewPodState(pod.UID)
-	rt := rtOf([]state.Sandbox{sb("s1", 0)})
-	now := t0
+	rt := statetest.Runtime([]state.Sandbox{statetest.Sandbox("s1", 0)})
+	now := podtest.T0
 	run := func(runFor time.Duration) time.Duration {
 		t.Helper()
 		// Wait until the plan starts the container, then let it run and exit.
@@ -50,7 +52,7 @@ func TestCrashLoopBackOffStartsOver(t *testing.T) {
 			if len(a.ContainersToStart) == 1 {
 				start := a.ContainersToStart[0]
 				st.RecordStart(start.Name, start.RestartCount, start.PrevFinishedAt, start.MaxCrashLoopBackOff, now)
-				c := runningC(pod, "app", "s1", start.RestartCount)
+				c := statetest.Running(pod, "app", "s1", start.RestartCount)
 				c.StartedAt = now
 				now = now.Add(runFor)
 				c.State, c.ExitCode, c.FinishedAt = state.ContainerExited, 1, now
@@ -83,10 +85,10 @@ func TestCrashLoopBackOffStartsOver(t *testing.T) {
 // made each start wait.
 func crashLoopWaits(t *testing.T, n int, limit time.Duration) []time.Duration {
 	t.Helper()
-	pod := newPod()
+	pod := podtest.NewPod()
 	st := state.NewPodState(pod.UID)
-	rt := rtOf([]state.Sandbox{sb("s1", 0)})
-	now := t0
+	rt := statetest.Runtime([]state.Sandbox{statetest.Sandbox("s1", 0)})
+	now := podtest.T0
 	var got []time.Duration
 	for range n {
 		var waited time.Duration
@@ -95,7 +97,7 @@ func crashLoopWaits(t *testing.T, n int, limit time.Duration) []time.Duration {
 			if len(a.ContainersToStart) == 1 {
 				start := a.ContainersToStart[0]
 				st.RecordStart(start.Name, start.RestartCount, start.PrevFinishedAt, start.MaxCrashLoopBackOff, now)
-				c := runningC(pod, "app", "s1", start.RestartCount)
+				c := statetest.Running(pod, "app", "s1", start.RestartCount)
 				c.StartedAt = now
 				now = now.Add(time.Second)
 				c.State, c.ExitCode, c.FinishedAt = state.ContainerExited, 1, now

@@ -9,11 +9,13 @@ import (
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/nodelet/nodelet/internal/kuberuntime/plan"
+	"github.com/nodelet/nodelet/internal/kuberuntime/podtest"
 	"github.com/nodelet/nodelet/internal/kuberuntime/state"
+	"github.com/nodelet/nodelet/internal/kuberuntime/statetest"
 )
 
-func resizePolicy(name string, cpu, memory v1.ResourceResizeRestartPolicy) podOpt {
-	return modify(name, func(c *v1.Container) {
+func resizePolicy(name string, cpu, memory v1.ResourceResizeRestartPolicy) podtest.Option {
+	return podtest.Modify(name, func(c *v1.Container) {
 		c.ResizePolicy = []v1.ContainerResizePolicy{
 			{ResourceName: v1.ResourceCPU, RestartPolicy: cpu},
 			{ResourceName: v1.ResourceMemory, RestartPolicy: memory},
@@ -22,10 +24,10 @@ func resizePolicy(name string, cpu, memory v1.ResourceResizeRestartPolicy) podOp
 }
 
 func TestComputePodActionsResize(t *testing.T) {
-	ready := []state.Sandbox{sb("s1", 0)}
-	old, cpuUp, memDown := res("100m", "200m", "64Mi", "128Mi"), res("150m", "300m", "64Mi", "128Mi"), res("100m", "200m", "32Mi", "64Mi")
-	memUp := res("100m", "200m", "64Mi", "256Mi")
-	noLimit := res("100m", "", "64Mi", "")
+	ready := []state.Sandbox{statetest.Sandbox("s1", 0)}
+	old, cpuUp, memDown := podtest.Res("100m", "200m", "64Mi", "128Mi"), podtest.Res("150m", "300m", "64Mi", "128Mi"), podtest.Res("100m", "200m", "32Mi", "64Mi")
+	memUp := podtest.Res("100m", "200m", "64Mi", "256Mi")
+	noLimit := podtest.Res("100m", "", "64Mi", "")
 	restartMemory := resizePolicy("app", v1.NotRequired, v1.RestartContainer)
 
 	type want struct {
@@ -42,81 +44,83 @@ func TestComputePodActionsResize(t *testing.T) {
 		want want
 	}{
 		{name: "running with its allocation",
-			pod: newPod(resources("app", old)),
-			st:  allocated(map[string]v1.ResourceRequirements{"app": old}, map[string]v1.ResourceRequirements{"app": old})},
+			pod: podtest.NewPod(podtest.Resources("app", old)),
+			st:  statetest.Allocated(map[string]v1.ResourceRequirements{"app": old}, map[string]v1.ResourceRequirements{"app": old})},
 		{name: "equal values written differently need nothing",
-			pod: newPod(resources("app", res("0.1", "0.2", "67108864", "134217728"))),
-			st:  allocated(nil, map[string]v1.ResourceRequirements{"app": old})},
+			pod: podtest.NewPod(podtest.Resources("app", podtest.Res("0.1", "0.2", "67108864", "134217728"))),
+			st:  statetest.Allocated(nil, map[string]v1.ResourceRequirements{"app": old})},
 		{name: "cpu change without a policy is done in place",
-			pod:  newPod(resources("app", cpuUp)),
-			st:   allocated(nil, map[string]v1.ResourceRequirements{"app": old}),
+			pod:  podtest.NewPod(podtest.Resources("app", cpuUp)),
+			st:   statetest.Allocated(nil, map[string]v1.ResourceRequirements{"app": old}),
 			want: want{resize: []string{"app"}}},
 		{name: "memory limit decrease is checked against usage",
-			pod:  newPod(resources("app", memDown)),
-			st:   allocated(nil, map[string]v1.ResourceRequirements{"app": old}),
+			pod:  podtest.NewPod(podtest.Resources("app", memDown)),
+			st:   statetest.Allocated(nil, map[string]v1.ResourceRequirements{"app": old}),
 			want: want{resize: []string{"app"}, memDecrease: []string{"app"}}},
 		{name: "memory limit increase is not",
-			pod:  newPod(resources("app", memUp)),
-			st:   allocated(nil, map[string]v1.ResourceRequirements{"app": old}),
+			pod:  podtest.NewPod(podtest.Resources("app", memUp)),
+			st:   statetest.Allocated(nil, map[string]v1.ResourceRequirements{"app": old}),
 			want: want{resize: []string{"app"}}},
 		{name: "a memory limit set where there was none is",
-			pod:  newPod(resources("app", old)),
-			st:   allocated(nil, map[string]v1.ResourceRequirements{"app": noLimit}),
+			pod:  podtest.NewPod(podtest.Resources("app", old)),
+			st:   statetest.Allocated(nil, map[string]v1.ResourceRequirements{"app": noLimit}),
 			want: want{resize: []string{"app"}, memDecrease: []string{"app"}}},
 		{name: "memory change with RestartContainer restarts the container",
-			pod:  newPod(resources("app", memDown), restartMemory),
-			st:   allocated(nil, map[string]v1.ResourceRequirements{"app": old}),
+			pod:  podtest.NewPod(podtest.Resources("app", memDown), restartMemory),
+			st:   statetest.Allocated(nil, map[string]v1.ResourceRequirements{"app": old}),
 			want: want{kill: []string{"app"}, start: []string{"app"}, restartCounts: []uint32{1}}},
 		{name: "cpu change when only memory restarts is done in place",
-			pod:  newPod(resources("app", cpuUp), restartMemory),
-			st:   allocated(nil, map[string]v1.ResourceRequirements{"app": old}),
+			pod:  podtest.NewPod(podtest.Resources("app", cpuUp), restartMemory),
+			st:   statetest.Allocated(nil, map[string]v1.ResourceRequirements{"app": old}),
 			want: want{resize: []string{"app"}}},
 		{name: "restart policy Never does not keep a resize restart from restarting",
-			pod:  newPod(policy(v1.RestartPolicyNever), resources("app", cpuUp), resizePolicy("app", v1.RestartContainer, v1.NotRequired)),
-			st:   allocated(nil, map[string]v1.ResourceRequirements{"app": old}),
+			pod:  podtest.NewPod(podtest.Policy(v1.RestartPolicyNever), podtest.Resources("app", cpuUp), resizePolicy("app", v1.RestartContainer, v1.NotRequired)),
+			st:   statetest.Allocated(nil, map[string]v1.ResourceRequirements{"app": old}),
 			want: want{kill: []string{"app"}, start: []string{"app"}, restartCounts: []uint32{1}}},
 		{name: "unrecorded resources are applied in place, never by a restart",
-			pod:  newPod(resources("app", memDown), restartMemory),
-			st:   allocated(nil, nil),
+			pod:  podtest.NewPod(podtest.Resources("app", memDown), restartMemory),
+			st:   statetest.Allocated(nil, nil),
 			want: want{resize: []string{"app"}, memDecrease: []string{"app"}}},
 		{name: "an older instance's record does not count",
-			pod: newPod(resources("app", old), restartMemory),
-			rt:  func(p *v1.Pod) state.PodRuntime { return rtOf(ready, runningC(p, "app", "s1", 1)) },
-			st:  allocated(nil, map[string]v1.ResourceRequirements{"app": old}),
+			pod: podtest.NewPod(podtest.Resources("app", old), restartMemory),
+			rt: func(p *v1.Pod) state.PodRuntime {
+				return statetest.Runtime(ready, statetest.Running(p, "app", "s1", 1))
+			},
+			st: statetest.Allocated(nil, map[string]v1.ResourceRequirements{"app": old}),
 			// app-0 is recorded, app-1 runs.
 			want: want{resize: []string{"app"}, memDecrease: []string{"app"}}},
 		{name: "an exited container starts with its allocation",
-			pod: newPod(resources("app", cpuUp)),
+			pod: podtest.NewPod(podtest.Resources("app", cpuUp)),
 			rt: func(p *v1.Pod) state.PodRuntime {
-				return rtOf(ready, exitedC(p, "app", "s1", 0, 1, at(0)))
+				return statetest.Runtime(ready, statetest.Exited(p, "app", "s1", 0, 1, podtest.At(0)))
 			},
-			st:   allocated(nil, map[string]v1.ResourceRequirements{"app": old}),
+			st:   statetest.Allocated(nil, map[string]v1.ResourceRequirements{"app": old}),
 			want: want{start: []string{"app"}, restartCounts: []uint32{1}}},
 		{name: "a sidecar restarts by its policy",
-			pod: newPod(sidecars("proxy"), resources("proxy", memDown), resizePolicy("proxy", v1.NotRequired, v1.RestartContainer)),
+			pod: podtest.NewPod(podtest.Sidecars("proxy"), podtest.Resources("proxy", memDown), resizePolicy("proxy", v1.NotRequired, v1.RestartContainer)),
 			rt: func(p *v1.Pod) state.PodRuntime {
-				return rtOf(ready, runningC(p, "proxy", "s1", 0), runningC(p, "app", "s1", 0))
+				return statetest.Runtime(ready, statetest.Running(p, "proxy", "s1", 0), statetest.Running(p, "app", "s1", 0))
 			},
-			st:   allocated(nil, map[string]v1.ResourceRequirements{"proxy": old, "app": {}}),
+			st:   statetest.Allocated(nil, map[string]v1.ResourceRequirements{"proxy": old, "app": {}}),
 			want: want{kill: []string{"proxy"}, start: []string{"proxy"}, restartCounts: []uint32{1}}},
 		{name: "a running init container is resized in place whatever its policy",
-			pod: newPod(inits("setup"), resources("setup", cpuUp), resizePolicy("setup", v1.RestartContainer, v1.RestartContainer)),
+			pod: podtest.NewPod(podtest.Inits("setup"), podtest.Resources("setup", cpuUp), resizePolicy("setup", v1.RestartContainer, v1.RestartContainer)),
 			rt: func(p *v1.Pod) state.PodRuntime {
-				return rtOf(ready, runningC(p, "setup", "s1", 0))
+				return statetest.Runtime(ready, statetest.Running(p, "setup", "s1", 0))
 			},
-			st:   allocated(nil, map[string]v1.ResourceRequirements{"setup": old}),
+			st:   statetest.Allocated(nil, map[string]v1.ResourceRequirements{"setup": old}),
 			want: want{resize: []string{"setup"}}},
 		{name: "a pod being deleted resizes nothing",
-			pod: newPod(resources("app", cpuUp), deleted(30)),
-			st:  allocated(nil, map[string]v1.ResourceRequirements{"app": old})},
+			pod: podtest.NewPod(podtest.Resources("app", cpuUp), podtest.Deleted(30)),
+			st:  statetest.Allocated(nil, map[string]v1.ResourceRequirements{"app": old})},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			rt := rtOf(ready, runningC(tt.pod, "app", "s1", 0))
+			rt := statetest.Runtime(ready, statetest.Running(tt.pod, "app", "s1", 0))
 			if tt.rt != nil {
 				rt = tt.rt(tt.pod)
 			}
-			a := ComputePodActions(tt.pod, rt, tt.st, Inputs{Now: at(time.Minute)})
+			a := ComputePodActions(tt.pod, rt, tt.st, Inputs{Now: podtest.At(time.Minute)})
 			var got want
 			for _, r := range a.ContainersToResize {
 				got.resize = append(got.resize, r.Name)
@@ -145,10 +149,9 @@ func TestComputePodActionsResize(t *testing.T) {
 }
 
 func TestResizeProgress(t *testing.T) {
-	old, bigger := res("100m", "200m", "64Mi", "128Mi"), res("150m", "300m", "64Mi", "128Mi")
-	pod := newPod(resources("app", bigger))
-	pod.Generation = 2
-	ready := []state.Sandbox{sb("s1", 0)}
+	old, bigger := podtest.Res("100m", "200m", "64Mi", "128Mi"), podtest.Res("150m", "300m", "64Mi", "128Mi")
+	pod := podtest.NewPod(podtest.Resources("app", bigger), podtest.Generation(2))
+	ready := []state.Sandbox{statetest.Sandbox("s1", 0)}
 	tests := []struct {
 		name           string
 		rt             state.PodRuntime
@@ -157,21 +160,21 @@ func TestResizeProgress(t *testing.T) {
 		wantInProgress bool
 		wantDone       bool
 	}{
-		{name: "running with the old resources", rt: rtOf(ready, runningC(pod, "app", "s1", 0)), actuated: old,
+		{name: "running with the old resources", rt: statetest.Runtime(ready, statetest.Running(pod, "app", "s1", 0)), actuated: old,
 			inProgress: &state.ResizeCondition{Generation: 2}, wantInProgress: true},
-		{name: "running with the new resources", rt: rtOf(ready, runningC(pod, "app", "s1", 0)), actuated: bigger,
+		{name: "running with the new resources", rt: statetest.Runtime(ready, statetest.Running(pod, "app", "s1", 0)), actuated: bigger,
 			inProgress: &state.ResizeCondition{Generation: 2}, wantDone: true},
-		{name: "not running: it starts with them", rt: rtOf(ready, exitedC(pod, "app", "s1", 0, 0, at(0))), actuated: old,
+		{name: "not running: it starts with them", rt: statetest.Runtime(ready, statetest.Exited(pod, "app", "s1", 0, 0, podtest.At(0))), actuated: old,
 			inProgress: &state.ResizeCondition{Generation: 2}, wantDone: true},
-		{name: "a difference found without a resize starts one", rt: rtOf(ready, runningC(pod, "app", "s1", 0)), actuated: old,
+		{name: "a difference found without a resize starts one", rt: statetest.Runtime(ready, statetest.Running(pod, "app", "s1", 0)), actuated: old,
 			wantInProgress: true},
-		{name: "nothing to do", rt: rtOf(ready, runningC(pod, "app", "s1", 0)), actuated: bigger},
+		{name: "nothing to do", rt: statetest.Runtime(ready, statetest.Running(pod, "app", "s1", 0)), actuated: bigger},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			st := allocated(map[string]v1.ResourceRequirements{"app": bigger}, map[string]v1.ResourceRequirements{"app": tt.actuated})
+			st := statetest.Allocated(map[string]v1.ResourceRequirements{"app": bigger}, map[string]v1.ResourceRequirements{"app": tt.actuated})
 			st.ResizeInProgress = tt.inProgress
-			gen, done := st.FinishResize(pod.Generation, PodFinished(pod), ResizeInProgress(pod, tt.rt, st), at(time.Minute))
+			gen, done := st.FinishResize(pod.Generation, PodFinished(pod), ResizeInProgress(pod, tt.rt, st), podtest.At(time.Minute))
 			if done != tt.wantDone || (done && gen != 2) {
 				t.Errorf("FinishResize = %d, %v, want done %v", gen, done, tt.wantDone)
 			}
@@ -186,7 +189,7 @@ func TestResizeProgress(t *testing.T) {
 }
 
 func TestResizeMessage(t *testing.T) {
-	pod := newPod(inits("setup"), resources("app", res("100m", "", "", "")))
+	pod := podtest.NewPod(podtest.Inits("setup"), podtest.Resources("app", podtest.Res("100m", "", "", "")))
 	got := ResizeMessage("Pod resize Deferred", pod, 3, "no room")
 	want := `Pod resize Deferred: {"initContainers":[{"name":"setup","resources":{}}],"containers":[{"name":"app","resources":{"requests":{"cpu":"100m"}}}],"generation":3,"error":"no room"}`
 	if got != want {

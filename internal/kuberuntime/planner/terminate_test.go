@@ -9,7 +9,9 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/nodelet/nodelet/internal/kuberuntime/plan"
+	"github.com/nodelet/nodelet/internal/kuberuntime/podtest"
 	"github.com/nodelet/nodelet/internal/kuberuntime/state"
+	"github.com/nodelet/nodelet/internal/kuberuntime/statetest"
 )
 
 func TestGracePeriodSeconds(t *testing.T) {
@@ -18,10 +20,10 @@ func TestGracePeriodSeconds(t *testing.T) {
 		pod  *v1.Pod
 		want int64
 	}{
-		{"default", newPod(), 30},
-		{"spec", newPod(func(p *v1.Pod) { p.Spec.TerminationGracePeriodSeconds = ptr.To[int64](60) }), 60},
-		{"deletion wins", newPod(deleted(5), func(p *v1.Pod) { p.Spec.TerminationGracePeriodSeconds = ptr.To[int64](60) }), 5},
-		{"forced deletion", newPod(deleted(0)), 0},
+		{"default", podtest.NewPod(), 30},
+		{"spec", podtest.NewPod(func(p *v1.Pod) { p.Spec.TerminationGracePeriodSeconds = ptr.To[int64](60) }), 60},
+		{"deletion wins", podtest.NewPod(podtest.Deleted(5), func(p *v1.Pod) { p.Spec.TerminationGracePeriodSeconds = ptr.To[int64](60) }), 5},
+		{"forced deletion", podtest.NewPod(podtest.Deleted(0)), 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -34,17 +36,17 @@ func TestGracePeriodSeconds(t *testing.T) {
 
 func TestPlanTermination(t *testing.T) {
 	preStop := &v1.LifecycleHandler{Exec: &v1.ExecAction{Command: []string{"drain"}}}
-	pod := newPod(deleted(30), sidecars("log", "proxy"), inits("setup"), containers("app", "web"),
-		modify("app", func(c *v1.Container) { c.Lifecycle = &v1.Lifecycle{PreStop: preStop} }),
-		modify("proxy", func(c *v1.Container) { c.Lifecycle = &v1.Lifecycle{PreStop: preStop} }))
-	ready := []state.Sandbox{sb("s1", 0)}
-	all := rtOf(ready,
-		runningC(pod, "log", "s1", 0), runningC(pod, "proxy", "s1", 0),
-		runningC(pod, "app", "s1", 0), runningC(pod, "web", "s1", 0))
+	pod := podtest.NewPod(podtest.Deleted(30), podtest.Sidecars("log", "proxy"), podtest.Inits("setup"), podtest.Containers("app", "web"),
+		podtest.Modify("app", func(c *v1.Container) { c.Lifecycle = &v1.Lifecycle{PreStop: preStop} }),
+		podtest.Modify("proxy", func(c *v1.Container) { c.Lifecycle = &v1.Lifecycle{PreStop: preStop} }))
+	ready := []state.Sandbox{statetest.Sandbox("s1", 0)}
+	all := statetest.Runtime(ready,
+		statetest.Running(pod, "log", "s1", 0), statetest.Running(pod, "proxy", "s1", 0),
+		statetest.Running(pod, "app", "s1", 0), statetest.Running(pod, "web", "s1", 0))
 	st := state.PodState{}
-	st.BeginTermination(EffectiveGracePeriod(pod), at(0))
+	st.BeginTermination(EffectiveGracePeriod(pod), podtest.At(0))
 	hooksDone := st
-	hooksDone.Terminating = &state.Termination{StartedAt: at(0), Deadline: at(30 * time.Second), PreStopDone: []string{"app-0", "proxy-0"}}
+	hooksDone.Terminating = &state.Termination{StartedAt: podtest.At(0), Deadline: podtest.At(30 * time.Second), PreStopDone: []string{"app-0", "proxy-0"}}
 
 	type summary struct {
 		PreStop, Stop, StopSandboxes []string
@@ -71,25 +73,25 @@ func TestPlanTermination(t *testing.T) {
 		want summary
 	}{
 		{name: "hooks run first and regular containers stop while sidecars wait",
-			rt: all, st: st, now: at(0),
+			rt: all, st: st, now: podtest.At(0),
 			want: summary{PreStop: []string{"proxy", "app"}, Stop: []string{"app", "web"}, Timeout: 30, RequeueAfter: 30 * time.Second}},
 		{name: "hooks run once",
-			rt: all, st: hooksDone, now: at(10 * time.Second),
+			rt: all, st: hooksDone, now: podtest.At(10 * time.Second),
 			want: summary{Stop: []string{"app", "web"}, Timeout: 20, RequeueAfter: 20 * time.Second}},
 		{name: "the last sidecar stops once regular containers stopped",
-			rt: rtOf(ready, runningC(pod, "log", "s1", 0), runningC(pod, "proxy", "s1", 0)), st: hooksDone, now: at(12 * time.Second),
+			rt: statetest.Runtime(ready, statetest.Running(pod, "log", "s1", 0), statetest.Running(pod, "proxy", "s1", 0)), st: hooksDone, now: podtest.At(12 * time.Second),
 			want: summary{Stop: []string{"proxy"}, Timeout: 18, RequeueAfter: 18 * time.Second}},
 		{name: "the first sidecar stops last",
-			rt: rtOf(ready, runningC(pod, "log", "s1", 0)), st: hooksDone, now: at(14 * time.Second),
+			rt: statetest.Runtime(ready, statetest.Running(pod, "log", "s1", 0)), st: hooksDone, now: podtest.At(14 * time.Second),
 			want: summary{Stop: []string{"log"}, Timeout: 16}},
 		{name: "past the deadline everything stops with the minimum timeout",
-			rt: all, st: st, now: at(31 * time.Second),
+			rt: all, st: st, now: podtest.At(31 * time.Second),
 			want: summary{Stop: []string{"log", "proxy", "app", "web"}, Timeout: state.MinimumGracePeriodSeconds}},
 		{name: "sandboxes stop after the containers",
-			rt: rtOf(ready, exitedC(pod, "app", "s1", 0, 0, at(0))), st: st, now: at(time.Second),
+			rt: statetest.Runtime(ready, statetest.Exited(pod, "app", "s1", 0, 0, podtest.At(0))), st: st, now: podtest.At(time.Second),
 			want: summary{StopSandboxes: []string{"s1"}}},
 		{name: "done when nothing runs",
-			rt: rtOf([]state.Sandbox{notReady(sb("s1", 0))}), st: st, now: at(time.Second),
+			rt: statetest.Runtime([]state.Sandbox{statetest.NotReady(statetest.Sandbox("s1", 0))}), st: st, now: podtest.At(time.Second),
 			want: summary{Done: true}},
 	}
 	for _, tt := range tests {
@@ -103,11 +105,11 @@ func TestPlanTermination(t *testing.T) {
 }
 
 func TestPlanTerminationStopsEphemeralContainersAtOnce(t *testing.T) {
-	pod := newPod(deleted(30), sidecars("proxy"), ephemerals("debugger"))
-	rt := rtOf([]state.Sandbox{sb("s1", 0)}, runningC(pod, "proxy", "s1", 0), runningC(pod, "app", "s1", 0), runningC(pod, "debugger", "s1", 0))
+	pod := podtest.NewPod(podtest.Deleted(30), podtest.Sidecars("proxy"), podtest.Ephemerals("debugger"))
+	rt := statetest.Runtime([]state.Sandbox{statetest.Sandbox("s1", 0)}, statetest.Running(pod, "proxy", "s1", 0), statetest.Running(pod, "app", "s1", 0), statetest.Running(pod, "debugger", "s1", 0))
 	st := state.PodState{}
-	st.BeginTermination(EffectiveGracePeriod(pod), at(0))
-	tp := PlanTermination(pod, rt, st, at(0))
+	st.BeginTermination(EffectiveGracePeriod(pod), podtest.At(0))
+	tp := PlanTermination(pod, rt, st, podtest.At(0))
 	var stop []string
 	for _, c := range tp.Stop {
 		stop = append(stop, c.Name)
@@ -116,25 +118,27 @@ func TestPlanTerminationStopsEphemeralContainersAtOnce(t *testing.T) {
 		t.Errorf("stopped now (-want +got):\n%s; preStop hooks %v", diff, tp.PreStop)
 	}
 	// The sidecar waits for the regular container only.
-	rt = rtOf([]state.Sandbox{sb("s1", 0)}, runningC(pod, "proxy", "s1", 0), runningC(pod, "debugger", "s1", 0))
-	if next := PlanTermination(pod, rt, st, at(time.Second)); len(next.Stop) != 2 {
+	rt = statetest.Runtime([]state.Sandbox{statetest.Sandbox("s1", 0)}, statetest.Running(pod, "proxy", "s1", 0), statetest.Running(pod, "debugger", "s1", 0))
+	if next := PlanTermination(pod, rt, st, podtest.At(time.Second)); len(next.Stop) != 2 {
 		t.Errorf("stops %+v, want the sidecar and the ephemeral container", next.Stop)
 	}
 }
 
 func TestEffectiveGracePeriod(t *testing.T) {
-	spec := func(g int64) podOpt { return func(p *v1.Pod) { p.Spec.TerminationGracePeriodSeconds = ptr.To(g) } }
+	spec := func(g int64) podtest.Option {
+		return func(p *v1.Pod) { p.Spec.TerminationGracePeriodSeconds = ptr.To(g) }
+	}
 	cases := []struct {
 		name string
 		pod  *v1.Pod
 		want int64
 	}{
-		{name: "not deleted: the spec's", pod: newPod(spec(45)), want: 45},
-		{name: "not deleted, no spec value: the default", pod: newPod(), want: DefaultGracePeriodSeconds},
-		{name: "deleted: the deletion's", pod: newPod(spec(45), deleted(10)), want: 10},
-		{name: "force-deleted with 0: the spec's", pod: newPod(spec(45), deleted(0)), want: 45},
-		{name: "spec of 0: at least one second", pod: newPod(spec(0)), want: 1},
-		{name: "deleted with 0, spec of 0: one second", pod: newPod(spec(0), deleted(0)), want: 1},
+		{name: "not deleted: the spec's", pod: podtest.NewPod(spec(45)), want: 45},
+		{name: "not deleted, no spec value: the default", pod: podtest.NewPod(), want: DefaultGracePeriodSeconds},
+		{name: "deleted: the deletion's", pod: podtest.NewPod(spec(45), podtest.Deleted(10)), want: 10},
+		{name: "force-deleted with 0: the spec's", pod: podtest.NewPod(spec(45), podtest.Deleted(0)), want: 45},
+		{name: "spec of 0: at least one second", pod: podtest.NewPod(spec(0)), want: 1},
+		{name: "deleted with 0, spec of 0: one second", pod: podtest.NewPod(spec(0), podtest.Deleted(0)), want: 1},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -5,10 +5,12 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/nodelet/nodelet/internal/kuberuntime/podtest"
 )
 
 func TestCrashLoopBackOff(t *testing.T) {
-	b := BackOff{Delay: 40 * time.Second, Updated: at(0)}
+	b := BackOff{Delay: 40 * time.Second, Updated: podtest.At(0)}
 	tests := []struct {
 		name            string
 		b               BackOff
@@ -16,10 +18,10 @@ func TestCrashLoopBackOff(t *testing.T) {
 		in              bool
 		remaining, diff time.Duration
 	}{
-		{"no back-off yet", BackOff{}, at(time.Second), at(2 * time.Second), false, 0, 0},
-		{"within the delay", b, at(10 * time.Second), at(20 * time.Second), true, 30 * time.Second, 40 * time.Second},
-		{"delay over", b, at(10 * time.Second), at(50 * time.Second), false, 0, 40 * time.Second},
-		{"ran over ten minutes", b, at(11 * time.Minute), at(11*time.Minute + time.Second), false, 0, 0},
+		{"no back-off yet", BackOff{}, podtest.At(time.Second), podtest.At(2 * time.Second), false, 0, 0},
+		{"within the delay", b, podtest.At(10 * time.Second), podtest.At(20 * time.Second), true, 30 * time.Second, 40 * time.Second},
+		{"delay over", b, podtest.At(10 * time.Second), podtest.At(50 * time.Second), false, 0, 40 * time.Second},
+		{"ran over ten minutes", b, podtest.At(11 * time.Minute), podtest.At(11*time.Minute + time.Second), false, 0, 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -33,7 +35,7 @@ func TestCrashLoopBackOff(t *testing.T) {
 
 func TestImagePullBackOffSequence(t *testing.T) {
 	st := NewPodState("uid-1")
-	now := t0
+	now := podtest.T0
 	var delays []time.Duration
 	for range 7 {
 		st.RecordFailure("app", ReasonErrImagePull, "not found", now)

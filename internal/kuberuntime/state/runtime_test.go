@@ -6,10 +6,12 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/nodelet/nodelet/internal/kuberuntime/podtest"
 )
 
 func TestFromCRI(t *testing.T) {
-	ns := func(d time.Duration) int64 { return at(d).UnixNano() }
+	ns := func(d time.Duration) int64 { return podtest.At(d).UnixNano() }
 	rt := FromCRI(
 		[]*runtimeapi.PodSandboxStatus{
 			{Id: "old", Metadata: &runtimeapi.PodSandboxMetadata{Attempt: 0}, State: runtimeapi.PodSandboxState_SANDBOX_NOTREADY, CreatedAt: ns(0)},
@@ -29,12 +31,12 @@ func TestFromCRI(t *testing.T) {
 	)
 	want := PodRuntime{
 		Sandboxes: []Sandbox{
-			{ID: "new", Attempt: 1, Ready: true, HostNetwork: true, IPs: []string{"10.0.0.5", "fd00::5"}, CreatedAt: at(time.Minute)},
-			{ID: "old", CreatedAt: t0},
+			{ID: "new", Attempt: 1, Ready: true, HostNetwork: true, IPs: []string{"10.0.0.5", "fd00::5"}, CreatedAt: podtest.At(time.Minute)},
+			{ID: "old", CreatedAt: podtest.T0},
 		},
 		Containers: []Container{{
 			ID: "c1", Name: "app", Attempt: 2, State: ContainerExited, ExitCode: 1, Reason: "Error", Message: "boom",
-			CreatedAt: at(time.Second), StartedAt: at(2 * time.Second), FinishedAt: at(3 * time.Second),
+			CreatedAt: podtest.At(time.Second), StartedAt: podtest.At(2 * time.Second), FinishedAt: podtest.At(3 * time.Second),
 			Image: "busybox:1", ImageRef: "docker.io/library/busybox@sha256:abc", SandboxID: "new", Hash: "beef",
 		}},
 	}

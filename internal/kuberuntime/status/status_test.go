@@ -10,7 +10,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/nodelet/nodelet/internal/kuberuntime/planner"
+	"github.com/nodelet/nodelet/internal/kuberuntime/podtest"
 	"github.com/nodelet/nodelet/internal/kuberuntime/state"
+	"github.com/nodelet/nodelet/internal/kuberuntime/statetest"
 )
 
 // kubectlStatus is the STATUS column `kubectl get pods` derives from a pod
@@ -68,17 +70,17 @@ func condition(s v1.PodStatus, t v1.PodConditionType) v1.PodCondition {
 }
 
 func TestComputePodStatus(t *testing.T) {
-	pod := newPod()
-	never := newPod(policy(v1.RestartPolicyNever))
-	withInits := newPod(inits("init1", "init2"))
-	neverInit := newPod(inits("init1"), policy(v1.RestartPolicyNever))
-	withSidecar := newPod(sidecars("proxy"))
-	readiness := newPod(modify("app", func(c *v1.Container) { c.ReadinessProbe = &v1.Probe{} }))
-	gated := newPod(func(p *v1.Pod) { p.Spec.ReadinessGates = []v1.PodReadinessGate{{ConditionType: "example.com/lb"}} })
+	pod := podtest.NewPod()
+	never := podtest.NewPod(podtest.Policy(v1.RestartPolicyNever))
+	withInits := podtest.NewPod(podtest.Inits("init1", "init2"))
+	neverInit := podtest.NewPod(podtest.Inits("init1"), podtest.Policy(v1.RestartPolicyNever))
+	withSidecar := podtest.NewPod(podtest.Sidecars("proxy"))
+	readiness := podtest.NewPod(podtest.Modify("app", func(c *v1.Container) { c.ReadinessProbe = &v1.Probe{} }))
+	gated := podtest.NewPod(func(p *v1.Pod) { p.Spec.ReadinessGates = []v1.PodReadinessGate{{ConditionType: "example.com/lb"}} })
 	gateTrue := gated.DeepCopy()
 	gateTrue.Status.Conditions = []v1.PodCondition{{Type: "example.com/lb", Status: v1.ConditionTrue}}
-	ready := []state.Sandbox{sb("s1", 0)}
-	stopped := []state.Sandbox{notReady(sb("s1", 0))}
+	ready := []state.Sandbox{statetest.Sandbox("s1", 0)}
+	stopped := []state.Sandbox{statetest.NotReady(statetest.Sandbox("s1", 0))}
 	failure := func(name, reason, msg string, when time.Time, imageBackOff bool) state.PodState {
 		r := state.ContainerRecord{Waiting: &state.WaitingReason{Reason: reason, Message: msg, At: when}}
 		if imageBackOff {
@@ -87,90 +89,86 @@ func TestComputePodStatus(t *testing.T) {
 		return state.PodState{Containers: map[string]state.ContainerRecord{name: r}}
 	}
 	crashing := state.PodState{Containers: map[string]state.ContainerRecord{
-		"app": {RestartCount: 1, Created: true, CrashBackOff: state.BackOff{Delay: 10 * time.Second, Updated: at(0)}},
+		"app": {RestartCount: 1, Created: true, CrashBackOff: state.BackOff{Delay: 10 * time.Second, Updated: podtest.At(0)}},
 	}}
 	crashingInit := state.PodState{Containers: map[string]state.ContainerRecord{
-		"init1": {RestartCount: 1, Created: true, CrashBackOff: state.BackOff{Delay: 10 * time.Second, Updated: at(0)}},
+		"init1": {RestartCount: 1, Created: true, CrashBackOff: state.BackOff{Delay: 10 * time.Second, Updated: podtest.At(0)}},
 	}}
 
 	tests := []struct {
 		name        string
-		pod         *v1.Pod
-		rt          state.PodRuntime
-		st          state.PodState
-		now         time.Time
-		probes      state.ProbeResults
+		in          statetest.Scene
 		wantPhase   v1.PodPhase
 		wantKubectl string
 		wantReady   v1.ConditionStatus
 		wantMessage string // of the Ready condition
 	}{
-		{name: "no sandbox yet", pod: pod,
+		{name: "no sandbox yet", in: statetest.Scene{Pod: pod},
 			wantPhase: v1.PodPending, wantKubectl: "ContainerCreating", wantReady: v1.ConditionFalse,
 			wantMessage: "containers with unready status: [app]"},
-		{name: "running", pod: pod, rt: rtOf(ready, runningC(pod, "app", "s1", 0)),
+		{name: "running", in: statetest.Scene{Pod: pod, RT: statetest.Runtime(ready, statetest.Running(pod, "app", "s1", 0))},
 			wantPhase: v1.PodRunning, wantKubectl: "Running", wantReady: v1.ConditionTrue},
-		{name: "readiness probe not passed", pod: readiness, rt: rtOf(ready, runningC(readiness, "app", "s1", 0)),
+		{name: "readiness probe not passed", in: statetest.Scene{Pod: readiness, RT: statetest.Runtime(ready, statetest.Running(readiness, "app", "s1", 0))},
 			wantPhase: v1.PodRunning, wantKubectl: "Running", wantReady: v1.ConditionFalse,
 			wantMessage: "containers with unready status: [app]"},
-		{name: "readiness probe passed", pod: readiness, rt: rtOf(ready, runningC(readiness, "app", "s1", 0)),
-			probes:    state.ProbeResults{Readiness: map[string]bool{"app-0": true}},
+		{name: "readiness probe passed", in: statetest.Scene{Pod: readiness, RT: statetest.Runtime(ready, statetest.Running(readiness, "app", "s1", 0)),
+			Probes: state.ProbeResults{Readiness: map[string]bool{"app-0": true}}},
 			wantPhase: v1.PodRunning, wantKubectl: "Running", wantReady: v1.ConditionTrue},
-		{name: "completed under Never", pod: never, rt: rtOf(stopped, exitedC(never, "app", "s1", 0, 0, at(time.Second))), now: at(time.Minute),
+		{name: "completed under Never", in: statetest.Scene{Pod: never, RT: statetest.Runtime(stopped, statetest.Exited(never, "app", "s1", 0, 0, podtest.At(time.Second))), Now: podtest.At(time.Minute)},
 			wantPhase: v1.PodSucceeded, wantKubectl: "Completed", wantReady: v1.ConditionFalse},
-		{name: "failed under Never", pod: never, rt: rtOf(stopped, exitedC(never, "app", "s1", 0, 1, at(time.Second))), now: at(time.Minute),
+		{name: "failed under Never", in: statetest.Scene{Pod: never, RT: statetest.Runtime(stopped, statetest.Exited(never, "app", "s1", 0, 1, podtest.At(time.Second))), Now: podtest.At(time.Minute)},
 			wantPhase: v1.PodFailed, wantKubectl: "Error", wantReady: v1.ConditionFalse},
-		{name: "crash loop", pod: pod, rt: rtOf(ready, exitedC(pod, "app", "s1", 1, 1, at(5*time.Second)), exitedC(pod, "app", "s1", 0, 1, at(0))),
-			st: crashing, now: at(8 * time.Second),
+		{name: "crash loop", in: statetest.Scene{Pod: pod, RT: statetest.Runtime(ready, statetest.Exited(pod, "app", "s1", 1, 1, podtest.At(5*time.Second)), statetest.Exited(pod, "app", "s1", 0, 1, podtest.At(0))),
+			St: crashing, Now: podtest.At(8 * time.Second)},
 			wantPhase: v1.PodRunning, wantKubectl: "CrashLoopBackOff", wantReady: v1.ConditionFalse,
 			wantMessage: "containers with unready status: [app]"},
-		{name: "image pull failed just now", pod: pod, rt: rtOf(ready),
-			st: failure("app", state.ReasonErrImagePull, "not found", at(0), true), now: at(0),
+		{name: "image pull failed just now", in: statetest.Scene{Pod: pod, RT: statetest.Runtime(ready),
+			St: failure("app", state.ReasonErrImagePull, "not found", podtest.At(0), true), Now: podtest.At(0)},
 			wantPhase: v1.PodPending, wantKubectl: "ErrImagePull", wantReady: v1.ConditionFalse,
 			wantMessage: "containers with unready status: [app]"},
-		{name: "image pull backing off", pod: pod, rt: rtOf(ready),
-			st: failure("app", state.ReasonErrImagePull, "not found", at(0), true), now: at(time.Second),
+		{name: "image pull backing off", in: statetest.Scene{Pod: pod, RT: statetest.Runtime(ready),
+			St: failure("app", state.ReasonErrImagePull, "not found", podtest.At(0), true), Now: podtest.At(time.Second)},
 			wantPhase: v1.PodPending, wantKubectl: "ImagePullBackOff", wantReady: v1.ConditionFalse,
 			wantMessage: "containers with unready status: [app]"},
-		{name: "config error", pod: pod, rt: rtOf(ready),
-			st: failure("app", state.ReasonCreateContainerConfigError, `configmap "cfg" not found`, at(0), false), now: at(time.Minute),
+		{name: "config error", in: statetest.Scene{Pod: pod, RT: statetest.Runtime(ready),
+			St: failure("app", state.ReasonCreateContainerConfigError, `configmap "cfg" not found`, podtest.At(0), false), Now: podtest.At(time.Minute)},
 			wantPhase: v1.PodPending, wantKubectl: "CreateContainerConfigError", wantReady: v1.ConditionFalse,
 			wantMessage: "containers with unready status: [app]"},
-		{name: "first init container running", pod: withInits, rt: rtOf(ready, runningC(withInits, "init1", "s1", 0)),
+		{name: "first init container running", in: statetest.Scene{Pod: withInits, RT: statetest.Runtime(ready, statetest.Running(withInits, "init1", "s1", 0))},
 			wantPhase: v1.PodPending, wantKubectl: "Init:0/2", wantReady: v1.ConditionFalse,
 			wantMessage: "containers with unready status: [app]"},
-		{name: "second init container running", pod: withInits,
-			rt:        rtOf(ready, exitedC(withInits, "init1", "s1", 0, 0, at(0)), runningC(withInits, "init2", "s1", 0)),
+		{name: "second init container running", in: statetest.Scene{Pod: withInits,
+			RT: statetest.Runtime(ready, statetest.Exited(withInits, "init1", "s1", 0, 0, podtest.At(0)), statetest.Running(withInits, "init2", "s1", 0))},
 			wantPhase: v1.PodPending, wantKubectl: "Init:1/2", wantReady: v1.ConditionFalse,
 			wantMessage: "containers with unready status: [app]"},
-		{name: "init failed under Never", pod: neverInit, rt: rtOf(stopped, exitedC(neverInit, "init1", "s1", 0, 1, at(0))), now: at(time.Minute),
+		{name: "init failed under Never", in: statetest.Scene{Pod: neverInit, RT: statetest.Runtime(stopped, statetest.Exited(neverInit, "init1", "s1", 0, 1, podtest.At(0))), Now: podtest.At(time.Minute)},
 			wantPhase: v1.PodFailed, wantKubectl: "Init:Error", wantReady: v1.ConditionFalse},
-		{name: "init crash loop", pod: withInits, rt: rtOf(ready, exitedC(withInits, "init1", "s1", 1, 1, at(5*time.Second))),
-			st: crashingInit, now: at(6 * time.Second),
+		{name: "init crash loop", in: statetest.Scene{Pod: withInits, RT: statetest.Runtime(ready, statetest.Exited(withInits, "init1", "s1", 1, 1, podtest.At(5*time.Second))),
+			St: crashingInit, Now: podtest.At(6 * time.Second)},
 			wantPhase: v1.PodPending, wantKubectl: "Init:CrashLoopBackOff", wantReady: v1.ConditionFalse,
 			wantMessage: "containers with unready status: [app]"},
-		{name: "initialized, containers not yet created", pod: withInits,
-			rt:        rtOf(ready, exitedC(withInits, "init1", "s1", 0, 0, at(0)), exitedC(withInits, "init2", "s1", 0, 0, at(0))),
+		{name: "initialized, containers not yet created", in: statetest.Scene{Pod: withInits,
+			RT: statetest.Runtime(ready, statetest.Exited(withInits, "init1", "s1", 0, 0, podtest.At(0)), statetest.Exited(withInits, "init2", "s1", 0, 0, podtest.At(0)))},
 			wantPhase: v1.PodPending, wantKubectl: "PodInitializing", wantReady: v1.ConditionFalse,
 			wantMessage: "containers with unready status: [app]"},
-		{name: "sidecar and container running", pod: withSidecar,
-			rt:        rtOf(ready, runningC(withSidecar, "proxy", "s1", 0), runningC(withSidecar, "app", "s1", 0)),
+		{name: "sidecar and container running", in: statetest.Scene{Pod: withSidecar,
+			RT: statetest.Runtime(ready, statetest.Running(withSidecar, "proxy", "s1", 0), statetest.Running(withSidecar, "app", "s1", 0))},
 			wantPhase: v1.PodRunning, wantKubectl: "Running", wantReady: v1.ConditionTrue},
-		{name: "deleted and stopped", pod: newPod(deleted(30)), rt: rtOf(stopped, exitedC(pod, "app", "s1", 0, 137, at(time.Second))),
+		{name: "deleted and stopped", in: statetest.Scene{Pod: podtest.NewPod(podtest.Deleted(30)), RT: statetest.Runtime(stopped, statetest.Exited(pod, "app", "s1", 0, 137, podtest.At(time.Second)))},
 			wantPhase: v1.PodFailed, wantKubectl: "Terminating", wantReady: v1.ConditionFalse},
-		{name: "readiness gate missing", pod: gated, rt: rtOf(ready, runningC(gated, "app", "s1", 0)),
+		{name: "readiness gate missing", in: statetest.Scene{Pod: gated, RT: statetest.Runtime(ready, statetest.Running(gated, "app", "s1", 0))},
 			wantPhase: v1.PodRunning, wantKubectl: "Running", wantReady: v1.ConditionFalse,
 			wantMessage: `corresponding condition of pod readiness gate "example.com/lb" does not exist.`},
-		{name: "readiness gate true", pod: gateTrue, rt: rtOf(ready, runningC(gated, "app", "s1", 0)),
+		{name: "readiness gate true", in: statetest.Scene{Pod: gateTrue, RT: statetest.Runtime(ready, statetest.Running(gated, "app", "s1", 0))},
 			wantPhase: v1.PodRunning, wantKubectl: "Running", wantReady: v1.ConditionTrue},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			s := ComputePodStatus(tt.pod, tt.rt, tt.st, Inputs{Now: tt.now, HostIPs: []string{"192.168.1.2"}, Probes: tt.probes})
+			s := ComputePodStatus(tt.in.Pod, tt.in.RT, tt.in.St, Inputs{Now: tt.in.Now, HostIPs: []string{"192.168.1.2"}, Probes: tt.in.Probes})
 			if s.Phase != tt.wantPhase {
 				t.Errorf("phase = %s, want %s", s.Phase, tt.wantPhase)
 			}
-			if got := kubectlStatus(tt.pod, s); got != tt.wantKubectl {
+			if got := kubectlStatus(tt.in.Pod, s); got != tt.wantKubectl {
 				t.Errorf("kubectl shows %q, want %q", got, tt.wantKubectl)
 			}
 			r := condition(s, v1.PodReady)
@@ -182,21 +180,21 @@ func TestComputePodStatus(t *testing.T) {
 }
 
 func TestComputePodStatusDetails(t *testing.T) {
-	pod := newPod(inits("setup"))
-	rt := rtOf([]state.Sandbox{{ID: "s1", Ready: true, IPs: []string{"fd00::5", "10.0.0.5", "10.0.0.6"}, CreatedAt: t0}},
-		exitedC(pod, "setup", "s1", 0, 0, at(time.Second)),
-		exitedC(pod, "app", "s1", 0, 2, at(3*time.Second)),
-		runningC(pod, "app", "s1", 1))
+	pod := podtest.NewPod(podtest.Inits("setup"))
+	rt := statetest.Runtime([]state.Sandbox{{ID: "s1", Ready: true, IPs: []string{"fd00::5", "10.0.0.5", "10.0.0.6"}, CreatedAt: podtest.T0}},
+		statetest.Exited(pod, "setup", "s1", 0, 0, podtest.At(time.Second)),
+		statetest.Exited(pod, "app", "s1", 0, 2, podtest.At(3*time.Second)),
+		statetest.Running(pod, "app", "s1", 1))
 	rt.Containers[1].Reason, rt.Containers[1].Message = "OOMKilled", "killed"
-	in := Inputs{Now: at(10 * time.Second), HostIPs: []string{"192.168.1.2"}}
+	in := Inputs{Now: podtest.At(10 * time.Second), HostIPs: []string{"192.168.1.2"}}
 	s := ComputePodStatus(pod, rt, state.PodState{}, in)
 
 	started := true
 	wantApp := v1.ContainerStatus{
 		Name:  "app",
-		State: v1.ContainerState{Running: &v1.ContainerStateRunning{StartedAt: metav1.NewTime(at(time.Second))}},
+		State: v1.ContainerState{Running: &v1.ContainerStateRunning{StartedAt: metav1.NewTime(podtest.At(time.Second))}},
 		LastTerminationState: v1.ContainerState{Terminated: &v1.ContainerStateTerminated{
-			ExitCode: 2, Reason: "OOMKilled", Message: "killed", StartedAt: metav1.NewTime(t0), FinishedAt: metav1.NewTime(at(3 * time.Second)),
+			ExitCode: 2, Reason: "OOMKilled", Message: "killed", StartedAt: metav1.NewTime(podtest.T0), FinishedAt: metav1.NewTime(podtest.At(3 * time.Second)),
 			ContainerID: "containerd://app-0",
 		}},
 		Ready:        true,
@@ -219,7 +217,7 @@ func TestComputePodStatusDetails(t *testing.T) {
 	if s.HostIP != "192.168.1.2" || s.QOSClass != v1.PodQOSBestEffort || s.ObservedGeneration != 1 {
 		t.Errorf("hostIP %q qos %s generation %d", s.HostIP, s.QOSClass, s.ObservedGeneration)
 	}
-	if s.StartTime == nil || !s.StartTime.Time.Equal(at(10*time.Second)) {
+	if s.StartTime == nil || !s.StartTime.Time.Equal(podtest.At(10*time.Second)) {
 		t.Errorf("startTime = %v, want now", s.StartTime)
 	}
 	var types []v1.PodConditionType
@@ -238,7 +236,7 @@ func TestComputePodStatusDetails(t *testing.T) {
 		st := state.PodState{}
 		st.RecordStatus(s)
 		later := in
-		later.Now = at(time.Hour)
+		later.Now = podtest.At(time.Hour)
 		again := ComputePodStatus(pod, rt, st, later)
 		if !Equal(s, again) {
 			t.Errorf("statuses differ: %s", cmp.Diff(s, again))
@@ -247,17 +245,17 @@ func TestComputePodStatusDetails(t *testing.T) {
 	t.Run("a change moves only the changed conditions' times", func(t *testing.T) {
 		st := state.PodState{}
 		st.RecordStatus(s)
-		rt2 := rtOf(rt.Sandboxes, rt.Containers[0], rt.Containers[1], exitedC(pod, "app", "s1", 1, 1, at(time.Minute)))
+		rt2 := statetest.Runtime(rt.Sandboxes, rt.Containers[0], rt.Containers[1], statetest.Exited(pod, "app", "s1", 1, 1, podtest.At(time.Minute)))
 		later := in
-		later.Now = at(time.Hour)
+		later.Now = podtest.At(time.Hour)
 		again := ComputePodStatus(pod, rt2, st, later)
 		if Equal(s, again) {
 			t.Fatal("statuses compare equal after the container exited")
 		}
-		if got := condition(again, v1.PodReady); got.Status != v1.ConditionFalse || !got.LastTransitionTime.Time.Equal(at(time.Hour)) {
+		if got := condition(again, v1.PodReady); got.Status != v1.ConditionFalse || !got.LastTransitionTime.Time.Equal(podtest.At(time.Hour)) {
 			t.Errorf("Ready = %s at %v", got.Status, got.LastTransitionTime)
 		}
-		if got := condition(again, v1.PodScheduled); !got.LastTransitionTime.Time.Equal(at(10 * time.Second)) {
+		if got := condition(again, v1.PodScheduled); !got.LastTransitionTime.Time.Equal(podtest.At(10 * time.Second)) {
 			t.Errorf("PodScheduled moved to %v", got.LastTransitionTime)
 		}
 		if !again.StartTime.Equal(s.StartTime) {
@@ -265,14 +263,14 @@ func TestComputePodStatusDetails(t *testing.T) {
 		}
 	})
 	t.Run("a terminal phase stays terminal", func(t *testing.T) {
-		done := newPod(phase(v1.PodSucceeded))
-		got := ComputePodStatus(done, rtOf([]state.Sandbox{sb("s1", 0)}, runningC(done, "app", "s1", 0)), state.PodState{}, in)
+		done := podtest.NewPod(podtest.Phase(v1.PodSucceeded))
+		got := ComputePodStatus(done, statetest.Runtime([]state.Sandbox{statetest.Sandbox("s1", 0)}, statetest.Running(done, "app", "s1", 0)), state.PodState{}, in)
 		if got.Phase != v1.PodSucceeded {
 			t.Errorf("phase = %s", got.Phase)
 		}
 	})
 	t.Run("conditions owned by others are kept", func(t *testing.T) {
-		p := newPod(func(p *v1.Pod) {
+		p := podtest.NewPod(func(p *v1.Pod) {
 			p.Status.Conditions = []v1.PodCondition{{Type: v1.DisruptionTarget, Status: v1.ConditionTrue}, {Type: v1.PodReady, Status: v1.ConditionTrue}}
 		})
 		got := ComputePodStatus(p, state.PodRuntime{}, state.PodState{}, in)
@@ -284,35 +282,35 @@ func TestComputePodStatusDetails(t *testing.T) {
 		}
 	})
 	t.Run("a running container that vanished is reported terminated", func(t *testing.T) {
-		p := newPod(func(p *v1.Pod) {
+		p := podtest.NewPod(func(p *v1.Pod) {
 			p.Status.ContainerStatuses = []v1.ContainerStatus{{Name: "app", RestartCount: 2, State: v1.ContainerState{Running: &v1.ContainerStateRunning{}}}}
 		})
-		got := ComputePodStatus(p, rtOf([]state.Sandbox{sb("s1", 0)}), state.PodState{}, in).ContainerStatuses[0]
+		got := ComputePodStatus(p, statetest.Runtime([]state.Sandbox{statetest.Sandbox("s1", 0)}), state.PodState{}, in).ContainerStatuses[0]
 		if got.RestartCount != 3 || got.LastTerminationState.Terminated == nil || got.LastTerminationState.Terminated.Reason != ReasonContainerStatusUnknown {
 			t.Errorf("status = %+v", got)
 		}
 	})
 	t.Run("host network pods get the host IPs", func(t *testing.T) {
-		p := newPod(func(p *v1.Pod) { p.Spec.HostNetwork = true })
-		got := ComputePodStatus(p, rtOf([]state.Sandbox{{ID: "s1", Ready: true, HostNetwork: true}}), state.PodState{}, in)
+		p := podtest.NewPod(func(p *v1.Pod) { p.Spec.HostNetwork = true })
+		got := ComputePodStatus(p, statetest.Runtime([]state.Sandbox{{ID: "s1", Ready: true, HostNetwork: true}}), state.PodState{}, in)
 		if got.PodIP != "192.168.1.2" {
 			t.Errorf("podIP = %q", got.PodIP)
 		}
 	})
 	t.Run("pod IPs are kept when the sandbox is gone", func(t *testing.T) {
-		p := newPod(func(p *v1.Pod) { p.Status.PodIP, p.Status.PodIPs = "10.0.0.9", []v1.PodIP{{IP: "10.0.0.9"}} })
-		got := ComputePodStatus(p, rtOf([]state.Sandbox{notReady(sb("s1", 0))}), state.PodState{}, in)
+		p := podtest.NewPod(func(p *v1.Pod) { p.Status.PodIP, p.Status.PodIPs = "10.0.0.9", []v1.PodIP{{IP: "10.0.0.9"}} })
+		got := ComputePodStatus(p, statetest.Runtime([]state.Sandbox{statetest.NotReady(statetest.Sandbox("s1", 0))}), state.PodState{}, in)
 		if got.PodIP != "10.0.0.9" {
 			t.Errorf("podIP = %q", got.PodIP)
 		}
 	})
 	t.Run("image pull back-off message carries the pull error", func(t *testing.T) {
 		st := state.PodState{Containers: map[string]state.ContainerRecord{"app": {
-			Waiting:      &state.WaitingReason{Reason: state.ReasonErrImagePull, Message: "manifest unknown", At: at(0)},
-			ImageBackOff: state.BackOff{Delay: 10 * time.Second, Updated: at(0)},
+			Waiting:      &state.WaitingReason{Reason: state.ReasonErrImagePull, Message: "manifest unknown", At: podtest.At(0)},
+			ImageBackOff: state.BackOff{Delay: 10 * time.Second, Updated: podtest.At(0)},
 		}}}
-		p := newPod()
-		got := ComputePodStatus(p, rtOf([]state.Sandbox{sb("s1", 0)}), st, Inputs{Now: at(time.Second)}).ContainerStatuses[0]
+		p := podtest.NewPod()
+		got := ComputePodStatus(p, statetest.Runtime([]state.Sandbox{statetest.Sandbox("s1", 0)}), st, Inputs{Now: podtest.At(time.Second)}).ContainerStatuses[0]
 		if w := got.State.Waiting; w == nil || w.Message != `Back-off pulling image "busybox:1": manifest unknown` {
 			t.Errorf("waiting = %+v", got.State.Waiting)
 		}
@@ -321,17 +319,17 @@ func TestComputePodStatusDetails(t *testing.T) {
 
 func TestEqualIgnoresSubSecondTimes(t *testing.T) {
 	a := v1.PodStatus{
-		StartTime:  &metav1.Time{Time: t0.Add(300 * time.Millisecond)},
-		Conditions: []v1.PodCondition{{Type: v1.PodReady, LastTransitionTime: metav1.NewTime(t0.Add(time.Millisecond)), LastProbeTime: metav1.NewTime(t0)}},
+		StartTime:  &metav1.Time{Time: podtest.T0.Add(300 * time.Millisecond)},
+		Conditions: []v1.PodCondition{{Type: v1.PodReady, LastTransitionTime: metav1.NewTime(podtest.T0.Add(time.Millisecond)), LastProbeTime: metav1.NewTime(podtest.T0)}},
 		ContainerStatuses: []v1.ContainerStatus{{Name: "app", State: v1.ContainerState{
-			Running: &v1.ContainerStateRunning{StartedAt: metav1.NewTime(t0.Add(5 * time.Millisecond))},
+			Running: &v1.ContainerStateRunning{StartedAt: metav1.NewTime(podtest.T0.Add(5 * time.Millisecond))},
 		}}},
 	}
 	b := *a.DeepCopy()
-	b.StartTime = &metav1.Time{Time: t0}
-	b.Conditions[0].LastTransitionTime = metav1.NewTime(t0)
+	b.StartTime = &metav1.Time{Time: podtest.T0}
+	b.Conditions[0].LastTransitionTime = metav1.NewTime(podtest.T0)
 	b.Conditions[0].LastProbeTime = metav1.Time{}
-	b.ContainerStatuses[0].State.Running.StartedAt = metav1.NewTime(t0)
+	b.ContainerStatuses[0].State.Running.StartedAt = metav1.NewTime(podtest.T0)
 	if !Equal(a, b) {
 		t.Error("sub-second differences made statuses unequal")
 	}
@@ -342,25 +340,25 @@ func TestEqualIgnoresSubSecondTimes(t *testing.T) {
 }
 
 func TestEphemeralContainerStatus(t *testing.T) {
-	pod := newPod(ephemerals("debugger"))
-	withInits := newPod(inits("init1"), ephemerals("debugger"))
-	ready := []state.Sandbox{sb("s1", 0)}
-	app := runningC(pod, "app", "s1", 0)
+	pod := podtest.NewPod(podtest.Ephemerals("debugger"))
+	withInits := podtest.NewPod(podtest.Inits("init1"), podtest.Ephemerals("debugger"))
+	ready := []state.Sandbox{statetest.Sandbox("s1", 0)}
+	app := statetest.Running(pod, "app", "s1", 0)
 	record := func(r state.ContainerRecord) state.PodState {
 		return state.PodState{Containers: map[string]state.ContainerRecord{"debugger": r}}
 	}
-	oldStatus := func(state v1.ContainerState) podOpt {
+	oldStatus := func(state v1.ContainerState) podtest.Option {
 		return func(p *v1.Pod) {
 			p.Status.EphemeralContainerStatuses = []v1.ContainerStatus{{
 				Name: "debugger", Image: "busybox:1", ImageID: "sha256:abc", ContainerID: "containerd://debugger-0", State: state,
 			}}
 		}
 	}
-	running := v1.ContainerState{Running: &v1.ContainerStateRunning{StartedAt: metav1.NewTime(t0)}}
-	exited := exitedC(pod, "debugger", "s1", 0, 3, at(time.Second))
+	running := v1.ContainerState{Running: &v1.ContainerStateRunning{StartedAt: metav1.NewTime(podtest.T0)}}
+	exited := statetest.Exited(pod, "debugger", "s1", 0, 3, podtest.At(time.Second))
 	exited.Message = "bye"
 	finished := v1.ContainerState{Terminated: &v1.ContainerStateTerminated{
-		ExitCode: 3, Reason: ReasonError, Message: "bye", StartedAt: metav1.NewTime(t0), FinishedAt: metav1.NewTime(at(time.Second)),
+		ExitCode: 3, Reason: ReasonError, Message: "bye", StartedAt: metav1.NewTime(podtest.T0), FinishedAt: metav1.NewTime(podtest.At(time.Second)),
 		ContainerID: "containerd://debugger-0",
 	}}
 	lost := v1.ContainerState{Terminated: &v1.ContainerStateTerminated{Reason: ReasonContainerStatusUnknown, Message: msgEphemeralLost, ExitCode: 137}}
@@ -377,57 +375,54 @@ func TestEphemeralContainerStatus(t *testing.T) {
 
 	tests := []struct {
 		name string
-		pod  *v1.Pod
-		rt   state.PodRuntime
-		st   state.PodState
-		now  time.Time
+		in   statetest.Scene
 		want v1.ContainerStatus
 	}{
-		{name: "not started yet", pod: pod, rt: rtOf(ready, app),
+		{name: "not started yet", in: statetest.Scene{Pod: pod, RT: statetest.Runtime(ready, app)},
 			want: notCreated(waiting(state.ReasonContainerCreating, ""))},
-		{name: "not started yet in a pod with init containers", pod: withInits, rt: rtOf(ready, runningC(withInits, "init1", "s1", 0)),
+		{name: "not started yet in a pod with init containers", in: statetest.Scene{Pod: withInits, RT: statetest.Runtime(ready, statetest.Running(withInits, "init1", "s1", 0))},
 			want: notCreated(waiting(state.ReasonPodInitializing, ""))},
-		{name: "running", pod: pod, rt: rtOf(ready, app, runningC(pod, "debugger", "s1", 0)),
+		{name: "running", in: statetest.Scene{Pod: pod, RT: statetest.Runtime(ready, app, statetest.Running(pod, "debugger", "s1", 0))},
 			want: observed(running)},
-		{name: "exited, under restart policy Always", pod: pod, rt: rtOf(ready, app, exited), now: at(time.Hour),
+		{name: "exited, under restart policy Always", in: statetest.Scene{Pod: pod, RT: statetest.Runtime(ready, app, exited), Now: podtest.At(time.Hour)},
 			want: observed(finished)},
-		{name: "created but not started", pod: pod, rt: rtOf(ready, app, inst(pod, "debugger", "s1", 0, state.ContainerCreated)),
-			st:   record(state.ContainerRecord{Created: true, Waiting: &state.WaitingReason{Reason: state.ReasonRunContainerError, Message: "exec failed", At: at(0)}}),
-			now:  at(time.Second),
+		{name: "created but not started", in: statetest.Scene{Pod: pod, RT: statetest.Runtime(ready, app, statetest.Instance(pod, "debugger", "s1", 0, state.ContainerCreated)),
+			St:  record(state.ContainerRecord{Created: true, Waiting: &state.WaitingReason{Reason: state.ReasonRunContainerError, Message: "exec failed", At: podtest.At(0)}}),
+			Now: podtest.At(time.Second)},
 			want: observed(waiting(state.ReasonRunContainerError, "exec failed"))},
-		{name: "image pull failed just now", pod: pod, rt: rtOf(ready, app),
-			st: record(state.ContainerRecord{
-				Waiting:      &state.WaitingReason{Reason: state.ReasonErrImagePull, Message: "not found", At: at(0)},
-				ImageBackOff: state.BackOff{Delay: 10 * time.Second, Updated: at(0)},
-			}),
+		{name: "image pull failed just now", in: statetest.Scene{Pod: pod, RT: statetest.Runtime(ready, app),
+			St: record(state.ContainerRecord{
+				Waiting:      &state.WaitingReason{Reason: state.ReasonErrImagePull, Message: "not found", At: podtest.At(0)},
+				ImageBackOff: state.BackOff{Delay: 10 * time.Second, Updated: podtest.At(0)},
+			})},
 			want: notCreated(waiting(state.ReasonErrImagePull, "not found"))},
-		{name: "image pull backing off", pod: pod, rt: rtOf(ready, app),
-			st: record(state.ContainerRecord{
-				Waiting:      &state.WaitingReason{Reason: state.ReasonErrImagePull, Message: "not found", At: at(0)},
-				ImageBackOff: state.BackOff{Delay: 10 * time.Second, Updated: at(0)},
+		{name: "image pull backing off", in: statetest.Scene{Pod: pod, RT: statetest.Runtime(ready, app),
+			St: record(state.ContainerRecord{
+				Waiting:      &state.WaitingReason{Reason: state.ReasonErrImagePull, Message: "not found", At: podtest.At(0)},
+				ImageBackOff: state.BackOff{Delay: 10 * time.Second, Updated: podtest.At(0)},
 			}),
-			now:  at(time.Second),
+			Now: podtest.At(time.Second)},
 			want: notCreated(waiting(state.ReasonImagePullBackOff, `Back-off pulling image "busybox:1": not found`))},
-		{name: "target container not found", pod: pod, rt: rtOf(ready, app),
-			st:   record(state.ContainerRecord{Waiting: &state.WaitingReason{Reason: state.ReasonCreateContainerConfigError, Message: "unable to find target container web", At: at(0)}}),
-			now:  at(time.Minute),
+		{name: "target container not found", in: statetest.Scene{Pod: pod, RT: statetest.Runtime(ready, app),
+			St:  record(state.ContainerRecord{Waiting: &state.WaitingReason{Reason: state.ReasonCreateContainerConfigError, Message: "unable to find target container web", At: podtest.At(0)}}),
+			Now: podtest.At(time.Minute)},
 			want: notCreated(waiting(state.ReasonCreateContainerConfigError, "unable to find target container web"))},
-		{name: "lost by the runtime while running", pod: newPod(ephemerals("debugger"), oldStatus(running)), rt: rtOf(ready, app),
-			st:   record(state.ContainerRecord{Created: true}),
+		{name: "lost by the runtime while running", in: statetest.Scene{Pod: podtest.NewPod(podtest.Ephemerals("debugger"), oldStatus(running)), RT: statetest.Runtime(ready, app),
+			St: record(state.ContainerRecord{Created: true})},
 			want: observed(lost)},
-		{name: "lost by the runtime after it was created", pod: pod, rt: rtOf(ready, app),
-			st:   record(state.ContainerRecord{Created: true}),
+		{name: "lost by the runtime after it was created", in: statetest.Scene{Pod: pod, RT: statetest.Runtime(ready, app),
+			St: record(state.ContainerRecord{Created: true})},
 			want: notCreated(lost)},
-		{name: "removed after it exited keeps its last status", pod: newPod(ephemerals("debugger"), oldStatus(finished)), rt: rtOf(ready, app),
-			st:   record(state.ContainerRecord{Created: true}),
+		{name: "removed after it exited keeps its last status", in: statetest.Scene{Pod: podtest.NewPod(podtest.Ephemerals("debugger"), oldStatus(finished)), RT: statetest.Runtime(ready, app),
+			St: record(state.ContainerRecord{Created: true})},
 			want: observed(finished)},
-		{name: "a deleted pod shows no start failure", pod: newPod(deleted(30), ephemerals("debugger")), rt: rtOf(ready, app),
-			st:   record(state.ContainerRecord{Waiting: &state.WaitingReason{Reason: state.ReasonErrImagePull, At: at(0)}}),
+		{name: "a deleted pod shows no start failure", in: statetest.Scene{Pod: podtest.NewPod(podtest.Deleted(30), podtest.Ephemerals("debugger")), RT: statetest.Runtime(ready, app),
+			St: record(state.ContainerRecord{Waiting: &state.WaitingReason{Reason: state.ReasonErrImagePull, At: podtest.At(0)}})},
 			want: notCreated(waiting(state.ReasonContainerCreating, ""))},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			s := ComputePodStatus(tt.pod, tt.rt, tt.st, Inputs{Now: tt.now})
+			s := ComputePodStatus(tt.in.Pod, tt.in.RT, tt.in.St, Inputs{Now: tt.in.Now})
 			if diff := cmp.Diff([]v1.ContainerStatus{tt.want}, s.EphemeralContainerStatuses); diff != "" {
 				t.Errorf("ephemeral container statuses (-want +got):\n%s", diff)
 			}
@@ -435,11 +430,11 @@ func TestEphemeralContainerStatus(t *testing.T) {
 	}
 
 	t.Run("phase and readiness do not depend on ephemeral containers", func(t *testing.T) {
-		p := newPod(ephemerals("debugger", "crashed"))
-		rt := rtOf(ready, app, exitedC(p, "crashed", "s1", 0, 1, at(time.Second)))
-		st := record(state.ContainerRecord{Waiting: &state.WaitingReason{Reason: state.ReasonErrImagePull, At: at(0)}})
-		with := ComputePodStatus(p, rt, st, Inputs{Now: at(0)})
-		without := ComputePodStatus(newPod(), rtOf(ready, app), state.PodState{}, Inputs{Now: at(0)})
+		p := podtest.NewPod(podtest.Ephemerals("debugger", "crashed"))
+		rt := statetest.Runtime(ready, app, statetest.Exited(p, "crashed", "s1", 0, 1, podtest.At(time.Second)))
+		st := record(state.ContainerRecord{Waiting: &state.WaitingReason{Reason: state.ReasonErrImagePull, At: podtest.At(0)}})
+		with := ComputePodStatus(p, rt, st, Inputs{Now: podtest.At(0)})
+		without := ComputePodStatus(podtest.NewPod(), statetest.Runtime(ready, app), state.PodState{}, Inputs{Now: podtest.At(0)})
 		if with.Phase != v1.PodRunning || condition(with, v1.PodReady).Status != v1.ConditionTrue || kubectlStatus(p, with) != "Running" {
 			t.Errorf("phase %s, Ready %s, kubectl %q", with.Phase, condition(with, v1.PodReady).Status, kubectlStatus(p, with))
 		}
@@ -449,9 +444,9 @@ func TestEphemeralContainerStatus(t *testing.T) {
 		}
 	})
 	t.Run("statuses are sorted by name", func(t *testing.T) {
-		p := newPod(ephemerals("zed", "alpha", "mid"))
+		p := podtest.NewPod(podtest.Ephemerals("zed", "alpha", "mid"))
 		var names []string
-		for _, cs := range ComputePodStatus(p, rtOf(ready, app), state.PodState{}, Inputs{}).EphemeralContainerStatuses {
+		for _, cs := range ComputePodStatus(p, statetest.Runtime(ready, app), state.PodState{}, Inputs{}).EphemeralContainerStatuses {
 			names = append(names, cs.Name)
 		}
 		if diff := cmp.Diff([]string{"alpha", "mid", "zed"}, names); diff != "" {
@@ -459,11 +454,11 @@ func TestEphemeralContainerStatus(t *testing.T) {
 		}
 	})
 	t.Run("an unchanged ephemeral status compares equal", func(t *testing.T) {
-		rt := rtOf(ready, app, runningC(pod, "debugger", "s1", 0))
-		first := ComputePodStatus(pod, rt, state.PodState{}, Inputs{Now: at(0)})
+		rt := statetest.Runtime(ready, app, statetest.Running(pod, "debugger", "s1", 0))
+		first := ComputePodStatus(pod, rt, state.PodState{}, Inputs{Now: podtest.At(0)})
 		st := state.PodState{}
 		st.RecordStatus(first)
-		if again := ComputePodStatus(pod, rt, st, Inputs{Now: at(time.Hour)}); !Equal(first, again) {
+		if again := ComputePodStatus(pod, rt, st, Inputs{Now: podtest.At(time.Hour)}); !Equal(first, again) {
 			t.Errorf("statuses differ: %s", cmp.Diff(first, again))
 		}
 	})
