@@ -85,10 +85,12 @@ func SetDefaults(c *NodeletConfiguration) {
 		t := true
 		c.Server.Webhook.Enabled = &t
 	}
-	setDuration(&c.Server.Webhook.CacheTTL, 2*time.Minute)
+	setDurationPtr(&c.Server.Webhook.CacheTTL, 2*time.Minute)
 	setString(&c.Server.Authorization.Mode, AuthorizationModeWebhook)
-	setDuration(&c.Server.Authorization.CacheAuthorizedTTL, 5*time.Minute)
-	setDuration(&c.Server.Authorization.CacheUnauthorizedTTL, 30*time.Second)
+	setDurationPtr(&c.Server.Authorization.CacheAuthorizedTTL, 5*time.Minute)
+	setDurationPtr(&c.Server.Authorization.CacheUnauthorizedTTL, 30*time.Second)
+	setDuration(&c.Server.IdleTimeout, 2*time.Minute)
+	setDuration(&c.StreamingConnectionIdleTimeout, 4*time.Hour)
 	setString(&c.HealthzBindAddress, DefaultHealthzBindAddress)
 	setString(&c.MetricsBindAddress, DefaultMetricsBindAddress)
 	if c.KubeAPIQPS == nil {
@@ -122,5 +124,12 @@ func setString(p *string, v string) {
 func setDuration(p *metav1.Duration, v time.Duration) {
 	if p.Duration == 0 {
 		p.Duration = v
+	}
+}
+
+// setDurationPtr defaults a duration whose explicit zero means something.
+func setDurationPtr(p **metav1.Duration, v time.Duration) {
+	if *p == nil {
+		*p = &metav1.Duration{Duration: v}
 	}
 }

@@ -118,7 +118,8 @@ type NodeletConfiguration struct {
 	MetricsBindAddress string `json:"metricsBindAddress,omitempty"`
 
 	// KubeAPIQPS is the steady rate of requests to the API server; a negative
-	// value disables client-side rate limiting. Default: 50, as the kubelet's.
+	// value disables client-side rate limiting, 0 is refused. Default: 50, as
+	// the kubelet's.
 	KubeAPIQPS *float32 `json:"kubeAPIQPS,omitempty"`
 	// KubeAPIBurst is the largest burst of requests to the API server.
 	// Default: 100, as the kubelet's.
@@ -129,6 +130,17 @@ type NodeletConfiguration struct {
 	// current one expires, and switches to it without a restart. Default:
 	// true with --bootstrap-kubeconfig, else false.
 	RotateCertificates *bool `json:"rotateCertificates,omitempty"`
+
+	// ServerTLSBootstrap requests the node API's serving certificate from
+	// the cluster (a CSR to the signer kubernetes.io/kubelet-serving, for the
+	// node's name and addresses) instead of making a self-signed one, and
+	// renews it before it expires. Ignored when server.tlsCertFile is set.
+	// Default: false.
+	ServerTLSBootstrap bool `json:"serverTLSBootstrap,omitempty"`
+
+	// StreamingConnectionIdleTimeout ends an exec, attach or port-forward
+	// session that carried no data for this long. Default: 4h.
+	StreamingConnectionIdleTimeout metav1.Duration `json:"streamingConnectionIdleTimeout,omitempty"`
 
 	// EnableProfilingHandler serves Go's /debug/pprof on the metrics
 	// address. Default: false.
@@ -158,11 +170,17 @@ type ServerConfig struct {
 	TLSPrivateKeyFile string `json:"tlsPrivateKeyFile,omitempty"`
 	// ClientCAFile authenticates clients by certificate: a client
 	// certificate signed by one of its CAs names the user (common name) and
-	// groups (organizations). Empty: no certificate authentication.
+	// groups (organizations). Empty: no certificate authentication. The
+	// file is read again when it changes.
 	ClientCAFile string `json:"clientCAFile,omitempty"`
+	// IdleTimeout closes a connection that has no request in flight for
+	// this long. Default: 2m.
+	IdleTimeout metav1.Duration `json:"idleTimeout,omitempty"`
 	// Anonymous lets requests without credentials through as
 	// system:anonymous (group system:unauthenticated), still subject to
-	// authorization. Off by default: they get 401.
+	// authorization. Off by default: they get 401. Refused with
+	// authorization mode AlwaysAllow, which would let anyone exec into
+	// every pod.
 	Anonymous AnonymousAuthentication `json:"anonymous,omitempty"`
 	// Webhook authenticates bearer tokens with TokenReviews.
 	Webhook WebhookAuthentication `json:"webhook,omitempty"`
@@ -181,8 +199,9 @@ type AnonymousAuthentication struct {
 type WebhookAuthentication struct {
 	// Enabled checks bearer tokens with the API server. Default: true.
 	Enabled *bool `json:"enabled,omitempty"`
-	// CacheTTL is how long a review's answer is reused. Default: 2m.
-	CacheTTL metav1.Duration `json:"cacheTTL,omitempty"`
+	// CacheTTL is how long a review's answer is reused; 0 reviews every
+	// request. Default: 2m.
+	CacheTTL *metav1.Duration `json:"cacheTTL,omitempty"`
 }
 
 // Authorization modes of the node API.
@@ -197,10 +216,12 @@ const (
 type ServerAuthorization struct {
 	// Mode is Webhook or AlwaysAllow. Default: Webhook.
 	Mode string `json:"mode,omitempty"`
-	// CacheAuthorizedTTL is how long an allow is reused. Default: 5m.
-	CacheAuthorizedTTL metav1.Duration `json:"cacheAuthorizedTTL,omitempty"`
-	// CacheUnauthorizedTTL is how long a deny is reused. Default: 30s.
-	CacheUnauthorizedTTL metav1.Duration `json:"cacheUnauthorizedTTL,omitempty"`
+	// CacheAuthorizedTTL is how long an allow is reused; 0 asks again on
+	// every request. Default: 5m.
+	CacheAuthorizedTTL *metav1.Duration `json:"cacheAuthorizedTTL,omitempty"`
+	// CacheUnauthorizedTTL is how long a deny is reused; 0 asks again on
+	// every request. Default: 30s.
+	CacheUnauthorizedTTL *metav1.Duration `json:"cacheUnauthorizedTTL,omitempty"`
 }
 
 // CrashLoopBackOffConfig tunes the crash-loop back-off.

@@ -13,6 +13,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	metavalidation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -52,12 +53,13 @@ func Validate(c *NodeletConfiguration) field.ErrorList {
 	errs = append(errs, metavalidation.ValidateLabels(c.NodeLabels, p("nodeLabels"))...)
 	errs = append(errs, validateTaints(p("registerWithTaints"), c.RegisterWithTaints)...)
 	for name, d := range map[string]int64{
-		"runtimeRequestTimeout":      int64(c.RuntimeRequestTimeout.Duration),
-		"nodeStatusUpdateFrequency":  int64(c.NodeStatusUpdateFrequency.Duration),
-		"nodeStatusReportFrequency":  int64(c.NodeStatusReportFrequency.Duration),
-		"syncFrequency":              int64(c.SyncFrequency.Duration),
-		"relistPeriod":               int64(c.RelistPeriod.Duration),
-		"configMapAndSecretCacheTTL": int64(c.ConfigMapAndSecretCacheTTL.Duration),
+		"runtimeRequestTimeout":          int64(c.RuntimeRequestTimeout.Duration),
+		"nodeStatusUpdateFrequency":      int64(c.NodeStatusUpdateFrequency.Duration),
+		"nodeStatusReportFrequency":      int64(c.NodeStatusReportFrequency.Duration),
+		"syncFrequency":                  int64(c.SyncFrequency.Duration),
+		"relistPeriod":                   int64(c.RelistPeriod.Duration),
+		"configMapAndSecretCacheTTL":     int64(c.ConfigMapAndSecretCacheTTL.Duration),
+		"streamingConnectionIdleTimeout": int64(c.StreamingConnectionIdleTimeout.Duration),
 	} {
 		if d <= 0 {
 			errs = append(errs, field.Invalid(p(name), fmt.Sprint(d), "must be a positive duration"))
@@ -87,6 +89,10 @@ func Validate(c *NodeletConfiguration) field.ErrorList {
 	errs = append(errs, validateServer(p("server"), &c.Server)...)
 	errs = append(errs, validateBindAddress(p("healthzBindAddress"), c.HealthzBindAddress)...)
 	errs = append(errs, validateBindAddress(p("metricsBindAddress"), c.MetricsBindAddress)...)
+	if c.KubeAPIQPS != nil && *c.KubeAPIQPS == 0 {
+		errs = append(errs, field.Invalid(p("kubeAPIQPS"), *c.KubeAPIQPS,
+			"must not be 0 (the client would fall back to 5 requests per second): give a rate, or a negative value for no limit"))
+	}
 	if c.KubeAPIBurst < 0 {
 		errs = append(errs, field.Invalid(p("kubeAPIBurst"), c.KubeAPIBurst, "must not be negative"))
 	}
@@ -249,21 +255,30 @@ func validateServer(fp *field.Path, s *ServerConfig) field.ErrorList {
 			errs = append(errs, validateAbsPath(fp.Child(f.name), f.path)...)
 		}
 	}
-	if s.Webhook.CacheTTL.Duration < 0 {
-		errs = append(errs, field.Invalid(fp.Child("webhook", "cacheTTL"), s.Webhook.CacheTTL.String(), "must not be negative"))
+	if s.IdleTimeout.Duration <= 0 {
+		errs = append(errs, field.Invalid(fp.Child("idleTimeout"), s.IdleTimeout.String(), "must be a positive duration"))
 	}
+	errs = append(errs, validateTTL(fp.Child("webhook", "cacheTTL"), s.Webhook.CacheTTL)...)
 	authz := fp.Child("authorization")
 	modes := []string{AuthorizationModeWebhook, AuthorizationModeAlwaysAllow}
 	if !slices.Contains(modes, s.Authorization.Mode) {
 		errs = append(errs, field.NotSupported(authz.Child("mode"), s.Authorization.Mode, modes))
 	}
-	if s.Authorization.CacheAuthorizedTTL.Duration < 0 {
-		errs = append(errs, field.Invalid(authz.Child("cacheAuthorizedTTL"), s.Authorization.CacheAuthorizedTTL.String(), "must not be negative"))
+	if s.Anonymous.Enabled && s.Authorization.Mode == AuthorizationModeAlwaysAllow {
+		errs = append(errs, field.Forbidden(fp.Child("anonymous", "enabled"),
+			"must not be true with authorization mode AlwaysAllow: anyone reaching the port could exec into every pod"))
 	}
-	if s.Authorization.CacheUnauthorizedTTL.Duration < 0 {
-		errs = append(errs, field.Invalid(authz.Child("cacheUnauthorizedTTL"), s.Authorization.CacheUnauthorizedTTL.String(), "must not be negative"))
-	}
+	errs = append(errs, validateTTL(authz.Child("cacheAuthorizedTTL"), s.Authorization.CacheAuthorizedTTL)...)
+	errs = append(errs, validateTTL(authz.Child("cacheUnauthorizedTTL"), s.Authorization.CacheUnauthorizedTTL)...)
 	return errs
+}
+
+// validateTTL checks a cache lifetime, where 0 means no caching.
+func validateTTL(fp *field.Path, d *metav1.Duration) field.ErrorList {
+	if d != nil && d.Duration < 0 {
+		return field.ErrorList{field.Invalid(fp, d.String(), "must not be negative")}
+	}
+	return nil
 }
 
 func validateBindAddress(fp *field.Path, addr string) field.ErrorList {

@@ -53,6 +53,9 @@ func TestSetDefaults(t *testing.T) {
 		{"controllers", strings.Join(c.Controllers, ","), "*"},
 		{"kubeAPIQPS", *c.KubeAPIQPS, float32(50)},
 		{"kubeAPIBurst", c.KubeAPIBurst, int32(100)},
+		{"server.idleTimeout", c.Server.IdleTimeout.Duration, 2 * time.Minute},
+		{"streamingConnectionIdleTimeout", c.StreamingConnectionIdleTimeout.Duration, 4 * time.Hour},
+		{"serverTLSBootstrap", c.ServerTLSBootstrap, false},
 	}
 	for _, tc := range checks {
 		if tc.got != tc.want {
@@ -160,6 +163,13 @@ func TestValidate(t *testing.T) {
 		{"relative client CA", func(c *NodeletConfiguration) { c.Server.ClientCAFile = "ca.pem" }, "server.clientCAFile"},
 		{"authorization mode", func(c *NodeletConfiguration) { c.Server.Authorization.Mode = "RBAC" }, "server.authorization.mode"},
 		{"negative token cache", func(c *NodeletConfiguration) { c.Server.Webhook.CacheTTL.Duration = -1 }, "server.webhook.cacheTTL"},
+		{"anonymous with AlwaysAllow", func(c *NodeletConfiguration) {
+			c.Server.Anonymous.Enabled = true
+			c.Server.Authorization.Mode = AuthorizationModeAlwaysAllow
+		}, "server.anonymous.enabled"},
+		{"zero QPS", func(c *NodeletConfiguration) { q := float32(0); c.KubeAPIQPS = &q }, "kubeAPIQPS"},
+		{"zero idle timeout", func(c *NodeletConfiguration) { c.Server.IdleTimeout.Duration = 0 }, "server.idleTimeout"},
+		{"zero stream idle timeout", func(c *NodeletConfiguration) { c.StreamingConnectionIdleTimeout.Duration = 0 }, "streamingConnectionIdleTimeout"},
 		{"negative deny cache", func(c *NodeletConfiguration) { c.Server.Authorization.CacheUnauthorizedTTL.Duration = -1 }, "server.authorization.cacheUnauthorizedTTL"},
 		{"always allow", func(c *NodeletConfiguration) { c.Server.Authorization.Mode = "AlwaysAllow" }, ""},
 		{"healthz address", func(c *NodeletConfiguration) { c.HealthzBindAddress = "localhost" }, "healthzBindAddress"},
@@ -187,5 +197,26 @@ func TestValidate(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+func TestZeroCacheTTLsAreKept(t *testing.T) {
+	zero := func() *metav1.Duration { return &metav1.Duration{} }
+	c := &NodeletConfiguration{NodeName: "x"}
+	c.Server.Webhook.CacheTTL = zero()
+	c.Server.Authorization.CacheAuthorizedTTL = zero()
+	c.Server.Authorization.CacheUnauthorizedTTL = zero()
+	SetDefaults(c)
+	for name, d := range map[string]*metav1.Duration{
+		"webhook.cacheTTL":                   c.Server.Webhook.CacheTTL,
+		"authorization.cacheAuthorizedTTL":   c.Server.Authorization.CacheAuthorizedTTL,
+		"authorization.cacheUnauthorizedTTL": c.Server.Authorization.CacheUnauthorizedTTL,
+	} {
+		if d.Duration != 0 {
+			t.Errorf("%s: an explicit 0 became %s", name, d.Duration)
+		}
+	}
+	if errs := Validate(c); len(errs) != 0 {
+		t.Fatalf("zero cache TTLs are refused: %v", errs)
 	}
 }

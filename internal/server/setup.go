@@ -5,6 +5,9 @@ import (
 	"net"
 	"net/http"
 	"path/filepath"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	ctrl "sigs.k8s.io/controller-runtime"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
@@ -36,12 +39,12 @@ func NewFromConfig(cfg *v1alpha1.NodeletConfiguration, mgr ctrl.Manager, rt cri.
 	if err != nil {
 		return nil, err
 	}
-	authn := Authenticator{ClientCAs: cas, Anonymous: sc.Anonymous.Enabled, CacheTTL: sc.Webhook.CacheTTL.Duration}
+	authn := Authenticator{ClientCAs: cas, Anonymous: sc.Anonymous.Enabled, CacheTTL: ttl(sc.Webhook.CacheTTL)}
 	if sc.Webhook.Enabled == nil || *sc.Webhook.Enabled {
 		authn.Reviewer = mgr.GetClient()
 	}
 	authz := Authorizer{NodeName: cfg.NodeName,
-		AllowTTL: sc.Authorization.CacheAuthorizedTTL.Duration, DenyTTL: sc.Authorization.CacheUnauthorizedTTL.Duration}
+		AllowTTL: ttl(sc.Authorization.CacheAuthorizedTTL), DenyTTL: ttl(sc.Authorization.CacheUnauthorizedTTL)}
 	switch sc.Authorization.Mode {
 	case v1alpha1.AuthorizationModeWebhook, "":
 		authz.Reviewer = mgr.GetClient()
@@ -70,4 +73,13 @@ func NewFromConfig(cfg *v1alpha1.NodeletConfiguration, mgr ctrl.Manager, rt cri.
 		Metrics:       ctrlmetrics.Registry,
 		Configz:       configz,
 	}), nil
+}
+
+// ttl is a configured cache lifetime; unset (an undefaulted configuration)
+// is no caching.
+func ttl(d *metav1.Duration) time.Duration {
+	if d == nil {
+		return 0
+	}
+	return d.Duration
 }
