@@ -28,6 +28,10 @@ import (
 // errNotFound marks a pod or container this node does not run (404).
 var errNotFound = errors.New("not found")
 
+// DefaultIdleTimeout is how long a connection without a request in flight
+// is kept.
+const DefaultIdleTimeout = 2 * time.Minute
+
 // Options are what a Server is built from.
 type Options struct {
 	// Address and Port to listen on.
@@ -54,6 +58,9 @@ type Options struct {
 	// StreamIdleTimeout ends a streaming session without traffic; zero
 	// means 4 hours, as the kubelet's default.
 	StreamIdleTimeout time.Duration
+	// IdleTimeout closes a connection with no request in flight; zero
+	// means DefaultIdleTimeout.
+	IdleTimeout time.Duration
 	// Clock is time for the handlers; nil means the real clock.
 	Clock clock.PassiveClock
 }
@@ -75,6 +82,9 @@ func New(opts Options) *Server {
 	}
 	if opts.StreamIdleTimeout == 0 {
 		opts.StreamIdleTimeout = 4 * time.Hour
+	}
+	if opts.IdleTimeout == 0 {
+		opts.IdleTimeout = DefaultIdleTimeout
 	}
 	s := &Server{opts: opts, log: log.Log.WithName("server")}
 	s.handler = s.routes()
@@ -181,6 +191,7 @@ func (s *Server) Start(ctx context.Context) error {
 		Handler:           s.handler,
 		TLSConfig:         s.opts.TLS,
 		ReadHeaderTimeout: 30 * time.Second,
+		IdleTimeout:       s.opts.IdleTimeout,
 		ErrorLog:          nil,
 		BaseContext:       func(net.Listener) context.Context { return ctx },
 	}

@@ -72,6 +72,9 @@ func NewFromConfig(cfg *v1alpha1.NodeletConfiguration, mgr ctrl.Manager, rt cri.
 		Stats:         stats,
 		Metrics:       ctrlmetrics.Registry,
 		Configz:       configz,
+		IdleTimeout:   sc.IdleTimeout.Duration,
+
+		StreamIdleTimeout: cfg.StreamingConnectionIdleTimeout.Duration,
 	}), nil
 }
 
