@@ -38,6 +38,10 @@ var errUnauthenticated = errors.New("unauthorized")
 type Authenticator struct {
 	// ClientCAs verify client certificates; nil disables them.
 	ClientCAs *x509.CertPool
+	// ClientCAsFunc, when set, is asked for the pool on every request
+	// instead of ClientCAs, so that a rotated CA bundle is picked up; a nil
+	// pool disables certificates.
+	ClientCAsFunc func() *x509.CertPool
 	// Reviewer creates TokenReviews; nil disables bearer tokens.
 	Reviewer client.Client
 	// CacheTTL is how long a TokenReview's answer is reused.
@@ -58,8 +62,8 @@ func NewAuthenticator(a Authenticator) *Authenticator {
 // (wrapped) when the credentials are not valid or missing, and another error
 // when they could not be checked.
 func (a *Authenticator) Authenticate(r *http.Request) (User, error) {
-	if r.TLS != nil && len(r.TLS.PeerCertificates) > 0 && a.ClientCAs != nil {
-		u, err := a.certificateUser(r.TLS.PeerCertificates)
+	if cas := a.clientCAs(); r.TLS != nil && len(r.TLS.PeerCertificates) > 0 && cas != nil {
+		u, err := a.certificateUser(cas, r.TLS.PeerCertificates)
 		if err == nil {
 			return u, nil
 		}
@@ -81,9 +85,17 @@ func (a *Authenticator) Authenticate(r *http.Request) (User, error) {
 	return User{}, errUnauthenticated
 }
 
-func (a *Authenticator) certificateUser(chain []*x509.Certificate) (User, error) {
+// clientCAs is the pool client certificates are verified against now.
+func (a *Authenticator) clientCAs() *x509.CertPool {
+	if a.ClientCAsFunc != nil {
+		return a.ClientCAsFunc()
+	}
+	return a.ClientCAs
+}
+
+func (a *Authenticator) certificateUser(cas *x509.CertPool, chain []*x509.Certificate) (User, error) {
 	opts := x509.VerifyOptions{
-		Roots:         a.ClientCAs,
+		Roots:         cas,
 		Intermediates: x509.NewCertPool(),
 		KeyUsages:     []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
 	}
