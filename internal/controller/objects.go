@@ -21,7 +21,7 @@ type volumeObjects struct {
 	tokens tokenRequester
 }
 
-func (o volumeObjects) ServiceAccountToken(ctx context.Context, pod *corev1.Pod, audience string, expirationSeconds int64) (string, error) {
+func (o volumeObjects) ServiceAccountToken(ctx context.Context, pod *corev1.Pod, audience string, expirationSeconds int64) (authenticationv1.TokenRequestStatus, error) {
 	return o.tokens.ServiceAccountToken(ctx, pod, audience, expirationSeconds)
 }
 
@@ -31,7 +31,7 @@ type tokenRequester struct {
 	c client.Client
 }
 
-func (o tokenRequester) ServiceAccountToken(ctx context.Context, pod *corev1.Pod, audience string, expirationSeconds int64) (string, error) {
+func (o tokenRequester) ServiceAccountToken(ctx context.Context, pod *corev1.Pod, audience string, expirationSeconds int64) (authenticationv1.TokenRequestStatus, error) {
 	sa := &corev1.ServiceAccount{}
 	sa.Namespace, sa.Name = pod.Namespace, pod.Spec.ServiceAccountName
 	if sa.Name == "" {
@@ -45,7 +45,7 @@ func (o tokenRequester) ServiceAccountToken(ctx context.Context, pod *corev1.Pod
 		req.Spec.Audiences = []string{audience}
 	}
 	if err := o.c.SubResource("token").Create(ctx, sa, req); err != nil {
-		return "", fmt.Errorf("requesting a token for service account %s/%s: %w", sa.Namespace, sa.Name, err)
+		return authenticationv1.TokenRequestStatus{}, fmt.Errorf("requesting a token for service account %s/%s: %w", sa.Namespace, sa.Name, err)
 	}
-	return req.Status.Token, nil
+	return req.Status, nil
 }

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	authenticationv1 "k8s.io/api/authentication/v1"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -89,8 +90,8 @@ func (fakeFetcher) Secret(_ context.Context, ns, name string) (*v1.Secret, error
 		Data: map[string][]byte{"key": []byte("s"), "a": []byte("1")}}, nil
 }
 
-func (fakeFetcher) ServiceAccountToken(context.Context, *v1.Pod, string, int64) (string, error) {
-	return "token", nil
+func (fakeFetcher) ServiceAccountToken(context.Context, *v1.Pod, string, int64) (authenticationv1.TokenRequestStatus, error) {
+	return authenticationv1.TokenRequestStatus{Token: "token"}, nil
 }
 
 func (g *gen) keyItems() []v1.KeyToPath {

@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"maps"
 
+	authenticationv1 "k8s.io/api/authentication/v1"
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -205,7 +206,7 @@ func (m *Manager) tokenPayload(ctx context.Context, pod *v1.Pod, s *v1.ServiceAc
 	if s.ExpirationSeconds != nil {
 		expiration = *s.ExpirationSeconds
 	}
-	token, err := m.tokens.get(pod.UID, s.Audience, expiration, func() (string, error) {
+	token, err := m.tokens.get(pod.UID, s.Audience, expiration, func() (authenticationv1.TokenRequestStatus, error) {
 		return m.fetcher.ServiceAccountToken(ctx, pod, s.Audience, expiration)
 	})
 	if err != nil {

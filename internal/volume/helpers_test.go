@@ -11,11 +11,13 @@ import (
 	"testing"
 	"time"
 
+	authenticationv1 "k8s.io/api/authentication/v1"
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/mount-utils"
+	"k8s.io/utils/clock"
 	clocktesting "k8s.io/utils/clock/testing"
 )
 
@@ -27,6 +29,10 @@ type fakeFetcher struct {
 	secrets    map[string]*v1.Secret
 	tokenCalls []tokenCall
 	tokenErr   error
+	// clock, when set, stamps tokens with an expiry; maxTokenSeconds
+	// caps it as an API server's maximum token lifetime does.
+	clock           clock.PassiveClock
+	maxTokenSeconds int64
 }
 
 type tokenCall struct {
@@ -56,14 +62,21 @@ func (f *fakeFetcher) Secret(_ context.Context, _, name string) (*v1.Secret, err
 	return nil, apierrors.NewNotFound(schema.GroupResource{Resource: "secrets"}, name)
 }
 
-func (f *fakeFetcher) ServiceAccountToken(_ context.Context, _ *v1.Pod, audience string, expiration int64) (string, error) {
+func (f *fakeFetcher) ServiceAccountToken(_ context.Context, _ *v1.Pod, audience string, expiration int64) (authenticationv1.TokenRequestStatus, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.tokenErr != nil {
-		return "", f.tokenErr
+		return authenticationv1.TokenRequestStatus{}, f.tokenErr
 	}
 	f.tokenCalls = append(f.tokenCalls, tokenCall{audience, expiration})
-	return "token-" + audience + "-" + string(rune('0'+len(f.tokenCalls))), nil
+	st := authenticationv1.TokenRequestStatus{Token: "token-" + audience + "-" + string(rune('0'+len(f.tokenCalls)))}
+	if f.maxTokenSeconds > 0 && expiration > f.maxTokenSeconds {
+		expiration = f.maxTokenSeconds
+	}
+	if f.clock != nil {
+		st.ExpirationTimestamp = metav1.NewTime(f.clock.Now().Add(time.Duration(expiration) * time.Second))
+	}
+	return st, nil
 }
 
 func (f *fakeFetcher) setConfigMap(name string, data map[string]string) {
@@ -100,6 +113,7 @@ func newTestEnv(t *testing.T, opts ...Option) *testEnv {
 		mounter: mount.NewFakeMounter(nil),
 		root:    t.TempDir(),
 	}
+	e.f.clock = e.clock
 	all := append([]Option{WithClock(e.clock), WithMounter(e.mounter)}, opts...)
 	m, err := New(e.root, e.f, all...)
 	if err != nil {

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"sync"
 
+	authenticationv1 "k8s.io/api/authentication/v1"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
@@ -51,9 +52,10 @@ type Fetcher interface {
 	ConfigMap(ctx context.Context, namespace, name string) (*v1.ConfigMap, error)
 	Secret(ctx context.Context, namespace, name string) (*v1.Secret, error)
 	// ServiceAccountToken requests a token bound to pod for its service
-	// account (TokenRequest API). An empty audience asks for the API
-	// server's default audiences.
-	ServiceAccountToken(ctx context.Context, pod *v1.Pod, audience string, expirationSeconds int64) (token string, err error)
+	// account (TokenRequest API) and returns it with the expiry the API
+	// server gave it, which may be earlier than requested. An empty audience
+	// asks for the API server's default audiences.
+	ServiceAccountToken(ctx context.Context, pod *v1.Pod, audience string, expirationSeconds int64) (authenticationv1.TokenRequestStatus, error)
 }
 
 // SetUpError is a volume that SetUp could not prepare. Its text is the

@@ -4,13 +4,19 @@ import (
 	"sync"
 	"time"
 
+	authenticationv1 "k8s.io/api/authentication/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
 )
 
-// tokenRefreshFraction is the part of a token's lifetime after which it is
-// replaced, as the kubelet's token manager does.
-const tokenRefreshFraction = 0.8
+const (
+	// tokenRefreshFraction is the part of a token's lifetime after which it
+	// is replaced, as the kubelet's token manager does.
+	tokenRefreshFraction = 0.8
+	// tokenMaxAge is the oldest a token gets before it is replaced, however
+	// long it was issued for.
+	tokenMaxAge = 24 * time.Hour
+)
 
 type tokenKey struct {
 	audience   string
@@ -37,7 +43,7 @@ func newTokenCache(c clock.PassiveClock) *tokenCache {
 
 // get returns the cached token for (uid, audience, expiration) unless it is
 // due for refresh, in which case it calls request and caches the result.
-func (c *tokenCache) get(uid types.UID, audience string, expiration int64, request func() (string, error)) (string, error) {
+func (c *tokenCache) get(uid types.UID, audience string, expiration int64, request func() (authenticationv1.TokenRequestStatus, error)) (string, error) {
 	key := tokenKey{audience: audience, expiration: expiration}
 	now := c.clock.Now()
 	c.mu.Lock()
@@ -46,18 +52,32 @@ func (c *tokenCache) get(uid types.UID, audience string, expiration int64, reque
 	if ok && now.Before(cached.refreshAt) {
 		return cached.token, nil
 	}
-	token, err := request()
+	issued, err := request()
 	if err != nil {
 		return "", err
 	}
-	lifetime := time.Duration(float64(expiration) * tokenRefreshFraction * float64(time.Second))
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.pods[uid] == nil {
 		c.pods[uid] = map[tokenKey]cachedToken{}
 	}
-	c.pods[uid][key] = cachedToken{token: token, refreshAt: now.Add(lifetime)}
-	return token, nil
+	c.pods[uid][key] = cachedToken{token: issued.Token, refreshAt: tokenRefreshAt(now, expiration, issued.ExpirationTimestamp.Time)}
+	return issued.Token, nil
+}
+
+// tokenRefreshAt is when a token issued at now is replaced: after 80 % of
+// its lifetime or after tokenMaxAge, whichever comes first. The lifetime is
+// the shorter of the one requested and the one issued: the API server cuts a
+// request down to its maximum, and stretches the default one to a year for
+// clients that do not reload their token, which a pod that asked for an hour
+// still gets a new token for every hour.
+func tokenRefreshAt(now time.Time, requestedSeconds int64, expires time.Time) time.Time {
+	lifetime := time.Duration(requestedSeconds) * time.Second
+	if !expires.IsZero() {
+		lifetime = min(lifetime, expires.Sub(now))
+	}
+	wait := min(time.Duration(float64(lifetime)*tokenRefreshFraction), tokenMaxAge)
+	return now.Add(max(wait, 0))
 }
 
 // nextRefresh returns the earliest time a token of uid is due for refresh.
