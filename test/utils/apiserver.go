@@ -63,6 +63,8 @@ type APIServerOptions struct {
 	// volume, and are refused while the account does not exist (a
 	// controller-manager creates each namespace's default one).
 	ServiceAccountAdmission bool
+	// Args are more kube-apiserver flags, name (without dashes) to value.
+	Args map[string]string
 }
 
 // StartAPIServer starts etcd and kube-apiserver. It makes sure the binaries
@@ -129,6 +131,9 @@ func StartAPIServerWithOptions(ctx context.Context, opts APIServerOptions) (*API
 	}
 	if opts.ServiceAccountAdmission {
 		args.Disable("disable-admission-plugins")
+	}
+	for name, value := range opts.Args {
+		args.Set(name, value)
 	}
 	cfg, err := env.Start()
 	if err != nil {

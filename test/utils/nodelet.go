@@ -50,6 +50,11 @@ type NodeletOptions struct {
 	// Env is added to the agent's environment (KEY=value), after the
 	// test process's own, so it overrides a variable of the same name.
 	Env []string
+	// APIServerURL and APIServerCA, when set, replace the API server's
+	// address and serving CA (PEM) in the agent's kubeconfig: a proxy in
+	// front of API that forwards with the node's own credentials.
+	APIServerURL string
+	APIServerCA  []byte
 }
 
 // Nodelet is a nodelet process started from the binary built from this
@@ -145,6 +150,9 @@ func StartNodelet(ctx context.Context, opts NodeletOptions) (*Nodelet, error) {
 		restCfg, err := opts.API.NodeUserConfig(opts.NodeName)
 		if err != nil {
 			return nil, err
+		}
+		if opts.APIServerURL != "" {
+			restCfg.Host, restCfg.CAData = opts.APIServerURL, opts.APIServerCA
 		}
 		if err := WriteKubeconfig(n.KubeconfigPath(), restCfg, "system:node:"+opts.NodeName); err != nil {
 			return nil, err
