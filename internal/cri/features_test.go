@@ -1,0 +1,103 @@
+package cri
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	clocktesting "k8s.io/utils/clock/testing"
+)
+
+func TestFeaturesFromStatus(t *testing.T) {
+	for _, tc := range []struct {
+		name         string
+		resp         *runtimeapi.StatusResponse
+		handler      string
+		wantHas      bool
+		wantUserns   bool
+		wantStrict   bool
+		wantHostUser bool
+	}{
+		{name: "containerd 1.6: nothing reported", resp: &runtimeapi.StatusResponse{Status: &runtimeapi.RuntimeStatus{}},
+			handler: "runc", wantHas: true},
+		{name: "nil response", handler: "", wantHas: true},
+		{name: "listed handler with userns", handler: "runc", wantHas: true, wantUserns: true, wantStrict: true, wantHostUser: true,
+			resp: &runtimeapi.StatusResponse{
+				RuntimeHandlers: []*runtimeapi.RuntimeHandler{
+					{Name: "", Features: &runtimeapi.RuntimeHandlerFeatures{}},
+					{Name: "runc", Features: &runtimeapi.RuntimeHandlerFeatures{UserNamespaces: true}},
+				},
+				Features: &runtimeapi.RuntimeFeatures{SupplementalGroupsPolicy: true, UserNamespacesHostNetwork: true},
+			}},
+		{name: "default handler without userns", handler: "",
+			wantHas: true, resp: &runtimeapi.StatusResponse{RuntimeHandlers: []*runtimeapi.RuntimeHandler{{Name: ""}}}},
+		{name: "handler missing from the list", handler: "kata",
+			resp: &runtimeapi.StatusResponse{RuntimeHandlers: []*runtimeapi.RuntimeHandler{{Name: ""}, {Name: "runc"}}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := FeaturesFromStatus(tc.resp)
+			if got := f.HasHandler(tc.handler); got != tc.wantHas {
+				t.Errorf("HasHandler(%q) = %v, want %v", tc.handler, got, tc.wantHas)
+			}
+			if got := f.UserNamespaces(tc.handler); got != tc.wantUserns {
+				t.Errorf("UserNamespaces(%q) = %v, want %v", tc.handler, got, tc.wantUserns)
+			}
+			if f.SupplementalGroupsPolicy != tc.wantStrict || f.UserNamespacesHostNetwork != tc.wantHostUser {
+				t.Errorf("features = %+v", f)
+			}
+		})
+	}
+}
+
+type countingSource struct {
+	calls int
+	f     Features
+	err   error
+}
+
+func (s *countingSource) Features(context.Context) (Features, error) {
+	s.calls++
+	return s.f, s.err
+}
+
+func TestFeatureCache(t *testing.T) {
+	ctx := context.Background()
+	clk := clocktesting.NewFakePassiveClock(time.Now())
+	src := &countingSource{f: Features{SupplementalGroupsPolicy: true}}
+	c := &FeatureCache{Source: src, Refresh: time.Minute, Clock: clk}
+	for range 3 {
+		if f, err := c.Features(ctx); err != nil || !f.SupplementalGroupsPolicy {
+			t.Fatalf("Features = %+v, %v", f, err)
+		}
+	}
+	if src.calls != 1 {
+		t.Errorf("runtime asked %d times within the refresh period, want 1", src.calls)
+	}
+	clk.SetTime(clk.Now().Add(2 * time.Minute))
+	src.err = errors.New("down")
+	if f, err := c.Features(ctx); err != nil || !f.SupplementalGroupsPolicy {
+		t.Errorf("after a failed refresh: %+v, %v; want the last features", f, err)
+	}
+	if src.calls != 2 {
+		t.Errorf("runtime asked %d times, want 2", src.calls)
+	}
+	if _, err := (&FeatureCache{Source: &countingSource{err: errors.New("down")}, Clock: clk}).Features(ctx); err == nil {
+		t.Error("no features read yet and the runtime down: want an error")
+	}
+	if _, err := (*FeatureCache)(nil).Features(ctx); !errors.Is(err, ErrFeaturesUnknown) {
+		t.Errorf("nil cache: err = %v", err)
+	}
+}
+
+func TestClientFeatures(t *testing.T) {
+	c, _, _ := newTestClient(t)
+	f, err := c.Features(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.HandlersReported || f.SupplementalGroupsPolicy {
+		t.Errorf("fake runtime reports nothing, got %+v", f)
+	}
+}
