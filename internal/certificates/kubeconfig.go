@@ -132,17 +132,47 @@ func writeKubeconfig(path string, kc *clientcmdapi.Config) error {
 	return atomicfile.WriteFile(path, data, credentialFileMode)
 }
 
-// ensureCertDir creates dir with mode 0700, or tightens it to 0700 when it
-// exists: it holds private keys.
+// ensureCertDir makes --cert-dir ready for private keys: see
+// ensurePrivateDir.
 func ensureCertDir(dir string) error {
+	return ensurePrivateDir(dir, "--cert-dir")
+}
+
+// ensurePrivateDir creates dir with mode 0700 when it is missing. A
+// directory that exists keeps its mode: it is the operator's, and nodelet
+// changes only what it made. One that group or others may write to is
+// refused, since anyone who can write there can replace a key or
+// certificate nodelet then trusts; flag names the setting that chose dir,
+// for the error.
+func ensurePrivateDir(dir, flag string) error {
 	if err := os.MkdirAll(filepath.Dir(dir), 0o750); err != nil {
 		return fmt.Errorf("creating the parent of the certificate directory %s: %w", dir, err)
 	}
-	if err := os.Mkdir(dir, credentialDirMode); err != nil && !errors.Is(err, fs.ErrExist) {
+	if err := os.Mkdir(dir, credentialDirMode); err == nil {
+		// Mkdir applies the umask; what nodelet makes is 0700 whatever it is.
+		if err := os.Chmod(dir, credentialDirMode); err != nil {
+			return fmt.Errorf("setting the mode of the certificate directory %s: %w", dir, err)
+		}
+		return nil
+	} else if !errors.Is(err, fs.ErrExist) {
 		return fmt.Errorf("creating the certificate directory %s: %w", dir, err)
 	}
-	if err := os.Chmod(dir, credentialDirMode); err != nil {
-		return fmt.Errorf("setting the mode of the certificate directory %s: %w", dir, err)
+	fi, err := os.Stat(dir)
+	if err != nil {
+		return fmt.Errorf("reading the certificate directory %s: %w", dir, err)
+	}
+	return privateDirMode(dir, flag, fi.Mode())
+}
+
+// privateDirMode says why an existing certificate directory with mode
+// cannot hold keys, or nil when it can: it must be a directory that only
+// its owner may write to.
+func privateDirMode(dir, flag string, mode fs.FileMode) error {
+	if !mode.IsDir() {
+		return fmt.Errorf("the certificate directory %s (%s) is not a directory", dir, flag)
+	}
+	if mode.Perm()&0o022 != 0 {
+		return fmt.Errorf("the certificate directory %s (%s) is writable by its group or others (mode %04o): make it 0700, or choose another directory", dir, flag, mode.Perm())
 	}
 	return nil
 }

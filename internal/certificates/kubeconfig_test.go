@@ -175,11 +175,19 @@ func TestWriteKubeconfig(t *testing.T) {
 
 func TestEnsureCertDir(t *testing.T) {
 	cases := []struct {
-		name  string
-		setup func(dir string) error
+		name string
+		// mode of the directory before, 0 for none.
+		mode os.FileMode
+		// want is its mode after, wantErr when it is refused.
+		want    os.FileMode
+		wantErr bool
 	}{
-		{"new", func(string) error { return nil }},
-		{"too open", func(dir string) error { return os.Mkdir(dir, 0o755) }},
+		{name: "missing is made 0700", want: 0o700},
+		{name: "0700 is kept", mode: 0o700, want: 0o700},
+		{name: "0755 is kept", mode: 0o755, want: 0o755},
+		{name: "0750 is kept", mode: 0o750, want: 0o750},
+		{name: "group-writable is refused", mode: 0o770, want: 0o770, wantErr: true},
+		{name: "world-writable is refused", mode: 0o777, want: 0o777, wantErr: true},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -187,20 +195,39 @@ func TestEnsureCertDir(t *testing.T) {
 			if err := os.MkdirAll(filepath.Dir(dir), 0o750); err != nil {
 				t.Fatal(err)
 			}
-			if err := tc.setup(dir); err != nil {
-				t.Fatal(err)
+			if tc.mode != 0 {
+				if err := os.Mkdir(dir, tc.mode); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.Chmod(dir, tc.mode); err != nil {
+					t.Fatal(err)
+				}
 			}
-			if err := ensureCertDir(dir); err != nil {
-				t.Fatal(err)
+			err := ensureCertDir(dir)
+			if tc.wantErr != (err != nil) {
+				t.Fatalf("error %v, want one: %v", err, tc.wantErr)
+			}
+			if err != nil && !strings.Contains(err.Error(), "--cert-dir") {
+				t.Errorf("error %q does not name the flag", err)
 			}
 			fi, err := os.Stat(dir)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if fi.Mode().Perm() != 0o700 {
-				t.Errorf("mode %v, want 0700", fi.Mode().Perm())
+			if fi.Mode().Perm() != tc.want {
+				t.Errorf("mode %v, want %v", fi.Mode().Perm(), tc.want)
 			}
 		})
+	}
+}
+
+func TestEnsureCertDirRefusesAFile(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "pki")
+	if err := os.WriteFile(dir, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := ensureCertDir(dir); err == nil {
+		t.Error("a file was taken for the certificate directory")
 	}
 }
 
