@@ -24,6 +24,7 @@ import (
 
 	"github.com/nodelet/nodelet/api/v1alpha1"
 	"github.com/nodelet/nodelet/internal/agent"
+	"github.com/nodelet/nodelet/internal/approver"
 	"github.com/nodelet/nodelet/internal/certificates"
 	"github.com/nodelet/nodelet/internal/checkpoint"
 	"github.com/nodelet/nodelet/internal/controller"
@@ -39,6 +40,10 @@ import (
 // code: 0 after a clean stop (or --help, --version), 2 for invalid flags,
 // configuration or controller names, 1 for any other failure.
 func Run(args []string, reg controller.Registry) int {
+	// The same binary runs the CSR approver of nodelet's nodes.
+	if len(args) > 0 && args[0] == approver.Command {
+		return approver.Main(args[1:])
+	}
 	zapOpts := zap.Options{}
 	verbosity := 0
 	opts, err := options.Parse(args, func(fs *pflag.FlagSet) {
