@@ -21,6 +21,8 @@ import (
 	"k8s.io/client-go/util/certificate"
 	"k8s.io/client-go/util/certificate/csr"
 	"k8s.io/client-go/util/keyutil"
+
+	"github.com/nodelet/nodelet/internal/atomicfile"
 )
 
 const (
@@ -50,7 +52,7 @@ func NodeSubject(nodeName string) pkix.Name {
 // credentials and writes opts.Kubeconfig for it, unless opts.Kubeconfig
 // is usable as it is. It returns the bootstrap config when it used it, nil
 // when not: a node that has joined runs without its bootstrap kubeconfig,
-// which is often removed once used, as the kubelet does.
+// which nodelet removes once it has written opts.Kubeconfig.
 func bootstrapClientCert(ctx context.Context, opts *Options, store certificate.FileStore) (*rest.Config, error) {
 	log := opts.Logger
 	now := time.Now()
@@ -77,7 +79,11 @@ func requestAndStore(ctx context.Context, opts *Options, store certificate.FileS
 	if current, err := store.Current(); err == nil && current.Leaf != nil {
 		if ok, _ := validAt(current.Leaf, now); ok {
 			log.Info("Using the client certificate already in the certificate directory", "path", store.CurrentPath())
-			return writeKubeconfig(opts.Kubeconfig, nodeKubeconfig(bootstrapCfg, store.CurrentPath(), store.CurrentPath()))
+			if err := writeJoinedKubeconfig(opts, store, bootstrapCfg); err != nil {
+				return err
+			}
+			removeBootstrapKubeconfig(opts)
+			return nil
 		}
 	}
 	client, err := kubernetes.NewForConfig(bootstrapCfg)
@@ -91,14 +97,73 @@ func requestAndStore(ctx context.Context, opts *Options, store certificate.FileS
 	if _, err := store.Update(certPEM, keyPEM); err != nil {
 		return fmt.Errorf("storing the bootstrapped client certificate: %w", err)
 	}
-	if err := writeKubeconfig(opts.Kubeconfig, nodeKubeconfig(bootstrapCfg, store.CurrentPath(), store.CurrentPath())); err != nil {
+	if err := writeJoinedKubeconfig(opts, store, bootstrapCfg); err != nil {
 		return err
 	}
 	if err := os.Remove(filepath.Join(opts.CertDir, pendingKeyFile)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		log.Error(err, "Unable to remove the key of the bootstrap request", "path", filepath.Join(opts.CertDir, pendingKeyFile))
 	}
+	removeBootstrapKubeconfig(opts)
+	return nil
+}
+
+// writeJoinedKubeconfig makes the issued certificate in store durable and
+// writes opts.Kubeconfig for it (atomically, synced): after it returns
+// nil the bootstrap kubeconfig may go.
+func writeJoinedKubeconfig(opts *Options, store certificate.FileStore, bootstrapCfg *rest.Config) error {
+	log := opts.Logger
+	if err := syncFile(store.CurrentPath()); err != nil {
+		return fmt.Errorf("syncing the bootstrapped client certificate: %w", err)
+	}
+	if err := atomicfile.SyncDir(filepath.Dir(store.CurrentPath())); err != nil {
+		return fmt.Errorf("syncing the certificate directory: %w", err)
+	}
+	if err := writeKubeconfig(opts.Kubeconfig, nodeKubeconfig(bootstrapCfg, store.CurrentPath(), store.CurrentPath())); err != nil {
+		return err
+	}
 	log.Info("Wrote the kubeconfig for the bootstrapped client certificate", "kubeconfig", opts.Kubeconfig, "certificate", store.CurrentPath())
 	return nil
+}
+
+// removeBootstrapKubeconfig removes --bootstrap-kubeconfig once the
+// kubeconfig of the join is written, unless it is --kubeconfig itself: its
+// token has served its purpose (the approver gives a token one
+// certificate) and must not stay on the host. Only that file goes, not a
+// CA file it names. A removal that fails (a read-only mount) is logged,
+// not fatal: nodelet runs on the new kubeconfig either way.
+func removeBootstrapKubeconfig(opts *Options) {
+	log := opts.Logger
+	path := opts.BootstrapKubeconfig
+	if path == "" || sameFile(path, opts.Kubeconfig) {
+		return
+	}
+	switch err := os.Remove(path); {
+	case err == nil:
+		log.Info("Removed the bootstrap kubeconfig, whose token is no longer needed", "bootstrapKubeconfig", path)
+	case errors.Is(err, fs.ErrNotExist):
+	default:
+		log.Error(err, "Unable to remove the bootstrap kubeconfig; remove it from the host, its token is no longer needed", "bootstrapKubeconfig", path)
+	}
+}
+
+// sameFile reports whether paths a and b are one file, or one path.
+func sameFile(a, b string) bool {
+	if filepath.Clean(a) == filepath.Clean(b) {
+		return true
+	}
+	fa, errA := os.Stat(a)
+	fb, errB := os.Stat(b)
+	return errA == nil && errB == nil && os.SameFile(fa, fb)
+}
+
+// syncFile fsyncs the file at path (following a symlink).
+func syncFile(path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = f.Close() }()
+	return f.Sync()
 }
 
 // loadBootstrapConfig reads --bootstrap-kubeconfig; its errors name the

@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/rest"
 	clienttesting "k8s.io/client-go/testing"
+	"k8s.io/client-go/util/certificate"
 )
 
 func TestLoadErrorsNameTheInput(t *testing.T) {
@@ -168,5 +169,64 @@ func checkNodeCSR(t *testing.T, csr *certificatesv1.CertificateSigningRequest) {
 	}
 	if req.Subject.CommonName != "system:node:n" || len(req.Subject.Organization) != 1 || req.Subject.Organization[0] != "system:nodes" {
 		t.Errorf("subject %v", req.Subject)
+	}
+}
+
+// TestJoinRemovesTheBootstrapKubeconfig completes a join with a
+// certificate an earlier run stored: the bootstrap kubeconfig is removed
+// once the kubeconfig is written, and kept when it could not be written or
+// is the kubeconfig itself.
+func TestJoinRemovesTheBootstrapKubeconfig(t *testing.T) {
+	cases := []struct {
+		name string
+		// kubeconfig is the --kubeconfig path under dir; "bootstrap"
+		// is --bootstrap-kubeconfig itself.
+		kubeconfig   string
+		wantErr      bool
+		wantRemoved  bool
+		wantWritten  bool
+		blockWriting bool
+	}{
+		{name: "joined", kubeconfig: "state/kubeconfig", wantRemoved: true, wantWritten: true},
+		{name: "kubeconfig not written", kubeconfig: "state/kubeconfig", blockWriting: true, wantErr: true},
+		{name: "bootstrap kubeconfig is the kubeconfig", kubeconfig: "bootstrap", wantWritten: true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			bootstrap := filepath.Join(dir, "bootstrap")
+			if err := os.WriteFile(bootstrap, []byte("bootstrap"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			kubeconfig := filepath.Join(dir, tc.kubeconfig)
+			if tc.blockWriting {
+				// The kubeconfig's directory is a file: writing fails.
+				if err := os.WriteFile(filepath.Dir(kubeconfig), nil, 0o600); err != nil {
+					t.Fatal(err)
+				}
+			}
+			opts := &Options{Kubeconfig: kubeconfig, BootstrapKubeconfig: bootstrap, CertDir: filepath.Join(dir, "pki"), NodeName: "n", Logger: logr.Discard()}
+			if err := ensureCertDir(opts.CertDir); err != nil {
+				t.Fatal(err)
+			}
+			store, err := certificate.NewFileStoreWithLogger(opts.Logger, clientPairPrefix, opts.CertDir, opts.CertDir, "", "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			certPEM, keyPEM := testPair(t, "system:node:n", time.Now().Add(-time.Minute), time.Now().Add(time.Hour))
+			if _, err := store.Update(certPEM, keyPEM); err != nil {
+				t.Fatal(err)
+			}
+			err = requestAndStore(context.Background(), opts, store, &rest.Config{Host: "https://127.0.0.1:1"}, "test")
+			if (err != nil) != tc.wantErr {
+				t.Fatalf("requestAndStore: %v, want an error: %v", err, tc.wantErr)
+			}
+			if _, err := os.Stat(bootstrap); os.IsNotExist(err) != tc.wantRemoved {
+				t.Errorf("bootstrap kubeconfig removed: %v, want %v", os.IsNotExist(err), tc.wantRemoved)
+			}
+			if usable, reason := kubeconfigUsable(kubeconfig, time.Now()); usable != tc.wantWritten {
+				t.Errorf("kubeconfig usable: %v (%s), want %v", usable, reason, tc.wantWritten)
+			}
+		})
 	}
 }
