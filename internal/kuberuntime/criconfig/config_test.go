@@ -152,6 +152,8 @@ func TestSandboxConfig(t *testing.T) {
 		Linux: &runtimeapi.LinuxPodSandboxConfig{
 			CgroupParent: "/kubepods/pod1",
 			Sysctls:      map[string]string{"net.core.somaxconn": "1024"},
+			Resources:    &runtimeapi.LinuxContainerResources{CpuShares: 2, CpuPeriod: 100000},
+			Overhead:     &runtimeapi.LinuxContainerResources{},
 			SecurityContext: &runtimeapi.LinuxSandboxSecurityContext{
 				NamespaceOptions:   &runtimeapi.NamespaceOption{Network: runtimeapi.NamespaceMode_POD, Pid: runtimeapi.NamespaceMode_POD, Ipc: runtimeapi.NamespaceMode_NODE},
 				Privileged:         true,

@@ -82,6 +82,9 @@ type ContainerOptions struct {
 	// ephemeral container shares (plan.ContainerStart.Target); empty
 	// for others.
 	TargetContainerID string
+	// UserNamespace is the pod's user namespace, the one its sandbox was
+	// created with; nil sends none.
+	UserNamespace *runtimeapi.UserNamespace
 }
 
 func (o *ContainerOptions) podIPs(pod *v1.Pod) []string {
@@ -147,6 +150,7 @@ func ContainerConfig(pod *v1.Pod, c *v1.Container, opts ContainerOptions) (*runt
 		},
 	}
 	shareTargetPID(sc.NamespaceOptions, opts.TargetContainerID)
+	cfg.Mounts = idmapMounts(cfg.Mounts, opts.UserNamespace)
 	return cfg, nil
 }
 

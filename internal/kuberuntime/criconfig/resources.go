@@ -2,6 +2,7 @@ package criconfig
 
 import (
 	v1 "k8s.io/api/core/v1"
+	resourcehelper "k8s.io/component-helpers/resource"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
@@ -132,4 +133,44 @@ func requirementsQOS(r *v1.ResourceRequirements) v1.PodQOSClass {
 		}
 	}
 	return class
+}
+
+// SandboxResources are the pod's resources as the sandbox carries them for
+// the runtime (LinuxPodSandboxConfig.Resources), the kubelet's way: CPU
+// shares from the pod's CPU request (its limit when only that is set), a
+// CFS quota from its CPU limit and its memory limit, the pod's overhead
+// left out.
+func SandboxResources(pod *v1.Pod) *runtimeapi.LinuxContainerResources {
+	opts := resourcehelper.PodResourcesOptions{ExcludeOverhead: true}
+	req := resourcehelper.PodRequests(pod, opts)
+	lim := resourcehelper.PodLimits(pod, opts)
+	cpuLimit := lim.Cpu().MilliValue()
+	cpuRequest, hasRequest := req[v1.ResourceCPU]
+	sharesFrom := cpuRequest.MilliValue()
+	if !hasRequest && cpuLimit > 0 {
+		sharesFrom = cpuLimit
+	}
+	return &runtimeapi.LinuxContainerResources{
+		CpuShares:          milliCPUToShares(sharesFrom),
+		CpuPeriod:          cfsQuotaPeriod,
+		CpuQuota:           milliCPUToQuota(cpuLimit),
+		MemoryLimitInBytes: lim.Memory().Value(),
+	}
+}
+
+// SandboxOverhead is the pod's overhead (spec.overhead, which the API
+// server sets from the pod's RuntimeClass) as the sandbox carries it for the
+// runtime (LinuxPodSandboxConfig.Overhead): requests equal to limits, as the
+// kubelet treats it. A pod without overhead gets empty resources.
+func SandboxOverhead(pod *v1.Pod) *runtimeapi.LinuxContainerResources {
+	if pod.Spec.Overhead == nil {
+		return &runtimeapi.LinuxContainerResources{}
+	}
+	cpu := pod.Spec.Overhead.Cpu().MilliValue()
+	return &runtimeapi.LinuxContainerResources{
+		CpuShares:          milliCPUToShares(cpu),
+		CpuPeriod:          cfsQuotaPeriod,
+		CpuQuota:           milliCPUToQuota(cpu),
+		MemoryLimitInBytes: pod.Spec.Overhead.Memory().Value(),
+	}
 }

@@ -40,6 +40,9 @@ type SandboxOptions struct {
 	// SeccompProfileRoot is the directory Localhost seccomp profiles of
 	// the node's containers are resolved under (<rootDir>/seccomp).
 	SeccompProfileRoot string
+	// UserNamespace of the pod (UserNamespaceOptions), set per call; nil
+	// sends none.
+	UserNamespace *runtimeapi.UserNamespace
 }
 
 // maxLogDirNameLen is the longest file name Linux file systems take
@@ -107,7 +110,7 @@ func SandboxConfig(pod *v1.Pod, opts SandboxOptions) (*runtimeapi.PodSandboxConf
 		}
 		cfg.Hostname = hostname
 	}
-	linux, err := sandboxLinuxConfig(pod, opts.CgroupParent)
+	linux, err := sandboxLinuxConfig(pod, opts.CgroupParent, opts.UserNamespace)
 	if err != nil {
 		return nil, fmt.Errorf("building sandbox config of pod %s: %w", PodDesc(pod), err)
 	}
@@ -186,13 +189,18 @@ func runtimeProtocol(p v1.Protocol) runtimeapi.Protocol {
 	}
 }
 
-func sandboxLinuxConfig(pod *v1.Pod, cgroupParent string) (*runtimeapi.LinuxPodSandboxConfig, error) {
+func sandboxLinuxConfig(pod *v1.Pod, cgroupParent string, userns *runtimeapi.UserNamespace) (*runtimeapi.LinuxPodSandboxConfig, error) {
 	sc := &runtimeapi.LinuxSandboxSecurityContext{
-		NamespaceOptions: namespaceOptions(pod),
+		NamespaceOptions: namespaceOptions(pod, userns),
 		Privileged:       hasPrivilegedContainer(pod),
 		Seccomp:          &runtimeapi.SecurityProfile{ProfileType: runtimeapi.SecurityProfile_RuntimeDefault},
 	}
-	lc := &runtimeapi.LinuxPodSandboxConfig{CgroupParent: cgroupParent, SecurityContext: sc}
+	lc := &runtimeapi.LinuxPodSandboxConfig{
+		CgroupParent:    cgroupParent,
+		SecurityContext: sc,
+		Overhead:        SandboxOverhead(pod),
+		Resources:       SandboxResources(pod),
+	}
 	psc := pod.Spec.SecurityContext
 	if psc == nil {
 		return lc, nil
@@ -219,12 +227,14 @@ func sandboxLinuxConfig(pod *v1.Pod, cgroupParent string) (*runtimeapi.LinuxPodS
 	return lc, nil
 }
 
-// namespaceOptions returns the namespaces of the pod's sandbox and containers.
-func namespaceOptions(pod *v1.Pod) *runtimeapi.NamespaceOption {
+// namespaceOptions returns the namespaces of the pod's sandbox and
+// containers; userns is the pod's user namespace (UserNamespaceOptions).
+func namespaceOptions(pod *v1.Pod, userns *runtimeapi.UserNamespace) *runtimeapi.NamespaceOption {
 	ns := &runtimeapi.NamespaceOption{
-		Network: runtimeapi.NamespaceMode_POD,
-		Pid:     runtimeapi.NamespaceMode_CONTAINER,
-		Ipc:     runtimeapi.NamespaceMode_POD,
+		Network:       runtimeapi.NamespaceMode_POD,
+		Pid:           runtimeapi.NamespaceMode_CONTAINER,
+		Ipc:           runtimeapi.NamespaceMode_POD,
+		UsernsOptions: userns,
 	}
 	if pod.Spec.HostNetwork {
 		ns.Network = runtimeapi.NamespaceMode_NODE

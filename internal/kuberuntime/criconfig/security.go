@@ -56,7 +56,7 @@ func containerSecurityContext(pod *v1.Pod, c *v1.Container, opts ContainerOption
 		Privileged:       sc.Privileged != nil && *sc.Privileged,
 		ReadonlyRootfs:   sc.ReadOnlyRootFilesystem != nil && *sc.ReadOnlyRootFilesystem,
 		NoNewPrivs:       sc.AllowPrivilegeEscalation != nil && !*sc.AllowPrivilegeEscalation,
-		NamespaceOptions: namespaceOptions(pod),
+		NamespaceOptions: namespaceOptions(pod, opts.UserNamespace),
 		SelinuxOptions:   seLinuxOptions(sc.SELinuxOptions),
 		Seccomp:          seccomp,
 	}
