@@ -43,8 +43,8 @@ func splitObjects(t *testing.T, rendered []byte) []*unstructured.Unstructured {
 // server: the Namespace for real, then every object with a server-side
 // dry run, so that the API server's validation and admission judge each
 // one as `kubectl apply -k config/default` would. It also checks that the
-// ClusterRoles the bindings name exist in a cluster, since RBAC accepts a
-// binding to a role that does not.
+// ClusterRoles the bindings name exist in a cluster or in config/default,
+// since RBAC accepts a binding to a role that does not.
 func TestDefaultConfigurationApplies(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
@@ -88,12 +88,18 @@ func TestDefaultConfigurationApplies(t *testing.T) {
 		t.Errorf("the dry run applied %d objects, want %d", got, want)
 	}
 
+	ownRoles := map[string]bool{}
+	for _, u := range objs {
+		if u.GetKind() == "ClusterRole" {
+			ownRoles[u.GetName()] = true
+		}
+	}
 	for _, u := range objs {
 		if u.GetKind() != "ClusterRoleBinding" && u.GetKind() != "RoleBinding" {
 			continue
 		}
 		ref, _, _ := unstructured.NestedStringMap(u.Object, "roleRef")
-		if ref["kind"] != "ClusterRole" {
+		if ref["kind"] != "ClusterRole" || ownRoles[ref["name"]] {
 			continue
 		}
 		var role rbacv1.ClusterRole

@@ -290,9 +290,21 @@ func TestDaemonSetRunsBesideAKubelet(t *testing.T) {
 		if !strings.HasPrefix(kubeconfig, cfg.RootDir+"/") {
 			t.Errorf("--kubeconfig %s is not under rootDir %s: it would not survive a restart", kubeconfig, cfg.RootDir)
 		}
+		// Each host has its own bootstrap token, on the host: a Secret
+		// would be one token shared by every host's pod. nodelet removes
+		// the file after the join, so the mount is writable.
 		bootstrap := argValue(t, d.container.Args, "--bootstrap-kubeconfig")
-		if v, _ := volumeOf(t, spec, d.container, bootstrap); v.Secret == nil {
-			t.Errorf("--bootstrap-kubeconfig %s is not in a Secret volume", bootstrap)
+		m, host := hostPathMount(t, d, filepath.Dir(bootstrap))
+		if host != "/etc/nodelet/bootstrap" || m.ReadOnly {
+			t.Errorf("--bootstrap-kubeconfig %s is in the host's %s (read-only %v), want the host's /etc/nodelet/bootstrap, writable", bootstrap, host, m.ReadOnly)
+		}
+		for _, v := range spec.Volumes {
+			if v.Secret != nil || v.Projected != nil {
+				t.Errorf("volume %s holds a Secret or projected credentials; nodelet's credentials are the host's", v.Name)
+			}
+			if v.Name == m.Name && (v.HostPath.Type == nil || *v.HostPath.Type != corev1.HostPathDirectoryOrCreate) {
+				t.Errorf("volume %s is not DirectoryOrCreate: a host that has joined has no bootstrap directory to keep", v.Name)
+			}
 		}
 		if spec.AutomountServiceAccountToken == nil || *spec.AutomountServiceAccountToken {
 			t.Error("the pod mounts a ServiceAccount token; nodelet uses its node's credentials")

@@ -41,6 +41,7 @@ type objects struct {
 	aggregated     map[string]bool
 	bindings       []binding
 	serviceAccount rbacv1.Subject // the DaemonSet's
+	approver       rbacv1.Subject // the CSR approver Deployment's
 }
 
 type binding struct {
@@ -95,6 +96,16 @@ func decode(t *testing.T, rendered []byte) objects {
 				sa = "default"
 			}
 			o.serviceAccount = rbacv1.Subject{Kind: rbacv1.ServiceAccountKind, Namespace: ds.Namespace, Name: sa}
+		case "Deployment":
+			var d appsv1.Deployment
+			into(&d)
+			if slices.Contains(d.Spec.Template.Spec.Containers[0].Args, "csr-approver") {
+				sa := d.Spec.Template.Spec.ServiceAccountName
+				if sa == "" {
+					sa = "default"
+				}
+				o.approver = rbacv1.Subject{Kind: rbacv1.ServiceAccountKind, Namespace: d.Namespace, Name: sa}
+			}
 		}
 	}
 }
@@ -267,10 +278,105 @@ func TestBootstrapGrantsOnlyNodeletTokens(t *testing.T) {
 	const nodeletTokens = "system:bootstrappers:nodelet"
 	for _, b := range o.bindings {
 		for _, s := range b.subjects {
+			if s == o.approver {
+				continue // TestApproverIsLeastPrivileged
+			}
 			if s.Kind != rbacv1.GroupKind || s.Name != nodeletTokens {
-				t.Errorf("%s %s binds %s to %s %s; config/default binds only to group %s", b.kind, b.name,
+				t.Errorf("%s %s binds %s to %s %s; config/default binds only to group %s and the approver", b.kind, b.name,
 					b.roleRef.Name, s.Kind, s.Name, nodeletTokens)
+			}
+			if s.Kind == rbacv1.GroupKind && b.roleRef.Name != "system:node-bootstrapper" {
+				t.Errorf("%s %s binds %s to group %s; bootstrap tokens may only create and read CSRs (system:node-bootstrapper)",
+					b.kind, b.name, b.roleRef.Name, s.Name)
 			}
 		}
 	}
+}
+
+// autoApprovalRoles are the controller-manager's approval roles: bound to
+// a bootstrap token, nodeclient approves its request for any node name.
+var autoApprovalRoles = []string{
+	"system:certificates.k8s.io:certificatesigningrequests:nodeclient",
+	"system:certificates.k8s.io:certificatesigningrequests:selfnodeclient",
+}
+
+// TestNoAutoApprovalByTheControllerManager: nothing in config/default has
+// the controller-manager approve a node client request: a token could
+// then get a certificate for any node name.
+func TestNoAutoApprovalByTheControllerManager(t *testing.T) {
+	o := decode(t, render(t, "../../config/default"))
+	for _, b := range o.bindings {
+		if slices.Contains(autoApprovalRoles, b.roleRef.Name) {
+			t.Errorf("%s %s binds %s: the controller-manager would approve node client certificates for any name", b.kind, b.name, b.roleRef.Name)
+		}
+	}
+}
+
+// approverRules are all the approver may do: read CSRs, set their
+// approval, approve for the node client signer only; in its namespace,
+// hold its leader Lease and record Events.
+var approverRules = map[string][]rbacv1.PolicyRule{
+	"ClusterRole": {
+		{APIGroups: []string{"certificates.k8s.io"}, Resources: []string{"certificatesigningrequests"}, Verbs: []string{"get", "list", "watch"}},
+		{APIGroups: []string{"certificates.k8s.io"}, Resources: []string{"certificatesigningrequests/approval"}, Verbs: []string{"update"}},
+		{APIGroups: []string{"certificates.k8s.io"}, Resources: []string{"signers"}, ResourceNames: []string{"kubernetes.io/kube-apiserver-client-kubelet"}, Verbs: []string{"approve"}},
+	},
+	"Role": {
+		{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"get", "create", "update"}},
+		{APIGroups: []string{""}, Resources: []string{"events"}, Verbs: []string{"create", "patch"}},
+	},
+}
+
+// TestApproverIsLeastPrivileged: the CSR approver's ServiceAccount gets
+// exactly approverRules, through roles of config/default: no Secrets, no
+// wildcards, no other signer, nothing namespaced outside its namespace.
+func TestApproverIsLeastPrivileged(t *testing.T) {
+	o := decode(t, render(t, "../../config/default"))
+	if o.approver.Name == "" {
+		t.Fatal("config/default renders no csr-approver Deployment")
+	}
+	got := map[string][]rbacv1.PolicyRule{}
+	for _, b := range o.bindings {
+		if !slices.Contains(b.subjects, o.approver) {
+			continue
+		}
+		key := "/" + b.roleRef.Name
+		if b.roleRef.Kind == "Role" {
+			key = b.namespace + "/" + b.roleRef.Name
+			if b.namespace != o.approver.Namespace {
+				t.Errorf("RoleBinding %s/%s is outside the approver's namespace %s", b.namespace, b.name, o.approver.Namespace)
+			}
+		}
+		rules, ok := o.roles[key]
+		if !ok || o.aggregated[key] {
+			t.Errorf("%s %s binds %s %s, which config/default does not define with rules of its own", b.kind, b.name, b.roleRef.Kind, b.roleRef.Name)
+			continue
+		}
+		for _, r := range rules {
+			for _, list := range [][]string{r.APIGroups, r.Resources, r.Verbs, r.ResourceNames} {
+				if slices.Contains(list, "*") {
+					t.Errorf("%s %s has a wildcard: %+v", b.roleRef.Kind, b.roleRef.Name, r)
+				}
+			}
+			if slices.Contains(r.Resources, "secrets") {
+				t.Errorf("%s %s grants Secrets: %+v", b.roleRef.Kind, b.roleRef.Name, r)
+			}
+		}
+		got[b.roleRef.Kind] = append(got[b.roleRef.Kind], rules...)
+	}
+	for kind, want := range approverRules {
+		if !equalRules(got[kind], want) {
+			t.Errorf("the approver's %s rules are %+v, want %+v", kind, got[kind], want)
+		}
+	}
+	if v := grants(append(got["ClusterRole"], got["Role"]...)); len(v) > 0 {
+		t.Errorf("the approver may touch %v", v)
+	}
+}
+
+func equalRules(a, b []rbacv1.PolicyRule) bool {
+	return slices.EqualFunc(a, b, func(x, y rbacv1.PolicyRule) bool {
+		return slices.Equal(x.APIGroups, y.APIGroups) && slices.Equal(x.Resources, y.Resources) &&
+			slices.Equal(x.Verbs, y.Verbs) && slices.Equal(x.ResourceNames, y.ResourceNames) && len(x.NonResourceURLs) == 0
+	})
 }
