@@ -1,15 +1,17 @@
 package server
 
 import (
+	"context"
 	"fmt"
-	"net"
 	"net/http"
 	"path/filepath"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/nodelet/nodelet/api/v1alpha1"
@@ -27,19 +29,36 @@ const CertDir = "pki"
 // the token and access reviews. configz serves /configz.
 func NewFromConfig(cfg *v1alpha1.NodeletConfiguration, mgr ctrl.Manager, rt cri.Runtime, configz http.Handler) (*Server, error) {
 	sc := cfg.Server
-	var ips []net.IP
-	if ip := net.ParseIP(cfg.NodeIP); ip != nil {
-		ips = append(ips, ip)
-	}
-	cert, err := certificates.ServingCertificate(sc.TLSCertFile, sc.TLSPrivateKeyFile, filepath.Join(cfg.RootDir, CertDir), cfg.NodeName, ips)
+	log := ctrl.Log.WithName("certificates")
+	nodeIP := startNodeIP(cfg.NodeIP)
+	serving, err := certificates.NewServing(certificates.ServingOptions{
+		CertFile:  sc.TLSCertFile,
+		KeyFile:   sc.TLSPrivateKeyFile,
+		Dir:       filepath.Join(cfg.RootDir, CertDir),
+		NodeName:  cfg.NodeName,
+		Start:     certificates.ServingSANs(cfg.NodeName, nodeIP, nil),
+		Addresses: nodeAddresses(mgr.GetClient(), cfg.NodeName, nodeIP),
+		Bootstrap: cfg.ServerTLSBootstrap,
+		Config:    mgr.GetConfig(),
+		Logger:    log,
+	})
 	if err != nil {
 		return nil, err
 	}
-	cas, err := ClientCAPool(sc.ClientCAFile)
-	if err != nil {
-		return nil, err
+	if err := mgr.Add(serving); err != nil {
+		return nil, fmt.Errorf("adding the serving certificate: %w", err)
 	}
-	authn := Authenticator{ClientCAs: cas, Anonymous: sc.Anonymous.Enabled, CacheTTL: ttl(sc.Webhook.CacheTTL)}
+	authn := Authenticator{Anonymous: sc.Anonymous.Enabled, CacheTTL: ttl(sc.Webhook.CacheTTL)}
+	if sc.ClientCAFile != "" {
+		cas, err := certificates.NewClientCAs(sc.ClientCAFile, log)
+		if err != nil {
+			return nil, err
+		}
+		if err := mgr.Add(cas); err != nil {
+			return nil, fmt.Errorf("adding the client CA bundle: %w", err)
+		}
+		authn.ClientCAsFunc = cas.Pool
+	}
 	if sc.Webhook.Enabled == nil || *sc.Webhook.Enabled {
 		authn.Reviewer = mgr.GetClient()
 	}
@@ -63,7 +82,7 @@ func NewFromConfig(cfg *v1alpha1.NodeletConfiguration, mgr ctrl.Manager, rt cri.
 	return New(Options{
 		Address:       sc.Address,
 		Port:          port,
-		TLS:           TLSConfig(cert),
+		TLS:           TLSConfig(serving.GetCertificate),
 		Authenticator: NewAuthenticator(authn),
 		Authorizer:    NewAuthorizer(authz),
 		NodeName:      cfg.NodeName,
@@ -85,4 +104,38 @@ func ttl(d *metav1.Duration) time.Duration {
 		return 0
 	}
 	return d.Duration
+}
+
+// startNodeIP is the node's address before the Node reports it: nodeIP
+// when configured, else the one nodelet will report (see nodeinfo), or ""
+// when none can be found.
+func startNodeIP(nodeIP string) string {
+	if nodeIP != "" {
+		return nodeIP
+	}
+	host := nodeinfo.OSHost{}
+	route, _ := host.ReadFile(nodeinfo.RoutePath)
+	ifaces, _ := host.Interfaces()
+	if ip := nodeinfo.ChooseNodeIP(nodeinfo.DefaultRouteInterface(route), ifaces); ip != nil {
+		return ip.String()
+	}
+	return ""
+}
+
+// nodeAddressTimeout bounds one read of the Node from the cache.
+const nodeAddressTimeout = time.Second
+
+// nodeAddresses returns the names the serving certificate must be for:
+// the node name, nodeIP and the addresses on the Node in the manager's
+// cache, or false while the Node reports none.
+func nodeAddresses(c client.Reader, nodeName, nodeIP string) func() (certificates.SANs, bool) {
+	return func() (certificates.SANs, bool) {
+		ctx, cancel := context.WithTimeout(context.Background(), nodeAddressTimeout)
+		defer cancel()
+		node := &corev1.Node{}
+		if err := c.Get(ctx, client.ObjectKey{Name: nodeName}, node); err != nil || len(node.Status.Addresses) == 0 {
+			return certificates.SANs{}, false
+		}
+		return certificates.ServingSANs(nodeName, nodeIP, node.Status.Addresses), true
+	}
 }
