@@ -27,6 +27,9 @@ const (
 	ReasonInitContainerPolicy   = "InitContainerRestartPolicyForbidden"
 )
 
+// goos is the node's operating system.
+const goos = runtime.GOOS
+
 // Result is the admission decision for one pod.
 type Result struct {
 	Admit   bool
@@ -48,10 +51,14 @@ type Policy struct {
 	// a decision that needs them (NeedsLoadedProfiles). The zero value is
 	// a node with AppArmor and no profile loaded.
 	AppArmor AppArmor
+	// Runtime is what the container runtime reports it supports, set by
+	// the caller for each decision; the zero value supports nothing.
+	Runtime RuntimeFeatures
 }
 
 // Admit decides whether pod may run on node next to the pods already
-// admitted there, in the kubelet's order: the pod's sysctls, whether it
+// admitted there, in the kubelet's order: the pod's sysctls, its OS,
+// whether the runtime supports its supplementalGroupsPolicy, whether it
 // fits (see Fits), then whether the node can enforce its AppArmor profiles.
 // Only the first failure is reported.
 func (p Policy) Admit(pod *v1.Pod, node *v1.Node, admitted []*v1.Pod) Result {
@@ -60,6 +67,12 @@ func (p Policy) Admit(pod *v1.Pod, node *v1.Node, admitted []*v1.Pod) Result {
 		sysctls, _ = NewSysctlAllowlist(nil, nil)
 	}
 	if r := sysctls.admit(pod); !r.Admit {
+		return r
+	}
+	if r := admitOS(pod); !r.Admit {
+		return r
+	}
+	if r := admitSupplementalGroupsPolicy(p.Runtime, pod); !r.Admit {
 		return r
 	}
 	if r := Fits(pod, node, admitted); !r.Admit {
@@ -73,11 +86,8 @@ func (p Policy) Admit(pod *v1.Pod, node *v1.Node, admitted []*v1.Pod) Result {
 // policy, resources, node affinity, taints and host ports. Only the first
 // failure is reported, as the kubelet does.
 func Fits(pod *v1.Pod, node *v1.Node, admitted []*v1.Pod) Result {
-	if pod.Spec.OS != nil && string(pod.Spec.OS.Name) != runtime.GOOS {
-		return reject(ReasonPodOSNotSupported, "Failed to admit pod as the OS field doesn't match node OS")
-	}
-	if os, ok := pod.Spec.NodeSelector[v1.LabelOSStable]; ok && os != runtime.GOOS {
-		return reject(ReasonOSSelectorMismatch, "Failed to admit pod as the `kubernetes.io/os` label doesn't match node label")
+	if r := admitOS(pod); !r.Admit {
+		return r
 	}
 	for _, c := range pod.Spec.InitContainers {
 		if c.RestartPolicy != nil && *c.RestartPolicy != v1.ContainerRestartPolicyAlways {

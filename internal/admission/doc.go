@@ -3,9 +3,11 @@
 // the safe set and the configured unsafe ones, room for one more pod,
 // requests within what is left of allocatable, the pod's node selector and
 // required node affinity, the node's NoExecute and NoSchedule taints, free
-// host ports, the pod's OS and whether the node can enforce its AppArmor
+// host ports, the pod's OS, whether the runtime supports the pod's
+// supplementalGroupsPolicy and whether the node can enforce its AppArmor
 // profiles. It is pure: the caller passes the node, the pods already
-// admitted and what it read of the host (the kernel's release and whether
+// admitted, what the runtime reports it supports (Policy.Runtime, set for
+// each decision) and what it read of the host (the kernel's release and whether
 // AppArmor is enabled, read once when the Policy is built; the loaded
 // AppArmor profiles, read for each decision that needs them, see
 // Policy.NeedsLoadedProfiles; SysAppArmor reads both for the caller), and

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	nodev1 "k8s.io/api/node/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/record"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
@@ -94,6 +95,31 @@ type Executor struct {
 	Sandbox criconfig.SandboxOptions
 	// Node returns what container configs need of the node.
 	Node func(ctx context.Context) (nodeinfo.Facts, error)
+	// RuntimeClasses reads the RuntimeClass a pod names, for its runtime
+	// handler; nil fails every pod that names one.
+	RuntimeClasses RuntimeClassReader
+	// Features are the runtime's handlers and features, read once and
+	// refreshed (cri.FeatureCache); nil knows none: no handler is checked
+	// and no pod gets a user namespace.
+	Features cri.FeatureSource
+	// UserNamespaces hands out the ID ranges of pods' user namespaces;
+	// nil gives none, and pods asking for one are refused.
+	UserNamespaces UserNamespaceAllocator
+}
+
+// RuntimeClassReader reads RuntimeClasses (node.k8s.io/v1) by name. A
+// missing one is an error for which apierrors.IsNotFound holds.
+type RuntimeClassReader interface {
+	RuntimeClass(ctx context.Context, name string) (*nodev1.RuntimeClass, error)
+}
+
+// UserNamespaceAllocator hands out the host ID ranges of pods' user
+// namespaces; UserNamespaces implements it.
+type UserNamespaceAllocator interface {
+	// IDs returns the pod's range, the same one until Release.
+	IDs(uid types.UID) (criconfig.IDRange, error)
+	// Release frees the pod's range; a pod without one is no error.
+	Release(uid types.UID) error
 }
 
 func (e *Executor) now() time.Time {
@@ -173,9 +199,10 @@ type sandbox struct {
 	ips    []string
 }
 
-func (e *Executor) sandboxConfig(pod *v1.Pod, attempt uint32) (*runtimeapi.PodSandboxConfig, error) {
+func (e *Executor) sandboxConfig(pod *v1.Pod, attempt uint32, userns *runtimeapi.UserNamespace) (*runtimeapi.PodSandboxConfig, error) {
 	opts := e.Sandbox
 	opts.Attempt = attempt
+	opts.UserNamespace = userns
 	cfg, err := criconfig.SandboxConfig(pod, opts)
 	if err != nil {
 		return nil, fmt.Errorf("building sandbox config: %w", err)
@@ -191,20 +218,29 @@ func (e *Executor) ensureSandbox(ctx context.Context, pod *v1.Pod, rt state.PodR
 				attempt, ips = s.Attempt, s.IPs
 			}
 		}
-		cfg, err := e.sandboxConfig(pod, attempt)
+		userns, err := e.userNamespace(pod)
+		if err != nil {
+			return nil, err
+		}
+		cfg, err := e.sandboxConfig(pod, attempt, userns)
 		if err != nil {
 			return nil, err
 		}
 		return &sandbox{id: a.SandboxID, config: cfg, ips: ips}, nil
 	}
-	cfg, err := e.sandboxConfig(pod, a.Attempt)
+	handler, userns, err := e.isolation(ctx, pod)
+	if err != nil {
+		// Shown as is: the kubelet's messages.
+		return nil, e.sandboxFailed(ctx, pod, st, save, err)
+	}
+	cfg, err := e.sandboxConfig(pod, a.Attempt, userns)
 	if err != nil {
 		return nil, e.sandboxFailed(ctx, pod, st, save, err)
 	}
 	if err := os.MkdirAll(cfg.LogDirectory, 0o755); err != nil {
 		return nil, e.sandboxFailed(ctx, pod, st, save, fmt.Errorf("creating pod log directory: %w", err))
 	}
-	id, err := e.Runtime.RunPodSandbox(ctx, cfg, runtimeHandler(pod))
+	id, err := e.Runtime.RunPodSandbox(ctx, cfg, handler)
 	if err != nil {
 		return nil, e.sandboxFailed(ctx, pod, st, save, fmt.Errorf("creating sandbox: %w", err))
 	}
@@ -222,7 +258,7 @@ func (e *Executor) ensureSandbox(ctx context.Context, pod *v1.Pod, rt state.PodR
 			return nil, fmt.Errorf("writing /etc/hosts: %w", err)
 		}
 	}
-	log.FromContext(ctx).V(1).Info("Created sandbox", "sandbox", id, "attempt", a.Attempt, "ips", sb.ips)
+	log.FromContext(ctx).V(1).Info("Created sandbox", "sandbox", id, "attempt", a.Attempt, "ips", sb.ips, "runtimeHandler", handler)
 	return sb, nil
 }
 
@@ -239,12 +275,6 @@ func (e *Executor) sandboxFailed(ctx context.Context, pod *v1.Pod, st *state.Pod
 	return err
 }
 
-func runtimeHandler(pod *v1.Pod) string {
-	if pod.Spec.RuntimeClassName != nil {
-		return *pod.Spec.RuntimeClassName
-	}
-	return ""
-}
 
 // startContainer pulls, creates and starts one container, recording the
 // attempt and any failure in st. The returned error only says the start
@@ -342,6 +372,7 @@ func (e *Executor) containerConfig(ctx context.Context, pod *v1.Pod, c *v1.Conta
 		ExtraLabels:       e.Sandbox.ExtraLabels,
 		SeccompRoot:       e.Sandbox.SeccompProfileRoot,
 		TargetContainerID: target,
+		UserNamespace:     sb.config.GetLinux().GetSecurityContext().GetNamespaceOptions().GetUsernsOptions(),
 	}
 	// The environment is resolved once, before the mounts as the kubelet
 	// does: subPathExpr expands with the variables the container gets.

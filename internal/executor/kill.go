@@ -127,6 +127,12 @@ func (e *Executor) RemovePod(ctx context.Context, pod *v1.Pod, rt state.PodRunti
 	if err := os.RemoveAll(criconfig.PodLogDirectory(e.Sandbox.PodLogsDir, pod)); err != nil {
 		return fmt.Errorf("removing pod log directory: %w", err)
 	}
+	if e.UserNamespaces != nil {
+		// Nothing of the pod runs any more: its IDs may go to another.
+		if err := e.UserNamespaces.Release(pod.UID); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 
