@@ -9,12 +9,15 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"path"
 	"strings"
+	"sync"
 	"time"
 
 	authnv1 "k8s.io/api/authentication/v1"
 	authzv1 "k8s.io/api/authorization/v1"
 	"k8s.io/apimachinery/pkg/util/cache"
+	"k8s.io/client-go/util/flowcontrol"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
@@ -34,6 +37,10 @@ var Anonymous = User{Name: "system:anonymous", Groups: []string{"system:unauthen
 // not valid, or it had none and anonymous access is off.
 var errUnauthenticated = errors.New("unauthorized")
 
+// errTooManyReviews means a token could not be checked because too many
+// TokenReviews were asked for lately (429).
+var errTooManyReviews = errors.New("too many token reviews")
+
 // Authenticator finds the user of a request.
 type Authenticator struct {
 	// ClientCAs verify client certificates; nil disables them.
@@ -46,15 +53,50 @@ type Authenticator struct {
 	Reviewer client.Client
 	// CacheTTL is how long a TokenReview's answer is reused.
 	CacheTTL time.Duration
+	// FailureCacheTTL is how long a TokenReview that did not authenticate
+	// the token is reused, whatever CacheTTL is, so that a client repeating
+	// a bad token costs one review; zero means DefaultFailureCacheTTL, a
+	// negative value no caching of failures.
+	FailureCacheTTL time.Duration
+	// ReviewQPS and ReviewBurst bound the TokenReviews of tokens not in the
+	// cache (a token bucket); beyond it a request is answered 429 without a
+	// review. Zero means DefaultReviewQPS and DefaultReviewBurst.
+	ReviewQPS   float32
+	ReviewBurst int
 	// Anonymous lets requests without credentials through as Anonymous.
 	Anonymous bool
 
-	tokens *cache.LRUExpireCache
+	tokens  *cache.LRUExpireCache
+	limiter flowcontrol.RateLimiter
+	flights *flightGroup
 }
 
-// NewAuthenticator returns an Authenticator with its token cache.
+// Defaults of the token review guards.
+const (
+	DefaultFailureCacheTTL = 10 * time.Second
+	DefaultReviewQPS       = 10
+	DefaultReviewBurst     = 20
+)
+
+// tokenReviewTimeout bounds one TokenReview, which may answer several
+// requests: it does not end with the request that started it.
+const tokenReviewTimeout = 30 * time.Second
+
+// NewAuthenticator returns an Authenticator with its token cache and
+// review rate limit.
 func NewAuthenticator(a Authenticator) *Authenticator {
 	a.tokens = cache.NewLRUExpireCache(4096)
+	if a.FailureCacheTTL == 0 {
+		a.FailureCacheTTL = DefaultFailureCacheTTL
+	}
+	if a.ReviewQPS <= 0 {
+		a.ReviewQPS = DefaultReviewQPS
+	}
+	if a.ReviewBurst <= 0 {
+		a.ReviewBurst = DefaultReviewBurst
+	}
+	a.limiter = flowcontrol.NewTokenBucketRateLimiter(a.ReviewQPS, a.ReviewBurst)
+	a.flights = &flightGroup{flights: map[string]*flight{}}
 	return &a
 }
 
@@ -117,20 +159,55 @@ type tokenAnswer struct {
 	ok   bool
 }
 
+// tokenUser authenticates a bearer token with a TokenReview, at most one
+// at a time per token, reusing answers as the cache TTLs say. The token is
+// known only by its SHA-256 in the cache and never logged or returned in an
+// error.
 func (a *Authenticator) tokenUser(ctx context.Context, token string) (User, error) {
 	sum := sha256.Sum256([]byte(token))
 	key := hex.EncodeToString(sum[:])
-	if v, ok := a.tokens.Get(key); ok {
-		ans := v.(tokenAnswer)
-		if !ans.ok {
-			return User{}, errUnauthenticated
-		}
-		return ans.user, nil
+	if ans, ok := a.cached(key); ok {
+		return ans.result()
 	}
+	ans, err := a.flights.do(key, func() (tokenAnswer, error) {
+		// A review that just finished may have answered it.
+		if ans, ok := a.cached(key); ok {
+			return ans, nil
+		}
+		if !a.limiter.TryAccept() {
+			return tokenAnswer{}, errTooManyReviews
+		}
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), tokenReviewTimeout)
+		defer cancel()
+		return a.review(rctx, key, token)
+	})
+	if err != nil {
+		return User{}, err
+	}
+	return ans.result()
+}
+
+func (a *Authenticator) cached(key string) (tokenAnswer, bool) {
+	v, ok := a.tokens.Get(key)
+	if !ok {
+		return tokenAnswer{}, false
+	}
+	return v.(tokenAnswer), true
+}
+
+func (ans tokenAnswer) result() (User, error) {
+	if !ans.ok {
+		return User{}, errUnauthenticated
+	}
+	return ans.user, nil
+}
+
+// review asks the API server about token and caches the verdict under key.
+func (a *Authenticator) review(ctx context.Context, key, token string) (tokenAnswer, error) {
 	review := &authnv1.TokenReview{Spec: authnv1.TokenReviewSpec{Token: token}}
 	if err := a.Reviewer.Create(ctx, review); err != nil {
 		// The token is never part of the error.
-		return User{}, fmt.Errorf("creating a TokenReview: %w", err)
+		return tokenAnswer{}, fmt.Errorf("creating a TokenReview: %w", err)
 	}
 	ans := tokenAnswer{ok: review.Status.Authenticated}
 	if ans.ok {
@@ -143,13 +220,47 @@ func (a *Authenticator) tokenUser(ctx context.Context, token string) (User, erro
 			}
 		}
 	}
-	if a.CacheTTL > 0 {
-		a.tokens.Add(key, ans, a.CacheTTL)
-	}
+	ttl := a.CacheTTL
 	if !ans.ok {
-		return User{}, errUnauthenticated
+		ttl = a.FailureCacheTTL
 	}
-	return ans.user, nil
+	if ttl > 0 {
+		a.tokens.Add(key, ans, ttl)
+	}
+	return ans, nil
+}
+
+// flightGroup runs one call per key at a time; callers of a key that is
+// in flight wait for its answer instead of making their own.
+type flightGroup struct {
+	mu      sync.Mutex
+	flights map[string]*flight
+}
+
+type flight struct {
+	done chan struct{}
+	ans  tokenAnswer
+	err  error
+}
+
+func (g *flightGroup) do(key string, fn func() (tokenAnswer, error)) (tokenAnswer, error) {
+	g.mu.Lock()
+	if f, ok := g.flights[key]; ok {
+		g.mu.Unlock()
+		<-f.done
+		return f.ans, f.err
+	}
+	f := &flight{done: make(chan struct{})}
+	g.flights[key] = f
+	g.mu.Unlock()
+	defer func() {
+		g.mu.Lock()
+		delete(g.flights, key)
+		g.mu.Unlock()
+		close(f.done)
+	}()
+	f.ans, f.err = fn()
+	return f.ans, f.err
 }
 
 func bearerToken(r *http.Request) (string, bool) {
@@ -172,8 +283,11 @@ type Attributes struct {
 }
 
 // RequestAttributes maps a request's method and path to the kubelet's
-// authorization attributes.
-func RequestAttributes(method, path string) Attributes {
+// authorization attributes. A command or a stream (exec, attach,
+// portForward, run) is create on nodes/proxy whatever the method: a
+// WebSocket upgrade comes as a GET, and a HEAD or an OPTIONS must not
+// reach it as a get either.
+func RequestAttributes(method, reqPath string) Attributes {
 	verb := "get"
 	switch method {
 	case http.MethodPost:
@@ -185,8 +299,11 @@ func RequestAttributes(method, path string) Attributes {
 	case http.MethodDelete:
 		verb = "delete"
 	}
+	if isStreamingPath(reqPath) {
+		return Attributes{Verb: "create", Subresources: []string{"proxy"}}
+	}
 	under := func(prefix string) bool {
-		return path == prefix || strings.HasPrefix(path, prefix+"/")
+		return reqPath == prefix || strings.HasPrefix(reqPath, prefix+"/")
 	}
 	var sub []string
 	switch {
@@ -208,6 +325,23 @@ func RequestAttributes(method, path string) Attributes {
 		sub = []string{"proxy"}
 	}
 	return Attributes{Verb: verb, Subresources: sub}
+}
+
+// streamingPrefixes are the first path segments of the endpoints that run
+// something in a container.
+var streamingPrefixes = []string{"exec", "attach", "portforward", "run"}
+
+// isStreamingPath reports whether p, cleaned and in any case, is under one
+// of the streaming endpoints: erring towards create costs nothing, as a
+// path the router would not serve as such is not served at all.
+func isStreamingPath(p string) bool {
+	clean := strings.ToLower(path.Clean("/" + p))
+	for _, prefix := range streamingPrefixes {
+		if clean == "/"+prefix || strings.HasPrefix(clean, "/"+prefix+"/") {
+			return true
+		}
+	}
+	return false
 }
 
 // Authorizer decides with SubjectAccessReviews, caching the answers.

@@ -76,17 +76,34 @@ func TestRequestAttributesEveryRow(t *testing.T) {
 		{http.MethodGet, "/healthzx", "get", []string{"proxy"}},
 		{http.MethodGet, "/pods/", "get", []string{"pods", "proxy"}},
 		{http.MethodGet, "/podsx", "get", []string{"proxy"}},
-		// Everything else is proxy.
+		// Commands and streams are create on proxy whatever the method: a
+		// WebSocket upgrade is a GET.
 		{http.MethodPost, "/exec/ns/p/c", "create", []string{"proxy"}},
-		{http.MethodGet, "/exec/ns/p/uid/c", "get", []string{"proxy"}},
+		{http.MethodGet, "/exec/ns/p/c", "create", []string{"proxy"}},
+		{http.MethodGet, "/exec/ns/p/uid/c", "create", []string{"proxy"}},
+		{http.MethodHead, "/exec/ns/p/c", "create", []string{"proxy"}},
+		{http.MethodOptions, "/exec/ns/p/c", "create", []string{"proxy"}},
+		{http.MethodPut, "/exec/ns/p/c", "create", []string{"proxy"}},
 		{http.MethodPost, "/attach/ns/p/c", "create", []string{"proxy"}},
-		{http.MethodGet, "/portForward/ns/p", "get", []string{"proxy"}},
+		{http.MethodGet, "/attach/ns/p/c", "create", []string{"proxy"}},
+		{http.MethodGet, "/portForward/ns/p", "create", []string{"proxy"}},
+		{http.MethodHead, "/portForward/ns/p/uid", "create", []string{"proxy"}},
 		{http.MethodPost, "/run/ns/p/c", "create", []string{"proxy"}},
+		{http.MethodGet, "/run/ns/p/c", "create", []string{"proxy"}},
+		{http.MethodGet, "/exec", "create", []string{"proxy"}},
+		{http.MethodGet, "/portforward/ns/p", "create", []string{"proxy"}},
+		{http.MethodGet, "//exec/ns/p/c", "create", []string{"proxy"}},
+		{http.MethodGet, "/./exec/ns/p/c", "create", []string{"proxy"}},
+		{http.MethodGet, "/execs/ns/p/c", "get", []string{"proxy"}},
+		{http.MethodGet, "/running", "get", []string{"proxy"}},
+		// Everything else is proxy.
 		{http.MethodGet, "/", "get", []string{"proxy"}},
 		{http.MethodGet, "", "get", []string{"proxy"}},
 		{http.MethodGet, "/spec/", "get", []string{"proxy"}},
-		// Matched on the path as sent: the mux redirects unclean paths.
-		{http.MethodGet, "/stats/../exec/ns/p/c", "get", []string{"stats"}},
+		// Matched on the path as sent (the mux redirects unclean paths),
+		// but a path that cleans to a stream is create.
+		{http.MethodGet, "/stats/../exec/ns/p/c", "create", []string{"proxy"}},
+		{http.MethodGet, "/stats/../pods", "get", []string{"stats"}},
 		{http.MethodGet, "stats", "get", []string{"proxy"}},
 	} {
 		t.Run(tc.method+" "+tc.path, func(t *testing.T) {

@@ -1,16 +1,20 @@
 package server
 
 import (
+	"cmp"
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
-	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/cri-client/pkg/logs"
+	kubetypes "k8s.io/kubelet/pkg/types"
 )
 
 // LogRequest is a parsed /containerLogs query.
@@ -94,50 +98,89 @@ func intParam(q url.Values, name string, least int64) (*int64, error) {
 	return &n, nil
 }
 
-// LogContainerID picks the runtime container whose log a request reads
-// from the pod's status, as the kubelet does: the current container
-// (running, or terminated and not restarted yet), or with previous the one
-// before it. It returns the ID without its runtime prefix.
-func LogContainerID(pod *corev1.Pod, container string, previous bool) (string, error) {
-	var statuses []corev1.ContainerStatus
-	statuses = append(statuses, pod.Status.InitContainerStatuses...)
-	statuses = append(statuses, pod.Status.ContainerStatuses...)
-	statuses = append(statuses, pod.Status.EphemeralContainerStatuses...)
-	for _, s := range statuses {
-		if s.Name != container {
+// LogContainer picks, among the runtime's containers of one container of
+// a pod (all its attempts, as nodelet labelled them), the one whose log a
+// request reads: the newest that was started (running, or exited and not
+// restarted yet), or with previous the one before it; as the kubelet does,
+// previous of a container that exited and waits to restart (restarts, by
+// its restart policy) is its last run. The pod's status is never read:
+// whoever may write it could point it at another pod's container. pod and
+// container name the request, for errors.
+func LogContainer(found []*runtimeapi.Container, pod, container string, previous, restarts bool) (string, error) {
+	var started []*runtimeapi.Container
+	waiting := false
+	for _, c := range found {
+		if c.GetState() == runtimeapi.ContainerState_CONTAINER_CREATED {
+			waiting = true
 			continue
 		}
-		if previous {
-			t := s.LastTerminationState.Terminated
-			if t == nil || t.ContainerID == "" {
-				return "", badRequest("previous terminated container %q in pod %q not found", container, pod.Name)
-			}
-			return trimRuntimePrefix(t.ContainerID), nil
-		}
-		switch {
-		case s.State.Running != nil && s.ContainerID != "":
-			return trimRuntimePrefix(s.ContainerID), nil
-		case s.State.Terminated != nil && s.State.Terminated.ContainerID != "":
-			return trimRuntimePrefix(s.State.Terminated.ContainerID), nil
-		case s.State.Waiting != nil && s.LastTerminationState.Terminated != nil && s.LastTerminationState.Terminated.ContainerID != "":
-			// Waiting to restart: its last run is what there is to read.
-			return trimRuntimePrefix(s.LastTerminationState.Terminated.ContainerID), nil
-		case s.State.Waiting != nil:
-			return "", badRequest("container %q in pod %q is waiting to start: %s", container, pod.Name, s.State.Waiting.Reason)
-		}
-		return "", badRequest("container %q in pod %q is not started yet", container, pod.Name)
+		started = append(started, c)
 	}
-	if hasContainer(pod, container) {
-		return "", badRequest("container %q in pod %q is waiting to start", container, pod.Name)
+	// Newest first: by creation, then attempt.
+	slices.SortFunc(started, func(a, b *runtimeapi.Container) int {
+		if c := cmp.Compare(b.GetCreatedAt(), a.GetCreatedAt()); c != 0 {
+			return c
+		}
+		return cmp.Compare(b.GetMetadata().GetAttempt(), a.GetMetadata().GetAttempt())
+	})
+	if previous {
+		if len(started) > 0 && restarts && started[0].GetState() == runtimeapi.ContainerState_CONTAINER_EXITED {
+			return started[0].GetId(), nil
+		}
+		if len(started) < 2 {
+			return "", badRequest("previous terminated container %q in pod %q not found", container, pod)
+		}
+		return started[1].GetId(), nil
 	}
-	return "", fmt.Errorf("%w: container %q in pod %q", errNotFound, container, pod.Name)
+	if len(started) == 0 {
+		if waiting {
+			return "", badRequest("container %q in pod %q is waiting to start: ContainerCreating", container, pod)
+		}
+		return "", badRequest("container %q in pod %q is waiting to start", container, pod)
+	}
+	return started[0].GetId(), nil
 }
 
-func trimRuntimePrefix(id string) string {
-	if _, after, ok := strings.Cut(id, "://"); ok {
-		return after
+// logContainerID finds the container whose log a request for container of
+// pod reads, among nodelet's own containers of the pod (by UID, which the
+// API never changes).
+func (s *Server) logContainerID(ctx context.Context, pod *corev1.Pod, container string, previous bool) (string, error) {
+	if !hasContainer(pod, container) {
+		return "", fmt.Errorf("%w: container %q in pod %q", errNotFound, container, pod.Name)
 	}
-	return id
+	found, err := s.opts.Runtime.ListContainers(ctx, &runtimeapi.ContainerFilter{
+		LabelSelector: map[string]string{
+			kubetypes.KubernetesPodUIDLabel:        string(pod.UID),
+			kubetypes.KubernetesContainerNameLabel: container,
+		},
+	})
+	if err != nil {
+		return "", fmt.Errorf("finding container %q of pod %q: %w", container, pod.Name, err)
+	}
+	// The runtime filters by label already; a runtime that did not must
+	// not widen the choice.
+	found = slices.DeleteFunc(found, func(c *runtimeapi.Container) bool {
+		l := c.GetLabels()
+		return l[kubetypes.KubernetesPodUIDLabel] != string(pod.UID) || l[kubetypes.KubernetesContainerNameLabel] != container
+	})
+	return LogContainer(found, pod.Name, container, previous, restarts(pod, container))
+}
+
+// restarts reports whether container of pod is restarted when it exits,
+// by the pod's spec (which, unlike its status, only the pod's creator
+// writes).
+func restarts(pod *corev1.Pod, container string) bool {
+	for _, c := range pod.Spec.InitContainers {
+		if c.Name == container {
+			return c.RestartPolicy != nil && *c.RestartPolicy == corev1.ContainerRestartPolicyAlways
+		}
+	}
+	for _, c := range pod.Spec.Containers {
+		if c.Name == container {
+			return pod.Spec.RestartPolicy == corev1.RestartPolicyAlways || pod.Spec.RestartPolicy == ""
+		}
+	}
+	return false
 }
 
 func hasContainer(pod *corev1.Pod, name string) bool {

@@ -161,10 +161,49 @@ func TestContainerLogsOfAContainerNotOwnedAreNotServed(t *testing.T) {
 	pod.Status.ContainerStatuses[0].ContainerID = "containerd://" + foreign
 	g.Expect(f.pods.Status().Update(ctx, pod)).To(Succeed())
 
+	// The status is not what names the container: the log is app's own.
 	w := f.do(http.MethodGet, "/containerLogs/ns/web/app")
-	g.Expect(w.Code).NotTo(Equal(http.StatusOK))
-	g.Expect(w.Body.String()).NotTo(ContainSubstring("secret"))
-	g.Expect(w.Body.String()).To(ContainSubstring("not owned by this nodelet"))
+	g.Expect(w.Code).To(Equal(http.StatusOK), "body: %s", w.Body.String())
+	g.Expect(w.Body.String()).To(Equal("app's second run\n"))
+	w = f.do(http.MethodGet, "/containerLogs/ns/web/app?previous=true")
+	g.Expect(w.Body.String()).To(Equal("app's first run\n"))
+}
+
+// Whoever may write a pod's status may name any container of the node in
+// it: another pod's on this node, or one of another container of the same
+// pod. The log read is still the one of the named pod's named container.
+func TestContainerLogsIgnoreTheStatus(t *testing.T) {
+	g := NewWithT(t)
+	f := newAPIFixture(t)
+	ctx := context.Background()
+	other := f.runSandbox("uid-other", "other")
+	victim := f.container(other, "uid-other", "app", 0, true, "the other pod's secret")
+	pod := &corev1.Pod{}
+	g.Expect(f.pods.Get(ctx, client.ObjectKey{Namespace: "ns", Name: "web"}, pod)).To(Succeed())
+	for i := range pod.Status.ContainerStatuses {
+		st := &pod.Status.ContainerStatuses[i]
+		st.ContainerID = "containerd://" + victim
+		st.State = corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}
+		st.LastTerminationState.Terminated = &corev1.ContainerStateTerminated{ContainerID: "containerd://" + victim}
+	}
+	g.Expect(f.pods.Status().Update(ctx, pod)).To(Succeed())
+
+	for _, tc := range []struct {
+		target string
+		code   int
+		body   string
+	}{
+		{"/containerLogs/ns/web/app", http.StatusOK, "app's second run\n"},
+		{"/containerLogs/ns/web/app?previous=true", http.StatusOK, "app's first run\n"},
+		{"/containerLogs/ns/web/sidecar", http.StatusOK, "sidecar crashed\n"},
+		{"/containerLogs/ns/web/nolog?previous=true", http.StatusBadRequest, `previous terminated container "nolog" in pod "web" not found`},
+		{"/containerLogs/ns/web/pending", http.StatusBadRequest, `container "pending" in pod "web" is waiting to start`},
+	} {
+		w := f.do(http.MethodGet, tc.target)
+		g.Expect(w.Body.String()).NotTo(ContainSubstring("secret"), tc.target)
+		g.Expect(w.Code).To(Equal(tc.code), "%s: %s", tc.target, w.Body.String())
+		g.Expect(w.Body.String()).To(ContainSubstring(tc.body), tc.target)
+	}
 }
 
 func TestContainerLogsAreSentChunkedInFull(t *testing.T) {

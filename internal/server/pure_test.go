@@ -7,8 +7,7 @@ import (
 	"time"
 
 	. "github.com/onsi/gomega"
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
 func TestRequestAttributes(t *testing.T) {
@@ -28,7 +27,7 @@ func TestRequestAttributes(t *testing.T) {
 		{"GET", "/pods", "get", []string{"pods", "proxy"}},
 		{"GET", "/containerLogs/ns/p/c", "get", []string{"proxy"}},
 		{"POST", "/exec/ns/p/c", "create", []string{"proxy"}},
-		{"GET", "/portForward/ns/p", "get", []string{"proxy"}},
+		{"GET", "/portForward/ns/p", "create", []string{"proxy"}},
 		{"GET", "/statsfoo", "get", []string{"proxy"}},
 		{"DELETE", "/pods", "delete", []string{"pods", "proxy"}},
 	} {
@@ -90,49 +89,61 @@ func TestParseLogRequest(t *testing.T) {
 	}
 }
 
-func TestLogContainerID(t *testing.T) {
-	pod := func(st ...corev1.ContainerStatus) *corev1.Pod {
-		return &corev1.Pod{
-			ObjectMeta: metav1.ObjectMeta{Name: "p"},
-			Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "c"}, {Name: "other"}}},
-			Status:     corev1.PodStatus{ContainerStatuses: st},
-		}
+func TestLogContainer(t *testing.T) {
+	ctr := func(id string, created int64, attempt uint32, state runtimeapi.ContainerState) *runtimeapi.Container {
+		return &runtimeapi.Container{Id: id, CreatedAt: created, State: state,
+			Metadata: &runtimeapi.ContainerMetadata{Name: "c", Attempt: attempt}}
 	}
-	running := corev1.ContainerStatus{Name: "c", ContainerID: "containerd://new",
-		State:                corev1.ContainerState{Running: &corev1.ContainerStateRunning{}},
-		LastTerminationState: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ContainerID: "containerd://old"}}}
-	fresh := corev1.ContainerStatus{Name: "c", ContainerID: "containerd://new",
-		State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}}
-	backingOff := corev1.ContainerStatus{Name: "c",
-		State:                corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "CrashLoopBackOff"}},
-		LastTerminationState: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ContainerID: "containerd://old"}}}
-	creating := corev1.ContainerStatus{Name: "c", State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "ContainerCreating"}}}
-	debugged := pod(fresh)
-	debugged.Spec.EphemeralContainers = []corev1.EphemeralContainer{{EphemeralContainerCommon: corev1.EphemeralContainerCommon{Name: "debugger"}}}
-	debugged.Status.EphemeralContainerStatuses = []corev1.ContainerStatus{{Name: "debugger", ContainerID: "containerd://dbg",
-		State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ContainerID: "containerd://dbg", ExitCode: 1}}}}
+	const (
+		running = runtimeapi.ContainerState_CONTAINER_RUNNING
+		exited  = runtimeapi.ContainerState_CONTAINER_EXITED
+		created = runtimeapi.ContainerState_CONTAINER_CREATED
+		unknown = runtimeapi.ContainerState_CONTAINER_UNKNOWN
+	)
 	for _, tc := range []struct {
-		name      string
-		pod       *corev1.Pod
-		container string
-		previous  bool
-		want      string
-		wantErr   error
+		name     string
+		found    []*runtimeapi.Container
+		previous bool
+		restarts bool
+		want     string
+		wantErr  string
 	}{
-		{"current", pod(running), "c", false, "new", nil},
-		{"previous", pod(running), "c", true, "old", nil},
-		{"no previous", pod(fresh), "c", true, "", errBadRequest},
-		{"crash looping reads the last run", pod(backingOff), "c", false, "old", nil},
-		{"creating", pod(creating), "c", false, "", errBadRequest},
-		{"no status yet", pod(), "other", false, "", errBadRequest},
-		{"unknown container", pod(running), "nope", false, "", errNotFound},
-		{"ephemeral container that exited", debugged, "debugger", false, "dbg", nil},
+		{name: "one running", found: []*runtimeapi.Container{ctr("a", 1, 0, running)}, want: "a"},
+		{name: "newest of several, in any order", found: []*runtimeapi.Container{
+			ctr("second", 2, 1, exited), ctr("third", 3, 2, running), ctr("first", 1, 0, exited)}, want: "third"},
+		{name: "previous is the one before", found: []*runtimeapi.Container{
+			ctr("second", 2, 1, exited), ctr("third", 3, 2, running), ctr("first", 1, 0, exited)}, previous: true, want: "second"},
+		{name: "crash looping reads the last run", found: []*runtimeapi.Container{
+			ctr("first", 1, 0, exited), ctr("second", 2, 1, exited)}, restarts: true, want: "second"},
+		{name: "crash looping, previous is the last run too", found: []*runtimeapi.Container{
+			ctr("first", 1, 0, exited), ctr("second", 2, 1, exited)}, restarts: true, previous: true, want: "second"},
+		{name: "exited for good, previous is the run before", found: []*runtimeapi.Container{
+			ctr("first", 1, 0, exited), ctr("second", 2, 1, exited)}, previous: true, want: "first"},
+		{name: "exited for good once, no previous", found: []*runtimeapi.Container{
+			ctr("first", 1, 0, exited)}, previous: true, wantErr: `previous terminated container "c" in pod "p" not found`},
+		{name: "running and restarting, previous is the run before", found: []*runtimeapi.Container{
+			ctr("first", 1, 0, exited), ctr("second", 2, 1, running)}, restarts: true, previous: true, want: "first"},
+		{name: "a created container is not started yet", found: []*runtimeapi.Container{
+			ctr("old", 1, 0, exited), ctr("new", 2, 1, created)}, want: "old"},
+		{name: "previous skips a created container", found: []*runtimeapi.Container{
+			ctr("old", 1, 0, exited), ctr("new", 2, 1, created)}, previous: true,
+			wantErr: `previous terminated container "c" in pod "p" not found`},
+		{name: "same creation time: the higher attempt", found: []*runtimeapi.Container{
+			ctr("a0", 5, 0, exited), ctr("a1", 5, 1, running)}, want: "a1"},
+		{name: "an unknown state still has a log", found: []*runtimeapi.Container{ctr("u", 1, 0, unknown)}, want: "u"},
+		{name: "no previous", found: []*runtimeapi.Container{ctr("a", 1, 0, running)}, previous: true,
+			wantErr: `previous terminated container "c" in pod "p" not found`},
+		{name: "only created", found: []*runtimeapi.Container{ctr("n", 1, 0, created)},
+			wantErr: `container "c" in pod "p" is waiting to start: ContainerCreating`},
+		{name: "none", wantErr: `container "c" in pod "p" is waiting to start`},
+		{name: "none, previous", previous: true, wantErr: `previous terminated container "c" in pod "p" not found`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			g := NewWithT(t)
-			id, err := LogContainerID(tc.pod, tc.container, tc.previous)
-			if tc.wantErr != nil {
-				g.Expect(errors.Is(err, tc.wantErr)).To(BeTrue(), "got %v", err)
+			id, err := LogContainer(tc.found, "p", "c", tc.previous, tc.restarts)
+			if tc.wantErr != "" {
+				g.Expect(errors.Is(err, errBadRequest)).To(BeTrue(), "got %v", err)
+				g.Expect(err).To(MatchError(ContainSubstring(tc.wantErr)))
 				return
 			}
 			g.Expect(err).NotTo(HaveOccurred())

@@ -32,6 +32,10 @@ var errNotFound = errors.New("not found")
 // is kept.
 const DefaultIdleTimeout = 2 * time.Minute
 
+// maxReadHeaderTimeout bounds the time from a connection's accept, or the
+// end of its last response, to the end of a request's headers.
+const maxReadHeaderTimeout = 30 * time.Second
+
 // Options are what a Server is built from.
 type Options struct {
 	// Address and Port to listen on.
@@ -118,22 +122,41 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("GET /containerLogs/{namespace}/{pod}/{container}", s.serveContainerLogs)
 
 	for _, m := range []string{http.MethodGet, http.MethodPost} {
-		mux.HandleFunc(m+" /exec/{namespace}/{pod}/{container}", s.serveExec)
-		mux.HandleFunc(m+" /exec/{namespace}/{pod}/{uid}/{container}", s.serveExec)
-		mux.HandleFunc(m+" /attach/{namespace}/{pod}/{container}", s.serveAttach)
-		mux.HandleFunc(m+" /attach/{namespace}/{pod}/{uid}/{container}", s.serveAttach)
-		mux.HandleFunc(m+" /portForward/{namespace}/{pod}", s.servePortForward)
-		mux.HandleFunc(m+" /portForward/{namespace}/{pod}/{uid}", s.servePortForward)
+		mux.HandleFunc(m+" /exec/{namespace}/{pod}/{container}", getOrPost(s.serveExec))
+		mux.HandleFunc(m+" /exec/{namespace}/{pod}/{uid}/{container}", getOrPost(s.serveExec))
+		mux.HandleFunc(m+" /attach/{namespace}/{pod}/{container}", getOrPost(s.serveAttach))
+		mux.HandleFunc(m+" /attach/{namespace}/{pod}/{uid}/{container}", getOrPost(s.serveAttach))
+		mux.HandleFunc(m+" /portForward/{namespace}/{pod}", getOrPost(s.servePortForward))
+		mux.HandleFunc(m+" /portForward/{namespace}/{pod}/{uid}", getOrPost(s.servePortForward))
 	}
 	mux.HandleFunc("POST /run/{namespace}/{pod}/{container}", s.serveRun)
 	mux.HandleFunc("POST /run/{namespace}/{pod}/{uid}/{container}", s.serveRun)
 	return s.withAuth(mux)
 }
 
+// getOrPost serves only GET and POST: a GET route also matches HEAD, which
+// must not start a stream.
+func getOrPost(h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodGet && r.Method != http.MethodPost {
+			w.Header().Set("Allow", "GET, POST")
+			http.Error(w, "Method Not Allowed", http.StatusMethodNotAllowed)
+			return
+		}
+		h(w, r)
+	}
+}
+
 // withAuth authenticates and authorizes every request before next sees it.
 func (s *Server) withAuth(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		u, err := s.opts.Authenticator.Authenticate(r)
+		if errors.Is(err, errTooManyReviews) {
+			s.log.V(1).Info("Refused a token review over the rate limit", "path", r.URL.Path)
+			w.Header().Set("Retry-After", "1")
+			http.Error(w, "Too many requests, please try again later", http.StatusTooManyRequests)
+			return
+		}
 		if err != nil {
 			if !errors.Is(err, errUnauthenticated) {
 				s.log.Error(err, "Unable to authenticate a request", "path", r.URL.Path)
@@ -188,9 +211,12 @@ func (s *Server) Start(ctx context.Context) error {
 		return err
 	}
 	srv := &http.Server{
-		Handler:           s.handler,
-		TLSConfig:         s.opts.TLS,
-		ReadHeaderTimeout: 30 * time.Second,
+		Handler:   s.handler,
+		TLSConfig: s.opts.TLS,
+		// The header timeout also bounds the TLS handshake and the wait
+		// for a connection's first request: a client that connects and
+		// says nothing is idle too.
+		ReadHeaderTimeout: min(maxReadHeaderTimeout, s.opts.IdleTimeout),
 		IdleTimeout:       s.opts.IdleTimeout,
 		ErrorLog:          nil,
 		BaseContext:       func(net.Listener) context.Context { return ctx },
@@ -276,7 +302,7 @@ func (s *Server) serveContainerLogs(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	id, err := LogContainerID(pod, r.PathValue("container"), req.Previous)
+	id, err := s.logContainerID(ctx, pod, r.PathValue("container"), req.Previous)
 	if err != nil {
 		s.writeError(w, r, err)
 		return

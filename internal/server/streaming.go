@@ -1,18 +1,26 @@
 package server
 
 import (
+	"bufio"
 	"context"
+	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"net/url"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/httpstream"
 	"k8s.io/apimachinery/pkg/util/proxy"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	kubetypes "k8s.io/kubelet/pkg/types"
+	utilexec "k8s.io/utils/exec"
 )
 
 // StreamOptions are the stream flags of exec and attach, in the kubelet's
@@ -188,7 +196,13 @@ func (s *Server) serveRun(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	stdout, stderr, err := s.opts.Runtime.ExecSync(r.Context(), id, cmd, 0)
-	if err != nil && len(stdout)+len(stderr) == 0 {
+	if exitErr := utilexec.ExitError(nil); errors.As(err, &exitErr) {
+		// As the kubelet: a command that failed is a 500 with its error,
+		// which carries its exit code and stderr, not its output.
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
@@ -215,7 +229,96 @@ func (s *Server) proxyStream(w http.ResponseWriter, r *http.Request, rawURL stri
 		return
 	}
 	h := proxy.NewUpgradeAwareHandler(u, nil, false, true, streamResponder{s})
+	if httpstream.IsUpgradeRequest(r) {
+		// The hijacked connection carries the session both ways: traffic
+		// in either direction keeps it, none for StreamIdleTimeout ends it.
+		w = &idleHijacker{ResponseWriter: w, timeout: s.opts.StreamIdleTimeout, onIdle: func() {
+			s.log.V(1).Info("Closed an idle streaming session", "path", r.URL.Path, "timeout", s.opts.StreamIdleTimeout)
+		}}
+	}
 	h.ServeHTTP(w, r)
+}
+
+// idleHijacker hands out its connection, once hijacked, wrapped in an
+// idleConn.
+type idleHijacker struct {
+	http.ResponseWriter
+	timeout time.Duration
+	onIdle  func()
+}
+
+func (h *idleHijacker) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	conn, rw, err := http.NewResponseController(h.ResponseWriter).Hijack()
+	if err != nil {
+		return nil, nil, err
+	}
+	return newIdleConn(conn, h.timeout, h.onIdle), rw, nil
+}
+
+// Unwrap lets http.ResponseController reach the server's writer.
+func (h *idleHijacker) Unwrap() http.ResponseWriter { return h.ResponseWriter }
+
+// idleConn closes a connection that neither read nor wrote for timeout.
+type idleConn struct {
+	net.Conn
+	timeout time.Duration
+	onIdle  func()
+	// last is when bytes last went through, in Unix nanoseconds.
+	last      atomic.Int64
+	closed    chan struct{}
+	closeOnce sync.Once
+}
+
+func newIdleConn(conn net.Conn, timeout time.Duration, onIdle func()) *idleConn {
+	c := &idleConn{Conn: conn, timeout: timeout, onIdle: onIdle, closed: make(chan struct{})}
+	c.touch()
+	go c.watch()
+	return c
+}
+
+func (c *idleConn) touch() { c.last.Store(time.Now().UnixNano()) }
+
+func (c *idleConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	if n > 0 {
+		c.touch()
+	}
+	return n, err
+}
+
+func (c *idleConn) Write(p []byte) (int, error) {
+	n, err := c.Conn.Write(p)
+	if n > 0 {
+		c.touch()
+	}
+	return n, err
+}
+
+func (c *idleConn) Close() error {
+	c.closeOnce.Do(func() { close(c.closed) })
+	return c.Conn.Close()
+}
+
+// watch closes the connection once it was idle for the timeout.
+func (c *idleConn) watch() {
+	t := time.NewTimer(c.timeout)
+	defer t.Stop()
+	for {
+		select {
+		case <-c.closed:
+			return
+		case <-t.C:
+		}
+		idle := time.Since(time.Unix(0, c.last.Load()))
+		if idle >= c.timeout {
+			if c.onIdle != nil {
+				c.onIdle()
+			}
+			_ = c.Close()
+			return
+		}
+		t.Reset(c.timeout - idle)
+	}
 }
 
 type streamResponder struct{ s *Server }

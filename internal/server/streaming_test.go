@@ -210,12 +210,14 @@ func TestRun(t *testing.T) {
 		f.ids["app"] + " cat /etc/hostname",
 	}))
 
-	// A command that fails with output answers with the output; one that
-	// fails without is an error.
-	f.rs.syncErr = exec.CodeExitError{Err: errors.New("exit status 3"), Code: 3}
+	// A command that fails is a 500 with its error (exit code and stderr),
+	// as the kubelet answers, with or without output.
+	f.rs.syncErr = exec.CodeExitError{Err: errors.New("command 'false' exited with 3: err"), Code: 3}
 	w = f.do(http.MethodPost, "/run/ns/web/app?cmd=false")
-	g.Expect(w.Code).To(Equal(http.StatusOK))
-	g.Expect(w.Body.String()).To(Equal("out\nerr\n"))
+	g.Expect(w.Code).To(Equal(http.StatusInternalServerError))
+	g.Expect(w.Body.String()).To(ContainSubstring("exited with 3: err"))
+	g.Expect(w.Body.String()).NotTo(ContainSubstring("out"))
+	f.rs.syncErr = exec.CodeExitError{Err: errors.New("exit status 3"), Code: 3}
 	f.rs.syncStdout, f.rs.syncStderr = nil, nil
 	w = f.do(http.MethodPost, "/run/ns/web/app?cmd=false")
 	g.Expect(w.Code).To(Equal(http.StatusInternalServerError))
