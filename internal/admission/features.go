@@ -42,4 +42,3 @@ func admitOS(pod *v1.Pod) Result {
 	}
 	return Result{Admit: true}
 }
-

@@ -9,6 +9,7 @@ import (
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	nodev1 "k8s.io/api/node/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
@@ -36,13 +37,16 @@ func NewScheme() *runtime.Scheme {
 }
 
 // CacheOptions scopes the cache to one node: only the pods bound to it and
-// only its own Node object, with managedFields stripped. A read of any other
-// type through the cached client fails instead of starting an informer.
+// only its own Node object, with managedFields stripped, and the
+// RuntimeClasses (cluster-scoped, few, and readable by every node) that
+// give pods their runtime handler. A read of any other type through the
+// cached client fails instead of starting an informer.
 func CacheOptions(nodeName string) cache.Options {
 	return cache.Options{
 		ByObject: map[client.Object]cache.ByObject{
-			&corev1.Pod{}:  {Field: fields.OneTermEqualSelector("spec.nodeName", nodeName)},
-			&corev1.Node{}: {Field: fields.OneTermEqualSelector("metadata.name", nodeName)},
+			&corev1.Pod{}:          {Field: fields.OneTermEqualSelector("spec.nodeName", nodeName)},
+			&corev1.Node{}:         {Field: fields.OneTermEqualSelector("metadata.name", nodeName)},
+			&nodev1.RuntimeClass{}: {},
 		},
 		DefaultTransform:            cache.TransformStripManagedFields(),
 		ReaderFailOnMissingInformer: true,

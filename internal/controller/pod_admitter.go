@@ -11,9 +11,11 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/nodelet/nodelet/api/v1alpha1"
 	"github.com/nodelet/nodelet/internal/admission"
+	"github.com/nodelet/nodelet/internal/cri"
 	"github.com/nodelet/nodelet/internal/nodeinfo"
 )
 
@@ -33,6 +35,9 @@ type Admitter struct {
 	// (admission.Policy.NeedsLoadedProfiles), so that the decision itself
 	// reads nothing; nil reads none.
 	LoadedAppArmorProfiles func() (map[string]bool, error)
+	// RuntimeFeatures reads what the runtime supports (cached), for every
+	// decision; nil, or an error, supports nothing.
+	RuntimeFeatures cri.FeatureSource
 
 	mu       sync.Mutex
 	primed   bool
@@ -103,6 +108,7 @@ func (a *Admitter) Admit(ctx context.Context, pod *corev1.Pod) (admission.Result
 	if policy.NeedsLoadedProfiles(pod) && a.LoadedAppArmorProfiles != nil {
 		policy.AppArmor.Loaded, policy.AppArmor.LoadedErr = a.LoadedAppArmorProfiles()
 	}
+	policy.Runtime = a.runtimeFeatures(ctx)
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	node, others, err := a.nodeAndOthers(ctx, pod)
@@ -114,6 +120,20 @@ func (a *Admitter) Admit(ctx context.Context, pod *corev1.Pod) (admission.Result
 		a.admitted[pod.UID] = pod.DeepCopy()
 	}
 	return res, nil
+}
+
+// runtimeFeatures is what admission needs of the runtime's features; a
+// runtime that cannot say supports nothing.
+func (a *Admitter) runtimeFeatures(ctx context.Context) admission.RuntimeFeatures {
+	if a.RuntimeFeatures == nil {
+		return admission.RuntimeFeatures{}
+	}
+	f, err := a.RuntimeFeatures.Features(ctx)
+	if err != nil {
+		log.FromContext(ctx).V(1).Info("Runtime features unknown, admitting as if it supports none", "err", err)
+		return admission.RuntimeFeatures{}
+	}
+	return admission.RuntimeFeatures{SupplementalGroupsPolicy: f.SupplementalGroupsPolicy}
 }
 
 // prime adds, once, the pods that an earlier run of the agent admitted, so

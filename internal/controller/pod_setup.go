@@ -9,12 +9,14 @@ import (
 	"path/filepath"
 
 	corev1 "k8s.io/api/core/v1"
+	nodev1 "k8s.io/api/node/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
@@ -57,6 +59,12 @@ func setupPodController(mgr ctrl.Manager, d *Deps) error {
 	if _, err := mgr.GetCache().GetInformer(context.Background(), &corev1.Node{}); err != nil {
 		return fmt.Errorf("watching this node: %w", err)
 	}
+	// Sandboxes run on their RuntimeClass's handler: read the classes from
+	// the cache so that starting a pod asks the API server nothing.
+	if _, err := mgr.GetCache().GetInformer(context.Background(), &nodev1.RuntimeClass{}); err != nil {
+		return fmt.Errorf("watching RuntimeClasses: %w", err)
+	}
+	features := runtimeFeatures(d.Runtime)
 	eng, err := podEngineFor(mgr, d)
 	if err != nil {
 		return err
@@ -68,6 +76,7 @@ func setupPodController(mgr ctrl.Manager, d *Deps) error {
 		return err
 	}
 	admit.LoadedAppArmorProfiles = admission.SysAppArmor{}.Loaded
+	admit.RuntimeFeatures = features
 	imageManager := images.NewManager(d.Runtime, eng.recorder, images.Options{SerializeImagePulls: *cfg.SerializeImagePulls})
 	sandbox := criconfig.SandboxOptions{
 		PodLogsDir:    cfg.PodLogsDir,
@@ -96,6 +105,10 @@ func setupPodController(mgr ctrl.Manager, d *Deps) error {
 		Clock:      clock.RealClock{},
 		Sandbox:    sandbox,
 		Node:       eng.nodes.Facts,
+
+		RuntimeClasses: runtimeClassReader{reader: mgr.GetClient()},
+		Features:       features,
+		UserNamespaces: userNamespaces(mgr, cfg),
 	}
 	relister, err := pleg.New(d.Runtime, pleg.Options{RelistPeriod: cfg.RelistPeriod.Duration})
 	if err != nil {
@@ -250,6 +263,41 @@ func admittedBefore(store checkpoint.Manager, pod *corev1.Pod) (*corev1.Pod, err
 		return nil, nil
 	}
 	return nil, err
+}
+
+// runtimeFeatures returns the runtime's features, read once and refreshed
+// now and then; a runtime that cannot report them has none.
+func runtimeFeatures(rt cri.Runtime) *cri.FeatureCache {
+	src, ok := rt.(cri.FeatureSource)
+	if !ok {
+		return cri.NewFeatureCache(nil)
+	}
+	return cri.NewFeatureCache(src)
+}
+
+// userNamespaces returns the allocator of pods' user namespace IDs, the
+// kubelet's default range, recorded under the root directory. One that
+// cannot read its records gives none: pods asking for a user namespace are
+// refused rather than given a range a running pod may hold.
+func userNamespaces(mgr ctrl.Manager, cfg *v1alpha1.NodeletConfiguration) executor.UserNamespaceAllocator {
+	u, err := executor.NewUserNamespaces(filepath.Join(cfg.RootDir, "userns"),
+		executor.DefaultUserNamespaceFirstID, executor.DefaultUserNamespaceLength)
+	if err != nil {
+		mgr.GetLogger().Error(err, "Unable to read the user namespaces of pods, refusing pods that ask for one")
+		return nil
+	}
+	return u
+}
+
+// runtimeClassReader reads RuntimeClasses from the manager's cache.
+type runtimeClassReader struct{ reader client.Reader }
+
+func (r runtimeClassReader) RuntimeClass(ctx context.Context, name string) (*nodev1.RuntimeClass, error) {
+	rc := &nodev1.RuntimeClass{}
+	if err := r.reader.Get(ctx, client.ObjectKey{Name: name}, rc); err != nil {
+		return nil, err
+	}
+	return rc, nil
 }
 
 // hostDNS reads the resolver configuration that dnsPolicy Default pods get

@@ -275,7 +275,6 @@ func (e *Executor) sandboxFailed(ctx context.Context, pod *v1.Pod, st *state.Pod
 	return err
 }
 
-
 // startContainer pulls, creates and starts one container, recording the
 // attempt and any failure in st. The returned error only says the start
 // failed; it has been recorded and reported already.
