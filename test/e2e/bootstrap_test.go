@@ -2,7 +2,11 @@ package e2e
 
 import (
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
 	"crypto/x509"
+	"crypto/x509/pkix"
 	"encoding/pem"
 	"os"
 	"path/filepath"
@@ -18,15 +22,24 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	approverpkg "github.com/nodelet/nodelet/internal/approver"
 	"github.com/nodelet/nodelet/test/utils"
 )
 
 const (
-	// bootstrapNode is the node that joins with a bootstrap token.
-	bootstrapNode = "e2e-bootstrap"
+	// bootstrapNode is the node that joins with a bootstrap token. Its
+	// name has dots, as host names often do: its token is bound to it by
+	// the hash form of the node-binding group.
+	bootstrapNode = "e2e-bootstrap.nodelet.test"
+	// otherNode is a node whose certificate bootstrapNode's token must
+	// not get.
+	otherNode = "e2e-other"
+	// bootstrapTokenTTL is how long the host's bootstrap token is valid.
+	bootstrapTokenTTL = time.Hour
 	// clusterSigningDuration is the lifetime of the certificates the
 	// controller-manager signs here. Its signer backdates NotBefore by 5
 	// minutes and, for lifetimes under 8 hours, sets NotAfter to issue
@@ -42,6 +55,9 @@ const (
 	rotationTimeout = clusterSigningDuration + time.Minute
 	// leaseRenewTimeout covers one renewal of the node lease (every 10 s).
 	leaseRenewTimeout = 30 * time.Second
+	// deniedStaysTimeout is how long a denied CSR is watched for a
+	// certificate that must never come.
+	deniedStaysTimeout = 5 * time.Second
 	// certDirName is where nodelet keeps its client certificates under
 	// its root directory by default.
 	certDirName = "pki"
@@ -51,12 +67,13 @@ const (
 
 var _ = Describe("TLS bootstrap", Ordered, ContinueOnFailure, func() {
 	var (
-		api     *utils.APIServer
-		kcm     *utils.Component
-		token   *utils.BootstrapToken
-		admin   client.Client
-		nodelet *utils.Nodelet
-		started time.Time
+		api      *utils.APIServer
+		kcm      *utils.Component
+		approver *utils.Component
+		token    *utils.BootstrapToken
+		admin    client.Client
+		nodelet  *utils.Nodelet
+		started  time.Time
 		// firstCert is the certificate the bootstrap CSR was issued.
 		firstCert *x509.Certificate
 		ns        string
@@ -91,14 +108,72 @@ var _ = Describe("TLS bootstrap", Ordered, ContinueOnFailure, func() {
 		return parseCert(g, data)
 	}
 
+	// requestAs creates a node client CSR for CN=system:node:<name>,
+	// O=system:nodes with the bootstrap token t, as a host holding it
+	// could, and returns its name.
+	requestAs := func(ctx context.Context, t *utils.BootstrapToken, name string) string {
+		GinkgoHelper()
+		cfg := rest.CopyConfig(api.Config)
+		cfg.CertData, cfg.KeyData, cfg.BearerToken = nil, nil, t.Token()
+		cs, err := kubernetes.NewForConfig(cfg)
+		Expect(err).NotTo(HaveOccurred())
+		key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+		Expect(err).NotTo(HaveOccurred())
+		der, err := x509.CreateCertificateRequest(rand.Reader, &x509.CertificateRequest{
+			Subject: pkix.Name{CommonName: "system:node:" + name, Organization: []string{"system:nodes"}},
+		}, key)
+		Expect(err).NotTo(HaveOccurred())
+		csr, err := cs.CertificatesV1().CertificateSigningRequests().Create(ctx, &certificatesv1.CertificateSigningRequest{
+			ObjectMeta: metav1.ObjectMeta{GenerateName: "e2e-token-csr-"},
+			Spec: certificatesv1.CertificateSigningRequestSpec{
+				Request:    pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE REQUEST", Bytes: der}),
+				SignerName: certificatesv1.KubeAPIServerClientKubeletSignerName,
+				Usages:     []certificatesv1.KeyUsage{certificatesv1.UsageDigitalSignature, certificatesv1.UsageClientAuth},
+			},
+		}, metav1.CreateOptions{})
+		Expect(err).NotTo(HaveOccurred(), "the token may create CSRs")
+		return csr.Name
+	}
+	// expectDenied waits for CSR name to be denied with reason, and checks
+	// that it is never approved nor issued a certificate.
+	expectDenied := func(ctx context.Context, name, reason string) {
+		GinkgoHelper()
+		csr := &certificatesv1.CertificateSigningRequest{}
+		Eventually(func(g Gomega) {
+			g.Expect(admin.Get(ctx, client.ObjectKey{Name: name}, csr)).To(Succeed())
+			g.Expect(csr.Status.Conditions).NotTo(BeEmpty())
+		}).WithTimeout(apiTimeout).WithPolling(pollInterval).Should(Succeed())
+		Expect(csr.Status.Conditions).To(ConsistOf(And(
+			HaveField("Type", certificatesv1.CertificateDenied),
+			HaveField("Reason", reason),
+		)), "decided by nodelet's approver")
+		Consistently(func(g Gomega) {
+			g.Expect(admin.Get(ctx, client.ObjectKey{Name: name}, csr)).To(Succeed())
+			g.Expect(csr.Status.Certificate).To(BeEmpty(), "a certificate was issued")
+			g.Expect(csr.Status.Conditions).NotTo(ContainElement(HaveField("Type", certificatesv1.CertificateApproved)))
+		}).WithTimeout(deniedStaysTimeout).WithPolling(500 * time.Millisecond).Should(Succeed())
+	}
+
 	BeforeAll(func(ctx SpecContext) {
 		api = utils.MustStartAPIServerWithOptions(ctx, utils.APIServerOptions{BootstrapTokenAuth: true})
+		// The controller-manager only signs: nothing lets it approve a
+		// nodelet's request.
 		kcm = utils.MustStartControllerManager(ctx, api, utils.ControllerManagerOptions{ClusterSigningDuration: clusterSigningDuration})
 		utils.MustStartScheduler(ctx, api)
 		var err error
 		admin, err = api.AdminClient()
 		Expect(err).NotTo(HaveOccurred())
-		token, err = api.SetUpTLSBootstrap(ctx)
+
+		By("installing config/default's RBAC and running the CSR approver as its ServiceAccount")
+		installed, err := api.InstallNodeletAccess(ctx)
+		Expect(err).NotTo(HaveOccurred())
+		GinkgoWriter.Printf("installed from config/default: %v\n", installed)
+		approver, err = utils.StartCSRApprover(ctx, api)
+		Expect(err).NotTo(HaveOccurred())
+		DeferCleanup(approver.Stop)
+
+		By("making the host's bootstrap token with hack/bootstrap-token.sh")
+		token, err = api.CreateNodeBootstrapToken(ctx, bootstrapNode, bootstrapTokenTTL)
 		Expect(err).NotTo(HaveOccurred())
 
 		started = time.Now()
@@ -118,10 +193,11 @@ var _ = Describe("TLS bootstrap", Ordered, ContinueOnFailure, func() {
 		if CurrentSpecReport().Failed() && nodelet != nil {
 			GinkgoWriter.Printf("nodelet log (%s):\n%s\n", nodelet.LogPath, nodelet.LogTail(150))
 			GinkgoWriter.Printf("kube-controller-manager certificate lines:\n%s\n", strings.Join(kcm.LogLines("certificate"), "\n"))
+			GinkgoWriter.Printf("csr-approver log:\n%s\n", approver.LogTail(60))
 		}
 	})
 
-	It("gets a client certificate that the controller-manager approves and signs", func(ctx SpecContext) {
+	It("gets a client certificate for its own node that nodelet's approver approves and the controller-manager signs", func(ctx SpecContext) {
 		var csrs []certificatesv1.CertificateSigningRequest
 		var certs []*x509.Certificate
 		Eventually(func(g Gomega) {
@@ -130,12 +206,14 @@ var _ = Describe("TLS bootstrap", Ordered, ContinueOnFailure, func() {
 		}).WithTimeout(bootstrapTimeout).WithPolling(pollInterval).Should(Succeed())
 		first := csrs[0]
 		Expect(first.Spec.Username).To(Equal("system:bootstrap:"+token.ID), "requested with the bootstrap token")
-		Expect(first.Spec.Groups).To(ContainElement(utils.BootstrappersGroup))
+		Expect(first.Spec.Groups).To(ContainElements(utils.BootstrappersGroup, approverpkg.BootstrappersGroup, approverpkg.NodeGroup(bootstrapNode)))
+		Expect(approverpkg.NodeGroup(bootstrapNode)).To(HavePrefix("system:bootstrappers:nodelet:node-sha256:"), "a dotted name is bound by its hash")
 		Expect(first.Spec.Usages).To(ConsistOf(certificatesv1.UsageDigitalSignature, certificatesv1.UsageClientAuth))
 		Expect(first.Status.Conditions).To(ContainElement(And(
 			HaveField("Type", certificatesv1.CertificateApproved),
 			HaveField("Reason", "AutoApproved"),
-		)), "approved by the controller-manager's CSR approver")
+			HaveField("Message", ContainSubstring("Auto approving nodelet client certificate for node "+bootstrapNode)),
+		)), "approved by nodelet's approver, not the controller-manager")
 		firstCert = certs[0]
 		Expect(firstCert.Subject.Organization).To(ConsistOf("system:nodes"))
 		Expect(firstCert.CheckSignatureFrom(api.ClientCA.Cert)).To(Succeed(), "signed by the CA the API server trusts")
@@ -181,6 +259,23 @@ var _ = Describe("TLS bootstrap", Ordered, ContinueOnFailure, func() {
 		Expect(string(log)).NotTo(ContainSubstring("PRIVATE KEY"), "a key is in the log")
 	}, SpecTimeout(apiTimeout))
 
+	It("removes the bootstrap kubeconfig once it has joined", func(ctx SpecContext) {
+		Eventually(func() string { return nodelet.LogTail(400) }).WithTimeout(apiTimeout).WithPolling(time.Second).
+			Should(ContainSubstring("Removed the bootstrap kubeconfig"))
+		Expect(token.Kubeconfig).NotTo(BeAnExistingFile(), "the host's bootstrap token stays on the host")
+		Expect(nodelet.KubeconfigPath()).To(BeAnExistingFile())
+	}, SpecTimeout(apiTimeout))
+
+	It("denies a certificate for another node to the host's bootstrap token", func(ctx SpecContext) {
+		name := requestAs(ctx, token, otherNode)
+		expectDenied(ctx, name, approverpkg.ReasonNodeNameMismatch)
+	}, SpecTimeout(apiTimeout+deniedStaysTimeout+apiTimeout))
+
+	It("denies a second certificate for its own node to the same bootstrap token", func(ctx SpecContext) {
+		name := requestAs(ctx, token, bootstrapNode)
+		expectDenied(ctx, name, approverpkg.ReasonTokenAlreadyUsed)
+	}, SpecTimeout(apiTimeout+deniedStaysTimeout+apiTimeout))
+
 	It("registers the Node, which goes Ready", func(ctx SpecContext) {
 		Eventually(func(g Gomega) {
 			node := &corev1.Node{}
@@ -220,7 +315,7 @@ var _ = Describe("TLS bootstrap", Ordered, ContinueOnFailure, func() {
 		AddReportEntry("rotation after issue", rotated.Sub(issuedAt).Round(time.Second).String())
 		GinkgoWriter.Printf("client certificate rotated %s after the first was issued\n", rotated.Sub(issuedAt).Round(time.Second))
 
-		By("finding the renewal CSR, made as the node and approved by the controller-manager")
+		By("finding the renewal CSR, made as the node and approved by nodelet's approver")
 		Eventually(func(g Gomega) {
 			csrs, _ := nodeCSRs(ctx, g)
 			g.Expect(len(csrs)).To(BeNumerically(">=", 2))
@@ -229,6 +324,7 @@ var _ = Describe("TLS bootstrap", Ordered, ContinueOnFailure, func() {
 			g.Expect(renewal.Status.Conditions).To(ContainElement(And(
 				HaveField("Type", certificatesv1.CertificateApproved),
 				HaveField("Reason", "AutoApproved"),
+				HaveField("Message", ContainSubstring("renewal of node "+bootstrapNode)),
 			)))
 		}).WithTimeout(apiTimeout).WithPolling(pollInterval).Should(Succeed())
 		Eventually(func() string { return nodelet.LogTail(400) }).WithTimeout(apiTimeout).WithPolling(time.Second).

@@ -11,18 +11,23 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
 
+	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/yaml"
 )
 
 // controlPlaneStartTimeout bounds the wait for a component's /healthz.
@@ -227,8 +232,7 @@ func (c *Component) LogLines(substr string) []string {
 }
 
 // TLS bootstrap: the bootstrap token Secret and the bindings a cluster
-// admin creates so that node agents join with a token and renew their
-// client certificates without anyone approving CSRs by hand.
+// admin creates so that node agents join with a token.
 const (
 	// BootstrapTokenSecretType is the type of bootstrap token Secrets.
 	BootstrapTokenSecretType = corev1.SecretType("bootstrap.kubernetes.io/token")
@@ -237,11 +241,17 @@ const (
 	// NodeBootstrapperRole lets its subjects create and watch CSRs.
 	NodeBootstrapperRole = "system:node-bootstrapper"
 	// NodeClientApprovalRole lets the controller-manager approve a node
-	// client CSR its subject created.
+	// client CSR its subject created, for any node name.
 	NodeClientApprovalRole = "system:certificates.k8s.io:certificatesigningrequests:nodeclient"
 	// SelfNodeClientApprovalRole lets the controller-manager approve a
 	// node's CSR renewing its own client certificate.
 	SelfNodeClientApprovalRole = "system:certificates.k8s.io:certificatesigningrequests:selfnodeclient"
+	// NodeletNamespace is where config/default installs nodelet and its
+	// CSR approver.
+	NodeletNamespace = "nodelet-system"
+	// CSRApproverServiceAccount is the approver's identity in
+	// NodeletNamespace.
+	CSRApproverServiceAccount = "nodelet-csr-approver"
 )
 
 // BootstrapToken is a bootstrap token Secret's credentials and a
@@ -257,8 +267,9 @@ type BootstrapToken struct {
 func (t *BootstrapToken) Token() string { return t.ID + "." + t.Secret }
 
 // CreateBootstrapToken creates a bootstrap token Secret in kube-system,
-// valid for authentication for ttl, and writes a kubeconfig that uses it.
-func (a *APIServer) CreateBootstrapToken(ctx context.Context, ttl time.Duration) (*BootstrapToken, error) {
+// valid for authentication for ttl, with the extra groups groups, and
+// writes a kubeconfig that uses it.
+func (a *APIServer) CreateBootstrapToken(ctx context.Context, ttl time.Duration, groups ...string) (*BootstrapToken, error) {
 	id, err := randomToken(6)
 	if err != nil {
 		return nil, err
@@ -282,6 +293,9 @@ func (a *APIServer) CreateBootstrapToken(ctx context.Context, ttl time.Duration)
 			"usage-bootstrap-authentication": "true",
 		},
 	}
+	if len(groups) > 0 {
+		s.StringData["auth-extra-groups"] = strings.Join(groups, ",")
+	}
 	if err := c.Create(ctx, s); err != nil {
 		return nil, fmt.Errorf("creating bootstrap token %s: %w", id, err)
 	}
@@ -300,10 +314,44 @@ func (a *APIServer) CreateBootstrapToken(ctx context.Context, ttl time.Duration)
 	return t, nil
 }
 
-// TLSBootstrapBindings are the ClusterRoleBindings of TLS bootstrap:
-// bootstrap tokens may request node client certificates, which are then
-// approved automatically, and nodes may renew their own.
-func TLSBootstrapBindings() []*rbacv1.ClusterRoleBinding {
+// CreateNodeBootstrapToken makes node nodeName's bootstrap token and
+// kubeconfig as a cluster admin does, with hack/bootstrap-token.sh, and
+// returns them. The token is valid for ttl.
+func (a *APIServer) CreateNodeBootstrapToken(ctx context.Context, nodeName string, ttl time.Duration) (*BootstrapToken, error) {
+	root, err := RepoRoot()
+	if err != nil {
+		return nil, err
+	}
+	admin, err := a.AdminKubeconfig()
+	if err != nil {
+		return nil, err
+	}
+	path := filepath.Join(a.Dir, "bootstrap-"+nodeName+".kubeconfig")
+	cmd := exec.CommandContext(ctx, filepath.Join(root, "hack", "bootstrap-token.sh"), nodeName, strconv.Itoa(int(ttl.Seconds()))+"s")
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+admin, "KUBECTL="+filepath.Join(a.Env.BinaryAssetsDirectory, "kubectl"),
+		"BOOTSTRAP_KUBECONFIG="+path)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("running hack/bootstrap-token.sh %s: %w: %s", nodeName, err, out)
+	}
+	kc, err := clientcmd.LoadFromFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("reading the bootstrap kubeconfig of %s: %w", nodeName, err)
+	}
+	auth := kc.AuthInfos[kc.Contexts[kc.CurrentContext].AuthInfo]
+	id, secret, ok := strings.Cut(auth.Token, ".")
+	if !ok {
+		return nil, fmt.Errorf("the bootstrap kubeconfig of %s holds no bootstrap token", nodeName)
+	}
+	return &BootstrapToken{ID: id, Secret: secret, Kubeconfig: path}, nil
+}
+
+// KubeadmTLSBootstrapBindings are the ClusterRoleBindings kubeadm makes
+// for TLS bootstrap: every bootstrap token may request node client
+// certificates, which the controller-manager then approves for any node
+// name, and nodes may renew their own. nodelet's install does not use
+// them (config/rbac lets only nodelet tokens request, config/approver
+// approves); a plain local cluster may.
+func KubeadmTLSBootstrapBindings() []*rbacv1.ClusterRoleBinding {
 	bind := func(name, group, role string) *rbacv1.ClusterRoleBinding {
 		return &rbacv1.ClusterRoleBinding{
 			ObjectMeta: metav1.ObjectMeta{Name: name},
@@ -318,14 +366,14 @@ func TLSBootstrapBindings() []*rbacv1.ClusterRoleBinding {
 	}
 }
 
-// GrantTLSBootstrap creates TLSBootstrapBindings; those that exist are
-// left alone.
-func (a *APIServer) GrantTLSBootstrap(ctx context.Context) error {
+// GrantKubeadmTLSBootstrap creates KubeadmTLSBootstrapBindings; those that
+// exist are left alone.
+func (a *APIServer) GrantKubeadmTLSBootstrap(ctx context.Context) error {
 	c, err := a.AdminClient()
 	if err != nil {
 		return err
 	}
-	for _, b := range TLSBootstrapBindings() {
+	for _, b := range KubeadmTLSBootstrapBindings() {
 		if err := c.Create(ctx, b); err != nil && !apierrors.IsAlreadyExists(err) {
 			return fmt.Errorf("creating ClusterRoleBinding %s: %w", b.Name, err)
 		}
@@ -333,13 +381,124 @@ func (a *APIServer) GrantTLSBootstrap(ctx context.Context) error {
 	return nil
 }
 
-// SetUpTLSBootstrap grants TLS bootstrap and creates a bootstrap token
-// valid for an hour.
+// SetUpTLSBootstrap grants kubeadm's TLS bootstrap (the controller-manager
+// approves any bootstrap token's node client request) and creates a
+// bootstrap token valid for an hour: a local cluster's quick join. The
+// e2e of nodelet's own install uses InstallNodeletAccess,
+// StartCSRApprover and CreateNodeBootstrapToken instead.
 func (a *APIServer) SetUpTLSBootstrap(ctx context.Context) (*BootstrapToken, error) {
-	if err := a.GrantTLSBootstrap(ctx); err != nil {
+	if err := a.GrantKubeadmTLSBootstrap(ctx); err != nil {
 		return nil, err
 	}
 	return a.CreateBootstrapToken(ctx, time.Hour)
+}
+
+// accessKinds are the kinds of config/default that InstallNodeletAccess
+// creates: identities and RBAC, no workloads.
+var accessKinds = []string{"Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"}
+
+// InstallNodeletAccess creates what config/default grants (its Namespace,
+// ServiceAccounts, roles and bindings, not its DaemonSet or Deployment) as
+// `kubectl apply -k config/default` would, and returns the rendered
+// objects' kinds and names.
+func (a *APIServer) InstallNodeletAccess(ctx context.Context) ([]string, error) {
+	root, err := RepoRoot()
+	if err != nil {
+		return nil, err
+	}
+	kubectl := filepath.Join(a.Env.BinaryAssetsDirectory, "kubectl")
+	rendered, err := exec.CommandContext(ctx, kubectl, "kustomize", filepath.Join(root, "config", "default")).Output()
+	if err != nil {
+		return nil, fmt.Errorf("rendering config/default: %w", err)
+	}
+	var keep []string
+	var names []string
+	for _, doc := range strings.Split(string(rendered), "\n---\n") {
+		m := map[string]any{}
+		if err := yaml.Unmarshal([]byte(doc), &m); err != nil {
+			return nil, fmt.Errorf("decoding config/default: %w", err)
+		}
+		kind, _ := m["kind"].(string)
+		if !slices.Contains(accessKinds, kind) {
+			continue
+		}
+		meta, _ := m["metadata"].(map[string]any)
+		names = append(names, fmt.Sprintf("%s/%v", kind, meta["name"]))
+		keep = append(keep, doc)
+	}
+	path := filepath.Join(a.Dir, "nodelet-access.yaml")
+	if err := os.WriteFile(path, []byte(strings.Join(keep, "\n---\n")), 0o600); err != nil {
+		return nil, fmt.Errorf("writing config/default's access objects: %w", err)
+	}
+	cmd, err := a.Kubectl(ctx, "apply", "--server-side", "--field-manager=nodelet-e2e", "-f", path)
+	if err != nil {
+		return nil, err
+	}
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("applying config/default's access objects: %w: %s", err, out)
+	}
+	return names, nil
+}
+
+// StartCSRApprover runs `nodelet csr-approver` from the binary built from
+// this repository against api, as config/approver's ServiceAccount (with
+// a token from the TokenRequest API, so with exactly the RBAC that
+// InstallNodeletAccess applied), with leader election in
+// NodeletNamespace, and returns once its /healthz answers.
+func StartCSRApprover(ctx context.Context, api *APIServer) (*Component, error) {
+	bin, err := NodeletBinary(ctx)
+	if err != nil {
+		return nil, err
+	}
+	cs, err := kubernetes.NewForConfig(api.Config)
+	if err != nil {
+		return nil, fmt.Errorf("creating the admin clientset: %w", err)
+	}
+	tr, err := cs.CoreV1().ServiceAccounts(NodeletNamespace).CreateToken(ctx, CSRApproverServiceAccount,
+		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](4 * 3600)}},
+		metav1.CreateOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("requesting a token of ServiceAccount %s/%s (InstallNodeletAccess creates it): %w",
+			NodeletNamespace, CSRApproverServiceAccount, err)
+	}
+	dir, err := os.MkdirTemp("", "nodelet-csr-approver-")
+	if err != nil {
+		return nil, fmt.Errorf("creating the csr-approver directory: %w", err)
+	}
+	kubeconfig := filepath.Join(dir, "kubeconfig")
+	kc := clientcmdapi.NewConfig()
+	kc.Clusters["envtest"] = &clientcmdapi.Cluster{Server: api.Config.Host, CertificateAuthorityData: api.Config.CAData}
+	kc.AuthInfos["approver"] = &clientcmdapi.AuthInfo{Token: tr.Status.Token}
+	kc.Contexts["approver"] = &clientcmdapi.Context{Cluster: "envtest", AuthInfo: "approver"}
+	kc.CurrentContext = "approver"
+	if err := clientcmd.WriteToFile(*kc, kubeconfig); err != nil {
+		_ = os.RemoveAll(dir)
+		return nil, fmt.Errorf("writing the csr-approver kubeconfig: %w", err)
+	}
+	port, err := freePort()
+	if err != nil {
+		_ = os.RemoveAll(dir)
+		return nil, err
+	}
+	c := &Component{Name: "nodelet csr-approver", Dir: dir, LogPath: filepath.Join(dir, "csr-approver.log")}
+	if err := c.start(bin, []string{
+		"csr-approver",
+		"--kubeconfig=" + kubeconfig,
+		"--leader-election-namespace=" + NodeletNamespace,
+		"--metrics-bind-address=0",
+		"--health-probe-bind-address=127.0.0.1:" + strconv.Itoa(port),
+	}); err != nil {
+		_ = os.RemoveAll(dir)
+		return nil, err
+	}
+	err = healthWait{
+		name: c.Name, url: fmt.Sprintf("http://127.0.0.1:%d/healthz", port),
+		exited: c.done, exitErr: c.exitErr, logTail: c.LogTail,
+	}.wait(ctx, controlPlaneStartTimeout)
+	if err != nil {
+		return nil, errors.Join(err, c.Stop())
+	}
+	return c, nil
 }
 
 // randomToken returns n characters of [a-z0-9], the bootstrap token
