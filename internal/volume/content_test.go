@@ -4,6 +4,7 @@ import (
 	"context"
 	"io/fs"
 	"maps"
+	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -312,6 +313,51 @@ func TestSetUpFSGroup(t *testing.T) {
 	assertMode(t, filepath.Join(tok, "token"), 0o640)
 	assertGroup(t, filepath.Join(tok, "token"), 2000)
 	scratch := e.m.volumeDir(pod.UID, emptyDirPlugin, "scratch")
+	assertMode(t, scratch, 0o777|fs.ModeSetgid)
+	assertGroup(t, scratch, 2000)
+}
+
+// A restarted nodelet sets up the volumes of the running pods it adopts
+// again; the fsGroup walk of an emptyDir is not repeated, so a file a
+// container made private stays private.
+func TestFSGroupWalkNotRepeatedAfterRestart(t *testing.T) {
+	e := newTestEnv(t)
+	pod := testPod(v1.Volume{Name: "scratch", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{}}})
+	pod.Spec.SecurityContext = &v1.PodSecurityContext{FSGroup: ptrTo[int64](2000)}
+	ctx := context.Background()
+	if err := e.m.SetUp(ctx, pod); err != nil {
+		t.Fatalf("SetUp: %v", err)
+	}
+	scratch := e.m.volumeDir(pod.UID, emptyDirPlugin, "scratch")
+	private := filepath.Join(scratch, "private")
+	if err := os.WriteFile(private, []byte("mine"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(private, 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	restarted, err := New(e.root, e.f, WithClock(e.clock), WithMounter(e.mounter))
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	if err := restarted.SetUp(ctx, pod); err != nil {
+		t.Fatalf("SetUp after restart: %v", err)
+	}
+	assertMode(t, private, 0o600)
+	assertMode(t, scratch, 0o777|fs.ModeSetgid)
+
+	// Removed from under nodelet, the volume is made and handed over again.
+	if err := os.RemoveAll(scratch); err != nil {
+		t.Fatal(err)
+	}
+	again, err := New(e.root, e.f, WithClock(e.clock), WithMounter(e.mounter))
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	if err := again.SetUp(ctx, pod); err != nil {
+		t.Fatalf("SetUp of a removed volume: %v", err)
+	}
 	assertMode(t, scratch, 0o777|fs.ModeSetgid)
 	assertGroup(t, scratch, 2000)
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -21,22 +22,70 @@ const emptyDirMode fs.FileMode = 0o777
 // that could not be mounted because nodelet lacks the privilege to mount.
 var ErrMountNotPermitted = errors.New("mounting tmpfs is not permitted: memory-backed volumes need nodelet to run as root (CAP_SYS_ADMIN)")
 
-// setUpEmptyDir creates the emptyDir's directory, on tmpfs for medium Memory.
+// readyFileName marks a volume whose set-up is complete, in the volume's
+// metadata directory (the kubelet's layout: pods/<uid>/plugins/<plugin>/<name>).
+const readyFileName = "ready"
+
+// setUpEmptyDir creates the emptyDir's directory, on tmpfs for medium
+// Memory, and hands it to the pod's fsGroup once: a ready marker beside it
+// (never inside, where containers write) records that the set-up is done,
+// so that a restarted nodelet adopting a running pod does not walk the
+// volume again and undo the modes its containers chose.
 func (m *Manager) setUpEmptyDir(pod *v1.Pod, name string, src *v1.EmptyDirVolumeSource) error {
 	dir := m.volumeDir(pod.UID, emptyDirPlugin, name)
-	if err := os.MkdirAll(dir, emptyDirMode); err != nil {
-		return fmt.Errorf("creating emptyDir directory: %w", err)
+	ready := filepath.Join(m.pluginMetaDir(pod.UID, emptyDirPlugin, name), readyFileName)
+	done := fileExists(ready)
+	if !done {
+		if err := os.MkdirAll(dir, emptyDirMode); err != nil {
+			return fmt.Errorf("creating emptyDir directory: %w", err)
+		}
+	} else if _, err := os.Lstat(dir); err != nil {
+		// Marked ready but gone: set it up again.
+		done = false
+		if err := os.MkdirAll(dir, emptyDirMode); err != nil {
+			return fmt.Errorf("creating emptyDir directory: %w", err)
+		}
 	}
 	switch src.Medium {
 	case v1.StorageMediumDefault:
 	case v1.StorageMediumMemory:
-		if err := m.ensureTmpfs(dir, src.SizeLimit); err != nil {
-			return err
+		mounted, err := m.mounter.IsMountPoint(dir)
+		if err != nil {
+			return fmt.Errorf("checking whether %s is a mount point: %w", dir, err)
+		}
+		if !mounted {
+			// A fresh file system: whatever was set up before is gone.
+			done = false
+			if err := m.ensureTmpfs(dir, src.SizeLimit); err != nil {
+				return err
+			}
 		}
 	default:
 		return fmt.Errorf("emptyDir medium %q is not supported by nodelet", src.Medium)
 	}
-	return setEmptyDirOwnership(dir, pod)
+	if done {
+		return nil
+	}
+	if err := setEmptyDirOwnership(dir, pod); err != nil {
+		return err
+	}
+	return markReady(ready)
+}
+
+// markReady writes the ready marker at path.
+func markReady(path string) error {
+	if err := mkdirMode(filepath.Dir(path), stateDirMode); err != nil {
+		return fmt.Errorf("creating volume metadata directory: %w", err)
+	}
+	if err := os.WriteFile(path, nil, 0o600); err != nil {
+		return fmt.Errorf("marking volume set up: %w", err)
+	}
+	return nil
+}
+
+func fileExists(path string) bool {
+	_, err := os.Lstat(path)
+	return err == nil
 }
 
 // setEmptyDirOwnership gives the emptyDir mode 0777 whatever the umask and,

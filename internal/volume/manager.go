@@ -31,6 +31,7 @@ const (
 
 	podsDirName       = "pods"
 	volumesDirName    = "volumes"
+	pluginsDirName    = "plugins"
 	containersDirName = "containers"
 	etcHostsFileName  = "etc-hosts"
 
@@ -185,6 +186,12 @@ func (m *Manager) PodDir(uid types.UID) string { return filepath.Join(m.podsDir(
 
 func (m *Manager) volumeDir(uid types.UID, plugin, name string) string {
 	return filepath.Join(m.PodDir(uid), volumesDirName, plugin, name)
+}
+
+// pluginMetaDir is where nodelet keeps what it knows about a volume, beside
+// the volume and out of the containers' reach.
+func (m *Manager) pluginMetaDir(uid types.UID, plugin, name string) string {
+	return filepath.Join(m.PodDir(uid), pluginsDirName, plugin, name)
 }
 
 // ensurePodDir creates the pod directory and its volumes directory.
