@@ -294,8 +294,8 @@ func (r *PodReconciler) heldUIDs() []types.UID {
 	return append(r.Admit.UIDs(), r.Prober.PodUIDs()...)
 }
 
-// notedUIDs implements podMemory: the pods with a status write or a
-// deletion noted.
+// notedUIDs implements podMemory: the pods with a status write, a
+// deletion or a start time noted.
 func (r *PodReconciler) notedUIDs() []types.UID {
 	var uids []types.UID
 	for _, m := range []*sync.Map{&r.written, &r.deleted} {
@@ -304,6 +304,9 @@ func (r *PodReconciler) notedUIDs() []types.UID {
 			return true
 		})
 	}
+	if r.Metrics != nil {
+		uids = append(uids, r.Metrics.uids()...)
+	}
 	return uids
 }
 
@@ -311,4 +314,7 @@ func (r *PodReconciler) notedUIDs() []types.UID {
 func (r *PodReconciler) forget(uid types.UID) {
 	r.written.Delete(uid)
 	r.deleted.Delete(uid)
+	if r.Metrics != nil {
+		r.Metrics.forget(uid)
+	}
 }

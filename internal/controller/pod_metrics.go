@@ -64,6 +64,20 @@ func (m *podMetrics) observeStart(pod *corev1.Pod, status corev1.PodStatus, now 
 	metrics.PodStartDuration.Observe(now.Sub(first).Seconds())
 }
 
+// uids lists the pods something is kept of.
+func (m *podMetrics) uids() []types.UID {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	uids := make([]types.UID, 0, len(m.firstSeen)+len(m.started))
+	for uid := range m.firstSeen {
+		uids = append(uids, uid)
+	}
+	for uid := range m.started {
+		uids = append(uids, uid)
+	}
+	return uids
+}
+
 // forget drops what is kept of a pod that is gone.
 func (m *podMetrics) forget(uid types.UID) {
 	m.mu.Lock()

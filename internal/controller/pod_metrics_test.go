@@ -343,3 +343,24 @@ func TestPodMetricsNewPodMetricsReportsTheNodeOnScrapes(t *testing.T) {
 	g.Expect(got).To(gm.HaveKeyWithValue("nodelet_pods phase=Failed", 0.0))
 	g.Expect(got).To(gm.HaveKeyWithValue("kubelet_pod_in_progress_resizes", 0.0))
 }
+
+// Start times kept for pods that went without a worker (deleted while
+// nodelet was down, say) are noted for housekeeping, which forgets them.
+func TestHousekeepingForgetsPodMetrics(t *testing.T) {
+	g := gm.NewWithT(t)
+	r := &PodReconciler{Metrics: newTestPodMetrics()}
+	t0 := time.Unix(1000, 0)
+	r.Metrics.seen("waiting", t0)
+	r.Metrics.seen("started", t0)
+	pod, status := podWithStatus("started", corev1.PodRunning, runningState)
+	r.Metrics.observeStart(pod, status, t0.Add(time.Second))
+	r.written.Store(types.UID("written"), true)
+
+	g.Expect(r.notedUIDs()).To(gm.ConsistOf(types.UID("waiting"), types.UID("started"), types.UID("written")))
+	for _, uid := range r.notedUIDs() {
+		r.forget(uid)
+	}
+	g.Expect(r.notedUIDs()).To(gm.BeEmpty())
+	g.Expect(r.Metrics.firstSeen).To(gm.BeEmpty())
+	g.Expect(r.Metrics.started).To(gm.BeEmpty())
+}
