@@ -39,6 +39,10 @@ func TestParseErrors(t *testing.T) {
 		{"misspelt taint field", header + "registerWithTaints:\n- key: k\n  efect: NoSchedule\n", nil, `unknown field "registerWithTaints[0].efect"`},
 		{"unknown flag", "", []string{"--no-such-flag"}, "unknown flag: --no-such-flag"},
 		{"missing file", "", []string{"--config=/nonexistent/nodelet.yaml"}, "reading config file"},
+		{"anonymous exec", header + "server:\n  anonymous:\n    enabled: true\n  authorization:\n    mode: AlwaysAllow\n", nil,
+			"server.anonymous.enabled: Forbidden: must not be true with authorization mode AlwaysAllow"},
+		{"zero QPS", header + "kubeAPIQPS: 0\n", nil, "kubeAPIQPS: Invalid value: 0"},
+		{"negative review cache", header + "server:\n  webhook:\n    cacheTTL: -1s\n", nil, "server.webhook.cacheTTL"},
 		{"bootstrap without kubeconfig", "", []string{"--node-name=n", "--bootstrap-kubeconfig=/b"}, "--bootstrap-kubeconfig needs --kubeconfig"},
 	}
 	for _, tc := range cases {
@@ -166,5 +170,25 @@ func TestCertificateOptions(t *testing.T) {
 				t.Errorf("cert dir %q, want %q", opts.CertDir, tc.wantDir)
 			}
 		})
+	}
+}
+
+// An explicit 0 in the file turns a review cache off; it is not taken for
+// "unset" and defaulted.
+func TestZeroReviewCacheTTLs(t *testing.T) {
+	file := writeFile(t, header+"server:\n  webhook:\n    cacheTTL: 0s\n  authorization:\n    cacheAuthorizedTTL: 0s\n    cacheUnauthorizedTTL: 0s\n")
+	cfg, err := Parse([]string{"--config", file, "--node-name=n"}, nil)
+	if err != nil {
+		t.Fatalf("Parse: %v", err)
+	}
+	s := cfg.Config.Server
+	for name, d := range map[string]time.Duration{
+		"webhook.cacheTTL":                   s.Webhook.CacheTTL.Duration,
+		"authorization.cacheAuthorizedTTL":   s.Authorization.CacheAuthorizedTTL.Duration,
+		"authorization.cacheUnauthorizedTTL": s.Authorization.CacheUnauthorizedTTL.Duration,
+	} {
+		if d != 0 {
+			t.Errorf("%s = %s, want 0", name, d)
+		}
 	}
 }
