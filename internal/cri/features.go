@@ -21,6 +21,9 @@ type Features struct {
 	HandlersReported bool
 	// Handlers are the runtime handlers by name; "" is the default one.
 	Handlers map[string]HandlerFeatures
+	// FeaturesReported is whether the runtime reports its runtime-wide
+	// features at all (containerd 1.6 does not).
+	FeaturesReported bool
 	// SupplementalGroupsPolicy is whether the runtime honours
 	// supplementalGroupsPolicy Strict (and reports the container's user).
 	SupplementalGroupsPolicy bool
@@ -52,6 +55,7 @@ func FeaturesFromStatus(resp *runtimeapi.StatusResponse) Features {
 			}
 		}
 	}
+	f.FeaturesReported = resp.GetFeatures() != nil
 	f.SupplementalGroupsPolicy = resp.GetFeatures().GetSupplementalGroupsPolicy()
 	f.UserNamespacesHostNetwork = resp.GetFeatures().GetUserNamespacesHostNetwork()
 	return f

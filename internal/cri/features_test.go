@@ -44,6 +44,9 @@ func TestFeaturesFromStatus(t *testing.T) {
 			if got := f.UserNamespaces(tc.handler); got != tc.wantUserns {
 				t.Errorf("UserNamespaces(%q) = %v, want %v", tc.handler, got, tc.wantUserns)
 			}
+			if f.FeaturesReported != (tc.resp.GetFeatures() != nil) {
+				t.Errorf("FeaturesReported = %v", f.FeaturesReported)
+			}
 			if f.SupplementalGroupsPolicy != tc.wantStrict || f.UserNamespacesHostNetwork != tc.wantHostUser {
 				t.Errorf("features = %+v", f)
 			}

@@ -124,6 +124,11 @@ func (o *Observer) observeRuntime(ctx context.Context, obs *Observation) {
 	if imgs, err := o.runtime.ListImages(ctx, nil); err == nil {
 		obs.Images, obs.ImagesKnown = Images(imgs), true
 	}
+	if fs, ok := o.runtime.(FeatureSource); ok {
+		if f, err := fs.Features(ctx); err == nil {
+			obs.Features, obs.RuntimeHandlers, obs.FeaturesKnown = NodeFeatures(f), NodeRuntimeHandlers(f), true
+		}
+	}
 }
 
 func (o *Observer) readMemory() (Memory, error) {

@@ -4,10 +4,14 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	"k8s.io/utils/ptr"
+
+	"github.com/nodelet/nodelet/internal/cri"
 )
 
 // Runtime is the part of the container runtime node status needs; the
@@ -95,6 +99,41 @@ func Images(list []*runtimeapi.Image) []corev1.ContainerImage {
 	})
 	if len(out) > MaxImages {
 		out = out[:MaxImages]
+	}
+	return out
+}
+
+// FeatureSource reads the runtime's handlers and features; cri.Client
+// implements it.
+type FeatureSource interface {
+	Features(ctx context.Context) (cri.Features, error)
+}
+
+// NodeFeatures returns the node's status.features as the kubelet reports
+// them from the runtime: whether it supports supplementalGroupsPolicy
+// Strict, or nil when the runtime reports no features.
+func NodeFeatures(f cri.Features) *corev1.NodeFeatures {
+	if !f.FeaturesReported {
+		return nil
+	}
+	return &corev1.NodeFeatures{SupplementalGroupsPolicy: ptr.To(f.SupplementalGroupsPolicy)}
+}
+
+// NodeRuntimeHandlers returns the node's status.runtimeHandlers as the
+// kubelet reports them: the runtime's handlers with their features,
+// ordered by name ("" is the default handler); none when the runtime lists
+// none.
+func NodeRuntimeHandlers(f cri.Features) []corev1.NodeRuntimeHandler {
+	if !f.HandlersReported {
+		return nil
+	}
+	out := make([]corev1.NodeRuntimeHandler, 0, len(f.Handlers))
+	for _, name := range slices.Sorted(maps.Keys(f.Handlers)) {
+		h := f.Handlers[name]
+		out = append(out, corev1.NodeRuntimeHandler{Name: name, Features: &corev1.NodeRuntimeHandlerFeatures{
+			RecursiveReadOnlyMounts: ptr.To(h.RecursiveReadOnlyMounts),
+			UserNamespaces:          ptr.To(h.UserNamespaces),
+		}})
 	}
 	return out
 }

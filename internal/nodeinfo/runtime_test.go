@@ -6,8 +6,11 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	"k8s.io/utils/ptr"
 
 	"github.com/nodelet/nodelet/internal/cri"
 )
@@ -102,3 +105,50 @@ func TestImages(t *testing.T) {
 }
 
 var _ Runtime = cri.Runtime(nil)
+
+func TestNodeFeaturesAndRuntimeHandlers(t *testing.T) {
+	tests := []struct {
+		name         string
+		resp         *runtimeapi.StatusResponse
+		wantFeatures *corev1.NodeFeatures
+		wantHandlers []corev1.NodeRuntimeHandler
+	}{
+		{name: "containerd 1.6 reports neither", resp: &runtimeapi.StatusResponse{Status: runtimeStatus()}},
+		{name: "features without Strict", resp: &runtimeapi.StatusResponse{Features: &runtimeapi.RuntimeFeatures{}},
+			wantFeatures: &corev1.NodeFeatures{SupplementalGroupsPolicy: ptr.To(false)}},
+		{name: "handlers and Strict", resp: &runtimeapi.StatusResponse{
+			Features: &runtimeapi.RuntimeFeatures{SupplementalGroupsPolicy: true},
+			RuntimeHandlers: []*runtimeapi.RuntimeHandler{
+				{Name: "runc", Features: &runtimeapi.RuntimeHandlerFeatures{UserNamespaces: true}},
+				{Name: "", Features: &runtimeapi.RuntimeHandlerFeatures{RecursiveReadOnlyMounts: true}},
+			}},
+			wantFeatures: &corev1.NodeFeatures{SupplementalGroupsPolicy: ptr.To(true)},
+			wantHandlers: []corev1.NodeRuntimeHandler{
+				{Name: "", Features: &corev1.NodeRuntimeHandlerFeatures{RecursiveReadOnlyMounts: ptr.To(true), UserNamespaces: ptr.To(false)}},
+				{Name: "runc", Features: &corev1.NodeRuntimeHandlerFeatures{RecursiveReadOnlyMounts: ptr.To(false), UserNamespaces: ptr.To(true)}},
+			}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := cri.FeaturesFromStatus(tt.resp)
+			if got := NodeFeatures(f); !reflect.DeepEqual(got, tt.wantFeatures) {
+				t.Errorf("NodeFeatures = %+v, want %+v", got, tt.wantFeatures)
+			}
+			if got := NodeRuntimeHandlers(f); !reflect.DeepEqual(got, tt.wantHandlers) {
+				t.Errorf("NodeRuntimeHandlers = %+v, want %+v", got, tt.wantHandlers)
+			}
+		})
+	}
+}
+
+func TestComputeStatusFeatures(t *testing.T) {
+	strict := &corev1.NodeFeatures{SupplementalGroupsPolicy: ptr.To(true)}
+	old := corev1.NodeStatus{Features: strict}
+	if got, _ := ComputeStatus(old, Observation{}, time.Now()); !reflect.DeepEqual(got.Features, strict) {
+		t.Errorf("features unknown: %+v, want the old ones kept", got.Features)
+	}
+	got, changed := ComputeStatus(old, Observation{FeaturesKnown: true}, time.Now())
+	if got.Features != nil || !changed {
+		t.Errorf("runtime reports none: features %+v, changed %v; want none, changed", got.Features, changed)
+	}
+}

@@ -46,6 +46,12 @@ type Observation struct {
 	// Images replace the status's images when ImagesKnown.
 	Images      []corev1.ContainerImage
 	ImagesKnown bool
+	// Features and RuntimeHandlers replace the status's features and
+	// runtime handlers when FeaturesKnown (NodeFeatures,
+	// NodeRuntimeHandlers).
+	Features        *corev1.NodeFeatures
+	RuntimeHandlers []corev1.NodeRuntimeHandler
+	FeaturesKnown   bool
 	// RuntimeProblems make the node NotReady; none means Ready.
 	RuntimeProblems []string
 	Pressure        Pressure
@@ -87,6 +93,9 @@ func ComputeStatus(old corev1.NodeStatus, observed Observation, now time.Time) (
 	s.DaemonEndpoints = observed.DaemonEndpoints
 	if observed.ImagesKnown {
 		s.Images = observed.Images
+	}
+	if observed.FeaturesKnown {
+		s.Features, s.RuntimeHandlers = observed.Features, observed.RuntimeHandlers
 	}
 	for _, c := range desiredConditions(observed) {
 		setCondition(&s.Conditions, c, ts)
