@@ -236,6 +236,8 @@ var _ = Describe("Node API serving certificate", func() {
 			By("failing handshakes while no certificate is issued, instead of serving a self-signed one")
 			_, err = servedCertificate(nodelet.ServerAddr)
 			Expect(err).To(HaveOccurred())
+			Eventually(func() string { return nodelet.LogTail(100) }).WithTimeout(apiTimeout).WithPolling(pollInterval).
+				Should(ContainSubstring("no serving certificate available for the node"))
 
 			By("approving and signing the CSR with the cluster's CA")
 			csr.Status.Conditions = append(csr.Status.Conditions, certificatesv1.CertificateSigningRequestCondition{
