@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/protobuf/proto"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -227,7 +228,22 @@ func (g *gen) pod(hostDir string) *v1.Pod {
 	for i := range pod.Spec.Containers {
 		g.subPathExprs(&pod.Spec.Containers[i])
 	}
+	g.isolation(pod)
 	return pod
+}
+
+// isolation has the pod ask for a user namespace, a RuntimeClass or the
+// Strict supplemental groups policy. It draws last, and the choice when
+// the bytes have run out asks for none, so older seeds make the same pod.
+func (g *gen) isolation(pod *v1.Pod) {
+	pod.Spec.HostUsers = pick(g, []*bool{nil, ptr.To(false), ptr.To(true)})
+	pod.Spec.RuntimeClassName = pick(g, []*string{nil, ptr.To("sandboxed")})
+	if p := pick(g, []*v1.SupplementalGroupsPolicy{nil, ptr.To(v1.SupplementalGroupsPolicyStrict), ptr.To(v1.SupplementalGroupsPolicyMerge)}); p != nil {
+		if pod.Spec.SecurityContext == nil {
+			pod.Spec.SecurityContext = &v1.PodSecurityContext{}
+		}
+		pod.Spec.SecurityContext.SupplementalGroupsPolicy = p
+	}
 }
 
 // subPathExprs turns some of c's volumeMounts into subPathExpr mounts and
@@ -309,6 +325,8 @@ func runPipeline(t *testing.T, g *gen, pod *v1.Pod, links []link) {
 	node := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node"}, Status: v1.NodeStatus{
 		Allocatable: v1.ResourceList{v1.ResourceCPU: resource.MustParse("2"), v1.ResourceMemory: resource.MustParse("4Gi"), v1.ResourcePods: resource.MustParse("110")}}}
 	_ = admission.Policy{AppArmor: admission.AppArmor{Loaded: map[string]bool{"p": true}}}.Admit(pod, node, nil)
+	checkIsolationAdmission(t, pod, node)
+	userns := checkUserNamespace(t, g, pod)
 
 	root := t.TempDir()
 	m, err := volume.New(root, fakeFetcher{}, volume.WithMounter(mount.NewFakeMounter(nil)))
@@ -322,9 +340,12 @@ func runPipeline(t *testing.T, g *gen, pod *v1.Pod, links []link) {
 	}()
 	st := state.NewPodState(pod.UID)
 	actions := planner.ComputePodActions(pod, state.PodRuntime{}, st, planner.Inputs{Now: now})
-	sbCfg, err := criconfig.SandboxConfig(pod, criconfig.SandboxOptions{PodLogsDir: filepath.Join(root, "logs"), ClusterDomain: "cluster.local"})
+	sbCfg, err := criconfig.SandboxConfig(pod, criconfig.SandboxOptions{PodLogsDir: filepath.Join(root, "logs"), ClusterDomain: "cluster.local", UserNamespace: userns})
 	if err == nil && !strings.HasPrefix(sbCfg.LogDirectory, filepath.Join(root, "logs")+"/") {
 		t.Fatalf("log directory %s outside the logs root", sbCfg.LogDirectory)
+	}
+	if err == nil && !proto.Equal(sbCfg.GetLinux().GetSecurityContext().GetNamespaceOptions().GetUsernsOptions(), userns) {
+		t.Fatalf("sandbox user namespace %v, want %v", sbCfg.GetLinux().GetSecurityContext().GetNamespaceOptions().GetUsernsOptions(), userns)
 	}
 	_ = m.SetUp(ctx, pod)
 	plantLinks(t, m, pod, links)
@@ -336,7 +357,7 @@ func runPipeline(t *testing.T, g *gen, pod *v1.Pod, links []link) {
 		c := &all[i]
 		opts := criconfig.ContainerOptions{SandboxID: "sb",
 			PodIPs: []string{"10.0.0.2"}, HostIPs: []string{"10.0.0.1"}, SeccompRoot: filepath.Join(root, "seccomp"),
-			ConfigMaps: map[string]*v1.ConfigMap{}, NodeAllocatable: node.Status.Allocatable}
+			ConfigMaps: map[string]*v1.ConfigMap{}, NodeAllocatable: node.Status.Allocatable, UserNamespace: userns}
 		if opts.Env, err = criconfig.ContainerEnv(pod, c, opts); err != nil {
 			continue
 		}
@@ -350,6 +371,7 @@ func runPipeline(t *testing.T, g *gen, pod *v1.Pod, links []link) {
 			continue
 		}
 		checkMounts(t, m, pod, envs, cfg.Mounts)
+		checkIDMappedMounts(t, userns, cfg)
 		if sp := cfg.GetLinux().GetSecurityContext().GetSeccomp(); sp.GetProfileType() == runtimeapi.SecurityProfile_Localhost &&
 			!strings.HasPrefix(sp.LocalhostRef, filepath.Join(root, "seccomp")+"/") {
 			t.Fatalf("seccomp profile %s outside the profile root", sp.LocalhostRef)
@@ -516,6 +538,62 @@ func TestLinkToTheHostIsNotMounted(t *testing.T) {
 		}
 		if !strings.Contains(err.Error(), "resolves outside the volume") {
 			t.Errorf("mount %d: error %v, want it to say the subPath leaves the volume", i, err)
+		}
+	}
+}
+
+// checkIsolationAdmission fails the test when admission lets a pod asking
+// for the Strict supplemental groups policy onto a runtime without it, or
+// refuses one for it on a runtime that has it.
+func checkIsolationAdmission(t *testing.T, pod *v1.Pod, node *v1.Node) {
+	t.Helper()
+	strict := pod.Spec.SecurityContext != nil && ptr.Deref(pod.Spec.SecurityContext.SupplementalGroupsPolicy, "") == v1.SupplementalGroupsPolicyStrict
+	without := admission.Policy{}.Admit(pod, node, nil)
+	if strict && without.Admit {
+		t.Fatal("a pod asking for supplementalGroupsPolicy Strict was admitted on a runtime without it")
+	}
+	with := admission.Policy{Runtime: admission.RuntimeFeatures{SupplementalGroupsPolicy: true}}.Admit(pod, node, nil)
+	if with.Reason == admission.ReasonSupplementalGroupsPolicyNotSupported {
+		t.Fatal("a runtime with supplementalGroupsPolicy refused a pod for it")
+	}
+}
+
+// checkUserNamespace fails the test when a pod asking for a user namespace
+// would run without one: it must be refused on a runtime without them,
+// and get a user namespace of its own (mode POD) where it is not refused.
+// It returns the user namespace the pod's configs get.
+func checkUserNamespace(t *testing.T, g *gen, pod *v1.Pod) *runtimeapi.UserNamespace {
+	t.Helper()
+	handler := ""
+	if pod.Spec.RuntimeClassName != nil {
+		handler = "runc"
+	}
+	wants := pod.Spec.HostUsers != nil && !*pod.Spec.HostUsers
+	if err := criconfig.CheckUserNamespace(pod, handler, criconfig.UserNamespaceSupport{}); wants && err == nil {
+		t.Fatal("a pod with hostUsers: false passed on a runtime without user namespaces")
+	}
+	err := criconfig.CheckUserNamespace(pod, handler, criconfig.UserNamespaceSupport{Handler: true, HostNetwork: g.bool()})
+	userns := criconfig.UserNamespaceOptions(pod, criconfig.IDRange{First: 65536, Length: 65536})
+	if err == nil && wants != (userns.GetMode() == runtimeapi.NamespaceMode_POD) {
+		t.Fatalf("hostUsers %v got user namespace mode %v", pod.Spec.HostUsers, userns.GetMode())
+	}
+	return userns
+}
+
+// checkIDMappedMounts fails the test when a container of a pod with its own
+// user namespace has a mount whose owners are not mapped into it, or is
+// not in that user namespace.
+func checkIDMappedMounts(t *testing.T, userns *runtimeapi.UserNamespace, cfg *runtimeapi.ContainerConfig) {
+	t.Helper()
+	if got := cfg.GetLinux().GetSecurityContext().GetNamespaceOptions().GetUsernsOptions(); !proto.Equal(got, userns) {
+		t.Fatalf("container user namespace %v, want the pod's %v", got, userns)
+	}
+	if userns.GetMode() != runtimeapi.NamespaceMode_POD {
+		return
+	}
+	for _, mnt := range cfg.Mounts {
+		if len(mnt.UidMappings) != 1 || !proto.Equal(mnt.UidMappings[0], userns.Uids[0]) || len(mnt.GidMappings) != 1 || !proto.Equal(mnt.GidMappings[0], userns.Gids[0]) {
+			t.Fatalf("mount %s of a pod with a user namespace is not idmapped: %v %v", mnt.ContainerPath, mnt.UidMappings, mnt.GidMappings)
 		}
 	}
 }
