@@ -271,8 +271,13 @@ func adaptForTest(objs []*unstructured.Unstructured, state, podLogs, endpoint st
 		}
 	}
 	// The kubeconfig is written for nodelet under its state directory, so
-	// the bootstrap kubeconfig (an optional Secret, absent here) is not
-	// needed, as on a host that joined before.
+	// the host's bootstrap kubeconfig (absent here) is not needed, as on a
+	// host that joined before; its directory is a test one, not /etc's.
+	for i := range spec.Volumes {
+		if hp := spec.Volumes[i].HostPath; hp != nil && hp.Path == "/etc/nodelet/bootstrap" {
+			hp.Path = filepath.Join(state, "bootstrap")
+		}
+	}
 	for i, a := range c.Args {
 		if strings.HasPrefix(a, "--kubeconfig=") {
 			c.Args[i] = "--kubeconfig=" + filepath.Join(state, "kubeconfig")
