@@ -61,6 +61,7 @@ test: deps envtest vet lint ## Lint, unit, envtest and e2e tests against a real 
 	export KUBEBUILDER_ASSETS="$$(bash hack/envtest.sh)"; \
 	$(GO) test $(GOTESTFLAGS) -timeout $(TEST_TIMEOUT) $(UNIT_PKGS); \
 	$(GO) test -run '^$$' -fuzz FuzzPodPipeline -fuzztime $(TEST_FUZZTIME) ./internal/fuzz/; \
+	$(GO) test -run '^$$' -fuzz FuzzNodeAPI -fuzztime $(TEST_FUZZTIME) ./internal/fuzz/; \
 	$(GO) test $(GOTESTFLAGS) -timeout $(TEST_TIMEOUT) -p 1 $(E2E_PKGS); \
 	$(MAKE) --no-print-directory example
 
@@ -88,6 +89,7 @@ conformance-smoke: deps envtest ## The conformance smoke subset that make test r
 .PHONY: fuzz
 fuzz: ## Fuzz the pod pipeline (admission, plan, volumes, CRI configs, status) for $$FUZZTIME (10m).
 	$(GO) test -run '^$$' -fuzz FuzzPodPipeline -fuzztime $(FUZZTIME) ./internal/fuzz/
+	$(GO) test -run '^$$' -fuzz FuzzNodeAPI -fuzztime $(FUZZTIME) ./internal/fuzz/
 
 # Without KUBECONFIG, hack/run.sh installs the packages and builds the
 # Kubernetes binaries itself, with a progress line for each step; with it,

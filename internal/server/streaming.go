@@ -16,6 +16,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/util/httpstream"
 	"k8s.io/apimachinery/pkg/util/proxy"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
@@ -323,7 +324,14 @@ func (c *idleConn) watch() {
 
 type streamResponder struct{ s *Server }
 
+// Error answers a request the proxy could not serve: with the status of an
+// API status error (a request that is no upgrade is a 400), else a 500 for
+// a runtime's streaming server that failed.
 func (sr streamResponder) Error(w http.ResponseWriter, r *http.Request, err error) {
+	if status := apierrors.APIStatus(nil); errors.As(err, &status) && status.Status().Code >= 400 && status.Status().Code < 500 {
+		http.Error(w, err.Error(), int(status.Status().Code))
+		return
+	}
 	sr.s.log.Error(err, "Unable to proxy a stream to the runtime", "path", r.URL.Path)
 	http.Error(w, err.Error(), http.StatusInternalServerError)
 }

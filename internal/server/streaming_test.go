@@ -71,7 +71,7 @@ func TestStreamsNeedAnUpgrade(t *testing.T) {
 	// The runtime's session is prepared, but a plain request is not
 	// proxied to it.
 	w := f.do(http.MethodPost, "/exec/ns/web/app?command=ls&output=1")
-	g.Expect(w.Code).To(Equal(http.StatusInternalServerError))
+	g.Expect(w.Code).To(Equal(http.StatusBadRequest))
 	g.Expect(w.Body.String()).To(ContainSubstring("Upgrade request required"))
 }
 
