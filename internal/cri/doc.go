@@ -9,5 +9,7 @@
 // (ErrNotOwned), so a runtime shared with another agent is never disturbed.
 // Stops and removals are idempotent: an object the runtime no longer knows
 // counts as stopped or removed. Each call is bounded by a per-call timeout
-// and observed in the kubelet_runtime_operations_* metrics.
+// and observed in the kubelet_runtime_operations_* metrics. Features reads
+// the runtime handlers and features the runtime reports in its Status
+// response; FeatureCache keeps them so that pod syncs do not ask again.
 package cri

@@ -10,4 +10,14 @@
 // the pod's state and calls the caller's save function after each, so a
 // restarted agent knows what was done. Writing the pod's status is the
 // reconciler's job.
+//
+// Before it creates a sandbox the executor resolves what isolation the pod
+// gets, from inputs it is handed (a RuntimeClass reader, the runtime's
+// cached features, a user namespace allocator): the runtime handler of the
+// pod's RuntimeClass, and a user namespace of its own for a pod with
+// hostUsers: false (UserNamespaces hands out one 65536-aligned ID range per
+// pod and keeps it on disk across restarts). A missing RuntimeClass, a
+// handler the runtime does not list, or a user namespace the handler cannot
+// give fails the sandbox with the kubelet's FailedCreatePodSandBox Event and
+// message; the pod stays Pending and is tried again.
 package executor

@@ -37,7 +37,7 @@ func (e *Executor) isolation(ctx context.Context, pod *v1.Pod) (string, *runtime
 	}
 	if err := criconfig.CheckUserNamespace(pod, handler, support); err != nil {
 		if featuresErr != nil {
-			return "", nil, fmt.Errorf("%v: %w", err, featuresErr)
+			return "", nil, fmt.Errorf("%w: %w", err, featuresErr)
 		}
 		return "", nil, err
 	}

@@ -1,6 +1,7 @@
 // Package nodeinfo computes what a node reports about itself: capacity and
-// allocatable resources, addresses, system information, images and the
-// Ready, MemoryPressure, DiskPressure and PIDPressure conditions.
+// allocatable resources, addresses, system information, images, the
+// runtime's features and handlers, and the Ready, MemoryPressure,
+// DiskPressure and PIDPressure conditions.
 //
 // The computation is split in two. An Observer gathers an Observation from
 // the host (behind the Host interface, so tests can fake /proc and friends)
