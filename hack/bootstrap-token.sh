@@ -68,7 +68,8 @@ if ((seconds > 3600)); then
 fi
 
 # The node-binding group: the same as internal/approver's NodeGroup.
-hash="$(printf '%s' "$node" | sha256sum | cut -d' ' -f1)"
+sha256() { if command -v sha256sum >/dev/null; then sha256sum; else shasum -a 256; fi; }
+hash="$(printf '%s' "$node" | sha256 | cut -d' ' -f1)"
 prefix="system:bootstrappers:"
 group="${prefix}nodelet:node:$node"
 if [[ "$node" == *.* ]] || ((${#group} - ${#prefix} > 256)); then
@@ -96,15 +97,12 @@ now="$(date -u +%s)"
 expiration="$(date -u -d "@$((now + seconds))" +%Y-%m-%dT%H:%M:%SZ 2>/dev/null ||
 	date -u -r "$((now + seconds))" +%Y-%m-%dT%H:%M:%SZ)"
 
-# The cluster as the admin's kubeconfig has it.
-server="${BOOTSTRAP_SERVER:-$("$kubectl" config view --minify --raw -o 'jsonpath={.clusters[0].cluster.server}')}"
-ca="$("$kubectl" config view --minify --raw -o 'jsonpath={.clusters[0].cluster.certificate-authority-data}')"
-if [[ -z "$ca" ]]; then
-	cafile="$("$kubectl" config view --minify --raw -o 'jsonpath={.clusters[0].cluster.certificate-authority}')"
-	[[ -n "$cafile" ]] || fail "the current kubeconfig names no cluster CA; the bootstrap kubeconfig needs one"
-	ca="$(base64 <"$cafile" | tr -d '\n')"
-fi
+# The cluster as the admin's kubeconfig has it (--flatten inlines a CA
+# file).
+server="${BOOTSTRAP_SERVER:-$("$kubectl" config view --minify --flatten -o 'jsonpath={.clusters[0].cluster.server}')}"
+ca="$("$kubectl" config view --minify --flatten -o 'jsonpath={.clusters[0].cluster.certificate-authority-data}')"
 [[ -n "$server" ]] || fail "the current kubeconfig names no API server"
+[[ -n "$ca" ]] || fail "the current kubeconfig names no cluster CA; the bootstrap kubeconfig needs one"
 
 # One token per node: the earlier ones go.
 "$kubectl" -n kube-system delete secret -l "nodelet.io/bootstrap-node=${hash:0:63}" --ignore-not-found >&2
