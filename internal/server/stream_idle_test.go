@@ -134,7 +134,12 @@ func TestIdleConnectionsAreClosed(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- s.Start(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	})
 
 	dial := func() *tls.Conn {
 		conn, err := tls.Dial("tcp", s.Addr().String(), &tls.Config{InsecureSkipVerify: true}) //nolint:gosec // test client

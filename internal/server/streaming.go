@@ -17,7 +17,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/util/httpstream"
 	"k8s.io/apimachinery/pkg/util/proxy"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	kubetypes "k8s.io/kubelet/pkg/types"
@@ -230,7 +229,7 @@ func (s *Server) proxyStream(w http.ResponseWriter, r *http.Request, rawURL stri
 		return
 	}
 	h := proxy.NewUpgradeAwareHandler(u, nil, false, true, streamResponder{s})
-	if httpstream.IsUpgradeRequest(r) {
+	if isUpgradeRequest(r) {
 		// The hijacked connection carries the session both ways: traffic
 		// in either direction keeps it, none for StreamIdleTimeout ends it.
 		w = &idleHijacker{ResponseWriter: w, timeout: s.opts.StreamIdleTimeout, onIdle: func() {
@@ -238,6 +237,17 @@ func (s *Server) proxyStream(w http.ResponseWriter, r *http.Request, rawURL stri
 		}}
 	}
 	h.ServeHTTP(w, r)
+}
+
+// isUpgradeRequest reports whether r asks to switch protocols, as the
+// upgrade-aware proxy decides it: a Connection header naming upgrade.
+func isUpgradeRequest(r *http.Request) bool {
+	for _, h := range r.Header[http.CanonicalHeaderKey("Connection")] {
+		if strings.Contains(strings.ToLower(h), "upgrade") {
+			return true
+		}
+	}
+	return false
 }
 
 // idleHijacker hands out its connection, once hijacked, wrapped in an
