@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -230,6 +231,49 @@ var _ = Describe("Node API under attack", Ordered, ContinueOnFailure, func() {
 		}).WithTimeout(apiTimeout).WithPolling(time.Second).Should(Succeed())
 	}, SpecTimeout(podStartTimeout+3*apiTimeout))
 
+	It("answers a flood of unknown tokens with 429 instead of a TokenReview each", func(ctx SpecContext) {
+		const flood = 60
+		codes := make([]int, flood)
+		retryAfter := make([]string, flood)
+		var wg sync.WaitGroup
+		c := &http.Client{Timeout: apiTimeout, Transport: &http.Transport{TLSClientConfig: tlsConfig()}}
+		defer c.CloseIdleConnections()
+		for i := range flood {
+			wg.Add(1)
+			go func() {
+				defer GinkgoRecover()
+				defer wg.Done()
+				req, err := http.NewRequestWithContext(ctx, http.MethodGet, "https://"+nodelet.ServerAddr+"/pods", http.NoBody)
+				Expect(err).NotTo(HaveOccurred())
+				req.Header.Set("Authorization", fmt.Sprintf("Bearer flood-%d-%d", GinkgoRandomSeed(), i))
+				resp, err := c.Do(req)
+				Expect(err).NotTo(HaveOccurred())
+				_, _ = io.Copy(io.Discard, resp.Body)
+				_ = resp.Body.Close()
+				codes[i], retryAfter[i] = resp.StatusCode, resp.Header.Get("Retry-After")
+			}()
+		}
+		wg.Wait()
+		limited := 0
+		for i, code := range codes {
+			Expect(code).To(BeElementOf(http.StatusUnauthorized, http.StatusTooManyRequests))
+			if code == http.StatusTooManyRequests {
+				limited++
+				Expect(retryAfter[i]).NotTo(BeEmpty())
+			}
+		}
+		GinkgoWriter.Printf("%d new tokens at once: %d answered 401 after a review, %d answered 429\n", flood, flood-limited, limited)
+		Expect(limited).To(BeNumerically(">=", flood/4), "the reviews of new tokens are not rate limited")
+		// A token that was reviewed is answered from the cache while the
+		// bucket is empty: 401, never 429.
+		reviewed := slices.Index(codes, http.StatusUnauthorized)
+		Expect(reviewed).NotTo(Equal(-1))
+		for range 5 {
+			code, _ := doWithToken(ctx, c, nodelet.ServerAddr, "/pods", fmt.Sprintf("flood-%d-%d", GinkgoRandomSeed(), reviewed))
+			Expect(code).To(Equal(http.StatusUnauthorized))
+		}
+	}, SpecTimeout(apiTimeout))
+
 	It("ends an exec session without traffic after streamingConnectionIdleTimeout", func(ctx SpecContext) {
 		startPod(ctx, utils.BusyboxPod(ns, "idle-exec", attackNode, "sleep", "3600"))
 		// A command that prints nothing and reads nothing: the session
@@ -441,4 +485,19 @@ func websocketExec(ctx context.Context, addr, path string, cert tls.Certificate)
 			out.Write(msg[1:])
 		}
 	}
+}
+
+// doWithToken GETs path on the node API at addr with a bearer token and
+// returns the status and body.
+func doWithToken(ctx context.Context, c *http.Client, addr, path, token string) (int, string) {
+	GinkgoHelper()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "https://"+addr+path, http.NoBody)
+	Expect(err).NotTo(HaveOccurred())
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := c.Do(req)
+	Expect(err).NotTo(HaveOccurred())
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	Expect(err).NotTo(HaveOccurred())
+	return resp.StatusCode, string(body)
 }
