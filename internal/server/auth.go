@@ -169,7 +169,7 @@ func (a *Authenticator) tokenUser(ctx context.Context, token string) (User, erro
 	if ans, ok := a.cached(key); ok {
 		return ans.result()
 	}
-	ans, err := a.flights.do(key, func() (tokenAnswer, error) {
+	ans, err := a.flights.do(ctx, key, func() (tokenAnswer, error) {
 		// A review that just finished may have answered it.
 		if ans, ok := a.cached(key); ok {
 			return ans, nil
@@ -243,12 +243,16 @@ type flight struct {
 	err  error
 }
 
-func (g *flightGroup) do(key string, fn func() (tokenAnswer, error)) (tokenAnswer, error) {
+func (g *flightGroup) do(ctx context.Context, key string, fn func() (tokenAnswer, error)) (tokenAnswer, error) {
 	g.mu.Lock()
 	if f, ok := g.flights[key]; ok {
 		g.mu.Unlock()
-		<-f.done
-		return f.ans, f.err
+		select {
+		case <-f.done:
+			return f.ans, f.err
+		case <-ctx.Done():
+			return tokenAnswer{}, fmt.Errorf("waiting for a TokenReview: %w", ctx.Err())
+		}
 	}
 	f := &flight{done: make(chan struct{})}
 	g.flights[key] = f

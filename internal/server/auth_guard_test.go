@@ -211,3 +211,18 @@ func TestReviewErrorsAreNeitherCachedNorTokens(t *testing.T) {
 	}
 	g.Expect(rv.calls.Load()).To(Equal(int32(2)))
 }
+
+func TestAWaitingRequestThatGoesAwayStopsWaiting(t *testing.T) {
+	g := NewWithT(t)
+	rv := &countingReviewer{gate: make(chan struct{})}
+	defer close(rv.gate)
+	a := NewAuthenticator(Authenticator{Reviewer: rv.client()})
+	go func() { _, _ = a.Authenticate(tokenRequest("good")) }()
+	g.Eventually(rv.calls.Load).Should(Equal(int32(1)))
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, err := a.Authenticate(tokenRequest("good").WithContext(ctx))
+	g.Expect(err).To(MatchError(context.Canceled))
+	g.Expect(errors.Is(err, errUnauthenticated)).To(BeFalse())
+	g.Expect(rv.calls.Load()).To(Equal(int32(1)))
+}
