@@ -8,11 +8,15 @@ import (
 
 	"github.com/spf13/pflag"
 	certificatesv1 "k8s.io/api/certificates/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
@@ -84,6 +88,11 @@ func run(opts commandOptions) error {
 		LeaderElectionNamespace:       opts.leaderElectionNS,
 		LeaderElectionID:              opts.leaderElectionID,
 		LeaderElectionReleaseOnCancel: true,
+		// Only nodelet's Nodes matter (DecideServing): the others are not
+		// cached.
+		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{
+			&corev1.Node{}: {Label: labels.SelectorFromSet(labels.Set{agentLabel: agentValue})},
+		}},
 	})
 	if err != nil {
 		return fmt.Errorf("creating the manager: %w", err)

@@ -15,6 +15,10 @@
 // token bound to <name> that has had no other request approved, or the
 // node system:node:<name> itself renewing its certificate. Any other
 // request to that signer from a nodelet bootstrap token is denied with a
-// reason; every other CSR is left alone. The Reconciler applies the
-// decision through the approval subresource.
+// reason. DecideServing approves a node's request to
+// kubernetes.io/kubelet-serving for its own subject when its Node is a
+// nodelet's (label nodelet.io/agent=nodelet) and every DNS name and IP of
+// the request is one of the Node's addresses. Every other CSR is left
+// alone. The Reconciler applies the decisions through the approval
+// subresource.
 package approver

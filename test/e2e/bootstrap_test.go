@@ -182,6 +182,9 @@ var _ = Describe("TLS bootstrap", Ordered, ContinueOnFailure, func() {
 			API:                 api,
 			Containerd:          ctrd,
 			BootstrapKubeconfig: token.Kubeconfig,
+			// A nodelet Node, as config/daemonset labels it, with a
+			// serving certificate from the cluster.
+			Config: map[string]any{"serverTLSBootstrap": true, "nodeLabels": map[string]any{"nodelet.io/agent": "nodelet"}},
 		})
 		if nodelet != nil {
 			DeferCleanup(nodelet.Cleanup)
@@ -285,6 +288,39 @@ var _ = Describe("TLS bootstrap", Ordered, ContinueOnFailure, func() {
 		AddReportEntry("bootstrap to Ready", time.Since(started).Round(100*time.Millisecond).String())
 		GinkgoWriter.Printf("nodelet start to Node Ready with a bootstrap token: %s\n", time.Since(started).Round(100*time.Millisecond))
 	}, SpecTimeout(bootstrapTimeout))
+
+	It("gets a serving certificate for its own addresses that nodelet's approver approves", func(ctx SpecContext) {
+		csr := &certificatesv1.CertificateSigningRequest{}
+		Eventually(func(g Gomega) {
+			list := &certificatesv1.CertificateSigningRequestList{}
+			g.Expect(admin.List(ctx, list)).To(Succeed())
+			i := slices.IndexFunc(list.Items, func(c certificatesv1.CertificateSigningRequest) bool {
+				return c.Spec.SignerName == certificatesv1.KubeletServingSignerName && c.Spec.Username == "system:node:"+bootstrapNode
+			})
+			g.Expect(i).NotTo(Equal(-1), "no serving CSR yet")
+			*csr = list.Items[i]
+			g.Expect(csr.Status.Certificate).NotTo(BeEmpty())
+		}).WithTimeout(bootstrapTimeout).WithPolling(pollInterval).Should(Succeed(), "the node's serving CSR is not approved and issued")
+		Expect(csr.Status.Conditions).To(ContainElement(And(
+			HaveField("Type", certificatesv1.CertificateApproved),
+			HaveField("Reason", "AutoApproved"),
+			HaveField("Message", ContainSubstring("serving certificate of nodelet node "+bootstrapNode)),
+		)))
+		cert := parseCert(Default, csr.Status.Certificate)
+		node := &corev1.Node{}
+		Expect(admin.Get(ctx, client.ObjectKey{Name: bootstrapNode}, node)).To(Succeed())
+		var addresses []string
+		for _, a := range node.Status.Addresses {
+			addresses = append(addresses, a.Address)
+		}
+		Expect(cert.DNSNames).To(ContainElement(bootstrapNode))
+		for _, n := range cert.DNSNames {
+			Expect(addresses).To(ContainElement(n), "a DNS name that is not the Node's")
+		}
+		for _, ip := range cert.IPAddresses {
+			Expect(addresses).To(ContainElement(ip.String()), "an IP that is not the Node's")
+		}
+	}, SpecTimeout(bootstrapTimeout+apiTimeout))
 
 	It("runs a pod the scheduler places on it", func(ctx SpecContext) {
 		ns = utils.NewNamespace(ctx, admin)

@@ -313,13 +313,15 @@ func TestNoAutoApprovalByTheControllerManager(t *testing.T) {
 }
 
 // approverRules are all the approver may do: read CSRs, set their
-// approval, approve for the node client signer only; in its namespace,
-// hold its leader Lease and record Events.
+// approval, approve for the node client and kubelet serving signers only,
+// read Nodes (the addresses a serving certificate may name); in its
+// namespace, hold its leader Lease and record Events.
 var approverRules = map[string][]rbacv1.PolicyRule{
 	"ClusterRole": {
 		{APIGroups: []string{"certificates.k8s.io"}, Resources: []string{"certificatesigningrequests"}, Verbs: []string{"get", "list", "watch"}},
 		{APIGroups: []string{"certificates.k8s.io"}, Resources: []string{"certificatesigningrequests/approval"}, Verbs: []string{"update"}},
-		{APIGroups: []string{"certificates.k8s.io"}, Resources: []string{"signers"}, ResourceNames: []string{"kubernetes.io/kube-apiserver-client-kubelet"}, Verbs: []string{"approve"}},
+		{APIGroups: []string{"certificates.k8s.io"}, Resources: []string{"signers"}, ResourceNames: []string{"kubernetes.io/kube-apiserver-client-kubelet", "kubernetes.io/kubelet-serving"}, Verbs: []string{"approve"}},
+		{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: []string{"get", "list", "watch"}},
 	},
 	"Role": {
 		{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"get", "create", "update"}},
