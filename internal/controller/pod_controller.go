@@ -714,9 +714,9 @@ func (r *PodReconciler) removeFromNode(ctx context.Context, pod *corev1.Pod, rt 
 }
 
 // release frees what a pod that no longer runs held on the node: its
-// admission slot (pods, resources, host ports), its probe workers, and its
-// references to ConfigMaps, Secrets and Services (watches no other pod
-// needs stop).
+// admission slot (pods, resources, host ports), its probe workers, its user
+// namespace range, and its references to ConfigMaps, Secrets and Services
+// (watches no other pod needs stop).
 func (r *PodReconciler) release(uid types.UID) {
 	r.Admit.Remove(uid)
 	// Its requests are free now: a deferred resize may fit.
@@ -727,4 +727,9 @@ func (r *PodReconciler) release(uid types.UID) {
 	gone.UID = uid
 	r.Objects.UnregisterPod(gone)
 	r.Services.UnregisterPod(gone)
+	if r.Exec != nil && r.Exec.UserNamespaces != nil {
+		if err := r.Exec.UserNamespaces.Release(uid); err != nil {
+			r.Log.Error(err, "Unable to release the user namespace range of a pod", "podUID", uid)
+		}
+	}
 }

@@ -289,9 +289,14 @@ func (h *housekeeper) read(ctx context.Context) (leftovers, error) {
 	return left, nil
 }
 
-// heldUIDs implements podMemory: the pods admitted or probed.
+// heldUIDs implements podMemory: the pods admitted, probed or holding a
+// user namespace range.
 func (r *PodReconciler) heldUIDs() []types.UID {
-	return append(r.Admit.UIDs(), r.Prober.PodUIDs()...)
+	uids := append(r.Admit.UIDs(), r.Prober.PodUIDs()...)
+	if r.Exec != nil && r.Exec.UserNamespaces != nil {
+		uids = append(uids, r.Exec.UserNamespaces.UIDs()...)
+	}
+	return uids
 }
 
 // notedUIDs implements podMemory: the pods with a status write, a

@@ -120,6 +120,9 @@ type UserNamespaceAllocator interface {
 	IDs(uid types.UID) (criconfig.IDRange, error)
 	// Release frees the pod's range; a pod without one is no error.
 	Release(uid types.UID) error
+	// UIDs lists the pods that hold a range, for housekeeping to free
+	// those of pods gone without their worker.
+	UIDs() []types.UID
 }
 
 func (e *Executor) now() time.Time {

@@ -146,6 +146,17 @@ func (u *UserNamespaces) IDs(uid types.UID) (criconfig.IDRange, error) {
 	return ids, nil
 }
 
+// UIDs lists the pods that hold a range.
+func (u *UserNamespaces) UIDs() []types.UID {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	uids := make([]types.UID, 0, len(u.byPod))
+	for uid := range u.byPod {
+		uids = append(uids, uid)
+	}
+	return uids
+}
+
 // Release frees the pod's range, if it has one.
 func (u *UserNamespaces) Release(uid types.UID) error {
 	u.mu.Lock()

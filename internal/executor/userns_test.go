@@ -3,6 +3,7 @@ package executor
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -88,6 +89,9 @@ func TestUserNamespacesStableAcrossRestarts(t *testing.T) {
 	if err := u.Release("b"); err != nil {
 		t.Fatal(err)
 	}
+	if got := u.UIDs(); !sameUIDs(got, []types.UID{"a", "c"}) {
+		t.Errorf("UIDs after releasing b = %v, want a and c", got)
+	}
 
 	// A restart reads the ranges back: running pods keep theirs, the
 	// freed one goes to the next pod.
@@ -115,4 +119,8 @@ func TestUserNamespacesStableAcrossRestarts(t *testing.T) {
 	if _, err := NewUserNamespaces(bad, first, length); err == nil {
 		t.Error("a corrupt record was accepted")
 	}
+}
+
+func sameUIDs(a, b []types.UID) bool {
+	return len(a) == len(b) && !slices.ContainsFunc(a, func(u types.UID) bool { return !slices.Contains(b, u) })
 }
