@@ -6,8 +6,10 @@
 // token) and no usable --kubeconfig, nodelet makes a key, asks for a client
 // certificate for system:node:<nodeName> in system:nodes with a
 // CertificateSigningRequest to the signer
-// kubernetes.io/kube-apiserver-client-kubelet, waits until the
-// controller-manager approves and signs it, stores key and certificate in
+// kubernetes.io/kube-apiserver-client-kubelet, waits until it is approved
+// (by nodelet's approver, internal/approver, for the node the bootstrap
+// token is bound to only) and signed by the controller-manager, then
+// removes the bootstrap kubeconfig, stores key and certificate in
 // --cert-dir (nodelet-client-current.pem, mode 0600, directory 0700) and
 // writes --kubeconfig pointing at them. With rotation on, a client-go
 // certificate manager requests the next certificate before the current one

@@ -29,7 +29,12 @@
 //     kube-controller-manager (every controller plus bootstrapsigner and
 //     tokencleaner, CSRs signed with APIServer.ClientCA) and kube-scheduler
 //     against an APIServer; SetUpTLSBootstrap creates a bootstrap token,
-//     its kubeconfig and the bindings that let a node join with it.
+//     its kubeconfig and the bindings that let a node join with it (any
+//     node name, as kubeadm's bindings do, for make run's cluster);
+//     CreateNodeBootstrapToken makes a per-host token bound to one node
+//     name with hack/bootstrap-token.sh, and InstallNodeletAccess and
+//     StartCSRApprover install config/'s RBAC and run `nodelet
+//     csr-approver` as its own ServiceAccount.
 //   - StartNodelet runs the nodelet binary built from this repository as
 //     system:node:<name> (or, with NodeletOptions.BootstrapKubeconfig,
 //     with only a bootstrap token), with its own free ports for health, metrics and
