@@ -150,6 +150,13 @@ func getOrPost(h http.HandlerFunc) http.HandlerFunc {
 // withAuth authenticates and authorizes every request before next sees it.
 func (s *Server) withAuth(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.ContentLength != 0 {
+			// A body announced and not sent would hold the connection:
+			// what a handler does not read is read after its answer, with
+			// no deadline but this one. /run clears it once it has read
+			// its form; the other handlers read no body.
+			_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(s.opts.IdleTimeout))
+		}
 		u, err := s.opts.Authenticator.Authenticate(r)
 		if errors.Is(err, errTooManyReviews) {
 			s.log.V(1).Info("Refused a token review over the rate limit", "path", r.URL.Path)

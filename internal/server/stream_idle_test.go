@@ -168,4 +168,14 @@ func TestIdleConnectionsAreClosed(t *testing.T) {
 	_, _ = io.Copy(io.Discard, resp.Body)
 	g.Expect(resp.StatusCode).To(Equal(http.StatusOK))
 	g.Expect(closedWithin(once, br)).To(BeNumerically("<", 3*timeout))
+
+	// A body announced and never sent is idle too, once answered.
+	stalled := dial()
+	_, err = io.WriteString(stalled, "POST /healthz HTTP/1.1\r\nHost: node-a\r\nContent-Length: 100\r\n\r\npart")
+	g.Expect(err).NotTo(HaveOccurred())
+	br = bufio.NewReader(stalled)
+	resp, err = http.ReadResponse(br, nil)
+	g.Expect(err).NotTo(HaveOccurred())
+	_, _ = io.Copy(io.Discard, resp.Body)
+	g.Expect(closedWithin(stalled, br)).To(BeNumerically("<", 3*timeout))
 }

@@ -186,6 +186,9 @@ func (s *Server) servePortForward(w http.ResponseWriter, r *http.Request) {
 // serveRun runs a command and answers with its output: the kubelet's /run.
 func (s *Server) serveRun(w http.ResponseWriter, r *http.Request) {
 	cmd := strings.Fields(r.FormValue("cmd"))
+	// The form is read: the command may run longer than the body's
+	// deadline, which would end its request.
+	_ = http.NewResponseController(w).SetReadDeadline(time.Time{})
 	if len(cmd) == 0 {
 		s.writeError(w, r, badRequest("you must specify a command in cmd"))
 		return
