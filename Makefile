@@ -10,7 +10,7 @@ GOTESTFLAGS ?=
 # The e2e and envtest suites start real API servers and containerds; a
 # generous bound keeps a hung run from eating CI's whole budget.
 TEST_TIMEOUT ?= 45m
-# How long `make test` fuzzes the pod pipeline; `make fuzz` takes FUZZTIME.
+# How long `make test` runs each fuzz target; `make fuzz` takes FUZZTIME.
 TEST_FUZZTIME ?= 10s
 FUZZTIME ?= 10m
 
@@ -87,7 +87,7 @@ conformance-smoke: deps envtest ## The conformance smoke subset that make test r
 	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) -run TestSmoke -v ./test/conformance/
 
 .PHONY: fuzz
-fuzz: ## Fuzz the pod pipeline (admission, plan, volumes, CRI configs, status) for $$FUZZTIME (10m).
+fuzz: ## Fuzz the pod pipeline (admission, plan, volumes, CRI configs, status) and the node API's request handling, each for $$FUZZTIME (10m).
 	$(GO) test -run '^$$' -fuzz FuzzPodPipeline -fuzztime $(FUZZTIME) ./internal/fuzz/
 	$(GO) test -run '^$$' -fuzz FuzzNodeAPI -fuzztime $(FUZZTIME) ./internal/fuzz/
 

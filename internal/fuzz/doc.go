@@ -1,8 +1,18 @@
-// Package fuzz holds fuzz targets that run pods built from arbitrary bytes
-// through nodelet's pipeline — admission, the plan, volume set-up and
-// mounts, the CRI configs, the status and the termination plan — and check
-// that nothing panics and that no container is ever given a mount source
-// outside its pod's directory or a hostPath volume the pod declared. The
-// package has no code of its own; `make test` runs the target for a few
-// seconds and `make fuzz` for longer.
+// Package fuzz holds nodelet's fuzz targets.
+//
+// FuzzPodPipeline runs pods built from arbitrary bytes through nodelet's
+// pipeline — admission, the plan, volume set-up and mounts, the CRI configs,
+// the status and the termination plan — and checks that nothing panics and
+// that no container is ever given a mount source outside its pod's
+// directory or a hostPath volume the pod declared.
+//
+// FuzzNodeAPI sends arbitrary requests (method, path, query, headers,
+// upgrade requests, body) over a real connection to the node API's handler
+// and checks that nothing panics, that a malformed request gets a 4xx and
+// never a 5xx, that no exec, attach, port-forward or run is served without
+// an allowed create on nodes/proxy nor a log without an allowed get, and
+// that no log but the named pod's named container's is ever read.
+//
+// The package has no code of its own; `make test` runs each target for a
+// few seconds and `make fuzz` for longer.
 package fuzz
