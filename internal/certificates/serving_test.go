@@ -1,9 +1,6 @@
 package certificates
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
@@ -25,34 +22,15 @@ import (
 // to notAfter, and returns it and its key in PEM.
 func servingPair(t *testing.T, names SANs, notBefore, notAfter time.Time) (certPEM, keyPEM []byte) {
 	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	serial, err := rand.Int(rand.Reader, big.NewInt(1<<62))
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: serial,
-		Subject:      pkix.Name{CommonName: "test"},
-		NotBefore:    notBefore,
-		NotAfter:     notAfter,
-		DNSNames:     names.DNSNames,
-		IPAddresses:  names.IPs,
-		KeyUsage:     x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, key.Public(), key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	keyDER, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
-		pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER})
+	return selfSignedPEM(t, &x509.Certificate{
+		Subject:     pkix.Name{CommonName: "test"},
+		NotBefore:   notBefore,
+		NotAfter:    notAfter,
+		DNSNames:    names.DNSNames,
+		IPAddresses: names.IPs,
+		KeyUsage:    x509.KeyUsageDigitalSignature,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	})
 }
 
 func writePair(t *testing.T, certFile, keyFile string, certPEM, keyPEM []byte) {

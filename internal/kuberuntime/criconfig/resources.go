@@ -24,8 +24,16 @@ const (
 // is set; at least 2), a CFS quota from the limit over a 100 ms period, the
 // memory limit, and an OOM score adjustment from the pod's QoS class.
 func ContainerResources(pod *v1.Pod, c *v1.Container, nodeAllocatable v1.ResourceList) *runtimeapi.LinuxContainerResources {
-	cpuLimit := c.Resources.Limits.Cpu().MilliValue()
-	cpuRequest, hasRequest := c.Resources.Requests[v1.ResourceCPU]
+	r := linuxResources(c.Resources.Requests, c.Resources.Limits)
+	r.OomScoreAdj = oomScoreAdj(pod, c, nodeAllocatable.Memory().Value())
+	return r
+}
+
+// linuxResources are CPU shares from the CPU request (the limit when only
+// that is set), a CFS quota from the CPU limit, and the memory limit.
+func linuxResources(requests, limits v1.ResourceList) *runtimeapi.LinuxContainerResources {
+	cpuLimit := limits.Cpu().MilliValue()
+	cpuRequest, hasRequest := requests[v1.ResourceCPU]
 	sharesFrom := cpuRequest.MilliValue()
 	if !hasRequest && cpuLimit > 0 {
 		sharesFrom = cpuLimit
@@ -34,8 +42,7 @@ func ContainerResources(pod *v1.Pod, c *v1.Container, nodeAllocatable v1.Resourc
 		CpuShares:          milliCPUToShares(sharesFrom),
 		CpuPeriod:          cfsQuotaPeriod,
 		CpuQuota:           milliCPUToQuota(cpuLimit),
-		MemoryLimitInBytes: c.Resources.Limits.Memory().Value(),
-		OomScoreAdj:        oomScoreAdj(pod, c, nodeAllocatable.Memory().Value()),
+		MemoryLimitInBytes: limits.Memory().Value(),
 	}
 }
 
@@ -142,20 +149,7 @@ func requirementsQOS(r *v1.ResourceRequirements) v1.PodQOSClass {
 // left out.
 func SandboxResources(pod *v1.Pod) *runtimeapi.LinuxContainerResources {
 	opts := resourcehelper.PodResourcesOptions{ExcludeOverhead: true}
-	req := resourcehelper.PodRequests(pod, opts)
-	lim := resourcehelper.PodLimits(pod, opts)
-	cpuLimit := lim.Cpu().MilliValue()
-	cpuRequest, hasRequest := req[v1.ResourceCPU]
-	sharesFrom := cpuRequest.MilliValue()
-	if !hasRequest && cpuLimit > 0 {
-		sharesFrom = cpuLimit
-	}
-	return &runtimeapi.LinuxContainerResources{
-		CpuShares:          milliCPUToShares(sharesFrom),
-		CpuPeriod:          cfsQuotaPeriod,
-		CpuQuota:           milliCPUToQuota(cpuLimit),
-		MemoryLimitInBytes: lim.Memory().Value(),
-	}
+	return linuxResources(resourcehelper.PodRequests(pod, opts), resourcehelper.PodLimits(pod, opts))
 }
 
 // SandboxOverhead is the pod's overhead (spec.overhead, which the API
