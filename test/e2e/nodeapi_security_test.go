@@ -472,19 +472,12 @@ func websocketExec(ctx context.Context, addr, path string, cert tls.Certificate)
 	}
 	defer ws.Close()
 	_ = ws.SetDeadline(time.Now().Add(apiTimeout))
-	var out strings.Builder
-	for {
-		var msg []byte
-		if err := websocket.Message.Receive(ws, &msg); err != nil {
-			if errors.Is(err, io.EOF) {
-				return out.String(), nil
-			}
-			return out.String(), err
-		}
+	return readWebSocket(ws, func(msg []byte) []byte {
 		if len(msg) > 1 && msg[0] == 1 { // stdout
-			out.Write(msg[1:])
+			return msg[1:]
 		}
-	}
+		return nil
+	})
 }
 
 // doWithToken GETs path on the node API at addr with a bearer token and

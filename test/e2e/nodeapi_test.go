@@ -488,6 +488,12 @@ func websocketLog(ctx context.Context, ns, pod, query string) (string, error) {
 		return "", err
 	}
 	defer ws.Close()
+	return readWebSocket(ws, func(msg []byte) []byte { return msg })
+}
+
+// readWebSocket reads ws to its end and returns what keep takes of each
+// message.
+func readWebSocket(ws *websocket.Conn, keep func(msg []byte) []byte) (string, error) {
 	var out bytes.Buffer
 	for {
 		var msg []byte
@@ -497,6 +503,6 @@ func websocketLog(ctx context.Context, ns, pod, query string) (string, error) {
 			}
 			return out.String(), err
 		}
-		out.Write(msg)
+		out.Write(keep(msg))
 	}
 }
