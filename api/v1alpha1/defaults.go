@@ -103,6 +103,7 @@ func SetDefaults(c *NodeletConfiguration) {
 	if len(c.Controllers) == 0 {
 		c.Controllers = []string{"*"}
 	}
+	setHygieneDefaults(c)
 }
 
 // DefaultNodeName is NODE_NAME, else the host name, lower-cased as the

@@ -57,8 +57,68 @@ type NodeletConfiguration struct {
 	// the boot ID and system UUID are the kernel's and are read from /proc
 	// and /sys as they are. Default: "/".
 	HostRoot string `json:"hostRoot,omitempty"`
-	// CgroupRoot is the cgroup parent of pod sandboxes; empty lets the runtime choose.
+	// CgroupRoot is the cgroup under which pods run. With cgroupsPerQOS it
+	// holds the kubepods cgroup ("" means "/"); without, it is the cgroup
+	// parent of every sandbox, and empty lets the runtime choose.
 	CgroupRoot string `json:"cgroupRoot,omitempty"`
+	// CgroupsPerQOS makes the kubelet's cgroup tree: kubepods under
+	// cgroupRoot, burstable and besteffort under it, and one cgroup per pod
+	// bounded by the pod's resources. Default: true.
+	CgroupsPerQOS *bool `json:"cgroupsPerQOS,omitempty"`
+	// CgroupDriver is how cgroups are named and made: cgroupfs (paths) or
+	// systemd (slices). It must match the runtime's. Default: cgroupfs.
+	CgroupDriver string `json:"cgroupDriver,omitempty"`
+	// PodPidsLimit caps the processes of one pod; -1 is no limit.
+	// Default: -1.
+	PodPidsLimit *int64 `json:"podPidsLimit,omitempty"`
+	// EnforceNodeAllocatable lists what is bounded by the node's
+	// allocatable and reservations: "pods" (the kubepods cgroup),
+	// "system-reserved" and "kube-reserved" (the cgroups named by
+	// systemReservedCgroup and kubeReservedCgroup), or "none" alone.
+	// Default: ["pods"] with cgroupsPerQOS, else none.
+	EnforceNodeAllocatable []string `json:"enforceNodeAllocatable,omitempty"`
+	// SystemReservedCgroup is the cgroup of the system's daemons, bounded by
+	// systemReserved when enforceNodeAllocatable has system-reserved.
+	SystemReservedCgroup string `json:"systemReservedCgroup,omitempty"`
+	// KubeReservedCgroup is the cgroup of the node agents, bounded by
+	// kubeReserved when enforceNodeAllocatable has kube-reserved.
+	KubeReservedCgroup string `json:"kubeReservedCgroup,omitempty"`
+
+	// ContainerLogMaxSize is the size at which a container's log is
+	// rotated, as a quantity. Default: 10Mi.
+	ContainerLogMaxSize string `json:"containerLogMaxSize,omitempty"`
+	// ContainerLogMaxFiles is how many log files a container keeps, the one
+	// being written included; at least 2. Default: 5.
+	ContainerLogMaxFiles int32 `json:"containerLogMaxFiles,omitempty"`
+	// ContainerLogMaxWorkers is how many containers' logs are rotated at
+	// once. Default: 1.
+	ContainerLogMaxWorkers int32 `json:"containerLogMaxWorkers,omitempty"`
+	// ContainerLogMonitorInterval is how often log sizes are checked; at
+	// least 3s. Default: 10s.
+	ContainerLogMonitorInterval metav1.Duration `json:"containerLogMonitorInterval,omitempty"`
+	// ContainerLogLinksDir holds the <pod>_<namespace>_<container>-<id>.log
+	// links to each container's current log, which log shippers read.
+	// Empty disables them. Default: /var/log/containers.
+	ContainerLogLinksDir *string `json:"containerLogLinksDir,omitempty"`
+
+	// ContainerGC is the policy for dead containers and sandboxes.
+	ContainerGC ContainerGCPolicy `json:"containerGC,omitempty"`
+
+	// ImageGCHighThresholdPercent is the image filesystem usage, in percent,
+	// above which unused images are removed; 100 disables image GC by
+	// usage. Default: 85.
+	ImageGCHighThresholdPercent *int32 `json:"imageGCHighThresholdPercent,omitempty"`
+	// ImageGCLowThresholdPercent is the usage image GC brings the image
+	// filesystem down to. Default: 80.
+	ImageGCLowThresholdPercent *int32 `json:"imageGCLowThresholdPercent,omitempty"`
+	// ImageMinimumGCAge is how long an image stays unused before it may be
+	// removed. Default: 2m.
+	ImageMinimumGCAge metav1.Duration `json:"imageMinimumGCAge,omitempty"`
+	// ImageMaximumGCAge removes an image unused for this long whatever the
+	// usage; 0 disables. Default: 0.
+	ImageMaximumGCAge metav1.Duration `json:"imageMaximumGCAge,omitempty"`
+	// ImageGCPeriod is how often image GC runs. Default: 5m, as the kubelet.
+	ImageGCPeriod metav1.Duration `json:"imageGCPeriod,omitempty"`
 
 	// MaxPods is the number of pods this node runs at most. Default: 110.
 	MaxPods int32 `json:"maxPods,omitempty"`
@@ -95,6 +155,29 @@ type NodeletConfiguration struct {
 	// percentages. Default: memory.available 100Mi, nodefs.available 10%,
 	// nodefs.inodesFree 5%, imagefs.available 15%.
 	EvictionHard map[string]string `json:"evictionHard,omitempty"`
+	// EvictionSoft are thresholds that evict only after they have held for
+	// their grace period in EvictionSoftGracePeriod.
+	EvictionSoft map[string]string `json:"evictionSoft,omitempty"`
+	// EvictionSoftGracePeriod is, per soft threshold's signal, how long it
+	// must hold before pods are evicted, as a duration ("1m30s").
+	EvictionSoftGracePeriod map[string]string `json:"evictionSoftGracePeriod,omitempty"`
+	// EvictionMaxPodGracePeriod caps, in seconds, the termination grace
+	// period of a pod evicted for a soft threshold; a hard threshold stops
+	// pods with a 1s grace period. Default: 0.
+	EvictionMaxPodGracePeriod int32 `json:"evictionMaxPodGracePeriod,omitempty"`
+	// EvictionMinimumReclaim is, per signal, how much more than the
+	// threshold a reclaim must free before it stops.
+	EvictionMinimumReclaim map[string]string `json:"evictionMinimumReclaim,omitempty"`
+	// EvictionPressureTransitionPeriod is how long a pressure condition
+	// stays after its threshold is no longer met. Default: 5m.
+	EvictionPressureTransitionPeriod metav1.Duration `json:"evictionPressureTransitionPeriod,omitempty"`
+	// EvictionMonitoringInterval is how often the eviction signals are
+	// measured. Default: 10s, as the kubelet's housekeeping.
+	EvictionMonitoringInterval metav1.Duration `json:"evictionMonitoringInterval,omitempty"`
+	// LocalStorageCapacityIsolation evicts a pod that writes past an
+	// emptyDir sizeLimit or a container's ephemeral-storage limit.
+	// Default: true.
+	LocalStorageCapacityIsolation *bool `json:"localStorageCapacityIsolation,omitempty"`
 
 	// ConfigMapAndSecretChangeDetectionStrategy is Watch, Cache or Get. Default: Watch.
 	ConfigMapAndSecretChangeDetectionStrategy ChangeDetectionStrategy `json:"configMapAndSecretChangeDetectionStrategy,omitempty"`
@@ -230,4 +313,20 @@ type CrashLoopBackOffConfig struct {
 	// crashing container, between 1s and 300s. The first delay is 10s, or
 	// this cap when it is shorter. Default: 300s.
 	MaxContainerRestartPeriod *metav1.Duration `json:"maxContainerRestartPeriod,omitempty"`
+}
+
+// ContainerGCPolicy is the kubelet's policy for dead containers.
+type ContainerGCPolicy struct {
+	// MinimumGCAge is how long a container stays dead before it may be
+	// removed. Default: 0.
+	MinimumGCAge metav1.Duration `json:"minimumGCAge,omitempty"`
+	// MaxPerPodContainer is how many dead instances of each container of a
+	// live pod are kept; the newest always stays (the container's
+	// lastState and logs --previous read it). Default: 1.
+	MaxPerPodContainer *int32 `json:"maxPerPodContainer,omitempty"`
+	// MaxContainers is how many dead containers the node keeps in all; -1
+	// is no limit. Default: -1.
+	MaxContainers *int32 `json:"maxContainers,omitempty"`
+	// Period is how often container GC runs. Default: 1m, as the kubelet.
+	Period metav1.Duration `json:"period,omitempty"`
 }

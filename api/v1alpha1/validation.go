@@ -71,6 +71,7 @@ func Validate(c *NodeletConfiguration) field.ErrorList {
 	errs = append(errs, validateReserved(p("systemReserved"), c.SystemReserved)...)
 	errs = append(errs, validateReserved(p("kubeReserved"), c.KubeReserved)...)
 	errs = append(errs, validateEviction(p("evictionHard"), c.EvictionHard)...)
+	errs = append(errs, validateHygiene(c)...)
 	switch c.ConfigMapAndSecretChangeDetectionStrategy {
 	case WatchChangeDetectionStrategy, CacheChangeDetectionStrategy, GetChangeDetectionStrategy:
 	default:
