@@ -110,4 +110,16 @@ type Runtime interface {
 	ImageFsInfo(ctx context.Context) (*runtimeapi.ImageFsInfoResponse, error)
 	// ListImages returns the images that match filter (nil for all).
 	ListImages(ctx context.Context, filter *runtimeapi.ImageFilter) ([]*runtimeapi.Image, error)
+	// RemoveImage removes an image by ID or reference. Idempotent: an
+	// image the runtime does not hold is not an error.
+	RemoveImage(ctx context.Context, image *runtimeapi.ImageSpec) error
+	// ImagesInUse returns the image IDs and references of every container
+	// the runtime holds, whoever made it: the one read that crosses
+	// ownership, because an image is shared by everything on the runtime
+	// and must not be removed while anything uses it.
+	ImagesInUse(ctx context.Context) (map[string]bool, error)
+
+	// ReopenContainerLog asks the runtime to reopen an owned running
+	// container's log file, after it was renamed for rotation.
+	ReopenContainerLog(ctx context.Context, containerID string) error
 }
