@@ -60,12 +60,14 @@ type NodeletOptions struct {
 // Nodelet is a nodelet process started from the binary built from this
 // repository, or from NodeletOptions.Binary.
 type Nodelet struct {
-	Options     NodeletOptions
-	Dir         string
-	RootDir     string
-	PodLogsDir  string
-	HealthzAddr string
-	MetricsAddr string
+	Options    NodeletOptions
+	Dir        string
+	RootDir    string
+	PodLogsDir string
+	// ContainerLogLinksDir holds the agent's /var/log/containers links.
+	ContainerLogLinksDir string
+	HealthzAddr          string
+	MetricsAddr          string
 	// ServerAddr is the node API: server.port on the Node's InternalIP,
 	// the host's address on the containerd's pod bridge (Containerd.HostIP).
 	ServerAddr string
@@ -145,6 +147,7 @@ func StartNodelet(ctx context.Context, opts NodeletOptions) (*Nodelet, error) {
 	}
 	n.RootDir = filepath.Join(n.Dir, "root")
 	n.PodLogsDir = filepath.Join(n.Dir, "pods-logs")
+	n.ContainerLogLinksDir = filepath.Join(n.Dir, "containers-logs")
 	n.LogPath = filepath.Join(n.Dir, "nodelet.log")
 	if opts.BootstrapKubeconfig == "" {
 		restCfg, err := opts.API.NodeUserConfig(opts.NodeName)
@@ -214,6 +217,7 @@ func (n *Nodelet) writeConfig() error {
 		"containerRuntimeEndpoint": n.Options.Containerd.Endpoint(),
 		"rootDir":                  n.RootDir,
 		"podLogsDir":               n.PodLogsDir,
+		"containerLogLinksDir":     n.ContainerLogLinksDir,
 		"healthzBindAddress":       n.HealthzAddr,
 		"metricsBindAddress":       n.MetricsAddr,
 		"nodeIP":                   nodeIP.String(),
