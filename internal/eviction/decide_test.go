@@ -93,8 +93,8 @@ func TestDecide(t *testing.T) {
 func TestGracePeriodSeconds(t *testing.T) {
 	hard, soft := Threshold{}, Threshold{Soft: true}
 	tests := []struct {
-		name          string
-		t             Threshold
+		name           string
+		t              Threshold
 		pod, max, want int64
 	}{
 		{name: "hard: one second", t: hard, pod: 30, max: 60, want: 1},

@@ -93,7 +93,7 @@ func TestLocalStorageViolation(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := LocalStorageViolation(tt.p); got != tt.want {
+			if _, got := LocalStorageViolation(tt.p); got != tt.want {
 				t.Errorf("LocalStorageViolation = %q, want %q", got, tt.want)
 			}
 		})

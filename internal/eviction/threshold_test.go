@@ -7,10 +7,10 @@ import (
 
 func TestParseThresholds(t *testing.T) {
 	tests := []struct {
-		name                      string
+		name                       string
 		hard, soft, grace, reclaim map[string]string
-		want                      []string
-		wantErr                   bool
+		want                       []string
+		wantErr                    bool
 	}{
 		{name: "the kubelet's defaults",
 			hard: map[string]string{"memory.available": "100Mi", "nodefs.available": "10%", "nodefs.inodesFree": "5%", "imagefs.available": "15%"},
