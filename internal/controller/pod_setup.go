@@ -153,6 +153,9 @@ func setupPodController(mgr ctrl.Manager, d *Deps) error {
 		return fmt.Errorf("adding the pod workers: %w", err)
 	}
 	r.Workers = workers
+	if err := setupEviction(mgr, d, r, eng.volumes); err != nil {
+		return err
+	}
 	if err := mgr.Add(&housekeeper{
 		pods:    mgr.GetClient(),
 		cache:   mgr.GetCache(),
