@@ -3,6 +3,7 @@ package eviction
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -151,12 +152,16 @@ func (m *Manager) Synchronize(ctx context.Context) {
 	if err != nil {
 		logger.Error(err, "Unable to list the pods to evict")
 	}
+	// The runtime's stats are read only when something needs them: a pod
+	// with an ephemeral-storage limit, or a threshold met.
 	var usage []PodUsage
-	if len(pods) > 0 {
-		usage = m.podUsage(ctx, pods)
-	}
-	if m.localFS && m.evictLocalStorage(ctx, usage, at) {
-		return
+	withStats := false
+	if m.localFS && len(pods) > 0 {
+		withStats = slices.ContainsFunc(pods, hasEphemeralLimit)
+		usage = m.podUsage(ctx, pods, withStats)
+		if m.evictLocalStorage(ctx, usage, at) {
+			return
+		}
 	}
 
 	m.mu.Lock()
@@ -175,6 +180,9 @@ func (m *Manager) Synchronize(ctx context.Context) {
 	}
 	if t.Signal.Disk() && m.reclaim(ctx, t) {
 		return
+	}
+	if !withStats {
+		usage = m.podUsage(ctx, pods, true)
 	}
 	m.evictOne(ctx, t, obs[t.Signal], usage, at)
 }
@@ -234,11 +242,21 @@ func (m *Manager) activePods(ctx context.Context) ([]*v1.Pod, error) {
 	return out, nil
 }
 
-// podUsage measures what the pods use: the stats summary and their
-// disk-backed emptyDir volumes.
-func (m *Manager) podUsage(ctx context.Context, pods []*v1.Pod) []PodUsage {
+// hasEphemeralLimit reports whether a container of the pod limits its
+// local ephemeral storage.
+func hasEphemeralLimit(pod *v1.Pod) bool {
+	all := append(append([]v1.Container{}, pod.Spec.InitContainers...), pod.Spec.Containers...)
+	return slices.ContainsFunc(all, func(c v1.Container) bool {
+		_, ok := c.Resources.Limits[v1.ResourceEphemeralStorage]
+		return ok
+	})
+}
+
+// podUsage measures what the pods use: their disk-backed emptyDir volumes
+// and, withStats, the stats summary.
+func (m *Manager) podUsage(ctx context.Context, pods []*v1.Pod, withStats bool) []PodUsage {
 	byUID := map[types.UID]*statsapi.PodStats{}
-	if m.opts.Stats != nil {
+	if withStats && m.opts.Stats != nil {
 		if s, err := m.opts.Stats.Summary(ctx, false); err == nil {
 			for i := range s.Pods {
 				byUID[types.UID(s.Pods[i].PodRef.UID)] = &s.Pods[i]
@@ -249,19 +267,20 @@ func (m *Manager) podUsage(ctx context.Context, pods []*v1.Pod) []PodUsage {
 	}
 	out := make([]PodUsage, 0, len(pods))
 	for _, p := range pods {
-		out = append(out, usageFromStats(p, byUID[p.UID], m.volumeUsage(p)))
+		out = append(out, usageFromStats(p, byUID[p.UID], m.volumeUsage(p, withStats)))
 	}
 	return out
 }
 
-// volumeUsage measures the pod's disk-backed emptyDir volumes.
-func (m *Manager) volumeUsage(pod *v1.Pod) map[string]int64 {
+// volumeUsage measures the pod's disk-backed emptyDir volumes: all of
+// them, or only those with a sizeLimit.
+func (m *Manager) volumeUsage(pod *v1.Pod, all bool) map[string]int64 {
 	if m.opts.Volumes == nil {
 		return nil
 	}
 	out := map[string]int64{}
 	for _, vol := range pod.Spec.Volumes {
-		if vol.EmptyDir == nil || vol.EmptyDir.Medium == v1.StorageMediumMemory {
+		if vol.EmptyDir == nil || vol.EmptyDir.Medium == v1.StorageMediumMemory || (!all && vol.EmptyDir.SizeLimit == nil) {
 			continue
 		}
 		n, err := DirUsage(m.opts.Volumes.EmptyDirPath(pod.UID, vol.Name))

@@ -183,16 +183,27 @@ var _ = Describe("Eviction", func() {
 			admin, err = apiServer.AdminClient()
 			Expect(err).NotTo(HaveOccurred())
 		})
-		JustAfterEach(func() {
-			if CurrentSpecReport().Failed() && nodelet != nil {
-				GinkgoWriter.Printf("nodelet log (%s):\n%s\n", nodelet.LogPath, nodelet.LogTail(150))
+		var ns string
+		JustAfterEach(func(ctx SpecContext) {
+			if !CurrentSpecReport().Failed() || nodelet == nil {
+				return
 			}
+			GinkgoWriter.Printf("memory.available now: %d\n", availableMemory())
+			var pods corev1.PodList
+			if err := admin.List(ctx, &pods, client.InNamespace(ns)); err == nil {
+				for _, p := range pods.Items {
+					GinkgoWriter.Printf("pod %s: %s %s %q %+v\n", p.Name, p.Status.Phase, p.Status.Reason, p.Status.Message, p.Status.ContainerStatuses)
+				}
+			}
+			GinkgoWriter.Printf("nodelet log (%s):\n%s\n", nodelet.LogPath, nodelet.LogTail(300))
 		})
 
 		It("evicts the BestEffort pod using the most memory, keeps the Burstable one, reports MemoryPressure for its transition period and refuses BestEffort pods meanwhile", func(ctx SpecContext) {
 			// The threshold is taken from what is available now, just
 			// before the node and its pods start (see memoryMargin).
-			threshold := availableMemory() - memoryMargin
+			available := availableMemory()
+			threshold := available - memoryMargin
+			GinkgoWriter.Printf("memory.available %d, threshold %d\n", available, threshold)
 			Expect(threshold).To(BeNumerically(">", 4*hogChunk), "the machine has room for the hog")
 			var err error
 			nodelet, err = utils.StartNodelet(ctx, utils.NodeletOptions{NodeName: node, API: apiServer, Containerd: ctrd, Config: map[string]any{
@@ -205,7 +216,7 @@ var _ = Describe("Eviction", func() {
 				DeferCleanup(nodelet.Cleanup)
 			}
 			Expect(err).NotTo(HaveOccurred())
-			ns := utils.NewNamespace(ctx, admin)
+			ns = utils.NewNamespace(ctx, admin)
 
 			small := utils.BusyboxPod(ns, "small", node, "sleep", "3600")
 			small.Spec.Containers[0].Resources.Requests = corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("64Mi")}
