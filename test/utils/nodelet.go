@@ -68,9 +68,9 @@ type Nodelet struct {
 	ContainerLogLinksDir string
 	// CgroupRoot is the agent's cgroupRoot: its own under
 	// /nodelet-e2e, removed by Cleanup, unless Options.Config sets one.
-	CgroupRoot string
-	HealthzAddr          string
-	MetricsAddr          string
+	CgroupRoot  string
+	HealthzAddr string
+	MetricsAddr string
 	// ServerAddr is the node API: server.port on the Node's InternalIP,
 	// the host's address on the containerd's pod bridge (Containerd.HostIP).
 	ServerAddr string
