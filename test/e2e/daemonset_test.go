@@ -254,6 +254,9 @@ func adaptForTest(objs []*unstructured.Unstructured, state, podLogs, endpoint st
 		filepath.Dir(strings.TrimPrefix(cfg["containerRuntimeEndpoint"].(string), "unix://")): runtimeDir,
 	}
 	cfg["rootDir"], cfg["podLogsDir"], cfg["containerRuntimeEndpoint"] = state, podLogs, endpoint
+	// Its own pod cgroups, never the machine's /nodelet.
+	cfg["cgroupRoot"] = utils.E2ECgroupParent + "/" + filepath.Base(state)
+	DeferCleanup(utils.RemoveCgroupTree, cfg["cgroupRoot"])
 	b, err := yaml.Marshal(cfg)
 	Expect(err).NotTo(HaveOccurred())
 	Expect(unstructured.SetNestedField(configMap.Object, string(b), "data", "nodelet.yaml")).To(Succeed())
