@@ -12,6 +12,7 @@ import (
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/types"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -182,6 +183,42 @@ var _ = Describe("Pod cgroups", Ordered, func() {
 			g.Expect(t).NotTo(BeNil(), "the container ended")
 			g.Expect(t.Reason).To(Equal("OOMKilled"))
 		})
+	})
+
+	It("grows a pod's cgroup before its containers and shrinks it after them in an in-place resize", func(ctx SpecContext) {
+		ns := utils.NewNamespace(ctx, env.Admin)
+		pod := utils.BusyboxPod(ns, "resized", cgroupsNode, "sleep", "3600")
+		pod.Spec.Containers[0].Resources = corev1.ResourceRequirements{
+			Requests: rl("cpu", "100m", "memory", "16Mi"), Limits: rl("cpu", "200m", "memory", "64Mi")}
+		p := ready(ctx, pod)
+		cg := kubepods() + "/burstable/pod" + string(p.UID)
+		expectBounds := func(quota string, memory int) {
+			GinkgoHelper()
+			Eventually(func(g Gomega) {
+				v, err := utils.CgroupFile("cpu", cg, "cpu.cfs_quota_us")
+				g.Expect(err).NotTo(HaveOccurred())
+				g.Expect(v).To(Equal(quota))
+				v, err = utils.CgroupFile("memory", cg, "memory.limit_in_bytes")
+				g.Expect(err).NotTo(HaveOccurred())
+				g.Expect(v).To(Equal(strconv.Itoa(memory)))
+				p := utils.GetPod(ctx, env.Admin, ns, "resized")(g)
+				g.Expect(p.Status.Conditions).NotTo(ContainElement(HaveField("Type", corev1.PodResizeInProgress)))
+			}).WithContext(ctx).WithTimeout(cgroupsTimeout).WithPolling(pollInterval).Should(Succeed())
+		}
+		expectBounds("20000", 64<<20)
+		resize := func(cpu, memory string) {
+			GinkgoHelper()
+			patch := `{"spec":{"containers":[{"name":"main","resources":{"limits":{"cpu":"` + cpu + `","memory":"` + memory + `"}}}]}}`
+			Expect(env.Admin.SubResource("resize").Patch(ctx, p, client.RawPatch(types.StrategicMergePatchType, []byte(patch)))).To(Succeed())
+		}
+		By("growing the limits")
+		resize("400m", "96Mi")
+		expectBounds("40000", 96<<20)
+		By("shrinking the limits")
+		resize("100m", "48Mi")
+		expectBounds("10000", 48<<20)
+		Expect(file("cpu", cg, "cpu.shares")).To(Equal("102"))
+		Expect(utils.GetPod(ctx, env.Admin, ns, "resized")(Default).Status.ContainerStatuses[0].RestartCount).To(BeZero())
 	})
 
 	It("adopts the cgroups of running pods after a crash and removes those of gone pods", func(ctx SpecContext) {
