@@ -3,6 +3,7 @@ package e2e
 import (
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -31,7 +32,11 @@ const (
 var _ = Describe("Pod cgroups", Ordered, func() {
 	env := utils.SetUpNodeletSpecs(func() utils.NodeletOptions {
 		return utils.NodeletOptions{NodeName: cgroupsNode, API: apiServer, Containerd: ctrd,
-			Config: map[string]any{"podPidsLimit": cgroupsPidsLimit}}
+			Config: map[string]any{
+				"podPidsLimit":   cgroupsPidsLimit,
+				"systemReserved": map[string]string{"cpu": "250m", "memory": "1Gi"},
+				"kubeReserved":   map[string]string{"cpu": "250m", "memory": "512Mi"},
+			}}
 	})
 	kubepods := func() string { return env.Nodelet.CgroupRoot + "/kubepods" }
 	// file reads a cgroup file of the controller (cgroup v1).
@@ -116,6 +121,18 @@ var _ = Describe("Pod cgroups", Ordered, func() {
 		Expect(file("pids", cg, "pids.max")).To(Equal(strconv.Itoa(cgroupsPidsLimit)))
 		Expect(procCgroup(ctx, b, "cpu")).To(HavePrefix(cg+"/"), "the container's cgroup is under its pod's")
 		Expect(procCgroup(ctx, b, "memory")).To(HavePrefix(cg + "/"))
+		By("kubepods bounded by the node's capacity less the reservations")
+		meminfo, err := os.ReadFile("/proc/meminfo")
+		Expect(err).NotTo(HaveOccurred())
+		var totalKiB int64
+		for _, line := range strings.Split(string(meminfo), "\n") {
+			if f := strings.Fields(line); len(f) >= 2 && f[0] == "MemTotal:" {
+				totalKiB, err = strconv.ParseInt(f[1], 10, 64)
+				Expect(err).NotTo(HaveOccurred())
+			}
+		}
+		Expect(file("memory", kubepods(), "memory.limit_in_bytes")).To(Equal(strconv.FormatInt(totalKiB*1024-(1536<<20), 10)))
+		Expect(file("cpu", kubepods(), "cpu.shares")).To(Equal(strconv.Itoa((runtime.NumCPU()*1000 - 500) * 1024 / 1000)))
 		By("the burstable cgroup's shares following its pods' requests")
 		Expect(file("cpu", kubepods()+"/burstable", "cpu.shares")).To(Equal("102"))
 		Expect(file("cpu", kubepods()+"/besteffort", "cpu.shares")).To(Equal("2"))
@@ -219,6 +236,35 @@ var _ = Describe("Pod cgroups", Ordered, func() {
 		expectBounds("10000", 48<<20)
 		Expect(file("cpu", cg, "cpu.shares")).To(Equal("102"))
 		Expect(utils.GetPod(ctx, env.Admin, ns, "resized")(Default).Status.ContainerStatuses[0].RestartCount).To(BeZero())
+	})
+
+	It("bounds the system-reserved cgroup, and refuses to start while it does not exist", func(ctx SpecContext) {
+		reserved := utils.E2ECgroupParent + "/" + env.Nodelet.Options.NodeName + "-" + strconv.Itoa(os.Getpid()) + "-system"
+		DeferCleanup(utils.RemoveCgroupTree, reserved)
+		n, err := utils.StartNodelet(ctx, utils.NodeletOptions{NodeName: cgroupsNode + "-reserved", API: apiServer, Containerd: ctrd,
+			Config: map[string]any{
+				"enforceNodeAllocatable": []string{"pods", "system-reserved"},
+				"systemReservedCgroup":   reserved,
+				"systemReserved":         map[string]string{"cpu": "100m", "memory": "100Mi"},
+			}})
+		if n != nil {
+			DeferCleanup(n.Cleanup)
+		}
+		Expect(err).To(MatchError(ContainSubstring("nodelet exited during start-up")))
+		Expect(n.LogTail(20)).To(ContainSubstring(`bounding reserved cgroup \"` + reserved + `\": the cgroup does not exist`))
+
+		By("starting once the cgroup exists, and bounding it")
+		mounts, err := filepath.Glob("/sys/fs/cgroup/*")
+		Expect(err).NotTo(HaveOccurred())
+		for _, m := range mounts {
+			if st, err := os.Stat(m); err == nil && st.IsDir() {
+				Expect(os.MkdirAll(filepath.Join(m, reserved), 0o755)).To(Succeed())
+			}
+		}
+		Expect(n.Restart(ctx)).To(Succeed())
+		Expect(file("memory", reserved, "memory.limit_in_bytes")).To(Equal(strconv.Itoa(100 << 20)))
+		Expect(file("cpu", reserved, "cpu.shares")).To(Equal("102"))
+		Expect(utils.CgroupDirs(n.CgroupRoot + "/kubepods/burstable")).NotTo(BeEmpty())
 	})
 
 	It("adopts the cgroups of running pods after a crash and removes those of gone pods", func(ctx SpecContext) {
