@@ -117,7 +117,10 @@ func (m *Manager) Sync(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("listing containers: %w", err)
 	}
-	want := map[string]string{}
+	// keep holds the links of every listed container, want those whose
+	// log path is known: a status that cannot be read keeps a link, but
+	// does not make one.
+	keep, want := map[string]bool{}, map[string]string{}
 	jobs := make(chan job)
 	var wg sync.WaitGroup
 	for range m.opts.MaxWorkers {
@@ -128,6 +131,10 @@ func (m *Manager) Sync(ctx context.Context) error {
 		})
 	}
 	for _, c := range containers {
+		l := c.GetLabels()
+		name := LinkName(l[kubetypes.KubernetesPodNameLabel], l[kubetypes.KubernetesPodNamespaceLabel],
+			l[kubetypes.KubernetesContainerNameLabel], c.GetId())
+		keep[name] = true
 		st, err := m.runtime.ContainerStatus(ctx, c.GetId())
 		if err != nil {
 			if !cri.IsNotFound(err) {
@@ -139,9 +146,7 @@ func (m *Manager) Sync(ctx context.Context) error {
 		if logPath == "" {
 			continue
 		}
-		l := c.GetLabels()
-		want[LinkName(l[kubetypes.KubernetesPodNameLabel], l[kubetypes.KubernetesPodNamespaceLabel],
-			l[kubetypes.KubernetesContainerNameLabel], c.GetId())] = logPath
+		want[name] = logPath
 		if st.GetState() == runtimeapi.ContainerState_CONTAINER_RUNNING {
 			select {
 			case jobs <- job{id: c.GetId(), logPath: logPath}:
@@ -151,7 +156,7 @@ func (m *Manager) Sync(ctx context.Context) error {
 	}
 	close(jobs)
 	wg.Wait()
-	m.sweepLinks(links, want)
+	m.sweepLinks(links, keep, want)
 	return ctx.Err()
 }
 
@@ -177,7 +182,9 @@ func (m *Manager) rotateAndCount(ctx context.Context, j job) {
 func (m *Manager) rotate(ctx context.Context, id, logPath string) (string, error) {
 	rel, ok := m.inLogsDir(logPath)
 	if !ok {
-		return "", fmt.Errorf("log %s is not in the pod log directory %s", logPath, m.opts.PodLogsDir)
+		// Made with another pod log directory: not nodelet's to touch.
+		m.opts.Logger.V(1).Info("Not rotating a log outside the pod log directory", "containerID", id, "path", logPath)
+		return "", nil
 	}
 	root, err := os.OpenRoot(m.opts.PodLogsDir)
 	if err != nil {
@@ -389,15 +396,15 @@ func (m *Manager) readLinks() ([]fs.DirEntry, error) {
 }
 
 // sweepLinks makes the links of want (name → log path) that are missing,
-// for logs that exist, and removes those of links (read before want was)
-// that point into PodLogsDir and are not wanted. Links that point
+// for logs that exist, and removes those of links (read before keep was)
+// that point into PodLogsDir and are not to be kept. Links that point
 // elsewhere are never touched.
-func (m *Manager) sweepLinks(links []fs.DirEntry, want map[string]string) {
+func (m *Manager) sweepLinks(links []fs.DirEntry, keep map[string]bool, want map[string]string) {
 	if m.opts.LinksDir == "" {
 		return
 	}
 	for _, e := range links {
-		if _, ok := want[e.Name()]; !ok {
+		if !keep[e.Name()] {
 			if err := m.removeLink(e); err != nil {
 				m.opts.Logger.Error(err, "Unable to remove the log link of a removed container", "link", e.Name())
 			}

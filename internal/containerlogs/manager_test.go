@@ -27,6 +27,8 @@ type fakeRuntime struct {
 	labels     map[string]map[string]string
 	reopenErr  error
 	reopened   []string
+	// statusErr fails the status of these containers.
+	statusErr map[string]error
 }
 
 func (f *fakeRuntime) add(id, pod, container, logPath string, state runtimeapi.ContainerState) {
@@ -54,6 +56,9 @@ func (f *fakeRuntime) ListContainers(context.Context, *runtimeapi.ContainerFilte
 func (f *fakeRuntime) ContainerStatus(_ context.Context, id string) (*runtimeapi.ContainerStatus, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if err := f.statusErr[id]; err != nil {
+		return nil, err
+	}
 	return f.containers[id], nil
 }
 
@@ -255,5 +260,24 @@ func TestNoLinksWhenLinksDirIsEmpty(t *testing.T) {
 	}
 	if err := m.Sync(context.Background()); err != nil {
 		t.Fatal(err)
+	}
+}
+
+func TestSweepKeepsTheLinkOfAContainerWhoseStatusFails(t *testing.T) {
+	clk := clocktesting.NewFakeClock(time.Date(2026, 11, 24, 23, 0, 0, 0, time.UTC))
+	rt := &fakeRuntime{}
+	m, logs, links := newManager(t, rt, clk, 3)
+	log := filepath.Join(logs, "ns_p_uid", "c", "0.log")
+	writeLog(t, log, 1)
+	rt.add("id", "p", "c", log, runtimeapi.ContainerState_CONTAINER_RUNNING)
+	if err := m.Link("p", "ns", "c", "id", log); err != nil {
+		t.Fatal(err)
+	}
+	rt.statusErr = map[string]error{"id": errors.New("deadline exceeded")}
+	if err := m.Sync(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if got := names(t, links); !slices.Equal(got, []string{"p_ns_c-id.log"}) {
+		t.Errorf("links after a sync that could not read the container's status: %v", got)
 	}
 }
