@@ -108,6 +108,9 @@ type Executor struct {
 	// Cgroups makes, bounds and removes the pods' cgroups; nil makes none
 	// and every sandbox gets Sandbox.CgroupParent.
 	Cgroups PodCgroups
+	// Logs keeps the containers' log links and rotated log files; nil
+	// keeps none.
+	Logs ContainerLogs
 }
 
 // PodCgroups manages one cgroup per pod, the parent of its sandbox
@@ -342,6 +345,7 @@ func (e *Executor) startContainer(ctx context.Context, pod *v1.Pod, sb *sandbox,
 		return fail(state.ReasonCreateContainerError, err.Error())
 	}
 	st.RecordActuated(s.Name, id, c.Resources)
+	e.linkLog(ctx, pod, c.Name, id, sb.config.GetLogDirectory(), cfg.GetLogPath())
 	if err := save(); err != nil {
 		return fail(state.ReasonCreateContainerError, err.Error())
 	}
