@@ -50,6 +50,8 @@ func startFakeRuntimeAgent(maxPods int32) *fakeRuntimeAgent {
 		// No periodic relist or sync: every sync is caused by an event.
 		RelistPeriod:  metav1.Duration{Duration: time.Hour},
 		SyncFrequency: metav1.Duration{Duration: time.Hour},
+		// A fake runtime runs no process: no cgroups are made on the machine.
+		CgroupsPerQOS: ptr.To(false),
 	}
 	v1alpha1.SetDefaults(cfg)
 	Expect(v1alpha1.Validate(cfg)).To(BeEmpty())

@@ -156,7 +156,7 @@ func setupPodController(mgr ctrl.Manager, d *Deps) error {
 		return fmt.Errorf("adding the pod workers: %w", err)
 	}
 	r.Workers = workers
-	if err := mgr.Add(&housekeeper{
+	hk := &housekeeper{
 		pods:    mgr.GetClient(),
 		cache:   mgr.GetCache(),
 		runtime: r.Runtime,
@@ -167,7 +167,11 @@ func setupPodController(mgr ctrl.Manager, d *Deps) error {
 		memory:  r,
 		period:  housekeepingPeriod,
 		log:     r.Log.WithName("housekeeping"),
-	}); err != nil {
+	}
+	if err := setupPodCgroups(mgr, cfg, exec, hk); err != nil {
+		return err
+	}
+	if err := mgr.Add(hk); err != nil {
 		return fmt.Errorf("adding pod housekeeping: %w", err)
 	}
 	return ctrl.NewControllerManagedBy(mgr).

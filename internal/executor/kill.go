@@ -101,7 +101,7 @@ func (e *Executor) killContainer(ctx context.Context, pod *v1.Pod, id, name, mes
 }
 
 // RemovePod removes every sandbox (and so every container) of a pod whose
-// containers have all stopped, its volumes and its log directory.
+// containers have all stopped, its volumes, its log directory and its cgroup.
 func (e *Executor) RemovePod(ctx context.Context, pod *v1.Pod, rt state.PodRuntime) error {
 	var errs []error
 	for _, c := range rt.Containers {
@@ -128,6 +128,12 @@ func (e *Executor) RemovePod(ctx context.Context, pod *v1.Pod, rt state.PodRunti
 	}
 	if err := os.RemoveAll(criconfig.PodLogDirectory(e.Sandbox.PodLogsDir, pod)); err != nil {
 		return fmt.Errorf("removing pod log directory: %w", err)
+	}
+	if e.Cgroups != nil {
+		// The sandboxes are gone: what is left in the cgroup is killed.
+		if err := e.Cgroups.RemovePod(ctx, pod.UID); err != nil {
+			return err
+		}
 	}
 	if e.UserNamespaces != nil {
 		// Nothing of the pod runs any more: its IDs may go to another.

@@ -6,6 +6,7 @@ import (
 	"go/ast"
 	"go/parser"
 	"go/token"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
@@ -58,6 +59,7 @@ var defined = []struct {
 	{ObjectStoreWatches, "nodelet_object_store_watches", gauge, []string{"resource"}},
 	{ObjectStoreGetRequests, "nodelet_object_store_get_requests_total", counter, []string{"resource"}},
 	{ObjectStoreLists, "nodelet_object_store_lists_total", counter, []string{"resource"}},
+	{CgroupManagerDuration, "kubelet_cgroup_manager_duration_seconds", histogram, []string{"operation_type"}},
 	{ClientCertificateTTL, "kubelet_certificate_manager_client_ttl_seconds", gauge, nil},
 	{ClientCertificateRenewErrors, "kubelet_certificate_manager_client_expiration_renew_errors", counter, nil},
 	// Read from State when scraped.
@@ -166,7 +168,12 @@ func TestEveryDefinedMetricIsListed(t *testing.T) {
 	g := NewWithT(t)
 	fset := token.NewFileSet()
 	var inSource []string
-	for _, file := range []string{"metrics.go", "state.go"} {
+	files, err := filepath.Glob("*.go")
+	g.Expect(err).NotTo(HaveOccurred())
+	for _, file := range files {
+		if strings.HasSuffix(file, "_test.go") {
+			continue
+		}
 		f, err := parser.ParseFile(fset, file, nil, 0)
 		g.Expect(err).NotTo(HaveOccurred())
 		ast.Inspect(f, func(n ast.Node) bool {

@@ -256,6 +256,9 @@ func adaptForTest(objs []*unstructured.Unstructured, state, podLogs, endpoint st
 		cfg["containerLogLinksDir"].(string):                                                  filepath.Join(podLogs, "links"), // never the machine's
 	}
 	cfg["rootDir"], cfg["podLogsDir"], cfg["containerRuntimeEndpoint"] = state, podLogs, endpoint
+	// Its own pod cgroups, never the machine's /nodelet.
+	cfg["cgroupRoot"] = utils.E2ECgroupParent + "/" + filepath.Base(state)
+	DeferCleanup(utils.RemoveCgroupTree, cfg["cgroupRoot"])
 	cfg["containerLogLinksDir"] = filepath.Join(podLogs, "links")
 	b, err := yaml.Marshal(cfg)
 	Expect(err).NotTo(HaveOccurred())
