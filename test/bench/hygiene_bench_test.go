@@ -64,7 +64,7 @@ func BenchmarkNodeHygiene(b *testing.B) {
 		r.cpuDefault = c.restCPU(b, fmt.Sprintf("hygiene-default-%d", i), nil)
 		r.delays = c.evictionDelays(b, fmt.Sprintf("hygiene-evict-%d", i))
 		printHygiene(r)
-		b.ReportMetric((r.cpuDefault - r.cpuQuiet).Seconds()*float64(time.Minute)/float64(hygieneRest), "s-cpu/min-hygiene")
+		b.ReportMetric((r.cpuDefault-r.cpuQuiet).Seconds()*float64(time.Minute)/float64(hygieneRest), "s-cpu/min-hygiene")
 		b.ReportMetric(slices.Max(r.delays).Seconds(), "s-max-evict-delay")
 	}
 }
@@ -179,7 +179,9 @@ func logLineTime(n *utils.Nodelet, pod *corev1.Pod, marker string) (time.Time, e
 }
 
 func printHygiene(r hygieneResult) {
-	perMin := func(d time.Duration) time.Duration { return d * time.Duration(time.Minute) / time.Duration(hygieneRest) }
+	perMin := func(d time.Duration) time.Duration {
+		return d * time.Duration(time.Minute) / time.Duration(hygieneRest)
+	}
 	cost := perMin(r.cpuDefault - r.cpuQuiet)
 	sorted := slices.Clone(r.delays)
 	slices.Sort(sorted)
