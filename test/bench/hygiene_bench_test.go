@@ -180,7 +180,7 @@ func logLineTime(n *utils.Nodelet, pod *corev1.Pod, marker string) (time.Time, e
 
 func printHygiene(r hygieneResult) {
 	perMin := func(d time.Duration) time.Duration {
-		return d * time.Duration(time.Minute) / time.Duration(hygieneRest)
+		return time.Duration(float64(d) * float64(time.Minute) / float64(hygieneRest))
 	}
 	cost := perMin(r.cpuDefault - r.cpuQuiet)
 	sorted := slices.Clone(r.delays)
