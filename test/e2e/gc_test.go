@@ -191,6 +191,9 @@ var _ = Describe("Garbage collection", func() {
 				"imageGCPeriod":               "1s",
 			}}
 		})
+		// The images are first detected when the agent starts.
+		started := time.Now()
+		BeforeAll(func() { started = time.Now() })
 		JustAfterEach(func() {
 			if CurrentSpecReport().Failed() && imgCtrd != nil {
 				GinkgoWriter.Printf("containerd log (last 40 lines):\n%s\n", imgCtrd.LogTail(40))
@@ -212,10 +215,8 @@ var _ = Describe("Garbage collection", func() {
 			}
 			return ""
 		}
-		started := time.Now()
 
 		It("reports FreeDiskSpaceFailed while nothing is old enough to go", func(ctx SpecContext) {
-			started = time.Now()
 			Eventually(func(g Gomega) string { return nodeEvent(ctx, g, "FreeDiskSpaceFailed") }).
 				WithContext(ctx).WithTimeout(gcTimeout).WithPolling(pollInterval).Should(MatchRegexp(
 				`^Warning Failed to garbage collect required amount of images\. Attempted to free \d+ bytes, but only found 0 bytes eligible to free\.$`))
