@@ -19,6 +19,7 @@ import (
 	"github.com/nodelet/nodelet/internal/cri"
 	"github.com/nodelet/nodelet/internal/kuberuntime/plan"
 	"github.com/nodelet/nodelet/internal/kuberuntime/state"
+	"github.com/nodelet/nodelet/internal/metrics"
 )
 
 // LivePods tells which pods still exist: in the API server, or with a pod
@@ -110,8 +111,8 @@ func (g *ContainerGC) run(ctx context.Context, sel func([]PodObjects, time.Time)
 			errs = append(errs, fmt.Errorf("collecting garbage of pod %s: %w", uid, err))
 			continue
 		}
-		ContainersGarbageCollected.Add(float64(len(gb.Containers)))
-		SandboxesGarbageCollected.Add(float64(len(gb.Sandboxes)))
+		metrics.ContainersGarbageCollected.Add(float64(len(gb.Containers)))
+		metrics.SandboxesGarbageCollected.Add(float64(len(gb.Sandboxes)))
 		g.Log.V(1).Info("Removed dead containers and sandboxes", "podUID", uid,
 			"containers", len(gb.Containers), "sandboxes", len(gb.Sandboxes))
 	}

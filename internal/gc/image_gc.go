@@ -17,6 +17,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/nodelet/nodelet/internal/cri"
+	"github.com/nodelet/nodelet/internal/metrics"
 )
 
 // The Node events of image GC, the kubelet's reasons.
@@ -141,7 +142,7 @@ func (g *ImageGC) GarbageCollect(ctx context.Context) error {
 	}
 	now := g.Clock.Now()
 	if old := SelectImagesByAge(images, g.Policy.MinAge, g.Policy.MaxAge, now); len(old) > 0 {
-		removed, _, err := g.remove(ctx, old, ReasonAge)
+		removed, _, err := g.remove(ctx, old, metrics.ImageGCReasonAge)
 		if err != nil {
 			return err
 		}
@@ -161,7 +162,7 @@ func (g *ImageGC) GarbageCollect(ctx context.Context) error {
 	g.Log.Info("Image filesystem usage over the high threshold, removing images", "usage", usage,
 		"highThreshold", g.Policy.HighThresholdPercent, "lowThreshold", g.Policy.LowThresholdPercent, "bytesToFree", toFree)
 	selected, _ := SelectImagesForSpace(images, toFree, g.Policy.MinAge, now)
-	_, freed, err := g.remove(ctx, selected, ReasonSpace)
+	_, freed, err := g.remove(ctx, selected, metrics.ImageGCReasonSpace)
 	if err != nil {
 		return err
 	}
@@ -183,7 +184,7 @@ func (g *ImageGC) DeleteUnusedImages(ctx context.Context) (freedBytes int64, err
 	if err != nil {
 		return 0, err
 	}
-	_, freed, err := g.remove(ctx, SelectUnusedImages(images, g.Policy.MinAge, g.Clock.Now()), ReasonSpace)
+	_, freed, err := g.remove(ctx, SelectUnusedImages(images, g.Policy.MinAge, g.Clock.Now()), metrics.ImageGCReasonSpace)
 	return freed, err
 }
 
@@ -200,7 +201,7 @@ func (g *ImageGC) remove(ctx context.Context, images []ImageRecord, reason strin
 			continue
 		}
 		g.Log.Info("Removed image", "image", img.ID, "tags", img.Tags, "size", img.Size, "reason", reason)
-		ImageGarbageCollected.WithLabelValues(reason).Inc()
+		metrics.ImageGarbageCollected.WithLabelValues(reason).Inc()
 		delete(g.records, img.ID)
 		removed[img.ID] = true
 		freed += img.Size

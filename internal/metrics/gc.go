@@ -1,4 +1,4 @@
-package gc
+package metrics
 
 import (
 	"github.com/prometheus/client_golang/prometheus"
@@ -8,10 +8,11 @@ import (
 // The reason label values of kubelet_image_garbage_collected_total, the
 // kubelet's.
 const (
-	ReasonAge   = "age"
-	ReasonSpace = "space"
+	ImageGCReasonAge   = "age"
+	ImageGCReasonSpace = "space"
 )
 
+// Container and image garbage collection.
 var (
 	// ImageGarbageCollected counts removed images by why they went.
 	ImageGarbageCollected = prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -19,7 +20,8 @@ var (
 		Help: "Total number of images garbage collected by the kubelet, whether through disk usage or image age.",
 	}, []string{"reason"})
 	// ContainersGarbageCollected counts dead containers removed by
-	// container GC (the pod workers' own removals are not counted).
+	// container GC (a pod's own sync removing its dead instances is not
+	// counted).
 	ContainersGarbageCollected = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "nodelet_container_garbage_collected_total",
 		Help: "Number of dead containers removed by container garbage collection.",
