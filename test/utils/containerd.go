@@ -500,14 +500,14 @@ func (c *Containerd) logTail() string {
 	return "containerd log tail:\n" + c.LogTail(40)
 }
 
-// importImage imports a docker-archive into the CRI's namespace and waits
-// until the CRI's own image store has it.
 // ImportArchive imports the docker-archive tarball at archive, which holds
 // image, into the k8s.io namespace, and waits until the CRI lists it.
 func (c *Containerd) ImportArchive(ctx context.Context, image, archive string) error {
 	return c.importImage(ctx, image, archive)
 }
 
+// importImage imports a docker-archive into the CRI's namespace and waits
+// until the CRI's own image store has it.
 func (c *Containerd) importImage(ctx context.Context, image, archive string) error {
 	cmd := exec.CommandContext(ctx, "ctr", "--address", c.socket, "--namespace", "k8s.io",
 		"images", "import", "--all-platforms", "--snapshotter", "overlayfs", archive)
