@@ -391,6 +391,7 @@ func (r *PodReconciler) admit(ctx context.Context, s *podScope) (bool, error) {
 	s.rejection.Phase = corev1.PodFailed
 	s.rejection.Reason = res.Reason
 	s.rejection.Message = "Pod was rejected: " + res.Message
+	s.rejection.ObservedGeneration = s.pod.Generation
 	return false, nil
 }
 

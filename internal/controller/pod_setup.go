@@ -110,6 +110,9 @@ func setupPodController(mgr ctrl.Manager, d *Deps) error {
 		Features:       features,
 		UserNamespaces: userNamespaces(mgr, cfg),
 	}
+	if err := setupContainerLogs(mgr, cfg, d.Runtime, exec); err != nil {
+		return err
+	}
 	relister, err := pleg.New(d.Runtime, pleg.Options{RelistPeriod: cfg.RelistPeriod.Duration})
 	if err != nil {
 		return err

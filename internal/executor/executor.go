@@ -105,6 +105,9 @@ type Executor struct {
 	// UserNamespaces hands out the ID ranges of pods' user namespaces;
 	// nil gives none, and pods asking for one are refused.
 	UserNamespaces UserNamespaceAllocator
+	// Logs keeps the containers' log links and rotated log files; nil
+	// keeps none.
+	Logs ContainerLogs
 }
 
 // RuntimeClassReader reads RuntimeClasses (node.k8s.io/v1) by name. A
@@ -316,6 +319,7 @@ func (e *Executor) startContainer(ctx context.Context, pod *v1.Pod, sb *sandbox,
 		return fail(state.ReasonCreateContainerError, err.Error())
 	}
 	st.RecordActuated(s.Name, id, c.Resources)
+	e.linkLog(ctx, pod, c.Name, id, sb.config.GetLogDirectory(), cfg.GetLogPath())
 	if err := save(); err != nil {
 		return fail(state.ReasonCreateContainerError, err.Error())
 	}

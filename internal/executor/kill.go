@@ -107,7 +107,9 @@ func (e *Executor) RemovePod(ctx context.Context, pod *v1.Pod, rt state.PodRunti
 	for _, c := range rt.Containers {
 		if err := e.Runtime.RemoveContainer(ctx, c.ID); err != nil && !cri.IsNotFound(err) {
 			errs = append(errs, fmt.Errorf("removing container %s: %w", c.Name, err))
+			continue
 		}
+		e.forgetLog(ctx, c.ID, "")
 	}
 	for _, sb := range rt.Sandboxes {
 		if err := e.Runtime.StopPodSandbox(ctx, sb.ID); err != nil && !cri.IsNotFound(err) {
@@ -146,6 +148,7 @@ func (e *Executor) CollectGarbage(ctx context.Context, g plan.Garbage) error {
 			errs = append(errs, fmt.Errorf("removing dead container %s: %w", c.ID, err))
 			continue
 		}
+		e.forgetLog(ctx, c.ID, c.LogPath)
 		if c.LogPath == "" {
 			continue
 		}
