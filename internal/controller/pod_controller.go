@@ -448,7 +448,7 @@ func (r *PodReconciler) syncRunning(ctx context.Context, s *podScope) (syncResul
 		}
 		s.obs = obs
 	}
-	if err := r.Exec.CollectGarbage(ctx, planner.SelectGarbage(s.obs.Runtime)); err != nil {
+	if err := r.Exec.CollectGarbage(ctx, planner.SelectGarbage(s.obs.Runtime, garbagePolicy(r.Config, r.now()))); err != nil {
 		log.FromContext(ctx).Error(err, "Unable to remove dead containers")
 	}
 	r.Prober.Sync(s.pod, s.obs.Runtime)

@@ -174,6 +174,9 @@ func setupPodController(mgr ctrl.Manager, d *Deps) error {
 	if err := mgr.Add(hk); err != nil {
 		return fmt.Errorf("adding pod housekeeping: %w", err)
 	}
+	if err := setupGarbageCollection(mgr, d, r); err != nil {
+		return err
+	}
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("pod").
 		For(&corev1.Pod{}, builder.WithPredicates(predicate.Funcs{
@@ -201,6 +204,8 @@ type podEngine struct {
 	nodes    nodeinfo.FactsReader
 	recorder record.EventRecorder
 	pods     *podFeed
+	// gc is the node's container and image GC (setupGarbageCollection).
+	gc *GarbageCollectors
 }
 
 // podEngineFor returns d's pod engine, building it and adding its

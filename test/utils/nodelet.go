@@ -230,6 +230,10 @@ func (n *Nodelet) writeConfig() error {
 		"metricsBindAddress":       n.MetricsAddr,
 		"nodeIP":                   nodeIP.String(),
 		"server":                   server,
+		// Image GC only where a spec asks for it: the suite's containerd
+		// keeps its images on the machine's disk, whose usage is not the
+		// test's, and its test images cannot be pulled again.
+		"imageGCHighThresholdPercent": 100,
 	}
 	for k, v := range n.Options.Config {
 		if extra, ok := v.(map[string]any); ok && k == "server" {
