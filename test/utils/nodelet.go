@@ -234,6 +234,14 @@ func (n *Nodelet) writeConfig() error {
 		// keeps its images on the machine's disk, whose usage is not the
 		// test's, and its test images cannot be pulled again.
 		"imageGCHighThresholdPercent": 100,
+		// Disk pressure only when the machine is really short, as the
+		// conformance run's kubelet: with the kubelet's 10% and 15% a
+		// machine whose disk others fill would refuse every pod.
+		"evictionHard": map[string]string{
+			"memory.available":  "100Mi",
+			"nodefs.available":  "1%",
+			"imagefs.available": "1%",
+		},
 	}
 	for k, v := range n.Options.Config {
 		if extra, ok := v.(map[string]any); ok && k == "server" {
