@@ -4,7 +4,8 @@
 # With $KUBECONFIG set, make run runs bin/nodelet against that cluster on
 # this machine's own container runtime (nodelet's default endpoint,
 # unix:///run/containerd/containerd.sock, unless NODELET_ARGS says
-# otherwise, e.g. NODELET_ARGS='--config /etc/nodelet/nodelet.yaml'). It
+# otherwise, e.g. NODELET_ARGS='--config /etc/nodelet/nodelet.yaml'; without
+# a --config there, it runs with cgroupRoot /nodelet). It
 # installs no package and starts or stops no service: the runtime and
 # everything else on the machine are left as they are.
 #
@@ -32,8 +33,16 @@ fi
 
 if [[ -n ${KUBECONFIG:-} ]]; then
 	step "running nodelet against $KUBECONFIG on this machine's container runtime"
+	config=()
+	if [[ " ${NODELET_ARGS:-} " != *" --config"* ]]; then
+		# Its own pod cgroups (/nodelet/kubepods), never a kubelet's
+		# /kubepods on the same machine.
+		cfg=$(mktemp -t nodelet-run-XXXXXX.yaml)
+		printf 'apiVersion: config.nodelet.io/v1alpha1\nkind: NodeletConfiguration\ncgroupRoot: /nodelet\n' >"$cfg"
+		config=(--config "$cfg")
+	fi
 	# shellcheck disable=SC2086 # NODELET_ARGS is a list of flags.
-	exec bin/nodelet --kubeconfig "$KUBECONFIG" ${NODELET_ARGS:-}
+	exec bin/nodelet --kubeconfig "$KUBECONFIG" "${config[@]}" ${NODELET_ARGS:-}
 fi
 
 bash hack/install-deps.sh 2> >(progress install-deps >&2)

@@ -135,6 +135,9 @@ func (c *cluster) startNodelet(ctx context.Context) error {
 		if rerr := c.st.addDirs(n.Dir); rerr != nil {
 			return errors.Join(err, rerr)
 		}
+		if rerr := c.st.record(func(st *state) { st.Cgroups = append(st.Cgroups, n.CgroupRoot) }); rerr != nil {
+			return errors.Join(err, rerr)
+		}
 	}
 	return err
 }

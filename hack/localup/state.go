@@ -34,6 +34,8 @@ type state struct {
 	PID        int              `json:"pid"`
 	Dirs       []string         `json:"dirs"`
 	Containerd *containerdState `json:"containerd,omitempty"`
+	// Cgroups are nodelet's cgroupRoots, removed with what runs in them.
+	Cgroups []string `json:"cgroups,omitempty"`
 }
 
 type containerdState struct {
@@ -217,6 +219,9 @@ func cleanUp(st *state) error {
 	errs := []error{utils.KillProcessesUnder(st.Dirs...)}
 	if c := st.Containerd; c != nil {
 		errs = append(errs, utils.TeardownContainerdDir(c.Dir, c.Bridge))
+	}
+	for _, cg := range st.Cgroups {
+		errs = append(errs, utils.RemoveCgroupTree(cg))
 	}
 	for _, d := range st.Dirs {
 		if err := utils.UnmountUnder(d); err != nil {

@@ -394,6 +394,7 @@ func (r *PodReconciler) admit(ctx context.Context, s *podScope) (bool, error) {
 	s.rejection.Phase = corev1.PodFailed
 	s.rejection.Reason = res.Reason
 	s.rejection.Message = "Pod was rejected: " + res.Message
+	s.rejection.ObservedGeneration = s.pod.Generation
 	return false, nil
 }
 
@@ -453,7 +454,7 @@ func (r *PodReconciler) syncRunning(ctx context.Context, s *podScope) (syncResul
 		}
 		s.obs = obs
 	}
-	if err := r.Exec.CollectGarbage(ctx, planner.SelectGarbage(s.obs.Runtime)); err != nil {
+	if err := r.Exec.CollectGarbage(ctx, planner.SelectGarbage(s.obs.Runtime, garbagePolicy(r.Config, r.now()))); err != nil {
 		log.FromContext(ctx).Error(err, "Unable to remove dead containers")
 	}
 	r.Prober.Sync(s.pod, s.obs.Runtime)

@@ -38,16 +38,20 @@ func startFakeRuntimeAgent(maxPods int32) *fakeRuntimeAgent {
 	GinkgoHelper()
 	a := &fakeRuntimeAgent{node: nodeName(), rs: fakeruntime.NewFakeRuntimeService(), rootDir: GinkgoT().TempDir()}
 	cfg := &v1alpha1.NodeletConfiguration{
-		NodeName:           a.node,
-		RootDir:            a.rootDir,
-		PodLogsDir:         filepath.Join(a.rootDir, "logs"),
-		MaxPods:            maxPods,
-		HealthzBindAddress: "0",
-		MetricsBindAddress: "0",
-		ResolvConf:         ptr.To(""),
+		NodeName:   a.node,
+		RootDir:    a.rootDir,
+		PodLogsDir: filepath.Join(a.rootDir, "logs"),
+		// Links beside the logs, never in the machine's /var/log/containers.
+		ContainerLogLinksDir: ptr.To(filepath.Join(a.rootDir, "containers")),
+		MaxPods:              maxPods,
+		HealthzBindAddress:   "0",
+		MetricsBindAddress:   "0",
+		ResolvConf:           ptr.To(""),
 		// No periodic relist or sync: every sync is caused by an event.
 		RelistPeriod:  metav1.Duration{Duration: time.Hour},
 		SyncFrequency: metav1.Duration{Duration: time.Hour},
+		// A fake runtime runs no process: no cgroups are made on the machine.
+		CgroupsPerQOS: ptr.To(false),
 	}
 	v1alpha1.SetDefaults(cfg)
 	Expect(v1alpha1.Validate(cfg)).To(BeEmpty())

@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"context"
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
@@ -32,7 +33,7 @@ func setupEviction(mgr ctrl.Manager, d *Deps, r *PodReconciler, volumes *volume.
 		Volumes:   volumes,
 		Pods:      mgr.GetClient(),
 		Evictor:   r,
-		Reclaimer: d.Reclaimer,
+		Reclaimer: engineReclaimer{d},
 		Recorder:  r.Recorder,
 		Clock:     clock.RealClock{},
 		Log:       mgr.GetLogger().WithName("eviction"),
@@ -49,6 +50,32 @@ func setupEviction(mgr ctrl.Manager, d *Deps, r *PodReconciler, volumes *volume.
 	}
 	d.eviction = m
 	return nil
+}
+
+// engineReclaimer is the pod engine's garbage collectors (set up after
+// the eviction manager), for the eviction manager; without them nothing is
+// reclaimed.
+type engineReclaimer struct{ d *Deps }
+
+func (e engineReclaimer) collectors() *GarbageCollectors {
+	if e.d.engine == nil {
+		return nil
+	}
+	return e.d.engine.gc
+}
+
+func (e engineReclaimer) DeleteAllUnusedContainers(ctx context.Context) error {
+	if gc := e.collectors(); gc != nil && gc.Containers != nil {
+		return gc.Containers.DeleteAllUnusedContainers(ctx)
+	}
+	return nil
+}
+
+func (e engineReclaimer) DeleteUnusedImages(ctx context.Context) (int64, error) {
+	if gc := e.collectors(); gc != nil && gc.Images != nil {
+		return gc.Images.DeleteUnusedImages(ctx)
+	}
+	return 0, nil
 }
 
 // Evict hands the eviction manager's decision to the pod's sync, which

@@ -36,6 +36,12 @@ type podDirs interface {
 	TearDown(ctx context.Context, uid types.UID) error
 }
 
+// podCgroups is what housekeeping needs of the pod cgroup manager.
+type podCgroups interface {
+	PodUIDs() ([]types.UID, error)
+	RemovePod(ctx context.Context, uid types.UID) error
+}
+
 // podWorkerSet is what housekeeping needs of the pod workers.
 type podWorkerSet interface {
 	Keys() []podworkers.Key
@@ -74,6 +80,8 @@ type housekeeper struct {
 	logsDir string
 	workers podWorkerSet
 	memory  podMemory
+	// cgroups, when set, holds the pods' cgroups.
+	cgroups podCgroups
 	period  time.Duration
 	log     logr.Logger
 }
@@ -108,6 +116,7 @@ type leftovers struct {
 	dirs    []types.UID
 	ckpts   []types.UID
 	logDirs map[types.UID]string
+	cgroups []types.UID
 	// held and noted are the reconciler's memory (podMemory).
 	held, noted []types.UID
 }
@@ -121,7 +130,9 @@ type sweepPlan struct {
 	// remove, memory to release and forget.
 	tearDown, checkpoints []types.UID
 	logDirs               []string
-	release, forget       []types.UID
+	// cgroups are the pod cgroups to remove (what is left in them killed).
+	cgroups         []types.UID
+	release, forget []types.UID
 }
 
 // planSweep decides what a sweep removes of what the node holds (left):
@@ -157,6 +168,7 @@ func planSweep(left leftovers, live, busy map[types.UID]bool) sweepPlan {
 	for _, uid := range cleanOf(slices.Collect(maps.Keys(left.logDirs))) {
 		p.logDirs = append(p.logDirs, left.logDirs[uid])
 	}
+	p.cgroups = cleanOf(left.cgroups)
 	p.release = cleanOf(left.held)
 	p.forget = cleanOf(left.noted)
 	return p
@@ -211,6 +223,14 @@ func (h *housekeeper) sweep(ctx context.Context) error {
 			}
 		}
 	}
+	for _, uid := range p.cgroups {
+		if !started(uid) && h.cgroups != nil {
+			log.FromContext(ctx).Info("Removing the cgroup of a pod gone from the node", "podUID", uid)
+			if err := h.cgroups.RemovePod(ctx, uid); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
 	for _, uid := range p.release {
 		if !started(uid) {
 			h.memory.release(uid)
@@ -236,8 +256,8 @@ func logDirUID(name string) types.UID {
 }
 
 // read lists what the node holds of pods: runtime objects nodelet owns,
-// pod directories, checkpoints, log directories, and the reconciler's
-// memory.
+// pod directories, checkpoints, log directories, pod cgroups, and the
+// reconciler's memory.
 func (h *housekeeper) read(ctx context.Context) (leftovers, error) {
 	left := leftovers{runtime: map[types.UID]podworkers.Key{}, logDirs: map[types.UID]string{}}
 	add := func(labels map[string]string) {
@@ -283,6 +303,11 @@ func (h *housekeeper) read(ctx context.Context) (leftovers, error) {
 	for _, e := range entries {
 		if uid := logDirUID(e.Name()); e.IsDir() && uid != "" {
 			left.logDirs[uid] = filepath.Join(h.logsDir, e.Name())
+		}
+	}
+	if h.cgroups != nil {
+		if left.cgroups, err = h.cgroups.PodUIDs(); err != nil {
+			return left, err
 		}
 	}
 	left.held, left.noted = h.memory.heldUIDs(), h.memory.notedUIDs()

@@ -43,8 +43,8 @@ func keyOf(uid string) podworkers.Key {
 }
 
 // everything is what the node holds of each of the pods: runtime objects,
-// a pod directory, a checkpoint, a log directory and the reconciler's
-// memory of it.
+// a pod directory, a checkpoint, a log directory, a cgroup and the
+// reconciler's memory of it.
 func everything(pods ...string) leftovers {
 	left := leftovers{runtime: map[types.UID]podworkers.Key{}, logDirs: map[types.UID]string{}}
 	for _, p := range pods {
@@ -52,6 +52,7 @@ func everything(pods ...string) leftovers {
 		left.runtime[uid] = keyOf(p)
 		left.dirs = append(left.dirs, uid)
 		left.ckpts = append(left.ckpts, uid)
+		left.cgroups = append(left.cgroups, uid)
 		left.logDirs[uid] = "/logs/ns_pod-" + p + "_" + p
 		left.held = append(left.held, uid)
 		left.noted = append(left.noted, uid)
@@ -68,7 +69,7 @@ func noRuntime(pods ...string) leftovers {
 
 // cleaned is the sweep that removes all but the runtime objects of pods.
 func cleaned(pods ...string) sweepPlan {
-	p := sweepPlan{tearDown: uids(pods...), checkpoints: uids(pods...), release: uids(pods...), forget: uids(pods...)}
+	p := sweepPlan{tearDown: uids(pods...), checkpoints: uids(pods...), cgroups: uids(pods...), release: uids(pods...), forget: uids(pods...)}
 	for _, pod := range pods {
 		p.logDirs = append(p.logDirs, "/logs/ns_pod-"+pod+"_"+pod)
 	}
@@ -93,6 +94,13 @@ func TestPlanSweep(t *testing.T) {
 			left: everything("a"), busy: set("a")},
 		{name: "a pod in the API server keeps its checkpoint without runtime objects",
 			left: noRuntime("a"), live: set("a")},
+		{name: "an orphaned cgroup alone is removed",
+			left: leftovers{cgroups: uids("a")}, want: sweepPlan{cgroups: uids("a")}},
+		{name: "the cgroup of a pod in the API server is kept (adopted)",
+			left: leftovers{cgroups: uids("a", "b")}, live: set("a"), want: sweepPlan{cgroups: uids("b")}},
+		{name: "the cgroup of a gone pod still in the runtime waits for its worker",
+			left: leftovers{cgroups: uids("a"), runtime: map[types.UID]podworkers.Key{"a": keyOf("a")}},
+			want: sweepPlan{stop: []podworkers.Key{keyOf("a")}}},
 		{name: "memory alone is released and forgotten",
 			left: leftovers{held: uids("a", "a"), noted: uids("a")}, want: sweepPlan{release: uids("a"), forget: uids("a")}},
 		{name: "several pods, sorted, each by its own rule",

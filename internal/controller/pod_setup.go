@@ -110,6 +110,9 @@ func setupPodController(mgr ctrl.Manager, d *Deps) error {
 		Features:       features,
 		UserNamespaces: userNamespaces(mgr, cfg),
 	}
+	if err := setupContainerLogs(mgr, cfg, d.Runtime, exec); err != nil {
+		return err
+	}
 	relister, err := pleg.New(d.Runtime, pleg.Options{RelistPeriod: cfg.RelistPeriod.Duration})
 	if err != nil {
 		return err
@@ -156,7 +159,7 @@ func setupPodController(mgr ctrl.Manager, d *Deps) error {
 	if err := setupEviction(mgr, d, r, eng.volumes); err != nil {
 		return err
 	}
-	if err := mgr.Add(&housekeeper{
+	hk := &housekeeper{
 		pods:    mgr.GetClient(),
 		cache:   mgr.GetCache(),
 		runtime: r.Runtime,
@@ -167,8 +170,15 @@ func setupPodController(mgr ctrl.Manager, d *Deps) error {
 		memory:  r,
 		period:  housekeepingPeriod,
 		log:     r.Log.WithName("housekeeping"),
-	}); err != nil {
+	}
+	if err := setupPodCgroups(mgr, cfg, exec, hk); err != nil {
+		return err
+	}
+	if err := mgr.Add(hk); err != nil {
 		return fmt.Errorf("adding pod housekeeping: %w", err)
+	}
+	if err := setupGarbageCollection(mgr, d, r); err != nil {
+		return err
 	}
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("pod").
@@ -197,6 +207,8 @@ type podEngine struct {
 	nodes    nodeinfo.FactsReader
 	recorder record.EventRecorder
 	pods     *podFeed
+	// gc is the node's container and image GC (setupGarbageCollection).
+	gc *GarbageCollectors
 }
 
 // podEngineFor returns d's pod engine, building it and adding its

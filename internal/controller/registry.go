@@ -22,10 +22,6 @@ type Deps struct {
 	// Checkpoints stores per-pod state; required by the pod controller.
 	Checkpoints checkpoint.Manager
 
-	// Reclaimer frees dead containers and unused images before the
-	// eviction manager evicts pods for disk pressure; nil frees nothing.
-	Reclaimer eviction.NodeReclaimer
-
 	// engine is what the pod, ConfigMap and Secret reconcilers share,
 	// built by the first of them set up (see podEngineFor).
 	engine *podEngine

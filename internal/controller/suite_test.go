@@ -99,9 +99,12 @@ type testAgent struct {
 // changed by mutate, against the suite's containerd.
 func startAgent(name string, mutate ...func(*v1alpha1.NodeletConfiguration)) *testAgent {
 	GinkgoHelper()
+	root := GinkgoT().TempDir()
+	links := root + "/containers" // never the machine's /var/log/containers
 	cfg := &v1alpha1.NodeletConfiguration{
 		NodeName:                  name,
-		RootDir:                   GinkgoT().TempDir(),
+		RootDir:                   root,
+		ContainerLogLinksDir:      &links,
 		NodeStatusUpdateFrequency: metav1.Duration{Duration: statusUpdateFrequency},
 		NodeStatusReportFrequency: metav1.Duration{Duration: statusReportFrequency},
 		NodeLeaseDurationSeconds:  leaseDurationSeconds,

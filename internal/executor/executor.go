@@ -105,6 +105,27 @@ type Executor struct {
 	// UserNamespaces hands out the ID ranges of pods' user namespaces;
 	// nil gives none, and pods asking for one are refused.
 	UserNamespaces UserNamespaceAllocator
+	// Cgroups makes, bounds and removes the pods' cgroups; nil makes none
+	// and every sandbox gets Sandbox.CgroupParent.
+	Cgroups PodCgroups
+	// Logs keeps the containers' log links and rotated log files; nil
+	// keeps none.
+	Logs ContainerLogs
+}
+
+// PodCgroups manages one cgroup per pod, the parent of its sandbox
+// (internal/cgroups.Manager).
+type PodCgroups interface {
+	// PodParent is the pod's cgroup as the runtime's driver names it.
+	PodParent(pod *v1.Pod) string
+	// EnsurePod makes the pod's cgroup, bounded by its resources, or
+	// adopts the one that exists.
+	EnsurePod(pod *v1.Pod) error
+	// ResizePod brings the pod's cgroup to its resources around update,
+	// which changes its containers'.
+	ResizePod(pod *v1.Pod, update func() error) error
+	// RemovePod kills what is left in the pod's cgroup and removes it.
+	RemovePod(ctx context.Context, uid types.UID) error
 }
 
 // RuntimeClassReader reads RuntimeClasses (node.k8s.io/v1) by name. A
@@ -206,6 +227,9 @@ func (e *Executor) sandboxConfig(pod *v1.Pod, attempt uint32, userns *runtimeapi
 	opts := e.Sandbox
 	opts.Attempt = attempt
 	opts.UserNamespace = userns
+	if e.Cgroups != nil {
+		opts.CgroupParent = e.Cgroups.PodParent(pod)
+	}
 	cfg, err := criconfig.SandboxConfig(pod, opts)
 	if err != nil {
 		return nil, fmt.Errorf("building sandbox config: %w", err)
@@ -242,6 +266,11 @@ func (e *Executor) ensureSandbox(ctx context.Context, pod *v1.Pod, rt state.PodR
 	}
 	if err := os.MkdirAll(cfg.LogDirectory, 0o755); err != nil {
 		return nil, e.sandboxFailed(ctx, pod, st, save, fmt.Errorf("creating pod log directory: %w", err))
+	}
+	if e.Cgroups != nil {
+		if err := e.Cgroups.EnsurePod(pod); err != nil {
+			return nil, e.sandboxFailed(ctx, pod, st, save, err)
+		}
 	}
 	id, err := e.Runtime.RunPodSandbox(ctx, cfg, handler)
 	if err != nil {
@@ -316,6 +345,7 @@ func (e *Executor) startContainer(ctx context.Context, pod *v1.Pod, sb *sandbox,
 		return fail(state.ReasonCreateContainerError, err.Error())
 	}
 	st.RecordActuated(s.Name, id, c.Resources)
+	e.linkLog(ctx, pod, c.Name, id, sb.config.GetLogDirectory(), cfg.GetLogPath())
 	if err := save(); err != nil {
 		return fail(state.ReasonCreateContainerError, err.Error())
 	}

@@ -101,13 +101,15 @@ func (e *Executor) killContainer(ctx context.Context, pod *v1.Pod, id, name, mes
 }
 
 // RemovePod removes every sandbox (and so every container) of a pod whose
-// containers have all stopped, its volumes and its log directory.
+// containers have all stopped, its volumes, its log directory and its cgroup.
 func (e *Executor) RemovePod(ctx context.Context, pod *v1.Pod, rt state.PodRuntime) error {
 	var errs []error
 	for _, c := range rt.Containers {
 		if err := e.Runtime.RemoveContainer(ctx, c.ID); err != nil && !cri.IsNotFound(err) {
 			errs = append(errs, fmt.Errorf("removing container %s: %w", c.Name, err))
+			continue
 		}
+		e.forgetLog(ctx, c.ID, "")
 	}
 	for _, sb := range rt.Sandboxes {
 		if err := e.Runtime.StopPodSandbox(ctx, sb.ID); err != nil && !cri.IsNotFound(err) {
@@ -126,6 +128,12 @@ func (e *Executor) RemovePod(ctx context.Context, pod *v1.Pod, rt state.PodRunti
 	}
 	if err := os.RemoveAll(criconfig.PodLogDirectory(e.Sandbox.PodLogsDir, pod)); err != nil {
 		return fmt.Errorf("removing pod log directory: %w", err)
+	}
+	if e.Cgroups != nil {
+		// The sandboxes are gone: what is left in the cgroup is killed.
+		if err := e.Cgroups.RemovePod(ctx, pod.UID); err != nil {
+			return err
+		}
 	}
 	if e.UserNamespaces != nil {
 		// Nothing of the pod runs any more: its IDs may go to another.
@@ -146,6 +154,7 @@ func (e *Executor) CollectGarbage(ctx context.Context, g plan.Garbage) error {
 			errs = append(errs, fmt.Errorf("removing dead container %s: %w", c.ID, err))
 			continue
 		}
+		e.forgetLog(ctx, c.ID, c.LogPath)
 		if c.LogPath == "" {
 			continue
 		}

@@ -23,7 +23,19 @@ import (
 // lowers no memory limit below what a container uses: such a plan fails
 // before any update. The first failure stops the updates and is returned;
 // its message is what the pod's PodResizeInProgress condition shows.
-func (e *Executor) Resize(ctx context.Context, pod *v1.Pod, resizes []plan.ContainerResize, st *state.PodState, save SaveFunc) (err error) {
+//
+// With Cgroups, the pod's cgroup is brought to the pod's resources around
+// the updates (grown before them, shrunk after), also when no container
+// changes (pod-level resources), and adopted the first time a running pod
+// is seen.
+func (e *Executor) Resize(ctx context.Context, pod *v1.Pod, resizes []plan.ContainerResize, st *state.PodState, save SaveFunc) error {
+	if e.Cgroups == nil {
+		return e.resizeContainers(ctx, pod, resizes, st, save)
+	}
+	return e.Cgroups.ResizePod(pod, func() error { return e.resizeContainers(ctx, pod, resizes, st, save) })
+}
+
+func (e *Executor) resizeContainers(ctx context.Context, pod *v1.Pod, resizes []plan.ContainerResize, st *state.PodState, save SaveFunc) (err error) {
 	if len(resizes) == 0 {
 		return nil
 	}

@@ -61,6 +61,10 @@ var defined = []struct {
 	{ObjectStoreLists, "nodelet_object_store_lists_total", counter, []string{"resource"}},
 	{Evictions, "kubelet_evictions", counter, []string{"eviction_signal"}},
 	{EvictionStatsAge, "kubelet_eviction_stats_age_seconds", histogram, []string{"eviction_signal"}},
+	{ImageGarbageCollected, "kubelet_image_garbage_collected_total", counter, []string{"reason"}},
+	{ContainersGarbageCollected, "nodelet_container_garbage_collected_total", counter, nil},
+	{SandboxesGarbageCollected, "nodelet_sandbox_garbage_collected_total", counter, nil},
+	{CgroupManagerDuration, "kubelet_cgroup_manager_duration_seconds", histogram, []string{"operation_type"}},
 	{ClientCertificateTTL, "kubelet_certificate_manager_client_ttl_seconds", gauge, nil},
 	{ClientCertificateRenewErrors, "kubelet_certificate_manager_client_expiration_renew_errors", counter, nil},
 	// Read from State when scraped.

@@ -276,3 +276,65 @@ func TestFollowedLogsArriveLineByLine(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred(), "the stream ends once the container stopped")
 	g.Expect(string(rest)).To(Equal("last\n"))
 }
+
+// TestFollowedLogsContinueAcrossRotation renames the followed log as a
+// rotation does and makes a new one where the runtime writes next: the
+// follower gets what went to the old file before the rename and then the
+// new file's lines; a read without follow reads the new file.
+func TestFollowedLogsContinueAcrossRotation(t *testing.T) {
+	g := NewWithT(t)
+	f := newAPIFixture(t)
+	path := f.writeLog(f.ids["app"], "2026-01-02T03:04:00.000000000Z stdout F first\n")
+	srv := httptest.NewServer(f.server().Handler())
+	defer srv.Close()
+
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL+"/containerLogs/ns/web/app?follow=true", http.NoBody)
+	g.Expect(err).NotTo(HaveOccurred())
+	resp, err := http.DefaultClient.Do(req)
+	g.Expect(err).NotTo(HaveOccurred())
+	defer func() { _ = resp.Body.Close() }()
+	g.Expect(resp.StatusCode).To(Equal(http.StatusOK))
+	r := bufio.NewReader(resp.Body)
+	line, err := r.ReadString('\n')
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(line).To(Equal("first\n"))
+
+	appendTo := func(path, line string) {
+		file, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY|os.O_CREATE, 0o600)
+		g.Expect(err).NotTo(HaveOccurred())
+		_, err = file.WriteString("2026-01-02T03:04:01.000000000Z stdout F " + line + "\n")
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(file.Close()).To(Succeed())
+	}
+	// A second line makes sure the reader watches the directory: the
+	// reader of k8s.io/cri-client starts watching at its first end of
+	// file and misses a file made before that.
+	appendTo(path, "second")
+	line, err = r.ReadString('\n')
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(line).To(Equal("second\n"))
+
+	rotated := path + ".20260102-030402"
+	for i := range 2 {
+		// Written to the old file, renamed; the runtime reopens the log
+		// and writes to the new file.
+		appendTo(path, fmt.Sprintf("before rotation %d", i))
+		g.Expect(os.Rename(path, rotated)).To(Succeed())
+		appendTo(path, fmt.Sprintf("after rotation %d", i))
+		for _, want := range []string{"before rotation %d\n", "after rotation %d\n"} {
+			line, err := r.ReadString('\n')
+			g.Expect(err).NotTo(HaveOccurred(), "rotation %d, %q", i, want)
+			g.Expect(line).To(Equal(fmt.Sprintf(want, i)))
+		}
+		g.Expect(os.Remove(rotated)).To(Succeed())
+	}
+	g.Expect(f.do(http.MethodGet, "/containerLogs/ns/web/app?tailLines=1").Body.String()).To(Equal("after rotation 1\n"))
+
+	appendTo(path, "last")
+	g.Expect(f.rt.StopContainer(ctx, f.ids["app"], 0)).To(Succeed())
+	rest, err := io.ReadAll(r)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(string(rest)).To(Equal("last\n"))
+}

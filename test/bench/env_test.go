@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -96,11 +97,21 @@ func startCluster(b *testing.B) *cluster {
 // (also registered with b.Cleanup; stopping twice is harmless).
 func (c *cluster) startNodelet(b *testing.B, label string) (*utils.Nodelet, func()) {
 	b.Helper()
+	return c.startNodeletWith(b, label, nil)
+}
+
+// startNodeletWith is startNodelet with configuration fields on top of the
+// defaults.
+func (c *cluster) startNodeletWith(b *testing.B, label string, cfg map[string]any) (*utils.Nodelet, func()) {
+	b.Helper()
 	// NODELET_BENCH_PROFILE=1 serves /debug/pprof on nodelet's metrics
 	// address, to profile a burst from outside.
-	var cfg map[string]any
 	if os.Getenv("NODELET_BENCH_PROFILE") != "" {
-		cfg = map[string]any{"enableProfilingHandler": true}
+		cfg = maps.Clone(cfg)
+		if cfg == nil {
+			cfg = map[string]any{}
+		}
+		cfg["enableProfilingHandler"] = true
 	}
 	n, err := utils.StartNodelet(b.Context(), utils.NodeletOptions{NodeName: benchNode, API: c.api, Containerd: c.ctrd, Config: cfg})
 	if err != nil {

@@ -10,10 +10,16 @@ import (
 )
 
 // ConformanceFocus selects the node specs and the storage specs of the
-// volume types a node agent implements itself, among [Conformance] specs.
+// volume types a node agent implements itself, among [Conformance] specs,
+// and the resource and eviction specs listed below.
 var ConformanceFocus = []string{
 	`\[sig-node\].*\[Conformance\]`,
 	`\[sig-storage\] (ConfigMap|Secrets|Projected [a-zA-Z]+|Downward API volume|EmptyDir volumes|EmptyDir wrapper volumes|HostPath|Subpath) .*\[Conformance\]`,
+	// Beyond [Conformance], the node's resource and eviction specs that
+	// run on one shared node: a pod past its ephemeral-storage limit is
+	// evicted and terminal; a pod the node cannot fit is rejected.
+	regexp.QuoteMeta(`[sig-node] Pods Extended Pod Container lifecycle evicted pods should be terminal`),
+	regexp.QuoteMeta(`[sig-node] PodRejectionStatus Kubelet should reject pod when the node didn't have enough resource`),
 }
 
 // ConformanceSkip leaves out what cannot run on one shared test node or

@@ -227,7 +227,8 @@ func renderDefault(ctx context.Context) []*unstructured.Unstructured {
 
 // adaptForTest returns config/default's ConfigMap and DaemonSet with the
 // host paths nodelet hands its runtime moved to state and podLogs (at
-// the same paths inside the pod, as in config/default), its runtime
+// the same paths inside the pod, as in config/default), its log links
+// under podLogs, its runtime
 // endpoint at endpoint, and its kubeconfig under state. Everything else
 // (ports, taint, identity, mounts of the host's files, privileges) is
 // config/default's.
@@ -252,8 +253,13 @@ func adaptForTest(objs []*unstructured.Unstructured, state, podLogs, endpoint st
 		cfg["rootDir"].(string):    state,
 		cfg["podLogsDir"].(string): podLogs,
 		filepath.Dir(strings.TrimPrefix(cfg["containerRuntimeEndpoint"].(string), "unix://")): runtimeDir,
+		cfg["containerLogLinksDir"].(string):                                                  filepath.Join(podLogs, "links"), // never the machine's
 	}
 	cfg["rootDir"], cfg["podLogsDir"], cfg["containerRuntimeEndpoint"] = state, podLogs, endpoint
+	// Its own pod cgroups, never the machine's /nodelet.
+	cfg["cgroupRoot"] = utils.E2ECgroupParent + "/" + filepath.Base(state)
+	DeferCleanup(utils.RemoveCgroupTree, cfg["cgroupRoot"])
+	cfg["containerLogLinksDir"] = filepath.Join(podLogs, "links")
 	b, err := yaml.Marshal(cfg)
 	Expect(err).NotTo(HaveOccurred())
 	Expect(unstructured.SetNestedField(configMap.Object, string(b), "data", "nodelet.yaml")).To(Succeed())

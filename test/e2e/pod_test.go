@@ -370,6 +370,9 @@ var _ = Describe("Pod admission", Ordered, func() {
 			g.Expect(p.Status.Phase).To(Equal(corev1.PodFailed))
 			g.Expect(p.Status.Reason).To(Equal(reason))
 			g.Expect(p.Status.Message).To(HavePrefix("Pod was rejected: "))
+			// The rejection is the node's answer to the pod's spec as
+			// created: the generation it saw.
+			g.Expect(p.Status.ObservedGeneration).To(Equal(p.Generation))
 		}).WithTimeout(podStartTimeout).WithPolling(pollInterval).Should(Succeed())
 		var events corev1.EventList
 		Eventually(func(g Gomega) {

@@ -39,6 +39,10 @@ type ContainerdOptions struct {
 	LogLevel string
 	// StartTimeout bounds each wait for the CRI to answer; 60s when zero.
 	StartTimeout time.Duration
+	// RootTmpfsBytes, when set, puts containerd's root (images, snapshots,
+	// writable layers) on a tmpfs of that size: a small image filesystem
+	// of known capacity, for image GC thresholds.
+	RootTmpfsBytes int64
 }
 
 // Containerd is a private containerd started by StartContainerd. Its root,
@@ -315,6 +319,11 @@ func (c *Containerd) writeConfig() error {
 			return fmt.Errorf("creating containerd directory %s: %w", d, err)
 		}
 	}
+	if n := c.opts.RootTmpfsBytes; n > 0 {
+		if err := syscall.Mount("tmpfs", vals["Root"], "tmpfs", 0, fmt.Sprintf("size=%d", n)); err != nil {
+			return fmt.Errorf("mounting a tmpfs as containerd's root: %w", err)
+		}
+	}
 	if err := writeTemplate(c.config, configTemplate, vals); err != nil {
 		return fmt.Errorf("writing containerd config: %w", err)
 	}
@@ -489,6 +498,12 @@ func (c *Containerd) LogTail(n int) string { return TailLines(c.logPath, n) }
 
 func (c *Containerd) logTail() string {
 	return "containerd log tail:\n" + c.LogTail(40)
+}
+
+// ImportArchive imports the docker-archive tarball at archive, which holds
+// image, into the k8s.io namespace, and waits until the CRI lists it.
+func (c *Containerd) ImportArchive(ctx context.Context, image, archive string) error {
+	return c.importImage(ctx, image, archive)
 }
 
 // importImage imports a docker-archive into the CRI's namespace and waits

@@ -66,8 +66,11 @@ type Nodelet struct {
 	PodLogsDir string
 	// ContainerLogLinksDir holds the agent's /var/log/containers links.
 	ContainerLogLinksDir string
-	HealthzAddr          string
-	MetricsAddr          string
+	// CgroupRoot is the agent's cgroupRoot: its own under
+	// /nodelet-e2e, removed by Cleanup, unless Options.Config sets one.
+	CgroupRoot  string
+	HealthzAddr string
+	MetricsAddr string
 	// ServerAddr is the node API: server.port on the Node's InternalIP,
 	// the host's address on the containerd's pod bridge (Containerd.HostIP).
 	ServerAddr string
@@ -148,6 +151,10 @@ func StartNodelet(ctx context.Context, opts NodeletOptions) (*Nodelet, error) {
 	n.RootDir = filepath.Join(n.Dir, "root")
 	n.PodLogsDir = filepath.Join(n.Dir, "pods-logs")
 	n.ContainerLogLinksDir = filepath.Join(n.Dir, "containers-logs")
+	n.CgroupRoot = E2ECgroupParent + "/" + filepath.Base(n.Dir)
+	if root, ok := opts.Config["cgroupRoot"].(string); ok {
+		n.CgroupRoot = root
+	}
 	n.LogPath = filepath.Join(n.Dir, "nodelet.log")
 	if opts.BootstrapKubeconfig == "" {
 		restCfg, err := opts.API.NodeUserConfig(opts.NodeName)
@@ -218,10 +225,23 @@ func (n *Nodelet) writeConfig() error {
 		"rootDir":                  n.RootDir,
 		"podLogsDir":               n.PodLogsDir,
 		"containerLogLinksDir":     n.ContainerLogLinksDir,
+		"cgroupRoot":               n.CgroupRoot,
 		"healthzBindAddress":       n.HealthzAddr,
 		"metricsBindAddress":       n.MetricsAddr,
 		"nodeIP":                   nodeIP.String(),
 		"server":                   server,
+		// Image GC only where a spec asks for it: the suite's containerd
+		// keeps its images on the machine's disk, whose usage is not the
+		// test's, and its test images cannot be pulled again.
+		"imageGCHighThresholdPercent": 100,
+		// Disk pressure only when the machine is really short, as the
+		// conformance run's kubelet: with the kubelet's 10% and 15% a
+		// machine whose disk others fill would refuse every pod.
+		"evictionHard": map[string]string{
+			"memory.available":  "100Mi",
+			"nodefs.available":  "1%",
+			"imagefs.available": "1%",
+		},
 	}
 	for k, v := range n.Options.Config {
 		if extra, ok := v.(map[string]any); ok && k == "server" {
@@ -380,9 +400,12 @@ func (n *Nodelet) Restart(ctx context.Context) error {
 	return n.start(ctx, bin, n.args())
 }
 
-// Cleanup stops the agent and removes its directory.
+// Cleanup stops the agent and removes its directory and its cgroups.
 func (n *Nodelet) Cleanup() error {
 	err := n.Stop()
+	if _, own := n.Options.Config["cgroupRoot"]; !own && n.CgroupRoot != "" {
+		err = errors.Join(err, RemoveCgroupTree(n.CgroupRoot))
+	}
 	// Pods left running keep their mounts (subPath bind mounts, tmpfs):
 	// removing the directory through them would delete what they show.
 	if uerr := unmountUnder(n.Dir); uerr != nil {

@@ -16,6 +16,7 @@ func TestSelectGarbage(t *testing.T) {
 	cases := []struct {
 		name           string
 		rt             state.PodRuntime
+		policy         *GarbagePolicy
 		wantContainers []string
 		wantSandboxes  []string
 	}{
@@ -68,13 +69,51 @@ func TestSelectGarbage(t *testing.T) {
 				ctr("c1", "main", "s1", state.ContainerExited, 20),
 			},
 		}, wantContainers: []string{"c1"}, wantSandboxes: []string{"s1"}},
+		{name: "maxPerPodContainer keeps that many newest exited instances", rt: state.PodRuntime{
+			Sandboxes: []state.Sandbox{{ID: "s1", Ready: true}},
+			Containers: []state.Container{
+				ctr("c4", "main", "s1", state.ContainerRunning, 0),
+				ctr("c3", "main", "s1", state.ContainerExited, 10),
+				ctr("c2", "main", "s1", state.ContainerExited, 20),
+				ctr("c1", "main", "s1", state.ContainerExited, 30),
+				ctr("o1", "other", "s1", state.ContainerExited, 30),
+			},
+		}, policy: &GarbagePolicy{MaxPerPodContainer: 2, Now: t0}, wantContainers: []string{"c1"}},
+		{name: "maxPerPodContainer below 1 still keeps the newest exited instance", rt: state.PodRuntime{
+			Sandboxes: []state.Sandbox{{ID: "s1", Ready: true}},
+			Containers: []state.Container{
+				ctr("c2", "main", "s1", state.ContainerExited, 10),
+				ctr("c1", "main", "s1", state.ContainerExited, 20),
+			},
+		}, policy: &GarbagePolicy{MaxPerPodContainer: 0, Now: t0}, wantContainers: []string{"c1"}},
+		{name: "instances younger than the minimum age stay", rt: state.PodRuntime{
+			Sandboxes: []state.Sandbox{{ID: "s1", Ready: true}},
+			Containers: []state.Container{
+				ctr("c4", "main", "s1", state.ContainerExited, 5),
+				ctr("c3", "main", "s1", state.ContainerExited, 15),
+				ctr("c2", "main", "s1", state.ContainerExited, 25),
+				ctr("c1", "main", "s1", state.ContainerExited, 35),
+			},
+		}, policy: &GarbagePolicy{MinAge: 20 * time.Second, MaxPerPodContainer: 1, Now: t0}, wantContainers: []string{"c1", "c2"}},
+		{name: "unknown and created instances are never garbage", rt: state.PodRuntime{
+			Sandboxes: []state.Sandbox{{ID: "s1", Ready: true}},
+			Containers: []state.Container{
+				ctr("c3", "main", "s1", state.ContainerExited, 5),
+				ctr("c2", "main", "s1", state.ContainerUnknown, 15),
+				ctr("c1", "main", "s1", state.ContainerCreated, 25),
+			},
+		}},
 		{name: "the newest sandbox stays even when dead", rt: state.PodRuntime{
 			Sandboxes: []state.Sandbox{{ID: "s1"}},
 		}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			g := SelectGarbage(tc.rt)
+			p := DefaultGarbagePolicy(t0)
+			if tc.policy != nil {
+				p = *tc.policy
+			}
+			g := SelectGarbage(tc.rt, p)
 			var containers []string
 			for _, c := range g.Containers {
 				containers = append(containers, c.ID)

@@ -1,0 +1,45 @@
+package controller
+
+import (
+	"fmt"
+
+	"k8s.io/apimachinery/pkg/api/resource"
+	ctrl "sigs.k8s.io/controller-runtime"
+
+	"github.com/nodelet/nodelet/api/v1alpha1"
+	"github.com/nodelet/nodelet/internal/containerlogs"
+	"github.com/nodelet/nodelet/internal/cri"
+	"github.com/nodelet/nodelet/internal/executor"
+)
+
+// setupContainerLogs adds the container log manager to mgr: it rotates the
+// running containers' logs and sweeps their links every
+// containerLogMonitorInterval; exec makes and removes the links as it
+// creates and removes containers.
+func setupContainerLogs(mgr ctrl.Manager, cfg *v1alpha1.NodeletConfiguration, rt cri.Runtime, exec *executor.Executor) error {
+	maxSize, err := resource.ParseQuantity(cfg.ContainerLogMaxSize)
+	if err != nil {
+		return fmt.Errorf("reading containerLogMaxSize: %w", err)
+	}
+	var linksDir string
+	if cfg.ContainerLogLinksDir != nil {
+		linksDir = *cfg.ContainerLogLinksDir
+	}
+	m, err := containerlogs.New(rt, containerlogs.Options{
+		PodLogsDir:      cfg.PodLogsDir,
+		LinksDir:        linksDir,
+		MaxSize:         maxSize.Value(),
+		MaxFiles:        int(cfg.ContainerLogMaxFiles),
+		MaxWorkers:      int(cfg.ContainerLogMaxWorkers),
+		MonitorInterval: cfg.ContainerLogMonitorInterval.Duration,
+		Logger:          mgr.GetLogger().WithName("containerlogs"),
+	})
+	if err != nil {
+		return err
+	}
+	if err := mgr.Add(m); err != nil {
+		return fmt.Errorf("adding the container log manager: %w", err)
+	}
+	exec.Logs = m
+	return nil
+}

@@ -1,0 +1,42 @@
+package cri
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// SandboxImage returns the image the runtime runs pod sandboxes with, as
+// its verbose status tells it (containerd's CRI: info "config", field
+// sandboxImage), so that image GC never removes it.
+func (c *Client) SandboxImage(ctx context.Context) (_ string, err error) {
+	defer func(start time.Time) { observe("status", start, err) }(time.Now())
+	ctx, cancel := c.timeout(ctx)
+	defer cancel()
+	resp, err := c.runtime.Status(ctx, true)
+	if err != nil {
+		return "", fmt.Errorf("reading the runtime's sandbox image: %w", err)
+	}
+	return SandboxImageFromInfo(resp.GetInfo())
+}
+
+// SandboxImageFromInfo reads the sandbox image from a verbose runtime
+// status's info.
+func SandboxImageFromInfo(info map[string]string) (string, error) {
+	var config struct {
+		SandboxImage string `json:"sandboxImage"`
+	}
+	raw, ok := info["config"]
+	if !ok {
+		return "", errors.New("reading the runtime's sandbox image: its status has no config")
+	}
+	if err := json.Unmarshal([]byte(raw), &config); err != nil {
+		return "", fmt.Errorf("reading the runtime's sandbox image: %w", err)
+	}
+	if config.SandboxImage == "" {
+		return "", errors.New("reading the runtime's sandbox image: its config names none")
+	}
+	return config.SandboxImage, nil
+}
