@@ -57,6 +57,7 @@ func setupNodeController(mgr ctrl.Manager, deps *Deps) error {
 		Config:    cfg,
 		Observer:  observer,
 		Clock:     clock.RealClock{},
+		Pressure:  func() (nodeinfo.Pressure, bool) { return nodePressure(deps) },
 	}
 	if err := r.SetupWithManager(mgr); err != nil {
 		return err
@@ -90,6 +91,10 @@ type NodeReconciler struct {
 	Config    *v1alpha1.NodeletConfiguration
 	Observer  *nodeinfo.Observer
 	Clock     clock.PassiveClock
+	// Pressure, when set and ok, gives the pressure conditions (the
+	// eviction manager's, with their transition period) in place of the
+	// observer's instant evaluation of the hard thresholds.
+	Pressure func() (p nodeinfo.Pressure, ok bool)
 
 	// adoptedUID is the Node object whose labels were last reconciled;
 	// labels are added once per Node object so that an admin may remove
@@ -215,6 +220,11 @@ func (r *NodeReconciler) ensureLabels(ctx context.Context, node *corev1.Node) er
 func (r *NodeReconciler) updateStatus(ctx context.Context, node *corev1.Node) (time.Duration, error) {
 	update, report := r.Config.NodeStatusUpdateFrequency.Duration, r.Config.NodeStatusReportFrequency.Duration
 	observed := r.Observer.Observe(ctx)
+	if r.Pressure != nil {
+		if p, ok := r.Pressure(); ok {
+			observed.Pressure = p
+		}
+	}
 	now := r.Clock.Now()
 	status, changed := nodeinfo.ComputeStatus(node.Status, observed, now)
 	due, wait := nodeinfo.ReportDue(node.Status, report, now)

@@ -38,6 +38,9 @@ type Admitter struct {
 	// RuntimeFeatures reads what the runtime supports (cached), for every
 	// decision; nil, or an error, supports nothing.
 	RuntimeFeatures cri.FeatureSource
+	// Pressure returns the node's pressure conditions as the eviction
+	// manager reports them, for every decision; nil: none.
+	Pressure func() []corev1.NodeConditionType
 
 	mu       sync.Mutex
 	primed   bool
@@ -104,6 +107,11 @@ func (a *Admitter) nodeAndOthers(ctx context.Context, pod *corev1.Pod) (*corev1.
 // records it when it does. Decisions are serialized so two pods cannot both
 // take the last slot.
 func (a *Admitter) Admit(ctx context.Context, pod *corev1.Pod) (admission.Result, error) {
+	if a.Pressure != nil {
+		if res := admission.AdmitUnderPressure(pod, a.Pressure()); !res.Admit {
+			return res, nil
+		}
+	}
 	policy := a.Policy
 	if policy.NeedsLoadedProfiles(pod) && a.LoadedAppArmorProfiles != nil {
 		policy.AppArmor.Loaded, policy.AppArmor.LoadedErr = a.LoadedAppArmorProfiles()

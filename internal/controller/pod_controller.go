@@ -84,6 +84,9 @@ type PodReconciler struct {
 	// deferred holds, by UID, the names of the pods whose resize is
 	// deferred, to sync when room is made.
 	deferred sync.Map
+	// evictions holds, by UID, the planner.Eviction of the pods the
+	// eviction manager evicted, until their status is terminal.
+	evictions sync.Map
 }
 
 // podVolumes is what a sync needs of the volume manager besides what the
@@ -402,12 +405,15 @@ func (r *PodReconciler) syncRunning(ctx context.Context, s *podScope) (syncResul
 	if err != nil {
 		return syncResult{}, err
 	}
+	eviction := r.eviction(s.pod.UID)
 	actions := planner.ComputePodActions(allocated, s.obs.Runtime, s.state, planner.Inputs{
 		Now:                 r.now(),
 		Probes:              r.Prober.Results(s.pod.UID),
 		MaxCrashLoopBackOff: r.maxCrashLoopBackOff(),
+		Eviction:            eviction,
 	})
-	if actions.KillPodReason != "" && s.state.Terminating == nil {
+	// The eviction manager records its own Event.
+	if actions.KillPodReason != "" && actions.KillPodReason != planner.ReasonEvicted && s.state.Terminating == nil {
 		log.FromContext(ctx).Info("Stopping pod for good", "reason", actions.KillPodReason)
 		r.Recorder.Event(s.pod, corev1.EventTypeNormal, actions.KillPodReason, actions.KillPodMessage)
 	}
@@ -415,7 +421,7 @@ func (r *PodReconciler) syncRunning(ctx context.Context, s *podScope) (syncResul
 		if actions.CreateSandbox && len(s.obs.Runtime.Sandboxes) > 0 {
 			r.Recorder.Event(s.pod, corev1.EventTypeNormal, executor.EventSandboxChanged, "Pod sandbox changed, it will be killed and re-created.")
 		}
-		done, requeue, err := r.stopAll(ctx, s, planner.EffectiveGracePeriod(s.pod))
+		done, requeue, err := r.stopAll(ctx, s, planner.StopGracePeriod(s.pod, eviction))
 		if err != nil {
 			return syncResult{}, err
 		}
@@ -537,6 +543,7 @@ func (r *PodReconciler) writeStatus(ctx context.Context, s *podScope) error {
 		HostIPs:             facts.HostIPs,
 		Probes:              r.Prober.Results(s.pod.UID),
 		MaxCrashLoopBackOff: r.maxCrashLoopBackOff(),
+		Eviction:            r.eviction(s.pod.UID),
 	}
 	st := status.ComputePodStatus(s.pod, s.obs.Runtime, s.state, in)
 	if err := r.patchStatus(ctx, s, st); err != nil {
@@ -720,6 +727,7 @@ func (r *PodReconciler) removeFromNode(ctx context.Context, pod *corev1.Pod, rt 
 // (watches no other pod needs stop).
 func (r *PodReconciler) release(uid types.UID) {
 	r.Admit.Remove(uid)
+	r.evictions.Delete(uid)
 	// Its requests are free now: a deferred resize may fit.
 	r.deferred.Delete(uid)
 	r.retryDeferredResizes()

@@ -156,6 +156,9 @@ func setupPodController(mgr ctrl.Manager, d *Deps) error {
 		return fmt.Errorf("adding the pod workers: %w", err)
 	}
 	r.Workers = workers
+	if err := setupEviction(mgr, d, r, eng.volumes); err != nil {
+		return err
+	}
 	hk := &housekeeper{
 		pods:    mgr.GetClient(),
 		cache:   mgr.GetCache(),

@@ -10,6 +10,7 @@ import (
 	"github.com/nodelet/nodelet/api/v1alpha1"
 	"github.com/nodelet/nodelet/internal/checkpoint"
 	"github.com/nodelet/nodelet/internal/cri"
+	"github.com/nodelet/nodelet/internal/eviction"
 )
 
 // Deps is what the reconcilers are built from. main fills it once.
@@ -24,6 +25,8 @@ type Deps struct {
 	// engine is what the pod, ConfigMap and Secret reconcilers share,
 	// built by the first of them set up (see podEngineFor).
 	engine *podEngine
+	// eviction is the eviction manager, set up with the pod reconciler.
+	eviction *eviction.Manager
 }
 
 // SetupFunc registers one reconciler (and any runnables it needs) with mgr.

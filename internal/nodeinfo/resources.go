@@ -160,7 +160,10 @@ type Pressure struct {
 
 // EvaluatePressure compares usage with the hard thresholds: memory.available
 // (MemAvailable), nodefs.available and nodefs.inodesFree (the root
-// directory's filesystem) and pid.available (pid_max minus tasks).
+// directory's filesystem) and pid.available (pid_max minus tasks), at
+// once and without a transition period: the conditions of a node whose
+// eviction manager (internal/eviction) has not looked yet, or does not
+// run (the pod controller is off).
 func EvaluatePressure(u Usage, hard Thresholds) Pressure {
 	below := func(signal string, available, capacity int64) bool {
 		t, ok := hard[signal]

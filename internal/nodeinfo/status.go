@@ -54,7 +54,11 @@ type Observation struct {
 	FeaturesKnown   bool
 	// RuntimeProblems make the node NotReady; none means Ready.
 	RuntimeProblems []string
-	Pressure        Pressure
+	// Pressure sets the pressure conditions. The node reconciler replaces
+	// the Observer's instant evaluation (EvaluatePressure) with the
+	// eviction manager's conditions, which hold for
+	// evictionPressureTransitionPeriod, once that manager has looked.
+	Pressure Pressure
 }
 
 // ComputeStatus returns old updated with observed at time now, and whether

@@ -17,8 +17,8 @@ type PodActions struct {
 	// (TerminationPlan, step by step).
 	KillPod bool
 	// KillPodReason and KillPodMessage say why the pod is stopped for good
-	// while its phase is not terminal yet (the active deadline); empty for
-	// any other KillPod.
+	// while its phase is not terminal yet (an eviction, the active
+	// deadline); empty for any other KillPod.
 	KillPodReason, KillPodMessage string
 	// CreateSandbox: create a new sandbox with Attempt, after KillPod.
 	CreateSandbox bool

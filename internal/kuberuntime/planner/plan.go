@@ -33,6 +33,8 @@ type Inputs struct {
 	// crashLoopBackOff.maxContainerRestartPeriod); zero is the kubelet's
 	// state.MaxCrashLoopBackOff.
 	MaxCrashLoopBackOff time.Duration
+	// Eviction is set once the eviction manager evicted the pod.
+	Eviction *Eviction
 }
 
 // ComputePodActions plans what to do for a pod at now, like the kubelet's
@@ -40,11 +42,11 @@ type Inputs struct {
 // after the other (keeping restartable ones running), then start, restart
 // or kill regular containers according to the restart policy, spec changes,
 // probe failures and back-off; start each ephemeral container once, never
-// restarting it. A pod being deleted or in a terminal phase, or past its
-// active deadline (ActiveDeadline), only ever gets KillPod (or Done once
-// nothing runs); a pod with a deadline ahead is requeued at it.
+// restarting it. A pod being deleted or in a terminal phase, evicted
+// (Inputs.Eviction), or past its active deadline (ActiveDeadline), only
+// ever gets KillPod (or Done once nothing runs); a pod with a deadline ahead is requeued at it.
 func ComputePodActions(pod *v1.Pod, rt state.PodRuntime, st state.PodState, in Inputs) plan.PodActions {
-	p := actionPlanner{pod: pod, rt: rt, st: st, now: in.Now, probes: in.Probes, maxCrashLoop: in.MaxCrashLoopBackOff}
+	p := actionPlanner{pod: pod, rt: rt, st: st, now: in.Now, probes: in.Probes, maxCrashLoop: in.MaxCrashLoopBackOff, eviction: in.Eviction}
 	p.a.ContainersToKill = map[string]plan.ContainerKill{}
 	p.a.BackingOff = map[string]plan.BackingOff{}
 	p.plan()
@@ -66,12 +68,19 @@ type actionPlanner struct {
 	now          time.Time
 	probes       state.ProbeResults
 	maxCrashLoop time.Duration
+	eviction     *Eviction
 	a            plan.PodActions
 }
 
 func (p *actionPlanner) plan() {
 	if PodFinished(p.pod) {
 		p.a.KillPod = p.rt.HasLiveResources()
+		p.a.Done = !p.a.KillPod
+		return
+	}
+	if Evicted(p.pod, p.eviction) {
+		p.a.KillPod = p.rt.HasLiveResources()
+		p.a.KillPodReason, p.a.KillPodMessage = ReasonEvicted, p.eviction.Message
 		p.a.Done = !p.a.KillPod
 		return
 	}

@@ -41,6 +41,7 @@ func (b *statusBuilder) conditions(s v1.PodStatus) []v1.PodCondition {
 		}
 	}
 	out = append(out, b.resizeConditions()...)
+	out = b.disruptionTarget(out)
 	all := append(append([]v1.ContainerStatus{}, s.InitContainerStatuses...), s.ContainerStatuses...)
 	containersReady := b.containersReady(all, s.Phase)
 	generated := []v1.PodCondition{

@@ -23,8 +23,9 @@ func (b *statusBuilder) phase(s v1.PodStatus) v1.PodPhase {
 		}
 	}
 	p := b.runtimePhase(s)
-	if b.deadline && b.terminal() {
-		// Stopped by the deadline, however its containers ended.
+	if (b.deadline || b.evicted) && b.terminal() {
+		// Stopped by the deadline or evicted, however its containers
+		// ended.
 		return v1.PodFailed
 	}
 	if b.terminal() && p != v1.PodSucceeded {
@@ -40,9 +41,9 @@ func (b *statusBuilder) terminal() bool {
 }
 
 // stopping reports whether the pod's containers are stopped for good: it
-// is deleted, in a terminal phase, or past its active deadline.
+// is deleted, in a terminal phase, evicted, or past its active deadline.
 func (b *statusBuilder) stopping() bool {
-	return planner.PodFinished(b.pod) || b.deadline
+	return planner.PodFinished(b.pod) || b.deadline || b.evicted
 }
 
 func (b *statusBuilder) initialized() bool {

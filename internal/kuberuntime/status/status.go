@@ -36,6 +36,9 @@ type Inputs struct {
 	// shows (the planner's Inputs.MaxCrashLoopBackOff); zero is the kubelet's
 	// state.MaxCrashLoopBackOff.
 	MaxCrashLoopBackOff time.Duration
+	// Eviction is set once the eviction manager evicted the pod (the
+	// planner's Inputs.Eviction).
+	Eviction *planner.Eviction
 }
 
 // statusBuilder holds what one status computation reads.
@@ -48,6 +51,9 @@ type statusBuilder struct {
 	// deadline: the pod ran past its active deadline and is being stopped
 	// for good.
 	deadline bool
+	// evicted: the eviction manager evicted the pod and it is being
+	// stopped for good.
+	evicted bool
 }
 
 // ComputePodStatus derives the API status of a pod as the kubelet would
@@ -68,6 +74,7 @@ func ComputePodStatus(pod *v1.Pod, rt state.PodRuntime, st state.PodState, in In
 		b.old = *st.LastStatus
 	}
 	b.deadline = planner.PastActiveDeadline(pod, st, in.Now)
+	b.evicted = planner.Evicted(pod, in.Eviction)
 	if b.in.RuntimeName == "" {
 		b.in.RuntimeName = "containerd"
 	}
@@ -92,7 +99,10 @@ func ComputePodStatus(pod *v1.Pod, rt state.PodRuntime, st state.PodState, in In
 	if s.Phase == b.old.Phase {
 		s.Reason, s.Message = b.old.Reason, b.old.Message
 	}
-	if b.deadline && s.Phase == v1.PodFailed {
+	switch {
+	case b.evicted && s.Phase == v1.PodFailed:
+		s.Reason, s.Message = planner.ReasonEvicted, in.Eviction.Message
+	case b.deadline && s.Phase == v1.PodFailed:
 		s.Reason, s.Message = planner.ReasonDeadlineExceeded, planner.MessageDeadlineExceeded
 	}
 	s.Conditions = b.conditions(s)

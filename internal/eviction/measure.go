@@ -1,0 +1,221 @@
+package eviction
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+
+	v1 "k8s.io/api/core/v1"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
+
+	"github.com/nodelet/nodelet/internal/nodeinfo"
+)
+
+// Files of the root memory cgroup (cgroup v1) memory.available is read from.
+const (
+	MemoryCgroupUsagePath = "/sys/fs/cgroup/memory/memory.usage_in_bytes"
+	MemoryCgroupStatPath  = "/sys/fs/cgroup/memory/memory.stat"
+)
+
+// maxWalkEntries bounds the walk of one emptyDir volume: a volume with more
+// entries is measured as far as the walk got.
+const maxWalkEntries = 1 << 20
+
+// ImageFs says where the runtime keeps its images.
+type ImageFs interface {
+	ImageFsInfo(ctx context.Context) (*runtimeapi.ImageFsInfoResponse, error)
+}
+
+// StatsSource gives the pods' usage as the node's stats summary reports it
+// (the node API's /stats/summary).
+type StatsSource interface {
+	Summary(ctx context.Context, onlyCPUAndMemory bool) (*statsapi.Summary, error)
+}
+
+// ParseWorkingSet returns the working set of a cgroup v1 memory cgroup,
+// the kubelet's measure: its usage (memory.usage_in_bytes) minus its
+// inactive file pages (total_inactive_file of memory.stat), never below
+// zero.
+func ParseWorkingSet(usage, stat []byte) (int64, error) {
+	u, err := strconv.ParseInt(strings.TrimSpace(string(usage)), 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("parsing memory usage: %w", err)
+	}
+	inactive := int64(-1)
+	sc := bufio.NewScanner(bytes.NewReader(stat))
+	for sc.Scan() {
+		k, v, ok := strings.Cut(sc.Text(), " ")
+		if ok && k == "total_inactive_file" {
+			if inactive, err = strconv.ParseInt(strings.TrimSpace(v), 10, 64); err != nil {
+				return 0, fmt.Errorf("parsing total_inactive_file: %w", err)
+			}
+		}
+	}
+	if inactive < 0 {
+		return 0, errors.New("memory.stat has no total_inactive_file")
+	}
+	return max(u-inactive, 0), nil
+}
+
+// observeMemory measures memory.available: the machine's memory minus the
+// root memory cgroup's working set, as the kubelet does on cgroup v1; where
+// that cgroup cannot be read, MemAvailable.
+func observeMemory(host nodeinfo.Host) (Observation, error) {
+	data, err := host.ReadFile(nodeinfo.MeminfoPath)
+	if err != nil {
+		return Observation{}, err
+	}
+	mem, err := nodeinfo.ParseMeminfo(data)
+	if err != nil {
+		return Observation{}, err
+	}
+	usage, uerr := host.ReadFile(MemoryCgroupUsagePath)
+	stat, serr := host.ReadFile(MemoryCgroupStatPath)
+	if uerr != nil || serr != nil {
+		return Observation{Available: mem.AvailableBytes, Capacity: mem.TotalBytes}, nil
+	}
+	ws, err := ParseWorkingSet(usage, stat)
+	if err != nil {
+		return Observation{}, err
+	}
+	return Observation{Available: max(mem.TotalBytes-ws, 0), Capacity: mem.TotalBytes}, nil
+}
+
+// observePIDs measures pid.available: kernel.pid_max minus the tasks that
+// run.
+func observePIDs(host nodeinfo.Host) (Observation, error) {
+	data, err := host.ReadFile(nodeinfo.PIDMaxPath)
+	if err != nil {
+		return Observation{}, err
+	}
+	pidMax, err := nodeinfo.ParseInt(data)
+	if err != nil {
+		return Observation{}, fmt.Errorf("parsing %s: %w", nodeinfo.PIDMaxPath, err)
+	}
+	if data, err = host.ReadFile(nodeinfo.LoadavgPath); err != nil {
+		return Observation{}, err
+	}
+	tasks, err := nodeinfo.ParseTaskCount(data)
+	if err != nil {
+		return Observation{}, err
+	}
+	return Observation{Available: pidMax - tasks, Capacity: pidMax}, nil
+}
+
+// fsObservations are a filesystem's space and inodes signals.
+func fsObservations(f nodeinfo.Filesystem, space, inodes Signal, obs Observations) {
+	obs[space] = Observation{Available: f.AvailableBytes, Capacity: f.CapacityBytes}
+	obs[inodes] = Observation{Available: f.InodesFree, Capacity: f.Inodes}
+}
+
+// imageFsMountpoint is where the runtime's images live, "" when it does not
+// say.
+func imageFsMountpoint(info *runtimeapi.ImageFsInfoResponse) string {
+	for _, fs := range info.GetImageFilesystems() {
+		if mp := fs.GetFsId().GetMountpoint(); mp != "" {
+			return mp
+		}
+	}
+	return ""
+}
+
+// usageFromStats turns a pod's summary stats into its usage; volumes (the
+// disk-backed emptyDir volumes' usage) are added to its local storage.
+func usageFromStats(pod *v1.Pod, ps *statsapi.PodStats, volumes map[string]int64) PodUsage {
+	pu := PodUsage{Pod: pod, Volumes: volumes}
+	if ps == nil {
+		return pu
+	}
+	if m := ps.Memory; m != nil && m.WorkingSetBytes != nil {
+		pu.Memory = ptrInt(int64(*m.WorkingSetBytes))
+	}
+	if p := ps.ProcessStats; p != nil && p.ProcessCount != nil {
+		pu.Processes = ptrInt(int64(*p.ProcessCount))
+	}
+	var ephemeral int64
+	known := false
+	if e := ps.EphemeralStorage; e != nil && e.UsedBytes != nil {
+		ephemeral, known = int64(*e.UsedBytes), true
+	}
+	for _, c := range ps.Containers {
+		cu := ContainerUsage{Name: c.Name}
+		if c.Memory != nil && c.Memory.WorkingSetBytes != nil {
+			cu.Memory = ptrInt(int64(*c.Memory.WorkingSetBytes))
+		}
+		if c.Rootfs != nil && c.Rootfs.UsedBytes != nil {
+			n := int64(*c.Rootfs.UsedBytes)
+			if c.Logs != nil && c.Logs.UsedBytes != nil {
+				n += int64(*c.Logs.UsedBytes)
+			}
+			cu.Ephemeral = &n
+		}
+		pu.Containers = append(pu.Containers, cu)
+	}
+	for _, n := range volumes {
+		ephemeral += n
+		known = true
+	}
+	if known {
+		pu.Ephemeral = &ephemeral
+	}
+	return pu
+}
+
+func ptrInt(v int64) *int64 { return &v }
+
+// DirUsage is the disk space the files under dir take (allocated blocks),
+// counted without following symbolic links, without crossing into other
+// filesystems, and over at most maxWalkEntries entries. A directory that
+// does not exist uses nothing.
+func DirUsage(dir string) (int64, error) {
+	root, err := os.Lstat(dir)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return 0, nil
+		}
+		return 0, err
+	}
+	dev := deviceOf(root)
+	var total int64
+	entries := 0
+	err = filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			// Gone meanwhile, or unreadable: count what can be read.
+			return nil
+		}
+		entries++
+		if entries > maxWalkEntries {
+			return filepath.SkipAll
+		}
+		info, err := d.Info()
+		if err != nil {
+			return nil
+		}
+		if d.IsDir() && path != dir && deviceOf(info) != dev {
+			return filepath.SkipDir
+		}
+		if st, ok := info.Sys().(*syscall.Stat_t); ok {
+			total += st.Blocks * 512
+		} else if info.Mode().IsRegular() {
+			total += info.Size()
+		}
+		return nil
+	})
+	return total, err
+}
+
+func deviceOf(info fs.FileInfo) uint64 {
+	if st, ok := info.Sys().(*syscall.Stat_t); ok {
+		return uint64(st.Dev) //nolint:unconvert // its type differs between architectures
+	}
+	return 0
+}

@@ -1,0 +1,127 @@
+package eviction
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
+	"k8s.io/utils/ptr"
+
+	"github.com/nodelet/nodelet/internal/nodeinfo"
+)
+
+func TestParseWorkingSet(t *testing.T) {
+	tests := []struct {
+		name, usage, stat string
+		want              int64
+		wantErr           bool
+	}{
+		{name: "usage minus inactive file", usage: "4063023104\n", stat: "cache 1\ninactive_file 53248\ntotal_inactive_file 1121144832\n", want: 4063023104 - 1121144832},
+		{name: "never below zero", usage: "10", stat: "total_inactive_file 20", want: 0},
+		{name: "no total_inactive_file", usage: "10", stat: "inactive_file 5", wantErr: true},
+		{name: "bad usage", usage: "x", stat: "total_inactive_file 5", wantErr: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := ParseWorkingSet([]byte(tt.usage), []byte(tt.stat))
+			if (err != nil) != tt.wantErr || got != tt.want {
+				t.Errorf("ParseWorkingSet = %d, %v; want %d, error %v", got, err, tt.want, tt.wantErr)
+			}
+		})
+	}
+}
+
+type fakeHost struct {
+	nodeinfo.OSHost
+	files map[string]string
+}
+
+func (h fakeHost) ReadFile(name string) ([]byte, error) {
+	if s, ok := h.files[name]; ok {
+		return []byte(s), nil
+	}
+	return nil, os.ErrNotExist
+}
+
+func TestObserveMemoryAndPIDs(t *testing.T) {
+	meminfo := "MemTotal:       1048576 kB\nMemAvailable:    524288 kB\n"
+	tests := []struct {
+		name  string
+		files map[string]string
+		want  Observation
+	}{
+		{name: "capacity minus the root cgroup's working set",
+			files: map[string]string{nodeinfo.MeminfoPath: meminfo, MemoryCgroupUsagePath: "400000000", MemoryCgroupStatPath: "total_inactive_file 100000000"},
+			want:  Observation{Available: 1<<30 - 300000000, Capacity: 1 << 30}},
+		{name: "no memory cgroup: MemAvailable",
+			files: map[string]string{nodeinfo.MeminfoPath: meminfo},
+			want:  Observation{Available: 512 << 20, Capacity: 1 << 30}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := observeMemory(fakeHost{files: tt.files})
+			if err != nil || got != tt.want {
+				t.Errorf("observeMemory = %+v, %v; want %+v", got, err, tt.want)
+			}
+		})
+	}
+	got, err := observePIDs(fakeHost{files: map[string]string{nodeinfo.PIDMaxPath: "4194304\n", nodeinfo.LoadavgPath: "0.01 0.14 0.22 2/300 1234\n"}})
+	if err != nil || got != (Observation{Available: 4194304 - 300, Capacity: 4194304}) {
+		t.Errorf("observePIDs = %+v, %v", got, err)
+	}
+}
+
+func TestUsageFromStats(t *testing.T) {
+	pod := testPod("p")
+	ps := &statsapi.PodStats{
+		Memory:           &statsapi.MemoryStats{WorkingSetBytes: ptr.To[uint64](300)},
+		EphemeralStorage: &statsapi.FsStats{UsedBytes: ptr.To[uint64](1000)},
+		ProcessStats:     &statsapi.ProcessStats{ProcessCount: ptr.To[uint64](7)},
+		Containers: []statsapi.ContainerStats{{
+			Name:   "app",
+			Memory: &statsapi.MemoryStats{WorkingSetBytes: ptr.To[uint64](250)},
+			Rootfs: &statsapi.FsStats{UsedBytes: ptr.To[uint64](600)},
+			Logs:   &statsapi.FsStats{UsedBytes: ptr.To[uint64](400)},
+		}},
+	}
+	pu := usageFromStats(pod, ps, map[string]int64{"scratch": 5000})
+	if *pu.Memory != 300 || *pu.Ephemeral != 6000 || *pu.Processes != 7 ||
+		*pu.Containers[0].Memory != 250 || *pu.Containers[0].Ephemeral != 1000 {
+		t.Errorf("usage = %+v", pu)
+	}
+	none := usageFromStats(pod, nil, nil)
+	if none.Memory != nil || none.Ephemeral != nil || none.Pod != pod {
+		t.Errorf("usage without stats = %+v", none)
+	}
+}
+
+func TestDirUsage(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "a"), make([]byte, 64<<10), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(filepath.Join(dir, "sub"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "sub", "b"), make([]byte, 64<<10), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	outside := t.TempDir()
+	if err := os.WriteFile(filepath.Join(outside, "big"), make([]byte, 1<<20), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(outside, filepath.Join(dir, "link")); err != nil {
+		t.Fatal(err)
+	}
+	got, err := DirUsage(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got < 128<<10 || got >= 1<<20 {
+		t.Errorf("DirUsage = %d, want the two files' 128KiB and not the linked directory's 1MiB", got)
+	}
+	if n, err := DirUsage(filepath.Join(dir, "missing")); n != 0 || err != nil {
+		t.Errorf("DirUsage of a missing directory = %d, %v", n, err)
+	}
+}

@@ -1,0 +1,145 @@
+package eviction
+
+import (
+	"cmp"
+	"slices"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	resourcehelper "k8s.io/component-helpers/resource"
+)
+
+// ContainerUsage is what one container of a pod uses.
+type ContainerUsage struct {
+	Name string
+	// Memory is the container's working set, in bytes.
+	Memory *int64
+	// Ephemeral is its writable layer plus its logs, in bytes.
+	Ephemeral *int64
+}
+
+// PodUsage is what one pod uses, as measured for a round. A nil field is
+// not known.
+type PodUsage struct {
+	Pod *v1.Pod
+	// Memory is the pod's working set, in bytes.
+	Memory *int64
+	// Ephemeral is the pod's local ephemeral storage: its containers'
+	// writable layers and logs and its disk-backed emptyDir volumes.
+	Ephemeral *int64
+	// Processes is the number of processes (and threads) of the pod.
+	Processes  *int64
+	Containers []ContainerUsage
+	// Volumes is the usage of each disk-backed emptyDir volume, by name.
+	Volumes map[string]int64
+}
+
+// Rank orders the candidate pods for evicting for signal, first to go
+// first, as the kubelet ranks them: for memory, pods using more than they
+// request (or whose usage is unknown) first, then lower priority first,
+// then larger usage above the request first; for disk the same with local
+// ephemeral storage; for processes lower priority first, then more
+// processes first. The input is not modified.
+func Rank(signal Signal, pods []PodUsage) []PodUsage {
+	out := slices.Clone(pods)
+	var cmps []func(a, b PodUsage) int
+	switch signal.Condition() {
+	case v1.NodeMemoryPressure:
+		cmps = []func(a, b PodUsage) int{exceedsRequests(v1.ResourceMemory), byPriority, aboveRequests(v1.ResourceMemory)}
+	case v1.NodeDiskPressure:
+		cmps = []func(a, b PodUsage) int{exceedsRequests(v1.ResourceEphemeralStorage), byPriority, aboveRequests(v1.ResourceEphemeralStorage)}
+	default:
+		cmps = []func(a, b PodUsage) int{byPriority, byProcesses}
+	}
+	slices.SortStableFunc(out, func(a, b PodUsage) int {
+		for _, c := range cmps {
+			if r := c(a, b); r != 0 {
+				return r
+			}
+		}
+		return 0
+	})
+	return out
+}
+
+func usageOf(p PodUsage, name v1.ResourceName) *int64 {
+	if name == v1.ResourceMemory {
+		return p.Memory
+	}
+	return p.Ephemeral
+}
+
+func podRequest(pod *v1.Pod, name v1.ResourceName) int64 {
+	reqs := resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{})
+	q := reqs[name]
+	return q.Value()
+}
+
+// exceedsRequests puts pods whose usage is above their request, or not
+// known, before the others.
+func exceedsRequests(name v1.ResourceName) func(a, b PodUsage) int {
+	over := func(p PodUsage) bool {
+		u := usageOf(p, name)
+		return u == nil || *u > podRequest(p.Pod, name)
+	}
+	return func(a, b PodUsage) int {
+		oa, ob := over(a), over(b)
+		switch {
+		case oa == ob:
+			return 0
+		case oa:
+			return -1
+		}
+		return 1
+	}
+}
+
+// aboveRequests puts the pod using more above its request first.
+func aboveRequests(name v1.ResourceName) func(a, b PodUsage) int {
+	above := func(p PodUsage) int64 {
+		u := usageOf(p, name)
+		if u == nil {
+			return 0
+		}
+		return *u - podRequest(p.Pod, name)
+	}
+	return func(a, b PodUsage) int { return cmp.Compare(above(b), above(a)) }
+}
+
+func priority(pod *v1.Pod) int32 {
+	if pod.Spec.Priority != nil {
+		return *pod.Spec.Priority
+	}
+	return 0
+}
+
+func byPriority(a, b PodUsage) int { return cmp.Compare(priority(a.Pod), priority(b.Pod)) }
+
+func byProcesses(a, b PodUsage) int {
+	n := func(p PodUsage) int64 {
+		if p.Processes == nil {
+			return 0
+		}
+		return *p.Processes
+	}
+	return cmp.Compare(n(b), n(a))
+}
+
+// Critical reports whether the pod is never evicted for a node signal: a
+// static or mirror pod, or one of system-node-critical priority or above.
+func Critical(pod *v1.Pod) bool {
+	if src := pod.Annotations["kubernetes.io/config.source"]; src != "" && src != "api" {
+		return true
+	}
+	if _, ok := pod.Annotations[v1.MirrorPodAnnotationKey]; ok {
+		return true
+	}
+	return priority(pod) >= SystemCriticalPriority
+}
+
+// SystemCriticalPriority is the lowest priority the kubelet treats as
+// critical (that of the system-cluster-critical class; system-node-critical
+// is above it).
+const SystemCriticalPriority = 2 * 1000000000
+
+func quantity(v int64) *resource.Quantity { return resource.NewQuantity(v, resource.BinarySI) }
