@@ -254,6 +254,9 @@ func adaptForTest(objs []*unstructured.Unstructured, state, podLogs, endpoint st
 		cfg["podLogsDir"].(string): podLogs,
 		filepath.Dir(strings.TrimPrefix(cfg["containerRuntimeEndpoint"].(string), "unix://")): runtimeDir,
 		cfg["containerLogLinksDir"].(string):                                                  filepath.Join(podLogs, "links"), // never the machine's
+		// The runtime's root, which image GC measures at the path the
+		// runtime reports: the test containerd's.
+		"/var/lib/nodelet-containerd": filepath.Join(runtimeDir, "root"),
 	}
 	cfg["rootDir"], cfg["podLogsDir"], cfg["containerRuntimeEndpoint"] = state, podLogs, endpoint
 	// Its own pod cgroups, never the machine's /nodelet.
