@@ -1,8 +1,10 @@
 package planner
 
 import (
+	"cmp"
 	"maps"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/nodelet/nodelet/internal/kuberuntime/plan"
@@ -95,21 +97,6 @@ func OldEnough(c state.Container, minAge time.Duration, now time.Time) bool {
 // first; ties by attempt, higher first, then by ID.
 func SortNewestFirst(list []state.Container) {
 	slices.SortStableFunc(list, func(a, b state.Container) int {
-		if c := b.CreatedAt.Compare(a.CreatedAt); c != 0 {
-			return c
-		}
-		if a.Attempt != b.Attempt {
-			if a.Attempt > b.Attempt {
-				return -1
-			}
-			return 1
-		}
-		switch {
-		case a.ID < b.ID:
-			return -1
-		case a.ID > b.ID:
-			return 1
-		}
-		return 0
+		return cmp.Or(b.CreatedAt.Compare(a.CreatedAt), cmp.Compare(b.Attempt, a.Attempt), strings.Compare(a.ID, b.ID))
 	})
 }
