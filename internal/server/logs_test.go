@@ -238,22 +238,31 @@ func TestContainerLogsAreSentChunkedInFull(t *testing.T) {
 	}
 }
 
-func TestFollowedLogsArriveLineByLine(t *testing.T) {
+// followApp starts a node API over a fixture whose container app logged
+// one line, "first", and follows app's log; it returns the fixture, the
+// log file and the stream.
+func followApp(t *testing.T) (*apiFixture, string, *bufio.Reader) {
+	t.Helper()
 	g := NewWithT(t)
 	f := newAPIFixture(t)
 	path := f.writeLog(f.ids["app"], "2026-01-02T03:04:00.000000000Z stdout F first\n")
 	srv := httptest.NewServer(f.server().Handler())
-	defer srv.Close()
-
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
+	t.Cleanup(srv.Close)
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	t.Cleanup(cancel)
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL+"/containerLogs/ns/web/app?follow=true", http.NoBody)
 	g.Expect(err).NotTo(HaveOccurred())
 	resp, err := http.DefaultClient.Do(req)
 	g.Expect(err).NotTo(HaveOccurred())
-	defer func() { _ = resp.Body.Close() }()
+	t.Cleanup(func() { _ = resp.Body.Close() })
 	g.Expect(resp.StatusCode).To(Equal(http.StatusOK))
-	r := bufio.NewReader(resp.Body)
+	return f, path, bufio.NewReader(resp.Body)
+}
+
+func TestFollowedLogsArriveLineByLine(t *testing.T) {
+	g := NewWithT(t)
+	f, path, r := followApp(t)
+	ctx := t.Context()
 	line, err := r.ReadString('\n')
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(line).To(Equal("first\n"), "before the log grows")
@@ -283,20 +292,8 @@ func TestFollowedLogsArriveLineByLine(t *testing.T) {
 // new file's lines; a read without follow reads the new file.
 func TestFollowedLogsContinueAcrossRotation(t *testing.T) {
 	g := NewWithT(t)
-	f := newAPIFixture(t)
-	path := f.writeLog(f.ids["app"], "2026-01-02T03:04:00.000000000Z stdout F first\n")
-	srv := httptest.NewServer(f.server().Handler())
-	defer srv.Close()
-
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL+"/containerLogs/ns/web/app?follow=true", http.NoBody)
-	g.Expect(err).NotTo(HaveOccurred())
-	resp, err := http.DefaultClient.Do(req)
-	g.Expect(err).NotTo(HaveOccurred())
-	defer func() { _ = resp.Body.Close() }()
-	g.Expect(resp.StatusCode).To(Equal(http.StatusOK))
-	r := bufio.NewReader(resp.Body)
+	f, path, r := followApp(t)
+	ctx := t.Context()
 	line, err := r.ReadString('\n')
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(line).To(Equal("first\n"))
