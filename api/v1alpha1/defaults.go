@@ -63,6 +63,8 @@ func SetDefaults(c *NodeletConfiguration) {
 		c.NodeLeaseDurationSeconds = DefaultNodeLeaseDurationSeconds
 	}
 	setDuration(&c.SyncFrequency, time.Minute)
+	setDuration(&c.FileCheckFrequency, 20*time.Second)
+	setDuration(&c.HTTPCheckFrequency, 20*time.Second)
 	setDuration(&c.RelistPeriod, time.Second)
 	if c.EvictionHard == nil {
 		c.EvictionHard = DefaultEvictionHard()

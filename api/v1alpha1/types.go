@@ -120,6 +120,23 @@ type NodeletConfiguration struct {
 	// ImageGCPeriod is how often image GC runs. Default: 5m, as the kubelet.
 	ImageGCPeriod metav1.Duration `json:"imageGCPeriod,omitempty"`
 
+	// StaticPodPath is a directory of pod manifests (or one manifest file)
+	// that nodelet runs as static pods, with or without an API server, as
+	// the kubelet's field of the same name. Files whose name starts with a
+	// dot are ignored. Empty: no manifest directory.
+	StaticPodPath string `json:"staticPodPath,omitempty"`
+	// FileCheckFrequency is how often staticPodPath is read again besides
+	// the change notifications. Default: 20s.
+	FileCheckFrequency metav1.Duration `json:"fileCheckFrequency,omitempty"`
+	// StaticPodURL is an http(s) URL serving a pod or a PodList that
+	// nodelet runs as static pods. Empty: none.
+	StaticPodURL string `json:"staticPodURL,omitempty"`
+	// StaticPodURLHeader are the HTTP headers of the requests to
+	// staticPodURL.
+	StaticPodURLHeader map[string][]string `json:"staticPodURLHeader,omitempty"`
+	// HTTPCheckFrequency is how often staticPodURL is read. Default: 20s.
+	HTTPCheckFrequency metav1.Duration `json:"httpCheckFrequency,omitempty"`
+
 	// MaxPods is the number of pods this node runs at most. Default: 110.
 	MaxPods int32 `json:"maxPods,omitempty"`
 	// NodeLabels are added to the Node when nodelet registers it.

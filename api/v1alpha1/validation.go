@@ -57,6 +57,8 @@ func Validate(c *NodeletConfiguration) field.ErrorList {
 		"nodeStatusUpdateFrequency":      int64(c.NodeStatusUpdateFrequency.Duration),
 		"nodeStatusReportFrequency":      int64(c.NodeStatusReportFrequency.Duration),
 		"syncFrequency":                  int64(c.SyncFrequency.Duration),
+		"fileCheckFrequency":             int64(c.FileCheckFrequency.Duration),
+		"httpCheckFrequency":             int64(c.HTTPCheckFrequency.Duration),
 		"relistPeriod":                   int64(c.RelistPeriod.Duration),
 		"configMapAndSecretCacheTTL":     int64(c.ConfigMapAndSecretCacheTTL.Duration),
 		"streamingConnectionIdleTimeout": int64(c.StreamingConnectionIdleTimeout.Duration),
@@ -72,6 +74,7 @@ func Validate(c *NodeletConfiguration) field.ErrorList {
 	errs = append(errs, validateReserved(p("kubeReserved"), c.KubeReserved)...)
 	errs = append(errs, validateEviction(p("evictionHard"), c.EvictionHard)...)
 	errs = append(errs, validateHygiene(c)...)
+	errs = append(errs, validateStaticPods(c)...)
 	switch c.ConfigMapAndSecretChangeDetectionStrategy {
 	case WatchChangeDetectionStrategy, CacheChangeDetectionStrategy, GetChangeDetectionStrategy:
 	default:

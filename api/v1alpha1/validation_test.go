@@ -176,6 +176,19 @@ func TestValidate(t *testing.T) {
 		{"metrics disabled", func(c *NodeletConfiguration) { c.MetricsBindAddress = "0" }, ""},
 		{"negative burst", func(c *NodeletConfiguration) { c.KubeAPIBurst = -1 }, "kubeAPIBurst"},
 		{"empty controller", func(c *NodeletConfiguration) { c.Controllers = []string{"-"} }, "controllers[0]"},
+		{"static pod path", func(c *NodeletConfiguration) { c.StaticPodPath = "/etc/kubernetes/manifests" }, ""},
+		{"relative static pod path", func(c *NodeletConfiguration) { c.StaticPodPath = "manifests" }, "staticPodPath"},
+		{"static pod URL", func(c *NodeletConfiguration) {
+			c.StaticPodURL = "https://pods.example/node"
+			c.StaticPodURLHeader = map[string][]string{"Authorization": {"Bearer x"}}
+		}, ""},
+		{"static pod URL not http", func(c *NodeletConfiguration) { c.StaticPodURL = "file:///etc/pods" }, "staticPodURL"},
+		{"header without URL", func(c *NodeletConfiguration) { c.StaticPodURLHeader = map[string][]string{"A": {"b"}} }, "staticPodURLHeader"},
+		{"bad header name", func(c *NodeletConfiguration) {
+			c.StaticPodURL = "http://pods.example"
+			c.StaticPodURLHeader = map[string][]string{"a b": {"c"}}
+		}, "staticPodURLHeader[a b]"},
+		{"zero file check", func(c *NodeletConfiguration) { c.FileCheckFrequency.Duration = 0 }, "fileCheckFrequency"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
