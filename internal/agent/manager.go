@@ -75,8 +75,12 @@ func NewManager(restCfg *rest.Config, cfg *v1alpha1.NodeletConfiguration) (ctrl.
 		extra["/debug/pprof/trace"] = http.HandlerFunc(pprof.Trace)
 	}
 	shutdown := 30 * time.Second
+	scheme := NewScheme()
 	mgr, err := ctrl.NewManager(restCfg, ctrl.Options{
-		Scheme: NewScheme(),
+		Scheme: scheme,
+		// Built-in kinds are mapped without discovery: the manager and its
+		// informers are made before the API server may be reachable.
+		MapperProvider: newMapper(scheme),
 		Cache:  CacheOptions(cfg.NodeName),
 		Client: client.Options{Cache: &client.CacheOptions{
 			// The Node authorizer lets a node read only the objects its
