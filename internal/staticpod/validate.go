@@ -248,7 +248,6 @@ func validateResources(r *corev1.ResourceRequirements, path *field.Path) field.E
 	return errs
 }
 
-
 func validateProbe(p *corev1.Probe, path *field.Path) field.ErrorList {
 	if p == nil {
 		return nil
