@@ -108,6 +108,10 @@ func (s *URLSource) fetch(ctx context.Context, client *http.Client) ([]*corev1.P
 			req.Header.Add(k, v)
 		}
 	}
+	// Go sends req.Host, not a Host header.
+	if host := req.Header.Get("Host"); host != "" {
+		req.Host = host
+	}
 	resp, err := client.Do(req)
 	if err != nil {
 		return nil, fmt.Errorf("%s: requesting static pods: %w", s.URL, err)
