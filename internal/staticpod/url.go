@@ -1,0 +1,133 @@
+package staticpod
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"time"
+
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+const (
+	defaultURLTimeout = 10 * time.Second
+	// maxManifestBytes bounds what URLSource reads of a response.
+	maxManifestBytes = 10 << 20
+)
+
+// URLSource polls URL every Period, sending Header, and calls Update with the
+// pods of the response (a Pod, PodList or List, source "http") at the first
+// success and whenever they differ from the last call. A failed request, a
+// status other than 200, an empty body or a manifest that does not decode is
+// reported (once until the next success or a different failure) and keeps
+// the last set, as the kubelet does; Update is not called before the first
+// success, so a caller can tell the source has not been read yet.
+type URLSource struct {
+	URL      string
+	Header   http.Header
+	NodeName string
+	Period   time.Duration
+	Client   *http.Client // nil: a client with a 10 s timeout
+	Update   func(pods []*corev1.Pod)
+	Report   func(Problem)
+	Log      logr.Logger
+
+	last       []types.UID
+	sent       bool
+	lastFailed string
+}
+
+// Start polls the URL until ctx ends.
+func (s *URLSource) Start(ctx context.Context) error {
+	if s.URL == "" {
+		return errors.New("static pod URL is empty")
+	}
+	if s.Period <= 0 {
+		return fmt.Errorf("static pod URL check period %v is not positive", s.Period)
+	}
+	client := s.Client
+	if client == nil {
+		client = &http.Client{Timeout: defaultURLTimeout}
+	}
+	ticker := time.NewTicker(s.Period)
+	defer ticker.Stop()
+	for {
+		s.sync(ctx, client)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-ticker.C:
+		}
+	}
+}
+
+// sync fetches the URL once and calls Update or Report.
+func (s *URLSource) sync(ctx context.Context, client *http.Client) {
+	pods, err := s.fetch(ctx, client)
+	if err != nil {
+		if ctx.Err() != nil {
+			return
+		}
+		if msg := err.Error(); msg != s.lastFailed {
+			s.lastFailed = msg
+			s.Log.Info("Could not read static pods from URL, keeping the last ones", "url", s.URL, "error", msg)
+			if s.Report != nil {
+				s.Report(Problem{Source: SourceHTTP, Origin: s.URL, Err: err})
+			}
+		}
+		return
+	}
+	s.lastFailed = ""
+	uids := make([]types.UID, len(pods))
+	for i, pod := range pods {
+		uids[i] = pod.UID
+	}
+	if s.sent && slices.Equal(uids, s.last) {
+		return
+	}
+	s.sent, s.last = true, uids
+	s.Log.V(2).Info("Static pods of URL changed", "url", s.URL, "pods", len(pods))
+	if s.Update != nil {
+		s.Update(pods)
+	}
+}
+
+// fetch gets and decodes the manifest at the URL.
+func (s *URLSource) fetch(ctx context.Context, client *http.Client) ([]*corev1.Pod, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.URL, nil)
+	if err != nil {
+		return nil, fmt.Errorf("%s: building request: %w", s.URL, err)
+	}
+	for k, vs := range s.Header {
+		for _, v := range vs {
+			req.Header.Add(k, v)
+		}
+	}
+	// Go sends req.Host, not a Host header.
+	if host := req.Header.Get("Host"); host != "" {
+		req.Host = host
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("%s: requesting static pods: %w", s.URL, err)
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, maxManifestBytes+1))
+	if err != nil {
+		return nil, fmt.Errorf("%s: reading response: %w", s.URL, err)
+	}
+	switch {
+	case resp.StatusCode != http.StatusOK:
+		return nil, fmt.Errorf("%s: response status %s", s.URL, resp.Status)
+	case len(data) == 0:
+		return nil, fmt.Errorf("%s: zero-length data received", s.URL)
+	case len(data) > maxManifestBytes:
+		return nil, fmt.Errorf("%s: response larger than %d bytes", s.URL, maxManifestBytes)
+	}
+	return Decode(data, SourceHTTP, s.URL, s.NodeName)
+}
