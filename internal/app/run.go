@@ -130,24 +130,11 @@ func Run(args []string, reg controller.Registry) int {
 		}
 	}
 	log.Info("Starting nodelet", "node", cfg.NodeName, "runtime", cfg.ContainerRuntimeEndpoint)
-	if err := runAll(ctx, local, mgr); err != nil {
+	if err := agent.Run(ctx, local, mgr, cfg.NodeName); err != nil {
 		log.Error(err, "Manager stopped with an error")
 		return 1
 	}
 	return 0
-}
-
-// runAll runs the local runnables and the manager until ctx ends or one
-// of them fails, which stops the other.
-func runAll(ctx context.Context, local *agent.Local, mgr ctrl.Manager) error {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	errs := make(chan error, 2)
-	go func() { errs <- local.Start(ctx) }()
-	go func() { errs <- mgr.Start(ctx) }()
-	first := <-errs
-	cancel()
-	return errors.Join(first, <-errs)
 }
 
 // newLogger builds nodelet's logger from the zap flags; -v N, when given

@@ -95,7 +95,9 @@ func (a *Admitter) nodeAndOthers(ctx context.Context, pod *corev1.Pod) (*corev1.
 	if err := a.prime(ctx, pod.UID); err != nil {
 		return nil, nil, err
 	}
-	node, err := a.nodes.Node(ctx)
+	nodes := a.nodes
+	nodes.Ready = a.APIReady
+	node, err := nodes.Node(ctx)
 	if err != nil {
 		return nil, nil, err
 	}
