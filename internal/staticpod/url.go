@@ -99,7 +99,7 @@ func (s *URLSource) sync(ctx context.Context, client *http.Client) {
 
 // fetch gets and decodes the manifest at the URL.
 func (s *URLSource) fetch(ctx context.Context, client *http.Client) ([]*corev1.Pod, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.URL, nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.URL, http.NoBody)
 	if err != nil {
 		return nil, fmt.Errorf("%s: building request: %w", s.URL, err)
 	}
