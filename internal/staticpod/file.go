@@ -82,19 +82,31 @@ func (s *FileSource) Start(ctx context.Context) error {
 	}
 	timer := time.NewTimer(0) // the first read, at once
 	defer timer.Stop()
+	pending := true
+	path := filepath.Clean(s.Path)
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-timer.C:
+			pending = false
 			s.watch(watcher)
 			s.sync()
 		case <-ticker.C:
 			s.watch(watcher)
 			s.sync()
 		case ev := <-events:
+			// The parent's watch also reports its other entries.
+			if ev.Name != path && filepath.Dir(ev.Name) != path {
+				continue
+			}
 			s.Log.V(4).Info("Static pod path changed", "path", ev.Name, "op", ev.Op.String())
-			timer.Reset(debounce)
+			// Read once per burst, at most debounce after its first event,
+			// even if events never stop.
+			if !pending {
+				pending = true
+				timer.Reset(debounce)
+			}
 		case err := <-watchErrs:
 			s.Log.Error(err, "Watching static pod path failed", "path", s.Path)
 		}
