@@ -70,7 +70,6 @@ func TestURLSource(t *testing.T) {
 		want   string
 	}{
 		{http.StatusInternalServerError, "oops", "500"},
-		{http.StatusOK, "", "zero-length"},
 		{http.StatusOK, "kind: [", "parsing manifest"},
 		{http.StatusOK, "apiVersion: v1\nkind: Secret\n", "not a Pod"},
 	} {
@@ -83,6 +82,13 @@ func TestURLSource(t *testing.T) {
 	}
 	if last, n, _ := r.state(); n != 1 || last != "a-node,b-node" {
 		t.Errorf("after failures: %d updates, last %q; want the first set kept", n, last)
+	}
+
+	// An empty answer is an empty set, as for the kubelet, and reported.
+	serve(http.StatusOK, "")
+	r.waitFor(t, "")
+	if problems := r.waitProblems(t, 4); !strings.Contains(problems[3].Err.Error(), "zero-length") {
+		t.Errorf("problem %v, want zero-length data", problems[3])
 	}
 
 	serve(http.StatusOK, manifestOf("c", "busybox:1"))
