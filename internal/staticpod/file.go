@@ -45,6 +45,8 @@ type FileSource struct {
 	files map[string]*manifest
 	last  []types.UID
 	sent  bool
+	// poll turns the file system watch off, leaving the period alone.
+	poll bool
 }
 
 // manifest is one file's content hash and what it decoded to.
@@ -65,11 +67,15 @@ func (s *FileSource) Start(ctx context.Context) error {
 		return fmt.Errorf("static pod file check period %v is not positive", s.Period)
 	}
 	s.files = map[string]*manifest{}
-	watcher, err := fsnotify.NewWatcher()
+	var watcher *fsnotify.Watcher
+	var err error
+	if !s.poll {
+		watcher, err = fsnotify.NewWatcher()
+	}
 	if err != nil {
 		// Polling still works; the kubelet also falls back to it.
 		s.Log.Error(err, "Could not watch static pod path, polling only", "path", s.Path)
-	} else {
+	} else if watcher != nil {
 		defer watcher.Close()
 	}
 

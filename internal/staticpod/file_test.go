@@ -255,3 +255,22 @@ func TestFileSourceSync(t *testing.T) {
 		t.Error("Start with no path succeeded")
 	}
 }
+
+// Without a file system watch, the period alone finds changes.
+func TestFileSourcePolls(t *testing.T) {
+	dir := t.TempDir()
+	r := newRecorder()
+	s := &FileSource{Path: dir, NodeName: "node", Period: 50 * time.Millisecond, Update: r.update, Report: r.report, Log: logr.Discard(), poll: true}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() { done <- s.Start(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Start: %v", err)
+		}
+	}()
+	r.waitFor(t, "")
+	write(t, filepath.Join(dir, "a.yaml"), manifestOf("a", "busybox:1"))
+	r.waitFor(t, "a-node")
+}
