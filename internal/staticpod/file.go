@@ -31,7 +31,8 @@ const debounce = 100 * time.Millisecond
 // differ from the last call, and once at start even if there are none. A
 // missing path is an empty set, not an error, and is watched for its
 // creation. A file that does not decode, or whose pod has the name of a pod
-// of an earlier file, is left out and reported once per content.
+// of an earlier file, is left out and reported once per content. Update and
+// Report are called from Start's goroutine, one at a time.
 type FileSource struct {
 	Path     string
 	NodeName string

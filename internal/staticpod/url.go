@@ -30,7 +30,8 @@ var errEmptyBody = errors.New("zero-length data received")
 // until the next success or a different failure) and keeps the last set, as
 // the kubelet does; Update is not called before the first answer, so a
 // caller can tell the source has not been read yet. A 200 answer with an
-// empty body is, as for the kubelet, an empty set, and reported.
+// empty body is, as for the kubelet, an empty set, and reported. Update and
+// Report are called from Start's goroutine, one at a time.
 type URLSource struct {
 	URL      string
 	Header   http.Header
