@@ -75,16 +75,21 @@ func NewManager(restCfg *rest.Config, cfg *v1alpha1.NodeletConfiguration) (ctrl.
 		extra["/debug/pprof/trace"] = http.HandlerFunc(pprof.Trace)
 	}
 	shutdown := 30 * time.Second
+	scheme := NewScheme()
 	mgr, err := ctrl.NewManager(restCfg, ctrl.Options{
-		Scheme: NewScheme(),
-		Cache:  CacheOptions(cfg.NodeName),
+		Scheme: scheme,
+		// Built-in kinds are mapped without discovery: the manager and its
+		// informers are made before the API server may be reachable.
+		MapperProvider: newMapper(scheme),
+		Cache:          CacheOptions(cfg.NodeName),
 		Client: client.Options{Cache: &client.CacheOptions{
 			// The Node authorizer lets a node read only the objects its
 			// pods name, and leases never by list: read these directly.
 			DisableFor: []client.Object{&corev1.ConfigMap{}, &corev1.Secret{}, &coordinationv1.Lease{}},
 		}},
-		LeaderElection:          false,
-		HealthProbeBindAddress:  cfg.HealthzBindAddress,
+		LeaderElection: false,
+		// Served by Health, from the start (see Run).
+		HealthProbeBindAddress:  "0",
 		GracefulShutdownTimeout: &shutdown,
 		Metrics: metricsserver.Options{
 			BindAddress:   cfg.MetricsBindAddress,
@@ -94,13 +99,14 @@ func NewManager(restCfg *rest.Config, cfg *v1alpha1.NodeletConfiguration) (ctrl.
 	if err != nil {
 		return nil, fmt.Errorf("creating manager for node %s: %w", cfg.NodeName, err)
 	}
-	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
+	m := &withHealth{Manager: mgr, health: NewHealth(cfg.HealthzBindAddress)}
+	if err := m.AddHealthzCheck("ping", healthz.Ping); err != nil {
 		return nil, fmt.Errorf("adding healthz check: %w", err)
 	}
-	if err := mgr.AddReadyzCheck("ping", healthz.Ping); err != nil {
+	if err := m.AddReadyzCheck("ping", healthz.Ping); err != nil {
 		return nil, fmt.Errorf("adding readyz check: %w", err)
 	}
-	return mgr, nil
+	return m, nil
 }
 
 // ConfigzHandler serves cfg as the kubelet serves its configz: a JSON object

@@ -78,6 +78,12 @@ func Run(args []string, reg controller.Registry) int {
 	log := ctrl.Log.WithName("setup")
 
 	ctx := ctrl.SetupSignalHandler()
+	// Nothing here waits for the API server: a node may run the API
+	// server itself, as a static pod. The client is ready at once (a
+	// bootstrap of its certificate, if needed, runs with the local
+	// runnables), the manager starts its caches and reconcilers when the
+	// API server answers, and the local runnables (the static pod path)
+	// start now.
 	apiClient, err := loadClient(ctx, opts)
 	if err != nil {
 		log.Error(err, "Unable to load the API server configuration")
@@ -92,7 +98,8 @@ func Run(args []string, reg controller.Registry) int {
 		log.Error(err, "Unable to create the manager")
 		return 1
 	}
-	if err := mgr.Add(apiClient); err != nil {
+	local := &agent.Local{}
+	if err := local.Add(apiClient); err != nil {
 		log.Error(err, "Unable to add client certificate rotation")
 		return 1
 	}
@@ -101,6 +108,7 @@ func Run(args []string, reg controller.Registry) int {
 		log.Error(err, "Unable to set up the node's runtime and state")
 		return 1
 	}
+	deps.Local = local
 	if err := reg.Setup(mgr, deps, cfg.Controllers); err != nil {
 		log.Error(err, "Unable to set up controllers")
 		return 1
@@ -122,7 +130,7 @@ func Run(args []string, reg controller.Registry) int {
 		}
 	}
 	log.Info("Starting nodelet", "node", cfg.NodeName, "runtime", cfg.ContainerRuntimeEndpoint)
-	if err := mgr.Start(ctx); err != nil {
+	if err := agent.Run(ctx, local, mgr, cfg.NodeName); err != nil {
 		log.Error(err, "Manager stopped with an error")
 		return 1
 	}
@@ -189,11 +197,18 @@ func loadClient(ctx context.Context, opts *options.Options) (*certificates.Clien
 	})
 }
 
+// foreignAgentTimeout bounds the look for another agent on the node.
+const foreignAgentTimeout = 5 * time.Second
+
 // foreignAgent returns why the node must not be run by this nodelet: a
 // live agent that is not nodelet (a kubelet) runs it. An error reading the
 // Node or its Lease is no reason: the manager reports an unreachable API
 // server itself.
 func foreignAgent(ctx context.Context, cfg *rest.Config, nodeName string) string {
+	// An API server that does not answer soon is no reason either (it may
+	// be a static pod of this node).
+	ctx, cancel := context.WithTimeout(ctx, foreignAgentTimeout)
+	defer cancel()
 	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return ""
