@@ -16,6 +16,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	fakeruntime "k8s.io/cri-api/pkg/apis/testing"
 	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/nodelet/nodelet/api/v1alpha1"
@@ -75,7 +76,12 @@ func startStaticAgent(restCfg *rest.Config, node string) *staticAgent {
 	Expect(err).NotTo(HaveOccurred())
 	store, err := checkpoint.NewFileStore(filepath.Join(root, "checkpoints"))
 	Expect(err).NotTo(HaveOccurred())
-	mgr, err := agent.NewManager(restCfg, cfg)
+	var mgr ctrl.Manager
+	if restCfg == nil {
+		mgr, err = agent.NewStandaloneManager(cfg)
+	} else {
+		mgr, err = agent.NewManager(restCfg, cfg)
+	}
 	Expect(err).NotTo(HaveOccurred())
 	local := &agent.Local{}
 	Expect(controller.Default.Setup(mgr, &controller.Deps{Config: cfg, Runtime: rt, Checkpoints: store, Local: local}, []string{"pod", "node"})).To(Succeed())
@@ -113,6 +119,13 @@ var _ = Describe("Static pods on the CRI fakes", func() {
 	It("runs a static pod with no API server reachable", func() {
 		node := nodeName()
 		a := startStaticAgent(&rest.Config{Host: "https://127.0.0.1:1"}, node)
+		a.write("web.yaml", staticManifest("web", "3600"))
+		Eventually(a.readySandboxes).WithTimeout(fakePodTimeout).Should(HaveKey("web-" + node))
+	})
+
+	It("runs a static pod with no API server configured", func() {
+		node := nodeName()
+		a := startStaticAgent(nil, node)
 		a.write("web.yaml", staticManifest("web", "3600"))
 		Eventually(a.readySandboxes).WithTimeout(fakePodTimeout).Should(HaveKey("web-" + node))
 	})
