@@ -152,7 +152,8 @@ var _ = Describe("Static pods on the CRI fakes", func() {
 
 		By("recreating a deleted mirror pod, without restarting the static pod")
 		sandbox := a.readySandboxes()[name].Id
-		Expect(admin.Delete(ctx, first, client.GracePeriodSeconds(0))).To(Succeed())
+		// With the default grace period, as kubectl deletes.
+		Expect(admin.Delete(ctx, first)).To(Succeed())
 		Eventually(func(g Gomega) {
 			p := mirror(g)
 			g.Expect(p.UID).NotTo(Equal(first.UID))
