@@ -9,6 +9,8 @@ import (
 	"sync"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/tools/record"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 )
@@ -85,6 +87,24 @@ func (h *Health) Start(ctx context.Context) error {
 type withHealth struct {
 	ctrl.Manager
 	health *Health
+	// events, for a standalone node (no API server configured), log the
+	// events instead: the manager is never started.
+	events record.EventBroadcaster
+}
+
+// GetEventRecorderFor returns the manager's recorder, or on a standalone
+// node one that logs.
+func (m *withHealth) GetEventRecorderFor(name string) record.EventRecorder {
+	if m.events != nil {
+		return m.events.NewRecorder(m.GetScheme(), corev1.EventSource{Component: name})
+	}
+	return m.Manager.GetEventRecorderFor(name) //nolint:staticcheck // the core/v1 events kubectl describe shows
+}
+
+// Standalone reports whether mgr is a standalone node's: never started.
+func Standalone(mgr ctrl.Manager) bool {
+	m, ok := mgr.(*withHealth)
+	return ok && m.events != nil
 }
 
 func (m *withHealth) AddHealthzCheck(name string, check healthz.Checker) error {

@@ -15,6 +15,7 @@ import (
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/record"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -106,6 +107,28 @@ func NewManager(restCfg *rest.Config, cfg *v1alpha1.NodeletConfiguration) (ctrl.
 	if err := m.AddReadyzCheck("ping", healthz.Ping); err != nil {
 		return nil, fmt.Errorf("adding readyz check: %w", err)
 	}
+	return m, nil
+}
+
+// standaloneHost is where the clients of a standalone node point: nowhere
+// (the manager that would use them never starts).
+const standaloneHost = "https://127.0.0.1:1"
+
+// standaloneEventVerbosity is the log verbosity of a standalone node's
+// events.
+const standaloneEventVerbosity = 2
+
+// NewStandaloneManager builds the manager of a node with no API server
+// configured, which runs its static pods only: Run never starts it, and
+// its events are logged.
+func NewStandaloneManager(cfg *v1alpha1.NodeletConfiguration) (ctrl.Manager, error) {
+	mgr, err := NewManager(&rest.Config{Host: standaloneHost}, cfg)
+	if err != nil {
+		return nil, err
+	}
+	m := mgr.(*withHealth)
+	m.events = record.NewBroadcaster()
+	m.events.StartStructuredLogging(standaloneEventVerbosity)
 	return m, nil
 }
 

@@ -31,6 +31,9 @@ func Run(ctx context.Context, local *Local, mgr ctrl.Manager, nodeName string) e
 			return err
 		}
 	}
+	if Standalone(mgr) {
+		return local.Start(ctx)
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	errs := make(chan error, 2)

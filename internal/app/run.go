@@ -89,18 +89,9 @@ func Run(args []string, reg controller.Registry) int {
 		log.Error(err, "Unable to load the API server configuration")
 		return 1
 	}
-	if reason := foreignAgent(ctx, apiClient.Config, cfg.NodeName); reason != "" {
-		log.Error(errors.New(reason), "Refusing to run a node another agent runs", "node", cfg.NodeName)
-		return 1
-	}
-	mgr, err := agent.NewManager(apiClient.Config, cfg)
+	mgr, local, err := newAgent(ctx, apiClient, cfg)
 	if err != nil {
 		log.Error(err, "Unable to create the manager")
-		return 1
-	}
-	local := &agent.Local{}
-	if err := local.Add(apiClient); err != nil {
-		log.Error(err, "Unable to add client certificate rotation")
 		return 1
 	}
 	deps, err := buildDeps(ctx, cfg)
@@ -178,12 +169,16 @@ func buildDeps(ctx context.Context, cfg *v1alpha1.NodeletConfiguration) (*contro
 func loadClient(ctx context.Context, opts *options.Options) (*certificates.Client, error) {
 	rotate := ptr.Deref(opts.Config.RotateCertificates, false)
 	if opts.Kubeconfig == "" {
-		if rotate {
-			return nil, errors.New("rotateCertificates needs --kubeconfig: the client certificate to rotate is named there")
-		}
 		c, err := ctrl.GetConfig()
+		if err != nil && hasStaticPods(opts.Config) {
+			// No API server at all: run the static pods alone.
+			return nil, nil
+		}
 		if err != nil {
 			return nil, err
+		}
+		if rotate {
+			return nil, errors.New("rotateCertificates needs --kubeconfig: the client certificate to rotate is named there")
 		}
 		return &certificates.Client{Config: c}, nil
 	}
@@ -195,6 +190,35 @@ func loadClient(ctx context.Context, opts *options.Options) (*certificates.Clien
 		Rotate:              rotate,
 		Logger:              ctrl.Log.WithName("certificates"),
 	})
+}
+
+// newAgent returns the manager and the local runnables of the node: with
+// no API server configured (apiClient nil), a standalone manager that
+// never starts.
+func newAgent(ctx context.Context, apiClient *certificates.Client, cfg *v1alpha1.NodeletConfiguration) (ctrl.Manager, *agent.Local, error) {
+	local := &agent.Local{}
+	if apiClient == nil {
+		ctrl.Log.WithName("setup").Info("No API server configured: running the static pods alone", "staticPodPath", cfg.StaticPodPath, "staticPodURL", cfg.StaticPodURL)
+		mgr, err := agent.NewStandaloneManager(cfg)
+		return mgr, local, err
+	}
+	if reason := foreignAgent(ctx, apiClient.Config, cfg.NodeName); reason != "" {
+		return nil, nil, fmt.Errorf("refusing to run node %s: %s", cfg.NodeName, reason)
+	}
+	mgr, err := agent.NewManager(apiClient.Config, cfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := local.Add(apiClient); err != nil {
+		return nil, nil, err
+	}
+	return mgr, local, nil
+}
+
+// hasStaticPods reports whether the configuration names a static pod
+// source, which a node without an API server can run.
+func hasStaticPods(cfg *v1alpha1.NodeletConfiguration) bool {
+	return cfg.StaticPodPath != "" || cfg.StaticPodURL != ""
 }
 
 // foreignAgentTimeout bounds the look for another agent on the node.

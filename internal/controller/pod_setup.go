@@ -118,7 +118,7 @@ func setupPodController(mgr ctrl.Manager, d *Deps) error {
 		Features:       features,
 		UserNamespaces: userNamespaces(mgr, cfg),
 	}
-	if err := setupContainerLogs(mgr, cfg, d.Runtime, exec); err != nil {
+	if err := setupContainerLogs(mgr, d.local(mgr), cfg, d.Runtime, exec); err != nil {
 		return err
 	}
 	relister, err := pleg.New(d.Runtime, pleg.Options{RelistPeriod: cfg.RelistPeriod.Duration})

@@ -336,9 +336,12 @@ func (r *PodReconciler) ensureMirror(ctx context.Context, pod *corev1.Pod) (mirr
 	return m, false, nil
 }
 
-// deleteMirror deletes a mirror pod at once, only that one (its UID).
+// deleteMirror deletes a mirror pod at once, only that one (its UID). A
+// mirror pod deleted with a grace period (kubectl delete) waits for its
+// node as any pod bound to one does: nodelet ends the wait at once, as
+// nothing of a mirror pod runs.
 func (r *PodReconciler) deleteMirror(ctx context.Context, mirror *corev1.Pod) error {
-	if mirror.DeletionTimestamp != nil {
+	if mirror.DeletionGracePeriodSeconds != nil && *mirror.DeletionGracePeriodSeconds == 0 {
 		return nil
 	}
 	uid := mirror.UID

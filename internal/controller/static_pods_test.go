@@ -16,6 +16,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	fakeruntime "k8s.io/cri-api/pkg/apis/testing"
 	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/nodelet/nodelet/api/v1alpha1"
@@ -75,7 +76,12 @@ func startStaticAgent(restCfg *rest.Config, node string) *staticAgent {
 	Expect(err).NotTo(HaveOccurred())
 	store, err := checkpoint.NewFileStore(filepath.Join(root, "checkpoints"))
 	Expect(err).NotTo(HaveOccurred())
-	mgr, err := agent.NewManager(restCfg, cfg)
+	var mgr ctrl.Manager
+	if restCfg == nil {
+		mgr, err = agent.NewStandaloneManager(cfg)
+	} else {
+		mgr, err = agent.NewManager(restCfg, cfg)
+	}
 	Expect(err).NotTo(HaveOccurred())
 	local := &agent.Local{}
 	Expect(controller.Default.Setup(mgr, &controller.Deps{Config: cfg, Runtime: rt, Checkpoints: store, Local: local}, []string{"pod", "node"})).To(Succeed())
@@ -117,6 +123,13 @@ var _ = Describe("Static pods on the CRI fakes", func() {
 		Eventually(a.readySandboxes).WithTimeout(fakePodTimeout).Should(HaveKey("web-" + node))
 	})
 
+	It("runs a static pod with no API server configured", func() {
+		node := nodeName()
+		a := startStaticAgent(nil, node)
+		a.write("web.yaml", staticManifest("web", "3600"))
+		Eventually(a.readySandboxes).WithTimeout(fakePodTimeout).Should(HaveKey("web-" + node))
+	})
+
 	It("keeps a mirror pod for each static pod, and follows manifest changes", func(ctx SpecContext) {
 		node := nodeName()
 		a := startStaticAgent(nodeConfig(node), node)
@@ -139,7 +152,8 @@ var _ = Describe("Static pods on the CRI fakes", func() {
 
 		By("recreating a deleted mirror pod, without restarting the static pod")
 		sandbox := a.readySandboxes()[name].Id
-		Expect(admin.Delete(ctx, first, client.GracePeriodSeconds(0))).To(Succeed())
+		// With the default grace period, as kubectl deletes.
+		Expect(admin.Delete(ctx, first)).To(Succeed())
 		Eventually(func(g Gomega) {
 			p := mirror(g)
 			g.Expect(p.UID).NotTo(Equal(first.UID))

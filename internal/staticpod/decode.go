@@ -42,7 +42,8 @@ const uidLength = 32
 // validated, named as the kubelet names them: "<name>-<nodeName>", namespace
 // "default" when empty, spec.nodeName set, a UID that is a hash of the pod,
 // the node name and origin (the file path or URL), the config.hash and
-// config.source annotations, and status.phase Pending. Pods from files also
+// config.source annotations, and status.phase Pending. A UID the manifest
+// sets itself is kept, as the kubelet keeps it. Pods from files also
 // tolerate every NoExecute taint, as the kubelet's do. Unknown fields are
 // ignored; an unknown kind, bad YAML or a pod that fails Validate is an
 // error that names origin and, for validation, the field paths.

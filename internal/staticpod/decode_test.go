@@ -149,11 +149,12 @@ func TestDecodeUID(t *testing.T) {
 	}
 }
 
-// A manifest copied from the API server keeps none of the server's fields.
+// A manifest copied from the API server keeps none of the server's fields
+// but its UID, which the kubelet also keeps.
 func TestDecodeDropsServerFields(t *testing.T) {
 	data := `apiVersion: v1
 kind: Pod
-metadata: {name: web, resourceVersion: "12", creationTimestamp: "2024-01-01T00:00:00Z"}
+metadata: {name: web, uid: set-by-hand, resourceVersion: "12", creationTimestamp: "2024-01-01T00:00:00Z"}
 spec: {containers: [{name: c, image: busybox:1.36}]}
 status: {phase: Running, podIP: 10.0.0.1}
 `
@@ -164,6 +165,9 @@ status: {phase: Running, podIP: 10.0.0.1}
 	pod := pods[0]
 	if pod.ResourceVersion != "" || !pod.CreationTimestamp.IsZero() || pod.Status.PodIP != "" || pod.Status.Phase != corev1.PodPending {
 		t.Errorf("server fields kept: rv %q created %v status %+v", pod.ResourceVersion, pod.CreationTimestamp, pod.Status)
+	}
+	if pod.UID != "set-by-hand" || pod.Annotations[ConfigHashAnnotationKey] != "set-by-hand" {
+		t.Errorf("UID %q, config.hash %q: the manifest's UID is not kept", pod.UID, pod.Annotations[ConfigHashAnnotationKey])
 	}
 }
 

@@ -31,7 +31,8 @@ const debounce = 100 * time.Millisecond
 // differ from the last call, and once at start even if there are none. A
 // missing path is an empty set, not an error, and is watched for its
 // creation. A file that does not decode, or whose pod has the name of a pod
-// of an earlier file, is left out and reported once per content.
+// of an earlier file, is left out and reported once per content. Update and
+// Report are called from Start's goroutine, one at a time.
 type FileSource struct {
 	Path     string
 	NodeName string
@@ -45,6 +46,8 @@ type FileSource struct {
 	files map[string]*manifest
 	last  []types.UID
 	sent  bool
+	// poll turns the file system watch off, leaving the period alone.
+	poll bool
 }
 
 // manifest is one file's content hash and what it decoded to.
@@ -65,11 +68,15 @@ func (s *FileSource) Start(ctx context.Context) error {
 		return fmt.Errorf("static pod file check period %v is not positive", s.Period)
 	}
 	s.files = map[string]*manifest{}
-	watcher, err := fsnotify.NewWatcher()
+	var watcher *fsnotify.Watcher
+	var err error
+	if !s.poll {
+		watcher, err = fsnotify.NewWatcher()
+	}
 	if err != nil {
 		// Polling still works; the kubelet also falls back to it.
 		s.Log.Error(err, "Could not watch static pod path, polling only", "path", s.Path)
-	} else {
+	} else if watcher != nil {
 		defer watcher.Close()
 	}
 
@@ -82,19 +89,31 @@ func (s *FileSource) Start(ctx context.Context) error {
 	}
 	timer := time.NewTimer(0) // the first read, at once
 	defer timer.Stop()
+	pending := true
+	path := filepath.Clean(s.Path)
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-timer.C:
+			pending = false
 			s.watch(watcher)
 			s.sync()
 		case <-ticker.C:
 			s.watch(watcher)
 			s.sync()
 		case ev := <-events:
+			// The parent's watch also reports its other entries.
+			if ev.Name != path && filepath.Dir(ev.Name) != path {
+				continue
+			}
 			s.Log.V(4).Info("Static pod path changed", "path", ev.Name, "op", ev.Op.String())
-			timer.Reset(debounce)
+			// Read once per burst, at most debounce after its first event,
+			// even if events never stop.
+			if !pending {
+				pending = true
+				timer.Reset(debounce)
+			}
 		case err := <-watchErrs:
 			s.Log.Error(err, "Watching static pod path failed", "path", s.Path)
 		}

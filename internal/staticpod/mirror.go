@@ -14,6 +14,9 @@ func FullName(pod *corev1.Pod) string {
 // IsStatic reports whether the pod came from a static source: its
 // config.source annotation is set and is not "api".
 func IsStatic(pod *corev1.Pod) bool {
+	if pod == nil {
+		return false
+	}
 	source, ok := pod.Annotations[ConfigSourceAnnotationKey]
 	return ok && source != SourceAPI
 }
@@ -21,6 +24,9 @@ func IsStatic(pod *corev1.Pod) bool {
 // IsMirror reports whether the pod is a mirror pod: it has the config.mirror
 // annotation.
 func IsMirror(pod *corev1.Pod) bool {
+	if pod == nil {
+		return false
+	}
 	_, ok := pod.Annotations[ConfigMirrorAnnotationKey]
 	return ok
 }

@@ -55,6 +55,9 @@ func TestIsStatic(t *testing.T) {
 		{map[string]string{ConfigSourceAnnotationKey: SourceFile}, true},
 		{map[string]string{ConfigSourceAnnotationKey: SourceHTTP}, true},
 	}
+	if IsStatic(nil) || IsMirror(nil) {
+		t.Error("a nil pod is static or a mirror")
+	}
 	for _, tc := range tests {
 		if got := IsStatic(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Annotations: tc.annotations}}); got != tc.want {
 			t.Errorf("IsStatic(%v) = %v, want %v", tc.annotations, got, tc.want)

@@ -20,13 +20,18 @@ const (
 	maxManifestBytes = 10 << 20
 )
 
+// errEmptyBody is a 200 answer with no manifest.
+var errEmptyBody = errors.New("zero-length data received")
+
 // URLSource polls URL every Period, sending Header, and calls Update with the
 // pods of the response (a Pod, PodList or List, source "http") at the first
 // success and whenever they differ from the last call. A failed request, a
-// status other than 200, an empty body or a manifest that does not decode is
-// reported (once until the next success or a different failure) and keeps
-// the last set, as the kubelet does; Update is not called before the first
-// success, so a caller can tell the source has not been read yet.
+// status other than 200 or a manifest that does not decode is reported (once
+// until the next success or a different failure) and keeps the last set, as
+// the kubelet does; Update is not called before the first answer, so a
+// caller can tell the source has not been read yet. A 200 answer with an
+// empty body is, as for the kubelet, an empty set, and reported. Update and
+// Report are called from Start's goroutine, one at a time.
 type URLSource struct {
 	URL      string
 	Header   http.Header
@@ -69,13 +74,17 @@ func (s *URLSource) Start(ctx context.Context) error {
 // sync fetches the URL once and calls Update or Report.
 func (s *URLSource) sync(ctx context.Context, client *http.Client) {
 	pods, err := s.fetch(ctx, client)
+	if errors.Is(err, errEmptyBody) {
+		// As the kubelet: an empty answer is an empty set, and reported.
+		s.update(nil)
+	}
 	if err != nil {
 		if ctx.Err() != nil {
 			return
 		}
 		if msg := err.Error(); msg != s.lastFailed {
 			s.lastFailed = msg
-			s.Log.Info("Could not read static pods from URL, keeping the last ones", "url", s.URL, "error", msg)
+			s.Log.Info("Could not read static pods from URL", "url", s.URL, "error", msg)
 			if s.Report != nil {
 				s.Report(Problem{Source: SourceHTTP, Origin: s.URL, Err: err})
 			}
@@ -83,6 +92,11 @@ func (s *URLSource) sync(ctx context.Context, client *http.Client) {
 		return
 	}
 	s.lastFailed = ""
+	s.update(pods)
+}
+
+// update calls Update unless the pods are those of the last call.
+func (s *URLSource) update(pods []*corev1.Pod) {
 	uids := make([]types.UID, len(pods))
 	for i, pod := range pods {
 		uids[i] = pod.UID
@@ -99,7 +113,7 @@ func (s *URLSource) sync(ctx context.Context, client *http.Client) {
 
 // fetch gets and decodes the manifest at the URL.
 func (s *URLSource) fetch(ctx context.Context, client *http.Client) ([]*corev1.Pod, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.URL, nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.URL, http.NoBody)
 	if err != nil {
 		return nil, fmt.Errorf("%s: building request: %w", s.URL, err)
 	}
@@ -125,7 +139,7 @@ func (s *URLSource) fetch(ctx context.Context, client *http.Client) ([]*corev1.P
 	case resp.StatusCode != http.StatusOK:
 		return nil, fmt.Errorf("%s: response status %s", s.URL, resp.Status)
 	case len(data) == 0:
-		return nil, fmt.Errorf("%s: zero-length data received", s.URL)
+		return nil, fmt.Errorf("%s: %w", s.URL, errEmptyBody)
 	case len(data) > maxManifestBytes:
 		return nil, fmt.Errorf("%s: response larger than %d bytes", s.URL, maxManifestBytes)
 	}
