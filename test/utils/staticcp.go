@@ -256,8 +256,8 @@ func (ck *certKey) write(dir, base string) error {
 // and sa.pub, and etcd/ca, etcd/server, apiserver-etcd-client and
 // etcd/healthcheck-client.
 func (s *StaticControlPlane) writePKI() error {
-	client := []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}
-	server := []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}
+	clientAuth := []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}
+	serverAuth := []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}
 	ca, err := newCertAuthority("kubernetes")
 	if err != nil {
 		return err
@@ -281,16 +281,16 @@ func (s *StaticControlPlane) writePKI() error {
 		spec certSpec
 	}
 	all := []issued{
-		{ca, "apiserver", certSpec{cn: "kube-apiserver", usages: server, ips: ips, dns: []string{
+		{ca, "apiserver", certSpec{cn: "kube-apiserver", usages: serverAuth, ips: ips, dns: []string{
 			s.Options.NodeName, "localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc",
 			"kubernetes.default.svc.cluster.local",
 		}}},
-		{ca, "apiserver-kubelet-client", certSpec{cn: "kube-apiserver-kubelet-client", orgs: []string{"system:masters"}, usages: client}},
-		{frontProxyCA, "front-proxy-client", certSpec{cn: "front-proxy-client", usages: client}},
-		{etcdCA, "etcd/server", certSpec{cn: s.Options.NodeName, usages: append(server, x509.ExtKeyUsageClientAuth),
+		{ca, "apiserver-kubelet-client", certSpec{cn: "kube-apiserver-kubelet-client", orgs: []string{"system:masters"}, usages: clientAuth}},
+		{frontProxyCA, "front-proxy-client", certSpec{cn: "front-proxy-client", usages: clientAuth}},
+		{etcdCA, "etcd/server", certSpec{cn: s.Options.NodeName, usages: append(serverAuth, x509.ExtKeyUsageClientAuth),
 			ips: []net.IP{net.ParseIP("127.0.0.1")}, dns: []string{"localhost", s.Options.NodeName}}},
-		{etcdCA, "etcd/healthcheck-client", certSpec{cn: "kube-etcd-healthcheck-client", usages: client}},
-		{etcdCA, "apiserver-etcd-client", certSpec{cn: "kube-apiserver-etcd-client", usages: client}},
+		{etcdCA, "etcd/healthcheck-client", certSpec{cn: "kube-etcd-healthcheck-client", usages: clientAuth}},
+		{etcdCA, "apiserver-etcd-client", certSpec{cn: "kube-apiserver-etcd-client", usages: clientAuth}},
 	}
 	for _, c := range []struct {
 		ck   *certKey
