@@ -47,7 +47,9 @@ var _ = Describe("Static control plane", Ordered, ContinueOnFailure, func() {
 
 	BeforeAll(func(ctx SpecContext) {
 		cpCtrd = utils.MustStartContainerd(ctx, utils.ContainerdOptions{Images: []string{utils.PauseImage, utils.BusyboxImage}})
-		took, err := cpCtrd.ImportControlPlaneImages(ctx, os.Getenv("KUBEBUILDER_ASSETS"))
+		assets, err := utils.EnvtestAssets(ctx)
+		Expect(err).NotTo(HaveOccurred())
+		took, err := cpCtrd.ImportControlPlaneImages(ctx, assets)
 		Expect(err).NotTo(HaveOccurred())
 		GinkgoWriter.Printf("control-plane images built or taken from the cache and imported in %s\n", took)
 
@@ -230,12 +232,12 @@ var _ = Describe("Static control plane", Ordered, ContinueOnFailure, func() {
 		Expect(nodelet.Kill()).To(Succeed())
 		Expect(nodelet.Restart(ctx)).To(Succeed())
 		// Long enough for the restarted agent to have synced every
-		// static pod and written their statuses.
+		// static pod; the statuses below are checked again after it.
 		Consistently(func(g Gomega) {
 			for _, c := range utils.ControlPlaneComponents {
 				g.Expect(running(ctx, g, c).Id).To(Equal(ids[c]), "%s keeps its container", c)
 			}
-		}).WithContext(ctx).WithTimeout(30 * time.Second).WithPolling(time.Second).Should(Succeed())
+		}).WithContext(ctx).WithTimeout(10 * time.Second).WithPolling(time.Second).Should(Succeed())
 		Eventually(func(g Gomega) {
 			g.Expect(cp.Ready(ctx)).To(Succeed())
 			for _, c := range utils.ControlPlaneComponents {
@@ -247,6 +249,9 @@ var _ = Describe("Static control plane", Ordered, ContinueOnFailure, func() {
 				g.Expect(st.State.Running).NotTo(BeNil())
 			}
 		}).WithContext(ctx).WithTimeout(staticCPTimeout).WithPolling(time.Second).Should(Succeed())
+		for _, c := range utils.ControlPlaneComponents {
+			Expect(running(ctx, Default, c).Id).To(Equal(ids[c]), "%s keeps its container", c)
+		}
 	})
 
 	It("reports manifests it cannot use as Warning Events on the Node and keeps running the others", func(ctx SpecContext) {
@@ -300,6 +305,6 @@ var _ = Describe("Static control plane", Ordered, ContinueOnFailure, func() {
 				LabelSelector: map[string]string{"io.kubernetes.pod.name": "invalid"}})
 			g.Expect(err).NotTo(HaveOccurred())
 			g.Expect(pods).To(BeEmpty(), "no sandbox for the invalid pod")
-		}).WithContext(ctx).WithTimeout(15 * time.Second).WithPolling(time.Second).Should(Succeed())
+		}).WithContext(ctx).WithTimeout(5 * time.Second).WithPolling(time.Second).Should(Succeed())
 	})
 })
