@@ -1,6 +1,7 @@
 package v1alpha1
 
 import (
+	logsapi "k8s.io/component-base/logs/api/v1"
 	"os"
 	"strings"
 	"time"
@@ -41,6 +42,7 @@ func DefaultEvictionHard() map[string]string {
 func SetDefaults(c *NodeletConfiguration) {
 	c.APIVersion = GroupVersion.String()
 	c.Kind = "NodeletConfiguration"
+	logsapi.SetRecommendedLoggingConfiguration(&c.Logging)
 	if c.NodeName == "" {
 		c.NodeName = DefaultNodeName()
 	}
