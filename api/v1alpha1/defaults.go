@@ -1,12 +1,12 @@
 package v1alpha1
 
 import (
-	logsapi "k8s.io/component-base/logs/api/v1"
 	"os"
 	"strings"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	logsapi "k8s.io/component-base/logs/api/v1"
 )
 
 // Default values that are not obvious from the field documentation.
