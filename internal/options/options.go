@@ -33,6 +33,9 @@ type Options struct {
 	Config *v1alpha1.NodeletConfiguration
 	// Version is --version: print the version and exit.
 	Version bool
+	// Warnings are said once logging is set up: the unknown fields of a
+	// KubeletConfiguration, for example.
+	Warnings []string
 }
 
 // ErrHelp is returned when --help was asked for; the usage has been printed.
@@ -60,7 +63,7 @@ func Parse(args []string, extra func(*pflag.FlagSet)) (*Options, error) {
 	cfg := &v1alpha1.NodeletConfiguration{}
 	if opts.ConfigFile != "" {
 		var err error
-		if cfg, err = LoadFile(opts.ConfigFile); err != nil {
+		if cfg, opts.Warnings, err = LoadFile(opts.ConfigFile); err != nil {
 			return nil, err
 		}
 	}
@@ -145,21 +148,34 @@ func Decode(data []byte) (*v1alpha1.NodeletConfiguration, error) {
 	return out, nil
 }
 
-// LoadFile reads and strictly decodes a configuration file. It does not
-// default or validate; Parse and Complete do.
-func LoadFile(path string) (*v1alpha1.NodeletConfiguration, error) {
+// LoadFile reads a configuration file: a NodeletConfiguration, decoded
+// strictly, or a KubeletConfiguration, decoded as the kubelet does (see
+// DecodeKubelet), which also returns warnings. It does not default or
+// validate; Parse and Complete do.
+func LoadFile(path string) (*v1alpha1.NodeletConfiguration, []string, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return nil, fmt.Errorf("reading config file: %w", err)
+		return nil, nil, fmt.Errorf("reading config file: %w", err)
 	}
 	if strings.TrimSpace(string(data)) == "" {
-		return nil, errors.New("config file " + path + " is empty")
+		return nil, nil, errors.New("config file " + path + " is empty")
+	}
+	var tm metav1.TypeMeta
+	if err := yaml.Unmarshal(data, &tm); err != nil {
+		return nil, nil, fmt.Errorf("decoding config file %s: %w", path, err)
+	}
+	if tm.APIVersion == KubeletConfigGroupVersion && tm.Kind == KubeletConfigKind {
+		cfg, warnings, err := DecodeKubelet(data)
+		if err != nil {
+			return nil, nil, fmt.Errorf("decoding config file %s: %w", path, err)
+		}
+		return cfg, warnings, nil
 	}
 	cfg, err := Decode(data)
 	if err != nil {
-		return nil, fmt.Errorf("decoding config file %s: %w", path, err)
+		return nil, nil, fmt.Errorf("decoding config file %s: %w", path, err)
 	}
-	return cfg, nil
+	return cfg, nil, nil
 }
 
 func newFlagSet(opts *Options, cfg *v1alpha1.NodeletConfiguration, extra func(*pflag.FlagSet)) *pflag.FlagSet {
