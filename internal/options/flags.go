@@ -9,8 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	cliflag "k8s.io/component-base/cli/flag"
 	logsapi "k8s.io/component-base/logs/api/v1"
-	// The json log format, for --logging-format=json and logging.format.
-	_ "k8s.io/component-base/logs/json/register"
+	_ "k8s.io/component-base/logs/json/register" // the json format of --logging-format and logging.format
 
 	"github.com/nodelet/nodelet/api/v1alpha1"
 )
