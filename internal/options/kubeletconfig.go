@@ -11,6 +11,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
+	sigsjson "sigs.k8s.io/json"
 	"sigs.k8s.io/yaml"
 
 	"github.com/nodelet/nodelet/api/v1alpha1"
@@ -27,10 +28,10 @@ const (
 const kubeletHealthzPort = 10248
 
 // DecodeKubelet decodes a KubeletConfiguration document (YAML or JSON) into
-// a NodeletConfiguration, as the kubelet reads it: leniently, returning the
-// names of the fields it does not know as warnings. A field nodelet cannot
-// honour is an error naming it unless its value is empty or the kubelet's
-// default (see kubeletFields).
+// a NodeletConfiguration, as the kubelet reads it: case-sensitively and
+// leniently, returning unknown and duplicate fields, at any depth, as
+// warnings. A field nodelet cannot honour is an error naming it unless its
+// value is empty or the kubelet's default (see kubeletFields).
 func DecodeKubelet(data []byte) (*v1alpha1.NodeletConfiguration, []string, error) {
 	jsonData, err := yaml.YAMLToJSON(data)
 	if err != nil {
@@ -40,21 +41,26 @@ func DecodeKubelet(data []byte) (*v1alpha1.NodeletConfiguration, []string, error
 	if err := json.Unmarshal(jsonData, &raw); err != nil {
 		return nil, nil, err
 	}
-	warnings, err := checkKubeletFields(raw)
-	if err != nil {
+	if err := checkKubeletFields(raw); err != nil {
 		return nil, nil, err
 	}
 	kc := &kubeletv1beta1.KubeletConfiguration{}
-	if err := json.Unmarshal(jsonData, kc); err != nil {
+	strictErrs, err := sigsjson.UnmarshalStrict(jsonData, kc)
+	if err != nil {
 		return nil, nil, err
+	}
+	var warnings []string
+	for _, e := range strictErrs {
+		warnings = append(warnings, "kubelet config file: "+e.Error())
 	}
 	_, rotateSet := raw["rotateCertificates"]
 	return fromKubelet(kc, rotateSet), warnings, nil
 }
 
-// checkKubeletFields refuses, by name, every refused field whose value is
-// neither empty nor accepted, and lists the fields it does not know.
-func checkKubeletFields(raw map[string]json.RawMessage) ([]string, error) {
+// checkKubeletFields refuses, by name, the first refused field whose value
+// is neither empty nor accepted. Fields it does not know are left to the
+// strict decoding's warnings.
+func checkKubeletFields(raw map[string]json.RawMessage) error {
 	known := make(map[string]kubeletField, len(kubeletFields))
 	for _, f := range kubeletFields {
 		known[f.name] = f
@@ -64,26 +70,14 @@ func checkKubeletFields(raw map[string]json.RawMessage) ([]string, error) {
 		names = append(names, name)
 	}
 	sort.Strings(names)
-	var unknown []string
 	for _, name := range names {
-		if name == "apiVersion" || name == "kind" {
-			continue
-		}
 		f, ok := known[name]
-		if !ok {
-			unknown = append(unknown, name)
+		if !ok || f.support != refused || emptyJSON(raw[name]) || acceptedJSON(raw[name], f.accepted) {
 			continue
 		}
-		if f.support != refused || emptyJSON(raw[name]) || acceptedJSON(raw[name], f.accepted) {
-			continue
-		}
-		return nil, fmt.Errorf("kubelet config field %q: %s is not supported by nodelet (supported: %s)", name, compactJSON(raw[name]), supportedText(f))
+		return fmt.Errorf("kubelet config field %q: %s is not supported by nodelet (supported: %s)", name, compactJSON(raw[name]), supportedText(f))
 	}
-	var warnings []string
-	if len(unknown) > 0 {
-		warnings = append(warnings, "unknown fields in the kubelet config file: "+strings.Join(unknown, ", "))
-	}
-	return warnings, nil
+	return nil
 }
 
 // supportedText says which values of a refused field nodelet accepts.

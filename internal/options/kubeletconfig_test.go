@@ -128,9 +128,15 @@ func TestKubeletConfigMapping(t *testing.T) {
 		}},
 		{"refused fields at the kubelet's default", "cpuManagerPolicy: none\ntopologyManagerScope: container\nmemorySwap:\n  swapBehavior: NoSwap\nreadOnlyPort: 0\nshutdownGracePeriod: 0s\nenableDebuggingHandlers: true\n", func(t *testing.T, o *Options) {}},
 		{"ignored fields with any value", "failSwapOn: false\nvolumeStatsAggPeriod: 5m\nhairpinMode: hairpin-veth\n", func(t *testing.T, o *Options) {}},
-		{"unknown field warns", "noSuchField: 1\notherField: x\n", func(t *testing.T, o *Options) {
-			if len(o.Warnings) != 1 || !strings.Contains(o.Warnings[0], "noSuchField, otherField") {
-				t.Errorf("warnings = %q, want one naming both fields", o.Warnings)
+		{"unknown fields warn", "noSuchField: 1\nauthentication:\n  x509:\n    clientCAFile: /ca\n    crlFile: /crl\nStaticPodPath: /m\n", func(t *testing.T, o *Options) {
+			all := strings.Join(o.Warnings, "\n")
+			for _, want := range []string{`"noSuchField"`, `"authentication.x509.crlFile"`, `"StaticPodPath"`} {
+				if !strings.Contains(all, want) {
+					t.Errorf("warnings %q do not name %s", o.Warnings, want)
+				}
+			}
+			if o.Config.Server.ClientCAFile != "/ca" || o.Config.StaticPodPath != "" {
+				t.Errorf("clientCAFile %q staticPodPath %q: known fields lost or a field matched without its case", o.Config.Server.ClientCAFile, o.Config.StaticPodPath)
 			}
 		}},
 	}
