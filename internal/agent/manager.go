@@ -15,6 +15,7 @@ import (
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/record"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -75,16 +76,21 @@ func NewManager(restCfg *rest.Config, cfg *v1alpha1.NodeletConfiguration) (ctrl.
 		extra["/debug/pprof/trace"] = http.HandlerFunc(pprof.Trace)
 	}
 	shutdown := 30 * time.Second
+	scheme := NewScheme()
 	mgr, err := ctrl.NewManager(restCfg, ctrl.Options{
-		Scheme: NewScheme(),
-		Cache:  CacheOptions(cfg.NodeName),
+		Scheme: scheme,
+		// Built-in kinds are mapped without discovery: the manager and its
+		// informers are made before the API server may be reachable.
+		MapperProvider: newMapper(scheme),
+		Cache:          CacheOptions(cfg.NodeName),
 		Client: client.Options{Cache: &client.CacheOptions{
 			// The Node authorizer lets a node read only the objects its
 			// pods name, and leases never by list: read these directly.
 			DisableFor: []client.Object{&corev1.ConfigMap{}, &corev1.Secret{}, &coordinationv1.Lease{}},
 		}},
-		LeaderElection:          false,
-		HealthProbeBindAddress:  cfg.HealthzBindAddress,
+		LeaderElection: false,
+		// Served by Health, from the start (see Run).
+		HealthProbeBindAddress:  "0",
 		GracefulShutdownTimeout: &shutdown,
 		Metrics: metricsserver.Options{
 			BindAddress:   cfg.MetricsBindAddress,
@@ -94,13 +100,36 @@ func NewManager(restCfg *rest.Config, cfg *v1alpha1.NodeletConfiguration) (ctrl.
 	if err != nil {
 		return nil, fmt.Errorf("creating manager for node %s: %w", cfg.NodeName, err)
 	}
-	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
+	m := &withHealth{Manager: mgr, health: NewHealth(cfg.HealthzBindAddress)}
+	if err := m.AddHealthzCheck("ping", healthz.Ping); err != nil {
 		return nil, fmt.Errorf("adding healthz check: %w", err)
 	}
-	if err := mgr.AddReadyzCheck("ping", healthz.Ping); err != nil {
+	if err := m.AddReadyzCheck("ping", healthz.Ping); err != nil {
 		return nil, fmt.Errorf("adding readyz check: %w", err)
 	}
-	return mgr, nil
+	return m, nil
+}
+
+// standaloneHost is where the clients of a standalone node point: nowhere
+// (the manager that would use them never starts).
+const standaloneHost = "https://127.0.0.1:1"
+
+// standaloneEventVerbosity is the log verbosity of a standalone node's
+// events.
+const standaloneEventVerbosity = 2
+
+// NewStandaloneManager builds the manager of a node with no API server
+// configured, which runs its static pods only: Run never starts it, and
+// its events are logged.
+func NewStandaloneManager(cfg *v1alpha1.NodeletConfiguration) (ctrl.Manager, error) {
+	mgr, err := NewManager(&rest.Config{Host: standaloneHost}, cfg)
+	if err != nil {
+		return nil, err
+	}
+	m := mgr.(*withHealth)
+	m.events = record.NewBroadcaster()
+	m.events.StartStructuredLogging(standaloneEventVerbosity)
+	return m, nil
 }
 
 // ConfigzHandler serves cfg as the kubelet serves its configz: a JSON object

@@ -63,22 +63,20 @@ func Run(args []string, reg controller.Registry) int {
 	log := ctrl.Log.WithName("setup")
 
 	ctx := ctrl.SetupSignalHandler()
+	// Nothing here waits for the API server: a node may run the API
+	// server itself, as a static pod. The client is ready at once (a
+	// bootstrap of its certificate, if needed, runs with the local
+	// runnables), the manager starts its caches and reconcilers when the
+	// API server answers, and the local runnables (the static pod path)
+	// start now.
 	apiClient, err := loadClient(ctx, opts)
 	if err != nil {
 		log.Error(err, "Unable to load the API server configuration")
 		return 1
 	}
-	if reason := foreignAgent(ctx, apiClient.Config, cfg.NodeName); reason != "" {
-		log.Error(errors.New(reason), "Refusing to run a node another agent runs", "node", cfg.NodeName)
-		return 1
-	}
-	mgr, err := agent.NewManager(apiClient.Config, cfg)
+	mgr, local, err := newAgent(ctx, apiClient, cfg)
 	if err != nil {
 		log.Error(err, "Unable to create the manager")
-		return 1
-	}
-	if err := mgr.Add(apiClient); err != nil {
-		log.Error(err, "Unable to add client certificate rotation")
 		return 1
 	}
 	deps, err := buildDeps(ctx, cfg)
@@ -86,6 +84,7 @@ func Run(args []string, reg controller.Registry) int {
 		log.Error(err, "Unable to set up the node's runtime and state")
 		return 1
 	}
+	deps.Local = local
 	if err := reg.Setup(mgr, deps, cfg.Controllers); err != nil {
 		log.Error(err, "Unable to set up controllers")
 		return 1
@@ -107,7 +106,7 @@ func Run(args []string, reg controller.Registry) int {
 		}
 	}
 	log.Info("Starting nodelet", "node", cfg.NodeName, "runtime", cfg.ContainerRuntimeEndpoint)
-	if err := mgr.Start(ctx); err != nil {
+	if err := agent.Run(ctx, local, mgr, cfg.NodeName); err != nil {
 		log.Error(err, "Manager stopped with an error")
 		return 1
 	}
@@ -141,12 +140,16 @@ func buildDeps(ctx context.Context, cfg *v1alpha1.NodeletConfiguration) (*contro
 func loadClient(ctx context.Context, opts *options.Options) (*certificates.Client, error) {
 	rotate := ptr.Deref(opts.Config.RotateCertificates, false)
 	if opts.Kubeconfig == "" {
-		if rotate {
-			return nil, errors.New("rotateCertificates needs --kubeconfig: the client certificate to rotate is named there")
-		}
 		c, err := ctrl.GetConfig()
+		if err != nil && hasStaticPods(opts.Config) {
+			// No API server at all: run the static pods alone.
+			return nil, nil
+		}
 		if err != nil {
 			return nil, err
+		}
+		if rotate {
+			return nil, errors.New("rotateCertificates needs --kubeconfig: the client certificate to rotate is named there")
 		}
 		return &certificates.Client{Config: c}, nil
 	}
@@ -160,11 +163,47 @@ func loadClient(ctx context.Context, opts *options.Options) (*certificates.Clien
 	})
 }
 
+// newAgent returns the manager and the local runnables of the node: with
+// no API server configured (apiClient nil), a standalone manager that
+// never starts.
+func newAgent(ctx context.Context, apiClient *certificates.Client, cfg *v1alpha1.NodeletConfiguration) (ctrl.Manager, *agent.Local, error) {
+	local := &agent.Local{}
+	if apiClient == nil {
+		ctrl.Log.WithName("setup").Info("No API server configured: running the static pods alone", "staticPodPath", cfg.StaticPodPath, "staticPodURL", cfg.StaticPodURL)
+		mgr, err := agent.NewStandaloneManager(cfg)
+		return mgr, local, err
+	}
+	if reason := foreignAgent(ctx, apiClient.Config, cfg.NodeName); reason != "" {
+		return nil, nil, fmt.Errorf("refusing to run node %s: %s", cfg.NodeName, reason)
+	}
+	mgr, err := agent.NewManager(apiClient.Config, cfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := local.Add(apiClient); err != nil {
+		return nil, nil, err
+	}
+	return mgr, local, nil
+}
+
+// hasStaticPods reports whether the configuration names a static pod
+// source, which a node without an API server can run.
+func hasStaticPods(cfg *v1alpha1.NodeletConfiguration) bool {
+	return cfg.StaticPodPath != "" || cfg.StaticPodURL != ""
+}
+
+// foreignAgentTimeout bounds the look for another agent on the node.
+const foreignAgentTimeout = 5 * time.Second
+
 // foreignAgent returns why the node must not be run by this nodelet: a
 // live agent that is not nodelet (a kubelet) runs it. An error reading the
 // Node or its Lease is no reason: the manager reports an unreachable API
 // server itself.
 func foreignAgent(ctx context.Context, cfg *rest.Config, nodeName string) string {
+	// An API server that does not answer soon is no reason either (it may
+	// be a static pod of this node).
+	ctx, cancel := context.WithTimeout(ctx, foreignAgentTimeout)
+	defer cancel()
 	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return ""

@@ -230,3 +230,53 @@ func TestJoinRemovesTheBootstrapKubeconfig(t *testing.T) {
 		})
 	}
 }
+
+// TestLoadDoesNotWaitForTheAPIServer: with only a bootstrap kubeconfig
+// naming an API server that does not answer (a node that runs its own
+// control plane), Load returns at once a client of that server without
+// credentials; Start keeps trying until it is stopped.
+func TestLoadDoesNotWaitForTheAPIServer(t *testing.T) {
+	dir := t.TempDir()
+	bootstrap := filepath.Join(dir, "bootstrap-kubelet.conf")
+	cluster := &rest.Config{Host: "https://127.0.0.1:1", BearerToken: "abcdef.0123456789abcdef"}
+	kc := nodeKubeconfig(cluster, "", "")
+	for _, a := range kc.AuthInfos {
+		a.ClientCertificate, a.ClientKey, a.Token = "", "", cluster.BearerToken
+	}
+	if err := writeKubeconfig(bootstrap, kc); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	start := time.Now()
+	c, err := Load(ctx, Options{
+		Kubeconfig: filepath.Join(dir, "kubelet.conf"), BootstrapKubeconfig: bootstrap,
+		CertDir: filepath.Join(dir, "pki"), NodeName: "n", Rotate: true, Logger: logr.Discard(),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := time.Since(start); d > 2*time.Second {
+		t.Fatalf("Load took %s", d)
+	}
+	if c.Config.Host != cluster.Host {
+		t.Fatalf("host %q, want the bootstrap kubeconfig's %q", c.Config.Host, cluster.Host)
+	}
+	if c.Config.BearerToken != "" {
+		t.Fatal("the node's client carries the bootstrap token")
+	}
+	if c.Bootstrapped() {
+		t.Fatal("bootstrapped before any request")
+	}
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan error)
+	go func() { done <- c.Start(runCtx) }()
+	time.Sleep(1500 * time.Millisecond)
+	stop()
+	if err := <-done; err != nil {
+		t.Fatalf("Start after a stop while bootstrapping: %v", err)
+	}
+	if c.Bootstrapped() {
+		t.Fatal("bootstrapped without an API server")
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -25,6 +26,10 @@ const (
 	// certificate before it exits, to bootstrap again when it is started
 	// next (with a bootstrap kubeconfig).
 	maxWithoutCertificate = 5 * time.Minute
+	// bootstrapRetryMin and bootstrapRetryMax bound the wait between two
+	// bootstrap attempts while the API server does not answer or refuses.
+	bootstrapRetryMin = time.Second
+	bootstrapRetryMax = 15 * time.Second
 )
 
 // Options say where nodelet's credentials for the API server come from.
@@ -58,14 +63,22 @@ type Client struct {
 	log       logr.Logger
 	manager   certificate.Manager
 	transport *rotatingTransport
+	// pending is the bootstrap Start does first, and cert what the
+	// transport presents after it (nil before).
+	pending *pendingBootstrap
+	cert    atomic.Pointer[func() *tls.Certificate]
 	// exitWithout ends Start with an error when there has been no valid
 	// certificate for this long; 0 never.
 	exitWithout time.Duration
 }
 
-// Load bootstraps a client certificate when opts asks for it and it is
-// needed, then returns the client nodelet runs on. It waits, for as long
-// as ctx lets it, until a bootstrap CSR is approved and issued.
+// Load returns the client nodelet runs on, at once: it never waits for
+// the API server. When a bootstrap is needed (a bootstrap kubeconfig, and
+// neither --kubeconfig nor the certificate directory holds a valid client
+// certificate), the client's Config already names the API server of the
+// bootstrap kubeconfig but presents no certificate until Start has
+// bootstrapped one; requests made meanwhile are refused (401) and retried
+// by their callers.
 func Load(ctx context.Context, opts Options) (*Client, error) {
 	if opts.BootstrapKubeconfig != "" && opts.Kubeconfig == "" {
 		return nil, errors.New("--bootstrap-kubeconfig needs --kubeconfig: the path the kubeconfig with the issued certificate is written to")
@@ -79,6 +92,9 @@ func Load(ctx context.Context, opts Options) (*Client, error) {
 		if err != nil {
 			return nil, fmt.Errorf("opening the client certificate store in %s: %w", opts.CertDir, err)
 		}
+		if usable, reason := kubeconfigUsable(opts.Kubeconfig, time.Now()); !usable && !storeHasValid(store) {
+			return deferredBootstrap(&opts, store, reason)
+		}
 		if bootstrapCfg, err = bootstrapClientCert(ctx, &opts, store); err != nil {
 			return nil, err
 		}
@@ -91,6 +107,111 @@ func Load(ctx context.Context, opts Options) (*Client, error) {
 		return &Client{Config: cfg, log: opts.Logger}, nil
 	}
 	return newRotatingClient(ctx, &opts, cfg, bootstrapCfg)
+}
+
+// storeHasValid reports whether the certificate directory holds a valid
+// client certificate (issued to an earlier run that stopped before it
+// wrote the kubeconfig).
+func storeHasValid(store certificate.FileStore) bool {
+	current, err := store.Current()
+	if err != nil || current.Leaf == nil {
+		return false
+	}
+	ok, _ := validAt(current.Leaf, time.Now())
+	return ok
+}
+
+// pendingBootstrap is the bootstrap a client's Start does first.
+type pendingBootstrap struct {
+	opts         Options
+	store        certificate.FileStore
+	bootstrapCfg *rest.Config
+	reason       string
+}
+
+// deferredBootstrap returns a client of the bootstrap kubeconfig's API
+// server without credentials; Start bootstraps its certificate.
+func deferredBootstrap(opts *Options, store certificate.FileStore, reason string) (*Client, error) {
+	bootstrapCfg, err := loadBootstrapConfig(opts.BootstrapKubeconfig)
+	if err != nil {
+		return nil, err
+	}
+	c := &Client{log: opts.Logger, pending: &pendingBootstrap{opts: *opts, store: store, bootstrapCfg: bootstrapCfg, reason: reason}}
+	c.Config, c.transport, err = newRotatingTransport(rest.AnonymousClientConfig(bootstrapCfg), c.current)
+	if err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// current is the certificate a deferred client presents: none before its
+// bootstrap.
+func (c *Client) current() *tls.Certificate {
+	if f := c.cert.Load(); f != nil {
+		return (*f)()
+	}
+	return nil
+}
+
+// Bootstrapped reports whether the client has its credentials: at once for
+// a client that needed no bootstrap, after Start's bootstrap otherwise.
+func (c *Client) Bootstrapped() bool {
+	return c.pending == nil || c.cert.Load() != nil
+}
+
+// bootstrap requests the client certificate with the bootstrap
+// credentials, retrying until it is issued or ctx ends, then makes the
+// client present it (rotated from then on when the options say so).
+func (c *Client) bootstrap(ctx context.Context) error {
+	p := c.pending
+	delay := bootstrapRetryMin
+	for {
+		err := requestAndStore(ctx, &p.opts, p.store, p.bootstrapCfg, p.reason)
+		if err == nil {
+			break
+		}
+		if ctx.Err() != nil {
+			return nil
+		}
+		c.log.Error(err, "Unable to bootstrap the client certificate, retrying", "retryAfter", delay)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(delay):
+		}
+		delay = min(2*delay, bootstrapRetryMax)
+	}
+	cfg, err := loadKubeconfig(p.opts.Kubeconfig)
+	if err != nil {
+		return fmt.Errorf("loading --kubeconfig %s after the bootstrap: %w", p.opts.Kubeconfig, err)
+	}
+	var current func() *tls.Certificate
+	if p.opts.Rotate {
+		if c.manager, err = c.newCertManager(ctx, &p.opts, cfg, p.bootstrapCfg); err != nil {
+			return err
+		}
+		current = c.manager.Current
+		c.exitWithout = maxWithoutCertificate
+	} else {
+		certPEM, err := fileOrData(cfg.CertFile, cfg.CertData)
+		if err != nil {
+			return fmt.Errorf("reading the bootstrapped client certificate: %w", err)
+		}
+		keyPEM, err := fileOrData(cfg.KeyFile, cfg.KeyData)
+		if err != nil {
+			return fmt.Errorf("reading the bootstrapped client key: %w", err)
+		}
+		pair, err := tls.X509KeyPair(certPEM, keyPEM)
+		if err != nil {
+			return fmt.Errorf("loading the bootstrapped client certificate: %w", err)
+		}
+		current = func() *tls.Certificate { return &pair }
+	}
+	c.cert.Store(&current)
+	// Connections made without a certificate are anonymous: make new ones.
+	c.transport.dialer.CloseAll()
+	c.log.Info("Using the bootstrapped client certificate")
+	return nil
 }
 
 // newRotatingClient starts a certificate manager for the client
@@ -108,6 +229,26 @@ func newRotatingClient(ctx context.Context, opts *Options, cfg, bootstrapCfg *re
 	}
 	// The kubeconfig's own certificate seeds the store when it is empty
 	// (a kubeconfig not written by a bootstrap); it is then rotated at once.
+	c := &Client{log: opts.Logger}
+	var err error
+	c.manager, err = c.newCertManager(ctx, opts, cfg, bootstrapCfg)
+	if err != nil {
+		return nil, err
+	}
+	c.Config, c.transport, err = newRotatingTransport(cfg, c.manager.Current)
+	if err != nil {
+		return nil, err
+	}
+	if opts.BootstrapKubeconfig != "" {
+		c.exitWithout = maxWithoutCertificate
+	}
+	return c, nil
+}
+
+// newCertManager makes the manager that rotates the client certificate of
+// cfg, renewing with the client's own Config while it has a valid
+// certificate and with bootstrapCfg (or cfg) when it has none.
+func (c *Client) newCertManager(ctx context.Context, opts *Options, cfg, bootstrapCfg *rest.Config) (certificate.Manager, error) {
 	certPEM, err := fileOrData(cfg.CertFile, cfg.CertData)
 	if err != nil {
 		return nil, fmt.Errorf("reading the client certificate of --kubeconfig: %w", err)
@@ -120,7 +261,6 @@ func newRotatingClient(ctx context.Context, opts *Options, cfg, bootstrapCfg *re
 	if err != nil {
 		return nil, fmt.Errorf("opening the client certificate store in %s: %w", opts.CertDir, err)
 	}
-	c := &Client{log: opts.Logger}
 	renewCfg := bootstrapCfg
 	if renewCfg == nil {
 		renewCfg = cfg
@@ -133,7 +273,7 @@ func newRotatingClient(ctx context.Context, opts *Options, cfg, bootstrapCfg *re
 	}
 	template := &x509.CertificateRequest{Subject: NodeSubject(opts.NodeName)}
 	managerCtx := logr.NewContext(ctx, opts.Logger)
-	c.manager, err = certificate.NewManager(&certificate.Config{
+	m, err := certificate.NewManager(&certificate.Config{
 		ClientsetFn:             clientsetFn,
 		Template:                template,
 		SignerName:              certificatesv1.KubeAPIServerClientKubeletSignerName,
@@ -148,20 +288,18 @@ func newRotatingClient(ctx context.Context, opts *Options, cfg, bootstrapCfg *re
 	if err != nil {
 		return nil, fmt.Errorf("creating the client certificate manager: %w", err)
 	}
-	c.Config, c.transport, err = newRotatingTransport(cfg, c.manager.Current)
-	if err != nil {
-		return nil, err
-	}
-	if opts.BootstrapKubeconfig != "" {
-		c.exitWithout = maxWithoutCertificate
-	}
-	return c, nil
+	return m, nil
 }
 
 // Start runs certificate rotation until ctx ends; without rotation it
 // returns at once. It returns an error when nodelet has had no valid
 // client certificate for too long and a restart can bootstrap a new one.
 func (c *Client) Start(ctx context.Context) error {
+	if c.pending != nil {
+		if err := c.bootstrap(ctx); err != nil || ctx.Err() != nil {
+			return err
+		}
+	}
 	if c.manager == nil {
 		return nil
 	}

@@ -38,6 +38,9 @@ type Admitter struct {
 	// RuntimeFeatures reads what the runtime supports (cached), for every
 	// decision; nil, or an error, supports nothing.
 	RuntimeFeatures cri.FeatureSource
+	// APIReady, when set, says whether the API server has been reached;
+	// until then the pods it holds are not counted (only static pods run).
+	APIReady func() bool
 	// Pressure returns the node's pressure conditions as the eviction
 	// manager reports them, for every decision; nil: none.
 	Pressure func() []corev1.NodeConditionType
@@ -92,7 +95,9 @@ func (a *Admitter) nodeAndOthers(ctx context.Context, pod *corev1.Pod) (*corev1.
 	if err := a.prime(ctx, pod.UID); err != nil {
 		return nil, nil, err
 	}
-	node, err := a.nodes.Node(ctx)
+	nodes := a.nodes
+	nodes.Ready = a.APIReady
+	node, err := nodes.Node(ctx)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -148,6 +153,11 @@ func (a *Admitter) runtimeFeatures(ctx context.Context) admission.RuntimeFeature
 // that a restart cannot let a new pod take their place.
 func (a *Admitter) prime(ctx context.Context, self types.UID) error {
 	if a.primed {
+		return nil
+	}
+	if a.APIReady != nil && !a.APIReady() {
+		// Static pods before the API server is reached: the pods it
+		// holds are counted once it is, before any of them is admitted.
 		return nil
 	}
 	var pods corev1.PodList

@@ -33,6 +33,7 @@ import (
 	"github.com/nodelet/nodelet/internal/objectstore"
 	"github.com/nodelet/nodelet/internal/podworkers"
 	"github.com/nodelet/nodelet/internal/prober"
+	"github.com/nodelet/nodelet/internal/staticpod"
 	"github.com/nodelet/nodelet/internal/volume"
 )
 
@@ -72,6 +73,10 @@ type PodReconciler struct {
 	// Feed enqueues pods in this reconciler (pods whose deferred resize
 	// may fit now).
 	Feed *podFeed
+	// Static holds the static pods of the manifest sources (nil: none);
+	// API says whether the API server has been reached (nil: always).
+	Static *staticPods
+	API    *apiGate
 	// Log is the logger of pod syncs, which run outside any reconcile.
 	Log logr.Logger
 
@@ -130,6 +135,9 @@ type podScope struct {
 	// remove: the deleted pod stopped; once its final status is written it
 	// is removed from the node and deleted from the API server.
 	remove bool
+	// retryMirror: a static pod's mirror pod could not be written; the
+	// pod syncs again soon.
+	retryMirror bool
 }
 
 // Reconcile hands the pod to its worker, and tells the workers of other
@@ -148,6 +156,19 @@ func (r *PodReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.R
 	}
 	if pod != nil && pod.Spec.NodeName != r.Config.NodeName {
 		return ctrl.Result{}, nil
+	}
+	if sp, ok := r.Static.Get(req.Namespace, req.Name); ok {
+		// The name is a static pod's: the API server's pod of the name
+		// is its mirror pod, which the static pod's sync keeps.
+		r.Workers.Update(sp)
+		return ctrl.Result{}, nil
+	}
+	if pod != nil && staticpod.IsMirror(pod) {
+		// A mirror pod is never run; one whose static pod is gone goes.
+		if err := r.deleteOrphanMirror(ctx, req.Namespace, req.Name); err != nil {
+			return ctrl.Result{}, err
+		}
+		pod = nil
 	}
 	var keep types.UID
 	if pod != nil {
@@ -200,8 +221,7 @@ func (r *PodReconciler) syncPod(ctx context.Context, w podworkers.Work) podworke
 	if w.Gone {
 		return r.syncGone(ctx, w)
 	}
-	pod := &corev1.Pod{}
-	err := r.Get(ctx, types.NamespacedName{Namespace: w.Key.Namespace, Name: w.Key.Name}, pod)
+	pod, err := r.podFor(ctx, w)
 	switch {
 	case apierrors.IsNotFound(err), err == nil && pod.UID != w.Key.UID:
 		return r.syncGone(ctx, w)
@@ -251,6 +271,11 @@ func (r *PodReconciler) syncScope(ctx context.Context, s *podScope) (syncResult,
 		r.release(pod.UID)
 		return syncResult{finished: true}, nil
 	}
+	static := staticpod.IsStatic(pod)
+	if static && !r.Admit.Admitted(pod.UID) && r.olderStaticPod(pod) {
+		// Its predecessor of the same full name is still stopping.
+		return syncResult{RequeueAfter: staticWaitPeriod}, nil
+	}
 	if !isTerminal(pod) && !r.Admit.Admitted(pod.UID) {
 		ok, err := r.admit(ctx, s)
 		if err != nil {
@@ -263,7 +288,11 @@ func (r *PodReconciler) syncScope(ctx context.Context, s *podScope) (syncResult,
 	if !isTerminal(pod) {
 		// Idempotent and cheap for a pod registered already; the pod's
 		// references are read again as its spec may not be the same.
-		r.Objects.RegisterPod(pod)
+		// (A static pod reads no ConfigMap or Secret: the API server
+		// refuses the mirror pod of one that references any.)
+		if !static {
+			r.Objects.RegisterPod(pod)
+		}
 		r.Services.RegisterPod(pod)
 	}
 	return r.syncRunning(ctx, s)
@@ -296,6 +325,9 @@ func (r *PodReconciler) finish(ctx context.Context, s *podScope, res syncResult,
 	}
 	if s.remove {
 		return r.removeDeleted(ctx, s)
+	}
+	if s.retryMirror && !res.finished && (res.RequeueAfter == 0 || res.RequeueAfter > mirrorRetryPeriod) {
+		res.RequeueAfter = mirrorRetryPeriod
 	}
 	return res, nil
 }
@@ -557,6 +589,9 @@ func (r *PodReconciler) writeStatus(ctx context.Context, s *podScope) error {
 // subresource when it differs from what the API server holds, so
 // conditions others own (readiness gates) are kept.
 func (r *PodReconciler) patchStatus(ctx context.Context, s *podScope, want corev1.PodStatus) error {
+	if staticpod.IsStatic(s.pod) {
+		return r.writeStaticStatus(ctx, s, want)
+	}
 	if status.Equal(s.pod.Status, want) {
 		return nil
 	}
@@ -683,8 +718,7 @@ func (r *PodReconciler) syncGone(ctx context.Context, w podworkers.Work) podwork
 	// Other pods of the name that no worker knows stop too, but not the
 	// one the API server has now (its worker may have finished).
 	keep := []types.UID{pod.UID}
-	current := &corev1.Pod{}
-	switch err := r.Get(ctx, types.NamespacedName{Namespace: pod.Namespace, Name: pod.Name}, current); {
+	switch current, err := r.podFor(ctx, podworkers.Work{Key: w.Key, Pod: pod}); {
 	case err == nil:
 		keep = append(keep, current.UID)
 	case !apierrors.IsNotFound(err):
@@ -702,6 +736,12 @@ func (r *PodReconciler) syncGone(ctx context.Context, w podworkers.Work) podwork
 		return podworkers.Result{Err: err}
 	}
 	r.deleted.Delete(pod.UID)
+	if staticpod.IsStatic(pod) {
+		r.Static.forget(pod.UID)
+		if err := r.deleteOrphanMirror(ctx, pod.Namespace, pod.Name); err != nil {
+			log.FromContext(ctx).Error(err, "Unable to delete the mirror pod of a removed static pod")
+		}
+	}
 	return podworkers.Result{Finished: true}
 }
 

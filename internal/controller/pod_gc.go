@@ -57,6 +57,9 @@ func setupGarbageCollection(mgr ctrl.Manager, d *Deps, r *PodReconciler) error {
 			for _, k := range r.Workers.Keys() {
 				live[k.UID] = true
 			}
+			for uid := range r.Static.UIDs() {
+				live[uid] = true
+			}
 			return live, nil
 		},
 	}

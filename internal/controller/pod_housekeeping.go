@@ -79,7 +79,9 @@ type housekeeper struct {
 	store   checkpoint.Manager
 	logsDir string
 	workers podWorkerSet
-	memory  podMemory
+	// static are the node's static pods (nil: none).
+	static *staticPods
+	memory podMemory
 	// cgroups, when set, holds the pods' cgroups.
 	cgroups podCgroups
 	period  time.Duration
@@ -94,6 +96,14 @@ func (h *housekeeper) Start(ctx context.Context) error {
 	ctx = log.IntoContext(ctx, h.log)
 	if !h.cache.WaitForCacheSync(ctx) {
 		return nil
+	}
+	// Runtime objects of static pods not read yet are not leftovers.
+	for !h.static.Ready() {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(time.Second):
+		}
 	}
 	t := time.NewTicker(h.period)
 	defer t.Stop()
@@ -186,6 +196,9 @@ func (h *housekeeper) sweep(ctx context.Context) error {
 	live := map[types.UID]bool{}
 	for i := range pods.Items {
 		live[pods.Items[i].UID] = true
+	}
+	for uid := range h.static.UIDs() {
+		live[uid] = true
 	}
 	busy := map[types.UID]bool{}
 	for _, k := range h.workers.Keys() {

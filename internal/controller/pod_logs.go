@@ -16,7 +16,7 @@ import (
 // running containers' logs and sweeps their links every
 // containerLogMonitorInterval; exec makes and removes the links as it
 // creates and removes containers.
-func setupContainerLogs(mgr ctrl.Manager, cfg *v1alpha1.NodeletConfiguration, rt cri.Runtime, exec *executor.Executor) error {
+func setupContainerLogs(mgr ctrl.Manager, run Runner, cfg *v1alpha1.NodeletConfiguration, rt cri.Runtime, exec *executor.Executor) error {
 	maxSize, err := resource.ParseQuantity(cfg.ContainerLogMaxSize)
 	if err != nil {
 		return fmt.Errorf("reading containerLogMaxSize: %w", err)
@@ -37,7 +37,9 @@ func setupContainerLogs(mgr ctrl.Manager, cfg *v1alpha1.NodeletConfiguration, rt
 	if err != nil {
 		return err
 	}
-	if err := mgr.Add(m); err != nil {
+	// It needs only the runtime: static pods' logs rotate before the API
+	// server is reached.
+	if err := run.Add(m); err != nil {
 		return fmt.Errorf("adding the container log manager: %w", err)
 	}
 	exec.Logs = m

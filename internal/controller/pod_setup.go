@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	nodev1 "k8s.io/api/node/v1"
@@ -35,6 +36,7 @@ import (
 	"github.com/nodelet/nodelet/internal/pleg"
 	"github.com/nodelet/nodelet/internal/podworkers"
 	"github.com/nodelet/nodelet/internal/prober"
+	"github.com/nodelet/nodelet/internal/staticpod"
 	"github.com/nodelet/nodelet/internal/volume"
 )
 
@@ -59,6 +61,11 @@ func setupPodController(mgr ctrl.Manager, d *Deps) error {
 	if _, err := mgr.GetCache().GetInformer(context.Background(), &corev1.Node{}); err != nil {
 		return fmt.Errorf("watching this node: %w", err)
 	}
+	// The API server is reached (the static pods' gate opens) once the
+	// cache holds the node's pods: static pods then find their mirror pods.
+	if _, err := mgr.GetCache().GetInformer(context.Background(), &corev1.Pod{}); err != nil {
+		return fmt.Errorf("watching this node's pods: %w", err)
+	}
 	// Sandboxes run on their RuntimeClass's handler: read the classes from
 	// the cache so that starting a pod asks the API server nothing.
 	if _, err := mgr.GetCache().GetInformer(context.Background(), &nodev1.RuntimeClass{}); err != nil {
@@ -72,6 +79,7 @@ func setupPodController(mgr ctrl.Manager, d *Deps) error {
 	admit := NewAdmitter(mgr.GetClient(), cfg, func(pod *corev1.Pod) (*corev1.Pod, error) {
 		return admittedBefore(store, pod)
 	})
+	admit.APIReady = eng.api.Ready
 	if admit.Policy, err = admissionPolicy(cfg, nodeinfo.OSHost{}, admission.SysAppArmor{}); err != nil {
 		return err
 	}
@@ -100,7 +108,7 @@ func setupPodController(mgr ctrl.Manager, d *Deps) error {
 		// a deleted pull secret; the last content while the API server is
 		// away.
 		Objects:    eng.store.ExistingReader(),
-		ServiceEnv: eng.services.ServiceEnv,
+		ServiceEnv: staticServiceEnv(eng.services.ServiceEnv, eng.api),
 		Recorder:   eng.recorder,
 		Clock:      clock.RealClock{},
 		Sandbox:    sandbox,
@@ -110,14 +118,14 @@ func setupPodController(mgr ctrl.Manager, d *Deps) error {
 		Features:       features,
 		UserNamespaces: userNamespaces(mgr, cfg),
 	}
-	if err := setupContainerLogs(mgr, cfg, d.Runtime, exec); err != nil {
+	if err := setupContainerLogs(mgr, d.local(mgr), cfg, d.Runtime, exec); err != nil {
 		return err
 	}
 	relister, err := pleg.New(d.Runtime, pleg.Options{RelistPeriod: cfg.RelistPeriod.Duration})
 	if err != nil {
 		return err
 	}
-	if err := mgr.Add(relister); err != nil {
+	if err := d.local(mgr).Add(relister); err != nil {
 		return fmt.Errorf("adding the relister: %w", err)
 	}
 	if err := mgr.AddHealthzCheck("pleg", func(*http.Request) error { return relister.Healthy() }); err != nil {
@@ -127,7 +135,7 @@ func setupPodController(mgr ctrl.Manager, d *Deps) error {
 	if err != nil {
 		return err
 	}
-	if err := mgr.Add(probes); err != nil {
+	if err := d.local(mgr).Add(probes); err != nil {
 		return fmt.Errorf("adding the prober: %w", err)
 	}
 	r := &PodReconciler{
@@ -146,16 +154,26 @@ func setupPodController(mgr ctrl.Manager, d *Deps) error {
 		Metrics:  newPodMetrics(mgr.GetClient(), d.Runtime),
 		Prober:   probes,
 		Feed:     eng.pods,
+		API:      eng.api,
 		Log:      mgr.GetLogger().WithName("pod"),
 	}
 	workers, err := podworkers.New(podworkers.Options{Sync: r.syncPod, Logger: mgr.GetLogger().WithName("podworkers")})
 	if err != nil {
 		return err
 	}
-	if err := mgr.Add(workers); err != nil {
+	if err := d.local(mgr).Add(workers); err != nil {
 		return fmt.Errorf("adding the pod workers: %w", err)
 	}
 	r.Workers = workers
+	if err := setupStaticPods(mgr, d, r); err != nil {
+		return err
+	}
+	// Once the API server is reached, static pods make their mirror pods.
+	eng.api.OnOpen(r.syncStatics)
+	events := newEventRouter(r, relister.Events(), probes.Events())
+	if err := d.local(mgr).Add(events); err != nil {
+		return fmt.Errorf("adding the pod event router: %w", err)
+	}
 	if err := setupEviction(mgr, d, r, eng.volumes); err != nil {
 		return err
 	}
@@ -167,6 +185,7 @@ func setupPodController(mgr ctrl.Manager, d *Deps) error {
 		store:   store,
 		logsDir: cfg.PodLogsDir,
 		workers: workers,
+		static:  r.Static,
 		memory:  r,
 		period:  housekeepingPeriod,
 		log:     r.Log.WithName("housekeeping"),
@@ -185,8 +204,7 @@ func setupPodController(mgr ctrl.Manager, d *Deps) error {
 		For(&corev1.Pod{}, builder.WithPredicates(predicate.Funcs{
 			UpdateFunc: func(e event.UpdateEvent) bool { return !r.ownStatusWrite(e.ObjectNew) },
 		})).
-		WatchesRawSource(relister.Source()).
-		WatchesRawSource(probes.Source()).
+		WatchesRawSource(events.Source()).
 		WatchesRawSource(eng.pods.Source()).
 		WithOptions(controller.Options{
 			MaxConcurrentReconciles: MaxConcurrentPodSyncs,
@@ -209,7 +227,35 @@ type podEngine struct {
 	pods     *podFeed
 	// gc is the node's container and image GC (setupGarbageCollection).
 	gc *GarbageCollectors
+	// api opens once the API server has been reached.
+	api *apiGate
 }
+
+// staticServiceEnv is the Service environment of pods: a static pod does
+// not wait for the API server's Services (the kubelet's rule for static
+// pods): before it is reached, or while its Services cannot be read, it
+// gets what is known, or none.
+func staticServiceEnv(env func(context.Context, *corev1.Pod) (map[string]string, error), api *apiGate) func(context.Context, *corev1.Pod) (map[string]string, error) {
+	return func(ctx context.Context, pod *corev1.Pod) (map[string]string, error) {
+		if !staticpod.IsStatic(pod) {
+			return env(ctx, pod)
+		}
+		if !api.Ready() {
+			return map[string]string{}, nil
+		}
+		ctx, cancel := context.WithTimeout(ctx, staticServiceEnvTimeout)
+		defer cancel()
+		vars, err := env(ctx, pod)
+		if err != nil {
+			return map[string]string{}, nil
+		}
+		return vars, nil
+	}
+}
+
+// staticServiceEnvTimeout bounds the wait of a static pod's start for the
+// Services of its namespace.
+const staticServiceEnvTimeout = 5 * time.Second
 
 // podEngineFor returns d's pod engine, building it and adding its
 // runnables to mgr the first time.
@@ -237,7 +283,11 @@ func podEngineFor(mgr ctrl.Manager, d *Deps) (*podEngine, error) {
 			return nil, fmt.Errorf("adding the object store: %w", err)
 		}
 	}
-	nodes := nodeinfo.FactsReader{Reader: mgr.GetClient(), Config: cfg}
+	api := &apiGate{}
+	if err := mgr.Add(api); err != nil {
+		return nil, fmt.Errorf("adding the API server gate: %w", err)
+	}
+	nodes := nodeinfo.FactsReader{Reader: mgr.GetClient(), Config: cfg, Ready: api.Ready}
 	volumes, err := volume.New(cfg.RootDir, volumeObjects{Reader: store.ExistingReader(), tokens: tokenRequester{c: mgr.GetClient()}},
 		volume.WithClusterDomain(cfg.ClusterDomain),
 		volume.WithNodeAllocatable(func() (corev1.ResourceList, error) {
@@ -254,6 +304,7 @@ func podEngineFor(mgr ctrl.Manager, d *Deps) (*podEngine, error) {
 		nodes:    nodes,
 		recorder: mgr.GetEventRecorderFor("nodelet"), //nolint:staticcheck // the core/v1 events kubectl describe shows
 		pods:     newPodFeed(),
+		api:      api,
 	}
 	return d.engine, nil
 }

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	"github.com/nodelet/nodelet/api/v1alpha1"
 	"github.com/nodelet/nodelet/internal/checkpoint"
@@ -21,12 +22,28 @@ type Deps struct {
 	Runtime cri.Runtime
 	// Checkpoints stores per-pod state; required by the pod controller.
 	Checkpoints checkpoint.Manager
+	// Local runs what must not wait for the API server (the static pod
+	// path); nil adds those runnables to the manager too.
+	Local Runner
 
 	// engine is what the pod, ConfigMap and Secret reconcilers share,
 	// built by the first of them set up (see podEngineFor).
 	engine *podEngine
 	// eviction is the eviction manager, set up with the pod reconciler.
 	eviction *eviction.Manager
+}
+
+// Runner runs runnables: agent.Local, or the manager itself.
+type Runner interface {
+	Add(manager.Runnable) error
+}
+
+// local is where runnables that must not wait for the API server go.
+func (d *Deps) local(mgr ctrl.Manager) Runner {
+	if d.Local != nil {
+		return d.Local
+	}
+	return mgr
 }
 
 // SetupFunc registers one reconciler (and any runnables it needs) with mgr.

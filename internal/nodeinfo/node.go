@@ -55,13 +55,25 @@ type Facts struct {
 type FactsReader struct {
 	Reader client.Reader
 	Config *v1alpha1.NodeletConfiguration
+	// Ready, when set, says whether the API server has been reached;
+	// before, the Node is taken as not registered yet (a node that starts
+	// its own control plane runs its static pods meanwhile).
+	Ready func() bool
+}
+
+// get reads the Node; before the API server is reached it is not found.
+func (f FactsReader) get(ctx context.Context, node *corev1.Node) error {
+	if f.Ready != nil && !f.Ready() {
+		return apierrors.NewNotFound(corev1.Resource("nodes"), f.Config.NodeName)
+	}
+	return f.Reader.Get(ctx, client.ObjectKey{Name: f.Config.NodeName}, node)
 }
 
 // Node returns this node's Node, or, before it is registered, the Node
 // nodelet would register (NewNode), as the kubelet admits against.
 func (f FactsReader) Node(ctx context.Context) (*corev1.Node, error) {
 	node := &corev1.Node{}
-	err := f.Reader.Get(ctx, client.ObjectKey{Name: f.Config.NodeName}, node)
+	err := f.get(ctx, node)
 	switch {
 	case err == nil:
 		return node, nil
@@ -76,7 +88,7 @@ func (f FactsReader) Node(ctx context.Context) (*corev1.Node, error) {
 func (f FactsReader) Facts(ctx context.Context) (Facts, error) {
 	var facts Facts
 	node := &corev1.Node{}
-	err := f.Reader.Get(ctx, client.ObjectKey{Name: f.Config.NodeName}, node)
+	err := f.get(ctx, node)
 	switch {
 	case err == nil:
 		for _, addr := range node.Status.Addresses {

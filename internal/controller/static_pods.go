@@ -1,0 +1,387 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/nodelet/nodelet/internal/kuberuntime/status"
+	"github.com/nodelet/nodelet/internal/metrics"
+	"github.com/nodelet/nodelet/internal/podworkers"
+	"github.com/nodelet/nodelet/internal/staticpod"
+)
+
+// EventFailedValidation is the Node Event of a static pod manifest nodelet
+// cannot use, as the kubelet names it.
+const EventFailedValidation = "FailedValidation"
+
+// staticWaitPeriod is how often a static pod whose full name an older
+// static pod still holds looks again whether that one has stopped.
+const staticWaitPeriod = time.Second
+
+// staticPods holds the node's static pods, merged from the manifest
+// sources, and what the API server would otherwise hold of them: their
+// last status. A nil *staticPods has none.
+type staticPods struct {
+	pods *staticpod.Pods
+
+	mu     sync.Mutex
+	status map[types.UID]corev1.PodStatus
+	// pending are the sources that have not reported yet.
+	pending map[string]bool
+}
+
+func newStaticPods(sources ...string) *staticPods {
+	s := &staticPods{pods: staticpod.NewPods(sources...), status: map[types.UID]corev1.PodStatus{}, pending: map[string]bool{}}
+	for _, src := range sources {
+		s.pending[src] = true
+	}
+	return s
+}
+
+// withStatus returns a copy of p with the last status nodelet computed
+// for it, or Pending when none.
+func (s *staticPods) withStatus(p *corev1.Pod) *corev1.Pod {
+	out := p.DeepCopy()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if st, ok := s.status[p.UID]; ok {
+		out.Status = *st.DeepCopy()
+	}
+	return out
+}
+
+// Get returns the static pod of a full name, with its status.
+func (s *staticPods) Get(namespace, name string) (*corev1.Pod, bool) {
+	if s == nil {
+		return nil, false
+	}
+	p, ok := s.pods.Get(namespace, name)
+	if !ok {
+		return nil, false
+	}
+	return s.withStatus(p), true
+}
+
+// SetStatus records the status computed for a static pod.
+func (s *staticPods) SetStatus(uid types.UID, st corev1.PodStatus) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.status[uid] = *st.DeepCopy()
+}
+
+// forget drops the status of a static pod that is gone.
+func (s *staticPods) forget(uid types.UID) {
+	if s == nil {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.status, uid)
+}
+
+// reported marks a source as having reported once.
+func (s *staticPods) reported(source string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.pending, source)
+}
+
+// Ready reports whether every source has reported once: before that, a
+// mirror pod or runtime objects may belong to a static pod not read yet.
+func (s *staticPods) Ready() bool {
+	if s == nil {
+		return true
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.pending) == 0
+}
+
+// UIDs returns the static pods' UIDs.
+func (s *staticPods) UIDs() map[types.UID]bool {
+	out := map[types.UID]bool{}
+	if s == nil {
+		return out
+	}
+	for _, p := range s.pods.List() {
+		out[p.UID] = true
+	}
+	return out
+}
+
+// setupStaticPods makes the static pod sources of the configuration and
+// adds them to the runnables that do not wait for the API server. Their
+// pods go straight to the pod workers.
+func setupStaticPods(mgr ctrl.Manager, d *Deps, r *PodReconciler) error {
+	cfg := d.Config
+	var sources []string
+	if cfg.StaticPodPath != "" {
+		sources = append(sources, staticpod.SourceFile)
+	}
+	if cfg.StaticPodURL != "" {
+		sources = append(sources, staticpod.SourceHTTP)
+	}
+	if len(sources) == 0 {
+		return nil
+	}
+	r.Static = newStaticPods(sources...)
+	logger := mgr.GetLogger().WithName("staticpods")
+	if cfg.StaticPodPath != "" {
+		src := &staticpod.FileSource{
+			Path:     cfg.StaticPodPath,
+			NodeName: cfg.NodeName,
+			Period:   cfg.FileCheckFrequency.Duration,
+			Update:   func(pods []*corev1.Pod) { r.staticUpdate(staticpod.SourceFile, pods) },
+			Report:   r.reportManifest(staticpod.SourceFile),
+			Log:      logger.WithValues("source", staticpod.SourceFile),
+		}
+		if err := d.local(mgr).Add(src); err != nil {
+			return fmt.Errorf("adding the static pod directory: %w", err)
+		}
+	}
+	if cfg.StaticPodURL != "" {
+		src := &staticpod.URLSource{
+			URL:      cfg.StaticPodURL,
+			Header:   http.Header(cfg.StaticPodURLHeader),
+			NodeName: cfg.NodeName,
+			Period:   cfg.HTTPCheckFrequency.Duration,
+			Update:   func(pods []*corev1.Pod) { r.staticUpdate(staticpod.SourceHTTP, pods) },
+			Report:   r.reportManifest(staticpod.SourceHTTP),
+			Log:      logger.WithValues("source", staticpod.SourceHTTP),
+		}
+		if err := d.local(mgr).Add(src); err != nil {
+			return fmt.Errorf("adding the static pod URL: %w", err)
+		}
+	}
+	return nil
+}
+
+// staticUpdate takes the whole set of one source's static pods: new and
+// changed ones go to their workers, removed ones (a changed manifest
+// gives a new UID) are stopped as gone.
+func (r *PodReconciler) staticUpdate(source string, pods []*corev1.Pod) {
+	changes, dupes := r.Static.pods.Set(source, pods)
+	r.Static.reported(source)
+	report := r.reportManifest(source)
+	for _, p := range dupes {
+		report(p)
+	}
+	for _, p := range changes.Removed {
+		r.Log.Info("Static pod removed", "pod", klog.KObj(p), "podUID", p.UID, "source", source)
+		r.Workers.Gone(podworkers.KeyOf(p), r.Static.withStatus(p))
+	}
+	for _, p := range changes.Added {
+		r.Log.Info("Static pod added", "pod", klog.KObj(p), "podUID", p.UID, "source", source)
+		r.Workers.Update(r.Static.withStatus(p))
+	}
+	for _, p := range changes.Updated {
+		r.Workers.Update(r.Static.withStatus(p))
+	}
+}
+
+// reportManifest logs a manifest nodelet cannot use and records a Warning
+// Event on the Node; the other static pods are not affected.
+func (r *PodReconciler) reportManifest(source string) func(staticpod.Problem) {
+	return func(p staticpod.Problem) {
+		r.Static.reported(source)
+		r.Log.Error(p.Err, "Ignoring a static pod manifest", "source", p.Source, "origin", p.Origin)
+		r.Recorder.Eventf(r.nodeRef(), corev1.EventTypeWarning, EventFailedValidation,
+			"Error validating static pod manifest %s from %s, ignoring: %v", p.Origin, p.Source, p.Err)
+	}
+}
+
+// nodeRef is the kubelet's reference to its Node in events.
+func (r *PodReconciler) nodeRef() *corev1.ObjectReference {
+	return &corev1.ObjectReference{Kind: "Node", Name: r.Config.NodeName, UID: types.UID(r.Config.NodeName)}
+}
+
+// podFor returns the pod a worker runs: the static pod of its name when
+// there is one, else the API server's pod (never a mirror pod). A static
+// pod removed from its source is not looked for in the API server.
+func (r *PodReconciler) podFor(ctx context.Context, w podworkers.Work) (*corev1.Pod, error) {
+	if p, ok := r.Static.Get(w.Key.Namespace, w.Key.Name); ok {
+		return p, nil
+	}
+	if w.Pod != nil && staticpod.IsStatic(w.Pod) {
+		return nil, apierrors.NewNotFound(corev1.Resource("pods"), w.Key.Name)
+	}
+	pod := &corev1.Pod{}
+	if err := r.Get(ctx, types.NamespacedName{Namespace: w.Key.Namespace, Name: w.Key.Name}, pod); err != nil {
+		return nil, err
+	}
+	if staticpod.IsMirror(pod) {
+		return nil, apierrors.NewNotFound(corev1.Resource("pods"), w.Key.Name)
+	}
+	return pod, nil
+}
+
+// olderStaticPod reports whether another pod of the static pod's full
+// name (an earlier version of its manifest) still has a worker: as the
+// kubelet, a static pod starts only once its predecessor has stopped
+// (they share host ports, data directories and locks).
+func (r *PodReconciler) olderStaticPod(pod *corev1.Pod) bool {
+	for _, k := range r.Workers.Keys() {
+		if k.Namespace == pod.Namespace && k.Name == pod.Name && k.UID != pod.UID {
+			return true
+		}
+	}
+	return false
+}
+
+// mirrorRetryPeriod is how soon a static pod whose mirror pod could not be
+// written (the API server is away, maybe restarting as a static pod
+// itself) syncs again.
+const mirrorRetryPeriod = 5 * time.Second
+
+// writeStaticStatus keeps a static pod's status and, once the API server
+// is reached, writes it to the pod's mirror pod, creating (or replacing)
+// the mirror pod when it is missing or belongs to another version of the
+// manifest. The API server not answering fails nothing: the static pod
+// runs on, and its sync comes back soon to write the mirror pod.
+func (r *PodReconciler) writeStaticStatus(ctx context.Context, s *podScope, want corev1.PodStatus) error {
+	r.Static.SetStatus(s.pod.UID, want)
+	s.pod.Status = want
+	s.state.RecordStatus(want)
+	if r.API == nil || !r.API.Ready() {
+		return nil
+	}
+	if err := r.writeMirror(ctx, s.pod, want); err != nil {
+		log.FromContext(ctx).Info("Unable to write the mirror pod, retrying", "err", err.Error(), "retryAfter", mirrorRetryPeriod)
+		s.retryMirror = true
+	}
+	return nil
+}
+
+// writeMirror makes the static pod's mirror pod current and writes its
+// status when it differs.
+func (r *PodReconciler) writeMirror(ctx context.Context, pod *corev1.Pod, want corev1.PodStatus) error {
+	mirror, retry, err := r.ensureMirror(ctx, pod)
+	if err != nil {
+		return err
+	}
+	if mirror == nil {
+		if retry {
+			return errMirrorPending
+		}
+		return nil
+	}
+	if status.Equal(mirror.Status, want) {
+		return nil
+	}
+	orig := mirror.DeepCopy()
+	mirror.Status = want
+	if err := r.Status().Patch(ctx, mirror, client.StrategicMergeFrom(orig)); err != nil {
+		return fmt.Errorf("patching mirror pod status: %w", err)
+	}
+	metrics.PodStatusWrites.Inc()
+	return nil
+}
+
+// errMirrorPending: the mirror pod cannot be made yet (the Node is not
+// registered, or the one it replaces is not gone).
+var errMirrorPending = errors.New("mirror pod pending")
+
+// ensureMirror returns the current mirror pod of a static pod, creating
+// it when there is none and replacing one of another version. It returns
+// none, and retry, while the Node is not registered or the replaced mirror
+// pod is not gone; none, without retry, when a pod of the name that is not
+// a mirror pod holds the name.
+func (r *PodReconciler) ensureMirror(ctx context.Context, pod *corev1.Pod) (mirror *corev1.Pod, retry bool, err error) {
+	mirror = &corev1.Pod{}
+	switch err := r.Get(ctx, client.ObjectKeyFromObject(pod), mirror); {
+	case apierrors.IsNotFound(err):
+		mirror = nil
+	case err != nil:
+		return nil, false, fmt.Errorf("reading mirror pod: %w", err)
+	}
+	if mirror != nil {
+		if !staticpod.IsMirror(mirror) {
+			return nil, false, nil
+		}
+		if staticpod.MirrorCurrent(pod, mirror) {
+			return mirror, false, nil
+		}
+		if err := r.deleteMirror(ctx, mirror); err != nil {
+			return nil, false, err
+		}
+	}
+	node := &corev1.Node{}
+	switch err := r.Get(ctx, client.ObjectKey{Name: r.Config.NodeName}, node); {
+	case apierrors.IsNotFound(err):
+		return nil, true, nil
+	case err != nil:
+		return nil, false, fmt.Errorf("reading node: %w", err)
+	}
+	m := staticpod.Mirror(pod, node)
+	if err := r.Create(ctx, m); err != nil {
+		if apierrors.IsAlreadyExists(err) {
+			// The replaced one is still going, or the cache is behind.
+			return nil, true, nil
+		}
+		return nil, false, fmt.Errorf("creating mirror pod: %w", err)
+	}
+	log.FromContext(ctx).Info("Created mirror pod", "mirrorUID", m.UID)
+	return m, false, nil
+}
+
+// deleteMirror deletes a mirror pod at once, only that one (its UID). A
+// mirror pod deleted with a grace period (kubectl delete) waits for its
+// node as any pod bound to one does: nodelet ends the wait at once, as
+// nothing of a mirror pod runs.
+func (r *PodReconciler) deleteMirror(ctx context.Context, mirror *corev1.Pod) error {
+	if mirror.DeletionGracePeriodSeconds != nil && *mirror.DeletionGracePeriodSeconds == 0 {
+		return nil
+	}
+	uid := mirror.UID
+	err := r.Delete(ctx, mirror, client.GracePeriodSeconds(0), client.Preconditions{UID: &uid})
+	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+		return fmt.Errorf("deleting mirror pod: %w", err)
+	}
+	log.FromContext(ctx).Info("Deleted mirror pod", "pod", klog.KObj(mirror), "mirrorUID", uid)
+	return nil
+}
+
+// deleteOrphanMirror deletes the mirror pod of a full name whose static
+// pod is gone, once the API server is reached.
+func (r *PodReconciler) deleteOrphanMirror(ctx context.Context, namespace, name string) error {
+	if r.API == nil || !r.API.Ready() || !r.Static.Ready() {
+		return nil
+	}
+	if _, ok := r.Static.Get(namespace, name); ok {
+		return nil
+	}
+	mirror := &corev1.Pod{}
+	switch err := r.Get(ctx, types.NamespacedName{Namespace: namespace, Name: name}, mirror); {
+	case apierrors.IsNotFound(err):
+		return nil
+	case err != nil:
+		return fmt.Errorf("reading mirror pod: %w", err)
+	}
+	if !staticpod.IsMirror(mirror) {
+		return nil
+	}
+	return r.deleteMirror(ctx, mirror)
+}
+
+// syncStatics asks for a sync of every static pod: once the API server is
+// reached, they create their mirror pods and write their statuses.
+func (r *PodReconciler) syncStatics() {
+	if r.Static == nil {
+		return
+	}
+	for _, p := range r.Static.pods.List() {
+		r.Workers.Update(r.Static.withStatus(p))
+	}
+}

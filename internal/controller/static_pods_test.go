@@ -1,0 +1,204 @@
+package controller_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/client-go/rest"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	fakeruntime "k8s.io/cri-api/pkg/apis/testing"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/nodelet/nodelet/api/v1alpha1"
+	"github.com/nodelet/nodelet/internal/agent"
+	"github.com/nodelet/nodelet/internal/checkpoint"
+	"github.com/nodelet/nodelet/internal/controller"
+	"github.com/nodelet/nodelet/internal/cri"
+)
+
+// staticManifest is a static pod manifest of one busybox container; arg
+// makes versions of it.
+func staticManifest(name, arg string) []byte {
+	return []byte(`apiVersion: v1
+kind: Pod
+metadata:
+  name: ` + name + `
+  namespace: kube-system
+  labels:
+    component: ` + name + `
+spec:
+  containers:
+  - name: main
+    image: busybox:1.35
+    command: ["sleep", "` + arg + `"]
+`)
+}
+
+// staticAgent is the pod reconciler of one node over the CRI fakes, with
+// a static pod directory, against restCfg (an API server that may not
+// answer), its local runnables run beside the manager.
+type staticAgent struct {
+	node     string
+	rs       *fakeruntime.FakeRuntimeService
+	manifest string
+}
+
+func startStaticAgent(restCfg *rest.Config, node string) *staticAgent {
+	GinkgoHelper()
+	root := GinkgoT().TempDir()
+	a := &staticAgent{node: node, rs: fakeruntime.NewFakeRuntimeService(), manifest: filepath.Join(root, "manifests")}
+	Expect(os.Mkdir(a.manifest, 0o700)).To(Succeed())
+	cfg := &v1alpha1.NodeletConfiguration{
+		NodeName:             node,
+		RootDir:              root,
+		PodLogsDir:           filepath.Join(root, "logs"),
+		ContainerLogLinksDir: ptr.To(filepath.Join(root, "containers")),
+		HealthzBindAddress:   "0",
+		MetricsBindAddress:   "0",
+		ResolvConf:           ptr.To(""),
+		CgroupsPerQOS:        ptr.To(false),
+		StaticPodPath:        a.manifest,
+		FileCheckFrequency:   metav1.Duration{Duration: time.Second},
+	}
+	v1alpha1.SetDefaults(cfg)
+	Expect(v1alpha1.Validate(cfg)).To(BeEmpty())
+	rt, err := cri.New(a.rs, fakeruntime.NewFakeImageService(), cri.Options{NodeName: node})
+	Expect(err).NotTo(HaveOccurred())
+	store, err := checkpoint.NewFileStore(filepath.Join(root, "checkpoints"))
+	Expect(err).NotTo(HaveOccurred())
+	var mgr ctrl.Manager
+	if restCfg == nil {
+		mgr, err = agent.NewStandaloneManager(cfg)
+	} else {
+		mgr, err = agent.NewManager(restCfg, cfg)
+	}
+	Expect(err).NotTo(HaveOccurred())
+	local := &agent.Local{}
+	Expect(controller.Default.Setup(mgr, &controller.Deps{Config: cfg, Runtime: rt, Checkpoints: store, Local: local}, []string{"pod", "node"})).To(Succeed())
+	ctx, cancel := context.WithCancel(suiteCtx)
+	done := make(chan struct{})
+	go func() { defer GinkgoRecover(); _ = agent.Run(ctx, local, mgr, node); close(done) }()
+	DeferCleanup(func() {
+		cancel()
+		Eventually(done).WithTimeout(stopTimeout).Should(BeClosed())
+	})
+	return a
+}
+
+func (a *staticAgent) write(file string, data []byte) {
+	GinkgoHelper()
+	tmp := filepath.Join(filepath.Dir(a.manifest), file+".tmp")
+	Expect(os.WriteFile(tmp, data, 0o600)).To(Succeed())
+	Expect(os.Rename(tmp, filepath.Join(a.manifest, file))).To(Succeed())
+}
+
+// readySandboxes returns the ready sandboxes by pod name.
+func (a *staticAgent) readySandboxes() map[string]*runtimeapi.PodSandbox {
+	list, err := a.rs.ListPodSandbox(context.Background(), nil)
+	Expect(err).NotTo(HaveOccurred())
+	out := map[string]*runtimeapi.PodSandbox{}
+	for _, sb := range list {
+		if sb.State == runtimeapi.PodSandboxState_SANDBOX_READY {
+			out[sb.Metadata.Name] = sb
+		}
+	}
+	return out
+}
+
+var _ = Describe("Static pods on the CRI fakes", func() {
+	It("runs a static pod with no API server reachable", func() {
+		node := nodeName()
+		a := startStaticAgent(&rest.Config{Host: "https://127.0.0.1:1"}, node)
+		a.write("web.yaml", staticManifest("web", "3600"))
+		Eventually(a.readySandboxes).WithTimeout(fakePodTimeout).Should(HaveKey("web-" + node))
+	})
+
+	It("runs a static pod with no API server configured", func() {
+		node := nodeName()
+		a := startStaticAgent(nil, node)
+		a.write("web.yaml", staticManifest("web", "3600"))
+		Eventually(a.readySandboxes).WithTimeout(fakePodTimeout).Should(HaveKey("web-" + node))
+	})
+
+	It("keeps a mirror pod for each static pod, and follows manifest changes", func(ctx SpecContext) {
+		node := nodeName()
+		a := startStaticAgent(nodeConfig(node), node)
+		a.write("web.yaml", staticManifest("web", "3600"))
+		name := "web-" + node
+		mirror := func(g Gomega) *corev1.Pod {
+			p := &corev1.Pod{}
+			g.Expect(admin.Get(ctx, client.ObjectKey{Namespace: "kube-system", Name: name}, p)).To(Succeed())
+			return p
+		}
+		var first *corev1.Pod
+		Eventually(func(g Gomega) {
+			first = mirror(g)
+			g.Expect(first.Annotations).To(HaveKey(corev1.MirrorPodAnnotationKey))
+			g.Expect(first.OwnerReferences).To(ContainElement(HaveField("Kind", "Node")))
+			g.Expect(first.Status.Phase).To(Equal(corev1.PodRunning))
+		}).WithTimeout(fakePodTimeout).Should(Succeed())
+		staticUID := first.Annotations[corev1.MirrorPodAnnotationKey]
+		Expect(a.readySandboxes()[name].Metadata.Uid).To(Equal(staticUID), "the static pod runs under its own UID, not the mirror pod's")
+
+		By("recreating a deleted mirror pod, without restarting the static pod")
+		sandbox := a.readySandboxes()[name].Id
+		// With the default grace period, as kubectl deletes.
+		Expect(admin.Delete(ctx, first)).To(Succeed())
+		Eventually(func(g Gomega) {
+			p := mirror(g)
+			g.Expect(p.UID).NotTo(Equal(first.UID))
+			g.Expect(p.Annotations[corev1.MirrorPodAnnotationKey]).To(Equal(staticUID))
+		}).WithTimeout(fakePodTimeout).Should(Succeed())
+		Expect(a.readySandboxes()[name].Id).To(Equal(sandbox))
+
+		By("replacing the static pod and its mirror pod when the manifest changes")
+		a.write("web.yaml", staticManifest("web", "7200"))
+		Eventually(func(g Gomega) {
+			p := mirror(g)
+			g.Expect(p.Annotations[corev1.MirrorPodAnnotationKey]).NotTo(Equal(staticUID))
+			g.Expect(p.Spec.Containers[0].Command).To(ContainElement("7200"))
+			sb := a.readySandboxes()[name]
+			g.Expect(sb).NotTo(BeNil())
+			g.Expect(sb.Id).NotTo(Equal(sandbox))
+			g.Expect(sb.Metadata.Uid).To(Equal(p.Annotations[corev1.MirrorPodAnnotationKey]))
+		}).WithTimeout(fakePodTimeout).Should(Succeed())
+		Expect(a.readySandboxes()).To(HaveLen(1), "the old version stopped")
+
+		By("deleting the mirror pod when the manifest goes")
+		Expect(os.Remove(filepath.Join(a.manifest, "web.yaml"))).To(Succeed())
+		Eventually(func() bool {
+			err := admin.Get(ctx, client.ObjectKey{Namespace: "kube-system", Name: name}, &corev1.Pod{})
+			return apierrors.IsNotFound(err)
+		}).WithTimeout(fakePodTimeout).Should(BeTrue())
+		Eventually(a.readySandboxes).WithTimeout(fakePodTimeout).Should(BeEmpty())
+	})
+
+	It("reports a manifest it cannot use on the Node and runs the others", func(ctx SpecContext) {
+		node := nodeName()
+		a := startStaticAgent(nodeConfig(node), node)
+		a.write("good.yaml", staticManifest("good", "3600"))
+		a.write("bad.yaml", []byte("apiVersion: v1\nkind: Pod\nmetadata: {name: bad}\nspec:\n  containers: [{name: c}]\n"))
+		Eventually(a.readySandboxes).WithTimeout(fakePodTimeout).Should(HaveKey("good-" + node))
+		Eventually(func(g Gomega) {
+			var events corev1.EventList
+			g.Expect(admin.List(ctx, &events, client.InNamespace("default"),
+				client.MatchingFieldsSelector{Selector: fields.OneTermEqualSelector("involvedObject.name", node)})).To(Succeed())
+			g.Expect(events.Items).To(ContainElement(And(
+				HaveField("Reason", controller.EventFailedValidation),
+				HaveField("Type", corev1.EventTypeWarning),
+				HaveField("Message", ContainSubstring("bad.yaml")),
+			)))
+		}).WithTimeout(fakePodTimeout).Should(Succeed())
+		Expect(a.readySandboxes()).NotTo(HaveKey("bad-" + node))
+	})
+})

@@ -1,0 +1,185 @@
+package staticpod
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes/scheme"
+	"sigs.k8s.io/yaml"
+)
+
+// Values of the kubernetes.io/config.source annotation, as the kubelet sets them.
+const (
+	SourceFile = "file"
+	SourceHTTP = "http"
+	SourceAPI  = "api"
+)
+
+// The annotations the kubelet puts on static and mirror pods (the values of
+// the kubelet's ConfigHashAnnotationKey, ConfigSourceAnnotationKey,
+// ConfigFirstSeenAnnotationKey and ConfigMirrorAnnotationKey).
+const (
+	ConfigHashAnnotationKey      = "kubernetes.io/config.hash"
+	ConfigSourceAnnotationKey    = "kubernetes.io/config.source"
+	ConfigFirstSeenAnnotationKey = "kubernetes.io/config.seen"
+	ConfigMirrorAnnotationKey    = corev1.MirrorPodAnnotationKey
+)
+
+// uidLength is how many hex digits of the manifest hash make a static pod's UID.
+const uidLength = 32
+
+// Decode reads one manifest (YAML or JSON): a Pod, a PodList or a v1 List of
+// pods, and returns the static pods it defines for nodeName, defaulted and
+// validated, named as the kubelet names them: "<name>-<nodeName>", namespace
+// "default" when empty, spec.nodeName set, a UID that is a hash of the pod,
+// the node name and origin (the file path or URL), the config.hash and
+// config.source annotations, and status.phase Pending. A UID the manifest
+// sets itself is kept, as the kubelet keeps it. Pods from files also
+// tolerate every NoExecute taint, as the kubelet's do. Unknown fields are
+// ignored; an unknown kind, bad YAML or a pod that fails Validate is an
+// error that names origin and, for validation, the field paths.
+func Decode(data []byte, source, origin, nodeName string) ([]*corev1.Pod, error) {
+	if len(bytes.TrimSpace(data)) == 0 {
+		return nil, fmt.Errorf("%s: empty manifest", origin)
+	}
+	js, err := yaml.YAMLToJSON(data)
+	if err != nil {
+		return nil, fmt.Errorf("%s: parsing manifest: %w", origin, err)
+	}
+	obj, gvk, err := scheme.Codecs.UniversalDeserializer().Decode(js, nil, nil)
+	if err != nil {
+		return nil, fmt.Errorf("%s: decoding manifest: %w", origin, err)
+	}
+	var items []*corev1.Pod
+	isList := true
+	switch o := obj.(type) {
+	case *corev1.Pod:
+		items = []*corev1.Pod{o}
+		isList = false
+	case *corev1.PodList:
+		for i := range o.Items {
+			items = append(items, &o.Items[i])
+		}
+	case *corev1.List:
+		for i, raw := range o.Items {
+			pod, err := decodeListItem(raw)
+			if err != nil {
+				return nil, fmt.Errorf("%s: items[%d]: %w", origin, i, err)
+			}
+			items = append(items, pod)
+		}
+	default:
+		return nil, fmt.Errorf("%s: not a Pod, PodList or List of pods: kind %q", origin, gvk.Kind)
+	}
+
+	pods := make([]*corev1.Pod, 0, len(items))
+	for i, pod := range items {
+		if err := prepare(pod, source, origin, nodeName); err != nil {
+			if isList {
+				return nil, fmt.Errorf("%s: items[%d]: %w", origin, i, err)
+			}
+			return nil, fmt.Errorf("%s: %w", origin, err)
+		}
+		pods = append(pods, pod)
+	}
+	return pods, nil
+}
+
+// decodeListItem decodes one item of a v1 List, which must be a Pod.
+func decodeListItem(raw runtime.RawExtension) (*corev1.Pod, error) {
+	if raw.Object != nil {
+		if pod, ok := raw.Object.(*corev1.Pod); ok {
+			return pod, nil
+		}
+		return nil, fmt.Errorf("not a Pod: %T", raw.Object)
+	}
+	obj, gvk, err := scheme.Codecs.UniversalDeserializer().Decode(raw.Raw, nil, nil)
+	if err != nil {
+		return nil, fmt.Errorf("decoding item: %w", err)
+	}
+	pod, ok := obj.(*corev1.Pod)
+	if !ok {
+		return nil, fmt.Errorf("not a Pod: kind %q", gvk.Kind)
+	}
+	return pod, nil
+}
+
+// prepare defaults, names and validates one decoded pod in place.
+func prepare(pod *corev1.Pod, source, origin, nodeName string) error {
+	// A manifest carries no status and no server-set metadata; drop what a
+	// copied "kubectl get -o yaml" would bring so it does not reach the hash
+	// or the engine.
+	pod.Status = corev1.PodStatus{}
+	pod.ResourceVersion = ""
+	pod.ManagedFields = nil
+	pod.CreationTimestamp = metav1.Time{}
+	pod.TypeMeta = metav1.TypeMeta{}
+
+	SetDefaults(pod)
+	if pod.UID == "" {
+		uid, err := manifestHash(pod, nodeName, origin)
+		if err != nil {
+			return err
+		}
+		pod.UID = uid
+	}
+	if pod.Name == "" {
+		return errors.New("metadata.name: Required value: name or generateName is required")
+	}
+	pod.Name = pod.Name + "-" + strings.ToLower(nodeName)
+	if pod.Namespace == "" {
+		pod.Namespace = metav1.NamespaceDefault
+	}
+	pod.Spec.NodeName = nodeName
+	if pod.Annotations == nil {
+		pod.Annotations = map[string]string{}
+	}
+	pod.Annotations[ConfigHashAnnotationKey] = string(pod.UID)
+	pod.Annotations[ConfigSourceAnnotationKey] = source
+	if source == SourceFile {
+		addNoExecuteToleration(pod)
+	}
+	pod.Status.Phase = corev1.PodPending
+	if errs := Validate(pod); len(errs) > 0 {
+		return fmt.Errorf("invalid pod %s: %w", FullName(pod), errs.ToAggregate())
+	}
+	return nil
+}
+
+// manifestHash is the static pod's UID: a hash of the defaulted pod as the
+// manifest gives it, the node and where the manifest came from, so the same
+// manifest on the same node always gives the same UID and any change a new one.
+func manifestHash(pod *corev1.Pod, nodeName, origin string) (types.UID, error) {
+	js, err := json.Marshal(pod)
+	if err != nil {
+		return "", fmt.Errorf("hashing pod: %w", err)
+	}
+	h := sha256.New()
+	h.Write(js)
+	h.Write([]byte{0})
+	h.Write([]byte(nodeName))
+	h.Write([]byte{0})
+	h.Write([]byte(origin))
+	return types.UID(hex.EncodeToString(h.Sum(nil))[:uidLength]), nil
+}
+
+// addNoExecuteToleration makes the pod tolerate every NoExecute taint, unless
+// it already does.
+func addNoExecuteToleration(pod *corev1.Pod) {
+	want := corev1.Toleration{Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute}
+	for _, t := range pod.Spec.Tolerations {
+		if t.Key == "" && t.Operator == corev1.TolerationOpExists && t.Effect == corev1.TaintEffectNoExecute && t.TolerationSeconds == nil {
+			return
+		}
+	}
+	pod.Spec.Tolerations = append(pod.Spec.Tolerations, want)
+}
