@@ -259,7 +259,8 @@ type NodeletConfiguration struct {
 	Controllers []string `json:"controllers,omitempty"`
 
 	// ProviderID is the cloud provider's identifier of this machine, as
-	// the kubelet's --provider-id; kept for the Node's spec.providerID.
+	// the kubelet's --provider-id: the Node's spec.providerID when nodelet
+	// registers it.
 	ProviderID string `json:"providerID,omitempty"`
 	// PodInfraContainerImage is the sandbox ("pause") image, as the
 	// kubelet's --pod-infra-container-image: the runtime chooses the image
