@@ -6,6 +6,7 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	logsapi "k8s.io/component-base/logs/api/v1"
 )
 
 // Default values that are not obvious from the field documentation.
@@ -41,6 +42,7 @@ func DefaultEvictionHard() map[string]string {
 func SetDefaults(c *NodeletConfiguration) {
 	c.APIVersion = GroupVersion.String()
 	c.Kind = "NodeletConfiguration"
+	logsapi.SetRecommendedLoggingConfiguration(&c.Logging)
 	if c.NodeName == "" {
 		c.NodeName = DefaultNodeName()
 	}

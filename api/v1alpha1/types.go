@@ -3,6 +3,7 @@ package v1alpha1
 import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	logsapi "k8s.io/component-base/logs/api/v1"
 )
 
 // ChangeDetectionStrategy says how nodelet notices changes to the ConfigMaps
@@ -256,6 +257,23 @@ type NodeletConfiguration struct {
 	// Controllers lists the reconcilers to run: "*" for all, a name to add
 	// one, "-name" to remove one. Default: ["*"].
 	Controllers []string `json:"controllers,omitempty"`
+
+	// ProviderID is the cloud provider's identifier of this machine, as
+	// the kubelet's --provider-id: the Node's spec.providerID when nodelet
+	// registers it.
+	ProviderID string `json:"providerID,omitempty"`
+	// PodInfraContainerImage is the sandbox ("pause") image, as the
+	// kubelet's --pod-infra-container-image: the runtime chooses the image
+	// it runs, and this one is never removed by image GC.
+	PodInfraContainerImage string `json:"podInfraContainerImage,omitempty"`
+
+	// FeatureGates turns the Kubernetes feature gates nodelet knows on or
+	// off by name. An unknown name is refused.
+	FeatureGates map[string]bool `json:"featureGates,omitempty"`
+	// Logging is the log format, verbosity and per-file verbosity, as the
+	// kubelet's logging block (k8s.io/component-base/logs). Default: text,
+	// verbosity 0.
+	Logging logsapi.LoggingConfiguration `json:"logging,omitempty"`
 }
 
 // ServerConfig configures the node agent API server.

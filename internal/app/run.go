@@ -3,24 +3,17 @@ package app
 import (
 	"context"
 	"errors"
-	goflag "flag"
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
 	"time"
 
-	"github.com/go-logr/logr"
-	"github.com/spf13/pflag"
-	"go.uber.org/zap/zapcore"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
-	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/nodelet/nodelet/api/v1alpha1"
 	"github.com/nodelet/nodelet/internal/agent"
@@ -44,14 +37,7 @@ func Run(args []string, reg controller.Registry) int {
 	if len(args) > 0 && args[0] == approver.Command {
 		return approver.Main(args[1:])
 	}
-	zapOpts := zap.Options{}
-	verbosity := 0
-	opts, err := options.Parse(args, func(fs *pflag.FlagSet) {
-		gofs := goflag.NewFlagSet("log", goflag.ContinueOnError)
-		zapOpts.BindFlags(gofs)
-		fs.AddGoFlagSet(gofs)
-		fs.IntVarP(&verbosity, "v", "v", 0, "log verbosity, as the kubelet's: 0 for the essentials, 1 adds debug messages, 4 and more adds client-go's request logs")
-	})
+	opts, err := options.Parse(args, nil)
 	if errors.Is(err, options.ErrHelp) {
 		return 0
 	}
@@ -70,11 +56,10 @@ func Run(args []string, reg controller.Registry) int {
 		fmt.Fprintf(os.Stderr, "nodelet: %v\n", err)
 		return 2
 	}
-	logger := newLogger(&zapOpts, verbosity)
-	ctrl.SetLogger(logger)
-	// client-go and the other Kubernetes libraries log through klog: send
-	// their messages to the same logger, at the same verbosity.
-	klog.SetLogger(logger)
+	if err := setUpLogging(opts); err != nil {
+		fmt.Fprintf(os.Stderr, "nodelet: %v\n", err)
+		return 2
+	}
 	log := ctrl.Log.WithName("setup")
 
 	ctx := ctrl.SetupSignalHandler()
@@ -126,20 +111,6 @@ func Run(args []string, reg controller.Registry) int {
 		return 1
 	}
 	return 0
-}
-
-// newLogger builds nodelet's logger from the zap flags; -v N, when given
-// and --zap-log-level is not, logs V(N) messages and below. klog's own
-// verbosity is set to the same N.
-func newLogger(zapOpts *zap.Options, verbosity int) logr.Logger {
-	if verbosity > 0 && zapOpts.Level == nil {
-		zapOpts.Level = zapcore.Level(-verbosity)
-	}
-	kfs := goflag.NewFlagSet("klog", goflag.ContinueOnError)
-	klog.InitFlags(kfs)
-	// The flag set is ours and the value an int: Set cannot fail.
-	_ = kfs.Set("v", strconv.Itoa(verbosity))
-	return zap.New(zap.UseFlagOptions(zapOpts))
 }
 
 // buildDeps connects to the container runtime and opens the state

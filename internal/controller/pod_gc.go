@@ -71,8 +71,11 @@ func setupGarbageCollection(mgr ctrl.Manager, d *Deps, r *PodReconciler) error {
 			MinAge:               cfg.ImageMinimumGCAge.Duration,
 			MaxAge:               cfg.ImageMaximumGCAge.Duration,
 		},
-		Period:   positive(cfg.ImageGCPeriod.Duration, 5*time.Minute),
-		Recorder: eng.recorder,
+		Period: positive(cfg.ImageGCPeriod.Duration, 5*time.Minute),
+		// As the kubelet's --pod-infra-container-image: kept from GC;
+		// empty, the runtime's own sandbox image is.
+		SandboxImage: cfg.PodInfraContainerImage,
+		Recorder:     eng.recorder,
 		// The kubelet's reference to its Node in events.
 		Node:  &corev1.ObjectReference{Kind: "Node", Name: cfg.NodeName, UID: types.UID(cfg.NodeName)},
 		Clock: clock.RealClock{},

@@ -22,7 +22,7 @@ func NewNode(cfg *v1alpha1.NodeletConfiguration) *corev1.Node {
 			Name:   cfg.NodeName,
 			Labels: Labels(cfg.NodeName, cfg.NodeLabels),
 		},
-		Spec: corev1.NodeSpec{Taints: registrationTaints(cfg.RegisterWithTaints)},
+		Spec: corev1.NodeSpec{Taints: registrationTaints(cfg.RegisterWithTaints), ProviderID: cfg.ProviderID},
 		Status: corev1.NodeStatus{Allocatable: corev1.ResourceList{
 			corev1.ResourcePods: *resource.NewQuantity(int64(cfg.MaxPods), resource.DecimalSI),
 		}},

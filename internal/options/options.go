@@ -3,6 +3,7 @@ package options
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"strings"
@@ -11,9 +12,12 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	logsapi "k8s.io/component-base/logs/api/v1"
 	"sigs.k8s.io/yaml"
 
 	"github.com/nodelet/nodelet/api/v1alpha1"
+	"github.com/nodelet/nodelet/internal/features"
 )
 
 // Options is the parsed command line.
@@ -33,6 +37,15 @@ type Options struct {
 	Config *v1alpha1.NodeletConfiguration
 	// Version is --version: print the version and exit.
 	Version bool
+	// CloudProvider is --cloud-provider: empty or "external", the only
+	// values the kubelet still has.
+	CloudProvider string
+	// FailSwapOn is --fail-swap-on, accepted for the kubelet's command
+	// line: nodelet neither checks swap nor gives it to pods.
+	FailSwapOn bool
+	// Warnings are said once logging is set up: the unknown fields of a
+	// KubeletConfiguration, for example.
+	Warnings []string
 }
 
 // ErrHelp is returned when --help was asked for; the usage has been printed.
@@ -60,15 +73,22 @@ func Parse(args []string, extra func(*pflag.FlagSet)) (*Options, error) {
 	cfg := &v1alpha1.NodeletConfiguration{}
 	if opts.ConfigFile != "" {
 		var err error
-		if cfg, err = LoadFile(opts.ConfigFile); err != nil {
+		if cfg, opts.Warnings, err = LoadFile(opts.ConfigFile); err != nil {
 			return nil, err
 		}
 	}
-	// Second pass: flags that were set override the file.
+	// Second pass: flags that were set override the file; feature gates
+	// given as a flag override the file's one by one.
+	fileGates := cfg.FeatureGates
+	cfg.FeatureGates = nil
 	second := newFlagSet(opts, cfg, nil)
 	second.ParseErrorsAllowlist.UnknownFlags = true
 	if err := second.Parse(args); err != nil {
 		return nil, err
+	}
+	cfg.FeatureGates = mergeGates(fileGates, cfg.FeatureGates)
+	if opts.CloudProvider != "" && opts.CloudProvider != "external" {
+		return nil, fmt.Errorf("--cloud-provider=%s is not supported: only \"external\" (or none)", opts.CloudProvider)
 	}
 	if opts.BootstrapKubeconfig != "" {
 		if opts.Kubeconfig == "" {
@@ -102,13 +122,32 @@ func Parse(args []string, extra func(*pflag.FlagSet)) (*Options, error) {
 // defaults to.
 const DefaultCertDirName = "pki"
 
-// Complete defaults and validates cfg.
+// Complete defaults and validates cfg: its fields, its feature gates (an
+// unknown gate is an error naming it) and its logging block.
 func Complete(cfg *v1alpha1.NodeletConfiguration) error {
 	v1alpha1.SetDefaults(cfg)
-	if errs := v1alpha1.Validate(cfg); len(errs) > 0 {
+	errs := v1alpha1.Validate(cfg)
+	gate := features.New()
+	if err := gate.SetFromMap(cfg.FeatureGates); err != nil {
+		errs = append(errs, field.Invalid(field.NewPath("featureGates"), cfg.FeatureGates, err.Error()))
+	} else {
+		errs = append(errs, logsapi.Validate(&cfg.Logging, gate, field.NewPath("logging"))...)
+	}
+	if len(errs) > 0 {
 		return fmt.Errorf("invalid configuration: %w", errs.ToAggregate())
 	}
 	return nil
+}
+
+// mergeGates is file's gates with flag's on top.
+func mergeGates(file, flag map[string]bool) map[string]bool {
+	if len(flag) == 0 {
+		return file
+	}
+	out := make(map[string]bool, len(file)+len(flag))
+	maps.Copy(out, file)
+	maps.Copy(out, flag)
+	return out
 }
 
 var codecs = func() serializer.CodecFactory {
@@ -145,21 +184,34 @@ func Decode(data []byte) (*v1alpha1.NodeletConfiguration, error) {
 	return out, nil
 }
 
-// LoadFile reads and strictly decodes a configuration file. It does not
-// default or validate; Parse and Complete do.
-func LoadFile(path string) (*v1alpha1.NodeletConfiguration, error) {
+// LoadFile reads a configuration file: a NodeletConfiguration, decoded
+// strictly, or a KubeletConfiguration, decoded as the kubelet does (see
+// DecodeKubelet), which also returns warnings. It does not default or
+// validate; Parse and Complete do.
+func LoadFile(path string) (*v1alpha1.NodeletConfiguration, []string, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return nil, fmt.Errorf("reading config file: %w", err)
+		return nil, nil, fmt.Errorf("reading config file: %w", err)
 	}
 	if strings.TrimSpace(string(data)) == "" {
-		return nil, errors.New("config file " + path + " is empty")
+		return nil, nil, errors.New("config file " + path + " is empty")
+	}
+	var tm metav1.TypeMeta
+	if err := yaml.Unmarshal(data, &tm); err != nil {
+		return nil, nil, fmt.Errorf("decoding config file %s: %w", path, err)
+	}
+	if tm.APIVersion == KubeletConfigGroupVersion && tm.Kind == KubeletConfigKind {
+		cfg, warnings, err := DecodeKubelet(data)
+		if err != nil {
+			return nil, nil, fmt.Errorf("decoding config file %s: %w", path, err)
+		}
+		return cfg, warnings, nil
 	}
 	cfg, err := Decode(data)
 	if err != nil {
-		return nil, fmt.Errorf("decoding config file %s: %w", path, err)
+		return nil, nil, fmt.Errorf("decoding config file %s: %w", path, err)
 	}
-	return cfg, nil
+	return cfg, nil, nil
 }
 
 func newFlagSet(opts *Options, cfg *v1alpha1.NodeletConfiguration, extra func(*pflag.FlagSet)) *pflag.FlagSet {
@@ -185,6 +237,7 @@ func newFlagSet(opts *Options, cfg *v1alpha1.NodeletConfiguration, extra func(*p
 	fs.StringSliceVar(&cfg.Controllers, "controllers", cfg.Controllers, "Reconcilers to run: * for all, name to add one, -name to remove one.")
 	fs.DurationVar(&cfg.RuntimeRequestTimeout.Duration, "runtime-request-timeout", cfg.RuntimeRequestTimeout.Duration, "Timeout of CRI calls but image pulls.")
 	fs.DurationVar(&cfg.NodeStatusUpdateFrequency.Duration, "node-status-update-frequency", cfg.NodeStatusUpdateFrequency.Duration, "How often the Node status is computed.")
+	addKubeletFlags(fs, opts, cfg)
 	if extra != nil {
 		extra(fs)
 	}

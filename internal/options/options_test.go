@@ -31,7 +31,7 @@ func TestParseErrors(t *testing.T) {
 		{"misspelt nested field", header + "server:\n  prot: 1\n", nil, `unknown field "server.prot"`},
 		{"duplicate field", header + "maxPods: 1\nmaxPods: 2\n", nil, `"maxPods"`},
 		{"wrong type", header + "maxPods: many\n", nil, "maxPods"},
-		{"wrong apiVersion", "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n", nil, "no kind"},
+		{"wrong apiVersion", "apiVersion: kubelet.config.k8s.io/v1alpha1\nkind: KubeletConfiguration\n", nil, "no kind"},
 		{"missing kind", "apiVersion: config.nodelet.io/v1alpha1\n", nil, "apiVersion and kind must be set"},
 		{"empty file", "\n", nil, "is empty"},
 		{"invalid value names field", header + "maxPods: -3\n", nil, "maxPods: Invalid value: -3"},

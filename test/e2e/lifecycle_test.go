@@ -161,6 +161,8 @@ var _ = Describe("Lifecycle hooks and deadlines", Ordered, func() {
 			Expect(line).NotTo(ContainSubstring("file name too long"))
 			if strings.Contains(line, ns) {
 				Expect(strings.ToLower(line)).NotTo(ContainSubstring("error"), "an error logged for the pod")
+				// klog's error lines start with E and the date (E1125).
+				Expect(line).NotTo(MatchRegexp(`^E\d{4} `), "an error logged for the pod")
 			}
 		}
 	})

@@ -334,7 +334,7 @@ var _ = Describe("Referenced objects and the service environment", Ordered, func
 	env := utils.SetUpNodeletSpecs(func() utils.NodeletOptions {
 		// Debug logging, so that the check that no Secret value is logged
 		// covers every log line.
-		return utils.NodeletOptions{NodeName: objectsNode, API: apiServer, Containerd: ctrd, Args: []string{"--zap-log-level=debug"}}
+		return utils.NodeletOptions{NodeName: objectsNode, API: apiServer, Containerd: ctrd, Args: []string{"-v=1"}}
 	})
 
 	// hostDir is a directory of the test mounted into a container, to read

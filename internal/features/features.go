@@ -1,0 +1,92 @@
+package features
+
+import (
+	"fmt"
+	"sort"
+
+	"k8s.io/component-base/featuregate"
+	logsapi "k8s.io/component-base/logs/api/v1"
+)
+
+// The kubelet's gates nodelet knows. The stage and default are the kubelet's
+// in the Kubernetes version nodelet implements; docs/configuration.md says
+// what nodelet does with each.
+const (
+	// ContainerRestartRules: restartPolicyRules on containers, restarting
+	// or not by exit code.
+	ContainerRestartRules featuregate.Feature = "ContainerRestartRules"
+	// GracefulNodeShutdown: the kubelet's node shutdown manager. nodelet has
+	// none; shutdownGracePeriod must stay 0.
+	GracefulNodeShutdown featuregate.Feature = "GracefulNodeShutdown"
+	// ImageVolume: volumes of type image, an OCI image mounted read-only.
+	ImageVolume featuregate.Feature = "ImageVolume"
+	// InPlacePodVerticalScaling: resizing a running pod's containers.
+	InPlacePodVerticalScaling featuregate.Feature = "InPlacePodVerticalScaling"
+	// KubeletCrashLoopBackOffMax: crashLoopBackOff.maxContainerRestartPeriod.
+	KubeletCrashLoopBackOffMax featuregate.Feature = "KubeletCrashLoopBackOffMax"
+	// PodObservedGenerationTracking: observedGeneration in pod status and
+	// conditions.
+	PodObservedGenerationTracking featuregate.Feature = "PodObservedGenerationTracking"
+	// RecursiveReadOnlyMounts: recursiveReadOnly on volume mounts.
+	RecursiveReadOnlyMounts featuregate.Feature = "RecursiveReadOnlyMounts"
+	// SupplementalGroupsPolicy: securityContext.supplementalGroupsPolicy.
+	SupplementalGroupsPolicy featuregate.Feature = "SupplementalGroupsPolicy"
+	// UserNamespacesSupport: pods with hostUsers: false run in a user
+	// namespace.
+	UserNamespacesSupport featuregate.Feature = "UserNamespacesSupport"
+)
+
+// specs are the gates' stages and defaults.
+var specs = map[featuregate.Feature]featuregate.FeatureSpec{
+	ContainerRestartRules:         {Default: true, PreRelease: featuregate.Beta},
+	GracefulNodeShutdown:          {Default: true, PreRelease: featuregate.Beta},
+	ImageVolume:                   {Default: true, PreRelease: featuregate.GA, LockToDefault: true},
+	InPlacePodVerticalScaling:     {Default: true, PreRelease: featuregate.GA, LockToDefault: true},
+	KubeletCrashLoopBackOffMax:    {Default: true, PreRelease: featuregate.Beta},
+	PodObservedGenerationTracking: {Default: true, PreRelease: featuregate.GA, LockToDefault: true},
+	RecursiveReadOnlyMounts:       {Default: true, PreRelease: featuregate.GA, LockToDefault: true},
+	SupplementalGroupsPolicy:      {Default: true, PreRelease: featuregate.GA, LockToDefault: true},
+	UserNamespacesSupport:         {Default: true, PreRelease: featuregate.GA, LockToDefault: true},
+}
+
+// New returns a gate with every feature nodelet knows at its default,
+// the logging gates of k8s.io/component-base included.
+func New() featuregate.MutableFeatureGate {
+	g := featuregate.NewFeatureGate()
+	if err := g.Add(specs); err != nil {
+		panic(fmt.Sprintf("feature gates: %v", err))
+	}
+	if err := logsapi.AddFeatureGates(g); err != nil {
+		panic(fmt.Sprintf("logging feature gates: %v", err))
+	}
+	return g
+}
+
+// Gate is the process's feature gate, set once at start-up by Set.
+var Gate = New()
+
+// Enabled reports whether feature is on in the process's gate.
+func Enabled(feature featuregate.Feature) bool {
+	return Gate.Enabled(feature)
+}
+
+// Check reports an error naming the first gate of m that is unknown or may
+// not take the value given (a gate locked to its default).
+func Check(m map[string]bool) error {
+	return New().SetFromMap(m)
+}
+
+// Set sets the process's gate from m.
+func Set(m map[string]bool) error {
+	return Gate.SetFromMap(m)
+}
+
+// Known lists the names of the gates nodelet knows, sorted.
+func Known() []string {
+	var names []string
+	for name := range New().GetAll() {
+		names = append(names, string(name))
+	}
+	sort.Strings(names)
+	return names
+}
