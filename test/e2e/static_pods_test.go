@@ -67,18 +67,22 @@ var _ = Describe("Static control plane", Ordered, ContinueOnFailure, func() {
 
 		By("starting nodelet with only a bootstrap kubeconfig naming an API server that does not run yet")
 		nodelet, err = cp.StartStaticControlPlaneNodelet(ctx, cpCtrd, nil)
+		// Cleanups run last in, first out: nodelet goes before its
+		// containerd, whose Stop removes what nodelet left running. One
+		// that did not start is cleaned up too: its directory and cgroups
+		// exist.
+		DeferCleanup(cpCtrd.Stop)
+		if nodelet != nil {
+			DeferCleanup(func() {
+				if CurrentSpecReport().Failed() {
+					GinkgoWriter.Printf("nodelet log:\n%s\n", nodelet.LogTail(120))
+				}
+				Expect(nodelet.Cleanup()).To(Succeed())
+			})
+		}
 		Expect(err).NotTo(HaveOccurred())
 		_, statErr := os.Stat(nodelet.KubeconfigPath())
 		Expect(os.IsNotExist(statErr)).To(BeTrue(), "the agent's kubeconfig does not exist before TLS bootstrap")
-		// Cleanups run last in, first out: nodelet goes before its
-		// containerd, whose Stop removes what nodelet left running.
-		DeferCleanup(cpCtrd.Stop)
-		DeferCleanup(func() {
-			if CurrentSpecReport().Failed() {
-				GinkgoWriter.Printf("nodelet log:\n%s\n", nodelet.LogTail(120))
-			}
-			Expect(nodelet.Cleanup()).To(Succeed())
-		})
 
 		By("waiting for the API server that nodelet runs from its manifest")
 		Eventually(cp.Ready).WithContext(ctx).WithTimeout(staticCPStartTimeout).WithPolling(time.Second).Should(Succeed())
