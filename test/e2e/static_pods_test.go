@@ -46,7 +46,14 @@ var _ = Describe("Static control plane", Ordered, ContinueOnFailure, func() {
 	)
 
 	BeforeAll(func(ctx SpecContext) {
+		// The control plane's directory goes last, once containerd has
+		// stopped the containers that mount it.
+		dir, err := os.MkdirTemp("", "nodelet-static-cp-")
+		Expect(err).NotTo(HaveOccurred())
+		DeferCleanup(os.RemoveAll, dir)
 		cpCtrd = utils.MustStartContainerd(ctx, utils.ContainerdOptions{Images: []string{utils.PauseImage, utils.BusyboxImage}})
+		// MustStartContainerd stops it in a cleanup, which runs after
+		// nodelet's (last in, first out) and removes what nodelet left.
 		assets, err := utils.EnvtestAssets(ctx)
 		Expect(err).NotTo(HaveOccurred())
 		took, err := cpCtrd.ImportControlPlaneImages(ctx, assets)
@@ -56,22 +63,28 @@ var _ = Describe("Static control plane", Ordered, ContinueOnFailure, func() {
 		rs, err = remote.NewRemoteRuntimeServiceBuilder().WithEndpoint(cpCtrd.Endpoint()).WithConnectionTimeout(criTimeout).Build(ctx)
 		Expect(err).NotTo(HaveOccurred())
 		DeferCleanup(rs.Close)
+		// Once nodelet is gone, its containers are stopped one by one
+		// before containerd removes their sandboxes: the control plane's
+		// processes take a moment to go, and a sandbox is removed only
+		// once its containers are seen stopped.
+		DeferCleanup(func(ctx SpecContext) {
+			cs, err := rs.ListContainers(ctx, &runtimeapi.ContainerFilter{
+				State: &runtimeapi.ContainerStateValue{State: runtimeapi.ContainerState_CONTAINER_RUNNING}})
+			Expect(err).NotTo(HaveOccurred())
+			for _, c := range cs {
+				Expect(rs.StopContainer(ctx, c.Id, 10)).To(Succeed(), "stopping container %s", c.Metadata.GetName())
+			}
+		}, NodeTimeout(2*time.Minute))
 
 		nodeIP, err := cpCtrd.HostIP()
 		Expect(err).NotTo(HaveOccurred())
-		dir, err := os.MkdirTemp("", "nodelet-static-cp-")
-		Expect(err).NotTo(HaveOccurred())
-		DeferCleanup(os.RemoveAll, dir)
 		cp, err = utils.NewStaticControlPlane(dir, utils.StaticControlPlaneOptions{NodeName: staticCPNode, AdvertiseAddress: nodeIP})
 		Expect(err).NotTo(HaveOccurred())
 
 		By("starting nodelet with only a bootstrap kubeconfig naming an API server that does not run yet")
 		nodelet, err = cp.StartStaticControlPlaneNodelet(ctx, cpCtrd, nil)
-		// Cleanups run last in, first out: nodelet goes before its
-		// containerd, whose Stop removes what nodelet left running. One
-		// that did not start is cleaned up too: its directory and cgroups
-		// exist.
-		DeferCleanup(cpCtrd.Stop)
+		// One that did not start is cleaned up too: its directory and
+		// cgroups exist.
 		if nodelet != nil {
 			DeferCleanup(func() {
 				if CurrentSpecReport().Failed() {
