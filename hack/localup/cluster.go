@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -31,15 +32,25 @@ type cluster struct {
 	kcm      *utils.Component
 	sched    *utils.Component
 	nodelet  *utils.Nodelet
+	// static is the control plane nodelet runs as static pods, when
+	// $CONTROL_PLANE is static; api, kcm and sched are nil then.
+	static *utils.StaticControlPlane
+}
+
+// clusterStep is one step of start.
+type clusterStep struct {
+	what string
+	fn   func(context.Context) error
 }
 
 // start brings the cluster up step by step, recording each part in the
 // state directory as soon as it exists.
 func (c *cluster) start(ctx context.Context) error {
-	steps := []struct {
-		what string
-		fn   func(context.Context) error
-	}{
+	static, err := staticControlPlane()
+	if err != nil {
+		return err
+	}
+	steps := []clusterStep{
 		{"building the images " + fmt.Sprint(images) + " (compiles the first time)", c.buildImages},
 		{"building nodelet", c.buildNodelet},
 		{"starting a private containerd and importing the images", c.startContainerd},
@@ -47,6 +58,9 @@ func (c *cluster) start(ctx context.Context) error {
 		{"starting kube-controller-manager and kube-scheduler", c.startControllers},
 		{"starting nodelet, joining by TLS bootstrap as node " + c.nodeName, c.startNodelet},
 		{"waiting for node " + c.nodeName + " to be Ready", c.waitNodeReady},
+	}
+	if static {
+		steps = c.staticSteps()
 	}
 	for _, s := range steps {
 		if err := timed(s.what, func() error { return s.fn(ctx) }); err != nil {
@@ -130,6 +144,11 @@ func (c *cluster) startNodelet(ctx context.Context) error {
 		Containerd:          c.ctrd,
 		BootstrapKubeconfig: token.Kubeconfig,
 	})
+	return c.recordNodelet(n, err)
+}
+
+// recordNodelet records a started nodelet's directory and cgroup root.
+func (c *cluster) recordNodelet(n *utils.Nodelet, err error) error {
 	if n != nil {
 		c.nodelet = n
 		if rerr := c.st.addDirs(n.Dir); rerr != nil {
@@ -143,7 +162,13 @@ func (c *cluster) startNodelet(ctx context.Context) error {
 }
 
 func (c *cluster) waitNodeReady(ctx context.Context) error {
-	admin, err := c.api.AdminClient()
+	var admin client.Client
+	var err error
+	if c.static != nil {
+		admin, err = c.static.AdminClient()
+	} else {
+		admin, err = c.api.AdminClient()
+	}
 	if err != nil {
 		return err
 	}
@@ -179,6 +204,10 @@ func (c *cluster) stop() error {
 	}
 	if c.ctrd != nil {
 		errs = append(errs, c.ctrd.Stop())
+	}
+	if c.static != nil {
+		// After containerd: its containers mounted the directory.
+		errs = append(errs, os.RemoveAll(c.static.Dir))
 	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("stopping the local cluster (make run-down cleans up what is left): %w", err)

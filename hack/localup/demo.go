@@ -83,12 +83,22 @@ A one-node cluster is running, with nodelet as node %[1]s. In another shell:
 
 Logs: nodelet %[6]s
       containerd %[7]s
-      kube-controller-manager %[8]s
-      kube-scheduler %[9]s
-Images on the node: %[10]s (built here; there is no registry).
+%[8]sImages on the node: %[9]s (built here; there is no registry).
 Stop with Ctrl-C, or with make run-down from another shell.
 `, c.nodeName, c.st.kubeconfig(), c.assets, kubernetesVersion(c.assets), utils.WebImage,
-		c.nodelet.LogPath, c.ctrd.LogPath(), c.kcm.LogPath, c.sched.LogPath, strings.Join(images, ", "))
+		c.nodelet.LogPath, c.ctrd.LogPath(), controlPlaneUsage(c), strings.Join(images, ", "))
+}
+
+// controlPlaneUsage says where the control plane's logs are: its
+// processes' files, or its static pods.
+func controlPlaneUsage(c *cluster) string {
+	if c.static != nil {
+		return fmt.Sprintf(`      the control plane: kubectl -n kube-system logs <pod> (static pods of nodelet from %s)
+`, c.static.ManifestDir)
+	}
+	return fmt.Sprintf(`      kube-controller-manager %s
+      kube-scheduler %s
+`, c.kcm.LogPath, c.sched.LogPath)
 }
 
 // kubernetesVersion is the version of the binaries' directory

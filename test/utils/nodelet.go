@@ -27,7 +27,8 @@ type NodeletOptions struct {
 	// NodeName is the node the agent runs; it authenticates as
 	// system:node:<NodeName> against API.
 	NodeName string
-	// API is the API server; Containerd the runtime.
+	// API is the API server; Containerd the runtime. API may be nil when
+	// BootstrapKubeconfig names an API server of another kind.
 	API        *APIServer
 	Containerd *Containerd
 	// Config holds NodeletConfiguration fields on top of the ones the
@@ -214,7 +215,8 @@ func (n *Nodelet) writeConfig() error {
 	n.MetricsAddr = "127.0.0.1:" + strconv.Itoa(mp)
 	n.ServerAddr = net.JoinHostPort(nodeIP.String(), strconv.Itoa(sp))
 	server := map[string]any{"address": nodeIP.String(), "port": sp}
-	if ca := n.Options.API.KubeletClientCA; ca != nil {
+	if n.Options.API != nil && n.Options.API.KubeletClientCA != nil {
+		ca := n.Options.API.KubeletClientCA
 		server["clientCAFile"] = ca.CertFile
 	}
 	cfg := map[string]any{
