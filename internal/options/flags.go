@@ -2,6 +2,7 @@ package options
 
 import (
 	"fmt"
+	"net"
 	"strconv"
 	"strings"
 
@@ -31,6 +32,13 @@ func addKubeletFlags(fs *pflag.FlagSet, opts *Options, cfg *v1alpha1.NodeletConf
 	fs.StringVar(&cfg.ProviderID, "provider-id", cfg.ProviderID, "Cloud provider's ID of this machine, for the Node's spec.providerID.")
 	fs.StringVar(&opts.CloudProvider, "cloud-provider", opts.CloudProvider, `Empty or "external" (a cloud controller manager initialises the Node).`)
 	fs.BoolVar(&opts.FailSwapOn, "fail-swap-on", true, "Accepted for the kubelet's command line; nodelet does not check swap.")
+	fs.StringVar(&cfg.Server.ClientCAFile, "client-ca-file", cfg.Server.ClientCAFile, "CA bundle of the client certificates the node API accepts: server.clientCAFile.")
+	fs.StringVar(&cfg.Server.TLSCertFile, "tls-cert-file", cfg.Server.TLSCertFile, "Serving certificate of the node API: server.tlsCertFile.")
+	fs.StringVar(&cfg.Server.TLSPrivateKeyFile, "tls-private-key-file", cfg.Server.TLSPrivateKeyFile, "Key of --tls-cert-file: server.tlsPrivateKeyFile.")
+	fs.StringVar(&cfg.Server.Address, "address", cfg.Server.Address, "IP address the node API listens on: server.address.")
+	fs.Var(&int32Ptr{&cfg.Server.Port}, "port", "Port of the node API (0 disables it): server.port.")
+	fs.IntVar(&opts.HealthzPort, "healthz-port", opts.HealthzPort, "Port of /healthz and /readyz, on the address of --healthz-bind-address (0 disables them; default: that address's port, else 10248).")
+	fs.Var(&optionalString{&cfg.ContainerLogLinksDir}, "container-log-links-dir", "Directory of the /var/log/containers links to container logs; empty turns them off: containerLogLinksDir.")
 	logsapi.AddFlags(&cfg.Logging, fs)
 	fs.Var(&zapLevel{&cfg.Logging}, "zap-log-level", "Deprecated: use -v. debug is -v=1, info and error -v=0, an integer N -v=N.")
 	_ = fs.MarkHidden("zap-log-level")
@@ -122,3 +130,46 @@ func (v *zapLevel) Set(s string) error {
 }
 
 func (v *zapLevel) Type() string { return "level" }
+
+// int32Ptr is an optional int32 flag.
+type int32Ptr struct{ v **int32 }
+
+func (v *int32Ptr) String() string {
+	if v.v == nil || *v.v == nil {
+		return ""
+	}
+	return strconv.Itoa(int(**v.v))
+}
+
+func (v *int32Ptr) Set(s string) error {
+	n, err := strconv.ParseInt(s, 10, 32)
+	if err != nil {
+		return err
+	}
+	i := int32(n)
+	*v.v = &i
+	return nil
+}
+
+func (v *int32Ptr) Type() string { return "int32" }
+
+// healthzFlags applies the kubelet's split of the health address to the
+// flags: an IP alone in --healthz-bind-address (as the kubelet's flag
+// takes it) gets --healthz-port or the kubelet's 10248; --healthz-port
+// replaces the port of a host:port; a port of 0 disables the probes.
+func healthzFlags(addr string, port int) string {
+	if addr == "0" {
+		return addr
+	}
+	host, p, err := net.SplitHostPort(addr)
+	if err != nil {
+		host, p = addr, strconv.Itoa(kubeletHealthzPort)
+	}
+	if port >= 0 {
+		p = strconv.Itoa(port)
+	}
+	if p == "0" {
+		return "0"
+	}
+	return net.JoinHostPort(host, p)
+}

@@ -47,10 +47,20 @@ func TestKubeletFlags(t *testing.T) {
 		{"--vmodule=pod*=3", func(o *Options) any { return len(o.Config.Logging.VModule) }, 1},
 		{"--logging-format=json", func(o *Options) any { return o.Config.Logging.Format }, "json"},
 		{"--zap-log-level=debug", func(o *Options) any { return int(o.Config.Logging.Verbosity) }, 1},
+		{"--client-ca-file=/etc/kubernetes/pki/ca.crt", func(o *Options) any { return o.Config.Server.ClientCAFile }, "/etc/kubernetes/pki/ca.crt"},
+		{"--tls-cert-file=/c.crt --tls-private-key-file=/c.key", func(o *Options) any { return o.Config.Server.TLSCertFile + " " + o.Config.Server.TLSPrivateKeyFile }, "/c.crt /c.key"},
+		{"--address=127.0.0.2", func(o *Options) any { return o.Config.Server.Address }, "127.0.0.2"},
+		{"--port=11250", func(o *Options) any { return *o.Config.Server.Port }, int32(11250)},
+		{"--healthz-port=11248", func(o *Options) any { return o.Config.HealthzBindAddress }, "127.0.0.1:11248"},
+		{"--healthz-port=0", func(o *Options) any { return o.Config.HealthzBindAddress }, "0"},
+		{"--healthz-bind-address=127.0.0.3", func(o *Options) any { return o.Config.HealthzBindAddress }, "127.0.0.3:10248"},
+		{"--healthz-bind-address=127.0.0.3:9000", func(o *Options) any { return o.Config.HealthzBindAddress }, "127.0.0.3:9000"},
+		{"--container-log-links-dir=/tmp/links", func(o *Options) any { return *o.Config.ContainerLogLinksDir }, "/tmp/links"},
+		{"--container-log-links-dir=", func(o *Options) any { return *o.Config.ContainerLogLinksDir }, ""},
 	}
 	for _, tc := range cases {
 		t.Run(tc.flag, func(t *testing.T) {
-			args := []string{"--node-name=n", tc.flag}
+			args := append([]string{"--node-name=n"}, strings.Fields(tc.flag)...)
 			if strings.HasPrefix(tc.flag, "--bootstrap") {
 				args = append(args, "--kubeconfig=/k")
 			}

@@ -1,6 +1,7 @@
 package options
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"maps"
@@ -40,6 +41,9 @@ type Options struct {
 	// CloudProvider is --cloud-provider: empty or "external", the only
 	// values the kubelet still has.
 	CloudProvider string
+	// HealthzPort is --healthz-port, the port of healthzBindAddress; -1
+	// when not given.
+	HealthzPort int
 	// FailSwapOn is --fail-swap-on, accepted for the kubelet's command
 	// line: nodelet neither checks swap nor gives it to pods.
 	FailSwapOn bool
@@ -61,7 +65,7 @@ var ErrVersion = errors.New("version requested")
 // (logging, for example) to the flag set.
 func Parse(args []string, extra func(*pflag.FlagSet)) (*Options, error) {
 	// First pass: only to learn --config and --kubeconfig.
-	opts := &Options{}
+	opts := &Options{HealthzPort: -1}
 	first := newFlagSet(opts, &v1alpha1.NodeletConfiguration{}, extra)
 	if err := first.Parse(args); err != nil {
 		return nil, err
@@ -87,6 +91,9 @@ func Parse(args []string, extra func(*pflag.FlagSet)) (*Options, error) {
 		return nil, err
 	}
 	cfg.FeatureGates = mergeGates(fileGates, cfg.FeatureGates)
+	if cfg.HealthzBindAddress != "" || opts.HealthzPort >= 0 {
+		cfg.HealthzBindAddress = healthzFlags(cmp.Or(cfg.HealthzBindAddress, "127.0.0.1"), opts.HealthzPort)
+	}
 	if opts.CloudProvider != "" && opts.CloudProvider != "external" {
 		return nil, fmt.Errorf("--cloud-provider=%s is not supported: only \"external\" (or none)", opts.CloudProvider)
 	}
