@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"sort"
 	"strings"
 	"sync"
 	"syscall"
@@ -56,6 +57,12 @@ type NodeletOptions struct {
 	// front of API that forwards with the node's own credentials.
 	APIServerURL string
 	APIServerCA  []byte
+	// KubeletConfig, when set, is the agent's --config, a kubelet
+	// KubeletConfiguration (kubeadm's config.yaml), written as it is: what
+	// the harness sets (and Config, which must then hold only static pod
+	// and server.clientCAFile fields) goes on the command line as the
+	// kubelet's flags, as a kubeadm-flags.env would carry them.
+	KubeletConfig []byte
 }
 
 // Nodelet is a nodelet process started from the binary built from this
@@ -76,6 +83,8 @@ type Nodelet struct {
 	// the host's address on the containerd's pod bridge (Containerd.HostIP).
 	ServerAddr string
 	LogPath    string
+	// flags carry the harness's settings with Options.KubeletConfig.
+	flags []string
 
 	mu   sync.Mutex
 	cmd  *exec.Cmd
@@ -187,6 +196,7 @@ func (n *Nodelet) args() []string {
 	if n.Options.BootstrapKubeconfig != "" {
 		args = append(args, "--bootstrap-kubeconfig", n.Options.BootstrapKubeconfig)
 	}
+	args = append(args, n.flags...)
 	return append(args, n.Options.Args...)
 }
 
@@ -255,11 +265,53 @@ func (n *Nodelet) writeConfig() error {
 		}
 		cfg[k] = v
 	}
+	if n.Options.KubeletConfig != nil {
+		n.flags = kubeletFlags(cfg, server)
+		return os.WriteFile(filepath.Join(n.Dir, "config.yaml"), n.Options.KubeletConfig, 0o600)
+	}
 	data, err := yaml.Marshal(cfg)
 	if err != nil {
 		return fmt.Errorf("encoding the nodelet config: %w", err)
 	}
 	return os.WriteFile(filepath.Join(n.Dir, "config.yaml"), data, 0o600)
+}
+
+// kubeletFlags are the kubelet's flags for what the harness would write in
+// the configuration: they override a kubeadm config.yaml's machine paths,
+// ports and thresholds, as kubeadm-flags.env does. The cgroup driver is
+// cgroupfs (kubeadm writes systemd; no systemd runs the test machine).
+func kubeletFlags(cfg, server map[string]any) []string {
+	flag := func(name string, v any) string { return fmt.Sprintf("--%s=%v", name, v) }
+	eviction := []string{}
+	if hard, ok := cfg["evictionHard"].(map[string]string); ok {
+		for k, v := range hard {
+			eviction = append(eviction, k+"<"+v)
+		}
+		sort.Strings(eviction)
+	}
+	out := []string{
+		flag("hostname-override", cfg["nodeName"]),
+		flag("container-runtime-endpoint", cfg["containerRuntimeEndpoint"]),
+		flag("root-dir", cfg["rootDir"]),
+		flag("pod-logs-dir", cfg["podLogsDir"]),
+		flag("container-log-links-dir", cfg["containerLogLinksDir"]),
+		flag("cgroup-root", cfg["cgroupRoot"]),
+		flag("cgroup-driver", "cgroupfs"),
+		flag("healthz-bind-address", cfg["healthzBindAddress"]),
+		flag("metrics-bind-address", cfg["metricsBindAddress"]),
+		flag("node-ip", cfg["nodeIP"]),
+		flag("address", server["address"]),
+		flag("port", server["port"]),
+		flag("image-gc-high-threshold", cfg["imageGCHighThresholdPercent"]),
+		flag("eviction-hard", strings.Join(eviction, ",")),
+	}
+	if ca, ok := server["clientCAFile"]; ok {
+		out = append(out, flag("client-ca-file", ca))
+	}
+	if p, ok := cfg["staticPodPath"]; ok {
+		out = append(out, flag("pod-manifest-path", p))
+	}
+	return out
 }
 
 // WriteKubeconfig writes a kubeconfig (mode 0600) for cfg's server and

@@ -656,16 +656,30 @@ func StaticPodName(component, node string) string {
 	return component + "-" + strings.ToLower(node)
 }
 
+// KubeadmKubeletConfig is the kubelet configuration kubeadm 1.37 writes
+// to /var/lib/kubelet/config.yaml (kept as test data of the options).
+func KubeadmKubeletConfig() ([]byte, error) {
+	root, err := RepoRoot()
+	if err != nil {
+		return nil, err
+	}
+	return os.ReadFile(filepath.Join(root, "internal", "options", "testdata", "kubeadm-1.37-config.yaml"))
+}
+
 // StartStaticControlPlaneNodelet starts nodelet as a kubeadm control-plane
-// node's kubelet: ManifestDir is its static pod path, its only credential
-// is the bootstrap kubeconfig (its --kubeconfig does not exist yet), and
-// it trusts the cluster CA for its own API's callers. config adds
-// configuration fields.
+// node's kubelet: with kubeadm's config.yaml as it is, and on the command
+// line, as a kubeadm-flags.env would carry them, ManifestDir as its static
+// pod path, the cluster CA for its own API's callers, and this machine's
+// paths and ports. Its only credential is the bootstrap kubeconfig (its
+// --kubeconfig does not exist yet). config adds static pod fields.
 func (s *StaticControlPlane) StartStaticControlPlaneNodelet(ctx context.Context, ctrd *Containerd, config map[string]any) (*Nodelet, error) {
+	kubeadm, err := KubeadmKubeletConfig()
+	if err != nil {
+		return nil, err
+	}
 	cfg := map[string]any{
-		"staticPodPath":      s.ManifestDir,
-		"fileCheckFrequency": "5s",
-		"server":             map[string]any{"clientCAFile": s.CAFile},
+		"staticPodPath": s.ManifestDir,
+		"server":        map[string]any{"clientCAFile": s.CAFile},
 	}
 	for k, v := range config {
 		cfg[k] = v
@@ -675,5 +689,6 @@ func (s *StaticControlPlane) StartStaticControlPlaneNodelet(ctx context.Context,
 		Containerd:          ctrd,
 		BootstrapKubeconfig: s.BootstrapKubeconfig,
 		Config:              cfg,
+		KubeletConfig:       kubeadm,
 	})
 }
