@@ -2,8 +2,11 @@ package controller_test
 
 import (
 	"context"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -53,7 +56,7 @@ type staticAgent struct {
 	manifest string
 }
 
-func startStaticAgent(restCfg *rest.Config, node string) *staticAgent {
+func startStaticAgent(restCfg *rest.Config, node string, mutate ...func(*v1alpha1.NodeletConfiguration)) *staticAgent {
 	GinkgoHelper()
 	root := GinkgoT().TempDir()
 	a := &staticAgent{node: node, rs: fakeruntime.NewFakeRuntimeService(), manifest: filepath.Join(root, "manifests")}
@@ -69,6 +72,9 @@ func startStaticAgent(restCfg *rest.Config, node string) *staticAgent {
 		CgroupsPerQOS:        ptr.To(false),
 		StaticPodPath:        a.manifest,
 		FileCheckFrequency:   metav1.Duration{Duration: time.Second},
+	}
+	for _, m := range mutate {
+		m(cfg)
 	}
 	v1alpha1.SetDefaults(cfg)
 	Expect(v1alpha1.Validate(cfg)).To(BeEmpty())
@@ -128,6 +134,24 @@ var _ = Describe("Static pods on the CRI fakes", func() {
 		a := startStaticAgent(nil, node)
 		a.write("web.yaml", staticManifest("web", "3600"))
 		Eventually(a.readySandboxes).WithTimeout(fakePodTimeout).Should(HaveKey("web-" + node))
+	})
+
+	It("runs the static pods of a URL, with the configured headers, beside the directory's", func() {
+		node := nodeName()
+		var header atomic.Value
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			header.Store(r.Header.Get("Authorization"))
+			_, _ = w.Write(staticManifest("from-url", "3600"))
+		}))
+		DeferCleanup(srv.Close)
+		a := startStaticAgent(nil, node, func(c *v1alpha1.NodeletConfiguration) {
+			c.StaticPodURL = srv.URL
+			c.StaticPodURLHeader = map[string][]string{"Authorization": {"Bearer manifests"}}
+			c.HTTPCheckFrequency = metav1.Duration{Duration: time.Second}
+		})
+		a.write("web.yaml", staticManifest("web", "3600"))
+		Eventually(a.readySandboxes).WithTimeout(fakePodTimeout).Should(And(HaveKey("from-url-"+node), HaveKey("web-"+node)))
+		Expect(header.Load()).To(Equal("Bearer manifests"))
 	})
 
 	It("keeps a mirror pod for each static pod, and follows manifest changes", func(ctx SpecContext) {

@@ -43,3 +43,41 @@ var _ = Describe("Unsafe configurations", func() {
 			"kubeAPIQPS: 0\n", "kubeAPIQPS"),
 	)
 })
+
+// kubeadm's config.yaml starts nodelet; a field it sets that nodelet
+// cannot honour is refused by its name, never silently ignored.
+var _ = Describe("The kubelet's configuration file", func() {
+	run := func(ctx context.Context, config []byte) (int, string) {
+		GinkgoHelper()
+		bin, err := utils.NodeletBinary(ctx)
+		Expect(err).NotTo(HaveOccurred())
+		dir := GinkgoT().TempDir()
+		file := filepath.Join(dir, "config.yaml")
+		Expect(os.WriteFile(file, config, 0o600)).To(Succeed())
+		runCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		var out bytes.Buffer
+		// A kubeconfig that does not exist and no static pods: a config
+		// nodelet accepts fails after it was read, on the kubeconfig.
+		cmd := exec.CommandContext(runCtx, bin, "--config", file, "--hostname-override", "e2e-kubeadm",
+			"--kubeconfig", filepath.Join(dir, "absent.kubeconfig"), "--root-dir", filepath.Join(dir, "root"),
+			"--cert-dir", filepath.Join(dir, "pki"), "--pod-manifest-path", "")
+		cmd.Stdout, cmd.Stderr = &out, &out
+		err = cmd.Run()
+		var exitErr *exec.ExitError
+		Expect(errors.As(err, &exitErr)).To(BeTrue(), "nodelet did not fail: %v\n%s", err, out.String())
+		return exitErr.ExitCode(), out.String()
+	}
+
+	It("accepts the one kubeadm 1.37 writes, and refuses a field nodelet cannot honour by its name", func(ctx SpecContext) {
+		kubeadm, err := utils.KubeadmKubeletConfig()
+		Expect(err).NotTo(HaveOccurred())
+		code, out := run(ctx, kubeadm)
+		Expect(code).To(Equal(1), "read, then failed on the absent kubeconfig:\n%s", out)
+		Expect(out).To(ContainSubstring("absent.kubeconfig"))
+
+		code, out = run(ctx, append(kubeadm, []byte("cpuManagerPolicy: static\n")...))
+		Expect(code).To(Equal(2), "refused as a configuration error:\n%s", out)
+		Expect(out).To(ContainSubstring(`"cpuManagerPolicy"`))
+	})
+})
