@@ -57,7 +57,9 @@ func TestKubeletFlags(t *testing.T) {
 		{"--healthz-bind-address=127.0.0.3:9000", func(o *Options) any { return o.Config.HealthzBindAddress }, "127.0.0.3:9000"},
 		{"--container-log-links-dir=/tmp/links", func(o *Options) any { return *o.Config.ContainerLogLinksDir }, "/tmp/links"},
 		{"--eviction-hard=memory.available<100Mi,nodefs.available<1%", func(o *Options) any { return o.Config.EvictionHard }, map[string]string{"memory.available": "100Mi", "nodefs.available": "1%"}},
-		{"--image-gc-high-threshold=100 --image-gc-low-threshold=90", func(o *Options) any { return [2]int32{*o.Config.ImageGCHighThresholdPercent, *o.Config.ImageGCLowThresholdPercent} }, [2]int32{100, 90}},
+		{"--image-gc-high-threshold=100 --image-gc-low-threshold=90", func(o *Options) any {
+			return [2]int32{*o.Config.ImageGCHighThresholdPercent, *o.Config.ImageGCLowThresholdPercent}
+		}, [2]int32{100, 90}},
 		{"--container-log-links-dir=", func(o *Options) any { return *o.Config.ContainerLogLinksDir }, ""},
 	}
 	for _, tc := range cases {
