@@ -15,7 +15,6 @@ import (
 	"github.com/fsnotify/fsnotify"
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/types"
 )
 
 // debounce is how long FileSource waits after a change to the path before
@@ -44,8 +43,7 @@ type FileSource struct {
 	// files caches the decoded pods of each file by its content, so that an
 	// unchanged file is neither decoded nor reported again.
 	files map[string]*manifest
-	last  []types.UID
-	sent  bool
+	sent  lastSet
 	// poll turns the file system watch off, leaving the period alone.
 	poll bool
 }
@@ -141,14 +139,9 @@ func (s *FileSource) watch(w *fsnotify.Watcher) {
 // sync reads the path and calls Update when its pods changed.
 func (s *FileSource) sync() {
 	pods := s.read()
-	uids := make([]types.UID, len(pods))
-	for i, pod := range pods {
-		uids[i] = pod.UID
-	}
-	if s.sent && slices.Equal(uids, s.last) {
+	if !s.sent.changed(pods) {
 		return
 	}
-	s.sent, s.last = true, uids
 	s.Log.V(2).Info("Static pods of path changed", "path", s.Path, "pods", len(pods))
 	if s.Update != nil {
 		s.Update(pods)

@@ -195,3 +195,23 @@ func sortPods(pods []*corev1.Pod) {
 		return cmp.Or(strings.Compare(FullName(a), FullName(b)), strings.Compare(string(a.UID), string(b.UID)))
 	})
 }
+
+// lastSet is the set of pods a source last handed on, by UID.
+type lastSet struct {
+	uids []types.UID
+	sent bool
+}
+
+// changed records pods as the set handed on and reports whether it
+// differs from the last one (always true the first time).
+func (l *lastSet) changed(pods []*corev1.Pod) bool {
+	uids := make([]types.UID, len(pods))
+	for i, pod := range pods {
+		uids[i] = pod.UID
+	}
+	if l.sent && slices.Equal(uids, l.uids) {
+		return false
+	}
+	l.sent, l.uids = true, uids
+	return true
+}

@@ -6,12 +6,10 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"slices"
 	"time"
 
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/types"
 )
 
 const (
@@ -42,8 +40,7 @@ type URLSource struct {
 	Report   func(Problem)
 	Log      logr.Logger
 
-	last       []types.UID
-	sent       bool
+	sent       lastSet
 	lastFailed string
 }
 
@@ -97,14 +94,9 @@ func (s *URLSource) sync(ctx context.Context, client *http.Client) {
 
 // update calls Update unless the pods are those of the last call.
 func (s *URLSource) update(pods []*corev1.Pod) {
-	uids := make([]types.UID, len(pods))
-	for i, pod := range pods {
-		uids[i] = pod.UID
-	}
-	if s.sent && slices.Equal(uids, s.last) {
+	if !s.sent.changed(pods) {
 		return
 	}
-	s.sent, s.last = true, uids
 	s.Log.V(2).Info("Static pods of URL changed", "url", s.URL, "pods", len(pods))
 	if s.Update != nil {
 		s.Update(pods)

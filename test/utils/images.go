@@ -106,12 +106,17 @@ func ImageArchive(ctx context.Context, image string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("building %s: %w", image, err)
 	}
+	return writeImageArchive(path, image, img)
+}
+
+// writeImageArchive writes img, tagged image, as the archive at path, and
+// returns path. Another test process may be writing the same archive: each
+// writes a temporary file of its own and renames it, which is atomic.
+func writeImageArchive(path, image string, img v1.Image) (string, error) {
 	tag, err := name.NewTag(image)
 	if err != nil {
 		return "", fmt.Errorf("parsing image name %s: %w", image, err)
 	}
-	// Another test process may be writing the same archive: each writes a
-	// temporary file of its own and renames it, which is atomic.
 	if err := imagebuild.WriteArchive(path, tag, img); err != nil {
 		return "", fmt.Errorf("writing archive of %s: %w", image, err)
 	}

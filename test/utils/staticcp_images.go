@@ -13,7 +13,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/empty"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
@@ -120,14 +119,7 @@ func ControlPlaneImageArchive(ctx context.Context, assetsDir, component string) 
 	if err != nil {
 		return "", fmt.Errorf("building %s: %w", image, err)
 	}
-	tag, err := name.NewTag(image)
-	if err != nil {
-		return "", fmt.Errorf("parsing image name %s: %w", image, err)
-	}
-	if err := imagebuild.WriteArchive(path, tag, img); err != nil {
-		return "", fmt.Errorf("writing archive of %s: %w", image, err)
-	}
-	return path, nil
+	return writeImageArchive(path, image, img)
 }
 
 // fastLayerImage is imagebuild.Single with the layer compressed at gzip's
