@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 
@@ -140,7 +141,7 @@ func buildDeps(ctx context.Context, cfg *v1alpha1.NodeletConfiguration) (*contro
 func loadClient(ctx context.Context, opts *options.Options) (*certificates.Client, error) {
 	rotate := ptr.Deref(opts.Config.RotateCertificates, false)
 	if opts.Kubeconfig == "" {
-		c, err := ctrl.GetConfig()
+		c, err := implicitConfig()
 		if err != nil && hasStaticPods(opts.Config) {
 			// No API server at all: run the static pods alone.
 			return nil, nil
@@ -184,6 +185,22 @@ func newAgent(ctx context.Context, apiClient *certificates.Client, cfg *v1alpha1
 		return nil, nil, err
 	}
 	return mgr, local, nil
+}
+
+// implicitConfig is the API server of a nodelet given no --kubeconfig:
+// $KUBECONFIG, else the in-cluster config of a pod (the DaemonSet). Never
+// a user's ~/.kube/config, whose credentials (kubeadm's admin.conf, on a
+// control-plane host) are not the node's.
+func implicitConfig() (*rest.Config, error) {
+	if env := os.Getenv(clientcmd.RecommendedConfigPathEnvVar); env != "" {
+		rules := &clientcmd.ClientConfigLoadingRules{Precedence: filepath.SplitList(env)}
+		return clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{}).ClientConfig()
+	}
+	c, err := rest.InClusterConfig()
+	if err != nil {
+		return nil, fmt.Errorf("no API server configured (no --kubeconfig, no $KUBECONFIG, not in a pod): %w", err)
+	}
+	return c, nil
 }
 
 // hasStaticPods reports whether the configuration names a static pod
