@@ -710,7 +710,7 @@ var _ = Describe("Live ConfigMap updates turned off", Ordered, func() {
 	})
 
 	It("says so in the log and leaves ConfigMap volumes as they were set up, while Secret volumes still follow", func(ctx SpecContext) {
-		Expect(env.Nodelet.LogTail(1000)).To(MatchRegexp(`Controller is disabled.*"controller": *"configmap".*live ConfigMap updates are off`))
+		Expect(env.Nodelet.LogTail(1000)).To(MatchRegexp(`Controller is disabled.*controller="configmap".*live ConfigMap updates are off`))
 
 		ns := utils.NewNamespace(ctx, env.Admin)
 		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "settings", Namespace: ns}, Data: map[string]string{"a": "0", "b": "0"}}
