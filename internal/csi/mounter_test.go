@@ -101,12 +101,12 @@ func TestVolumeContext(t *testing.T) {
 			"csi.storage.k8s.io/ephemeral":           "false",
 		}},
 		{"pod info, ephemeral, tokens", nil, podInfo, true, `{"aud":{}}`, map[string]string{
-			"csi.storage.k8s.io/pod.name":                "web",
-			"csi.storage.k8s.io/pod.namespace":           "ns",
-			"csi.storage.k8s.io/pod.uid":                 "uid-web",
-			"csi.storage.k8s.io/serviceAccount.name":     "sa",
-			"csi.storage.k8s.io/ephemeral":               "true",
-			"csi.storage.k8s.io/serviceAccount.tokens":   `{"aud":{}}`,
+			"csi.storage.k8s.io/pod.name":              "web",
+			"csi.storage.k8s.io/pod.namespace":         "ns",
+			"csi.storage.k8s.io/pod.uid":               "uid-web",
+			"csi.storage.k8s.io/serviceAccount.name":   "sa",
+			"csi.storage.k8s.io/ephemeral":             "true",
+			"csi.storage.k8s.io/serviceAccount.tokens": `{"aud":{}}`,
 		}},
 		{"tokens without pod info", nil, &storagev1.CSIDriver{}, false, `{"aud":{}}`, map[string]string{
 			"csi.storage.k8s.io/serviceAccount.tokens": `{"aud":{}}`,

@@ -9,7 +9,6 @@ import (
 
 	csipb "github.com/container-storage-interface/spec/lib/go/csi"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/mount-utils"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 )
 
@@ -230,14 +229,14 @@ func (p *Publisher) inUse(driver, handle string) (bool, error) {
 // removeUnmounted removes the directory path unless it is a mount point,
 // which is an error: a driver that says it unmounted and did not.
 func (p *Publisher) removeUnmounted(path string) error {
-	notMounted, err := mount.IsNotMountPoint(p.mounter, path)
+	mounted, err := p.mounter.IsMountPoint(path)
 	if os.IsNotExist(err) {
 		return nil
 	}
 	if err != nil {
 		return fmt.Errorf("checking whether %s is a mount point: %w", path, err)
 	}
-	if !notMounted {
+	if mounted {
 		return fmt.Errorf("%s is still mounted", path)
 	}
 	return removeDir(path)
