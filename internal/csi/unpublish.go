@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 
@@ -230,7 +231,7 @@ func (p *Publisher) inUse(driver, handle string) (bool, error) {
 // which is an error: a driver that says it unmounted and did not.
 func (p *Publisher) removeUnmounted(path string) error {
 	mounted, err := p.mounter.IsMountPoint(path)
-	if os.IsNotExist(err) {
+	if errors.Is(err, fs.ErrNotExist) {
 		return nil
 	}
 	if err != nil {

@@ -10,7 +10,9 @@ import (
 	"testing"
 
 	csipb "github.com/container-storage-interface/spec/lib/go/csi"
+	"golang.org/x/sys/unix"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/mount-utils"
 )
 
 // assertGone checks that nothing of the pod's CSI volumes nor of the
@@ -252,5 +254,33 @@ func TestUnpublishPodRemovesUnrecordedDirectory(t *testing.T) {
 	}
 	if n := e.driver.count("unpublish"); n != 0 {
 		t.Errorf("%d driver calls for an unrecorded volume", n)
+	}
+}
+
+func TestRemoveUnmountedWithTheHostMounter(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("mounting needs root")
+	}
+	dir := filepath.Join(t.TempDir(), "mount")
+	if err := os.Mkdir(dir, dirMode); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Mount("tmpfs", dir, "tmpfs", 0, "size=1m"); err != nil {
+		t.Skipf("cannot mount tmpfs: %v", err)
+	}
+	t.Cleanup(func() { _ = unix.Unmount(dir, unix.MNT_DETACH) })
+	p := newEnv(t).publisher()
+	p.mounter = mount.New("")
+	if err := p.removeUnmounted(dir); err == nil || !strings.Contains(err.Error(), "still mounted") {
+		t.Fatalf("got %v, want still mounted", err)
+	}
+	if err := unix.Unmount(dir, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.removeUnmounted(dir); err != nil || exists(dir) {
+		t.Fatalf("unmounted directory: %v, exists %v", err, exists(dir))
+	}
+	if err := p.removeUnmounted(dir); err != nil {
+		t.Errorf("gone already: %v", err)
 	}
 }
