@@ -363,12 +363,14 @@ func applyFSGroup(d *storagev1.CSIDriver, v *volume.CSIVolume) bool {
 	return false
 }
 
-// Publish publishes v for pod and returns its target path: it records the
-// volume in the pod's vol_data.json, waits for the attachment when the
-// driver needs one, stages a Persistent volume when the driver stages
-// (recording the staging's vol_data.json first), publishes it, and hands
-// it to the pod's fsGroup. Each driver call is made every time: drivers
-// are idempotent, and a directory that exists says nothing of the mount.
+// Publish publishes v for pod and returns its target path. It first reads
+// what it needs from the API server (the CSIDriver, the attachment, which
+// it waits for when the driver needs one, secrets, tokens); then, holding
+// the volume's lock, it records the volume in the pod's vol_data.json,
+// stages a Persistent volume when the driver stages (recording the
+// staging's vol_data.json first), publishes it, and hands it to the pod's
+// fsGroup. Each driver call is made every time: drivers are idempotent,
+// and a directory that exists says nothing of the mount.
 func (p *Publisher) Publish(ctx context.Context, pod *v1.Pod, v *volume.CSIVolume) (string, error) {
 	if v.Block {
 		return "", ErrBlockNotSupported
@@ -400,12 +402,40 @@ func (p *Publisher) Publish(ctx context.Context, pod *v1.Pod, v *volume.CSIVolum
 	if err != nil {
 		return "", err
 	}
+	stage := mode == storagev1.VolumeLifecyclePersistent && caps.stage
+
+	var publishContext map[string]string
+	if mode == storagev1.VolumeLifecyclePersistent && attachRequired(drv) {
+		if publishContext, err = p.waitForAttachment(ctx, v.VolumeHandle, v.Driver); err != nil {
+			return "", err
+		}
+	}
+	var stageSecrets map[string]string
+	if stage {
+		if stageSecrets, err = p.secretData(ctx, "NodeStageSecretRef", "", v.NodeStageSecretRef); err != nil {
+			return "", err
+		}
+	}
+	publishSecrets, err := p.secretData(ctx, "NodePublishSecretRef", pod.Namespace, v.NodePublishSecretRef)
+	if err != nil {
+		return "", err
+	}
+	tokens, err := p.serviceAccountTokens(ctx, pod, drv)
+	if err != nil {
+		return "", err
+	}
+	var mountGroup string
+	gid := podFSGroup(pod)
+	if caps.volumeMountGroup && gid != nil {
+		mountGroup = strconv.FormatInt(*gid, 10)
+	}
+	capability := volumeCapability(v, caps, mountGroup)
 
 	unlock := p.lock(v.Driver, v.VolumeHandle)
 	defer unlock()
 
-	// The pod's record comes first: from here on a teardown knows of the
-	// volume, whatever the driver has done yet.
+	// The pod's record comes before any driver call: from here on a
+	// teardown knows of the volume, whatever the driver has done yet.
 	dataDir := publishDataDir(p.root, pod.UID, v.SpecName)
 	if err := os.MkdirAll(dataDir, dirMode); err != nil {
 		return "", fmt.Errorf("creating %s: %w", dataDir, err)
@@ -421,34 +451,11 @@ func (p *Publisher) Publish(ctx context.Context, pod *v1.Pod, v *volume.CSIVolum
 		return "", err
 	}
 
-	var publishContext map[string]string
-	if mode == storagev1.VolumeLifecyclePersistent && attachRequired(drv) {
-		if publishContext, err = p.waitForAttachment(ctx, v.VolumeHandle, v.Driver); err != nil {
-			return "", err
-		}
-	}
-
-	var mountGroup string
-	gid := podFSGroup(pod)
-	if caps.volumeMountGroup && gid != nil {
-		mountGroup = strconv.FormatInt(*gid, 10)
-	}
-	capability := volumeCapability(v, caps, mountGroup)
-
 	var staging string
-	if mode == storagev1.VolumeLifecyclePersistent && caps.stage {
-		if staging, err = p.stage(ctx, client, v, publishContext, capability); err != nil {
+	if stage {
+		if staging, err = p.stage(ctx, client, v, publishContext, capability, stageSecrets); err != nil {
 			return "", err
 		}
-	}
-
-	secrets, err := p.secretData(ctx, "NodePublishSecretRef", pod.Namespace, v.NodePublishSecretRef)
-	if err != nil {
-		return "", err
-	}
-	tokens, err := p.serviceAccountTokens(ctx, pod, drv)
-	if err != nil {
-		return "", err
 	}
 	target := publishPath(p.root, pod.UID, v.SpecName)
 	if _, err := client.NodePublishVolume(ctx, &csipb.NodePublishVolumeRequest{
@@ -458,7 +465,7 @@ func (p *Publisher) Publish(ctx context.Context, pod *v1.Pod, v *volume.CSIVolum
 		TargetPath:        target,
 		VolumeCapability:  capability,
 		Readonly:          v.ReadOnly,
-		Secrets:           secrets,
+		Secrets:           publishSecrets,
 		VolumeContext:     volumeContext(v.Attributes, drv, pod, v.Ephemeral, tokens),
 	}); err != nil {
 		return "", fmt.Errorf("NodePublishVolume of volume %s by CSI driver %s: %w", v.VolumeHandle, v.Driver, err)
@@ -479,11 +486,7 @@ func (p *Publisher) Publish(ctx context.Context, pod *v1.Pod, v *volume.CSIVolum
 
 // stage records the staging's vol_data.json and asks the driver to stage
 // the volume at its staging path, which it returns.
-func (p *Publisher) stage(ctx context.Context, client csipb.NodeClient, v *volume.CSIVolume, publishContext map[string]string, capability *csipb.VolumeCapability) (string, error) {
-	secrets, err := p.secretData(ctx, "NodeStageSecretRef", "", v.NodeStageSecretRef)
-	if err != nil {
-		return "", err
-	}
+func (p *Publisher) stage(ctx context.Context, client csipb.NodeClient, v *volume.CSIVolume, publishContext map[string]string, capability *csipb.VolumeCapability, secrets map[string]string) (string, error) {
 	staging := stagingPath(p.root, v.Driver, v.VolumeHandle)
 	if err := os.MkdirAll(staging, dirMode); err != nil {
 		return "", fmt.Errorf("creating %s: %w", staging, err)

@@ -338,6 +338,10 @@ func TestPublishRefusals(t *testing.T) {
 			if e.driver.count("publish") != 0 {
 				t.Error("published anyway")
 			}
+			// Refused before any driver call: nothing to tear down.
+			if exists(podCSIDir(e.root, "uid-web")) {
+				t.Error("a refused volume left a record")
+			}
 		})
 	}
 }

@@ -284,3 +284,45 @@ func TestRemoveUnmountedWithTheHostMounter(t *testing.T) {
 		t.Errorf("gone already: %v", err)
 	}
 }
+
+func TestUnstageOrphans(t *testing.T) {
+	e := newEnv(t, csipb.NodeServiceCapability_RPC_STAGE_UNSTAGE_VOLUME)
+	publishPods(t, e, "vol-1", "a")
+	publishPods(t, e, "vol-2", "a")
+	ctx := context.Background()
+	// A crash right after the pod's volumes were unpublished and their
+	// records removed: the stagings are orphans.
+	for _, h := range []string{"vol-1", "vol-2"} {
+		if err := e.driver.mounter.Unmount(publishPath(e.root, "uid-a", "pv-"+h)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.RemoveAll(filepath.Join(e.root, "pods")); err != nil {
+		t.Fatal(err)
+	}
+	// Something else of the plugin's directory is no staging of ours.
+	other := filepath.Join(driversDir(e.root), testDriver, "not-a-staging")
+	if err := os.MkdirAll(other, dirMode); err != nil {
+		t.Fatal(err)
+	}
+
+	e.drivers.set(testDriver, nil)
+	if err := e.publisher().UnstageOrphans(ctx); err == nil {
+		t.Fatal("UnstageOrphans succeeded without the driver")
+	}
+	if !exists(stagingDataDir(e.root, testDriver, "vol-1")) || !exists(stagingDataDir(e.root, testDriver, "vol-2")) {
+		t.Fatal("stagings removed without their driver")
+	}
+	e.drivers.set(testDriver, e.driver)
+	if err := e.publisher().UnstageOrphans(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if e.driver.count("unstage") != 2 {
+		t.Errorf("%d unstages, want 2", e.driver.count("unstage"))
+	}
+	assertGone(t, e, "uid-a", "vol-1")
+	assertGone(t, e, "uid-a", "vol-2")
+	if !exists(other) {
+		t.Error("a directory that is no staging was removed")
+	}
+}
