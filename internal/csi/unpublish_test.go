@@ -326,3 +326,34 @@ func TestUnstageOrphans(t *testing.T) {
 		t.Error("a directory that is no staging was removed")
 	}
 }
+
+// TestUnpublishRacesPublish tears down one pod while another publishes the
+// same volume: whichever goes first, the second pod ends with its volume
+// staged and published.
+func TestUnpublishRacesPublish(t *testing.T) {
+	for i := 0; i < 20; i++ {
+		e := newEnv(t, csipb.NodeServiceCapability_RPC_STAGE_UNSTAGE_VOLUME)
+		publishPods(t, e, "vol-1", "a")
+		p := e.publisher()
+		ctx := context.Background()
+		errs := make(chan error, 2)
+		go func() { errs <- p.UnpublishPod(ctx, "uid-a") }()
+		go func() {
+			_, err := p.Publish(ctx, testPod("b"), pvVolume("vol-1"))
+			errs <- err
+		}()
+		for range 2 {
+			if err := <-errs; err != nil {
+				t.Fatal(err)
+			}
+		}
+		for _, path := range []string{stagingPath(e.root, testDriver, "vol-1"), publishPath(e.root, "uid-b", "pv-vol-1")} {
+			if mounted, _ := e.driver.mounter.IsMountPoint(path); !mounted {
+				t.Fatalf("round %d: %s is not mounted", i, path)
+			}
+		}
+		if !exists(filepath.Join(stagingDataDir(e.root, testDriver, "vol-1"), volDataFileName)) {
+			t.Fatalf("round %d: the staging record is gone", i)
+		}
+	}
+}
