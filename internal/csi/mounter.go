@@ -107,8 +107,9 @@ type Publisher struct {
 	mu    sync.Mutex
 	locks map[string]*sync.Mutex
 
-	// step, in tests, is called before each step of a teardown and stops
-	// it when it returns an error, as a crash would.
+	// step, in tests, is called before each driver call and removal of
+	// a publish or a teardown, and stops it when it returns an error, as a
+	// crash would.
 	step func(name string) error
 }
 
@@ -458,6 +459,9 @@ func (p *Publisher) Publish(ctx context.Context, pod *v1.Pod, v *volume.CSIVolum
 		}
 	}
 	target := publishPath(p.root, pod.UID, v.SpecName)
+	if err := p.step(stepPublish); err != nil {
+		return "", err
+	}
 	if _, err := client.NodePublishVolume(ctx, &csipb.NodePublishVolumeRequest{
 		VolumeId:          v.VolumeHandle,
 		PublishContext:    publishContext,
@@ -495,6 +499,9 @@ func (p *Publisher) stage(ctx context.Context, client csipb.NodeClient, v *volum
 		VolumeHandle: v.VolumeHandle,
 		DriverName:   v.Driver,
 	}); err != nil {
+		return "", err
+	}
+	if err := p.step(stepStage); err != nil {
 		return "", err
 	}
 	if _, err := client.NodeStageVolume(ctx, &csipb.NodeStageVolumeRequest{

@@ -390,3 +390,55 @@ func TestPublishFailureKeepsRecord(t *testing.T) {
 	}
 	assertGone(t, e, "uid-web", "vol-1")
 }
+
+// TestPublishCrashes kills a Publish before each driver call; a new
+// publisher tears the pod down from what the first one recorded, with each
+// driver call made once, and leaves the stage of a second pod alone.
+func TestPublishCrashes(t *testing.T) {
+	for _, step := range []string{stepStage, stepPublish} {
+		for _, shared := range []bool{false, true} {
+			t.Run(step+map[bool]string{true: "/shared"}[shared], func(t *testing.T) {
+				e := newEnv(t, csipb.NodeServiceCapability_RPC_STAGE_UNSTAGE_VOLUME)
+				ctx := context.Background()
+				if shared {
+					publishPods(t, e, "vol-1", "b")
+				}
+				e.attach("vol-1", nil)
+				killed := e.publisher()
+				killed.step = func(name string) error {
+					if name == step {
+						return errKilled
+					}
+					return nil
+				}
+				if _, err := killed.Publish(ctx, testPod("a"), pvVolume("vol-1")); !errors.Is(err, errKilled) {
+					t.Fatalf("got %v, want the kill", err)
+				}
+				restarted := e.publisher()
+				if err := restarted.UnpublishPod(ctx, "uid-a"); err != nil {
+					t.Fatal(err)
+				}
+				if err := restarted.UnstageOrphans(ctx); err != nil {
+					t.Fatal(err)
+				}
+				if got := e.driver.count("unpublish"); got != 1 {
+					t.Errorf("unpublish calls %d, want 1", got)
+				}
+				if shared {
+					staging := stagingPath(e.root, testDriver, "vol-1")
+					if mounted, _ := e.driver.mounter.IsMountPoint(staging); !mounted || e.driver.count("unstage") != 0 {
+						t.Fatalf("pod b's stage: mounted %v, %d unstages", mounted, e.driver.count("unstage"))
+					}
+					if err := restarted.UnpublishPod(ctx, "uid-b"); err != nil {
+						t.Fatal(err)
+					}
+				}
+				if got := e.driver.count("unstage"); got != 1 {
+					t.Errorf("unstage calls %d, want 1", got)
+				}
+				assertGone(t, e, "uid-a", "vol-1")
+				assertGone(t, e, "uid-b", "vol-1")
+			})
+		}
+	}
+}

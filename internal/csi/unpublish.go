@@ -13,8 +13,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 )
 
-// The steps of a teardown, named for the test hook.
+// The steps of a publish and of a teardown, named for the test hook.
 const (
+	stepStage         = "stage"
+	stepPublish       = "publish"
 	stepUnpublish     = "unpublish"
 	stepRemovePublish = "remove-publish"
 	stepUnstage       = "unstage"
