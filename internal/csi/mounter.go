@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"os"
 	"strconv"
-	"sync"
 	"time"
 
 	csipb "github.com/container-storage-interface/spec/lib/go/csi"
@@ -20,6 +19,7 @@ import (
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
+	"github.com/nodelet/nodelet/internal/keylock"
 	"github.com/nodelet/nodelet/internal/volume"
 )
 
@@ -104,8 +104,7 @@ type Publisher struct {
 
 	// locks serialise the work on one driver's volume handle, so that
 	// a teardown never unstages a volume that another pod is publishing.
-	mu    sync.Mutex
-	locks map[string]*sync.Mutex
+	locks keylock.Map
 
 	// step, in tests, is called before each driver call and removal of
 	// a publish or a teardown, and stops it when it returns an error, as a
@@ -138,7 +137,6 @@ func NewPublisher(opts Options) (*Publisher, error) {
 		attachTimeout:    opts.AttachTimeout,
 		attachPoll:       defaultAttachPoll,
 		setOwnership:     opts.SetOwnership,
-		locks:            map[string]*sync.Mutex{},
 		step:             func(string) error { return nil },
 	}
 	if p.mounter == nil {
@@ -158,16 +156,7 @@ func NewPublisher(opts Options) (*Publisher, error) {
 
 // lock takes the lock of driver's volume handle and returns its release.
 func (p *Publisher) lock(driver, handle string) func() {
-	key := driver + "\x00" + handle
-	p.mu.Lock()
-	l, ok := p.locks[key]
-	if !ok {
-		l = &sync.Mutex{}
-		p.locks[key] = l
-	}
-	p.mu.Unlock()
-	l.Lock()
-	return l.Unlock
+	return p.locks.Lock(driver + "\x00" + handle)
 }
 
 // lifecycleMode is the CSIDriver volume lifecycle mode of v.
