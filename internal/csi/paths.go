@@ -46,13 +46,6 @@ func attachmentName(handle, driver, node string) string {
 	return "csi-" + sha256Hex(handle+driver+node)
 }
 
-// InlineVolumeHandle is the volume handle of a pod's inline CSI volume:
-// "csi-" and the hex SHA-256 of the pod UID followed by the volume's name,
-// as the kubelet makes it, so a driver sees the same handle from either.
-func InlineVolumeHandle(uid types.UID, volumeName string) string {
-	return "csi-" + sha256Hex(string(uid)+volumeName)
-}
-
 // driversDir holds every driver's stagings.
 func driversDir(root string) string {
 	return filepath.Join(root, pluginsDirName, csiPluginName)

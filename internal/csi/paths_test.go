@@ -22,9 +22,6 @@ func TestPaths(t *testing.T) {
 		// sha256("vol-1" + "csi.example.com" + "node-a")
 		{"attachment name", attachmentName("vol-1", testDriver, testNode),
 			"csi-664f93e6befe920d56b73708bbb3eb1888cad5fb3e7203b1b501f466d0bea90f"},
-		// sha256("uid-1" + "scratch")
-		{"inline volume handle", InlineVolumeHandle("uid-1", "scratch"),
-			"csi-a919eb5a57ed1bf8c61a802fc713b36e9bfa4fbf009dfb5f4206d253a3a3dc32"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
