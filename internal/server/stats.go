@@ -335,7 +335,7 @@ func (p *StatsProvider) podStats(ctx context.Context, onlyCPUAndMemory bool) ([]
 		if !onlyCPUAndMemory {
 			var volumesUsed uint64
 			ps.VolumeStats, volumesUsed = podVolumeStats(p.Volumes, pod.UID)
-			ephemeral += volumesUsed
+			ephemeral += volumesUsed + p.etcHostsUsage(pod.UID)
 			ps.EphemeralStorage = &statsapi.FsStats{Time: ts, UsedBytes: ptr.To(ephemeral)}
 			if logsCap != nil {
 				ps.EphemeralStorage.CapacityBytes, ps.EphemeralStorage.AvailableBytes = logsCap.CapacityBytes, logsCap.AvailableBytes

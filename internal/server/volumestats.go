@@ -1,6 +1,8 @@
 package server
 
 import (
+	"path/filepath"
+
 	"k8s.io/apimachinery/pkg/types"
 	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 
@@ -39,4 +41,18 @@ func podVolumeStats(cache VolumeStatsCache, uid types.UID) ([]statsapi.VolumeSta
 		}
 	}
 	return append(ephemeral, persistent...), used
+}
+
+// etcHostsUsage is the disk space of the pod's /etc/hosts file, which the
+// kubelet counts in the pod's ephemeral storage too; 0 when it cannot be
+// read. One small file: measured on the request path.
+func (p *StatsProvider) etcHostsUsage(uid types.UID) uint64 {
+	if p.RootDir == "" {
+		return 0
+	}
+	u, err := volumestats.DiskUsage(filepath.Join(p.RootDir, "pods", string(uid), "etc-hosts"))
+	if err != nil || u.Bytes < 0 {
+		return 0
+	}
+	return uint64(u.Bytes)
 }

@@ -2,6 +2,9 @@ package server
 
 import (
 	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 
 	. "github.com/onsi/gomega"
@@ -61,5 +64,23 @@ func TestSummaryVolumes(t *testing.T) {
 	only, _ := getSummary(t, h, http.MethodGet, "/stats/summary?only_cpu_and_memory=true")
 	for _, p := range only.Pods {
 		g.Expect(p.VolumeStats).To(BeNil(), p.PodRef.Name)
+	}
+}
+
+func TestSummaryCountsEtcHosts(t *testing.T) {
+	g := NewWithT(t)
+	f, h := summaryServer(t)
+	f.provider.RootDir = t.TempDir()
+	hosts := filepath.Join(f.provider.RootDir, "pods", "uid-web", "etc-hosts")
+	g.Expect(os.MkdirAll(filepath.Dir(hosts), 0o750)).To(Succeed())
+	g.Expect(os.WriteFile(hosts, []byte(strings.Repeat("127.0.0.1 localhost\n", 300)), 0o644)).To(Succeed())
+	u, err := volumestats.DiskUsage(hosts)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(u.Bytes).To(BeNumerically(">", 0))
+	sum, _ := getSummary(t, h, http.MethodGet, "/stats/summary")
+	for _, p := range sum.Pods {
+		if p.PodRef.Name == "web" {
+			g.Expect(p.EphemeralStorage.UsedBytes).To(Equal(ptr.To(350+uint64(u.Bytes))), "writable layer, logs and /etc/hosts")
+		}
 	}
 }
