@@ -12,6 +12,7 @@ import (
 	"github.com/nodelet/nodelet/internal/checkpoint"
 	"github.com/nodelet/nodelet/internal/cri"
 	"github.com/nodelet/nodelet/internal/eviction"
+	"github.com/nodelet/nodelet/internal/volumestats"
 )
 
 // Deps is what the reconcilers are built from. main fills it once.
@@ -31,6 +32,8 @@ type Deps struct {
 	engine *podEngine
 	// eviction is the eviction manager, set up with the pod reconciler.
 	eviction *eviction.Manager
+	// volumeStats measures the pods' volumes (setupVolumeStats).
+	volumeStats *volumestats.Calculator
 }
 
 // Runner runs runnables: agent.Local, or the manager itself.
