@@ -234,4 +234,3 @@ func (d *Driver) saveLocked() error {
 	}
 	return nil
 }
-
