@@ -30,8 +30,11 @@ type CallRecord struct {
 	// service account tokens when the CSIDriver asks for them.
 	VolumeContext  map[string]string `json:"volume_context,omitempty"`
 	PublishContext map[string]string `json:"publish_context,omitempty"`
-	NodeID         string            `json:"node_id,omitempty"`
-	Readonly       bool              `json:"readonly,omitempty"`
+	// Parameters are CreateVolume's: the StorageClass's, and the PVC's
+	// and PV's names with external-provisioner's --extra-create-metadata.
+	Parameters map[string]string `json:"parameters,omitempty"`
+	NodeID     string            `json:"node_id,omitempty"`
+	Readonly   bool              `json:"readonly,omitempty"`
 	// Code is the gRPC status code of the answer ("OK" on success).
 	Code string    `json:"code"`
 	Time time.Time `json:"time"`
@@ -112,6 +115,9 @@ func recordOf(method string, req any) CallRecord {
 	}
 	if r, ok := req.(interface{ GetPublishContext() map[string]string }); ok {
 		rec.PublishContext = r.GetPublishContext()
+	}
+	if r, ok := req.(interface{ GetParameters() map[string]string }); ok {
+		rec.Parameters = r.GetParameters()
 	}
 	if r, ok := req.(interface{ GetNodeId() string }); ok {
 		rec.NodeID = r.GetNodeId()
