@@ -62,6 +62,11 @@ type CSIStackOptions struct {
 	TokenRequests []storagev1.TokenRequest
 	// RequiresRepublish goes on the CSIDriver's spec.requiresRepublish.
 	RequiresRepublish bool
+	// NoTopology runs external-provisioner without its Topology feature:
+	// PVs without node affinity, for a spec whose node agent does not
+	// label its Node with the driver's topology key or list the key in
+	// its CSINode (with Topology on, provisioning waits for both).
+	NoTopology bool
 	// ProvisionerArgs and AttacherArgs are extra flags of the sidecars.
 	ProvisionerArgs []string
 	AttacherArgs    []string
@@ -227,15 +232,17 @@ func StartCSIStack(ctx context.Context, api *APIServer, opts CSIStackOptions) (_
 	// Topology on, so that PVs carry the node affinity of the driver's
 	// topology key; strict topology off (the default): with Immediate
 	// binding there is no selected node, and the requirements come from
-	// the CSINode objects that list the driver.
-	if err := s.startSidecar(ctx, "csi-provisioner", filepath.Join(sidecars, "csi-provisioner"), append([]string{
+	// the Nodes whose CSINode lists the driver with its topology key.
+	provisionerArgs := []string{
 		"--csi-address=" + s.Endpoint,
 		"--kubeconfig=" + kubeconfig,
 		"--leader-election=false",
-		"--feature-gates=Topology=true",
+		"--feature-gates=Topology=" + strconv.FormatBool(!opts.NoTopology),
 		"--extra-create-metadata",
 		"--v=3",
-	}, opts.ProvisionerArgs...)); err != nil {
+	}
+	if err := s.startSidecar(ctx, "csi-provisioner", filepath.Join(sidecars, "csi-provisioner"),
+		append(provisionerArgs, opts.ProvisionerArgs...)); err != nil {
 		return s, err
 	}
 	if opts.AttachRequired {
