@@ -206,8 +206,8 @@ func (d *Driver) ControllerPublishVolume(_ context.Context, req *csi.ControllerP
 		return nil, status.Errorf(codes.NotFound, "node %s does not exist", node)
 	}
 	if v.PublishedNode == "" {
-		if max := d.cfg.MaxVolumesPerNode; max > 0 && d.publishedCountLocked() >= max {
-			return nil, status.Errorf(codes.ResourceExhausted, "node %s has %d volumes attached", node, max)
+		if limit := d.cfg.MaxVolumesPerNode; limit > 0 && d.publishedCountLocked() >= limit {
+			return nil, status.Errorf(codes.ResourceExhausted, "node %s has %d volumes attached", node, limit)
 		}
 		v.PublishedNode = node
 		if err := d.saveLocked(); err != nil {

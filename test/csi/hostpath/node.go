@@ -17,8 +17,8 @@ import (
 	mount "k8s.io/mount-utils"
 )
 
-// NodeGetCapabilities: staging (so that a node agent exercises both
-// steps) and volume stats.
+// NodeGetCapabilities reports staging (so that a node agent exercises
+// both steps) and volume stats.
 func (d *Driver) NodeGetCapabilities(context.Context, *csi.NodeGetCapabilitiesRequest) (*csi.NodeGetCapabilitiesResponse, error) {
 	types := []csi.NodeServiceCapability_RPC_Type{
 		csi.NodeServiceCapability_RPC_STAGE_UNSTAGE_VOLUME,

@@ -27,15 +27,18 @@ func main() {
 	flag.StringVar(&cfg.CallLog, "call-log", "", "file to append a JSON line per CSI call to")
 	flag.Parse()
 
-	d, err := hostpath.New(cfg)
-	if err != nil {
-		klog.ErrorS(err, "Starting the driver failed")
-		os.Exit(1)
-	}
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
-	defer stop()
-	if err := d.Run(ctx); err != nil {
+	if err := run(cfg); err != nil {
 		klog.ErrorS(err, "Driver failed")
 		os.Exit(1)
 	}
+}
+
+func run(cfg hostpath.Config) error {
+	d, err := hostpath.New(cfg)
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	return d.Run(ctx)
 }

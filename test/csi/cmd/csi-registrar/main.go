@@ -30,15 +30,18 @@ func main() {
 		os.Exit(1)
 	}
 
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
-	defer stop()
-	name, err := registrar.DriverName(ctx, *csiAddress, *timeout)
-	if err != nil {
-		klog.ErrorS(err, "Getting the driver's name failed")
-		os.Exit(1)
-	}
-	if err := registrar.NewServer(name, *kubeletPath).Serve(ctx, *registrationPath); err != nil {
+	if err := run(*csiAddress, *kubeletPath, *registrationPath, *timeout); err != nil {
 		klog.ErrorS(err, "Registration failed")
 		os.Exit(1)
 	}
+}
+
+func run(csiAddress, kubeletPath, registrationPath string, timeout time.Duration) error {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	name, err := registrar.DriverName(ctx, csiAddress, timeout)
+	if err != nil {
+		return err
+	}
+	return registrar.NewServer(name, kubeletPath).Serve(ctx, registrationPath)
 }
