@@ -232,3 +232,42 @@ func TestMountsAndCallLog(t *testing.T) {
 		t.Errorf("call log: the inline publish recorded as %+v", *inline)
 	}
 }
+
+// TestWithoutAttach: no PUBLISH_UNPUBLISH_VOLUME, and staging needs no
+// publish context.
+func TestWithoutAttach(t *testing.T) {
+	requireRoot(t)
+	ctx := context.Background()
+	socket, _ := startDriver(t, false)
+	c := dial(t, socket)
+	caps, err := c.ControllerGetCapabilities(ctx, &csi.ControllerGetCapabilitiesRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, cp := range caps.GetCapabilities() {
+		if cp.GetRpc().GetType() == csi.ControllerServiceCapability_RPC_PUBLISH_UNPUBLISH_VOLUME {
+			t.Error("PUBLISH_UNPUBLISH_VOLUME advertised without attach")
+		}
+	}
+	vol, err := c.CreateVolume(ctx, &csi.CreateVolumeRequest{Name: "pvc-2", VolumeCapabilities: []*csi.VolumeCapability{mountCap}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := vol.GetVolume().GetVolumeId()
+	if _, err := c.ControllerPublishVolume(ctx, &csi.ControllerPublishVolumeRequest{VolumeId: id, NodeId: "node-a", VolumeCapability: mountCap}); status.Code(err) != codes.Unimplemented {
+		t.Errorf("ControllerPublishVolume without attach: %v, want Unimplemented", err)
+	}
+	staging := filepath.Join(t.TempDir(), "staging")
+	if _, err := c.NodeStageVolume(ctx, &csi.NodeStageVolumeRequest{VolumeId: id, StagingTargetPath: staging, VolumeCapability: mountCap}); err != nil {
+		t.Fatal(err)
+	}
+	if !isMounted(t, staging) {
+		t.Fatal("the staging path is not a mount point")
+	}
+	if _, err := c.NodeUnstageVolume(ctx, &csi.NodeUnstageVolumeRequest{VolumeId: id, StagingTargetPath: staging}); err != nil {
+		t.Fatal(err)
+	}
+	if isMounted(t, staging) {
+		t.Fatal("the staging path is still a mount point")
+	}
+}
