@@ -63,7 +63,8 @@ func TestCapacity(t *testing.T) {
 }
 
 func TestVolumeIDs(t *testing.T) {
-	if volumeID("pvc-1") != volumeID("pvc-1") || volumeID("pvc-1") == volumeID("pvc-2") {
+	first, again, other := volumeID("pvc-1"), volumeID("pvc-1"), volumeID("pvc-2")
+	if first != again || first == other {
 		t.Error("volume ids are not one per name")
 	}
 	if !validID(volumeID("pvc-1")) {
