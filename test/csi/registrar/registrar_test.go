@@ -94,3 +94,26 @@ func TestRegistration(t *testing.T) {
 		t.Fatalf("the registration socket after the registrar stopped: %v, want it gone", err)
 	}
 }
+
+// TestServeStops: the end of the context (SIGTERM in the command) stops
+// the service without an error and removes the socket.
+func TestServeStops(t *testing.T) {
+	dir := t.TempDir()
+	ctx, cancel := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- registrar.NewServer("y.csi.test", "/x/csi.sock").Serve(ctx, dir) }()
+	socket := filepath.Join(dir, "y.csi.test-reg.sock")
+	waitFor(t, socket)
+	cancel()
+	select {
+	case err := <-served:
+		if err != nil {
+			t.Fatalf("Serve after its context ended: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Serve kept serving after its context ended")
+	}
+	if _, err := os.Stat(socket); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the registration socket after Serve returned: %v, want it gone", err)
+	}
+}
