@@ -184,10 +184,10 @@ func (r *NodeReconciler) ensureNode(ctx context.Context) (*corev1.Node, error) {
 	return node, nil
 }
 
-// ensureLabels adds the labels nodelet owns to a Node it did not create
-// in this process (one registered earlier, or re-created by someone else),
-// once per Node object, with a merge patch of those labels only; labels,
-// annotations and taints others set are left alone.
+// ensureLabels adds the labels and annotations nodelet owns to a Node it
+// did not create in this process (one registered earlier, or re-created by
+// someone else), once per Node object, with a merge patch of those only;
+// labels, annotations and taints others set are left alone.
 func (r *NodeReconciler) ensureLabels(ctx context.Context, node *corev1.Node) error {
 	if node.UID == r.adoptedUID {
 		return nil
@@ -201,6 +201,15 @@ func (r *NodeReconciler) ensureLabels(ctx context.Context, node *corev1.Node) er
 				node.Labels = map[string]string{}
 			}
 			node.Labels[k] = v
+			changed = true
+		}
+	}
+	for k, v := range nodeinfo.Annotations() {
+		if node.Annotations[k] != v {
+			if node.Annotations == nil {
+				node.Annotations = map[string]string{}
+			}
+			node.Annotations[k] = v
 			changed = true
 		}
 	}

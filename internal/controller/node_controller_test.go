@@ -135,6 +135,7 @@ var _ = Describe("Node controller", func() {
 		waitStatusWrites(name, 2, func(g Gomega, n *corev1.Node) {
 			expectKept(g, n)
 			g.Expect(n.Labels).To(HaveKeyWithValue("example.com/pool", "blue"), "nodelet's label is put back on adoption")
+			g.Expect(n.Annotations).To(HaveKeyWithValue(nodeinfo.ControllerManagedAttachDetachAnnotation, "true"), "the attach/detach controller manages the adopted node's volumes")
 			g.Expect(n.UID).To(Equal(node.UID), "the Node is adopted, not re-created")
 		})
 	})
