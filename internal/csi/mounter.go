@@ -81,6 +81,10 @@ type Options struct {
 	// SetOwnership hands a published volume to the pod's fsGroup;
 	// optional, volume.SetVolumeOwnership by default.
 	SetOwnership func(dir string, gid int64, policy *v1.PodFSGroupChangePolicy) error
+	// InUse tracks the volumes in use for the Node's status; when set, a
+	// volume that needs attaching is staged only once the Node's status
+	// lists it. Optional.
+	InUse *InUse
 }
 
 // Publisher publishes pods' CSI volumes through their drivers with the
@@ -101,6 +105,7 @@ type Publisher struct {
 	attachTimeout    time.Duration
 	attachPoll       time.Duration
 	setOwnership     func(dir string, gid int64, policy *v1.PodFSGroupChangePolicy) error
+	volumesInUse     *InUse
 
 	// locks serialise the work on one driver's volume handle, so that
 	// a teardown never unstages a volume that another pod is publishing.
@@ -137,6 +142,7 @@ func NewPublisher(opts Options) (*Publisher, error) {
 		attachTimeout:    opts.AttachTimeout,
 		attachPoll:       defaultAttachPoll,
 		setOwnership:     opts.SetOwnership,
+		volumesInUse:     opts.InUse,
 		step:             func(string) error { return nil },
 	}
 	if p.mounter == nil {
@@ -395,9 +401,27 @@ func (p *Publisher) Publish(ctx context.Context, pod *v1.Pod, v *volume.CSIVolum
 	stage := mode == storagev1.VolumeLifecyclePersistent && caps.stage
 
 	var publishContext map[string]string
-	if mode == storagev1.VolumeLifecyclePersistent && attachRequired(drv) {
+	attach := mode == storagev1.VolumeLifecyclePersistent && attachRequired(drv)
+	if p.volumesInUse != nil && mode == storagev1.VolumeLifecyclePersistent {
+		p.volumesInUse.noAttachDriver(v.Driver, !attach)
+	}
+	if attach {
+		if p.volumesInUse != nil {
+			// In use from now on: the Node's status says so before the
+			// volume is staged, so the attach/detach controller does not
+			// detach it under the mount.
+			defer p.volumesInUse.acquire(v.Driver, v.VolumeHandle)()
+		}
 		if publishContext, err = p.waitForAttachment(ctx, v.VolumeHandle, v.Driver); err != nil {
 			return "", err
+		}
+		if p.volumesInUse != nil {
+			reportCtx, cancel := context.WithTimeout(ctx, p.attachTimeout)
+			err := p.volumesInUse.waitReported(reportCtx, v.Driver, v.VolumeHandle)
+			cancel()
+			if err != nil {
+				return "", err
+			}
 		}
 	}
 	var stageSecrets map[string]string

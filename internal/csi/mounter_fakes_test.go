@@ -201,6 +201,7 @@ type env struct {
 	ownership         []string
 	attachGets        int
 	attachTimeoutZero bool
+	inUse             *InUse
 }
 
 func newEnv(t *testing.T, caps ...csipb.NodeServiceCapability_RPC_Type) *env {
@@ -254,6 +255,7 @@ func (e *env) publisher() *Publisher {
 			return nil
 		},
 	}
+	opts.InUse = e.inUse
 	if e.attachTimeoutZero {
 		opts.AttachTimeout = 1 // one look, then the timeout
 	}
