@@ -72,7 +72,8 @@ func (u *InUse) acquire(driver, handle string) (release func()) {
 	return func() {
 		u.mu.Lock()
 		defer u.mu.Unlock()
-		if u.pending[name]--; u.pending[name] <= 0 {
+		u.pending[name]--
+		if u.pending[name] <= 0 {
 			delete(u.pending, name)
 		}
 	}
