@@ -89,10 +89,10 @@ func newCSINode(node *corev1.Node) *storagev1.CSINode {
 
 // csiNodeDriver is the CSINode entry of a driver.
 func csiNodeDriver(name string, info DriverNodeInfo) storagev1.CSINodeDriver {
-	d := storagev1.CSINodeDriver{
-		Name:         name,
-		NodeID:       info.NodeID,
-		TopologyKeys: sets.List(sets.KeySet(info.Topology)),
+	d := storagev1.CSINodeDriver{Name: name, NodeID: info.NodeID}
+	if len(info.Topology) > 0 {
+		// As the API returns it: no keys is no field.
+		d.TopologyKeys = sets.List(sets.KeySet(info.Topology))
 	}
 	if info.MaxVolumes > 0 {
 		d.Allocatable = &storagev1.VolumeNodeResources{Count: ptr.To(int32(min(info.MaxVolumes, int64(1<<31-1))))}
