@@ -2,6 +2,7 @@ package csi
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"sync"
@@ -27,7 +28,13 @@ const (
 	// failed write.
 	nodeInfoRetryBase = 500 * time.Millisecond
 	nodeInfoRetryMax  = 30 * time.Second
+	// nodeInfoNodeWait is how often the Node is looked for while it does
+	// not exist.
+	nodeInfoNodeWait = time.Second
 )
+
+// errNoNode says the Node does not exist (yet).
+var errNoNode = errors.New("node does not exist")
 
 // NodeInfo writes what the registered drivers reported about this node into
 // the API: the node's CSINode (created as soon as the Node exists, with a
@@ -106,7 +113,14 @@ func (n *NodeInfo) Start(ctx context.Context) error {
 			timer.Stop()
 		case <-timer.C:
 		}
-		if err := n.Sync(ctx); err != nil {
+		err := n.Sync(ctx)
+		if errors.Is(err, errNoNode) {
+			// The node controller registers it.
+			logger.V(1).Info("Node does not exist yet, CSINode waits for it")
+			wait = nodeInfoNodeWait
+			continue
+		}
+		if err != nil {
 			wait = backoff.When("sync")
 			logger.Error(err, "Failed to write CSI node info, will retry", "retryIn", wait)
 			continue
@@ -116,9 +130,9 @@ func (n *NodeInfo) Start(ctx context.Context) error {
 	}
 }
 
-// Sync writes the node's CSINode and Node once. It does nothing (and
-// succeeds) while the Node does not exist: its creation is the node
-// controller's, and the next sync follows it.
+// Sync writes the node's CSINode and Node once. It writes nothing and
+// returns an error matching errNoNode while the Node does not exist: its
+// creation is the node controller's.
 func (n *NodeInfo) Sync(ctx context.Context) error {
 	n.mu.Lock()
 	want := maps.Clone(n.want)
@@ -128,8 +142,7 @@ func (n *NodeInfo) Sync(ctx context.Context) error {
 	node := &corev1.Node{}
 	if err := n.reader.Get(ctx, types.NamespacedName{Name: n.nodeName}, node); err != nil {
 		if apierrors.IsNotFound(err) {
-			log.FromContext(ctx).V(1).Info("Node does not exist yet, CSINode waits for it")
-			return nil
+			return fmt.Errorf("reading node %s: %w", n.nodeName, errNoNode)
 		}
 		return fmt.Errorf("reading node %s: %w", n.nodeName, err)
 	}
