@@ -11,6 +11,7 @@ import (
 	"github.com/nodelet/nodelet/api/v1alpha1"
 	"github.com/nodelet/nodelet/internal/checkpoint"
 	"github.com/nodelet/nodelet/internal/cri"
+	"github.com/nodelet/nodelet/internal/csi"
 	"github.com/nodelet/nodelet/internal/eviction"
 )
 
@@ -31,6 +32,8 @@ type Deps struct {
 	engine *podEngine
 	// eviction is the eviction manager, set up with the pod reconciler.
 	eviction *eviction.Manager
+	// csiDrivers are the registered CSI drivers (see csiDriversFor).
+	csiDrivers *csi.Registry
 }
 
 // Runner runs runnables: agent.Local, or the manager itself.
@@ -56,6 +59,7 @@ type Registry map[string]SetupFunc
 // Default is every reconciler nodelet has. Add a line here to add one.
 var Default = Registry{
 	"configmap": setupConfigMapController,
+	"csi":       setupCSI,
 	"node":      setupNodeController,
 	"pod":       setupPodController,
 	"secret":    setupSecretController,
