@@ -35,8 +35,9 @@ type fakeRegistrar struct {
 	path     string
 }
 
-// startRegistrar serves info on a socket at path.
-func startRegistrar(t *testing.T, path string, info *registerapi.PluginInfo) *fakeRegistrar {
+// startRegistrar serves info on a socket at path; drivers' services are
+// served there too.
+func startRegistrar(t *testing.T, path string, info *registerapi.PluginInfo, drivers ...*fakeDriver) *fakeRegistrar {
 	t.Helper()
 	l, err := net.Listen("unix", path)
 	if err != nil {
@@ -44,6 +45,10 @@ func startRegistrar(t *testing.T, path string, info *registerapi.PluginInfo) *fa
 	}
 	r := &fakeRegistrar{info: info, statuses: make(chan *registerapi.RegistrationStatus, 100), server: grpc.NewServer(), path: path}
 	registerapi.RegisterRegistrationServer(r.server, r)
+	for _, d := range drivers {
+		csipb.RegisterIdentityServer(r.server, d)
+		csipb.RegisterNodeServer(r.server, d)
+	}
 	go func() { _ = r.server.Serve(l) }()
 	t.Cleanup(r.server.Stop)
 	return r

@@ -126,15 +126,16 @@ func TestWatcherEndpointDefaultsToSocket(t *testing.T) {
 	eventually(t, "the registry directory", func() bool { _, err := os.Stat(dir); return err == nil })
 	// The registration socket serves the CSI node service too.
 	path := filepath.Join(dir, "csi.sock")
-	r := startRegistrar(t, path, csiInfo(testDriver, "", "1.0.0"))
-	s := r.nextStatus(t)
-	// The fake registrar has no node service: NodeGetInfo fails, but the
-	// endpoint it was called on is the socket.
-	if s.PluginRegistered || !strings.Contains(s.Error, "NodeGetInfo") {
-		t.Fatalf("status = %+v, want a NodeGetInfo failure", s)
+	drv := &fakeDriver{endpoint: path, info: nodeInfoResponse()}
+	r := startRegistrar(t, path, csiInfo(testDriver, "", "1.0.0"), drv)
+	if s := r.nextStatus(t); !s.PluginRegistered {
+		t.Fatalf("status = %+v, want registered", s)
 	}
-	if _, ok := reg.Driver(testDriver); ok {
-		t.Error("driver registered although NodeGetInfo failed")
+	if d, ok := reg.Driver(testDriver); !ok || d.Endpoint != path {
+		t.Errorf("driver = %+v, %v; want the endpoint %s", d, ok, path)
+	}
+	if drv.calls() != 1 {
+		t.Errorf("NodeGetInfo calls on the registration socket = %d, want 1", drv.calls())
 	}
 }
 
