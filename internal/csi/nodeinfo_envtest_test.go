@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	csipb "github.com/container-storage-interface/spec/lib/go/csi"
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -19,6 +20,10 @@ import (
 
 	"github.com/nodelet/nodelet/test/utils"
 )
+
+// apiServerRecoveryTimeout bounds the writes reaching an API server that
+// was down: the writer's back-off is capped at 30s.
+const apiServerRecoveryTimeout = 45 * time.Second
 
 // TestNodeInfoAgainstAPIServer registers and deregisters a driver with the
 // API writes done as the node's own identity, under the Node authorizer and
@@ -136,6 +141,29 @@ func TestNodeInfoAgainstAPIServer(t *testing.T) {
 		_, ann := n.Annotations[NodeIDAnnotation]
 		_, label := n.Labels["topology.hostpath.csi/node"]
 		return !ann && !label && n.Labels["kubernetes.io/hostname"] == nodeName && n.Annotations["someone.else/annotation"] == "kept"
+	})
+
+	// A driver registering while the API server is down is usable at once,
+	// and its entries are written once the API server is back.
+	drv2 := startDriver(t, shortTempDir(t), &csipb.NodeGetInfoResponse{NodeId: "node-2"})
+	var r2 *fakeRegistrar
+	if err := api.Restart(func() {
+		r2 = startRegistrar(t, filepath.Join(dir, "reg2.sock"), csiInfo("second.csi.example.com", drv2.endpoint, "1.0.0"))
+		if s := r2.nextStatus(t); !s.PluginRegistered {
+			t.Errorf("status while the API server is down = %+v", s)
+		}
+		if _, err := reg.NodeClient(ctx, "second.csi.example.com"); err != nil {
+			t.Errorf("driver registered while the API server is down: %v", err)
+		}
+		time.Sleep(2 * time.Second) // a failed write or two
+	}); err != nil {
+		t.Fatal(err)
+	}
+	// The writer's back-off is below apiServerRecoveryTimeout.
+	eventuallyWithin(t, apiServerRecoveryTimeout, "the second driver in the CSINode", func() bool {
+		c := &storagev1.CSINode{}
+		return admin.Get(ctx, types.NamespacedName{Name: nodeName}, c) == nil &&
+			len(c.Spec.Drivers) == 1 && c.Spec.Drivers[0].NodeID == "node-2"
 	})
 
 	// A deleted CSINode comes back at the next sync.

@@ -159,7 +159,13 @@ func (f *fakeInstaller) get(name string) (DriverNodeInfo, bool) {
 // eventually polls cond for up to 10s.
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	eventuallyWithin(t, 10*time.Second, what, cond)
+}
+
+// eventuallyWithin polls cond for up to timeout.
+func eventuallyWithin(t *testing.T, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
 	for !cond() {
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out waiting for %s", what)
