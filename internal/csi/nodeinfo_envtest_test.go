@@ -100,7 +100,12 @@ func TestNodeInfoAgainstAPIServer(t *testing.T) {
 	w := NewWatcher(WatcherOptions{Dir: dir, Registry: reg, Installer: ni, RetryPeriod: 100 * time.Millisecond})
 	wdone := make(chan error, 1)
 	go func() { wdone <- w.Start(runCtx) }()
-	t.Cleanup(func() { cancel(); <-wdone })
+	t.Cleanup(func() {
+		cancel()
+		if err := <-wdone; err != nil {
+			t.Errorf("watcher: %v", err)
+		}
+	})
 	eventually(t, "the registry directory", func() bool { _, err := os.Stat(dir); return err == nil })
 	r := startRegistrar(t, filepath.Join(dir, "reg.sock"), csiInfo(testDriver, drv.endpoint, "1.0.0"))
 	if s := r.nextStatus(t); !s.PluginRegistered {
