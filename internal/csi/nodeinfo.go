@@ -151,6 +151,7 @@ func (n *NodeInfo) Sync(ctx context.Context) error {
 		return err
 	}
 	after, changed := planCSINodeDrivers(csiNode.Spec.Drivers, want, remove)
+	owners, ownerChanged := planOwner(csiNode.OwnerReferences, node)
 	patch, err := planNodePatch(node, want, remove, csiNode.Spec.Drivers, after)
 	if err != nil {
 		return fmt.Errorf("labeling node %s with CSI topology: %w", n.nodeName, err)
@@ -161,8 +162,9 @@ func (n *NodeInfo) Sync(ctx context.Context) error {
 		}
 		log.FromContext(ctx).V(1).Info("Patched CSI node info of node", "patch", string(patch))
 	}
-	if changed {
+	if changed || ownerChanged {
 		csiNode.Spec.Drivers = after
+		csiNode.OwnerReferences = owners
 		// An update carries the resourceVersion read: a conflict fails it
 		// and the retry reads again.
 		if err := n.client.Update(ctx, csiNode); err != nil {

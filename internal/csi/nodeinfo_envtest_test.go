@@ -181,6 +181,35 @@ func TestNodeInfoAgainstAPIServer(t *testing.T) {
 	if err := admin.Get(ctx, types.NamespacedName{Name: nodeName}, &storagev1.CSINode{}); err != nil {
 		t.Errorf("CSINode after a sync: %v", err)
 	}
+
+	// A Node created again: the CSINode follows its new UID.
+	if err := admin.Delete(ctx, node); err != nil {
+		t.Fatal(err)
+	}
+	node = &corev1.Node{}
+	node.Name = nodeName
+	if err := asNode.Create(ctx, node); err != nil {
+		t.Fatal(err)
+	}
+	if err := ni.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	c := &storagev1.CSINode{}
+	if err := admin.Get(ctx, types.NamespacedName{Name: nodeName}, c); err != nil {
+		t.Fatal(err)
+	}
+	if len(c.OwnerReferences) != 1 || c.OwnerReferences[0].UID != node.UID {
+		t.Errorf("CSINode owners after the Node was created again = %+v, want UID %s", c.OwnerReferences, node.UID)
+	}
+	if len(c.Spec.Drivers) != 1 || c.Spec.Drivers[0].Name != "second.csi.example.com" {
+		t.Errorf("CSINode drivers after the Node was created again = %+v", c.Spec.Drivers)
+	}
+	if err := admin.Get(ctx, types.NamespacedName{Name: nodeName}, node); err != nil {
+		t.Fatal(err)
+	}
+	if got := node.Annotations[NodeIDAnnotation]; got != `{"second.csi.example.com":"node-2"}` {
+		t.Errorf("node ID annotation of the Node created again = %q", got)
+	}
 }
 
 func nodeClient(t *testing.T, cfg *rest.Config, scheme *runtime.Scheme) client.Client {

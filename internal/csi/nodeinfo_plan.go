@@ -87,6 +87,33 @@ func newCSINode(node *corev1.Node) *storagev1.CSINode {
 	return c
 }
 
+// planOwner returns the CSINode's owner references with its Node owner
+// pointing at node (a Node deleted and created again has a new UID; the
+// garbage collector would otherwise delete the CSINode), and whether they
+// changed.
+func planOwner(refs []metav1.OwnerReference, node *corev1.Node) ([]metav1.OwnerReference, bool) {
+	want := metav1.OwnerReference{APIVersion: "v1", Kind: "Node", Name: node.Name, UID: node.UID}
+	out := make([]metav1.OwnerReference, 0, len(refs)+1)
+	found, changed := false, false
+	for _, r := range refs {
+		if r.APIVersion == "v1" && r.Kind == "Node" {
+			if found {
+				changed = true
+				continue
+			}
+			found = true
+			if r.Name != node.Name || r.UID != node.UID {
+				r, changed = want, true
+			}
+		}
+		out = append(out, r)
+	}
+	if !found {
+		out, changed = append(out, want), true
+	}
+	return out, changed
+}
+
 // csiNodeDriver is the CSINode entry of a driver.
 func csiNodeDriver(name string, info DriverNodeInfo) storagev1.CSINodeDriver {
 	d := storagev1.CSINodeDriver{Name: name, NodeID: info.NodeID}

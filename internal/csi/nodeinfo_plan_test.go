@@ -7,6 +7,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/utils/ptr"
 )
@@ -209,5 +210,31 @@ func TestNewCSINode(t *testing.T) {
 	}
 	if c.Spec.Drivers == nil || len(c.Spec.Drivers) != 0 {
 		t.Errorf("drivers = %#v, want empty", c.Spec.Drivers)
+	}
+}
+
+func TestPlanOwner(t *testing.T) {
+	n := &corev1.Node{}
+	n.Name, n.UID = "n", "new"
+	want := metav1.OwnerReference{APIVersion: "v1", Kind: "Node", Name: "n", UID: "new"}
+	other := metav1.OwnerReference{APIVersion: "example.com/v1", Kind: "Thing", Name: "t", UID: "t1"}
+	tests := []struct {
+		name    string
+		refs    []metav1.OwnerReference
+		out     []metav1.OwnerReference
+		changed bool
+	}{
+		{"owned", []metav1.OwnerReference{want}, []metav1.OwnerReference{want}, false},
+		{"old node UID", []metav1.OwnerReference{other, {APIVersion: "v1", Kind: "Node", Name: "n", UID: "old"}}, []metav1.OwnerReference{other, want}, true},
+		{"no owner", nil, []metav1.OwnerReference{want}, true},
+		{"two node owners", []metav1.OwnerReference{want, want}, []metav1.OwnerReference{want}, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			out, changed := planOwner(tt.refs, n)
+			if changed != tt.changed || !equality.Semantic.DeepEqual(out, tt.out) {
+				t.Errorf("planOwner = %+v, %v; want %+v, %v", out, changed, tt.out, tt.changed)
+			}
+		})
 	}
 }

@@ -75,7 +75,10 @@ type Watcher struct {
 	actual map[string]plugin
 	// busy are the sockets with a registration under way.
 	busy map[string]bool
-	kick chan struct{}
+	// failed is the last error of each socket whose registration is being
+	// retried: a repeat of the same error is logged at V(1) only.
+	failed map[string]string
+	kick   chan struct{}
 }
 
 // plugin is an accepted registration socket.
@@ -100,6 +103,7 @@ func NewWatcher(opts WatcherOptions) *Watcher {
 		desired: map[string]time.Time{},
 		actual:  map[string]plugin{},
 		busy:    map[string]bool{},
+		failed:  map[string]string{},
 		kick:    make(chan struct{}, 1),
 	}
 }
@@ -230,6 +234,11 @@ func (w *Watcher) reconcile(ctx context.Context, wg *sync.WaitGroup) {
 		delete(w.actual, path)
 		w.deregister(ctx, path, p.name)
 	}
+	for path := range w.failed {
+		if _, ok := w.desired[path]; !ok {
+			delete(w.failed, path)
+		}
+	}
 	for path, created := range w.desired {
 		if _, ok := w.actual[path]; ok || w.busy[path] {
 			continue
@@ -244,8 +253,18 @@ func (w *Watcher) reconcile(ctx context.Context, wg *sync.WaitGroup) {
 			if accepted {
 				w.actual[path] = plugin{created: created, name: name}
 			}
+			repeated := err != nil && w.failed[path] == err.Error()
+			if err != nil && !accepted {
+				w.failed[path] = err.Error()
+			} else {
+				delete(w.failed, path)
+			}
 			w.mu.Unlock()
-			if err != nil && ctx.Err() == nil {
+			switch {
+			case err == nil || ctx.Err() != nil:
+			case repeated:
+				log.FromContext(ctx).V(1).Info("Failed to register plugin again", "socket", path, "err", err.Error())
+			default:
 				log.FromContext(ctx).Error(err, "Failed to register plugin", "socket", path)
 			}
 			if accepted {
