@@ -150,11 +150,14 @@ func (n *NodeInfo) Sync(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	// A driver whose topology collides is left out (the others are
+	// written) and tried again.
+	want, collision := splitCollisions(node, want)
 	after, changed := planCSINodeDrivers(csiNode.Spec.Drivers, want, remove)
 	owners, ownerChanged := planOwner(csiNode.OwnerReferences, node)
 	patch, err := planNodePatch(node, want, remove, csiNode.Spec.Drivers, after)
 	if err != nil {
-		return fmt.Errorf("labeling node %s with CSI topology: %w", n.nodeName, err)
+		return err
 	}
 	if patch != nil {
 		if err := n.client.Patch(ctx, node, client.RawPatch(types.StrategicMergePatchType, patch)); err != nil {
@@ -180,6 +183,9 @@ func (n *NodeInfo) Sync(ctx context.Context) error {
 		}
 	}
 	n.mu.Unlock()
+	if collision != nil {
+		return fmt.Errorf("labeling node %s with CSI topology: %w", n.nodeName, collision)
+	}
 	return nil
 }
 

@@ -160,6 +160,38 @@ func normalize(d []storagev1.CSINodeDriver) []storagev1.CSINodeDriver {
 	return d
 }
 
+// splitCollisions returns the drivers of want whose topology agrees with the
+// Node's labels and with the drivers before them (by name), and an error
+// naming the others, which the kubelet refuses too.
+func splitCollisions(node *corev1.Node, want map[string]DriverNodeInfo) (map[string]DriverNodeInfo, error) {
+	ok := make(map[string]DriverNodeInfo, len(want))
+	labels := maps.Clone(node.Labels)
+	if labels == nil {
+		labels = map[string]string{}
+	}
+	var collisions []string
+	for _, name := range slices.Sorted(maps.Keys(want)) {
+		info := want[name]
+		var bad []string
+		for _, k := range slices.Sorted(maps.Keys(info.Topology)) {
+			v := info.Topology[k]
+			if cur, exists := labels[k]; exists && cur != v {
+				bad = append(bad, fmt.Sprintf("driver %s reported %q:%q but existing label is %q:%q", name, k, v, k, cur))
+			}
+		}
+		if len(bad) > 0 {
+			collisions = append(collisions, bad...)
+			continue
+		}
+		maps.Copy(labels, info.Topology)
+		ok[name] = info
+	}
+	if len(collisions) > 0 {
+		return ok, fmt.Errorf("detected topology value collision: %s", strings.Join(collisions, "; "))
+	}
+	return ok, nil
+}
+
 // planNodePatch returns the metadata patch of the Node (a merge patch of
 // the node ID annotation and the topology labels only; nil when nothing
 // changes): the node IDs of want set and those of remove dropped (the
@@ -197,21 +229,12 @@ func planNodePatch(node *corev1.Node, want map[string]DriverNodeInfo, remove set
 	}
 
 	labels := map[string]any{}
-	var collisions []string
-	for _, name := range slices.Sorted(maps.Keys(want)) {
-		for _, k := range slices.Sorted(maps.Keys(want[name].Topology)) {
-			v := want[name].Topology[k]
-			cur, ok := node.Labels[k]
-			switch {
-			case !ok:
+	for _, info := range want {
+		for k, v := range info.Topology {
+			if _, ok := node.Labels[k]; !ok {
 				labels[k] = v
-			case cur != v:
-				collisions = append(collisions, fmt.Sprintf("driver %s reported %q:%q but existing label is %q:%q", name, k, v, k, cur))
 			}
 		}
-	}
-	if len(collisions) > 0 {
-		return nil, fmt.Errorf("detected topology value collision: %s", strings.Join(collisions, "; "))
 	}
 	kept := sets.New[string]()
 	for _, d := range after {

@@ -106,7 +106,6 @@ func TestPlanNodePatch(t *testing.T) {
 		remove        []string
 		before, after []storagev1.CSINodeDriver
 		patch         string
-		err           string
 	}{{
 		name:  "nothing to do",
 		node:  node("", map[string]string{"kubernetes.io/hostname": "n"}),
@@ -126,11 +125,6 @@ func TestPlanNodePatch(t *testing.T) {
 		node:  node(`{"d":"id1"}`, map[string]string{"topology.d/zone": "z1"}),
 		want:  map[string]DriverNodeInfo{"d": {NodeID: "id1", Topology: map[string]string{"topology.d/zone": "z1"}}},
 		patch: "",
-	}, {
-		name: "topology collision",
-		node: node("", map[string]string{"topology.d/zone": "z2"}),
-		want: map[string]DriverNodeInfo{"d": {NodeID: "id1", Topology: map[string]string{"topology.d/zone": "z1"}}},
-		err:  `detected topology value collision: driver d reported "topology.d/zone":"z1" but existing label is "topology.d/zone":"z2"`,
 	}, {
 		name:   "uninstall last driver",
 		node:   node(`{"d":"id1"}`, map[string]string{"topology.d/zone": "z1", "kubernetes.io/hostname": "n"}),
@@ -159,12 +153,6 @@ func TestPlanNodePatch(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			patch, err := planNodePatch(tt.node, tt.want, sets.New(tt.remove...), tt.before, tt.after)
-			if tt.err != "" {
-				if err == nil || err.Error() != tt.err {
-					t.Fatalf("err = %v, want %q", err, tt.err)
-				}
-				return
-			}
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -236,5 +224,28 @@ func TestPlanOwner(t *testing.T) {
 				t.Errorf("planOwner = %+v, %v; want %+v, %v", out, changed, tt.out, tt.changed)
 			}
 		})
+	}
+}
+
+func TestSplitCollisions(t *testing.T) {
+	node := &corev1.Node{}
+	node.Labels = map[string]string{"zone": "z1"}
+	want := map[string]DriverNodeInfo{
+		"a": {NodeID: "1", Topology: map[string]string{"zone": "z1", "rack": "r1"}},
+		"b": {NodeID: "2", Topology: map[string]string{"zone": "z2"}},
+		"c": {NodeID: "3", Topology: map[string]string{"rack": "r2"}},
+		"d": {NodeID: "4"},
+	}
+	ok, err := splitCollisions(node, want)
+	if got := sets.List(sets.KeySet(ok)); strings.Join(got, ",") != "a,d" {
+		t.Errorf("kept %v, want a,d", got)
+	}
+	wantErr := `detected topology value collision: driver b reported "zone":"z2" but existing label is "zone":"z1"; ` +
+		`driver c reported "rack":"r2" but existing label is "rack":"r1"`
+	if err == nil || err.Error() != wantErr {
+		t.Errorf("err = %v\nwant %s", err, wantErr)
+	}
+	if ok, err := splitCollisions(&corev1.Node{}, map[string]DriverNodeInfo{"a": want["a"]}); err != nil || len(ok) != 1 {
+		t.Errorf("no labels: %v, %v", ok, err)
 	}
 }
