@@ -94,7 +94,7 @@ func TestNodeInfoAgainstAPIServer(t *testing.T) {
 	// A driver registers through the plugin watcher.
 	base := shortTempDir(t)
 	dir := filepath.Join(base, PluginsRegistryDir)
-	drv := startDriver(t, base, nodeInfoResponse())
+	drv := startCSINodeFake(t, base, nodeInfoResponse())
 	reg := NewRegistry()
 	t.Cleanup(reg.Close)
 	w := NewWatcher(WatcherOptions{Dir: dir, Registry: reg, Installer: ni, RetryPeriod: 100 * time.Millisecond})
@@ -150,7 +150,7 @@ func TestNodeInfoAgainstAPIServer(t *testing.T) {
 
 	// A driver registering while the API server is down is usable at once,
 	// and its entries are written once the API server is back.
-	drv2 := startDriver(t, shortTempDir(t), &csipb.NodeGetInfoResponse{NodeId: "node-2"})
+	drv2 := startCSINodeFake(t, shortTempDir(t), &csipb.NodeGetInfoResponse{NodeId: "node-2"})
 	var r2 *fakeRegistrar
 	if err := api.Restart(func() {
 		r2 = startRegistrar(t, filepath.Join(dir, "reg2.sock"), csiInfo("second.csi.example.com", drv2.endpoint, "1.0.0"))

@@ -37,7 +37,7 @@ type fakeRegistrar struct {
 
 // startRegistrar serves info on a socket at path; drivers' services are
 // served there too.
-func startRegistrar(t *testing.T, path string, info *registerapi.PluginInfo, drivers ...*fakeDriver) *fakeRegistrar {
+func startRegistrar(t *testing.T, path string, info *registerapi.PluginInfo, drivers ...*csiNodeFake) *fakeRegistrar {
 	t.Helper()
 	l, err := net.Listen("unix", path)
 	if err != nil {
@@ -83,9 +83,9 @@ func (r *fakeRegistrar) nextStatus(t *testing.T) *registerapi.RegistrationStatus
 	}
 }
 
-// fakeDriver is a CSI driver's Identity and Node services on a unix
+// csiNodeFake is a CSI driver's Identity and Node services on a unix
 // socket; it records the NodeGetInfo calls.
-type fakeDriver struct {
+type csiNodeFake struct {
 	csipb.UnimplementedIdentityServer
 	csipb.UnimplementedNodeServer
 	endpoint string
@@ -96,14 +96,14 @@ type fakeDriver struct {
 	infoCalls int
 }
 
-func startDriver(t *testing.T, dir string, info *csipb.NodeGetInfoResponse) *fakeDriver {
+func startCSINodeFake(t *testing.T, dir string, info *csipb.NodeGetInfoResponse) *csiNodeFake {
 	t.Helper()
 	endpoint := filepath.Join(dir, "csi.sock")
 	l, err := net.Listen("unix", endpoint)
 	if err != nil {
 		t.Fatal(err)
 	}
-	d := &fakeDriver{endpoint: endpoint, info: info}
+	d := &csiNodeFake{endpoint: endpoint, info: info}
 	s := grpc.NewServer()
 	csipb.RegisterIdentityServer(s, d)
 	csipb.RegisterNodeServer(s, d)
@@ -112,14 +112,14 @@ func startDriver(t *testing.T, dir string, info *csipb.NodeGetInfoResponse) *fak
 	return d
 }
 
-func (d *fakeDriver) NodeGetInfo(context.Context, *csipb.NodeGetInfoRequest) (*csipb.NodeGetInfoResponse, error) {
+func (d *csiNodeFake) NodeGetInfo(context.Context, *csipb.NodeGetInfoRequest) (*csipb.NodeGetInfoResponse, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.infoCalls++
 	return d.info, d.infoErr
 }
 
-func (d *fakeDriver) calls() int {
+func (d *csiNodeFake) calls() int {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	return d.infoCalls

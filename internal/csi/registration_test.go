@@ -52,7 +52,7 @@ func nodeInfoResponse() *csipb.NodeGetInfoResponse {
 func TestWatcherRegistersCSIDriver(t *testing.T) {
 	base := shortTempDir(t)
 	dir := filepath.Join(base, "plugins_registry")
-	drv := startDriver(t, base, nodeInfoResponse())
+	drv := startCSINodeFake(t, base, nodeInfoResponse())
 	reg, inst := startWatcher(t, dir)
 	eventually(t, "the registry directory", func() bool { _, err := os.Stat(dir); return err == nil })
 	fi, err := os.Stat(dir)
@@ -103,7 +103,7 @@ func TestWatcherRegistersSocketsPresentAtStart(t *testing.T) {
 	if err := os.MkdirAll(filepath.Join(dir, "sub"), 0o750); err != nil {
 		t.Fatal(err)
 	}
-	drv := startDriver(t, base, nodeInfoResponse())
+	drv := startCSINodeFake(t, base, nodeInfoResponse())
 	r := startRegistrar(t, filepath.Join(dir, "sub", "reg.sock"), csiInfo(testDriver, drv.endpoint, "1.0.0"))
 	hidden := startRegistrar(t, filepath.Join(dir, ".hidden.sock"), csiInfo("hidden.example.com", drv.endpoint, "1.0.0"))
 	reg, _ := startWatcher(t, dir)
@@ -126,7 +126,7 @@ func TestWatcherEndpointDefaultsToSocket(t *testing.T) {
 	eventually(t, "the registry directory", func() bool { _, err := os.Stat(dir); return err == nil })
 	// The registration socket serves the CSI node service too.
 	path := filepath.Join(dir, "csi.sock")
-	drv := &fakeDriver{endpoint: path, info: nodeInfoResponse()}
+	drv := &csiNodeFake{endpoint: path, info: nodeInfoResponse()}
 	r := startRegistrar(t, path, csiInfo(testDriver, "", "1.0.0"), drv)
 	if s := r.nextStatus(t); !s.PluginRegistered {
 		t.Fatalf("status = %+v, want registered", s)
@@ -177,7 +177,7 @@ func TestWatcherRefusesRegistrations(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			base := shortTempDir(t)
 			dir := filepath.Join(base, "plugins_registry")
-			drv := startDriver(t, base, nodeInfoResponse())
+			drv := startCSINodeFake(t, base, nodeInfoResponse())
 			reg, inst := startWatcher(t, dir)
 			eventually(t, "the registry directory", func() bool { _, err := os.Stat(dir); return err == nil })
 			r := startRegistrar(t, filepath.Join(dir, "reg.sock"), tt.info(drv.endpoint))
@@ -210,7 +210,7 @@ func TestWatcherRefusesRegistrations(t *testing.T) {
 func TestWatcherNodeGetInfoFailure(t *testing.T) {
 	base := shortTempDir(t)
 	dir := filepath.Join(base, "plugins_registry")
-	drv := startDriver(t, base, nil)
+	drv := startCSINodeFake(t, base, nil)
 	drv.infoErr = status.Error(codes.Unavailable, "not ready")
 	reg, inst := startWatcher(t, dir)
 	eventually(t, "the registry directory", func() bool { _, err := os.Stat(dir); return err == nil })
@@ -239,7 +239,7 @@ func TestWatcherTopologyRestrictedLabel(t *testing.T) {
 	dir := filepath.Join(base, "plugins_registry")
 	resp := nodeInfoResponse()
 	resp.AccessibleTopology.Segments = map[string]string{"node-restriction.kubernetes.io/zone": "a"}
-	drv := startDriver(t, base, resp)
+	drv := startCSINodeFake(t, base, resp)
 	reg, _ := startWatcher(t, dir)
 	eventually(t, "the registry directory", func() bool { _, err := os.Stat(dir); return err == nil })
 	r := startRegistrar(t, filepath.Join(dir, "reg.sock"), csiInfo(testDriver, drv.endpoint, "1.0.0"))
@@ -254,7 +254,7 @@ func TestWatcherTopologyRestrictedLabel(t *testing.T) {
 func TestWatcherDeregistersRemovedSocket(t *testing.T) {
 	base := shortTempDir(t)
 	dir := filepath.Join(base, "plugins_registry")
-	drv := startDriver(t, base, nodeInfoResponse())
+	drv := startCSINodeFake(t, base, nodeInfoResponse())
 	reg, inst := startWatcher(t, dir)
 	eventually(t, "the registry directory", func() bool { _, err := os.Stat(dir); return err == nil })
 	r := startRegistrar(t, filepath.Join(dir, "reg.sock"), csiInfo(testDriver, drv.endpoint, "1.0.0"))
@@ -275,8 +275,8 @@ func TestWatcherDeregistersRemovedSocket(t *testing.T) {
 func TestWatcherReregistersRecreatedSocket(t *testing.T) {
 	base := shortTempDir(t)
 	dir := filepath.Join(base, "plugins_registry")
-	drv := startDriver(t, base, nodeInfoResponse())
-	drv2 := startDriver(t, shortTempDir(t), &csipb.NodeGetInfoResponse{NodeId: "node-2"})
+	drv := startCSINodeFake(t, base, nodeInfoResponse())
+	drv2 := startCSINodeFake(t, shortTempDir(t), &csipb.NodeGetInfoResponse{NodeId: "node-2"})
 	reg, inst := startWatcher(t, dir)
 	eventually(t, "the registry directory", func() bool { _, err := os.Stat(dir); return err == nil })
 	path := filepath.Join(dir, "reg.sock")
@@ -299,8 +299,8 @@ func TestWatcherReregistersRecreatedSocket(t *testing.T) {
 func TestWatcherSecondSocketOfDriver(t *testing.T) {
 	base := shortTempDir(t)
 	dir := filepath.Join(base, "plugins_registry")
-	drv := startDriver(t, base, nodeInfoResponse())
-	drv2 := startDriver(t, shortTempDir(t), &csipb.NodeGetInfoResponse{NodeId: "node-2"})
+	drv := startCSINodeFake(t, base, nodeInfoResponse())
+	drv2 := startCSINodeFake(t, shortTempDir(t), &csipb.NodeGetInfoResponse{NodeId: "node-2"})
 	reg, _ := startWatcher(t, dir)
 	eventually(t, "the registry directory", func() bool { _, err := os.Stat(dir); return err == nil })
 	r := startRegistrar(t, filepath.Join(dir, "a.sock"), csiInfo(testDriver, drv.endpoint, "1.2.0"))
