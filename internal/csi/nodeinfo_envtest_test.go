@@ -107,7 +107,7 @@ func TestNodeInfoAgainstAPIServer(t *testing.T) {
 		}
 	})
 	eventually(t, "the registry directory", func() bool { _, err := os.Stat(dir); return err == nil })
-	r := startRegistrar(t, filepath.Join(dir, "reg.sock"), csiInfo(testDriver, drv.endpoint, "1.0.0"))
+	r := startRegistrar(t, filepath.Join(dir, "reg.sock"), csiInfo(regTestDriver, drv.endpoint, "1.0.0"))
 	if s := r.nextStatus(t); !s.PluginRegistered {
 		t.Fatalf("status = %+v", s)
 	}
@@ -118,7 +118,7 @@ func TestNodeInfoAgainstAPIServer(t *testing.T) {
 			return false
 		}
 		d := c.Spec.Drivers[0]
-		return d.Name == testDriver && d.NodeID == "node-1" && len(d.TopologyKeys) == 1 &&
+		return d.Name == regTestDriver && d.NodeID == "node-1" && len(d.TopologyKeys) == 1 &&
 			d.TopologyKeys[0] == "topology.hostpath.csi/node" && d.Allocatable != nil && *d.Allocatable.Count == 7
 	})
 	eventually(t, "the node ID annotation and the topology label", func() bool {
@@ -128,7 +128,7 @@ func TestNodeInfoAgainstAPIServer(t *testing.T) {
 		}
 		ids := map[string]string{}
 		_ = json.Unmarshal([]byte(n.Annotations[NodeIDAnnotation]), &ids)
-		return ids[testDriver] == "node-1" && n.Labels["topology.hostpath.csi/node"] == "node-1" &&
+		return ids[regTestDriver] == "node-1" && n.Labels["topology.hostpath.csi/node"] == "node-1" &&
 			n.Labels["kubernetes.io/hostname"] == nodeName && n.Annotations["someone.else/annotation"] == "kept"
 	})
 

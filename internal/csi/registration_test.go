@@ -15,7 +15,7 @@ import (
 	registerapi "k8s.io/kubelet/pkg/apis/pluginregistration/v1"
 )
 
-const testDriver = "hostpath.csi.example.com"
+const regTestDriver = "hostpath.csi.example.com"
 
 // startWatcher runs a watcher on a fresh registry directory for the rest of
 // the test.
@@ -67,11 +67,11 @@ func TestWatcherRegistersCSIDriver(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	r := startRegistrar(t, filepath.Join(dir, testDriver+"-reg.sock"), csiInfo(testDriver, drv.endpoint, "1.0.0"))
+	r := startRegistrar(t, filepath.Join(dir, regTestDriver+"-reg.sock"), csiInfo(regTestDriver, drv.endpoint, "1.0.0"))
 	if s := r.nextStatus(t); !s.PluginRegistered || s.Error != "" {
 		t.Fatalf("status = %+v, want registered", s)
 	}
-	d, ok := reg.Driver(testDriver)
+	d, ok := reg.Driver(regTestDriver)
 	if !ok {
 		t.Fatal("driver not in the registry after a successful registration")
 	}
@@ -79,20 +79,20 @@ func TestWatcherRegistersCSIDriver(t *testing.T) {
 		t.Errorf("registered driver = %+v", d)
 	}
 	want := DriverNodeInfo{NodeID: "node-1", MaxVolumes: 7, Topology: map[string]string{"topology.hostpath.csi/node": "node-1"}}
-	if got, ok := inst.get(testDriver); !ok || !equality.Semantic.DeepEqual(got, want) {
+	if got, ok := inst.get(regTestDriver); !ok || !equality.Semantic.DeepEqual(got, want) {
 		t.Errorf("installed = %+v, %v; want %+v", got, ok, want)
 	}
 	if drv.calls() != 1 {
 		t.Errorf("NodeGetInfo calls = %d, want 1", drv.calls())
 	}
-	nc, err := reg.NodeClient(context.Background(), testDriver)
+	nc, err := reg.NodeClient(context.Background(), regTestDriver)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, err := nc.NodeGetInfo(context.Background(), &csipb.NodeGetInfoRequest{}); err != nil {
 		t.Fatalf("NodeGetInfo through the registry: %v", err)
 	}
-	if names := reg.Names(); len(names) != 1 || names[0] != testDriver {
+	if names := reg.Names(); len(names) != 1 || names[0] != regTestDriver {
 		t.Errorf("names = %v", names)
 	}
 }
@@ -104,13 +104,13 @@ func TestWatcherRegistersSocketsPresentAtStart(t *testing.T) {
 		t.Fatal(err)
 	}
 	drv := startCSINodeFake(t, base, nodeInfoResponse())
-	r := startRegistrar(t, filepath.Join(dir, "sub", "reg.sock"), csiInfo(testDriver, drv.endpoint, "1.0.0"))
+	r := startRegistrar(t, filepath.Join(dir, "sub", "reg.sock"), csiInfo(regTestDriver, drv.endpoint, "1.0.0"))
 	hidden := startRegistrar(t, filepath.Join(dir, ".hidden.sock"), csiInfo("hidden.example.com", drv.endpoint, "1.0.0"))
 	reg, _ := startWatcher(t, dir)
 	if s := r.nextStatus(t); !s.PluginRegistered {
 		t.Fatalf("status = %+v, want registered", s)
 	}
-	if _, ok := reg.Driver(testDriver); !ok {
+	if _, ok := reg.Driver(regTestDriver); !ok {
 		t.Fatal("driver not registered")
 	}
 	select {
@@ -127,11 +127,11 @@ func TestWatcherEndpointDefaultsToSocket(t *testing.T) {
 	// The registration socket serves the CSI node service too.
 	path := filepath.Join(dir, "csi.sock")
 	drv := &csiNodeFake{endpoint: path, info: nodeInfoResponse()}
-	r := startRegistrar(t, path, csiInfo(testDriver, "", "1.0.0"), drv)
+	r := startRegistrar(t, path, csiInfo(regTestDriver, "", "1.0.0"), drv)
 	if s := r.nextStatus(t); !s.PluginRegistered {
 		t.Fatalf("status = %+v, want registered", s)
 	}
-	if d, ok := reg.Driver(testDriver); !ok || d.Endpoint != path {
+	if d, ok := reg.Driver(regTestDriver); !ok || d.Endpoint != path {
 		t.Errorf("driver = %+v, %v; want the endpoint %s", d, ok, path)
 	}
 	if drv.calls() != 1 {
@@ -158,15 +158,15 @@ func TestWatcherRefusesRegistrations(t *testing.T) {
 		wantErr: []string{"no handler registered for plugin type: DRAPlugin"},
 	}, {
 		name:    "unsupported version",
-		info:    func(endpoint string) *registerapi.PluginInfo { return csiInfo(testDriver, endpoint, "2.0.0") },
-		wantErr: []string{"RegisterPlugin error -- plugin validation failed with err: validation failed for CSI Driver " + testDriver, `None of the versions specified ["2.0.0"] are supported`},
+		info:    func(endpoint string) *registerapi.PluginInfo { return csiInfo(regTestDriver, endpoint, "2.0.0") },
+		wantErr: []string{"RegisterPlugin error -- plugin validation failed with err: validation failed for CSI Driver " + regTestDriver, `None of the versions specified ["2.0.0"] are supported`},
 	}, {
 		name:    "0.x version",
-		info:    func(endpoint string) *registerapi.PluginInfo { return csiInfo(testDriver, endpoint, "0.3.0") },
+		info:    func(endpoint string) *registerapi.PluginInfo { return csiInfo(regTestDriver, endpoint, "0.3.0") },
 		wantErr: []string{"must be v1.x"},
 	}, {
 		name:    "no versions",
-		info:    func(endpoint string) *registerapi.PluginInfo { return csiInfo(testDriver, endpoint) },
+		info:    func(endpoint string) *registerapi.PluginInfo { return csiInfo(regTestDriver, endpoint) },
 		wantErr: []string{"Plugin returned an empty list for supported versions"},
 	}, {
 		name:    "no name",
@@ -200,7 +200,7 @@ func TestWatcherRefusesRegistrations(t *testing.T) {
 			if drv.calls() != 0 {
 				t.Errorf("NodeGetInfo called %d times for a refused plugin", drv.calls())
 			}
-			if _, ok := inst.get(testDriver); ok {
+			if _, ok := inst.get(regTestDriver); ok {
 				t.Error("refused driver installed")
 			}
 		})
@@ -214,15 +214,15 @@ func TestWatcherNodeGetInfoFailure(t *testing.T) {
 	drv.infoErr = status.Error(codes.Unavailable, "not ready")
 	reg, inst := startWatcher(t, dir)
 	eventually(t, "the registry directory", func() bool { _, err := os.Stat(dir); return err == nil })
-	r := startRegistrar(t, filepath.Join(dir, "reg.sock"), csiInfo(testDriver, drv.endpoint, "1.0.0"))
+	r := startRegistrar(t, filepath.Join(dir, "reg.sock"), csiInfo(regTestDriver, drv.endpoint, "1.0.0"))
 	s := r.nextStatus(t)
 	if s.PluginRegistered || !strings.HasPrefix(s.Error, "RegisterPlugin error -- plugin registration failed with err: ") || !strings.Contains(s.Error, "not ready") {
 		t.Fatalf("status = %+v", s)
 	}
-	if _, ok := reg.Driver(testDriver); ok {
+	if _, ok := reg.Driver(regTestDriver); ok {
 		t.Error("driver registered although NodeGetInfo failed")
 	}
-	if _, ok := inst.get(testDriver); ok {
+	if _, ok := inst.get(regTestDriver); ok {
 		t.Error("driver installed although NodeGetInfo failed")
 	}
 	// Accepted then failed: not tried again until the socket is created
@@ -242,11 +242,11 @@ func TestWatcherTopologyRestrictedLabel(t *testing.T) {
 	drv := startCSINodeFake(t, base, resp)
 	reg, _ := startWatcher(t, dir)
 	eventually(t, "the registry directory", func() bool { _, err := os.Stat(dir); return err == nil })
-	r := startRegistrar(t, filepath.Join(dir, "reg.sock"), csiInfo(testDriver, drv.endpoint, "1.0.0"))
+	r := startRegistrar(t, filepath.Join(dir, "reg.sock"), csiInfo(regTestDriver, drv.endpoint, "1.0.0"))
 	if s := r.nextStatus(t); s.PluginRegistered || !strings.Contains(s.Error, "node-restriction.kubernetes.io/zone") {
 		t.Fatalf("status = %+v", s)
 	}
-	if _, ok := reg.Driver(testDriver); ok {
+	if _, ok := reg.Driver(regTestDriver); ok {
 		t.Error("driver registered with a topology the node may not label itself with")
 	}
 }
@@ -257,17 +257,17 @@ func TestWatcherDeregistersRemovedSocket(t *testing.T) {
 	drv := startCSINodeFake(t, base, nodeInfoResponse())
 	reg, inst := startWatcher(t, dir)
 	eventually(t, "the registry directory", func() bool { _, err := os.Stat(dir); return err == nil })
-	r := startRegistrar(t, filepath.Join(dir, "reg.sock"), csiInfo(testDriver, drv.endpoint, "1.0.0"))
+	r := startRegistrar(t, filepath.Join(dir, "reg.sock"), csiInfo(regTestDriver, drv.endpoint, "1.0.0"))
 	if s := r.nextStatus(t); !s.PluginRegistered {
 		t.Fatalf("status = %+v", s)
 	}
 	r.stop(t)
-	eventually(t, "deregistration", func() bool { _, ok := reg.Driver(testDriver); return !ok })
-	if _, ok := inst.get(testDriver); ok {
+	eventually(t, "deregistration", func() bool { _, ok := reg.Driver(regTestDriver); return !ok })
+	if _, ok := inst.get(regTestDriver); ok {
 		t.Error("driver still installed after deregistration")
 	}
-	_, err := reg.NodeClient(context.Background(), testDriver)
-	if err == nil || err.Error() != "driver name "+testDriver+" not found in the list of registered CSI drivers" {
+	_, err := reg.NodeClient(context.Background(), regTestDriver)
+	if err == nil || err.Error() != "driver name "+regTestDriver+" not found in the list of registered CSI drivers" {
 		t.Errorf("NodeClient of a deregistered driver: %v", err)
 	}
 }
@@ -280,20 +280,20 @@ func TestWatcherReregistersRecreatedSocket(t *testing.T) {
 	reg, inst := startWatcher(t, dir)
 	eventually(t, "the registry directory", func() bool { _, err := os.Stat(dir); return err == nil })
 	path := filepath.Join(dir, "reg.sock")
-	r := startRegistrar(t, path, csiInfo(testDriver, drv.endpoint, "1.0.0"))
+	r := startRegistrar(t, path, csiInfo(regTestDriver, drv.endpoint, "1.0.0"))
 	if s := r.nextStatus(t); !s.PluginRegistered {
 		t.Fatalf("status = %+v", s)
 	}
 	r.stop(t)
-	r2 := startRegistrar(t, path, csiInfo(testDriver, drv2.endpoint, "1.0.0"))
+	r2 := startRegistrar(t, path, csiInfo(regTestDriver, drv2.endpoint, "1.0.0"))
 	if s := r2.nextStatus(t); !s.PluginRegistered {
 		t.Fatalf("second status = %+v", s)
 	}
 	eventually(t, "the new endpoint", func() bool {
-		d, ok := reg.Driver(testDriver)
+		d, ok := reg.Driver(regTestDriver)
 		return ok && d.Endpoint == drv2.endpoint
 	})
-	eventually(t, "the new node ID", func() bool { i, ok := inst.get(testDriver); return ok && i.NodeID == "node-2" })
+	eventually(t, "the new node ID", func() bool { i, ok := inst.get(regTestDriver); return ok && i.NodeID == "node-2" })
 }
 
 func TestWatcherSecondSocketOfDriver(t *testing.T) {
@@ -303,25 +303,25 @@ func TestWatcherSecondSocketOfDriver(t *testing.T) {
 	drv2 := startCSINodeFake(t, shortTempDir(t), &csipb.NodeGetInfoResponse{NodeId: "node-2"})
 	reg, _ := startWatcher(t, dir)
 	eventually(t, "the registry directory", func() bool { _, err := os.Stat(dir); return err == nil })
-	r := startRegistrar(t, filepath.Join(dir, "a.sock"), csiInfo(testDriver, drv.endpoint, "1.2.0"))
+	r := startRegistrar(t, filepath.Join(dir, "a.sock"), csiInfo(regTestDriver, drv.endpoint, "1.2.0"))
 	if s := r.nextStatus(t); !s.PluginRegistered {
 		t.Fatalf("status = %+v", s)
 	}
 	// A lower version from another socket is refused.
-	low := startRegistrar(t, filepath.Join(dir, "b.sock"), csiInfo(testDriver, drv2.endpoint, "1.0.0"))
+	low := startRegistrar(t, filepath.Join(dir, "b.sock"), csiInfo(regTestDriver, drv2.endpoint, "1.0.0"))
 	if s := low.nextStatus(t); s.PluginRegistered || !strings.Contains(s.Error, "already registered with a higher supported version") {
 		t.Fatalf("status of the lower version = %+v", s)
 	}
 	low.stop(t)
 	// The same version from another socket replaces the registration; the
 	// first socket going away afterwards leaves it.
-	r3 := startRegistrar(t, filepath.Join(dir, "c.sock"), csiInfo(testDriver, drv2.endpoint, "1.2.0"))
+	r3 := startRegistrar(t, filepath.Join(dir, "c.sock"), csiInfo(regTestDriver, drv2.endpoint, "1.2.0"))
 	if s := r3.nextStatus(t); !s.PluginRegistered {
 		t.Fatalf("status of the replacement = %+v", s)
 	}
 	r.stop(t)
 	time.Sleep(300 * time.Millisecond)
-	d, ok := reg.Driver(testDriver)
+	d, ok := reg.Driver(regTestDriver)
 	if !ok || d.Endpoint != drv2.endpoint {
 		t.Errorf("driver after the first socket went away = %+v, %v", d, ok)
 	}
