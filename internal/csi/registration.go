@@ -14,6 +14,8 @@ import (
 	csipb "github.com/container-storage-interface/spec/lib/go/csi"
 	"github.com/fsnotify/fsnotify"
 	"github.com/go-logr/logr"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	utilversion "k8s.io/apimachinery/pkg/util/version"
 	registerapi "k8s.io/kubelet/pkg/apis/pluginregistration/v1"
 	"sigs.k8s.io/controller-runtime/pkg/log"
@@ -253,17 +255,24 @@ func (w *Watcher) reconcile(ctx context.Context, wg *sync.WaitGroup) {
 			if accepted {
 				w.actual[path] = plugin{created: created, name: name}
 			}
-			repeated := err != nil && w.failed[path] == err.Error()
-			if err != nil && !accepted {
+			last, retried := w.failed[path]
+			repeated := err != nil && retried && last == err.Error()
+			// A socket is often seen before its server listens: the
+			// first attempt failing so is not an error yet.
+			early := err != nil && !retried && status.Code(errors.Unwrap(err)) == codes.Unavailable
+			switch {
+			case err != nil && !accepted && early:
+				w.failed[path] = ""
+			case err != nil && !accepted:
 				w.failed[path] = err.Error()
-			} else {
+			default:
 				delete(w.failed, path)
 			}
 			w.mu.Unlock()
 			switch {
 			case err == nil || ctx.Err() != nil:
-			case repeated:
-				log.FromContext(ctx).V(1).Info("Failed to register plugin again", "socket", path, "err", err.Error())
+			case repeated || early:
+				log.FromContext(ctx).V(1).Info("Failed to register plugin, will retry", "socket", path, "err", err.Error())
 			default:
 				log.FromContext(ctx).Error(err, "Failed to register plugin", "socket", path)
 			}

@@ -2,13 +2,17 @@ package csi
 
 import (
 	"context"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	csipb "github.com/container-storage-interface/spec/lib/go/csi"
+	"github.com/go-logr/logr"
+	"github.com/go-logr/logr/funcr"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -21,10 +25,16 @@ const regTestDriver = "hostpath.csi.example.com"
 // the test.
 func startWatcher(t *testing.T, dir string) (*Registry, *fakeInstaller) {
 	t.Helper()
+	return startWatcherCtx(t, context.Background(), dir)
+}
+
+// startWatcherCtx is startWatcher with the watcher's context (its logger).
+func startWatcherCtx(t *testing.T, parent context.Context, dir string) (*Registry, *fakeInstaller) {
+	t.Helper()
 	reg := NewRegistry()
 	inst := &fakeInstaller{}
 	w := NewWatcher(WatcherOptions{Dir: dir, Registry: reg, Installer: inst, RetryPeriod: 100 * time.Millisecond})
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := context.WithCancel(parent)
 	done := make(chan error, 1)
 	go func() { done <- w.Start(ctx) }()
 	t.Cleanup(func() {
@@ -324,5 +334,46 @@ func TestWatcherSecondSocketOfDriver(t *testing.T) {
 	d, ok := reg.Driver(regTestDriver)
 	if !ok || d.Endpoint != drv2.endpoint {
 		t.Errorf("driver after the first socket went away = %+v, %v", d, ok)
+	}
+}
+
+func TestWatcherLogsRefusedConnectionsOnceAsErrors(t *testing.T) {
+	dir := filepath.Join(shortTempDir(t), "plugins_registry")
+	var mu sync.Mutex
+	var lines []string
+	logger := funcr.New(func(prefix, args string) {
+		mu.Lock()
+		defer mu.Unlock()
+		lines = append(lines, args)
+	}, funcr.Options{Verbosity: 1})
+	startWatcherCtx(t, logr.NewContext(context.Background(), logger), dir)
+	eventually(t, "the registry directory", func() bool { _, err := os.Stat(dir); return err == nil })
+	// A socket nothing listens on: every attempt is refused.
+	l, err := net.Listen("unix", filepath.Join(dir, "dead.sock"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.(*net.UnixListener).SetUnlinkOnClose(false)
+	_ = l.Close()
+	// The kinds of the registration lines, in order: "retry" or "error".
+	kinds := func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		var out []string
+		for _, line := range lines {
+			switch {
+			case strings.Contains(line, `"msg"="Failed to register plugin"`):
+				out = append(out, "error")
+			case strings.Contains(line, `"msg"="Failed to register plugin, will retry"`):
+				out = append(out, "retry")
+			}
+		}
+		return out
+	}
+	eventually(t, "four attempts", func() bool { return len(kinds()) >= 4 })
+	// The first refusal may be a server not listening yet; the second is
+	// an error; the same error again is not logged as one.
+	if got := strings.Join(kinds()[:4], ","); got != "retry,error,retry,retry" {
+		t.Errorf("registration log lines = %s, want retry,error,retry,retry", got)
 	}
 }
