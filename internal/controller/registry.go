@@ -68,6 +68,7 @@ var Default = Registry{
 // disabledEffects says what turning a reconciler off changes, for the log.
 var disabledEffects = map[string]string{
 	"configmap": "live ConfigMap updates are off: running pods keep the ConfigMap content their volumes were set up with",
+	"csi":       "CSI drivers are not registered: pods' CSI volumes fail to mount as their driver is unknown",
 	"secret":    "live Secret updates are off: running pods keep the Secret content their volumes were set up with",
 }
 
