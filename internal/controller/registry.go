@@ -41,6 +41,8 @@ type Deps struct {
 	nodeKick     chan event.GenericEvent
 	// volumeStats measures the pods' volumes (setupVolumeStats).
 	volumeStats *volumestats.Calculator
+	// csiDrivers are the registered CSI drivers (see csiDriversFor).
+	csiDrivers *csi.Registry
 }
 
 // Runner runs runnables: agent.Local, or the manager itself.
@@ -66,6 +68,7 @@ type Registry map[string]SetupFunc
 // Default is every reconciler nodelet has. Add a line here to add one.
 var Default = Registry{
 	"configmap": setupConfigMapController,
+	"csi":       setupCSI,
 	"node":      setupNodeController,
 	"pod":       setupPodController,
 	"secret":    setupSecretController,
@@ -74,6 +77,7 @@ var Default = Registry{
 // disabledEffects says what turning a reconciler off changes, for the log.
 var disabledEffects = map[string]string{
 	"configmap": "live ConfigMap updates are off: running pods keep the ConfigMap content their volumes were set up with",
+	"csi":       "CSI drivers are not registered: pods' CSI volumes fail to mount as their driver is unknown",
 	"secret":    "live Secret updates are off: running pods keep the Secret content their volumes were set up with",
 }
 

@@ -1,0 +1,70 @@
+package controller
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+
+	"github.com/nodelet/nodelet/api/v1alpha1"
+	"github.com/nodelet/nodelet/internal/agent"
+	"github.com/nodelet/nodelet/internal/csi"
+)
+
+// recordingRunner records the runnables added to it.
+type recordingRunner struct{ added []manager.Runnable }
+
+func (r *recordingRunner) Add(x manager.Runnable) error {
+	r.added = append(r.added, x)
+	return nil
+}
+
+func TestSetupCSI(t *testing.T) {
+	if _, ok := Default["csi"]; !ok {
+		t.Fatal(`"csi" is not in Default`)
+	}
+	root := t.TempDir()
+	cfg := &v1alpha1.NodeletConfiguration{NodeName: "n", RootDir: root, HealthzBindAddress: "0", MetricsBindAddress: "0"}
+	v1alpha1.SetDefaults(cfg)
+	mgr, err := agent.NewStandaloneManager(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	local := &recordingRunner{}
+	deps := &Deps{Config: cfg, Local: local}
+	if err := setupCSI(mgr, deps); err != nil {
+		t.Fatal(err)
+	}
+	if len(local.added) != 1 {
+		t.Fatalf("runnables added to run without the API server: %d, want the plugin watcher", len(local.added))
+	}
+	w, ok := local.added[0].(*csi.Watcher)
+	if !ok {
+		t.Fatalf("local runnable is %T, want *csi.Watcher", local.added[0])
+	}
+	if reg := csiDriversFor(deps); reg == nil || reg != csiDriversFor(deps) {
+		t.Error("csiDriversFor does not return one registry")
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- w.Start(ctx) }()
+	dir := filepath.Join(root, "plugins_registry")
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		if fi, err := os.Stat(dir); err == nil && fi.IsDir() {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s not created", dir)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
