@@ -5,13 +5,15 @@ import (
 
 	ctrl "sigs.k8s.io/controller-runtime"
 
+	"github.com/nodelet/nodelet/internal/csi"
 	"github.com/nodelet/nodelet/internal/metrics"
 	"github.com/nodelet/nodelet/internal/server"
 	"github.com/nodelet/nodelet/internal/volumestats"
 )
 
 // setupVolumeStats adds the volume stats calculator over the pod engine's
-// volume manager, unless volumeStatsAggPeriod disables it, and hands it to
+// volume manager (CSI volumes measured by their drivers), unless
+// volumeStatsAggPeriod disables it, and hands it to
 // the volume stats metrics. The summaries of the eviction manager and of
 // the node API read its cache (Deps.VolumeStats).
 func setupVolumeStats(mgr ctrl.Manager, d *Deps, volumes volumestats.VolumeSource) error {
@@ -23,6 +25,7 @@ func setupVolumeStats(mgr ctrl.Manager, d *Deps, volumes volumestats.VolumeSourc
 		NodeName: cfg.NodeName,
 		Pods:     mgr.GetClient(),
 		Volumes:  volumes,
+		CSI:      csi.StatsMeasurer{Drivers: csiDriversFor(d)},
 		Period:   cfg.VolumeStatsAggPeriod.Duration,
 		Log:      mgr.GetLogger().WithName("volumestats"),
 	}
