@@ -273,7 +273,7 @@ func (m *Manager) SetUp(ctx context.Context, pod *v1.Pod) error {
 		return fmt.Errorf("setting up volumes of pod %s: %w", klog.KObj(pod), err)
 	}
 	var errs []error
-	resolved := map[string]VolumePath{}
+	resolved := map[string]PodVolume{}
 	for i := range pod.Spec.Volumes {
 		vol := &pod.Spec.Volumes[i]
 		if !needsResolution(vol) {

@@ -127,21 +127,21 @@ func (m *Manager) volumeMount(pod *v1.Pod, container string, index int, vol *v1.
 
 // hostVolume returns what backs vol on the host: for a claim or CSI
 // volume, what SetUp resolved it to; for the others, their directory.
-func (m *Manager) hostVolume(pod *v1.Pod, vol *v1.Volume) (VolumePath, error) {
+func (m *Manager) hostVolume(pod *v1.Pod, vol *v1.Volume) (PodVolume, error) {
 	if needsResolution(vol) {
 		m.mu.Lock()
 		vp, ok := m.setUp[pod.UID].resolved[vol.Name]
 		m.mu.Unlock()
 		if !ok {
-			return VolumePath{}, fmt.Errorf("volume %q is not set up", vol.Name)
+			return PodVolume{}, fmt.Errorf("volume %q is not set up", vol.Name)
 		}
 		return vp, nil
 	}
 	path, err := m.volumePath(pod, vol)
 	if err != nil {
-		return VolumePath{}, err
+		return PodVolume{}, err
 	}
-	return VolumePath{Path: path, Kind: volumeKind(&vol.VolumeSource), ReadOnly: contentVolume(vol)}, nil
+	return PodVolume{Path: path, Kind: volumeKind(&vol.VolumeSource), ReadOnly: contentVolume(vol)}, nil
 }
 
 // PodVolumePaths returns what each volume of the pod is on the host, by
@@ -149,8 +149,8 @@ func (m *Manager) hostVolume(pod *v1.Pod, vol *v1.Volume) (VolumePath, error) {
 // the claim and its PV. A claim or CSI volume is present once SetUp set up
 // every volume of the pod (until TearDown); the others always are.
 // Volumes nodelet does not support are left out.
-func (m *Manager) PodVolumePaths(pod *v1.Pod) map[string]VolumePath {
-	out := make(map[string]VolumePath, len(pod.Spec.Volumes))
+func (m *Manager) PodVolumePaths(pod *v1.Pod) map[string]PodVolume {
+	out := make(map[string]PodVolume, len(pod.Spec.Volumes))
 	for i := range pod.Spec.Volumes {
 		vol := &pod.Spec.Volumes[i]
 		if vp, err := m.hostVolume(pod, vol); err == nil {

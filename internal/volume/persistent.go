@@ -23,7 +23,7 @@ const localVolumePlugin = "kubernetes.io~local-volume"
 // localVolumeDirMode is the mode of the mount point of a local PV.
 const localVolumeDirMode fs.FileMode = 0o750
 
-// Kinds of VolumePath: the source that backs a pod volume on the host.
+// Kinds of PodVolume: the source that backs a pod volume on the host.
 const (
 	KindEmptyDir    = "emptyDir"
 	KindHostPath    = "hostPath"
@@ -35,8 +35,8 @@ const (
 	KindCSI         = "csi"
 )
 
-// VolumePath is what a pod volume is on the host once set up.
-type VolumePath struct {
+// PodVolume is what a pod volume is on the host once set up.
+type PodVolume struct {
 	// Path is the host directory containers mount (the root of the volume;
 	// a subPath is below it).
 	Path string
@@ -71,30 +71,30 @@ type boundClaim struct {
 
 // setUpResolved sets up a claim or inline CSI volume and returns what it
 // resolved to; the error is a *SetUpError.
-func (m *Manager) setUpResolved(ctx context.Context, pod *v1.Pod, vol *v1.Volume) (VolumePath, error) {
+func (m *Manager) setUpResolved(ctx context.Context, pod *v1.Pod, vol *v1.Volume) (PodVolume, error) {
 	if vol.CSI != nil {
 		cv := inlineCSIVolume(pod, vol)
 		path, err := m.publishCSI(ctx, pod, cv)
 		if err != nil {
-			return VolumePath{}, &SetUpError{Volume: vol.Name, Err: err}
+			return PodVolume{}, &SetUpError{Volume: vol.Name, Err: err}
 		}
-		return VolumePath{Path: path, Kind: KindCSI, ReadOnly: cv.ReadOnly}, nil
+		return PodVolume{Path: path, Kind: KindCSI, ReadOnly: cv.ReadOnly}, nil
 	}
 	bc, err := m.resolveClaim(ctx, pod, vol)
 	if err != nil {
-		return VolumePath{}, &SetUpError{Volume: vol.Name, Err: err, Stage: StageProcess}
+		return PodVolume{}, &SetUpError{Volume: vol.Name, Err: err, Stage: StageProcess}
 	}
 	if err := checkVolumeMode(vol.Name, bc.pv, podVolumeUses(pod)); err != nil {
-		return VolumePath{}, &SetUpError{Volume: vol.Name, Err: err, Stage: StageProcess}
+		return PodVolume{}, &SetUpError{Volume: vol.Name, Err: err, Stage: StageProcess}
 	}
 	if bc.pv.Spec.NodeAffinity != nil {
 		if err := m.checkNodeAffinity(ctx, bc.pv); err != nil {
-			return VolumePath{}, &SetUpError{Volume: vol.Name, Err: err, Stage: StageNodeAffinity}
+			return PodVolume{}, &SetUpError{Volume: vol.Name, Err: err, Stage: StageNodeAffinity}
 		}
 	}
 	vp, err := m.setUpPersistentVolume(ctx, pod, vol.Name, bc)
 	if err != nil {
-		return VolumePath{}, &SetUpError{Volume: vol.Name, Err: err}
+		return PodVolume{}, &SetUpError{Volume: vol.Name, Err: err}
 	}
 	log.FromContext(ctx).V(1).Info("Set up persistent volume", "pod", klog.KObj(pod), "volume", vol.Name,
 		"claim", klog.KObj(bc.claim), "persistentVolume", bc.pv.Name, "path", vp.Path)
@@ -238,31 +238,31 @@ func (m *Manager) checkNodeAffinity(ctx context.Context, pv *v1.PersistentVolume
 // PV is checked against its type and mounted where it is; a local PV is
 // bind-mounted under the pod directory and handed to the pod's fsGroup; a
 // CSI PV is published by its driver.
-func (m *Manager) setUpPersistentVolume(ctx context.Context, pod *v1.Pod, volumeName string, bc *boundClaim) (VolumePath, error) {
+func (m *Manager) setUpPersistentVolume(ctx context.Context, pod *v1.Pod, volumeName string, bc *boundClaim) (PodVolume, error) {
 	pv := bc.pv
-	vp := VolumePath{PVName: pv.Name, ClaimNamespace: bc.claim.Namespace, ClaimName: bc.claim.Name, ReadOnly: bc.readOnly}
+	vp := PodVolume{PVName: pv.Name, ClaimNamespace: bc.claim.Namespace, ClaimName: bc.claim.Name, ReadOnly: bc.readOnly}
 	switch {
 	case pv.Spec.HostPath != nil:
 		// No fsGroup: the kubelet leaves a hostPath's ownership alone.
 		if err := checkHostPath(&v1.HostPathVolumeSource{Path: pv.Spec.HostPath.Path, Type: pv.Spec.HostPath.Type}); err != nil {
-			return VolumePath{}, err
+			return PodVolume{}, err
 		}
 		vp.Kind, vp.Path = KindHostPath, pv.Spec.HostPath.Path
 	case pv.Spec.Local != nil:
 		path, err := m.setUpLocal(pod, pv, bc.readOnly)
 		if err != nil {
-			return VolumePath{}, err
+			return PodVolume{}, err
 		}
 		vp.Kind, vp.Path = KindLocal, path
 	case pv.Spec.CSI != nil:
 		cv := persistentCSIVolume(pv, volumeName, bc.readOnly)
 		path, err := m.publishCSI(ctx, pod, cv)
 		if err != nil {
-			return VolumePath{}, err
+			return PodVolume{}, err
 		}
 		vp.Kind, vp.Path, vp.ReadOnly = KindCSI, path, cv.ReadOnly
 	default:
-		return VolumePath{}, fmt.Errorf("PersistentVolume %s has source %s, which nodelet does not support", pv.Name, pvSourceKind(pv))
+		return PodVolume{}, fmt.Errorf("PersistentVolume %s has source %s, which nodelet does not support", pv.Name, pvSourceKind(pv))
 	}
 	return vp, nil
 }

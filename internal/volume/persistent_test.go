@@ -153,7 +153,7 @@ func TestSetUpClaimResolution(t *testing.T) {
 					t.Fatalf("SetUp: %v", err)
 				}
 				got := e.m.PodVolumePaths(pod)["data"]
-				want := VolumePath{Path: host, Kind: KindHostPath, PVName: "pv-1", ClaimNamespace: "ns", ClaimName: claimName}
+				want := PodVolume{Path: host, Kind: KindHostPath, PVName: "pv-1", ClaimNamespace: "ns", ClaimName: claimName}
 				if got != want {
 					t.Errorf("PodVolumePaths[data] = %+v, want %+v", got, want)
 				}

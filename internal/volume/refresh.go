@@ -19,7 +19,7 @@ import (
 // written from, and what each claim or CSI volume resolved to.
 type setUpPod struct {
 	meta     string
-	resolved map[string]VolumePath
+	resolved map[string]PodVolume
 }
 
 // IsSetUp reports whether every volume of the pod has been set up since it
@@ -33,7 +33,7 @@ func (m *Manager) IsSetUp(uid types.UID) bool {
 
 // markSetUp records the pod as set up, with what its claim and CSI volumes
 // resolved to.
-func (m *Manager) markSetUp(pod *v1.Pod, resolved map[string]VolumePath) {
+func (m *Manager) markSetUp(pod *v1.Pod, resolved map[string]PodVolume) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.setUp[pod.UID] = setUpPod{meta: metaFingerprint(pod), resolved: resolved}
