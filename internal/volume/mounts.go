@@ -107,6 +107,9 @@ func (m *Manager) volumeMount(pod *v1.Pod, container string, index int, vol *v1.
 	if err != nil {
 		return nil, err
 	}
+	if vp.Block {
+		return nil, fmt.Errorf("volume %s has volumeMode Block, but is specified in volumeMounts", vol.Name)
+	}
 	hostPath := vp.Path
 	if subPath != "" {
 		if hostPath, err = m.subPathMount(m.PodDir(pod.UID), vol.Name, container, index, hostPath, subPath); err != nil {

@@ -10,6 +10,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/component-helpers/storage/ephemeral"
 	storagehelpers "k8s.io/component-helpers/storage/volume"
 	"k8s.io/klog/v2"
@@ -49,8 +50,11 @@ type PodVolume struct {
 	// volume uses (a generic ephemeral volume's claim too); empty otherwise.
 	ClaimNamespace, ClaimName string
 	// ReadOnly is a volume that containers mount read-only whatever their
-	// volumeMount says.
+	// volumeMount says (or, for a block device, may only read).
 	ReadOnly bool
+	// Block is a PV of volumeMode Block: Path is a block device that
+	// containers get through volumeDevices (Devices), never mounted.
+	Block bool
 }
 
 // needsResolution says whether vol is backed by something the manager
@@ -206,7 +210,7 @@ func pvVolumeMode(pv *v1.PersistentVolume) v1.PersistentVolumeMode {
 
 // checkVolumeMode refuses a PV used against its volumeMode (a Block PV in
 // volumeMounts, a Filesystem PV in volumeDevices), with the kubelet's
-// messages, and a Block PV, which nodelet cannot map into containers.
+// messages.
 func checkVolumeMode(name string, pv *v1.PersistentVolume, uses volumeUses) error {
 	mode := pvVolumeMode(pv)
 	if uses.mounts[name] && mode != v1.PersistentVolumeFilesystem {
@@ -214,9 +218,6 @@ func checkVolumeMode(name string, pv *v1.PersistentVolume, uses volumeUses) erro
 	}
 	if uses.devices[name] && mode != v1.PersistentVolumeBlock {
 		return fmt.Errorf("volume %s has volumeMode %s, but is specified in volumeDevices", name, mode)
-	}
-	if mode == v1.PersistentVolumeBlock {
-		return fmt.Errorf("volume %s has volumeMode Block (PersistentVolume %s), which nodelet does not support: only volumeMode Filesystem volumes can be used", name, pv.Name)
 	}
 	return nil
 }
@@ -241,6 +242,9 @@ func (m *Manager) checkNodeAffinity(ctx context.Context, pv *v1.PersistentVolume
 func (m *Manager) setUpPersistentVolume(ctx context.Context, pod *v1.Pod, volumeName string, bc *boundClaim) (PodVolume, error) {
 	pv := bc.pv
 	vp := PodVolume{PVName: pv.Name, ClaimNamespace: bc.claim.Namespace, ClaimName: bc.claim.Name, ReadOnly: bc.readOnly}
+	if pvVolumeMode(pv) == v1.PersistentVolumeBlock {
+		return m.setUpBlock(ctx, pod, volumeName, bc, vp)
+	}
 	switch {
 	case pv.Spec.HostPath != nil:
 		// No fsGroup: the kubelet leaves a hostPath's ownership alone.
@@ -307,6 +311,76 @@ func (m *Manager) setUpLocal(pod *v1.Pod, pv *v1.PersistentVolume, readOnly bool
 		}
 	}
 	return dir, nil
+}
+
+// setUpBlock resolves a PV of volumeMode Block to the block device that
+// containers get: a local PV's path, which must be a block device, or the
+// path a CSI driver publishes the volume at. Other sources have no block
+// mode.
+func (m *Manager) setUpBlock(ctx context.Context, pod *v1.Pod, volumeName string, bc *boundClaim, vp PodVolume) (PodVolume, error) {
+	pv := bc.pv
+	vp.Block = true
+	switch {
+	case pv.Spec.Local != nil:
+		info, err := os.Stat(pv.Spec.Local.Path)
+		if err != nil {
+			return PodVolume{}, fmt.Errorf("local volume %s: %w", pv.Name, err)
+		}
+		if info.Mode().Type() != fs.ModeDevice {
+			return PodVolume{}, fmt.Errorf("local volume %s has volumeMode Block, but %s is not a block device", pv.Name, pv.Spec.Local.Path)
+		}
+		vp.Kind, vp.Path = KindLocal, pv.Spec.Local.Path
+	case pv.Spec.CSI != nil:
+		cv := persistentCSIVolume(pv, volumeName, bc.readOnly)
+		path, err := m.publishCSI(ctx, pod, cv)
+		if err != nil {
+			return PodVolume{}, err
+		}
+		vp.Kind, vp.Path, vp.ReadOnly = KindCSI, path, cv.ReadOnly
+	case pv.Spec.HostPath != nil:
+		return PodVolume{}, fmt.Errorf("PersistentVolume %s has volumeMode Block, which its source hostPath does not support", pv.Name)
+	default:
+		return PodVolume{}, fmt.Errorf("PersistentVolume %s has source %s, which nodelet does not support", pv.Name, pvSourceKind(pv))
+	}
+	return vp, nil
+}
+
+// blockDevicePermissions are the device cgroup permissions of a block
+// volume, as the kubelet gives them: read only for a read-only volume.
+func blockDevicePermissions(readOnly bool) string {
+	if readOnly {
+		return "r"
+	}
+	return "mrw"
+}
+
+// Devices returns the CRI devices of container c of pod: one per
+// volumeDevice, the block device its PV resolved to at SetUp, at the
+// devicePath it asks for. Call it after SetUp, with Mounts.
+func (m *Manager) Devices(pod *v1.Pod, c *v1.Container) ([]*runtimeapi.Device, error) {
+	if len(c.VolumeDevices) == 0 {
+		return nil, nil
+	}
+	volumes := make(map[string]*v1.Volume, len(pod.Spec.Volumes))
+	for i := range pod.Spec.Volumes {
+		volumes[pod.Spec.Volumes[i].Name] = &pod.Spec.Volumes[i]
+	}
+	devices := make([]*runtimeapi.Device, 0, len(c.VolumeDevices))
+	for _, vd := range c.VolumeDevices {
+		vol, ok := volumes[vd.Name]
+		if !ok {
+			return nil, fmt.Errorf("cannot find volume %q to map into container %q", vd.Name, c.Name)
+		}
+		vp, err := m.hostVolume(pod, vol)
+		if err != nil {
+			return nil, fmt.Errorf("mapping volume %q into container %q: %w", vd.Name, c.Name, err)
+		}
+		if !vp.Block {
+			return nil, fmt.Errorf("volume %s is not a block volume, but is specified in volumeDevices of container %q", vd.Name, c.Name)
+		}
+		devices = append(devices, &runtimeapi.Device{ContainerPath: vd.DevicePath, HostPath: vp.Path, Permissions: blockDevicePermissions(vp.ReadOnly)})
+	}
+	return devices, nil
 }
 
 // pvSourceKind names a PV's source, for the error of one nodelet does not

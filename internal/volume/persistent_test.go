@@ -203,8 +203,8 @@ func TestCheckVolumeMode(t *testing.T) {
 		{name: "block in volumeMounts", mode: &block, mounts: true, wantErr: "volume data has volumeMode Block, but is specified in volumeMounts"},
 		{name: "filesystem in volumeDevices", mode: &fsMode, devices: true, wantErr: "volume data has volumeMode Filesystem, but is specified in volumeDevices"},
 		{name: "unset mode in volumeDevices", devices: true, wantErr: "volume data has volumeMode Filesystem, but is specified in volumeDevices"},
-		{name: "block in volumeDevices", mode: &block, devices: true,
-			wantErr: "volume data has volumeMode Block (PersistentVolume pv-1), which nodelet does not support: only volumeMode Filesystem volumes can be used"},
+		{name: "block in volumeDevices", mode: &block, devices: true},
+		{name: "block unused", mode: &block},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -566,5 +566,77 @@ func TestTearDownUnpublishesCSIFirst(t *testing.T) {
 		if !slices.Equal(calls, []string{"unpublish", "unmount"}) || statErr == nil {
 			t.Errorf("calls %v, pod directory %v; want unpublish, then unmount, then the directory removed", calls, statErr)
 		}
+	}
+}
+
+// TestBlockVolumes: a Block PV is resolved to a block device that the
+// container gets through its volumeDevices, read-only for a read-only claim.
+func TestBlockVolumes(t *testing.T) {
+	block := v1.PersistentVolumeBlock
+	csiSource := v1.PersistentVolumeSource{CSI: &v1.CSIPersistentVolumeSource{Driver: "disk.example.com", VolumeHandle: "vol-1"}}
+	loop := "/dev/loop0"
+	if info, err := os.Stat(loop); err != nil || info.Mode().Type() != os.ModeDevice {
+		loop = ""
+	}
+	tests := []struct {
+		name     string
+		src      v1.PersistentVolumeSource
+		readOnly bool
+		want     *runtimeapi.Device
+		wantErr  string
+	}{
+		{name: "CSI", src: csiSource,
+			want: &runtimeapi.Device{ContainerPath: "/dev/xvda", HostPath: "/var/lib/csi/uid-1/pv-1/mount", Permissions: "mrw"}},
+		{name: "CSI read-only", src: csiSource, readOnly: true,
+			want: &runtimeapi.Device{ContainerPath: "/dev/xvda", HostPath: "/var/lib/csi/uid-1/pv-1/mount", Permissions: "r"}},
+		{name: "local directory", src: localPV("/tmp"),
+			wantErr: `MountVolume.SetUp failed for volume "data" : local volume pv-1 has volumeMode Block, but /tmp is not a block device`},
+		{name: "hostPath", src: hostPathPV("/tmp"),
+			wantErr: `MountVolume.SetUp failed for volume "data" : PersistentVolume pv-1 has volumeMode Block, which its source hostPath does not support`},
+	}
+	if loop != "" {
+		tests = append(tests, struct {
+			name     string
+			src      v1.PersistentVolumeSource
+			readOnly bool
+			want     *runtimeapi.Device
+			wantErr  string
+		}{name: "local block device", src: localPV(loop),
+			want: &runtimeapi.Device{ContainerPath: "/dev/xvda", HostPath: loop, Permissions: "mrw"}})
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			csi := &fakeCSI{root: "/var/lib/csi"}
+			e := newTestEnv(t, WithCSI(csi))
+			pod := testPod(claimVolume("data", "claim", tt.readOnly))
+			pod.Spec.Containers[0].VolumeDevices = []v1.VolumeDevice{{Name: "data", DevicePath: "/dev/xvda"}}
+			claim, pv := boundPair("claim", "pv-1", tt.src)
+			pv.Spec.VolumeMode = &block
+			e.f.setClaim(claim)
+			e.f.setPV(pv)
+			err := e.m.SetUp(context.Background(), pod)
+			if tt.wantErr != "" {
+				if err == nil || err.Error() != tt.wantErr {
+					t.Fatalf("SetUp error = %v, want %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("SetUp: %v", err)
+			}
+			if tt.src.CSI != nil && (len(csi.published) != 1 || !csi.published[0].Block) {
+				t.Errorf("published %+v, want one block volume", csi.published)
+			}
+			devices, err := e.m.Devices(pod, &pod.Spec.Containers[0])
+			if err != nil {
+				t.Fatalf("Devices: %v", err)
+			}
+			if len(devices) != 1 || devices[0].String() != tt.want.String() {
+				t.Errorf("Devices = %v, want %v", devices, tt.want)
+			}
+			if len(e.mounter.GetLog()) != 0 {
+				t.Errorf("a block volume was mounted: %v", e.mounter.GetLog())
+			}
+		})
 	}
 }
