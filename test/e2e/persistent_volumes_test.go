@@ -3,7 +3,9 @@ package e2e
 import (
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strings"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -52,7 +54,7 @@ var _ = Describe("Persistent volumes", Ordered, func() {
 		DeferCleanup(os.RemoveAll, dir)
 		return dir
 	}
-	createPV := func(ctx SpecContext, name, class string, src corev1.PersistentVolumeSource, affinityHost string) {
+	createPV := func(ctx SpecContext, name, class string, src corev1.PersistentVolumeSource, affinityHost string, mode ...corev1.PersistentVolumeMode) {
 		GinkgoHelper()
 		pv := &corev1.PersistentVolume{
 			ObjectMeta: metav1.ObjectMeta{Name: name},
@@ -63,6 +65,9 @@ var _ = Describe("Persistent volumes", Ordered, func() {
 				StorageClassName:              class,
 				PersistentVolumeSource:        src,
 			},
+		}
+		if len(mode) > 0 {
+			pv.Spec.VolumeMode = &mode[0]
 		}
 		if affinityHost != "" {
 			pv.Spec.NodeAffinity = &corev1.VolumeNodeAffinity{Required: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{
@@ -214,6 +219,35 @@ var _ = Describe("Persistent volumes", Ordered, func() {
 		Eventually(func() bool {
 			return apierrors.IsNotFound(env.Admin.Get(ctx, client.ObjectKey{Namespace: ns, Name: "scratch-data"}, claim))
 		}).WithContext(ctx).WithTimeout(pvTimeout).WithPolling(pollInterval).Should(BeTrue())
+	})
+
+	It("gives a container a local block PV through its volumeDevices", func(ctx SpecContext) {
+		ns := utils.NewNamespace(ctx, env.Admin)
+		class := "block-" + ns
+		backing := filepath.Join(hostDir(), "disk")
+		Expect(os.WriteFile(backing, make([]byte, 1<<20), 0o600)).To(Succeed())
+		out, err := exec.CommandContext(ctx, "losetup", "--find", "--show", backing).CombinedOutput()
+		Expect(err).NotTo(HaveOccurred(), "losetup: %s", out)
+		loop := strings.TrimSpace(string(out))
+		DeferCleanup(func() { _ = exec.Command("losetup", "-d", loop).Run() })
+
+		createPV(ctx, "pv-block-"+ns, class, corev1.PersistentVolumeSource{Local: &corev1.LocalVolumeSource{Path: loop}}, pvNode, corev1.PersistentVolumeBlock)
+		claim := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "data"}, Spec: claimSpec(class)}
+		claim.Spec.VolumeMode = ptr.To(corev1.PersistentVolumeBlock)
+		Expect(env.Admin.Create(ctx, claim)).To(Succeed())
+		waitBound(ctx, ns, "data")
+
+		pod := utils.BusyboxPod(ns, "raw", pvNode, "sh", "-c",
+			"echo written-raw | dd of=/dev/xvda bs=512 count=1 conv=sync && dd if=/dev/xvda bs=11 count=1 | grep -q written-raw")
+		pod.Spec.RestartPolicy = corev1.RestartPolicyNever
+		pod.Spec.Volumes = []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{
+			PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "data"}}}}
+		pod.Spec.Containers[0].VolumeDevices = []corev1.VolumeDevice{{Name: "data", DevicePath: "/dev/xvda"}}
+		Expect(env.Admin.Create(ctx, pod)).To(Succeed())
+		expectSucceeded(ctx, ns, "raw")
+		data, err := os.ReadFile(backing)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(string(data[:11])).To(Equal("written-raw"), "the container wrote to the device")
 	})
 
 	It("does not start a pod on a local PV of another node", func(ctx SpecContext) {
