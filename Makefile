@@ -81,6 +81,10 @@ conformance: deps envtest ## Kubernetes' node and volume conformance specs on no
 conformance-build: ## Build e2e.test, ginkgo, kubelet and agnhost into the cache (a no-op when present).
 	@bash hack/conformance.sh >/dev/null
 
+.PHONY: csi-build
+csi-build: ## Build external-provisioner and external-attacher for the CSI test stack into the cache (a no-op when present).
+	@bash hack/csi.sh >/dev/null
+
 .PHONY: conformance-smoke
 conformance-smoke: deps envtest ## The conformance smoke subset that make test runs, alone.
 	export KUBEBUILDER_ASSETS="$$(bash hack/envtest.sh)"; \

@@ -95,6 +95,7 @@ func SetDefaults(c *NodeletConfiguration) {
 	setDurationPtr(&c.Server.Authorization.CacheUnauthorizedTTL, 30*time.Second)
 	setDuration(&c.Server.IdleTimeout, 2*time.Minute)
 	setDuration(&c.StreamingConnectionIdleTimeout, 4*time.Hour)
+	setDurationPtr(&c.VolumeStatsAggPeriod, time.Minute)
 	setString(&c.HealthzBindAddress, DefaultHealthzBindAddress)
 	setString(&c.MetricsBindAddress, DefaultMetricsBindAddress)
 	if c.KubeAPIQPS == nil {

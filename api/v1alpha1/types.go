@@ -121,6 +121,12 @@ type NodeletConfiguration struct {
 	// ImageGCPeriod is how often image GC runs. Default: 5m, as the kubelet.
 	ImageGCPeriod metav1.Duration `json:"imageGCPeriod,omitempty"`
 
+	// VolumeStatsAggPeriod is how often each pod's volumes are measured for
+	// /stats/summary and the kubelet_volume_stats_* metrics, as the
+	// kubelet's field of the same name; 0 disables the measuring.
+	// Default: 1m.
+	VolumeStatsAggPeriod *metav1.Duration `json:"volumeStatsAggPeriod,omitempty"`
+
 	// StaticPodPath is a directory of pod manifests (or one manifest file)
 	// that nodelet runs as static pods, with or without an API server, as
 	// the kubelet's field of the same name. Files whose name starts with a

@@ -67,6 +67,9 @@ func Validate(c *NodeletConfiguration) field.ErrorList {
 			errs = append(errs, field.Invalid(p(name), fmt.Sprint(d), "must be a positive duration"))
 		}
 	}
+	if d := c.VolumeStatsAggPeriod; d != nil && d.Duration < 0 {
+		errs = append(errs, field.Invalid(p("volumeStatsAggPeriod"), d.String(), "must not be negative (0 disables volume stats)"))
+	}
 	if c.NodeLeaseDurationSeconds <= 0 {
 		errs = append(errs, field.Invalid(p("nodeLeaseDurationSeconds"), c.NodeLeaseDurationSeconds, "must be greater than 0"))
 	}

@@ -56,6 +56,7 @@ func TestSetDefaults(t *testing.T) {
 		{"server.idleTimeout", c.Server.IdleTimeout.Duration, 2 * time.Minute},
 		{"streamingConnectionIdleTimeout", c.StreamingConnectionIdleTimeout.Duration, 4 * time.Hour},
 		{"serverTLSBootstrap", c.ServerTLSBootstrap, false},
+		{"volumeStatsAggPeriod", c.VolumeStatsAggPeriod.Duration, time.Minute},
 	}
 	for _, tc := range checks {
 		if tc.got != tc.want {
@@ -170,6 +171,8 @@ func TestValidate(t *testing.T) {
 		{"zero QPS", func(c *NodeletConfiguration) { q := float32(0); c.KubeAPIQPS = &q }, "kubeAPIQPS"},
 		{"zero idle timeout", func(c *NodeletConfiguration) { c.Server.IdleTimeout.Duration = 0 }, "server.idleTimeout"},
 		{"zero stream idle timeout", func(c *NodeletConfiguration) { c.StreamingConnectionIdleTimeout.Duration = 0 }, "streamingConnectionIdleTimeout"},
+		{"negative volume stats period", func(c *NodeletConfiguration) { c.VolumeStatsAggPeriod.Duration = -time.Second }, "volumeStatsAggPeriod"},
+		{"volume stats disabled", func(c *NodeletConfiguration) { c.VolumeStatsAggPeriod.Duration = 0 }, ""},
 		{"negative deny cache", func(c *NodeletConfiguration) { c.Server.Authorization.CacheUnauthorizedTTL.Duration = -1 }, "server.authorization.cacheUnauthorizedTTL"},
 		{"always allow", func(c *NodeletConfiguration) { c.Server.Authorization.Mode = "AlwaysAllow" }, ""},
 		{"healthz address", func(c *NodeletConfiguration) { c.HealthzBindAddress = "localhost" }, "healthzBindAddress"},

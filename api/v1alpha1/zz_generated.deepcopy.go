@@ -117,6 +117,11 @@ func (in *NodeletConfiguration) DeepCopyInto(out *NodeletConfiguration) {
 	out.ImageMinimumGCAge = in.ImageMinimumGCAge
 	out.ImageMaximumGCAge = in.ImageMaximumGCAge
 	out.ImageGCPeriod = in.ImageGCPeriod
+	if in.VolumeStatsAggPeriod != nil {
+		in, out := &in.VolumeStatsAggPeriod, &out.VolumeStatsAggPeriod
+		*out = new(metav1.Duration)
+		**out = **in
+	}
 	out.FileCheckFrequency = in.FileCheckFrequency
 	if in.StaticPodURLHeader != nil {
 		in, out := &in.StaticPodURLHeader, &out.StaticPodURLHeader

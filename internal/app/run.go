@@ -96,7 +96,7 @@ func Run(args []string, reg controller.Registry) int {
 			log.Error(err, "Unable to set up the node API server")
 			return 1
 		}
-		srv, err := server.NewFromConfig(cfg, mgr, deps.Runtime, configz)
+		srv, err := server.NewFromConfig(cfg, mgr, deps.Runtime, configz, deps.VolumeStats())
 		if err != nil {
 			log.Error(err, "Unable to set up the node API server")
 			return 1

@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -16,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -59,6 +61,8 @@ func setupNodeController(mgr ctrl.Manager, deps *Deps) error {
 		Clock:     clock.RealClock{},
 		Pressure:  func() (nodeinfo.Pressure, bool) { return nodePressure(deps) },
 	}
+	r.VolumesInUse = volumesInUseFor(deps)
+	r.Kick = deps.nodeKick
 	if err := r.SetupWithManager(mgr); err != nil {
 		return err
 	}
@@ -95,11 +99,26 @@ type NodeReconciler struct {
 	// eviction manager's, with their transition period) in place of the
 	// observer's instant evaluation of the hard thresholds.
 	Pressure func() (p nodeinfo.Pressure, ok bool)
+	// VolumesInUse, when set, gives the status's volumesInUse and learns
+	// what each status write listed.
+	VolumesInUse VolumesInUseTracker
+	// Kick, when set, asks for a status write now (a volume became in use).
+	Kick <-chan event.GenericEvent
 
 	// adoptedUID is the Node object whose labels were last reconciled;
 	// labels are added once per Node object so that an admin may remove
 	// them afterwards. Reconcile is never run concurrently for the one key.
 	adoptedUID types.UID
+}
+
+// VolumesInUseTracker is what the node reconciler needs of the volumes in
+// use (csi.InUse).
+type VolumesInUseTracker interface {
+	// List returns the volumes in use, sorted; with an error, those it
+	// could read.
+	List() ([]corev1.UniqueVolumeName, error)
+	// MarkReported records what the Node's status lists in use.
+	MarkReported([]corev1.UniqueVolumeName)
 }
 
 // SetupWithManager watches this node's Node (the cache holds no other), is
@@ -114,13 +133,17 @@ func (r *NodeReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		q.Add(reconcile.Request{NamespacedName: types.NamespacedName{Name: name}})
 		return nil
 	})
-	err := ctrl.NewControllerManagedBy(mgr).
+	b := ctrl.NewControllerManagedBy(mgr).
 		Named("node").
 		For(&corev1.Node{}, builder.WithPredicates(predicate.Funcs{
 			CreateFunc: func(event.CreateEvent) bool { return false },
 			UpdateFunc: func(e event.UpdateEvent) bool { return e.ObjectOld.GetUID() != e.ObjectNew.GetUID() },
 		})).
-		WatchesRawSource(kick).
+		WatchesRawSource(kick)
+	if r.Kick != nil {
+		b = b.WatchesRawSource(source.Channel(r.Kick, &handler.EnqueueRequestForObject{}))
+	}
+	err := b.
 		WithOptions(controller.Options{
 			RateLimiter: workqueue.NewTypedItemExponentialFailureRateLimiter[reconcile.Request](
 				nodeRetryBase, r.Config.NodeStatusUpdateFrequency.Duration),
@@ -184,10 +207,10 @@ func (r *NodeReconciler) ensureNode(ctx context.Context) (*corev1.Node, error) {
 	return node, nil
 }
 
-// ensureLabels adds the labels nodelet owns to a Node it did not create
-// in this process (one registered earlier, or re-created by someone else),
-// once per Node object, with a merge patch of those labels only; labels,
-// annotations and taints others set are left alone.
+// ensureLabels adds the labels and annotations nodelet owns to a Node it
+// did not create in this process (one registered earlier, or re-created by
+// someone else), once per Node object, with a merge patch of those only;
+// labels, annotations and taints others set are left alone.
 func (r *NodeReconciler) ensureLabels(ctx context.Context, node *corev1.Node) error {
 	if node.UID == r.adoptedUID {
 		return nil
@@ -201,6 +224,15 @@ func (r *NodeReconciler) ensureLabels(ctx context.Context, node *corev1.Node) er
 				node.Labels = map[string]string{}
 			}
 			node.Labels[k] = v
+			changed = true
+		}
+	}
+	for k, v := range nodeinfo.Annotations() {
+		if node.Annotations[k] != v {
+			if node.Annotations == nil {
+				node.Annotations = map[string]string{}
+			}
+			node.Annotations[k] = v
 			changed = true
 		}
 	}
@@ -225,10 +257,14 @@ func (r *NodeReconciler) updateStatus(ctx context.Context, node *corev1.Node) (t
 			observed.Pressure = p
 		}
 	}
+	if r.VolumesInUse != nil {
+		observed.VolumesInUse, observed.VolumesInUseKnown = r.volumesInUse(ctx, node), true
+	}
 	now := r.Clock.Now()
 	status, changed := nodeinfo.ComputeStatus(node.Status, observed, now)
 	due, wait := nodeinfo.ReportDue(node.Status, report, now)
 	if !changed && !due {
+		r.markReported(status)
 		return min(update, wait), nil
 	}
 	patched := node.DeepCopy()
@@ -236,10 +272,37 @@ func (r *NodeReconciler) updateStatus(ctx context.Context, node *corev1.Node) (t
 	if err := r.Client.Status().Patch(ctx, patched, client.StrategicMergeFrom(node)); err != nil {
 		return 0, fmt.Errorf("patching status of node %s: %w", node.Name, err)
 	}
+	r.markReported(status)
 	metrics.NodeStatusPatches.Inc()
 	log.FromContext(ctx).V(1).Info("Patched node status", "node", node.Name, "changed", changed,
 		"ready", readyStatus(status))
 	return min(update, report), nil
+}
+
+// volumesInUse lists the volumes in use; when some records cannot be
+// read, the volumes the status lists now are kept too, so that none is
+// dropped (and detached) for an unreadable record.
+func (r *NodeReconciler) volumesInUse(ctx context.Context, node *corev1.Node) []corev1.UniqueVolumeName {
+	names, err := r.VolumesInUse.List()
+	if err == nil {
+		return names
+	}
+	log.FromContext(ctx).Error(err, "Unable to read every volume in use, keeping those the node status lists")
+	for _, n := range node.Status.VolumesInUse {
+		if !slices.Contains(names, n) {
+			names = append(names, n)
+		}
+	}
+	slices.Sort(names)
+	return names
+}
+
+// markReported tells the tracker what the status (as written, or found
+// already so) lists in use.
+func (r *NodeReconciler) markReported(status corev1.NodeStatus) {
+	if r.VolumesInUse != nil {
+		r.VolumesInUse.MarkReported(status.VolumesInUse)
+	}
 }
 
 func readyStatus(s corev1.NodeStatus) corev1.ConditionStatus {

@@ -3,6 +3,7 @@ package controller_test
 import (
 	"net"
 	"os"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"time"
@@ -24,6 +25,33 @@ import (
 )
 
 var _ = Describe("Node controller", func() {
+	It("lists the CSI volumes on disk in the status's volumesInUse until they are torn down", func(ctx SpecContext) {
+		name := nodeName()
+		a := startAgent(name)
+		waitReady(name, startTimeout)
+
+		By("recording a pod's CSI volume and a staging as a publish leaves them")
+		podVolume := filepath.Join(a.cfg.RootDir, "pods", "uid-1", "volumes", "kubernetes.io~csi", "pv-1")
+		staging := filepath.Join(a.cfg.RootDir, "plugins", "kubernetes.io", "csi", "csi.example.com", "0123abcd")
+		for dir, handle := range map[string]string{podVolume: "vol-1", staging: "vol-2"} {
+			Expect(os.MkdirAll(dir, 0o750)).To(Succeed())
+			Expect(os.WriteFile(filepath.Join(dir, "vol_data.json"),
+				[]byte(`{"driverName":"csi.example.com","volumeHandle":"`+handle+`"}`), 0o600)).To(Succeed())
+		}
+		Eventually(func(g Gomega) {
+			g.Expect(getNode(g, name).Status.VolumesInUse).To(Equal([]corev1.UniqueVolumeName{
+				"kubernetes.io/csi/csi.example.com^vol-1", "kubernetes.io/csi/csi.example.com^vol-2",
+			}))
+		}).WithContext(ctx).WithTimeout(4 * statusUpdateFrequency).Should(Succeed())
+
+		By("tearing them down")
+		Expect(os.RemoveAll(filepath.Join(a.cfg.RootDir, "pods", "uid-1"))).To(Succeed())
+		Expect(os.RemoveAll(staging)).To(Succeed())
+		Eventually(func(g Gomega) {
+			g.Expect(getNode(g, name).Status.VolumesInUse).To(BeEmpty())
+		}).WithContext(ctx).WithTimeout(4 * statusUpdateFrequency).Should(Succeed())
+	})
+
 	It("registers a Ready Node with its capacity, system info, addresses, labels and taints", func(ctx SpecContext) {
 		name := nodeName()
 		startAgent(name, func(c *v1alpha1.NodeletConfiguration) {
@@ -135,6 +163,7 @@ var _ = Describe("Node controller", func() {
 		waitStatusWrites(name, 2, func(g Gomega, n *corev1.Node) {
 			expectKept(g, n)
 			g.Expect(n.Labels).To(HaveKeyWithValue("example.com/pool", "blue"), "nodelet's label is put back on adoption")
+			g.Expect(n.Annotations).To(HaveKeyWithValue(nodeinfo.ControllerManagedAttachDetachAnnotation, "true"), "the attach/detach controller manages the adopted node's volumes")
 			g.Expect(n.UID).To(Equal(node.UID), "the Node is adopted, not re-created")
 		})
 	})

@@ -23,7 +23,7 @@ func setupEviction(mgr ctrl.Manager, d *Deps, r *PodReconciler, volumes *volume.
 	cfg := d.Config
 	stats := &server.StatsProvider{
 		NodeName: cfg.NodeName, Pods: mgr.GetClient(), Runtime: d.Runtime, Host: nodeinfo.OSHost{},
-		RootDir: cfg.RootDir, PodLogsDir: cfg.PodLogsDir,
+		RootDir: cfg.RootDir, PodLogsDir: cfg.PodLogsDir, Volumes: d.VolumeStats(),
 	}
 	m, err := eviction.New(eviction.Options{
 		Config:    cfg,

@@ -6,12 +6,15 @@ import (
 	"strings"
 
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	"github.com/nodelet/nodelet/api/v1alpha1"
 	"github.com/nodelet/nodelet/internal/checkpoint"
 	"github.com/nodelet/nodelet/internal/cri"
+	"github.com/nodelet/nodelet/internal/csi"
 	"github.com/nodelet/nodelet/internal/eviction"
+	"github.com/nodelet/nodelet/internal/volumestats"
 )
 
 // Deps is what the reconcilers are built from. main fills it once.
@@ -31,6 +34,13 @@ type Deps struct {
 	engine *podEngine
 	// eviction is the eviction manager, set up with the pod reconciler.
 	eviction *eviction.Manager
+	// volumesInUse tracks the volumes the node's status lists in use, and
+	// nodeKick asks the node reconciler for a status write (see
+	// volumesInUseFor).
+	volumesInUse *csi.InUse
+	nodeKick     chan event.GenericEvent
+	// volumeStats measures the pods' volumes (setupVolumeStats).
+	volumeStats *volumestats.Calculator
 }
 
 // Runner runs runnables: agent.Local, or the manager itself.

@@ -6,18 +6,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io/fs"
-	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 
 	v1 "k8s.io/api/core/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 
 	"github.com/nodelet/nodelet/internal/nodeinfo"
+	"github.com/nodelet/nodelet/internal/volumestats"
 )
 
 // Files of the root memory cgroup (cgroup v1) memory.available is read from.
@@ -25,10 +22,6 @@ const (
 	MemoryCgroupUsagePath = "/sys/fs/cgroup/memory/memory.usage_in_bytes"
 	MemoryCgroupStatPath  = "/sys/fs/cgroup/memory/memory.stat"
 )
-
-// maxWalkEntries bounds the walk of one emptyDir volume: a volume with more
-// entries is measured as far as the walk got.
-const maxWalkEntries = 1 << 20
 
 // ImageFs says where the runtime keeps its images.
 type ImageFs interface {
@@ -129,7 +122,8 @@ func imageFsMountpoint(info *runtimeapi.ImageFsInfoResponse) string {
 }
 
 // usageFromStats turns a pod's summary stats into its usage; volumes (the
-// disk-backed emptyDir volumes' usage) are added to its local storage.
+// disk-backed emptyDir volumes' usage, measured now) are added to its local
+// storage in place of what the summary counted for them.
 func usageFromStats(pod *v1.Pod, ps *statsapi.PodStats, volumes map[string]int64) PodUsage {
 	pu := PodUsage{Pod: pod, Volumes: volumes}
 	if ps == nil {
@@ -160,6 +154,13 @@ func usageFromStats(pod *v1.Pod, ps *statsapi.PodStats, volumes map[string]int64
 		}
 		pu.Containers = append(pu.Containers, cu)
 	}
+	// The summary's ephemeral storage counts the volumes as last measured
+	// in the background; the fresh measures replace those numbers.
+	for _, v := range ps.VolumeStats {
+		if _, fresh := volumes[v.Name]; fresh && known && v.UsedBytes != nil {
+			ephemeral = max(ephemeral-int64(*v.UsedBytes), 0)
+		}
+	}
 	for _, n := range volumes {
 		ephemeral += n
 		known = true
@@ -173,49 +174,11 @@ func usageFromStats(pod *v1.Pod, ps *statsapi.PodStats, volumes map[string]int64
 func ptrInt(v int64) *int64 { return &v }
 
 // DirUsage is the disk space the files under dir take (allocated blocks),
-// counted without following symbolic links, without crossing into other
-// filesystems, and over at most maxWalkEntries entries. A directory that
-// does not exist uses nothing.
+// counted as volumestats.DiskUsage counts them: without following symbolic
+// links, without crossing into other filesystems, over at most
+// volumestats.MaxWalkEntries entries. A directory that does not exist uses
+// nothing.
 func DirUsage(dir string) (int64, error) {
-	root, err := os.Lstat(dir)
-	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
-			return 0, nil
-		}
-		return 0, err
-	}
-	dev := deviceOf(root)
-	var total int64
-	entries := 0
-	err = filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			// Gone meanwhile, or unreadable: count what can be read.
-			return nil
-		}
-		entries++
-		if entries > maxWalkEntries {
-			return filepath.SkipAll
-		}
-		info, err := d.Info()
-		if err != nil {
-			return nil
-		}
-		if d.IsDir() && path != dir && deviceOf(info) != dev {
-			return filepath.SkipDir
-		}
-		if st, ok := info.Sys().(*syscall.Stat_t); ok {
-			total += st.Blocks * 512
-		} else if info.Mode().IsRegular() {
-			total += info.Size()
-		}
-		return nil
-	})
-	return total, err
-}
-
-func deviceOf(info fs.FileInfo) uint64 {
-	if st, ok := info.Sys().(*syscall.Stat_t); ok {
-		return uint64(st.Dev) //nolint:unconvert // its type differs between architectures
-	}
-	return 0
+	u, err := volumestats.DiskUsage(dir)
+	return u.Bytes, err
 }

@@ -90,6 +90,16 @@ func TestUsageFromStats(t *testing.T) {
 		*pu.Containers[0].Memory != 250 || *pu.Containers[0].Ephemeral != 1000 {
 		t.Errorf("usage = %+v", pu)
 	}
+	// The summary counts the volumes it measured in its ephemeral storage:
+	// the fresh measure replaces the summary's, not adds to it.
+	ps.EphemeralStorage.UsedBytes = ptr.To[uint64](1000 + 3000 + 200)
+	ps.VolumeStats = []statsapi.VolumeStats{
+		{Name: "scratch", FsStats: statsapi.FsStats{UsedBytes: ptr.To[uint64](3000)}},
+		{Name: "config", FsStats: statsapi.FsStats{UsedBytes: ptr.To[uint64](200)}},
+	}
+	if pu := usageFromStats(pod, ps, map[string]int64{"scratch": 5000}); *pu.Ephemeral != 1000+5000+200 {
+		t.Errorf("ephemeral with the summary's volumes = %d, want %d", *pu.Ephemeral, 1000+5000+200)
+	}
 	none := usageFromStats(pod, nil, nil)
 	if none.Memory != nil || none.Ephemeral != nil || none.Pod != pod {
 		t.Errorf("usage without stats = %+v", none)

@@ -13,14 +13,27 @@ import (
 	"github.com/nodelet/nodelet/api/v1alpha1"
 )
 
+// ControllerManagedAttachDetachAnnotation on a Node tells the attach/detach
+// controller that it attaches and detaches the node's volumes, as the
+// kubelet's enableControllerAttachDetach (which nodelet always has) asks it
+// to: without it, the controller leaves the node's volumes alone.
+const ControllerManagedAttachDetachAnnotation = "volumes.kubernetes.io/controller-managed-attach-detach"
+
+// Annotations returns the annotations nodelet keeps on its Node.
+func Annotations() map[string]string {
+	return map[string]string{ControllerManagedAttachDetachAnnotation: "true"}
+}
+
 // NewNode returns the Node nodelet registers for cfg: its labels (see
-// Labels), its registration taints, and, so that admission can run before
-// the first status is written, allocatable pods of maxPods.
+// Labels) and annotations (see Annotations), its registration taints, and,
+// so that admission can run before the first status is written,
+// allocatable pods of maxPods.
 func NewNode(cfg *v1alpha1.NodeletConfiguration) *corev1.Node {
 	return &corev1.Node{
 		ObjectMeta: metav1.ObjectMeta{
-			Name:   cfg.NodeName,
-			Labels: Labels(cfg.NodeName, cfg.NodeLabels),
+			Name:        cfg.NodeName,
+			Labels:      Labels(cfg.NodeName, cfg.NodeLabels),
+			Annotations: Annotations(),
 		},
 		Spec: corev1.NodeSpec{Taints: registrationTaints(cfg.RegisterWithTaints), ProviderID: cfg.ProviderID},
 		Status: corev1.NodeStatus{Allocatable: corev1.ResourceList{

@@ -33,6 +33,9 @@ func TestNewNodeWellKnownLabelsWin(t *testing.T) {
 	if got := n.Status.Allocatable.Pods().Value(); got != 42 {
 		t.Errorf("allocatable pods = %d, want maxPods", got)
 	}
+	if got := n.Annotations[ControllerManagedAttachDetachAnnotation]; got != "true" {
+		t.Errorf("attach/detach annotation = %q, want true: the attach/detach controller ignores the node's volumes without it", got)
+	}
 }
 
 func TestFactsReader(t *testing.T) {

@@ -59,6 +59,11 @@ type Observation struct {
 	// eviction manager's conditions, which hold for
 	// evictionPressureTransitionPeriod, once that manager has looked.
 	Pressure Pressure
+	// VolumesInUse replace the status's volumesInUse when
+	// VolumesInUseKnown: the volumes that need attaching and that the node
+	// uses or has yet to tear down, sorted.
+	VolumesInUse      []corev1.UniqueVolumeName
+	VolumesInUseKnown bool
 }
 
 // ComputeStatus returns old updated with observed at time now, and whether
@@ -100,6 +105,12 @@ func ComputeStatus(old corev1.NodeStatus, observed Observation, now time.Time) (
 	}
 	if observed.FeaturesKnown {
 		s.Features, s.RuntimeHandlers = observed.Features, observed.RuntimeHandlers
+	}
+	if observed.VolumesInUseKnown {
+		s.VolumesInUse = observed.VolumesInUse
+		if len(s.VolumesInUse) == 0 {
+			s.VolumesInUse = nil
+		}
 	}
 	for _, c := range desiredConditions(observed) {
 		setCondition(&s.Conditions, c, ts)

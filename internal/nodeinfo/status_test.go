@@ -1,6 +1,7 @@
 package nodeinfo
 
 import (
+	"slices"
 	"testing"
 	"time"
 
@@ -59,6 +60,34 @@ func TestComputeStatus(t *testing.T) {
 				}
 				if got.NodeInfo.ContainerRuntimeVersion != "containerd://1.6" || got.DaemonEndpoints.KubeletEndpoint.Port != 10250 {
 					t.Errorf("nodeInfo/daemonEndpoints not set: %+v", got)
+				}
+			},
+		},
+		{
+			name: "volumes in use replace the old ones", old: withVolumesInUse(first, "kubernetes.io/csi/d^old"), wantChanged: true,
+			observe: func(o *Observation) {
+				o.VolumesInUse, o.VolumesInUseKnown = []corev1.UniqueVolumeName{"kubernetes.io/csi/d^a", "kubernetes.io/csi/d^b"}, true
+			},
+			check: func(t *testing.T, got corev1.NodeStatus) {
+				if want := []corev1.UniqueVolumeName{"kubernetes.io/csi/d^a", "kubernetes.io/csi/d^b"}; !slices.Equal(got.VolumesInUse, want) {
+					t.Errorf("volumesInUse = %v, want %v", got.VolumesInUse, want)
+				}
+			},
+		},
+		{
+			name: "no volume in use clears the list", old: withVolumesInUse(first, "kubernetes.io/csi/d^old"), wantChanged: true,
+			observe: func(o *Observation) { o.VolumesInUseKnown = true },
+			check: func(t *testing.T, got corev1.NodeStatus) {
+				if got.VolumesInUse != nil {
+					t.Errorf("volumesInUse = %v, want none", got.VolumesInUse)
+				}
+			},
+		},
+		{
+			name: "volumes in use not known: the old ones stay", old: withVolumesInUse(first, "kubernetes.io/csi/d^old"), wantChanged: false,
+			check: func(t *testing.T, got corev1.NodeStatus) {
+				if len(got.VolumesInUse) != 1 {
+					t.Errorf("volumesInUse = %v, want the old one kept", got.VolumesInUse)
 				}
 			},
 		},
@@ -167,6 +196,12 @@ func TestComputeStatus(t *testing.T) {
 			}
 		})
 	}
+}
+
+func withVolumesInUse(s corev1.NodeStatus, names ...corev1.UniqueVolumeName) corev1.NodeStatus {
+	s = *s.DeepCopy()
+	s.VolumesInUse = names
+	return s
 }
 
 func TestComputeStatusDoesNotModifyOld(t *testing.T) {

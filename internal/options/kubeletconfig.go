@@ -196,6 +196,7 @@ func fromKubelet(kc *kubeletv1beta1.KubeletConfiguration, rotateSet bool) *v1alp
 	c.ImageMaximumGCAge = kc.ImageMaximumGCAge
 	c.ImageGCHighThresholdPercent = kc.ImageGCHighThresholdPercent
 	c.ImageGCLowThresholdPercent = kc.ImageGCLowThresholdPercent
+	c.VolumeStatsAggPeriod = volumeStatsAggPeriod(kc.VolumeStatsAggPeriod)
 
 	c.CgroupRoot = kc.CgroupRoot
 	c.CgroupsPerQOS = kc.CgroupsPerQOS
@@ -275,6 +276,19 @@ func healthzAddress(host string, port *int32) string {
 func nonZeroDuration(d metav1.Duration) *metav1.Duration {
 	if d.Duration == 0 {
 		return nil
+	}
+	return &d
+}
+
+// volumeStatsAggPeriod maps the kubelet's period, where 0 is the default
+// and a negative value disables volume stats, to nodelet's, where unset is
+// the default and 0 disables them.
+func volumeStatsAggPeriod(d metav1.Duration) *metav1.Duration {
+	switch {
+	case d.Duration == 0:
+		return nil
+	case d.Duration < 0:
+		return &metav1.Duration{}
 	}
 	return &d
 }

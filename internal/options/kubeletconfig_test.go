@@ -127,7 +127,22 @@ func TestKubeletConfigMapping(t *testing.T) {
 			}
 		}},
 		{"refused fields at the kubelet's default", "cpuManagerPolicy: none\ntopologyManagerScope: container\nmemorySwap:\n  swapBehavior: NoSwap\nreadOnlyPort: 0\nshutdownGracePeriod: 0s\nenableDebuggingHandlers: true\n", func(t *testing.T, o *Options) {}},
-		{"ignored fields with any value", "failSwapOn: false\nvolumeStatsAggPeriod: 5m\nhairpinMode: hairpin-veth\n", func(t *testing.T, o *Options) {}},
+		{"ignored fields with any value", "failSwapOn: false\nhairpinMode: hairpin-veth\n", func(t *testing.T, o *Options) {}},
+		{"volume stats period", "volumeStatsAggPeriod: 5m\n", func(t *testing.T, o *Options) {
+			if d := o.Config.VolumeStatsAggPeriod; d == nil || d.Duration != 5*time.Minute {
+				t.Errorf("volumeStatsAggPeriod = %v, want 5m", d)
+			}
+		}},
+		{"volume stats period 0 is the kubelet's default", "volumeStatsAggPeriod: 0s\n", func(t *testing.T, o *Options) {
+			if d := o.Config.VolumeStatsAggPeriod; d == nil || d.Duration != time.Minute {
+				t.Errorf("volumeStatsAggPeriod = %v, want 1m", d)
+			}
+		}},
+		{"volume stats disabled by a negative period", "volumeStatsAggPeriod: -1s\n", func(t *testing.T, o *Options) {
+			if d := o.Config.VolumeStatsAggPeriod; d == nil || d.Duration != 0 {
+				t.Errorf("volumeStatsAggPeriod = %v, want 0 (disabled)", d)
+			}
+		}},
 		{"unknown fields warn", "noSuchField: 1\nauthentication:\n  x509:\n    clientCAFile: /ca\n    crlFile: /crl\nStaticPodPath: /m\n", func(t *testing.T, o *Options) {
 			all := strings.Join(o.Warnings, "\n")
 			for _, want := range []string{`"noSuchField"`, `"authentication.x509.crlFile"`, `"StaticPodPath"`} {

@@ -86,7 +86,7 @@ var kubeletFields = []kubeletField{
 	{name: "imageMaximumGCAge", support: mapped},
 	{name: "imageGCHighThresholdPercent", support: mapped},
 	{name: "imageGCLowThresholdPercent", support: mapped},
-	{name: "volumeStatsAggPeriod", support: ignored, note: "volumes are measured on nodelet's own schedule"},
+	{name: "volumeStatsAggPeriod", support: mapped, note: "a negative value disables volume stats (0 in nodelet's configuration)"},
 	{name: "kubeletCgroups", support: refused, note: "nodelet stays in the cgroup it was started in"},
 	{name: "systemCgroups", support: refused, note: "nodelet moves no system processes"},
 	{name: "cgroupRoot", support: mapped},

@@ -26,8 +26,9 @@ const CertDir = "pki"
 
 // NewFromConfig builds the node API server of cfg over the manager's
 // node-scoped cache and client: the serving certificate, the client CAs,
-// the token and access reviews. configz serves /configz.
-func NewFromConfig(cfg *v1alpha1.NodeletConfiguration, mgr ctrl.Manager, rt cri.Runtime, configz http.Handler) (*Server, error) {
+// the token and access reviews. configz serves /configz; volumes, when
+// not nil, gives the pods' volume stats to /stats/summary.
+func NewFromConfig(cfg *v1alpha1.NodeletConfiguration, mgr ctrl.Manager, rt cri.Runtime, configz http.Handler, volumes VolumeStatsCache) (*Server, error) {
 	sc := cfg.Server
 	log := ctrl.Log.WithName("certificates")
 	nodeIP := startNodeIP(cfg.NodeIP)
@@ -77,7 +78,7 @@ func NewFromConfig(cfg *v1alpha1.NodeletConfiguration, mgr ctrl.Manager, rt cri.
 	}
 	stats := &StatsProvider{
 		NodeName: cfg.NodeName, Pods: mgr.GetClient(), Runtime: rt, Host: nodeinfo.OSHost{},
-		RootDir: cfg.RootDir, PodLogsDir: cfg.PodLogsDir,
+		RootDir: cfg.RootDir, PodLogsDir: cfg.PodLogsDir, Volumes: volumes,
 	}
 	return New(Options{
 		Address:       sc.Address,

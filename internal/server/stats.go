@@ -34,6 +34,9 @@ type StatsProvider struct {
 	RootDir    string
 	PodLogsDir string
 	Clock      clock.PassiveClock
+	// Volumes holds the latest measure of the pods' volumes; nil leaves
+	// the volume list out.
+	Volumes VolumeStatsCache
 
 	mu sync.Mutex
 	// cpu holds the previous CPU sample by container ID ("" for the node),
@@ -330,6 +333,9 @@ func (p *StatsProvider) podStats(ctx context.Context, onlyCPUAndMemory bool) ([]
 			ps.Network = p.sandboxNetwork(ctx, ts, id)
 		}
 		if !onlyCPUAndMemory {
+			var volumesUsed uint64
+			ps.VolumeStats, volumesUsed = podVolumeStats(p.Volumes, pod.UID)
+			ephemeral += volumesUsed + p.etcHostsUsage(pod.UID)
 			ps.EphemeralStorage = &statsapi.FsStats{Time: ts, UsedBytes: ptr.To(ephemeral)}
 			if logsCap != nil {
 				ps.EphemeralStorage.CapacityBytes, ps.EphemeralStorage.AvailableBytes = logsCap.CapacityBytes, logsCap.AvailableBytes

@@ -50,6 +50,13 @@ func setVolumeOwnership(dir string, gid int64, policy *v1.PodFSGroupChangePolicy
 	return walkOwnership(root, int(gid))
 }
 
+// SetVolumeOwnership hands the writable volume mounted at dir to the group
+// gid as setVolumeOwnership does, for volumes set up outside this package
+// (CSI volumes a driver published).
+func SetVolumeOwnership(dir string, gid int64, policy *v1.PodFSGroupChangePolicy) error {
+	return setVolumeOwnership(dir, gid, policy)
+}
+
 // walkOwnership fixes every entry below the open directory dirFD.
 func walkOwnership(dirFD int, gid int) error {
 	names, err := readDirNames(dirFD)

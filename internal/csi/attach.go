@@ -1,0 +1,67 @@
+package csi
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	storagev1 "k8s.io/api/storage/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+)
+
+// attachRequired is the CSIDriver's attachRequired; without a CSIDriver
+// object, or without the field, a driver needs attaching, as for the
+// kubelet.
+func attachRequired(d *storagev1.CSIDriver) bool {
+	return d == nil || d.Spec.AttachRequired == nil || *d.Spec.AttachRequired
+}
+
+// attachmentState tells what a VolumeAttachment says of the volume: ready
+// (attached), a failure to report, or neither (keep waiting).
+func attachmentState(va *storagev1.VolumeAttachment) (attached bool, err error) {
+	switch {
+	case va.DeletionTimestamp != nil:
+		return false, errors.New("volume attachment is being deleted")
+	case va.Status.Attached:
+		return true, nil
+	case va.Status.AttachError != nil:
+		return false, errors.New(va.Status.AttachError.Message)
+	}
+	return false, nil
+}
+
+// waitForAttachment polls the VolumeAttachment that attaches the volume to
+// this node until it is attached, and returns its attachment metadata,
+// which the driver gets as the publish context. It gives up after the
+// attach timeout with the kubelet's "attachment timeout for volume <handle>"
+// (the caller retries the pod later), and at once when the attachment
+// reports an error or is being deleted.
+func (p *Publisher) waitForAttachment(ctx context.Context, handle, driver string) (map[string]string, error) {
+	name := attachmentName(handle, driver, p.nodeName)
+	start := p.clock.Now()
+	for {
+		va, err := p.volumeAttachment(ctx, name)
+		switch {
+		case apierrors.IsNotFound(err):
+			// Not created yet by the attach/detach controller.
+		case err != nil:
+			return nil, fmt.Errorf("getting VolumeAttachment %s for volume %s: %w", name, handle, err)
+		default:
+			attached, err := attachmentState(va)
+			if err != nil {
+				return nil, fmt.Errorf("attachment for %s failed: %w", handle, err)
+			}
+			if attached {
+				return va.Status.AttachmentMetadata, nil
+			}
+		}
+		if p.clock.Since(start) >= p.attachTimeout {
+			return nil, fmt.Errorf("attachment timeout for volume %s", handle)
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("waiting for VolumeAttachment %s: %w", name, ctx.Err())
+		case <-p.clock.After(p.attachPoll):
+		}
+	}
+}

@@ -1,0 +1,177 @@
+package csi
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+
+	v1 "k8s.io/api/core/v1"
+)
+
+// UniqueVolumeName is the name by which a CSI volume is listed in a Node's
+// status (volumesInUse, volumesAttached): "kubernetes.io/csi/" and the
+// driver and volume handle joined by "^", as the kubelet and the
+// attach/detach controller spell it.
+func UniqueVolumeName(driver, handle string) v1.UniqueVolumeName {
+	return v1.UniqueVolumeName(csiPluginName + "/" + driver + "^" + handle)
+}
+
+// InUse tracks the node's volumes in use for the Node's status.volumesInUse,
+// by which the attach/detach controller knows not to detach a volume that
+// is still mounted. A volume is in use from the moment a pod's Publish
+// starts waiting for its attachment until its last record on disk (a pod's
+// publish record or its staging record) is gone, so a teardown cut short
+// by a crash keeps it in use. Volumes of drivers known not to need
+// attaching are left out, as the kubelet leaves them out.
+//
+// As in the kubelet, a volume that needs attaching is staged only once the
+// Node's status lists it in use (MarkReported after a status write that
+// carried it): the controller may not then detach it under the mount.
+type InUse struct {
+	root string
+	// kick asks for a Node status write soon; optional.
+	kick func()
+
+	mu sync.Mutex
+	// pending counts the Publish calls under way per volume.
+	pending map[v1.UniqueVolumeName]int
+	// noAttach are the drivers seen not to need attaching.
+	noAttach map[string]bool
+	// reported is what the last status write listed.
+	reported map[v1.UniqueVolumeName]bool
+	// changed is closed and replaced at every MarkReported.
+	changed chan struct{}
+}
+
+// NewInUse returns the tracker of the volumes under rootDir. kick, when
+// set, is called when a volume becomes in use, to have the Node's status
+// written without waiting for its next update.
+func NewInUse(rootDir string, kick func()) *InUse {
+	return &InUse{
+		root:     rootDir,
+		kick:     kick,
+		pending:  map[v1.UniqueVolumeName]int{},
+		noAttach: map[string]bool{},
+		reported: map[v1.UniqueVolumeName]bool{},
+		changed:  make(chan struct{}),
+	}
+}
+
+// acquire counts a Publish of the volume under way until release.
+func (u *InUse) acquire(driver, handle string) (release func()) {
+	name := UniqueVolumeName(driver, handle)
+	u.mu.Lock()
+	u.pending[name]++
+	u.mu.Unlock()
+	if u.kick != nil {
+		u.kick()
+	}
+	return func() {
+		u.mu.Lock()
+		defer u.mu.Unlock()
+		u.pending[name]--
+		if u.pending[name] <= 0 {
+			delete(u.pending, name)
+		}
+	}
+}
+
+// noAttachDriver records that driver's volumes need no attaching.
+func (u *InUse) noAttachDriver(driver string, none bool) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if none {
+		u.noAttach[driver] = true
+	} else {
+		delete(u.noAttach, driver)
+	}
+}
+
+// List returns the volumes in use, sorted: those being published and those
+// with a record on disk, but for drivers known not to need attaching.
+func (u *InUse) List() ([]v1.UniqueVolumeName, error) {
+	records, err := recordedVolumes(u.root)
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	set := map[v1.UniqueVolumeName]bool{}
+	for name := range u.pending {
+		set[name] = true
+	}
+	for _, r := range records {
+		if !u.noAttach[r.DriverName] {
+			set[UniqueVolumeName(r.DriverName, r.VolumeHandle)] = true
+		}
+	}
+	out := make([]v1.UniqueVolumeName, 0, len(set))
+	for name := range set {
+		out = append(out, name)
+	}
+	slices.Sort(out)
+	return out, err
+}
+
+// MarkReported records the volumes that a successful write of the Node's
+// status listed in volumesInUse.
+func (u *InUse) MarkReported(names []v1.UniqueVolumeName) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	u.reported = make(map[v1.UniqueVolumeName]bool, len(names))
+	for _, n := range names {
+		u.reported[n] = true
+	}
+	close(u.changed)
+	u.changed = make(chan struct{})
+}
+
+// waitReported blocks until the Node's status lists the volume in use.
+func (u *InUse) waitReported(ctx context.Context, driver, handle string) error {
+	name := UniqueVolumeName(driver, handle)
+	for {
+		u.mu.Lock()
+		ok, changed := u.reported[name], u.changed
+		u.mu.Unlock()
+		if ok {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("volume %s is not yet reported in use in the node's status: %w", name, ctx.Err())
+		case <-changed:
+		}
+	}
+}
+
+// recordedVolumes reads every CSI record under root: the pods' publish
+// records and the stagings'. Unreadable ones are skipped and reported in
+// the error, after the others.
+func recordedVolumes(root string) ([]volData, error) {
+	var paths []string
+	for _, pattern := range []string{
+		filepath.Join(root, podsDirName, "*", podVolumesDirName, podPluginDirName, "*", volDataFileName),
+		filepath.Join(driversDir(root), "*", "*", volDataFileName),
+	} {
+		m, err := filepath.Glob(pattern)
+		if err != nil {
+			return nil, fmt.Errorf("listing CSI volume records: %w", err)
+		}
+		paths = append(paths, m...)
+	}
+	var out []volData
+	var firstErr error
+	for _, p := range paths {
+		d, err := readVolData(filepath.Dir(p))
+		switch {
+		case os.IsNotExist(err):
+		case err != nil:
+			if firstErr == nil {
+				firstErr = err
+			}
+		default:
+			out = append(out, d)
+		}
+	}
+	return out, firstErr
+}

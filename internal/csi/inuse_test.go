@@ -1,0 +1,120 @@
+package csi
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	csipb "github.com/container-storage-interface/spec/lib/go/csi"
+	"github.com/google/go-cmp/cmp"
+	v1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+)
+
+func TestUniqueVolumeName(t *testing.T) {
+	if got, want := UniqueVolumeName("hostpath.csi.k8s.io", "vol-1"), v1.UniqueVolumeName("kubernetes.io/csi/hostpath.csi.k8s.io^vol-1"); got != want {
+		t.Errorf("UniqueVolumeName = %q, want %q", got, want)
+	}
+}
+
+// A volume that needs attaching is staged only once the Node's status
+// lists it in use; it stays listed while its records are on disk, and
+// leaves the list with its teardown.
+func TestPublishWaitsUntilReportedInUse(t *testing.T) {
+	e := newEnv(t, csipb.NodeServiceCapability_RPC_STAGE_UNSTAGE_VOLUME)
+	kicks := make(chan struct{}, 10)
+	e.inUse = NewInUse(e.root, func() { kicks <- struct{}{} })
+	e.attach("vol-1", nil)
+	p := e.publisher()
+	name := UniqueVolumeName(testDriver, "vol-1")
+
+	done := make(chan error, 1)
+	go func() {
+		_, err := p.Publish(context.Background(), testPod("web"), pvVolume("vol-1"))
+		done <- err
+	}()
+	select {
+	case <-kicks:
+	case <-time.After(5 * time.Second):
+		t.Fatal("no Node status write asked for when the volume became in use")
+	}
+	list := func() []v1.UniqueVolumeName {
+		t.Helper()
+		l, err := e.inUse.List()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return l
+	}
+	if diff := cmp.Diff([]v1.UniqueVolumeName{name}, list()); diff != "" {
+		t.Errorf("in use while publishing (-want +got):\n%s", diff)
+	}
+	e.inUse.MarkReported(nil)
+	select {
+	case err := <-done:
+		t.Fatalf("Publish returned (%v) before the Node's status listed the volume", err)
+	case <-time.After(100 * time.Millisecond):
+	}
+	if n := e.driver.count("stage"); n != 0 {
+		t.Fatalf("staged %d times before the volume was reported in use", n)
+	}
+	e.inUse.MarkReported([]v1.UniqueVolumeName{name})
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Publish still waiting after the volume was reported in use")
+	}
+	if diff := cmp.Diff([]v1.UniqueVolumeName{name}, list()); diff != "" {
+		t.Errorf("in use once published (-want +got):\n%s", diff)
+	}
+	// A new tracker (a restart) finds it on disk.
+	if l, _ := NewInUse(e.root, nil).List(); len(l) != 1 || l[0] != name {
+		t.Errorf("in use after a restart = %v, want %v", l, name)
+	}
+	if err := p.UnpublishPod(context.Background(), testPod("web").UID); err != nil {
+		t.Fatal(err)
+	}
+	if l := list(); len(l) != 0 {
+		t.Errorf("in use after the teardown = %v, want none", l)
+	}
+}
+
+// A timed-out wait for the report fails the Publish before anything is
+// staged; the caller retries.
+func TestPublishReportTimeout(t *testing.T) {
+	e := newEnv(t, csipb.NodeServiceCapability_RPC_STAGE_UNSTAGE_VOLUME)
+	e.inUse = NewInUse(e.root, nil)
+	e.attach("vol-1", nil)
+	p := e.publisher()
+	p.attachTimeout = 50 * time.Millisecond
+	_, err := p.Publish(context.Background(), testPod("web"), pvVolume("vol-1"))
+	if err == nil {
+		t.Fatal("Publish succeeded without the volume reported in use")
+	}
+	if n := e.driver.count("stage") + e.driver.count("publish"); n != 0 {
+		t.Errorf("%d driver calls, want none", n)
+	}
+}
+
+// Volumes of a driver that needs no attaching are not reported in use, and
+// wait for nothing.
+func TestNoAttachDriverNotInUse(t *testing.T) {
+	e := newEnv(t, csipb.NodeServiceCapability_RPC_STAGE_UNSTAGE_VOLUME)
+	e.inUse = NewInUse(e.root, nil)
+	e.csiDrivers[testDriver] = &storagev1.CSIDriver{
+		ObjectMeta: metav1.ObjectMeta{Name: testDriver},
+		Spec:       storagev1.CSIDriverSpec{AttachRequired: ptr.To(false)},
+	}
+	p := e.publisher()
+	if _, err := p.Publish(context.Background(), testPod("web"), pvVolume("vol-1")); err != nil {
+		t.Fatal(err)
+	}
+	if l, err := e.inUse.List(); err != nil || len(l) != 0 {
+		t.Errorf("in use = %v (%v), want none for a driver that needs no attaching", l, err)
+	}
+}
