@@ -6,6 +6,8 @@ import (
 
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/nodelet/nodelet/internal/objectstore"
@@ -14,11 +16,22 @@ import (
 // volumeObjects is what the volume manager reads: ConfigMaps and Secrets
 // from the referenced-object store (no API request once the store holds
 // them, the last content seen while the API server is away, NotFound once
-// the object is deleted: see objectstore.Store.ExistingReader), and
-// service account tokens bound to a pod, requested from the API server.
+// the object is deleted: see objectstore.Store.ExistingReader), service
+// account tokens bound to a pod, requested from the API server, and the
+// claims of the node's pods and their PVs, each read with one GET: the Node
+// authorizer allows exactly those by name, and never a list or a watch.
 type volumeObjects struct {
 	objectstore.Reader
 	tokens tokenRequester
+	claims kubernetes.Interface
+}
+
+func (o volumeObjects) PersistentVolumeClaim(ctx context.Context, namespace, name string) (*corev1.PersistentVolumeClaim, error) {
+	return o.claims.CoreV1().PersistentVolumeClaims(namespace).Get(ctx, name, metav1.GetOptions{})
+}
+
+func (o volumeObjects) PersistentVolume(ctx context.Context, name string) (*corev1.PersistentVolume, error) {
+	return o.claims.CoreV1().PersistentVolumes().Get(ctx, name, metav1.GetOptions{})
 }
 
 func (o volumeObjects) ServiceAccountToken(ctx context.Context, pod *corev1.Pod, audience string, expirationSeconds int64) (authenticationv1.TokenRequestStatus, error) {

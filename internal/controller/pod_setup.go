@@ -291,8 +291,15 @@ func podEngineFor(mgr ctrl.Manager, d *Deps) (*podEngine, error) {
 		return nil, fmt.Errorf("adding the API server gate: %w", err)
 	}
 	nodes := nodeinfo.FactsReader{Reader: mgr.GetClient(), Config: cfg, Ready: api.Ready}
-	volumes, err := volume.New(cfg.RootDir, volumeObjects{Reader: store.ExistingReader(), tokens: tokenRequester{c: mgr.GetClient()}},
+	volumes, err := volume.New(cfg.RootDir, volumeObjects{Reader: store.ExistingReader(), tokens: tokenRequester{c: mgr.GetClient()}, claims: cs},
 		volume.WithClusterDomain(cfg.ClusterDomain),
+		volume.WithNodeLabels(func(ctx context.Context) (map[string]string, error) {
+			node, err := nodes.Node(ctx)
+			if err != nil {
+				return nil, err
+			}
+			return node.Labels, nil
+		}),
 		volume.WithNodeAllocatable(func() (corev1.ResourceList, error) {
 			facts, err := nodes.Facts(context.Background())
 			return facts.Allocatable, err

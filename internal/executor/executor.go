@@ -60,6 +60,8 @@ type VolumeManager interface {
 	// Mounts prepares and returns the container's mounts for one start;
 	// env, the container's resolved environment, expands subPathExpr.
 	Mounts(pod *v1.Pod, c *v1.Container, restartCount int32, env []criconfig.EnvVar) ([]*runtimeapi.Mount, error)
+	// Devices returns the block devices of the container's volumeDevices.
+	Devices(pod *v1.Pod, c *v1.Container) ([]*runtimeapi.Device, error)
 	TerminationMessagePath(pod *v1.Pod, containerName string, restartCount int32) string
 	TearDown(ctx context.Context, uid types.UID) error
 	// NextRefresh is when the earliest service account token of the pod is
@@ -414,7 +416,16 @@ func (e *Executor) containerConfig(ctx context.Context, pod *v1.Pod, c *v1.Conta
 	if opts.Mounts, err = e.Volumes.Mounts(pod, c, int32(s.RestartCount), opts.Env); err != nil {
 		return nil, err
 	}
-	return criconfig.ContainerConfig(pod, c, opts)
+	devices, err := e.Volumes.Devices(pod, c)
+	if err != nil {
+		return nil, err
+	}
+	cfg, err := criconfig.ContainerConfig(pod, c, opts)
+	if err != nil {
+		return nil, err
+	}
+	cfg.Devices = append(cfg.Devices, devices...)
+	return cfg, nil
 }
 
 // pullSecrets reads the pod's imagePullSecrets; a missing one is skipped,

@@ -29,13 +29,14 @@ const fakeNode = "node-a"
 // noVolumes is a VolumeManager for pods without volumes.
 type noVolumes struct{}
 
-func (noVolumes) SetUp(context.Context, *v1.Pod) error                 { return nil }
-func (noVolumes) Refresh(context.Context, *v1.Pod) error               { return nil }
-func (noVolumes) Update(context.Context, *v1.Pod, []string) error      { return nil }
-func (noVolumes) WriteEtcHosts(*v1.Pod, []string) error                { return nil }
-func (noVolumes) TearDown(context.Context, types.UID) error            { return nil }
-func (noVolumes) NextRefresh(types.UID) (time.Time, bool)              { return time.Time{}, false }
-func (noVolumes) TerminationMessagePath(*v1.Pod, string, int32) string { return "" }
+func (noVolumes) SetUp(context.Context, *v1.Pod) error                         { return nil }
+func (noVolumes) Refresh(context.Context, *v1.Pod) error                       { return nil }
+func (noVolumes) Update(context.Context, *v1.Pod, []string) error              { return nil }
+func (noVolumes) WriteEtcHosts(*v1.Pod, []string) error                        { return nil }
+func (noVolumes) TearDown(context.Context, types.UID) error                    { return nil }
+func (noVolumes) NextRefresh(types.UID) (time.Time, bool)                      { return time.Time{}, false }
+func (noVolumes) TerminationMessagePath(*v1.Pod, string, int32) string         { return "" }
+func (noVolumes) Devices(*v1.Pod, *v1.Container) ([]*runtimeapi.Device, error) { return nil, nil }
 func (noVolumes) Mounts(*v1.Pod, *v1.Container, int32, []criconfig.EnvVar) ([]*runtimeapi.Mount, error) {
 	return nil, nil
 }

@@ -15,6 +15,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -89,6 +90,14 @@ func (fakeFetcher) ConfigMap(_ context.Context, ns, name string) (*v1.ConfigMap,
 func (fakeFetcher) Secret(_ context.Context, ns, name string) (*v1.Secret, error) {
 	return &v1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
 		Data: map[string][]byte{"key": []byte("s"), "a": []byte("1")}}, nil
+}
+
+func (fakeFetcher) PersistentVolumeClaim(_ context.Context, _, name string) (*v1.PersistentVolumeClaim, error) {
+	return nil, apierrors.NewNotFound(v1.Resource("persistentvolumeclaims"), name)
+}
+
+func (fakeFetcher) PersistentVolume(_ context.Context, name string) (*v1.PersistentVolume, error) {
+	return nil, apierrors.NewNotFound(v1.Resource("persistentvolumes"), name)
 }
 
 func (fakeFetcher) ServiceAccountToken(context.Context, *v1.Pod, string, int64) (authenticationv1.TokenRequestStatus, error) {

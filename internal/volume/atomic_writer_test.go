@@ -129,11 +129,11 @@ func TestSetUpReportsEveryFailedVolume(t *testing.T) {
 	pod := testPod(
 		configMapVolume("a", "missing-a", nil, nil, nil),
 		v1.Volume{Name: "ok", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{}}},
-		v1.Volume{Name: "pvc", VolumeSource: v1.VolumeSource{PersistentVolumeClaim: &v1.PersistentVolumeClaimVolumeSource{ClaimName: "data"}}},
+		v1.Volume{Name: "nfs", VolumeSource: v1.VolumeSource{NFS: &v1.NFSVolumeSource{Server: "s", Path: "/x"}}},
 	)
 	err := e.m.SetUp(context.Background(), pod)
 	want := "MountVolume.SetUp failed for volume \"a\" : configmap \"missing-a\" not found\n" +
-		"MountVolume.SetUp failed for volume \"pvc\" : volume source persistentVolumeClaim is not supported by nodelet"
+		"MountVolume.SetUp failed for volume \"nfs\" : volume source nfs is not supported by nodelet"
 	if err == nil || err.Error() != want {
 		t.Fatalf("SetUp error = %v, want %q", err, want)
 	}

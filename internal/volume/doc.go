@@ -28,4 +28,13 @@
 // following links and bind-mounted under the pod directory), volumes are
 // handed to the pod's fsGroup, and TearDown unmounts what SetUp and Mounts
 // mounted and removes the pod directory.
+//
+// A persistentVolumeClaim or generic ephemeral volume is resolved at SetUp to
+// its bound PersistentVolume (direct GETs through the Fetcher, checked as the
+// kubelet checks them, with its messages): a hostPath PV is used in place, a
+// local PV is bind-mounted under the pod directory after its nodeAffinity is
+// checked against the node's labels, and a CSI PV or inline csi volume is
+// published through the CSI interface, which TearDown asks first to
+// unpublish. What each volume resolved to is kept for Mounts and returned by
+// PodVolumePaths.
 package volume

@@ -27,6 +27,8 @@ type fakeFetcher struct {
 	mu         sync.Mutex
 	configMaps map[string]*v1.ConfigMap
 	secrets    map[string]*v1.Secret
+	claims     map[string]*v1.PersistentVolumeClaim
+	pvs        map[string]*v1.PersistentVolume
 	tokenCalls []tokenCall
 	tokenErr   error
 	// clock, when set, stamps tokens with an expiry; maxTokenSeconds
@@ -60,6 +62,42 @@ func (f *fakeFetcher) Secret(_ context.Context, _, name string) (*v1.Secret, err
 		return s, nil
 	}
 	return nil, apierrors.NewNotFound(schema.GroupResource{Resource: "secrets"}, name)
+}
+
+func (f *fakeFetcher) PersistentVolumeClaim(_ context.Context, ns, name string) (*v1.PersistentVolumeClaim, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if c, ok := f.claims[ns+"/"+name]; ok {
+		return c, nil
+	}
+	return nil, apierrors.NewNotFound(schema.GroupResource{Resource: "persistentvolumeclaims"}, name)
+}
+
+func (f *fakeFetcher) PersistentVolume(_ context.Context, name string) (*v1.PersistentVolume, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if pv, ok := f.pvs[name]; ok {
+		return pv, nil
+	}
+	return nil, apierrors.NewNotFound(schema.GroupResource{Resource: "persistentvolumes"}, name)
+}
+
+func (f *fakeFetcher) setClaim(c *v1.PersistentVolumeClaim) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.claims == nil {
+		f.claims = map[string]*v1.PersistentVolumeClaim{}
+	}
+	f.claims[c.Namespace+"/"+c.Name] = c
+}
+
+func (f *fakeFetcher) setPV(pv *v1.PersistentVolume) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.pvs == nil {
+		f.pvs = map[string]*v1.PersistentVolume{}
+	}
+	f.pvs[pv.Name] = pv
 }
 
 func (f *fakeFetcher) ServiceAccountToken(_ context.Context, _ *v1.Pod, audience string, expiration int64) (authenticationv1.TokenRequestStatus, error) {

@@ -57,17 +57,49 @@ type Fetcher interface {
 	// server gave it, which may be earlier than requested. An empty audience
 	// asks for the API server's default audiences.
 	ServiceAccountToken(ctx context.Context, pod *v1.Pod, audience string, expirationSeconds int64) (authenticationv1.TokenRequestStatus, error)
+	// PersistentVolumeClaim reads the named claim of a pod of this node,
+	// and PersistentVolume the PV bound to such a claim, each with one GET
+	// (the Node authorizer allows no more): a claim that binds later is
+	// read again at the next SetUp.
+	PersistentVolumeClaim(ctx context.Context, namespace, name string) (*v1.PersistentVolumeClaim, error)
+	PersistentVolume(ctx context.Context, name string) (*v1.PersistentVolume, error)
 }
 
 // SetUpError is a volume that SetUp could not prepare. Its text is the
-// message of the kubelet's FailedMount event.
+// message of the kubelet's FailedMount event for the stage that failed.
 type SetUpError struct {
 	Volume string
 	Err    error
+	// Stage is where the volume failed; the zero value is the mount.
+	Stage SetUpStage
 }
 
+// SetUpStage is the step of a volume's set-up that failed, which decides
+// the wording of the kubelet's FailedMount message.
+type SetUpStage int
+
+const (
+	// StageMount is the set-up of the volume itself (MountVolume.SetUp).
+	StageMount SetUpStage = iota
+	// StageProcess is the resolution of the volume before any mount: its
+	// claim or PV could not be read, is not bound, or does not fit how the
+	// pod uses it. The kubelet reports it when it gives up waiting for the
+	// pod's volumes ("Unable to attach or mount volumes: ...").
+	StageProcess
+	// StageNodeAffinity is a PV whose nodeAffinity excludes this node.
+	StageNodeAffinity
+)
+
 func (e *SetUpError) Error() string {
-	return fmt.Sprintf("MountVolume.SetUp failed for volume %q : %v", e.Volume, e.Err)
+	switch e.Stage {
+	case StageProcess:
+		return fmt.Sprintf("Unable to attach or mount volumes: unmounted volumes=[%s], unattached volumes=[], failed to process volumes=[%s]: %v",
+			e.Volume, e.Volume, e.Err)
+	case StageNodeAffinity:
+		return fmt.Sprintf("MountVolume.NodeAffinity check failed for volume %q : %v", e.Volume, e.Err)
+	default:
+		return fmt.Sprintf("MountVolume.SetUp failed for volume %q : %v", e.Volume, e.Err)
+	}
 }
 
 func (e *SetUpError) Unwrap() error { return e.Err }
@@ -112,6 +144,8 @@ type Manager struct {
 	clusterDomain   string
 	nodeHostsFile   string
 	nodeAllocatable func() (v1.ResourceList, error)
+	nodeLabels      func(context.Context) (map[string]string, error)
+	csi             CSI
 	locks           keylock.Map
 	tokens          *tokenCache
 
@@ -144,6 +178,17 @@ func WithNodeHostsFile(path string) Option { return func(v *Manager) { v.nodeHos
 func WithNodeAllocatable(f func() (v1.ResourceList, error)) Option {
 	return func(v *Manager) { v.nodeAllocatable = f }
 }
+
+// WithNodeLabels sets the source of this node's labels, which a local
+// PersistentVolume's nodeAffinity must match.
+func WithNodeLabels(f func(context.Context) (map[string]string, error)) Option {
+	return func(v *Manager) { v.nodeLabels = f }
+}
+
+// WithCSI sets what publishes CSI volumes (a PV's csi source or a pod's
+// inline one). Without it a CSI volume fails as the kubelet's does for a
+// driver that is not registered.
+func WithCSI(c CSI) Option { return func(v *Manager) { v.csi = c } }
 
 // New returns a Manager that keeps pod directories under rootDir/pods,
 // creating it with mode 0750.
@@ -228,14 +273,24 @@ func (m *Manager) SetUp(ctx context.Context, pod *v1.Pod) error {
 		return fmt.Errorf("setting up volumes of pod %s: %w", klog.KObj(pod), err)
 	}
 	var errs []error
+	resolved := map[string]PodVolume{}
 	for i := range pod.Spec.Volumes {
 		vol := &pod.Spec.Volumes[i]
-		if err := m.setUpVolume(ctx, pod, vol); err != nil {
-			errs = append(errs, &SetUpError{Volume: vol.Name, Err: err})
+		if !needsResolution(vol) {
+			if err := m.setUpVolume(ctx, pod, vol); err != nil {
+				errs = append(errs, &SetUpError{Volume: vol.Name, Err: err})
+			}
+			continue
 		}
+		vp, err := m.setUpResolved(ctx, pod, vol)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		resolved[vol.Name] = vp
 	}
 	if len(errs) == 0 {
-		m.markSetUp(pod)
+		m.markSetUp(pod, resolved)
 		return nil
 	}
 	if len(errs) == 1 {

@@ -103,10 +103,14 @@ func (m *Manager) volumeMount(pod *v1.Pod, container string, index int, vol *v1.
 	if vm.RecursiveReadOnly != nil && *vm.RecursiveReadOnly == v1.RecursiveReadOnlyEnabled {
 		return nil, errors.New("recursiveReadOnly Enabled is not supported by nodelet")
 	}
-	hostPath, err := m.volumePath(pod, vol)
+	vp, err := m.hostVolume(pod, vol)
 	if err != nil {
 		return nil, err
 	}
+	if vp.Block {
+		return nil, fmt.Errorf("volume %s has volumeMode Block, but is specified in volumeMounts", vol.Name)
+	}
+	hostPath := vp.Path
 	if subPath != "" {
 		if hostPath, err = m.subPathMount(m.PodDir(pod.UID), vol.Name, container, index, hostPath, subPath); err != nil {
 			return nil, err
@@ -119,9 +123,65 @@ func (m *Manager) volumeMount(pod *v1.Pod, container string, index int, vol *v1.
 	return &runtimeapi.Mount{
 		ContainerPath: vm.MountPath,
 		HostPath:      hostPath,
-		Readonly:      vm.ReadOnly || contentVolume(vol),
+		Readonly:      vm.ReadOnly || vp.ReadOnly,
 		Propagation:   propagation,
 	}, nil
+}
+
+// hostVolume returns what backs vol on the host: for a claim or CSI
+// volume, what SetUp resolved it to; for the others, their directory.
+func (m *Manager) hostVolume(pod *v1.Pod, vol *v1.Volume) (PodVolume, error) {
+	if needsResolution(vol) {
+		m.mu.Lock()
+		vp, ok := m.setUp[pod.UID].resolved[vol.Name]
+		m.mu.Unlock()
+		if !ok {
+			return PodVolume{}, fmt.Errorf("volume %q is not set up", vol.Name)
+		}
+		return vp, nil
+	}
+	path, err := m.volumePath(pod, vol)
+	if err != nil {
+		return PodVolume{}, err
+	}
+	return PodVolume{Path: path, Kind: volumeKind(&vol.VolumeSource), ReadOnly: contentVolume(vol)}, nil
+}
+
+// PodVolumePaths returns what each volume of the pod is on the host, by
+// volume name: its directory, the source that backs it and, for a claim,
+// the claim and its PV. A claim or CSI volume is present once SetUp set up
+// every volume of the pod (until TearDown); the others always are.
+// Volumes nodelet does not support are left out.
+func (m *Manager) PodVolumePaths(pod *v1.Pod) map[string]PodVolume {
+	out := make(map[string]PodVolume, len(pod.Spec.Volumes))
+	for i := range pod.Spec.Volumes {
+		vol := &pod.Spec.Volumes[i]
+		if vp, err := m.hostVolume(pod, vol); err == nil {
+			out[vol.Name] = vp
+		}
+	}
+	return out
+}
+
+// volumeKind names the source of a volume nodelet backs by a directory of
+// its own or the host's.
+func volumeKind(src *v1.VolumeSource) string {
+	switch {
+	case src.HostPath != nil:
+		return KindHostPath
+	case src.EmptyDir != nil:
+		return KindEmptyDir
+	case src.ConfigMap != nil:
+		return KindConfigMap
+	case src.Secret != nil:
+		return KindSecret
+	case src.DownwardAPI != nil:
+		return KindDownwardAPI
+	case src.Projected != nil:
+		return KindProjected
+	default:
+		return sourceKind(src)
+	}
 }
 
 // volumePath returns the host path that backs vol.

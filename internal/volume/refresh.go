@@ -16,9 +16,10 @@ import (
 
 // setUpPod is what the manager remembers of a pod whose volumes are all set
 // up: the fingerprint of the pod metadata its downward API files were
-// written from.
+// written from, and what each claim or CSI volume resolved to.
 type setUpPod struct {
-	meta string
+	meta     string
+	resolved map[string]PodVolume
 }
 
 // IsSetUp reports whether every volume of the pod has been set up since it
@@ -30,10 +31,22 @@ func (m *Manager) IsSetUp(uid types.UID) bool {
 	return ok
 }
 
-func (m *Manager) markSetUp(pod *v1.Pod) {
+// markSetUp records the pod as set up, with what its claim and CSI volumes
+// resolved to.
+func (m *Manager) markSetUp(pod *v1.Pod, resolved map[string]PodVolume) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.setUp[pod.UID] = setUpPod{meta: metaFingerprint(pod)}
+	m.setUp[pod.UID] = setUpPod{meta: metaFingerprint(pod), resolved: resolved}
+}
+
+// markMetaWritten records the pod metadata its downward API files now hold.
+func (m *Manager) markMetaWritten(pod *v1.Pod) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if st, ok := m.setUp[pod.UID]; ok {
+		st.meta = metaFingerprint(pod)
+		m.setUp[pod.UID] = st
+	}
 }
 
 func (m *Manager) forgetSetUp(uid types.UID) {
@@ -83,7 +96,7 @@ func (m *Manager) Refresh(ctx context.Context, pod *v1.Pod) error {
 		return (metaChanged && downward) || (tokensDue && token)
 	})
 	if err == nil && metaChanged {
-		m.markSetUp(pod)
+		m.markMetaWritten(pod)
 	}
 	return err
 }

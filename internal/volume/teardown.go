@@ -15,8 +15,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 )
 
-// TearDown unmounts every mount under the pod's directory (the bind mounts
-// of subPaths, the tmpfs of memory-backed volumes) and removes the directory, forgetting the pod's
+// TearDown unpublishes the pod's CSI volumes (CSI.UnpublishPod; if that
+// fails it stops there and returns the error), unmounts every mount under
+// the pod's directory (the bind mounts of subPaths and local PVs, the tmpfs
+// of memory-backed volumes) and removes the directory, forgetting the pod's
 // tokens. If an unmount fails, nothing is removed, so the content of a
 // mounted file system is never deleted through it. It needs only the UID, so
 // it also cleans up after pods the API server no longer has (ListPodDirs);
@@ -33,6 +35,13 @@ func (m *Manager) TearDown(ctx context.Context, uid types.UID) error {
 	if _, err := os.Lstat(dir); errors.Is(err, fs.ErrNotExist) {
 		m.tokens.forget(uid)
 		return nil
+	}
+	if m.csi != nil {
+		// The drivers unpublish first: nothing of a published volume may
+		// be removed through its mount.
+		if err := m.csi.UnpublishPod(ctx, uid); err != nil {
+			return fmt.Errorf("unpublishing CSI volumes of pod %s: %w", uid, err)
+		}
 	}
 	if err := tearDownSubPaths(dir); err != nil {
 		return fmt.Errorf("tearing down subPath mounts of pod %s: %w", uid, err)
