@@ -42,6 +42,11 @@ type podCgroups interface {
 	RemovePod(ctx context.Context, uid types.UID) error
 }
 
+// orphanStagings is what housekeeping needs of the CSI publisher.
+type orphanStagings interface {
+	UnstageOrphans(ctx context.Context) error
+}
+
 // podWorkerSet is what housekeeping needs of the pod workers.
 type podWorkerSet interface {
 	Keys() []podworkers.Key
@@ -84,8 +89,11 @@ type housekeeper struct {
 	memory podMemory
 	// cgroups, when set, holds the pods' cgroups.
 	cgroups podCgroups
-	period  time.Duration
-	log     logr.Logger
+	// stagings, when set, unstages the CSI volumes no pod publishes any
+	// more (a crash between a pod's unpublish and the unstage).
+	stagings orphanStagings
+	period   time.Duration
+	log      logr.Logger
 }
 
 // NeedLeaderElection implements manager.LeaderElectionRunnable.
@@ -252,6 +260,11 @@ func (h *housekeeper) sweep(ctx context.Context) error {
 	for _, uid := range p.forget {
 		if !started(uid) {
 			h.memory.forget(uid)
+		}
+	}
+	if h.stagings != nil {
+		if err := h.stagings.UnstageOrphans(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("unstaging CSI volumes no pod publishes: %w", err))
 		}
 	}
 	return errors.Join(errs...)

@@ -11,6 +11,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	nodev1 "k8s.io/api/node/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/utils/clock"
@@ -27,6 +29,7 @@ import (
 	"github.com/nodelet/nodelet/internal/admission"
 	"github.com/nodelet/nodelet/internal/checkpoint"
 	"github.com/nodelet/nodelet/internal/cri"
+	"github.com/nodelet/nodelet/internal/csi"
 	"github.com/nodelet/nodelet/internal/executor"
 	"github.com/nodelet/nodelet/internal/images"
 	"github.com/nodelet/nodelet/internal/kuberuntime/criconfig"
@@ -181,17 +184,18 @@ func setupPodController(mgr ctrl.Manager, d *Deps) error {
 		return err
 	}
 	hk := &housekeeper{
-		pods:    mgr.GetClient(),
-		cache:   mgr.GetCache(),
-		runtime: r.Runtime,
-		dirs:    eng.volumes,
-		store:   store,
-		logsDir: cfg.PodLogsDir,
-		workers: workers,
-		static:  r.Static,
-		memory:  r,
-		period:  housekeepingPeriod,
-		log:     r.Log.WithName("housekeeping"),
+		pods:     mgr.GetClient(),
+		cache:    mgr.GetCache(),
+		runtime:  r.Runtime,
+		dirs:     eng.volumes,
+		store:    store,
+		logsDir:  cfg.PodLogsDir,
+		workers:  workers,
+		static:   r.Static,
+		memory:   r,
+		stagings: eng.csi,
+		period:   housekeepingPeriod,
+		log:      r.Log.WithName("housekeeping"),
 	}
 	if err := setupPodCgroups(mgr, cfg, exec, hk); err != nil {
 		return err
@@ -225,6 +229,8 @@ type podEngine struct {
 	store    *objectstore.Store
 	services *objectstore.ServiceWatcher
 	volumes  *volume.Manager
+	// csi publishes the pods' CSI volumes, for the volume manager.
+	csi      *csi.Publisher
 	nodes    nodeinfo.FactsReader
 	recorder record.EventRecorder
 	pods     *podFeed
@@ -291,7 +297,13 @@ func podEngineFor(mgr ctrl.Manager, d *Deps) (*podEngine, error) {
 		return nil, fmt.Errorf("adding the API server gate: %w", err)
 	}
 	nodes := nodeinfo.FactsReader{Reader: mgr.GetClient(), Config: cfg, Ready: api.Ready}
-	volumes, err := volume.New(cfg.RootDir, volumeObjects{Reader: store.ExistingReader(), tokens: tokenRequester{c: mgr.GetClient()}, claims: cs},
+	tokens := tokenRequester{c: mgr.GetClient()}
+	publisher, err := csiPublisher(cfg, cs, d, tokens)
+	if err != nil {
+		return nil, err
+	}
+	volumes, err := volume.New(cfg.RootDir, volumeObjects{Reader: store.ExistingReader(), tokens: tokens, claims: cs},
+		volume.WithCSI(publisher),
 		volume.WithClusterDomain(cfg.ClusterDomain),
 		volume.WithNodeLabels(func(ctx context.Context) (map[string]string, error) {
 			node, err := nodes.Node(ctx)
@@ -311,12 +323,42 @@ func podEngineFor(mgr ctrl.Manager, d *Deps) (*podEngine, error) {
 		store:    store,
 		services: services,
 		volumes:  volumes,
+		csi:      publisher,
 		nodes:    nodes,
 		recorder: mgr.GetEventRecorderFor("nodelet"), //nolint:staticcheck // the core/v1 events kubectl describe shows
 		pods:     newPodFeed(),
 		api:      api,
 	}
 	return d.engine, nil
+}
+
+// csiPublisher returns the publisher of the pods' CSI volumes: the drivers
+// the plugin watcher registers, the CSIDriver, VolumeAttachment and Secret
+// objects read with direct GETs (the Node authorizer lets the node read the
+// attachments to it and the secrets its volumes name, one by one), tokens
+// for the drivers that ask for them, and the volumes-in-use tracker the
+// node's status reports.
+func csiPublisher(cfg *v1alpha1.NodeletConfiguration, cs kubernetes.Interface, d *Deps, tokens tokenRequester) (*csi.Publisher, error) {
+	p, err := csi.NewPublisher(csi.Options{
+		RootDir:  cfg.RootDir,
+		NodeName: cfg.NodeName,
+		Drivers:  csiDriversFor(d),
+		CSIDriver: func(ctx context.Context, name string) (*storagev1.CSIDriver, error) {
+			return cs.StorageV1().CSIDrivers().Get(ctx, name, metav1.GetOptions{})
+		},
+		VolumeAttachment: func(ctx context.Context, name string) (*storagev1.VolumeAttachment, error) {
+			return cs.StorageV1().VolumeAttachments().Get(ctx, name, metav1.GetOptions{})
+		},
+		Secret: func(ctx context.Context, namespace, name string) (*corev1.Secret, error) {
+			return cs.CoreV1().Secrets(namespace).Get(ctx, name, metav1.GetOptions{})
+		},
+		ServiceAccountToken: tokens.ServiceAccountToken,
+		InUse:               volumesInUseFor(d),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("creating the CSI volume publisher: %w", err)
+	}
+	return p, nil
 }
 
 // admittedBefore returns the pod as an earlier run of the agent admitted

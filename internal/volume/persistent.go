@@ -55,6 +55,8 @@ type PodVolume struct {
 	// Block is a PV of volumeMode Block: Path is a block device that
 	// containers get through volumeDevices (Devices), never mounted.
 	Block bool
+	// CSIDriver and CSIVolumeHandle name a CSI volume to its driver.
+	CSIDriver, CSIVolumeHandle string
 }
 
 // needsResolution says whether vol is backed by something the manager
@@ -82,7 +84,7 @@ func (m *Manager) setUpResolved(ctx context.Context, pod *v1.Pod, vol *v1.Volume
 		if err != nil {
 			return PodVolume{}, &SetUpError{Volume: vol.Name, Err: err}
 		}
-		return PodVolume{Path: path, Kind: KindCSI, ReadOnly: cv.ReadOnly}, nil
+		return PodVolume{Path: path, Kind: KindCSI, ReadOnly: cv.ReadOnly, CSIDriver: cv.Driver, CSIVolumeHandle: cv.VolumeHandle}, nil
 	}
 	bc, err := m.resolveClaim(ctx, pod, vol)
 	if err != nil {
@@ -265,6 +267,7 @@ func (m *Manager) setUpPersistentVolume(ctx context.Context, pod *v1.Pod, volume
 			return PodVolume{}, err
 		}
 		vp.Kind, vp.Path, vp.ReadOnly = KindCSI, path, cv.ReadOnly
+		vp.CSIDriver, vp.CSIVolumeHandle = cv.Driver, cv.VolumeHandle
 	default:
 		return PodVolume{}, fmt.Errorf("PersistentVolume %s has source %s, which nodelet does not support", pv.Name, pvSourceKind(pv))
 	}
@@ -337,6 +340,7 @@ func (m *Manager) setUpBlock(ctx context.Context, pod *v1.Pod, volumeName string
 			return PodVolume{}, err
 		}
 		vp.Kind, vp.Path, vp.ReadOnly = KindCSI, path, cv.ReadOnly
+		vp.CSIDriver, vp.CSIVolumeHandle = cv.Driver, cv.VolumeHandle
 	case pv.Spec.HostPath != nil:
 		return PodVolume{}, fmt.Errorf("PersistentVolume %s has volumeMode Block, which its source hostPath does not support", pv.Name)
 	default:

@@ -6,6 +6,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/nodelet/nodelet/internal/volumestats"
 )
@@ -37,5 +38,37 @@ func TestPodVolumes(t *testing.T) {
 	}
 	if diff := cmp.Diff(want, e.m.PodVolumes(pod)); diff != "" {
 		t.Errorf("PodVolumes (-want +got):\n%s", diff)
+	}
+}
+
+func TestResolvedStatsVolume(t *testing.T) {
+	claim := &types.NamespacedName{Namespace: "ns", Name: "data"}
+	tests := []struct {
+		name string
+		vp   PodVolume
+		want volumestats.PodVolume
+	}{
+		{name: "local PV by statfs, with its claim",
+			vp:   PodVolume{Path: "/p", Kind: KindLocal, PVName: "pv", ClaimNamespace: "ns", ClaimName: "data"},
+			want: volumestats.PodVolume{Name: "v", Path: "/p", Metrics: volumestats.KindStatfs, PVC: claim}},
+		{name: "hostPath PV not measured",
+			vp:   PodVolume{Path: "/p", Kind: KindHostPath, ClaimNamespace: "ns", ClaimName: "data"},
+			want: volumestats.PodVolume{Name: "v", Path: "/p", Metrics: volumestats.KindNone, PVC: claim}},
+		{name: "CSI PV by its driver",
+			vp:   PodVolume{Path: "/p", Kind: KindCSI, ClaimNamespace: "ns", ClaimName: "data", CSIDriver: "d", CSIVolumeHandle: "h"},
+			want: volumestats.PodVolume{Name: "v", Path: "/p", Metrics: volumestats.KindCSI, PVC: claim, Driver: "d", VolumeHandle: "h"}},
+		{name: "inline CSI volume has no claim",
+			vp:   PodVolume{Path: "/p", Kind: KindCSI, CSIDriver: "d", CSIVolumeHandle: "h"},
+			want: volumestats.PodVolume{Name: "v", Path: "/p", Metrics: volumestats.KindCSI, Driver: "d", VolumeHandle: "h"}},
+		{name: "block volume not measured",
+			vp:   PodVolume{Path: "/dev/loop0", Kind: KindLocal, Block: true, ClaimNamespace: "ns", ClaimName: "data"},
+			want: volumestats.PodVolume{Name: "v", Path: "/dev/loop0", Metrics: volumestats.KindNone, PVC: claim}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if diff := cmp.Diff(tt.want, resolvedStatsVolume("v", tt.vp)); diff != "" {
+				t.Errorf("(-want +got):\n%s", diff)
+			}
+		})
 	}
 }
