@@ -39,11 +39,16 @@ func attachmentState(va *storagev1.VolumeAttachment) (attached bool, err error) 
 func (p *Publisher) waitForAttachment(ctx context.Context, handle, driver string) (map[string]string, error) {
 	name := attachmentName(handle, driver, p.nodeName)
 	start := p.clock.Now()
+	var notYet error
 	for {
 		va, err := p.volumeAttachment(ctx, name)
 		switch {
 		case apierrors.IsNotFound(err):
 			// Not created yet by the attach/detach controller.
+		case apierrors.IsForbidden(err):
+			// The Node authorizer lets a node read an attachment once it
+			// exists and names the node: until then a read is forbidden.
+			notYet = err
 		case err != nil:
 			return nil, fmt.Errorf("getting VolumeAttachment %s for volume %s: %w", name, handle, err)
 		default:
@@ -56,6 +61,9 @@ func (p *Publisher) waitForAttachment(ctx context.Context, handle, driver string
 			}
 		}
 		if p.clock.Since(start) >= p.attachTimeout {
+			if notYet != nil {
+				return nil, fmt.Errorf("attachment timeout for volume %s (last read: %w)", handle, notYet)
+			}
 			return nil, fmt.Errorf("attachment timeout for volume %s", handle)
 		}
 		select {

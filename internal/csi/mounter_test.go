@@ -8,13 +8,16 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	csipb "github.com/container-storage-interface/spec/lib/go/csi"
 	"github.com/google/go-cmp/cmp"
 	"google.golang.org/protobuf/testing/protocmp"
 	v1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/utils/ptr"
 
 	"github.com/nodelet/nodelet/internal/volume"
@@ -440,5 +443,38 @@ func TestPublishCrashes(t *testing.T) {
 				assertGone(t, e, "uid-b", "vol-1")
 			})
 		}
+	}
+}
+
+// Until the attach/detach controller creates the attachment, the Node
+// authorizer forbids reading it: the wait goes on, and a timeout says why.
+func TestPublishWaitsThroughForbiddenAttachment(t *testing.T) {
+	e := newEnv(t)
+	p := e.publisher()
+	p.attachPoll = 0
+	name := attachmentName("vol-1", testDriver, testNode)
+	forbidden := apierrors.NewForbidden(schema.GroupResource{Group: "storage.k8s.io", Resource: "volumeattachments"}, name,
+		errors.New("no relationship found between node and this object"))
+	reads := 0
+	p.volumeAttachment = func(context.Context, string) (*storagev1.VolumeAttachment, error) {
+		reads++
+		if reads < 3 {
+			return nil, forbidden
+		}
+		return &storagev1.VolumeAttachment{ObjectMeta: metav1.ObjectMeta{Name: name}, Status: storagev1.VolumeAttachmentStatus{Attached: true}}, nil
+	}
+	if _, err := p.Publish(context.Background(), testPod("web"), pvVolume("vol-1")); err != nil {
+		t.Fatalf("Publish: %v", err)
+	}
+	if reads != 3 {
+		t.Errorf("%d reads, want 3", reads)
+	}
+
+	p = e.publisher()
+	p.attachPoll, p.attachTimeout = 0, time.Nanosecond
+	p.volumeAttachment = func(context.Context, string) (*storagev1.VolumeAttachment, error) { return nil, forbidden }
+	_, err := p.Publish(context.Background(), testPod("web"), pvVolume("vol-1"))
+	if err == nil || !strings.Contains(err.Error(), "attachment timeout for volume vol-1") || !apierrors.IsForbidden(errors.Unwrap(err)) {
+		t.Errorf("error = %v, want the attachment timeout with the forbidden read", err)
 	}
 }
