@@ -15,6 +15,14 @@ import (
 var ConformanceFocus = []string{
 	`\[sig-node\].*\[Conformance\]`,
 	`\[sig-storage\] (ConfigMap|Secrets|Projected [a-zA-Z]+|Downward API volume|EmptyDir volumes|EmptyDir wrapper volumes|HostPath|Subpath) .*\[Conformance\]`,
+	// The storage API's [Conformance] specs: the lifecycle and status of
+	// PersistentVolumes and claims, StorageClasses, CSIDrivers, CSINodes,
+	// CSIStorageCapacities, VolumeAttachments and VolumeAttributesClasses,
+	// and a pod with CSI inline volumes accepted by the API. They exercise
+	// the API server and the controller-manager, not the node agent: no
+	// spec waits for a pod of theirs to run (the inline volumes' pod names
+	// a driver that does not exist, and is deleted at once).
+	`\[sig-storage\] (PersistentVolumes|CSIInlineVolumes|CSINodes|CSIStorageCapacity|StorageClasses|VolumeAttachment|VolumeAttributesClass) .*\[Conformance\]`,
 	// Beyond [Conformance], the node's resource and eviction specs that
 	// run on one shared node: a pod past its ephemeral-storage limit is
 	// evicted and terminal; a pod the node cannot fit is rejected.
