@@ -12,8 +12,9 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/sets"
-	kubeletapis "k8s.io/kubelet/pkg/apis"
 	"k8s.io/utils/ptr"
+
+	"github.com/nodelet/nodelet/internal/nodeinfo"
 )
 
 // NodeIDAnnotation is the Node annotation holding, as a JSON object, the
@@ -51,22 +52,10 @@ type DriverNodeInfo struct {
 // kubernetes.io and k8s.io namespaces other than the kubelet's own), and
 // keys that are no label keys.
 func validateTopology(segments map[string]string) error {
-	var bad []string
-	for k := range segments {
-		ns, _, ok := strings.Cut(k, "/")
-		if !ok {
-			continue
-		}
-		restricted := ns == "kubernetes.io" || strings.HasSuffix(ns, ".kubernetes.io") ||
-			ns == "k8s.io" || strings.HasSuffix(ns, ".k8s.io")
-		if restricted && !kubeletapis.IsKubeletLabel(k) {
-			bad = append(bad, k)
-		}
-	}
+	bad := nodeinfo.RestrictedLabels(segments)
 	if len(bad) == 0 {
 		return nil
 	}
-	slices.Sort(bad)
 	return fmt.Errorf("topology keys %s are in the kubernetes.io or k8s.io namespaces and a node may not set them as labels on itself",
 		strings.Join(bad, ", "))
 }

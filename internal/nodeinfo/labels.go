@@ -25,11 +25,11 @@ func Labels(nodeName string, nodeLabels map[string]string) map[string]string {
 	return out
 }
 
-// ValidateNodeLabels rejects labels a node may not set on itself under the
-// NodeRestriction admission plugin: any key in the kubernetes.io or k8s.io
-// namespaces that is not one of the kubelet's own labels or namespaces
-// (node-restriction.kubernetes.io/ is never allowed).
-func ValidateNodeLabels(labels map[string]string) error {
+// RestrictedLabels returns, sorted, the keys of labels that a node may not
+// set on itself under the NodeRestriction admission plugin: any key in the
+// kubernetes.io or k8s.io namespaces that is not one of the kubelet's own
+// labels or namespaces (node-restriction.kubernetes.io/ is never allowed).
+func RestrictedLabels(labels map[string]string) []string {
 	var bad []string
 	for k := range labels {
 		ns, _, ok := strings.Cut(k, "/")
@@ -42,10 +42,17 @@ func ValidateNodeLabels(labels map[string]string) error {
 			bad = append(bad, k)
 		}
 	}
+	slices.Sort(bad)
+	return bad
+}
+
+// ValidateNodeLabels rejects labels a node may not set on itself (see
+// RestrictedLabels).
+func ValidateNodeLabels(labels map[string]string) error {
+	bad := RestrictedLabels(labels)
 	if len(bad) == 0 {
 		return nil
 	}
-	slices.Sort(bad)
 	return fmt.Errorf("nodeLabels %s are in the kubernetes.io or k8s.io namespaces and a node may not set them on itself (allowed: %s, and keys under %s)",
 		strings.Join(bad, ", "), strings.Join(kubeletapis.KubeletLabels(), ", "), strings.Join(kubeletapis.KubeletLabelNamespaces(), ", "))
 }
