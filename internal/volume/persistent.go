@@ -261,13 +261,7 @@ func (m *Manager) setUpPersistentVolume(ctx context.Context, pod *v1.Pod, volume
 		}
 		vp.Kind, vp.Path = KindLocal, path
 	case pv.Spec.CSI != nil:
-		cv := persistentCSIVolume(pv, volumeName, bc.readOnly)
-		path, err := m.publishCSI(ctx, pod, cv)
-		if err != nil {
-			return PodVolume{}, err
-		}
-		vp.Kind, vp.Path, vp.ReadOnly = KindCSI, path, cv.ReadOnly
-		vp.CSIDriver, vp.CSIVolumeHandle = cv.Driver, cv.VolumeHandle
+		return m.setUpCSIPV(ctx, pod, volumeName, bc, vp)
 	default:
 		return PodVolume{}, fmt.Errorf("PersistentVolume %s has source %s, which nodelet does not support", pv.Name, pvSourceKind(pv))
 	}
@@ -316,6 +310,19 @@ func (m *Manager) setUpLocal(pod *v1.Pod, pv *v1.PersistentVolume, readOnly bool
 	return dir, nil
 }
 
+// setUpCSIPV publishes the claim's CSI PersistentVolume and returns vp
+// completed with what it was published as.
+func (m *Manager) setUpCSIPV(ctx context.Context, pod *v1.Pod, volumeName string, bc *boundClaim, vp PodVolume) (PodVolume, error) {
+	cv := persistentCSIVolume(bc.pv, volumeName, bc.readOnly)
+	path, err := m.publishCSI(ctx, pod, cv)
+	if err != nil {
+		return PodVolume{}, err
+	}
+	vp.Kind, vp.Path, vp.ReadOnly = KindCSI, path, cv.ReadOnly
+	vp.CSIDriver, vp.CSIVolumeHandle = cv.Driver, cv.VolumeHandle
+	return vp, nil
+}
+
 // setUpBlock resolves a PV of volumeMode Block to the block device that
 // containers get: a local PV's path, which must be a block device, or the
 // path a CSI driver publishes the volume at. Other sources have no block
@@ -334,13 +341,7 @@ func (m *Manager) setUpBlock(ctx context.Context, pod *v1.Pod, volumeName string
 		}
 		vp.Kind, vp.Path = KindLocal, pv.Spec.Local.Path
 	case pv.Spec.CSI != nil:
-		cv := persistentCSIVolume(pv, volumeName, bc.readOnly)
-		path, err := m.publishCSI(ctx, pod, cv)
-		if err != nil {
-			return PodVolume{}, err
-		}
-		vp.Kind, vp.Path, vp.ReadOnly = KindCSI, path, cv.ReadOnly
-		vp.CSIDriver, vp.CSIVolumeHandle = cv.Driver, cv.VolumeHandle
+		return m.setUpCSIPV(ctx, pod, volumeName, bc, vp)
 	case pv.Spec.HostPath != nil:
 		return PodVolume{}, fmt.Errorf("PersistentVolume %s has volumeMode Block, which its source hostPath does not support", pv.Name)
 	default:
