@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -92,6 +93,29 @@ func TestVolumeUpdateFailures(t *testing.T) {
 			}
 			if retry != nil && !errors.Is(retry, tc.err) {
 				t.Errorf("retry = %v, want the update's error %v", retry, tc.err)
+			}
+		})
+	}
+}
+
+func TestVolumeRetry(t *testing.T) {
+	unbound := &volume.SetUpError{Volume: "data", Err: errors.New("PVC is not bound"), Stage: volume.StageProcess}
+	mount := &volume.SetUpError{Volume: "cm", Err: errors.New(`configmap "x" not found`)}
+	tests := []struct {
+		name string
+		err  error
+		want time.Duration
+	}{
+		{name: "no error", want: 0},
+		{name: "a claim waiting to be bound", err: fmt.Errorf("setting up volumes: %w", unbound), want: volumeProcessRetry},
+		{name: "a claim among other failures", err: fmt.Errorf("setting up volumes: %w", errors.Join(mount, unbound)), want: volumeProcessRetry},
+		{name: "a mount failure alone keeps the back-off", err: fmt.Errorf("setting up volumes: %w", mount), want: 0},
+		{name: "another error", err: errors.New("sandbox failed"), want: 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := volumeRetry(tt.err); got != tt.want {
+				t.Errorf("volumeRetry = %v, want %v", got, tt.want)
 			}
 		})
 	}

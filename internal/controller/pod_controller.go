@@ -229,7 +229,24 @@ func (r *PodReconciler) syncPod(ctx context.Context, w podworkers.Work) podworke
 		return podworkers.Result{Err: fmt.Errorf("reading pod: %w", err)}
 	}
 	res, err := r.sync(ctx, pod)
-	return podworkers.Result{RequeueAfter: res.RequeueAfter, Err: err, Finished: res.finished}
+	return podworkers.Result{RequeueAfter: res.RequeueAfter, Err: err, RetryWithin: volumeRetry(err), Finished: res.finished}
+}
+
+// volumeProcessRetry is how often a pod whose volumes wait for their
+// claims (unbound, or not readable yet) is tried again at the most, as the
+// kubelet's volume manager keeps looking: the claim may be bound at any
+// moment, and a try is a GET or two.
+const volumeProcessRetry = 2 * time.Second
+
+// volumeRetry caps the back-off of a sync that failed on volumes waiting
+// for their claims.
+func volumeRetry(err error) time.Duration {
+	for _, e := range volume.SetUpErrors(err) {
+		if e.Stage == volume.StageProcess {
+			return volumeProcessRetry
+		}
+	}
+	return 0
 }
 
 // syncResult is what one sync of a live pod asks of its worker.

@@ -50,6 +50,10 @@ type Result struct {
 	RequeueAfter time.Duration
 	// Err asks for a retry with back-off.
 	Err error
+	// RetryWithin, with Err, caps the back-off: the sync knows the error
+	// may clear soon and is cheap to try again (a claim waiting to be
+	// bound).
+	RetryWithin time.Duration
 	// Finished: nothing is left to do for the pod; the worker ends. A
 	// later Update starts a new one.
 	Finished bool
@@ -275,6 +279,9 @@ func (p *Workers) run(w *worker) {
 			metrics.PodWorkerSyncs.WithLabelValues("error").Inc()
 			failures++
 			delay = p.backOff(failures)
+			if res.RetryWithin > 0 {
+				delay = min(delay, res.RetryWithin)
+			}
 			p.opts.Logger.Error(res.Err, "Pod sync failed", "pod", klog.KRef(w.key.Namespace, w.key.Name), "podUID", w.key.UID, "retryIn", delay)
 		default:
 			metrics.PodWorkerSyncs.WithLabelValues("ok").Inc()

@@ -178,6 +178,30 @@ func TestRequeueAndBackOff(t *testing.T) {
 	g.Eventually(r.count).Should(BeNumerically(">=", n+3), "RequeueAfter syncs again")
 }
 
+// A sync that says its error may clear soon is retried within that time,
+// however many times it failed before.
+func TestRetryWithinCapsTheBackOff(t *testing.T) {
+	g := NewWithT(t)
+	r := &recorder{fn: func(context.Context, Work) Result { return Result{Err: errors.New("claim not bound")} }}
+	p, err := New(Options{Sync: r.sync, BackOffBase: 10 * time.Millisecond, BackOffMax: time.Hour})
+	g.Expect(err).NotTo(HaveOccurred())
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { _ = p.Start(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+	p.Update(pod("a"))
+	// The back-off doubles from 10ms: ten more failures without a cap
+	// would take over ten seconds.
+	g.Eventually(r.count).Should(BeNumerically(">=", 6))
+	r.mu.Lock()
+	r.fn = func(context.Context, Work) Result {
+		return Result{Err: errors.New("claim not bound"), RetryWithin: 20 * time.Millisecond}
+	}
+	r.mu.Unlock()
+	n := r.count()
+	g.Eventually(r.count, 10*time.Second).Should(BeNumerically(">=", n+10), "retried within RetryWithin, not the grown back-off")
+}
+
 func TestGoneWithoutAnUpdateStartsAWorker(t *testing.T) {
 	g := NewWithT(t)
 	r := &recorder{fn: func(context.Context, Work) Result { return Result{Finished: true} }}
