@@ -67,6 +67,12 @@ type csiResult struct {
 	// calls counts the driver's calls per method in the windows of this
 	// kind's pods (from before the create to the end of the teardown).
 	calls map[string]int
+	// failed counts the calls that did not answer OK.
+	failed map[string]int
+	// at holds, per method, when its first call of each pod came: from
+	// the pod's create, or for the teardown calls (NodeUn*,
+	// ControllerUn*) from its delete.
+	at map[string][]time.Duration
 }
 
 // BenchmarkCSIVolumes runs, on one nodelet with the test CSI driver
@@ -107,31 +113,47 @@ func BenchmarkCSIVolumes(b *testing.B) {
 
 		res := make([]csiResult, csiKinds)
 		for k := range res {
-			res[k].calls = map[string]int{}
+			res[k].calls, res[k].failed = map[string]int{}, map[string]int{}
+			res[k].at = map[string][]time.Duration{}
 		}
 		for run := range csiRuns {
 			for k := range csiKinds {
 				name := fmt.Sprintf("%s-%02d", [...]string{"empty", "claim", "inline"}[k], run)
 				pod := csiPod(ns, name, k, claims[run])
 				before := len(stack.Calls(""))
-				ready, gone, err := c.startPod(ctx, w, pod)
+				t, err := c.startPod(ctx, w, pod)
 				if err != nil {
 					b.Fatalf("%s run %d: %v; nodelet log:\n%s\n%s", k, run, err, n.LogTail(60), stack.LogTail(20))
 				}
 				if err := settleCalls(ctx, stack, before, k); err != nil {
 					b.Fatalf("%s run %d: %v; nodelet log:\n%s", k, run, err, n.LogTail(60))
 				}
-				res[k].ready = append(res[k].ready, ready)
-				res[k].gone = append(res[k].gone, gone)
+				res[k].ready = append(res[k].ready, t.ready.Sub(t.created))
+				res[k].gone = append(res[k].gone, t.gone.Sub(t.deleted))
+				seen := map[string]bool{}
 				for _, call := range stack.Calls("")[before:] {
 					res[k].calls[call.Method]++
+					if call.Code != "OK" {
+						res[k].failed[call.Method]++
+					}
+					// The first call of each method, from the pod's
+					// create or delete.
+					if seen[call.Method] {
+						continue
+					}
+					seen[call.Method] = true
+					from := t.created
+					if strings.HasPrefix(call.Method, "NodeUn") || strings.HasPrefix(call.Method, "ControllerUn") {
+						from = t.deleted
+					}
+					res[k].at[call.Method] = append(res[k].at[call.Method], call.Time.Sub(from))
 				}
 			}
 		}
 		w.close()
 		printCSI(res)
-		b.ReportMetric((percentile(res[kindClaim].ready, 50) - percentile(res[kindEmptyDir].ready, 50)).Seconds()*1000, "ms-csi-over-emptydir-ready")
-		b.ReportMetric((percentile(res[kindClaim].gone, 50) - percentile(res[kindEmptyDir].gone, 50)).Seconds()*1000, "ms-csi-over-emptydir-gone")
+		b.ReportMetric((percentile(res[kindClaim].ready, 50)-percentile(res[kindEmptyDir].ready, 50)).Seconds()*1000, "ms-csi-over-emptydir-ready")
+		b.ReportMetric((percentile(res[kindClaim].gone, 50)-percentile(res[kindEmptyDir].gone, 50)).Seconds()*1000, "ms-csi-over-emptydir-gone")
 		b.ReportMetric(float64(res[kindClaim].calls["NodeGetCapabilities"])/csiRuns, "caps-calls/pvc-pod")
 
 		if err := stack.Stop(); err != nil {
@@ -206,27 +228,29 @@ func csiPod(ns, name string, k csiKind, claim string) *corev1.Pod {
 	return p
 }
 
-// startPod creates pod and returns how long until the watch saw it Ready,
-// then deletes it and returns how long until the watch saw it gone.
-func (c *cluster) startPod(ctx context.Context, w *podWatch, pod *corev1.Pod) (ready, gone time.Duration, err error) {
-	t0 := time.Now()
+// podTimes are when a pod was created, seen Ready, deleted and seen gone.
+type podTimes struct{ created, ready, deleted, gone time.Time }
+
+// startPod creates pod and waits until the watch sees it Ready, then
+// deletes it and waits until the watch sees it gone.
+func (c *cluster) startPod(ctx context.Context, w *podWatch, pod *corev1.Pod) (podTimes, error) {
+	var t podTimes
+	t.created = time.Now()
 	if _, err := c.admin.CoreV1().Pods(pod.Namespace).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
-		return 0, 0, fmt.Errorf("creating pod %s: %w", pod.Name, err)
+		return t, fmt.Errorf("creating pod %s: %w", pod.Name, err)
 	}
-	at, missing := w.waitAll([]string{pod.Name}, w.readyAt, podsTimeout)
-	if missing > 0 {
-		return 0, 0, fmt.Errorf("pod %s not Ready after %s", pod.Name, podsTimeout)
+	var missing int
+	if t.ready, missing = w.waitAll([]string{pod.Name}, w.readyAt, podsTimeout); missing > 0 {
+		return t, fmt.Errorf("pod %s not Ready after %s", pod.Name, podsTimeout)
 	}
-	ready = at.Sub(t0)
-	t1 := time.Now()
+	t.deleted = time.Now()
 	if err := c.deletePod(ctx, pod.Namespace, pod.Name); err != nil {
-		return ready, 0, err
+		return t, err
 	}
-	at, missing = w.waitAll([]string{pod.Name}, w.goneAt, podsTimeout)
-	if missing > 0 {
-		return ready, 0, fmt.Errorf("pod %s still in the API %s after deletion", pod.Name, podsTimeout)
+	if t.gone, missing = w.waitAll([]string{pod.Name}, w.goneAt, podsTimeout); missing > 0 {
+		return t, fmt.Errorf("pod %s still in the API %s after deletion", pod.Name, podsTimeout)
 	}
-	return ready, at.Sub(t1), nil
+	return t, nil
 }
 
 // settleCalls waits until the call log, from index before on, holds the
@@ -273,15 +297,31 @@ func printCSI(res []csiResult) {
 				fmtDur(percentile(r.gone, 50)-percentile(e.gone, 50)) + " / " + fmtDur(percentile(r.gone, 90)-percentile(e.gone, 90)), "", ""},
 		)
 	}
+	for _, k := range []csiKind{kindClaim, kindInline} {
+		for _, m := range []string{"ControllerPublishVolume", "NodeStageVolume", "NodePublishVolume", "NodeUnpublishVolume", "NodeUnstageVolume", "ControllerUnpublishVolume"} {
+			if ds := res[k].at[m]; len(ds) > 0 {
+				from := "create"
+				if strings.Contains(m, "Un") {
+					from = "delete"
+				}
+				rows = append(rows, row{fmt.Sprintf("%s: %s→%s p50 / p90 (%d pods)", k, from, m, len(ds)),
+					fmtDur(percentile(ds, 50)) + " / " + fmtDur(percentile(ds, 90)), "", ""})
+			}
+		}
+	}
 	printTable(title, rows)
 
 	// The second table: the driver's calls per pod lifecycle.
 	fmt.Println("CSI calls per pod lifecycle (driver's call log ÷ pods; minimum the CSI spec requires, with STAGE_UNSTAGE_VOLUME)")
 	var b strings.Builder
-	fmt.Fprintf(&b, "%-22s %12s %8s %12s %8s %10s\n", "method", "CSI PVC", "min", "CSI inline", "min", "emptyDir")
+	fmt.Fprintf(&b, "%-22s %20s %8s %20s %8s %10s\n", "method", "CSI PVC", "min", "CSI inline", "min", "emptyDir")
 	known := map[string]bool{}
 	perPod := func(k csiKind, m string) string {
-		return fmt.Sprintf("%.2f", float64(res[k].calls[m])/csiRuns)
+		out := fmt.Sprintf("%.2f", float64(res[k].calls[m])/csiRuns)
+		if f := res[k].failed[m]; f > 0 {
+			out += fmt.Sprintf(" (%d not OK)", f)
+		}
+		return out
 	}
 	minimum := func(v int) string {
 		if v < 0 {
@@ -291,7 +331,7 @@ func printCSI(res []csiResult) {
 	}
 	for _, m := range csiMethods {
 		known[m.name] = true
-		fmt.Fprintf(&b, "%-22s %12s %8s %12s %8s %10s\n", m.name, perPod(kindClaim, m.name), minimum(m.claim), perPod(kindInline, m.name), minimum(m.inline), perPod(kindEmptyDir, m.name))
+		fmt.Fprintf(&b, "%-22s %20s %8s %20s %8s %10s\n", m.name, perPod(kindClaim, m.name), minimum(m.claim), perPod(kindInline, m.name), minimum(m.inline), perPod(kindEmptyDir, m.name))
 	}
 	var other []string
 	for k := range csiKinds {
@@ -303,7 +343,7 @@ func printCSI(res []csiResult) {
 	}
 	slices.Sort(other)
 	for _, m := range other {
-		fmt.Fprintf(&b, "%-22s %12s %8s %12s %8s %10s\n", m, perPod(kindClaim, m), "", perPod(kindInline, m), "", perPod(kindEmptyDir, m))
+		fmt.Fprintf(&b, "%-22s %20s %8s %20s %8s %10s\n", m, perPod(kindClaim, m), "", perPod(kindInline, m), "", perPod(kindEmptyDir, m))
 	}
 	fmt.Println(b.String())
 }
