@@ -116,6 +116,7 @@ func BenchmarkCSIVolumes(b *testing.B) {
 			res[k].calls, res[k].failed = map[string]int{}, map[string]int{}
 			res[k].at = map[string][]time.Duration{}
 		}
+		var claimPods []claimPod
 		for run := range csiRuns {
 			for k := range csiKinds {
 				name := fmt.Sprintf("%s-%02d", [...]string{"empty", "claim", "inline"}[k], run)
@@ -128,6 +129,13 @@ func BenchmarkCSIVolumes(b *testing.B) {
 				if err := settleCalls(ctx, stack, before, k); err != nil {
 					b.Fatalf("%s run %d: %v; nodelet log:\n%s", k, run, err, n.LogTail(60))
 				}
+				if k == kindClaim {
+					handle, err := c.claimHandle(ctx, ns, claims[run])
+					if err != nil {
+						b.Fatal(err)
+					}
+					claimPods = append(claimPods, claimPod{handle: handle, times: t})
+				}
 				res[k].ready = append(res[k].ready, t.ready.Sub(t.created))
 				res[k].gone = append(res[k].gone, t.gone.Sub(t.deleted))
 				seen := map[string]bool{}
@@ -137,8 +145,8 @@ func BenchmarkCSIVolumes(b *testing.B) {
 						res[k].failed[call.Method]++
 					}
 					// The first call of each method, from the pod's
-					// create or delete.
-					if seen[call.Method] {
+					// create or delete; a claim's by its handle below.
+					if k == kindClaim || seen[call.Method] {
 						continue
 					}
 					seen[call.Method] = true
@@ -151,6 +159,7 @@ func BenchmarkCSIVolumes(b *testing.B) {
 			}
 		}
 		w.close()
+		claimTimes(ctx, stack, claimPods, res[kindClaim].at)
 		printCSI(res)
 		b.ReportMetric((percentile(res[kindClaim].ready, 50)-percentile(res[kindEmptyDir].ready, 50)).Seconds()*1000, "ms-csi-over-emptydir-ready")
 		b.ReportMetric((percentile(res[kindClaim].gone, 50)-percentile(res[kindEmptyDir].gone, 50)).Seconds()*1000, "ms-csi-over-emptydir-gone")
@@ -226,6 +235,61 @@ func csiPod(ns, name string, k csiKind, claim string) *corev1.Pod {
 	p.Spec.Volumes = []corev1.Volume{{Name: "data", VolumeSource: src}}
 	p.Spec.Containers[0].VolumeMounts = []corev1.VolumeMount{{Name: "data", MountPath: "/data"}}
 	return p
+}
+
+// claimPod is a pod with a claim: its volume's handle and its times.
+type claimPod struct {
+	handle string
+	times  podTimes
+}
+
+// claimHandle is the volume handle of the claim's PV.
+func (c *cluster) claimHandle(ctx context.Context, ns, claim string) (string, error) {
+	pvc, err := c.admin.CoreV1().PersistentVolumeClaims(ns).Get(ctx, claim, metav1.GetOptions{})
+	if err != nil {
+		return "", fmt.Errorf("getting claim %s: %w", claim, err)
+	}
+	pv, err := c.admin.CoreV1().PersistentVolumes().Get(ctx, pvc.Spec.VolumeName, metav1.GetOptions{})
+	if err != nil {
+		return "", fmt.Errorf("getting volume %s: %w", pvc.Spec.VolumeName, err)
+	}
+	if pv.Spec.CSI == nil {
+		return "", fmt.Errorf("volume %s is not a CSI volume", pv.Name)
+	}
+	return pv.Spec.CSI.VolumeHandle, nil
+}
+
+// claimTimes waits (up to csiSettle) for the detach of the last claim's
+// volume, then adds to at, per method, when the first call for each
+// claim's volume came: from its pod's create, or for the teardown calls
+// from its delete. The detach of a volume comes whenever the attach/detach
+// controller gets to it, possibly in a later pod's window, so the calls
+// are matched by volume handle.
+func claimTimes(ctx context.Context, stack *utils.CSIStack, pods []claimPod, at map[string][]time.Duration) {
+	if len(pods) == 0 {
+		return
+	}
+	last := pods[len(pods)-1].handle
+	deadline := time.Now().Add(csiSettle)
+	for time.Now().Before(deadline) && ctx.Err() == nil &&
+		!slices.ContainsFunc(stack.Calls("ControllerUnpublishVolume"), func(r utils.CallRecord) bool { return r.VolumeID == last }) {
+		time.Sleep(100 * time.Millisecond)
+	}
+	calls := stack.Calls("")
+	for _, p := range pods {
+		seen := map[string]bool{}
+		for _, call := range calls {
+			if call.VolumeID != p.handle || seen[call.Method] || call.Time.Before(p.times.created) {
+				continue
+			}
+			seen[call.Method] = true
+			from := p.times.created
+			if strings.Contains(call.Method, "Un") {
+				from = p.times.deleted
+			}
+			at[call.Method] = append(at[call.Method], call.Time.Sub(from))
+		}
+	}
 }
 
 // podTimes are when a pod was created, seen Ready, deleted and seen gone.
