@@ -3,10 +3,12 @@ package bench
 import (
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+	"text/tabwriter"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -387,10 +389,9 @@ func printCSI(res []csiResult) {
 	printTable(title, rows)
 
 	// The second table: the driver's calls per pod lifecycle.
-	fmt.Println("CSI calls per pod lifecycle (driver's call log ÷ pods; minimum the CSI spec requires, with STAGE_UNSTAGE_VOLUME)")
-	var b strings.Builder
-	fmt.Fprintf(&b, "%-22s %20s %8s %20s %8s %10s\n", "method", "CSI PVC", "min", "CSI inline", "min", "emptyDir")
-	known := map[string]bool{}
+	fmt.Println("CSI calls per pod lifecycle (driver's call log ÷ pods; min: what the CSI spec requires of a driver with STAGE_UNSTAGE_VOLUME)")
+	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 3, ' ', 0)
+	fmt.Fprintln(tw, "method\tCSI PVC\tmin\tCSI inline\tmin\temptyDir\t")
 	perPod := func(k csiKind, m string) string {
 		out := fmt.Sprintf("%.2f", float64(res[k].calls[m])/csiRuns)
 		if f := res[k].failed[m]; f > 0 {
@@ -400,13 +401,14 @@ func printCSI(res []csiResult) {
 	}
 	minimum := func(v int) string {
 		if v < 0 {
-			return "0 (none)"
+			return "0"
 		}
 		return fmt.Sprint(v)
 	}
+	known := map[string]bool{}
 	for _, m := range csiMethods {
 		known[m.name] = true
-		fmt.Fprintf(&b, "%-22s %20s %8s %20s %8s %10s\n", m.name, perPod(kindClaim, m.name), minimum(m.claim), perPod(kindInline, m.name), minimum(m.inline), perPod(kindEmptyDir, m.name))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t\n", m.name, perPod(kindClaim, m.name), minimum(m.claim), perPod(kindInline, m.name), minimum(m.inline), perPod(kindEmptyDir, m.name))
 	}
 	var other []string
 	for k := range csiKinds {
@@ -418,7 +420,8 @@ func printCSI(res []csiResult) {
 	}
 	slices.Sort(other)
 	for _, m := range other {
-		fmt.Fprintf(&b, "%-22s %20s %8s %20s %8s %10s\n", m, perPod(kindClaim, m), "", perPod(kindInline, m), "", perPod(kindEmptyDir, m))
+		fmt.Fprintf(tw, "%s\t%s\t\t%s\t\t%s\t\n", m, perPod(kindClaim, m), perPod(kindInline, m), perPod(kindEmptyDir, m))
 	}
-	fmt.Println(b.String())
+	_ = tw.Flush()
+	fmt.Println()
 }
