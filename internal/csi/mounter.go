@@ -200,7 +200,7 @@ type nodeCaps struct {
 }
 
 func (p *Publisher) nodeCapabilities(ctx context.Context, c csipb.NodeClient, driver string) (nodeCaps, error) {
-	resp, err := c.NodeGetCapabilities(ctx, &csipb.NodeGetCapabilitiesRequest{})
+	resp, err := nodeGetCapabilities(ctx, p.drivers, c, driver)
 	if err != nil {
 		return nodeCaps{}, fmt.Errorf("getting node capabilities of CSI driver %s: %w", driver, err)
 	}

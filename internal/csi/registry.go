@@ -25,6 +25,8 @@ type Registry struct {
 	conns   map[string]*sharedConn
 	// dial opens a connection to an endpoint; tests replace it to count.
 	dial func(endpoint string) (*grpc.ClientConn, error)
+	// caps remembers drivers' node capabilities until they register again.
+	caps capsCache
 }
 
 var _ Drivers = (*Registry)(nil)
@@ -166,6 +168,7 @@ func (r *Registry) add(d RegisteredDriver, highest *utilversion.Version) error {
 	}
 	d.Versions = slices.Clone(d.Versions)
 	r.drivers[d.Name] = &registeredDriver{RegisteredDriver: d, highest: highest}
+	r.caps.forget(d.Name)
 	return nil
 }
 
@@ -181,6 +184,7 @@ func (r *Registry) remove(name, socket string) bool {
 	}
 	delete(r.drivers, name)
 	r.releaseLocked(d.Endpoint)
+	r.caps.forget(name)
 	return true
 }
 
@@ -205,6 +209,7 @@ func (r *Registry) Close() {
 	}
 	r.conns = map[string]*sharedConn{}
 	r.drivers = map[string]*registeredDriver{}
+	r.caps.forgetAll()
 }
 
 // socketPath turns an endpoint ("/path", "unix:///path" or "unix:/path")

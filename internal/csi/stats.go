@@ -32,7 +32,7 @@ func (s StatsMeasurer) VolumeStats(ctx context.Context, _ *v1.Pod, v volumestats
 	if err != nil {
 		return volumestats.Measure{}, err
 	}
-	caps, err := c.NodeGetCapabilities(ctx, &csipb.NodeGetCapabilitiesRequest{})
+	caps, err := nodeGetCapabilities(ctx, s.Drivers, c, v.Driver)
 	if err != nil {
 		return volumestats.Measure{}, fmt.Errorf("getting node capabilities of CSI driver %s: %w", v.Driver, err)
 	}
