@@ -40,6 +40,9 @@ func (p *Publisher) waitForAttachment(ctx context.Context, handle, driver string
 	name := attachmentName(handle, driver, p.nodeName)
 	start := p.clock.Now()
 	var notYet error
+	// The attach/detach controller and the attacher take tens of
+	// milliseconds: look again soon, then back off to attachPoll.
+	delay := p.attachPoll / 10
 	for {
 		va, err := p.volumeAttachment(ctx, name)
 		switch {
@@ -69,7 +72,8 @@ func (p *Publisher) waitForAttachment(ctx context.Context, handle, driver string
 		select {
 		case <-ctx.Done():
 			return nil, fmt.Errorf("waiting for VolumeAttachment %s: %w", name, ctx.Err())
-		case <-p.clock.After(p.attachPoll):
+		case <-p.clock.After(delay):
 		}
+		delay = min(2*delay, p.attachPoll)
 	}
 }

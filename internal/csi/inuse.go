@@ -79,6 +79,13 @@ func (u *InUse) acquire(driver, handle string) (release func()) {
 	}
 }
 
+// released asks for a Node status write: volumes may have left use.
+func (u *InUse) released() {
+	if u.kick != nil {
+		u.kick()
+	}
+}
+
 // noAttachDriver records that driver's volumes need no attaching.
 func (u *InUse) noAttachDriver(driver string, none bool) {
 	u.mu.Lock()

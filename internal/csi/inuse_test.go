@@ -76,11 +76,17 @@ func TestPublishWaitsUntilReportedInUse(t *testing.T) {
 	if l, _ := NewInUse(e.root, nil).List(); len(l) != 1 || l[0] != name {
 		t.Errorf("in use after a restart = %v, want %v", l, name)
 	}
+	for len(kicks) > 0 {
+		<-kicks
+	}
 	if err := p.UnpublishPod(context.Background(), testPod("web").UID); err != nil {
 		t.Fatal(err)
 	}
 	if l := list(); len(l) != 0 {
 		t.Errorf("in use after the teardown = %v, want none", l)
+	}
+	if len(kicks) == 0 {
+		t.Error("no Node status write asked for when the volume left use")
 	}
 }
 

@@ -18,6 +18,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
 
 	"github.com/nodelet/nodelet/internal/volume"
@@ -476,5 +477,39 @@ func TestPublishWaitsThroughForbiddenAttachment(t *testing.T) {
 	_, err := p.Publish(context.Background(), testPod("web"), pvVolume("vol-1"))
 	if err == nil || !strings.Contains(err.Error(), "attachment timeout for volume vol-1") || !apierrors.IsForbidden(errors.Unwrap(err)) {
 		t.Errorf("error = %v, want the attachment timeout with the forbidden read", err)
+	}
+}
+
+// recordingClock fires every After at once and records what was asked.
+type recordingClock struct {
+	clock.RealClock
+	waits []time.Duration
+}
+
+func (c *recordingClock) After(d time.Duration) <-chan time.Time {
+	c.waits = append(c.waits, d)
+	ch := make(chan time.Time, 1)
+	ch <- time.Now()
+	return ch
+}
+
+// The attachment is looked for again soon after the first miss, then less
+// often up to the poll period.
+func TestAttachmentPollBacksOff(t *testing.T) {
+	e := newEnv(t)
+	p := e.publisher()
+	rc := &recordingClock{}
+	p.clock, p.attachPoll = rc, time.Second
+	reads := 0
+	p.volumeAttachment = func(context.Context, string) (*storagev1.VolumeAttachment, error) {
+		reads++
+		return &storagev1.VolumeAttachment{Status: storagev1.VolumeAttachmentStatus{Attached: reads == 7}}, nil
+	}
+	if _, err := p.Publish(context.Background(), testPod("web"), pvVolume("vol-1")); err != nil {
+		t.Fatal(err)
+	}
+	want := []time.Duration{100 * time.Millisecond, 200 * time.Millisecond, 400 * time.Millisecond, 800 * time.Millisecond, time.Second, time.Second}
+	if diff := cmp.Diff(want, rc.waits); diff != "" {
+		t.Errorf("waits between reads (-want +got):\n%s", diff)
 	}
 }

@@ -51,6 +51,11 @@ func (p *Publisher) UnpublishPod(ctx context.Context, uid types.UID) error {
 			errs = append(errs, fmt.Errorf("tearing down CSI volume %s of pod %s: %w", e.Name(), uid, err))
 		}
 	}
+	if p.volumesInUse != nil && len(entries) > 0 {
+		// Volumes may have left use: the attach/detach controller detaches
+		// them once the Node's status says so.
+		p.volumesInUse.released()
+	}
 	if len(errs) > 0 {
 		return errors.Join(errs...)
 	}
