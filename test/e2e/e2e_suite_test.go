@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -35,6 +36,11 @@ func TestE2E(t *testing.T) {
 }
 
 var _ = BeforeSuite(func(ctx SpecContext) {
+	// The CSI specs' sidecars build (minutes when the cache is cold) while
+	// the other specs wait on containers and controllers.
+	prefetch, stopPrefetch := context.WithCancel(context.Background())
+	DeferCleanup(stopPrefetch)
+	utils.PrefetchCSISidecars(prefetch)
 	ctrd = utils.MustStartContainerd(ctx, utils.ContainerdOptions{})
 	apiServer = utils.MustStartAPIServer(ctx)
 }, NodeTimeout(suiteSetupTimeout))

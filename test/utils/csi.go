@@ -123,14 +123,43 @@ func CSITestBinaries(ctx context.Context) (string, error) {
 	return csiBuildDir, csiBuildErr
 }
 
+var (
+	sidecarsOnce sync.Once
+	sidecarsDone = make(chan struct{})
+	sidecarsDir  string
+	sidecarsErr  error
+)
+
+// PrefetchCSISidecars starts building csi-provisioner and csi-attacher in
+// the background (hack/csi.sh, a no-op once they are in the cache), so that
+// a suite whose specs mostly wait on containers and controllers builds them
+// meanwhile instead of when its first CSI spec starts. The build stops
+// with ctx. CSISidecars waits for it.
+func PrefetchCSISidecars(ctx context.Context) {
+	sidecarsOnce.Do(func() {
+		go func() {
+			defer close(sidecarsDone)
+			out, err := RunHackScript(ctx, nil, "csi.sh")
+			if err != nil {
+				sidecarsErr = err
+				return
+			}
+			sidecarsDir, sidecarsErr = BinDirOf(out, "csi-provisioner", "csi-attacher")
+		}()
+	})
+}
+
 // CSISidecars builds (or finds in the cache) csi-provisioner and
-// csi-attacher with hack/csi.sh and returns their directory.
+// csi-attacher with hack/csi.sh, or waits for the build PrefetchCSISidecars
+// started, and returns their directory.
 func CSISidecars(ctx context.Context) (string, error) {
-	out, err := RunHackScript(ctx, nil, "csi.sh")
-	if err != nil {
-		return "", err
+	PrefetchCSISidecars(context.WithoutCancel(ctx))
+	select {
+	case <-sidecarsDone:
+		return sidecarsDir, sidecarsErr
+	case <-ctx.Done():
+		return "", fmt.Errorf("waiting for the CSI sidecars' build: %w", ctx.Err())
 	}
-	return BinDirOf(out, "csi-provisioner", "csi-attacher")
 }
 
 // StartCSIStack builds the binaries, starts the driver, the registrar and
