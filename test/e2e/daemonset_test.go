@@ -229,7 +229,8 @@ func renderDefault(ctx context.Context) []*unstructured.Unstructured {
 // host paths nodelet hands its runtime moved to state and podLogs (at
 // the same paths inside the pod, as in config/default), its log links
 // under podLogs, its runtime
-// endpoint at endpoint, and its kubeconfig under state. Everything else
+// endpoint at endpoint, its kubeconfig under state, and disk pressure only
+// at 1% free. Everything else
 // (ports, taint, identity, mounts of the host's files, privileges) is
 // config/default's.
 func adaptForTest(objs []*unstructured.Unstructured, state, podLogs, endpoint string) (*unstructured.Unstructured, *appsv1.DaemonSet) {
@@ -263,6 +264,10 @@ func adaptForTest(objs []*unstructured.Unstructured, state, podLogs, endpoint st
 	cfg["cgroupRoot"] = utils.E2ECgroupParent + "/" + filepath.Base(state)
 	DeferCleanup(utils.RemoveCgroupTree, cfg["cgroupRoot"])
 	cfg["containerLogLinksDir"] = filepath.Join(podLogs, "links")
+	// Disk pressure only when the machine is really short, as for the
+	// harness's agents: the machine's disk, shared with build caches, is
+	// not the test's.
+	cfg["evictionHard"] = map[string]any{"memory.available": "100Mi", "nodefs.available": "1%", "imagefs.available": "1%"}
 	b, err := yaml.Marshal(cfg)
 	Expect(err).NotTo(HaveOccurred())
 	Expect(unstructured.SetNestedField(configMap.Object, string(b), "data", "nodelet.yaml")).To(Succeed())

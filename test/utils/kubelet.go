@@ -144,6 +144,14 @@ func (k *Kubelet) configure() ([]string, error) {
 		"imageGCHighThresholdPercent": 100,
 		"imageGCLowThresholdPercent":  99,
 		"staticPodPath":               "",
+		// Disk pressure only when the machine is really short, as for the
+		// harness's nodelet: with the kubelet's 10% and 15%, a machine
+		// whose disk others fill (build caches) evicts and refuses pods.
+		"evictionHard": map[string]string{
+			"memory.available":  "100Mi",
+			"nodefs.available":  "1%",
+			"imagefs.available": "1%",
+		},
 	}
 	maps.Copy(cfg, k.Options.Config)
 	k.ServerAddr = net.JoinHostPort(fmt.Sprint(cfg["address"]), fmt.Sprint(cfg["port"]))
