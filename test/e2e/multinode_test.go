@@ -56,6 +56,12 @@ var _ = Describe("Multi-node cluster", func() {
 		sleeper := node.Nsenter("sleep", "600")
 		Expect(sleeper.Start()).To(Succeed())
 		go func() { _ = sleeper.Wait() }()
+		// nsenter joins the namespace, then becomes sleep.
+		Eventually(func(g Gomega) {
+			comm, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", sleeper.Process.Pid))
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(strings.TrimSpace(string(comm))).To(Equal("sleep"))
+		}).WithTimeout(10 * time.Second).Should(Succeed())
 
 		By("letting go of the network's slot as a killed process would")
 		nw.Abandon()
@@ -163,8 +169,10 @@ func multiNodeSpecs(n int) {
 				}
 				name := fmt.Sprintf("wget-%d-to-%d", from.Index, to.Index)
 				url := fmt.Sprintf("http://%s/", net.JoinHostPort(webIPs[to.Index], fmt.Sprint(webPort)))
-				pod := utils.BusyboxPod(ns, name, from.Name, "wget", "-q", "-T", "5", "-O", "-", url)
-				pod.Spec.RestartPolicy = corev1.RestartPolicyNever
+				// Not wget -T: Debian's busybox-static wget crashes with it.
+				pod := utils.BusyboxPod(ns, name, from.Name, "wget", "-q", "-O", "-", url)
+				// Again on failure: a request may race the routes.
+				pod.Spec.RestartPolicy = corev1.RestartPolicyOnFailure
 				Expect(admin.Create(ctx, pod)).To(Succeed())
 				Eventually(func(g Gomega) {
 					g.Expect(admin.Get(ctx, client.ObjectKeyFromObject(pod), pod)).To(Succeed())
