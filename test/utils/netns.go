@@ -463,17 +463,31 @@ func CleanupNodeNetworks() ([]int, error) {
 		if !nodeNetworkPresent(n) {
 			continue
 		}
-		f, err := lockNetSlot(n)
+		done, err := CleanupNodeNetwork(n)
 		if err != nil {
-			continue // held: a running cluster's
-		}
-		if err := TeardownNodeNetwork(n); err != nil {
 			errs = append(errs, err)
 		}
-		_ = f.Close()
-		cleaned = append(cleaned, n)
+		if done {
+			cleaned = append(cleaned, n)
+		}
 	}
 	return cleaned, errors.Join(errs...)
+}
+
+// CleanupNodeNetwork tears down node network n when no running process
+// holds its slot (a killed run's), and reports whether it did: a network
+// whose slot is held is a running cluster's, perhaps one that took the
+// slot since, and is left alone.
+func CleanupNodeNetwork(n int) (bool, error) {
+	f, err := lockNetSlot(n)
+	if err != nil {
+		return false, nil //nolint:nilerr // held: a running cluster's
+	}
+	defer f.Close()
+	if err := TeardownNodeNetwork(n); err != nil {
+		return true, fmt.Errorf("cleaning up node network %d: %w", n, err)
+	}
+	return true, nil
 }
 
 // nodeNetworkPresent reports whether the bridge or a namespace of network
