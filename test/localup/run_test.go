@@ -34,8 +34,8 @@ type localupRun struct {
 
 // recordedState is the part of localup's state file a test checks.
 type recordedState struct {
-	PID        int      `json:"pid"`
-	Dirs       []string `json:"dirs"`
+	PID         int               `json:"pid"`
+	Dirs        []string          `json:"dirs"`
 	Containerd  containerdState   `json:"containerd"`
 	Containerds []containerdState `json:"containerds"`
 	Networks    []int             `json:"networks"`

@@ -254,14 +254,14 @@ func (c *Cluster) startRouteController(context.Context) error {
 	}
 	factory := informers.NewSharedInformerFactory(cs, 0)
 	inf := factory.Core().V1().Nodes().Informer()
-	sync := func(obj any) {
+	route := func(obj any) {
 		if node, ok := obj.(*corev1.Node); ok {
 			c.routeNode(node)
 		}
 	}
 	if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    sync,
-		UpdateFunc: func(_, obj any) { sync(obj) },
+		AddFunc:    route,
+		UpdateFunc: func(_, obj any) { route(obj) },
 	}); err != nil {
 		return fmt.Errorf("watching Nodes: %w", err)
 	}
@@ -418,8 +418,11 @@ func (c *Cluster) WaitReady(ctx context.Context) error {
 			c.mu.Lock()
 			routeErr := c.routeErr
 			c.mu.Unlock()
-			return fmt.Errorf("waiting for the nodes to be Ready with their pod subnets routed: %w: %s (last route error: %v)",
-				ctx.Err(), strings.Join(waiting, "; "), routeErr)
+			err := fmt.Errorf("waiting for the nodes to be Ready with their pod subnets routed: %w: %s", ctx.Err(), strings.Join(waiting, "; "))
+			if routeErr != nil {
+				err = fmt.Errorf("%w (last route error: %w)", err, routeErr)
+			}
+			return err
 		case <-time.After(500 * time.Millisecond):
 		}
 	}
