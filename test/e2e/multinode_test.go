@@ -1,8 +1,11 @@
 package e2e
 
 import (
+	"crypto/tls"
+	"crypto/x509"
 	"fmt"
 	"net"
+	"net/url"
 	"os"
 	"os/exec"
 	"strings"
@@ -132,6 +135,23 @@ func multiNodeSpecs(n int) {
 		}
 	})
 
+	It("serves the API on the node network with a certificate naming the kubernetes Service", func(ctx SpecContext) {
+		u, err := url.Parse(cluster.API.Config.Host)
+		Expect(err).NotTo(HaveOccurred())
+		host := u.Host
+		Expect(u.Hostname()).To(Equal(cluster.Network.HostIP.String()))
+		pool := x509.NewCertPool()
+		Expect(pool.AppendCertsFromPEM(cluster.API.Config.CAData)).To(BeTrue())
+		conn, err := tls.Dial("tcp", host, &tls.Config{RootCAs: pool, ServerName: "kubernetes.default.svc", MinVersion: tls.VersionTLS12})
+		Expect(err).NotTo(HaveOccurred())
+		defer conn.Close()
+		cert := conn.ConnectionState().PeerCertificates[0]
+		for _, name := range []string{"10.0.0.1", "127.0.0.1", cluster.Network.HostIP.String(), "localhost", "kubernetes",
+			"kubernetes.default", "kubernetes.default.svc", "kubernetes.default.svc.cluster.local"} {
+			Expect(cert.VerifyHostname(name)).To(Succeed(), "the serving certificate does not name %s", name)
+		}
+	})
+
 	It("runs pods with addresses of their node's pod subnet", func(ctx SpecContext) {
 		webIPs = map[int]string{}
 		for _, node := range cluster.Nodes {
@@ -182,6 +202,21 @@ func multiNodeSpecs(n int) {
 			}
 		}
 	})
+
+	It("makes a node NotReady when its nodelet stops, and Ready when it starts again", func(ctx SpecContext) {
+		last := cluster.Nodes[len(cluster.Nodes)-1]
+		Expect(cluster.StopNode(last.Index)).To(Succeed())
+		node := &corev1.Node{}
+		Eventually(func(g Gomega) {
+			g.Expect(admin.Get(ctx, client.ObjectKey{Name: last.Name}, node)).To(Succeed())
+			g.Expect(utils.NodeReady(node)).To(BeFalse())
+		}).WithTimeout(multiNodePodTimeout).WithPolling(time.Second).Should(Succeed())
+		Expect(cluster.StartNode(ctx, last.Index)).To(Succeed())
+		Eventually(func(g Gomega) {
+			g.Expect(admin.Get(ctx, client.ObjectKey{Name: last.Name}, node)).To(Succeed())
+			g.Expect(utils.NodeReady(node)).To(BeTrue())
+		}).WithTimeout(multiNodePodTimeout).WithPolling(time.Second).Should(Succeed())
+	}, SpecTimeout(2*multiNodePodTimeout+time.Minute))
 
 	It("leaves no namespace, bridge or route behind when stopped", func(ctx SpecContext) {
 		var cidrs []string
