@@ -188,16 +188,16 @@ func multiNodeSpecs(n int) {
 					continue
 				}
 				name := fmt.Sprintf("wget-%d-to-%d", from.Index, to.Index)
-				url := fmt.Sprintf("http://%s/", net.JoinHostPort(webIPs[to.Index], fmt.Sprint(webPort)))
+				page := fmt.Sprintf("http://%s/", net.JoinHostPort(webIPs[to.Index], fmt.Sprint(webPort)))
 				// Not wget -T: Debian's busybox-static wget crashes with it.
-				pod := utils.BusyboxPod(ns, name, from.Name, "wget", "-q", "-O", "-", url)
+				pod := utils.BusyboxPod(ns, name, from.Name, "wget", "-q", "-O", "-", page)
 				// Again on failure: a request may race the routes.
 				pod.Spec.RestartPolicy = corev1.RestartPolicyOnFailure
 				Expect(admin.Create(ctx, pod)).To(Succeed())
 				Eventually(func(g Gomega) {
 					g.Expect(admin.Get(ctx, client.ObjectKeyFromObject(pod), pod)).To(Succeed())
 					g.Expect(pod.Status.Phase).To(Equal(corev1.PodSucceeded),
-						"a pod on %s fetching %s from %s: %+v", from.Name, url, to.Name, pod.Status.ContainerStatuses)
+						"a pod on %s fetching %s from %s: %+v", from.Name, page, to.Name, pod.Status.ContainerStatuses)
 				}).WithTimeout(multiNodePodTimeout).Should(Succeed())
 			}
 		}
