@@ -49,12 +49,17 @@ var _ = Describe("make run NODES=2", Ordered, func() {
 		Expect(run.out.String()).To(ContainSubstring("export KUBECONFIG=" + run.kubeconfig()))
 	})
 
-	It("runs the demo's pods on both nodes' pod subnets", func(ctx SpecContext) {
+	It("runs the demo's pods on the nodes' pod subnets and serves their logs", func(ctx SpecContext) {
 		pods := &corev1.PodList{}
 		Expect(admin.List(ctx, pods, client.InNamespace("demo"))).To(Succeed())
 		Expect(pods.Items).NotTo(BeEmpty())
 		for _, p := range pods.Items {
 			Expect(p.Status.PodIP).To(HavePrefix("10.244."), "pod %s", p.Name)
+		}
+		// The API server reaches every node's API on the node network.
+		for _, p := range pods.Items {
+			out, err := run.kubectl(ctx, "-n", "demo", "logs", p.Name)
+			Expect(err).NotTo(HaveOccurred(), "kubectl logs of %s on %s: %s", p.Name, p.Spec.NodeName, out)
 		}
 	})
 
