@@ -218,6 +218,27 @@ func multiNodeSpecs(n int) {
 		}).WithTimeout(multiNodePodTimeout).WithPolling(time.Second).Should(Succeed())
 	}, SpecTimeout(2*multiNodePodTimeout+time.Minute))
 
+	It("lets pods reach the API server where the kubernetes Service's endpoints point", func(ctx SpecContext) {
+		eps := &corev1.Endpoints{}
+		Expect(admin.Get(ctx, client.ObjectKey{Namespace: metav1.NamespaceDefault, Name: "kubernetes"}, eps)).To(Succeed())
+		Expect(eps.Subsets).To(HaveLen(1))
+		Expect(eps.Subsets[0].Addresses).To(ConsistOf(HaveField("IP", cluster.Network.HostIP.String())))
+		Expect(eps.Subsets[0].Ports).To(HaveLen(1))
+		port := fmt.Sprint(eps.Subsets[0].Ports[0].Port)
+		for _, node := range cluster.Nodes {
+			// A TCP connection: the API server closes it at the client's
+			// EOF, and nc fails when it cannot connect.
+			pod := utils.BusyboxPod(ns, fmt.Sprintf("apiserver-from-%d", node.Index), node.Name,
+				"sh", "-c", "nc "+cluster.Network.HostIP.String()+" "+port+" </dev/null")
+			pod.Spec.RestartPolicy = corev1.RestartPolicyOnFailure
+			Expect(admin.Create(ctx, pod)).To(Succeed())
+			Eventually(func(g Gomega) {
+				g.Expect(admin.Get(ctx, client.ObjectKeyFromObject(pod), pod)).To(Succeed())
+				g.Expect(pod.Status.Phase).To(Equal(corev1.PodSucceeded), "%+v", pod.Status.ContainerStatuses)
+			}).WithTimeout(multiNodePodTimeout).Should(Succeed())
+		}
+	})
+
 	It("leaves no namespace, bridge or route behind when stopped", func(ctx SpecContext) {
 		var cidrs []string
 		for _, node := range cluster.Nodes {
