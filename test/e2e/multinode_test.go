@@ -15,6 +15,7 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -219,12 +220,12 @@ func multiNodeSpecs(n int) {
 	}, SpecTimeout(2*multiNodePodTimeout+time.Minute))
 
 	It("lets pods reach the API server where the kubernetes Service's endpoints point", func(ctx SpecContext) {
-		eps := &corev1.Endpoints{}
-		Expect(admin.Get(ctx, client.ObjectKey{Namespace: metav1.NamespaceDefault, Name: "kubernetes"}, eps)).To(Succeed())
-		Expect(eps.Subsets).To(HaveLen(1))
-		Expect(eps.Subsets[0].Addresses).To(ConsistOf(HaveField("IP", cluster.Network.HostIP.String())))
-		Expect(eps.Subsets[0].Ports).To(HaveLen(1))
-		port := fmt.Sprint(eps.Subsets[0].Ports[0].Port)
+		slice := &discoveryv1.EndpointSlice{}
+		Expect(admin.Get(ctx, client.ObjectKey{Namespace: metav1.NamespaceDefault, Name: "kubernetes"}, slice)).To(Succeed())
+		Expect(slice.Endpoints).To(HaveLen(1))
+		Expect(slice.Endpoints[0].Addresses).To(ConsistOf(cluster.Network.HostIP.String()))
+		Expect(slice.Ports).To(HaveLen(1))
+		port := fmt.Sprint(*slice.Ports[0].Port)
 		for _, node := range cluster.Nodes {
 			// A TCP connection: the API server closes it at the client's
 			// EOF, and nc fails when it cannot connect.
