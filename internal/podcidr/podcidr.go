@@ -1,0 +1,142 @@
+package podcidr
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"strings"
+	"sync"
+
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+)
+
+// FromNode returns the pod CIDRs the control plane gave node:
+// spec.podCIDRs, else spec.podCIDR, else none.
+func FromNode(node *corev1.Node) []string {
+	if node == nil {
+		return nil
+	}
+	if len(node.Spec.PodCIDRs) > 0 {
+		return node.Spec.PodCIDRs
+	}
+	if node.Spec.PodCIDR != "" {
+		return []string{node.Spec.PodCIDR}
+	}
+	return nil
+}
+
+// Desired is the value to hand the runtime: the Node's pod CIDRs joined
+// with commas when it has some, else the configured podCIDR (empty when
+// there is none).
+func Desired(nodeCIDRs []string, configured string) string {
+	if len(nodeCIDRs) > 0 {
+		return strings.Join(nodeCIDRs, ",")
+	}
+	return configured
+}
+
+// ShouldSend reports whether desired must be sent to a runtime that was
+// last sent sent ("" when nothing was, or when the last send failed before
+// anything was): never an empty value, never the same value twice.
+func ShouldSend(desired, sent string) bool {
+	return desired != "" && desired != sent
+}
+
+// Parse splits a comma-separated list of pod CIDRs and checks it the way
+// the API server checks a Node's spec.podCIDRs: one or two CIDRs, at most
+// one per IP family, each in its canonical form.
+func Parse(list string) ([]string, error) {
+	parts := strings.Split(list, ",")
+	if len(parts) > 2 {
+		return nil, fmt.Errorf("%d CIDRs: at most two (one IPv4, one IPv6) are allowed", len(parts))
+	}
+	var families [2]bool
+	out := make([]string, 0, len(parts))
+	for _, p := range parts {
+		p = strings.TrimSpace(p)
+		prefix, err := netip.ParsePrefix(p)
+		if err != nil {
+			return nil, fmt.Errorf("%q is not a CIDR: %w", p, err)
+		}
+		if prefix.Masked() != prefix {
+			return nil, fmt.Errorf("%q is not a network address (did you mean %s?)", p, prefix.Masked())
+		}
+		v6 := 0
+		if prefix.Addr().Is6() {
+			v6 = 1
+		}
+		if families[v6] {
+			return nil, fmt.Errorf("%q: more than one CIDR of the same IP family", p)
+		}
+		families[v6] = true
+		out = append(out, p)
+	}
+	return out, nil
+}
+
+// Runtime is what an Updater needs of the container runtime (cri.Runtime).
+type Runtime interface {
+	UpdateRuntimeConfig(ctx context.Context, config *runtimeapi.RuntimeConfig) error
+}
+
+// Updater hands the pod CIDRs to the runtime once per value. It is safe
+// for concurrent use; calls to the runtime are serialised.
+type Updater struct {
+	runtime    Runtime
+	configured string
+	log        logr.Logger
+
+	mu sync.Mutex
+	// node is the Node's pod CIDRs as last seen (nil before).
+	node []string
+	// sent is the value the runtime last accepted.
+	sent string
+}
+
+// NewUpdater returns an Updater of rt; configured is the configuration's
+// podCIDR, comma-separated, used while the Node has none.
+func NewUpdater(rt Runtime, configured string, log logr.Logger) *Updater {
+	return &Updater{runtime: rt, configured: configured, log: log}
+}
+
+// SetNode records the Node's pod CIDRs (FromNode) and sends the desired
+// value when it must be sent. It reports whether it sent one.
+func (u *Updater) SetNode(ctx context.Context, nodeCIDRs []string) (bool, error) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	u.node = nodeCIDRs
+	return u.syncLocked(ctx)
+}
+
+// Sync sends the desired value when it must be sent: the configured one
+// while no Node pod CIDRs were seen. It reports whether it sent one.
+func (u *Updater) Sync(ctx context.Context) (bool, error) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return u.syncLocked(ctx)
+}
+
+// Sent returns the value the runtime last accepted.
+func (u *Updater) Sent() string {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return u.sent
+}
+
+func (u *Updater) syncLocked(ctx context.Context) (bool, error) {
+	want := Desired(u.node, u.configured)
+	if !ShouldSend(want, u.sent) {
+		return false, nil
+	}
+	err := u.runtime.UpdateRuntimeConfig(ctx, &runtimeapi.RuntimeConfig{
+		NetworkConfig: &runtimeapi.NetworkConfig{PodCidr: want},
+	})
+	if err != nil {
+		return false, fmt.Errorf("failed to update pod CIDR: %w", err)
+	}
+	u.log.Info("Updating Pod CIDR", "originalPodCIDR", u.sent, "newPodCIDR", want)
+	u.sent = want
+	return true, nil
+}
