@@ -3,7 +3,6 @@ package podcidr
 import (
 	"context"
 	"fmt"
-	"net/netip"
 	"strings"
 	"sync"
 
@@ -42,38 +41,6 @@ func Desired(nodeCIDRs []string, configured string) string {
 // anything was): never an empty value, never the same value twice.
 func ShouldSend(desired, sent string) bool {
 	return desired != "" && desired != sent
-}
-
-// Parse splits a comma-separated list of pod CIDRs and checks it the way
-// the API server checks a Node's spec.podCIDRs: one or two CIDRs, at most
-// one per IP family, each in its canonical form.
-func Parse(list string) ([]string, error) {
-	parts := strings.Split(list, ",")
-	if len(parts) > 2 {
-		return nil, fmt.Errorf("%d CIDRs: at most two (one IPv4, one IPv6) are allowed", len(parts))
-	}
-	var families [2]bool
-	out := make([]string, 0, len(parts))
-	for _, p := range parts {
-		p = strings.TrimSpace(p)
-		prefix, err := netip.ParsePrefix(p)
-		if err != nil {
-			return nil, fmt.Errorf("%q is not a CIDR: %w", p, err)
-		}
-		if prefix.Masked() != prefix {
-			return nil, fmt.Errorf("%q is not a network address (did you mean %s?)", p, prefix.Masked())
-		}
-		v6 := 0
-		if prefix.Addr().Is6() {
-			v6 = 1
-		}
-		if families[v6] {
-			return nil, fmt.Errorf("%q: more than one CIDR of the same IP family", p)
-		}
-		families[v6] = true
-		out = append(out, p)
-	}
-	return out, nil
 }
 
 // Runtime is what an Updater needs of the container runtime (cri.Runtime).

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"slices"
-	"strings"
 	"testing"
 
 	"github.com/go-logr/logr"
@@ -60,35 +59,6 @@ func TestDesiredAndShouldSend(t *testing.T) {
 			}
 			if send := ShouldSend(got, tc.sent); send != tc.send {
 				t.Errorf("ShouldSend(%q, %q) = %v, want %v", got, tc.sent, send, tc.send)
-			}
-		})
-	}
-}
-
-func TestParse(t *testing.T) {
-	for _, tc := range []struct {
-		in      string
-		want    []string
-		wantErr string
-	}{
-		{in: "10.244.0.0/24", want: []string{"10.244.0.0/24"}},
-		{in: "10.244.0.0/24, fd00::/64", want: []string{"10.244.0.0/24", "fd00::/64"}},
-		{in: "10.244.0.0", wantErr: "not a CIDR"},
-		{in: "10.244.0.1/24", wantErr: "did you mean 10.244.0.0/24"},
-		{in: "10.244.0.0/24,10.245.0.0/24", wantErr: "same IP family"},
-		{in: "10.244.0.0/24,fd00::/64,fd01::/64", wantErr: "at most two"},
-		{in: "10.244.0.0/24,", wantErr: "not a CIDR"},
-	} {
-		t.Run(tc.in, func(t *testing.T) {
-			got, err := Parse(tc.in)
-			if tc.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
-					t.Fatalf("Parse(%q) error = %v, want one containing %q", tc.in, err, tc.wantErr)
-				}
-				return
-			}
-			if err != nil || !slices.Equal(got, tc.want) {
-				t.Fatalf("Parse(%q) = %q, %v; want %q", tc.in, got, err, tc.want)
 			}
 		})
 	}
