@@ -117,6 +117,32 @@ var _ = Describe("Pod CIDR controller", func() {
 		Eventually(rt.Sent).WithTimeout(podCIDRTimeout).Should(Equal([]string{"10.1.0.0/24", "10.248.7.0/24,fd00:7::/64", "10.248.8.0/24"}))
 	})
 
+	It("hands the configured pod CIDR with no API server configured, retrying until the runtime takes it", func() {
+		cfg := &v1alpha1.NodeletConfiguration{
+			NodeName:           nodeName(),
+			RootDir:            GinkgoT().TempDir(),
+			PodCIDR:            "10.1.0.0/24",
+			HealthzBindAddress: "0",
+			MetricsBindAddress: "0",
+		}
+		v1alpha1.SetDefaults(cfg)
+		Expect(v1alpha1.Validate(cfg)).To(BeEmpty())
+		mgr, err := agent.NewStandaloneManager(cfg)
+		Expect(err).NotTo(HaveOccurred())
+		rt := &podCIDRRuntime{failures: 2}
+		local := &agent.Local{}
+		Expect(controller.Default.Setup(mgr, &controller.Deps{Config: cfg, Runtime: rt, Local: local}, []string{"podcidr"})).To(Succeed())
+		ctx, cancel := context.WithCancel(suiteCtx)
+		done := make(chan struct{})
+		go func() { defer GinkgoRecover(); _ = agent.Run(ctx, local, mgr, cfg.NodeName); close(done) }()
+		DeferCleanup(func() {
+			cancel()
+			Eventually(done).WithTimeout(stopTimeout).Should(BeClosed())
+		})
+		Eventually(rt.Sent).WithTimeout(podCIDRTimeout).Should(Equal([]string{"10.1.0.0/24"}))
+		Consistently(rt.Calls).WithTimeout(time.Second).Should(Equal(3), "two failures, then one success, then nothing")
+	})
+
 	It("retries with back-off until the runtime takes the pod CIDR, and sends it again after a restart", func(ctx SpecContext) {
 		name := nodeName()
 		createNode(ctx, name, "10.248.9.0/24")
