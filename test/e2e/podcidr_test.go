@@ -62,7 +62,7 @@ var _ = Describe("Pod CIDR from the Node", Ordered, func() {
 	// The pods go through nodelet, which stops their containers, before
 	// nodelet and containerd are stopped.
 	AfterAll(func(ctx SpecContext) {
-		for _, name := range []string{"host-network", "pod-network", "host-port"} {
+		for _, name := range []string{"host-network", "early", "pod-network", "host-port"} {
 			pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
 			Expect(client.IgnoreNotFound(env.Admin.Delete(ctx, pod, client.GracePeriodSeconds(1)))).To(Succeed())
 		}
@@ -107,6 +107,7 @@ var _ = Describe("Pod CIDR from the Node", Ordered, func() {
 		pod.Spec.HostNetwork = true
 		p := running(ctx, pod)
 		Expect(p.Status.PodIP).To(Equal(hostIP.String()), "a host-network pod has the node's IP")
+		Expect(env.Admin.Create(ctx, utils.BusyboxPod(ns, "early", podCIDRNode, "sleep", "3600"))).To(Succeed())
 		Expect(readyCondition(Default, ctx).Status).To(Equal(corev1.ConditionFalse), "nothing handed the runtime a pod CIDR yet")
 		Expect(updates()).To(BeZero())
 	})
@@ -131,6 +132,14 @@ var _ = Describe("Pod CIDR from the Node", Ordered, func() {
 		Expect(podCtrd.Subnet.Contains(ip)).To(BeTrue(), "pod IP %s outside the Node's pod CIDR %s", ip, cidr)
 		Expect(p.Status.PodIPs).To(ConsistOf(corev1.PodIP{IP: p.Status.PodIP}))
 		Consistently(updates).WithTimeout(2*time.Second).Should(Equal(1), "the same pod CIDR is sent once")
+
+		early := utils.WaitForPod(ctx, env.Admin, ns, "early", podCIDRPodTimeout, func(g Gomega, p *corev1.Pod) {
+			g.Expect(utils.PodReady(p)).To(BeTrue(), "the pod created while the network waited")
+		})
+		Expect(podCtrd.Subnet.Contains(net.ParseIP(early.Status.PodIP))).To(BeTrue(), "pod IP %s", early.Status.PodIP)
+		host := utils.GetPod(ctx, env.Admin, ns, "host-network")(Default)
+		Expect(utils.PodReady(host)).To(BeTrue(), "the host-network pod keeps running")
+		Expect(host.Status.ContainerStatuses[0].RestartCount).To(BeZero())
 	})
 
 	It("serves a hostPort pod on the node's IP", func(ctx SpecContext) {
