@@ -36,9 +36,9 @@ func Desired(nodeCIDRs []string, configured string) string {
 	return configured
 }
 
-// ShouldSend reports whether desired must be sent to a runtime that was
-// last sent sent ("" when nothing was, or when the last send failed before
-// anything was): never an empty value, never the same value twice.
+// ShouldSend reports whether desired must be sent, given sent, the value
+// the runtime last accepted ("" when it accepted none yet): never an empty
+// value, never the value it has.
 func ShouldSend(desired, sent string) bool {
 	return desired != "" && desired != sent
 }
