@@ -49,7 +49,10 @@ type ContainerdOptions struct {
 	// UpdateRuntimeConfig, as nodelet does with its Node's spec.podCIDRs.
 	// Until then the CRI reports NetworkReady=false, and StartContainerd
 	// waits for RuntimeReady alone. Subnet is then 10.249.N.0/24: the pod
-	// CIDR to give the Node.
+	// CIDR to give the Node. HostIP puts Subnet's first address on the
+	// bridge, and the bridge plugin refuses a bridge whose address is not
+	// its pod CIDR's gateway: with HostIP, the Node's pod CIDR must be
+	// Subnet.
 	PodCIDRFromRuntime bool
 }
 
