@@ -100,7 +100,7 @@ var _ = Describe("Pod CIDR from the Node", Ordered, func() {
 		Eventually(func(g Gomega) {
 			c := readyCondition(g, ctx)
 			g.Expect(c.Status).To(Equal(corev1.ConditionFalse))
-			g.Expect(c.Message).To(ContainSubstring("container runtime network not ready"))
+			g.Expect(c.Message).To(ContainSubstring("container runtime network not ready: NetworkReady=false reason:NetworkPluginNotReady"))
 		}).WithTimeout(podCIDRReadyTimeout).WithPolling(pollInterval).Should(Succeed())
 
 		pod := utils.BusyboxPod(ns, "host-network", podCIDRNode, "sleep", "3600")
