@@ -33,6 +33,12 @@ type NodeletConfiguration struct {
 	// NodeIP is the address reported as the Node's InternalIP. Detected from
 	// the host when empty.
 	NodeIP string `json:"nodeIP,omitempty"`
+	// PodCIDR is the CIDR of this node's pod IPs (two, comma-separated, one
+	// per IP family, for dual stack), handed to the container runtime with
+	// CRI UpdateRuntimeConfig while the Node has no spec.podCIDRs: the
+	// kubelet's podCIDR, for a node without an API server. The Node's
+	// pod CIDRs, given by the control plane, win once it has them.
+	PodCIDR string `json:"podCIDR,omitempty"`
 
 	// ContainerRuntimeEndpoint is the CRI runtime service endpoint.
 	// Default: unix:///run/containerd/containerd.sock.
