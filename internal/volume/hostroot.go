@@ -61,20 +61,26 @@ func (r hostRoot) open(p string, flags int) (int, error) {
 	if rel == "" {
 		rel = "."
 	}
-	for {
-		fd, err := unix.Openat2(rootFD, rel, &unix.OpenHow{
+	var fd int
+	for range openRetries {
+		fd, err = unix.Openat2(rootFD, rel, &unix.OpenHow{
 			Flags:   uint64(flags) | unix.O_CLOEXEC,
 			Resolve: unix.RESOLVE_IN_ROOT | unix.RESOLVE_NO_MAGICLINKS,
 		})
-		switch {
-		case errors.Is(err, unix.EINTR), errors.Is(err, unix.EAGAIN):
-			continue // a rename elsewhere raced the lookup: try again
-		case errors.Is(err, unix.ENOSYS):
-			return -1, fmt.Errorf("hostRoot %s needs openat2 (Linux 5.6 or later): %w", r.dir, err)
+		// EAGAIN: a rename elsewhere raced the lookup's "..": try again.
+		if !errors.Is(err, unix.EINTR) && !errors.Is(err, unix.EAGAIN) {
+			break
 		}
-		return fd, err
 	}
+	if errors.Is(err, unix.ENOSYS) {
+		return -1, fmt.Errorf("hostRoot %s needs openat2 (Linux 5.6 or later): %w", r.dir, err)
+	}
+	return fd, err
 }
+
+// openRetries bounds the lookups open tries when a concurrent rename makes
+// the kernel ask for another.
+const openRetries = 16
 
 // realPath returns where nodelet sees the host's existing path p once
 // every link in it is resolved on the host's terms: a path below dir
