@@ -16,9 +16,11 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	appsv1 "k8s.io/api/apps/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -103,6 +105,134 @@ COMMIT
 		Expect(saved).To(ContainSubstring("-m conntrack --ctstate INVALID -j DROP"))
 		Expect(inNetns("", "ip6tables-save")).NotTo(ContainSubstring("KUBE-"))
 	}, SpecTimeout(addonsTimeout))
+
+	It("runs kube-proxy from its image with the add-on's configuration in a node's network namespace", func(ctx SpecContext) {
+		By("starting an API server a network namespace can reach, and installing the add-ons with its CA inline")
+		api := utils.MustStartAPIServerWithOptions(ctx, utils.APIServerOptions{Args: map[string]string{"bind-address": "0.0.0.0"}})
+		admin, err := api.AdminClient()
+		Expect(err).NotTo(HaveOccurred())
+		_, apiPort, err := net.SplitHostPort(strings.TrimPrefix(api.Config.Host, "https://"))
+		Expect(err).NotTo(HaveOccurred())
+		n := os.Getpid() % 256
+		hostIP, nodeIP := fmt.Sprintf("10.252.%d.1", n), fmt.Sprintf("10.252.%d.2", n)
+		caFile, err := api.ServingCAFile()
+		Expect(err).NotTo(HaveOccurred())
+		ca, err := os.ReadFile(caFile)
+		Expect(err).NotTo(HaveOccurred())
+		apiURL := "https://" + net.JoinHostPort(hostIP, apiPort)
+		objs, err := utils.RenderAddons(utils.AddonOptions{APIServerURL: apiURL, CAData: ca})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(utils.InstallAddons(ctx, admin, utils.AddonOptions{APIServerURL: apiURL, CAData: ca})).To(Succeed())
+		var ds *appsv1.DaemonSet
+		for _, u := range objs {
+			if u.GetKind() == "DaemonSet" {
+				ds = &appsv1.DaemonSet{}
+				Expect(runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, ds)).To(Succeed())
+			}
+		}
+		Expect(ds).NotTo(BeNil())
+		cm := &corev1.ConfigMap{}
+		Expect(admin.Get(ctx, client.ObjectKey{Namespace: utils.AddonsNamespace, Name: "kube-proxy"}, cm)).To(Succeed())
+		sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: utils.AddonsNamespace, Name: "kube-proxy"}}
+		tr := &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](3600)}}
+		Expect(admin.SubResource("token").Create(ctx, sa, tr)).To(Succeed())
+		nodeName := fmt.Sprintf("addons-node-%d", n)
+		node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: nodeName}}
+		Expect(admin.Create(ctx, node)).To(Succeed())
+		node.Status.Addresses = []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: nodeIP}}
+		Expect(admin.Status().Update(ctx, node)).To(Succeed())
+
+		By("making a node: a network namespace joined to the host by a veth")
+		netns := fmt.Sprintf("nodelet-addons-kp-%d", os.Getpid())
+		hostVeth := fmt.Sprintf("nlkp%d", n)
+		run := func(args ...string) {
+			GinkgoHelper()
+			out, err := exec.CommandContext(ctx, args[0], args[1:]...).CombinedOutput()
+			Expect(err).NotTo(HaveOccurred(), "%v: %s", args, out)
+		}
+		run("ip", "netns", "add", netns)
+		// The veth goes with the namespace.
+		DeferCleanup(func() { Expect(exec.Command("ip", "netns", "del", netns).Run()).To(Succeed()) })
+		inNode := []string{"nsenter", "--net=/run/netns/" + netns}
+		run("ip", "link", "add", hostVeth, "type", "veth", "peer", "name", "eth0", "netns", netns)
+		run("ip", "addr", "add", hostIP+"/30", "dev", hostVeth)
+		run("ip", "link", "set", hostVeth, "up")
+		run(append(inNode, "ip", "addr", "add", nodeIP+"/30", "dev", "eth0")...)
+		run(append(inNode, "ip", "link", "set", "eth0", "up")...)
+		run(append(inNode, "ip", "link", "set", "lo", "up")...)
+
+		By("giving kube-proxy its pod's files: the ConfigMap, its ServiceAccount's token, /dev/null and /proc")
+		rootfs := unpackAddonImage(archives, utils.KubeProxyImage)
+		configDir := ds.Spec.Template.Spec.Containers[0].VolumeMounts[0].MountPath
+		Expect(os.MkdirAll(filepath.Join(rootfs, configDir), 0o755)).To(Succeed())
+		// The serving certificate names loopback, not the host's veth
+		// address; a real cluster's names its bridge address.
+		kubeconfig := replaceOnce(cm.Data["kubeconfig.conf"],
+			"    server: "+apiURL+"\n", "    server: "+apiURL+"\n    tls-server-name: localhost\n")
+		for name, data := range map[string]string{"config.conf": cm.Data["config.conf"], "kubeconfig.conf": kubeconfig} {
+			Expect(os.WriteFile(filepath.Join(rootfs, configDir, name), []byte(data), 0o644)).To(Succeed())
+		}
+		saDir := filepath.Join(rootfs, "var/run/secrets/kubernetes.io/serviceaccount")
+		Expect(os.MkdirAll(saDir, 0o755)).To(Succeed())
+		Expect(os.WriteFile(filepath.Join(saDir, "token"), []byte(tr.Status.Token), 0o644)).To(Succeed())
+		Expect(os.WriteFile(filepath.Join(saDir, "ca.crt"), ca, 0o644)).To(Succeed())
+		for _, d := range []string{"dev", "proc"} {
+			Expect(os.MkdirAll(filepath.Join(rootfs, d), 0o755)).To(Succeed())
+		}
+		run("mknod", "-m", "666", filepath.Join(rootfs, "dev/null"), "c", "1", "3")
+		run("mount", "-t", "proc", "proc", filepath.Join(rootfs, "proc"))
+		DeferCleanup(func() { Expect(exec.Command("umount", filepath.Join(rootfs, "proc")).Run()).To(Succeed()) })
+
+		By("running the DaemonSet's command for the node")
+		ctr := ds.Spec.Template.Spec.Containers[0]
+		command := make([]string, 0, len(ctr.Command))
+		for _, a := range append(append([]string{}, ctr.Command...), ctr.Args...) {
+			command = append(command, strings.ReplaceAll(a, "$(NODE_NAME)", nodeName))
+		}
+		var logs syncBuffer
+		cmd := exec.Command(inNode[0], append(append(inNode[1:], "chroot", rootfs), command...)...)
+		cmd.Env = []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}
+		cmd.Stdout, cmd.Stderr = &logs, &logs
+		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+		Expect(cmd.Start()).To(Succeed())
+		exited := make(chan struct{})
+		go func() {
+			_ = cmd.Wait()
+			close(exited)
+		}()
+		DeferCleanup(func() {
+			_ = cmd.Process.Kill()
+			<-exited
+			if CurrentSpecReport().Failed() {
+				GinkgoWriter.Printf("kube-proxy log:\n%s\n", logs.String())
+			}
+		})
+
+		By("finding the Services in the node's iptables, and kube-proxy healthy")
+		Eventually(func(g Gomega) {
+			select {
+			case <-exited:
+				StopTrying("kube-proxy exited").Now()
+			default:
+			}
+			out, err := exec.CommandContext(ctx, inNode[0], append(append(inNode[1:], "chroot", rootfs), "iptables-save")...).CombinedOutput()
+			g.Expect(err).NotTo(HaveOccurred(), "%s", out)
+			g.Expect(string(out)).To(ContainSubstring(`-d 10.0.0.1/32 -p tcp -m comment --comment "default/kubernetes:https cluster IP"`))
+			g.Expect(string(out)).To(ContainSubstring(`-d %s/32 -p udp -m comment --comment "kube-system/kube-dns:dns has no endpoints"`, utils.DefaultDNSIP))
+		}).WithContext(ctx).WithTimeout(addonsTimeout).WithPolling(500*time.Millisecond).Should(Succeed(), "kube-proxy log:\n%s", &logs)
+		Eventually(func(g Gomega) {
+			resp, err := http.Get("http://" + net.JoinHostPort(nodeIP, "10256") + "/healthz")
+			g.Expect(err).NotTo(HaveOccurred())
+			defer resp.Body.Close()
+			g.Expect(resp.StatusCode).To(Equal(http.StatusOK))
+		}).WithContext(ctx).WithTimeout(addonsTimeout).WithPolling(500 * time.Millisecond).Should(Succeed())
+		// It set a sysctl of the node's own namespace, and left the
+		// machine's conntrack table, which a namespace cannot size, alone.
+		out, err := exec.CommandContext(ctx, inNode[0], append(inNode[1:], "cat", "/proc/sys/net/ipv4/conf/all/route_localnet")...).Output()
+		Expect(err).NotTo(HaveOccurred())
+		Expect(strings.TrimSpace(string(out))).To(Equal("1"))
+		Expect(logs.String()).NotTo(ContainSubstring("nf_conntrack"))
+	}, SpecTimeout(3*addonsTimeout))
 
 	It("runs CoreDNS from its image with the add-on's Corefile and RBAC, answering for the API server's Services", func(ctx SpecContext) {
 		admin, err := apiServer.AdminClient()
