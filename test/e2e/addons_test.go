@@ -45,6 +45,9 @@ var _ = Describe("Cluster add-ons", func() {
 	var archives map[string]string
 
 	BeforeEach(func(ctx SpecContext) {
+		if archives != nil {
+			return // built by an earlier spec
+		}
 		var err error
 		archives, err = utils.AddonImages(ctx)
 		Expect(err).NotTo(HaveOccurred())
