@@ -85,6 +85,10 @@ conformance-build: ## Build e2e.test, ginkgo, kubelet and agnhost into the cache
 csi-build: ## Build external-provisioner and external-attacher for the CSI test stack into the cache (a no-op when present).
 	@bash hack/csi.sh >/dev/null
 
+.PHONY: addons-build
+addons-build: ## Build the kube-proxy and CoreDNS images of the cluster add-ons into the cache (a no-op when present).
+	$(GO) run ./hack/addons
+
 .PHONY: conformance-smoke
 conformance-smoke: deps envtest ## The conformance smoke subset that make test runs, alone.
 	export KUBEBUILDER_ASSETS="$$(bash hack/envtest.sh)"; \

@@ -33,6 +33,12 @@ type NodeletConfiguration struct {
 	// NodeIP is the address reported as the Node's InternalIP. Detected from
 	// the host when empty.
 	NodeIP string `json:"nodeIP,omitempty"`
+	// PodCIDR is the CIDR of this node's pod IPs (two, comma-separated, one
+	// per IP family, for dual stack), handed to the container runtime with
+	// CRI UpdateRuntimeConfig while the Node has no spec.podCIDRs: the
+	// kubelet's podCIDR, for a node without an API server. The Node's
+	// pod CIDRs, given by the control plane, win once it has them.
+	PodCIDR string `json:"podCIDR,omitempty"`
 
 	// ContainerRuntimeEndpoint is the CRI runtime service endpoint.
 	// Default: unix:///run/containerd/containerd.sock.
@@ -53,10 +59,16 @@ type NodeletConfiguration struct {
 	PodLogsDir string `json:"podLogsDir,omitempty"`
 	// HostRoot is where the host's root filesystem is seen: the Node's
 	// machineID and osImage are read from <hostRoot>/etc/machine-id and
-	// <hostRoot>/etc/os-release (else <hostRoot>/usr/lib/os-release). A
-	// DaemonSet mounts those files read-only under /host and sets /host;
-	// the boot ID and system UUID are the kernel's and are read from /proc
-	// and /sys as they are. Default: "/".
+	// <hostRoot>/etc/os-release (else <hostRoot>/usr/lib/os-release), and
+	// hostPath volumes (inline and PVs) and local PVs are type-checked,
+	// created (DirectoryOrCreate, FileOrCreate) and opened for a subPath
+	// under it, their symbolic links resolved as on the host (an absolute
+	// link /etc/x is <hostRoot>/etc/x). The runtime, on the host, is
+	// handed the host's own paths. A DaemonSet mounts the host's / at
+	// /host (writable, mountPropagation HostToContainer) and sets /host;
+	// RootDir must then be the same path in the container and on the
+	// host. The boot ID and system UUID are the kernel's and are read from
+	// /proc and /sys as they are. Default: "/" (nothing translated).
 	HostRoot string `json:"hostRoot,omitempty"`
 	// CgroupRoot is the cgroup under which pods run. With cgroupsPerQOS it
 	// holds the kubepods cgroup ("" means "/"); without, it is the cgroup

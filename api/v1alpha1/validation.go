@@ -42,6 +42,7 @@ func Validate(c *NodeletConfiguration) field.ErrorList {
 	if c.NodeIP != "" && net.ParseIP(c.NodeIP) == nil {
 		errs = append(errs, field.Invalid(p("nodeIP"), c.NodeIP, "must be an IP address"))
 	}
+	errs = append(errs, validatePodCIDR(p("podCIDR"), c.PodCIDR)...)
 	errs = append(errs, validateEndpoint(p("containerRuntimeEndpoint"), c.ContainerRuntimeEndpoint)...)
 	errs = append(errs, validateEndpoint(p("imageServiceEndpoint"), c.ImageServiceEndpoint)...)
 	errs = append(errs, validateAbsPath(p("rootDir"), c.RootDir)...)

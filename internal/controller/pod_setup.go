@@ -305,6 +305,7 @@ func podEngineFor(mgr ctrl.Manager, d *Deps) (*podEngine, error) {
 	volumes, err := volume.New(cfg.RootDir, volumeObjects{Reader: store.ExistingReader(), tokens: tokens, claims: cs},
 		volume.WithCSI(publisher),
 		volume.WithClusterDomain(cfg.ClusterDomain),
+		volume.WithHostRoot(cfg.HostRoot),
 		volume.WithNodeLabels(func(ctx context.Context) (map[string]string, error) {
 			node, err := nodes.Node(ctx)
 			if err != nil {

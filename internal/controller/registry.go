@@ -71,6 +71,7 @@ var Default = Registry{
 	"csi":       setupCSI,
 	"node":      setupNodeController,
 	"pod":       setupPodController,
+	"podcidr":   setupPodCIDR,
 	"secret":    setupSecretController,
 }
 
@@ -78,6 +79,7 @@ var Default = Registry{
 var disabledEffects = map[string]string{
 	"configmap": "live ConfigMap updates are off: running pods keep the ConfigMap content their volumes were set up with",
 	"csi":       "CSI drivers are not registered: pods' CSI volumes fail to mount as their driver is unknown",
+	"podcidr":   "pod CIDRs are not handed to the runtime: a runtime that waits for one keeps its network not ready",
 	"secret":    "live Secret updates are off: running pods keep the Secret content their volumes were set up with",
 }
 

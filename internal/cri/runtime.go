@@ -38,6 +38,11 @@ type Runtime interface {
 	Version(ctx context.Context) (*runtimeapi.VersionResponse, error)
 	// Status returns the runtime's conditions (RuntimeReady, NetworkReady).
 	Status(ctx context.Context) (*runtimeapi.RuntimeStatus, error)
+	// UpdateRuntimeConfig hands the runtime the node's configuration it
+	// needs: the pod CIDRs, comma-separated, from which a runtime that
+	// writes its own CNI configuration (containerd's conf_template) gives
+	// the sandboxes their IPs.
+	UpdateRuntimeConfig(ctx context.Context, config *runtimeapi.RuntimeConfig) error
 
 	// RunPodSandbox creates and starts a sandbox with config in the runtime
 	// handler (empty for the default) and returns its ID.

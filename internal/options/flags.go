@@ -29,6 +29,7 @@ func addKubeletFlags(fs *pflag.FlagSet, opts *Options, cfg *v1alpha1.NodeletConf
 	fs.StringVar(&cfg.StaticPodPath, "pod-manifest-path", cfg.StaticPodPath, "Directory (or file) of static pod manifests: staticPodPath.")
 	fs.StringVar(&cfg.StaticPodURL, "manifest-url", cfg.StaticPodURL, "URL of static pod manifests: staticPodURL.")
 	fs.Var(cliflag.NewColonSeparatedMultimapStringString(&cfg.StaticPodURLHeader), "manifest-url-header", "HTTP headers of --manifest-url requests, key:value,key:value; may repeat.")
+	fs.StringVar(&cfg.PodCIDR, "pod-cidr", cfg.PodCIDR, "Pod CIDR(s), comma-separated, handed to the runtime while the Node has no spec.podCIDRs: podCIDR.")
 	fs.StringVar(&cfg.ProviderID, "provider-id", cfg.ProviderID, "Cloud provider's ID of this machine, for the Node's spec.providerID.")
 	fs.StringVar(&opts.CloudProvider, "cloud-provider", opts.CloudProvider, `Empty or "external" (a cloud controller manager initialises the Node).`)
 	fs.BoolVar(&opts.FailSwapOn, "fail-swap-on", true, "Accepted for the kubelet's command line; nodelet does not check swap.")

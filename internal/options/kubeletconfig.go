@@ -213,6 +213,7 @@ func fromKubelet(kc *kubeletv1beta1.KubeletConfiguration, rotateSet bool) *v1alp
 	c.ImageServiceEndpoint = kc.ImageServiceEndpoint
 	c.SerializeImagePulls = kc.SerializeImagePulls
 	c.MaxPods = kc.MaxPods
+	c.PodCIDR = kc.PodCIDR
 
 	if kc.KubeAPIQPS != nil {
 		c.KubeAPIQPS = ptrTo(float32(*kc.KubeAPIQPS))

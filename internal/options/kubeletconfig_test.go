@@ -128,6 +128,11 @@ func TestKubeletConfigMapping(t *testing.T) {
 		}},
 		{"refused fields at the kubelet's default", "cpuManagerPolicy: none\ntopologyManagerScope: container\nmemorySwap:\n  swapBehavior: NoSwap\nreadOnlyPort: 0\nshutdownGracePeriod: 0s\nenableDebuggingHandlers: true\n", func(t *testing.T, o *Options) {}},
 		{"ignored fields with any value", "failSwapOn: false\nhairpinMode: hairpin-veth\n", func(t *testing.T, o *Options) {}},
+		{"pod CIDR", "podCIDR: 10.244.0.0/24\n", func(t *testing.T, o *Options) {
+			if o.Config.PodCIDR != "10.244.0.0/24" {
+				t.Errorf("podCIDR = %q, want 10.244.0.0/24", o.Config.PodCIDR)
+			}
+		}},
 		{"volume stats period", "volumeStatsAggPeriod: 5m\n", func(t *testing.T, o *Options) {
 			if d := o.Config.VolumeStatsAggPeriod; d == nil || d.Duration != 5*time.Minute {
 				t.Errorf("volumeStatsAggPeriod = %v, want 5m", d)
@@ -187,7 +192,6 @@ var refusedValues = map[string]string{
 	"topologyManagerScope":                   "pod",
 	"topologyManagerPolicyOptions":           "{prefer-closest-numa-nodes: \"true\"}",
 	"qosReserved":                            "{memory: 50%}",
-	"podCIDR":                                "10.244.0.0/24",
 	"runOnce":                                "true",
 	"cpuCFSQuota":                            "false",
 	"cpuCFSQuotaPeriod":                      "50ms",

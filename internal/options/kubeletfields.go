@@ -104,7 +104,7 @@ var kubeletFields = []kubeletField{
 	{name: "runtimeRequestTimeout", support: mapped},
 	{name: "hairpinMode", support: ignored, note: "hairpin traffic is the CNI plugin's"},
 	{name: "maxPods", support: mapped},
-	{name: "podCIDR", support: refused, note: "the pod CIDR is the Node's spec.podCIDR, given to the CNI plugin"},
+	{name: "podCIDR", support: mapped, note: "handed to the runtime while the Node has no spec.podCIDRs"},
 	{name: "podPidsLimit", support: mapped},
 	{name: "resolvConf", support: mapped},
 	{name: "runOnce", support: refused, accepted: []string{"false"}, note: "no run-once mode"},

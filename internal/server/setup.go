@@ -49,6 +49,9 @@ func NewFromConfig(cfg *v1alpha1.NodeletConfiguration, mgr ctrl.Manager, rt cri.
 	if err := mgr.Add(serving); err != nil {
 		return nil, fmt.Errorf("adding the serving certificate: %w", err)
 	}
+	if warn, kv := clientCAWarning(sc); warn {
+		ctrl.Log.WithName("server").Info("No client CA: client certificates are not accepted, the API server's kubelet client certificate gets 401 (kubectl logs, exec, port-forward); set server.clientCAFile", kv...)
+	}
 	authn := Authenticator{Anonymous: sc.Anonymous.Enabled, CacheTTL: ttl(sc.Webhook.CacheTTL)}
 	if sc.ClientCAFile != "" {
 		cas, err := certificates.NewClientCAs(sc.ClientCAFile, log)
@@ -96,6 +99,19 @@ func NewFromConfig(cfg *v1alpha1.NodeletConfiguration, mgr ctrl.Manager, rt cri.
 
 		StreamIdleTimeout: cfg.StreamingConnectionIdleTimeout.Duration,
 	}), nil
+}
+
+// clientCAWarning says whether the node API of sc is one the API server
+// cannot call with its kubelet client certificate: no clientCAFile, so a
+// request authenticates only with a bearer token (or not at all), and
+// kubectl logs and exec through the API server get 401. kv are the
+// key/values to log with it.
+func clientCAWarning(sc v1alpha1.ServerConfig) (bool, []any) {
+	if sc.ClientCAFile != "" {
+		return false, nil
+	}
+	webhook := sc.Webhook.Enabled == nil || *sc.Webhook.Enabled
+	return true, []any{"field", "server.clientCAFile", "webhookTokens", webhook, "anonymous", sc.Anonymous.Enabled}
 }
 
 // ttl is a configured cache lifetime; unset (an undefaulted configuration)

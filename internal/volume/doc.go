@@ -37,4 +37,11 @@
 // published through the CSI interface, which TearDown asks first to
 // unpublish. What each volume resolved to is kept for Mounts and returned by
 // PodVolumePaths.
+//
+// nodelet may see the host's filesystem at a hostRoot other than "/" (a
+// DaemonSet that mounts the host's / at /host; WithHostRoot): hostPath
+// volumes and local PVs are then checked, created and opened with
+// openat2(RESOLVE_IN_ROOT) below it, so links resolve as on the host, a
+// subPath of them is bind-mounted from there, and the runtime, which runs
+// on the host, is still handed the host's own paths.
 package volume

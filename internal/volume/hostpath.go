@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 	"path/filepath"
 
 	v1 "k8s.io/api/core/v1"
@@ -19,8 +18,9 @@ const (
 )
 
 // checkHostPath makes sure a hostPath volume's path is what its type asks
-// for, creating it for the ...OrCreate types.
-func checkHostPath(src *v1.HostPathVolumeSource) error {
+// for, creating it for the ...OrCreate types, on the host seen at root.
+// Messages name the host's path.
+func checkHostPath(root hostRoot, src *v1.HostPathVolumeSource) error {
 	typ := v1.HostPathUnset
 	if src.Type != nil {
 		typ = *src.Type
@@ -30,25 +30,25 @@ func checkHostPath(src *v1.HostPathVolumeSource) error {
 	case v1.HostPathUnset:
 		return nil
 	case v1.HostPathDirectoryOrCreate:
-		if err := createIfMissing(path, createDir); err != nil {
+		if err := createIfMissing(root, path, createDir); err != nil {
 			return err
 		}
-		return checkType(path, typ, fs.FileMode.IsDir)
+		return checkType(root, path, typ, fs.FileMode.IsDir)
 	case v1.HostPathFileOrCreate:
-		if err := createIfMissing(path, createFile); err != nil {
+		if err := createIfMissing(root, path, createFile); err != nil {
 			return err
 		}
-		return checkType(path, typ, fs.FileMode.IsRegular)
+		return checkType(root, path, typ, fs.FileMode.IsRegular)
 	case v1.HostPathDirectory:
-		return checkType(path, typ, fs.FileMode.IsDir)
+		return checkType(root, path, typ, fs.FileMode.IsDir)
 	case v1.HostPathFile:
-		return checkType(path, typ, fs.FileMode.IsRegular)
+		return checkType(root, path, typ, fs.FileMode.IsRegular)
 	case v1.HostPathSocket:
-		return checkType(path, typ, isType(fs.ModeSocket))
+		return checkType(root, path, typ, isType(fs.ModeSocket))
 	case v1.HostPathCharDev:
-		return checkType(path, typ, isType(fs.ModeDevice|fs.ModeCharDevice))
+		return checkType(root, path, typ, isType(fs.ModeDevice|fs.ModeCharDevice))
 	case v1.HostPathBlockDev:
-		return checkType(path, typ, isType(fs.ModeDevice))
+		return checkType(root, path, typ, isType(fs.ModeDevice))
 	default:
 		return fmt.Errorf("hostPath type %q is not valid", typ)
 	}
@@ -59,8 +59,8 @@ func isType(want fs.FileMode) func(fs.FileMode) bool {
 }
 
 // checkType stats path, following links, and errors unless ok(mode).
-func checkType(path string, typ v1.HostPathType, ok func(fs.FileMode) bool) error {
-	info, err := os.Stat(path)
+func checkType(root hostRoot, path string, typ v1.HostPathType, ok func(fs.FileMode) bool) error {
+	info, err := root.stat(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("hostPath type check failed: %s does not exist (type %s)", path, typ)
 	}
@@ -91,36 +91,33 @@ func typeNoun(typ v1.HostPathType) string {
 }
 
 // createIfMissing calls create when nothing exists at path.
-func createIfMissing(path string, create func(string) error) error {
-	if _, err := os.Lstat(path); !errors.Is(err, fs.ErrNotExist) {
-		return nil
+func createIfMissing(root hostRoot, path string, create func(hostRoot, string) error) error {
+	if exists, err := root.exists(path); exists || err != nil {
+		return nil //nolint:nilerr // as os.Lstat's: the type check that follows reports it
 	}
-	if err := create(path); err != nil {
+	if err := create(root, path); err != nil {
 		return fmt.Errorf("creating hostPath %s: %w", path, err)
 	}
 	return nil
 }
 
-func createDir(path string) error {
-	if err := os.MkdirAll(path, hostPathDirMode); err != nil {
+func createDir(root hostRoot, path string) error {
+	if err := root.mkdirAll(path, hostPathDirMode); err != nil {
 		return err
 	}
-	return os.Chmod(path, hostPathDirMode)
+	return root.chmod(path, hostPathDirMode)
 }
 
-func createFile(path string) error {
-	if err := os.MkdirAll(filepath.Dir(path), hostPathDirMode); err != nil {
+func createFile(root hostRoot, path string) error {
+	if err := root.mkdirAll(filepath.Dir(path), hostPathDirMode); err != nil {
 		return err
 	}
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, hostPathFileMode)
+	err := root.createExcl(path, hostPathFileMode)
 	if errors.Is(err, fs.ErrExist) {
 		return nil
 	}
 	if err != nil {
 		return err
 	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	return os.Chmod(path, hostPathFileMode)
+	return root.chmod(path, hostPathFileMode)
 }

@@ -138,6 +138,7 @@ func SetUpErrors(err error) []*SetUpError {
 // safe for concurrent use; calls for the same pod are serialized.
 type Manager struct {
 	rootDir         string
+	hostRoot        hostRoot
 	fetcher         Fetcher
 	mounter         mount.Interface
 	clock           clock.PassiveClock
@@ -185,6 +186,15 @@ func WithNodeLabels(f func(context.Context) (map[string]string, error)) Option {
 	return func(v *Manager) { v.nodeLabels = f }
 }
 
+// WithHostRoot sets where nodelet sees the host's root filesystem
+// (default "/", nodelet on the host). hostPath volumes (inline and PVs)
+// and local PVs are checked, created, resolved and opened under it, their
+// links resolved as on the host, while the runtime, which runs on the
+// host, is handed the host's own paths. A subPath of such a volume is
+// bind-mounted by nodelet from under dir onto the pod directory, which
+// must be at the same path for nodelet and the host.
+func WithHostRoot(dir string) Option { return func(v *Manager) { v.hostRoot = hostRoot{dir: dir} } }
+
 // WithCSI sets what publishes CSI volumes (a PV's csi source or a pod's
 // inline one). Without it a CSI volume fails as the kubelet's does for a
 // driver that is not registered.
@@ -215,6 +225,9 @@ func New(rootDir string, f Fetcher, opts ...Option) (*Manager, error) {
 	}
 	if m.mounter == nil {
 		m.mounter = newSysMounter()
+	}
+	if m.hostRoot, err = newHostRoot(m.hostRoot.dir); err != nil {
+		return nil, fmt.Errorf("creating volume manager: %w", err)
 	}
 	m.tokens = newTokenCache(m.clock)
 	if err := os.MkdirAll(m.podsDir(), stateDirMode); err != nil {
@@ -305,7 +318,7 @@ func (m *Manager) setUpVolume(ctx context.Context, pod *v1.Pod, vol *v1.Volume) 
 	case src.EmptyDir != nil:
 		return m.setUpEmptyDir(pod, vol.Name, src.EmptyDir)
 	case src.HostPath != nil:
-		return checkHostPath(src.HostPath)
+		return checkHostPath(m.hostRoot, src.HostPath)
 	case src.ConfigMap != nil:
 		return m.setUpContent(ctx, pod, vol.Name, configMapPlugin, false, func() (payload, error) {
 			return m.configMapVolumePayload(ctx, pod, src.ConfigMap)

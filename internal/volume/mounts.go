@@ -110,9 +110,13 @@ func (m *Manager) volumeMount(pod *v1.Pod, container string, index int, vol *v1.
 	if vp.Block {
 		return nil, fmt.Errorf("volume %s has volumeMode Block, but is specified in volumeMounts", vol.Name)
 	}
+	// The runtime mounts the host's path: the volume's own, or the bind
+	// mount of its subPath that nodelet makes under the pod directory from
+	// where it sees the volume.
 	hostPath := vp.Path
 	if subPath != "" {
-		if hostPath, err = m.subPathMount(m.PodDir(pod.UID), vol.Name, container, index, hostPath, subPath); err != nil {
+		local, eval := m.hostRoot.volumeSource(vp)
+		if hostPath, err = m.subPathMount(m.PodDir(pod.UID), vol.Name, container, index, local, subPath, eval); err != nil {
 			return nil, err
 		}
 	}

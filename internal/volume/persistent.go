@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 	"syscall"
 
 	v1 "k8s.io/api/core/v1"
@@ -250,7 +249,7 @@ func (m *Manager) setUpPersistentVolume(ctx context.Context, pod *v1.Pod, volume
 	switch {
 	case pv.Spec.HostPath != nil:
 		// No fsGroup: the kubelet leaves a hostPath's ownership alone.
-		if err := checkHostPath(&v1.HostPathVolumeSource{Path: pv.Spec.HostPath.Path, Type: pv.Spec.HostPath.Type}); err != nil {
+		if err := checkHostPath(m.hostRoot, &v1.HostPathVolumeSource{Path: pv.Spec.HostPath.Path, Type: pv.Spec.HostPath.Type}); err != nil {
 			return PodVolume{}, err
 		}
 		vp.Kind, vp.Path = KindHostPath, pv.Spec.HostPath.Path
@@ -274,7 +273,7 @@ func (m *Manager) setUpPersistentVolume(ctx context.Context, pod *v1.Pod, volume
 // it is read-only. A mount already there (a restarted nodelet) is kept.
 func (m *Manager) setUpLocal(pod *v1.Pod, pv *v1.PersistentVolume, readOnly bool) (string, error) {
 	src := pv.Spec.Local.Path
-	info, err := os.Stat(src)
+	info, err := m.hostRoot.stat(src)
 	if err != nil {
 		return "", fmt.Errorf("local volume %s: %w", pv.Name, err)
 	}
@@ -297,7 +296,13 @@ func (m *Manager) setUpLocal(pod *v1.Pod, pv *v1.PersistentVolume, readOnly bool
 		if readOnly {
 			opts = append(opts, "ro")
 		}
-		if err := m.mounter.Mount(src, dir, "", opts); err != nil {
+		// nodelet mounts it: the source is where nodelet sees the host's
+		// path, its links resolved on the host's terms.
+		local, err := m.hostRoot.realPath(src)
+		if err != nil {
+			return "", fmt.Errorf("local volume %s: %w", pv.Name, err)
+		}
+		if err := m.mounter.Mount(local, dir, "", opts); err != nil {
 			return "", fmt.Errorf("bind-mounting local volume %s: %w", pv.Name, err)
 		}
 	}
@@ -332,7 +337,8 @@ func (m *Manager) setUpBlock(ctx context.Context, pod *v1.Pod, volumeName string
 	vp.Block = true
 	switch {
 	case pv.Spec.Local != nil:
-		info, err := os.Stat(pv.Spec.Local.Path)
+		// The runtime, on the host, gets the device at the host's path.
+		info, err := m.hostRoot.stat(pv.Spec.Local.Path)
 		if err != nil {
 			return PodVolume{}, fmt.Errorf("local volume %s: %w", pv.Name, err)
 		}

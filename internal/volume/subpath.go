@@ -37,16 +37,19 @@ var haveOpenat2 = true
 // descriptor is bind-mounted onto a target under the pod directory, and the
 // target is what the container mounts. A container that swaps a directory
 // of the volume for a link between the check and the container start gets
-// an error, never the link's target.
-func (m *Manager) subPathMount(podDir, volume, container string, index int, volumePath, subPath string) (string, error) {
+// an error, never the link's target. volumePath is where nodelet sees the
+// volume and eval resolves the links of a path below it (see
+// hostRoot.volumeSource): the bind mount's source is what nodelet sees,
+// its target, which is returned for the runtime, is under podDir.
+func (m *Manager) subPathMount(podDir, volume, container string, index int, volumePath, subPath string, eval func(string) (string, error)) (string, error) {
 	if err := checkSubPath(subPath); err != nil {
 		return "", err
 	}
-	root, err := filepath.EvalSymlinks(volumePath)
+	root, err := eval(volumePath)
 	if err != nil {
 		return "", fmt.Errorf("resolving volume path: %w", err)
 	}
-	rel, err := resolveSubPath(root, subPath)
+	rel, err := resolveSubPath(root, subPath, eval)
 	if err != nil {
 		return "", err
 	}
@@ -83,9 +86,9 @@ func checkSubPath(subPath string) error {
 }
 
 // resolveSubPath returns subPath relative to root with the links of its
-// existing part resolved, refusing a result outside root. Missing trailing
-// components are kept as they are; openBeneath creates them.
-func resolveSubPath(root, subPath string) (string, error) {
+// existing part resolved by eval, refusing a result outside root. Missing
+// trailing components are kept as they are; openBeneath creates them.
+func resolveSubPath(root, subPath string, eval func(string) (string, error)) (string, error) {
 	parts := strings.Split(filepath.Clean(subPath), string(filepath.Separator))
 	existing := 0
 	for existing < len(parts) {
@@ -94,7 +97,7 @@ func resolveSubPath(root, subPath string) (string, error) {
 		}
 		existing++
 	}
-	resolved, err := filepath.EvalSymlinks(filepath.Join(root, filepath.Join(parts[:existing]...)))
+	resolved, err := eval(filepath.Join(root, filepath.Join(parts[:existing]...)))
 	if err != nil {
 		return "", fmt.Errorf("resolving subPath %q: %w", subPath, err)
 	}

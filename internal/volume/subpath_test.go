@@ -95,7 +95,7 @@ func TestSubPathMountIsRemountedAndTornDown(t *testing.T) {
 		t.Fatal(err)
 	}
 	m := &Manager{}
-	target, err := m.subPathMount(podDir, "vol", "c", 2, vol, "dir")
+	target, err := m.subPathMount(podDir, "vol", "c", 2, vol, "dir", filepath.EvalSymlinks)
 	if err != nil {
 		t.Fatalf("subPathMount: %v", err)
 	}
@@ -103,7 +103,7 @@ func TestSubPathMountIsRemountedAndTornDown(t *testing.T) {
 		t.Errorf("target = %s, want %s", target, want)
 	}
 	// A second start replaces the mount instead of stacking another.
-	if _, err := m.subPathMount(podDir, "vol", "c", 2, vol, "dir"); err != nil {
+	if _, err := m.subPathMount(podDir, "vol", "c", 2, vol, "dir", filepath.EvalSymlinks); err != nil {
 		t.Fatalf("subPathMount again: %v", err)
 	}
 	if err := os.WriteFile(filepath.Join(vol, "dir", "f"), []byte("x"), 0o600); err != nil {
@@ -128,7 +128,7 @@ func TestTearDownSubPathsStopsAtAMountItCannotRemove(t *testing.T) {
 		t.Fatal(err)
 	}
 	m := &Manager{}
-	target, err := m.subPathMount(podDir, "vol", "c", 0, vol, ".")
+	target, err := m.subPathMount(podDir, "vol", "c", 0, vol, ".", filepath.EvalSymlinks)
 	if err != nil {
 		t.Fatalf("subPathMount: %v", err)
 	}

@@ -10,10 +10,10 @@
 //	}
 //
 // The binary is nodelet: the same flags, configuration file, node API and
-// built-in reconcilers (configmap, csi, node, pod, secret). An added reconciler is
-// turned on and off like a built-in one, through the configuration's
-// controllers field or --controllers ("*" runs every registered reconciler,
-// "-prepuller" turns one off). Its Setup is called once, after the manager is
+// built-in reconcilers (configmap, csi, node, pod, podcidr, secret). An added
+// reconciler is turned on and off like a built-in one, through the
+// configuration's controllers field or --controllers ("*" runs every
+// registered reconciler, "-prepuller" turns one off). Its Setup is called once, after the manager is
 // built and before it starts, with the node's context, a *Node.
 //
 // # The contract

@@ -14,7 +14,7 @@ import (
 type Reconciler struct {
 	// Name is how the controllers field and --controllers spell it: a
 	// lower-case DNS label that no other reconciler has (the built-in ones
-	// are configmap, csi, node, pod and secret).
+	// are configmap, csi, node, pod, podcidr and secret).
 	Name string
 	// Setup registers the reconciler with n.Manager(). It is called once,
 	// before the manager starts, and only when the reconciler is enabled; an

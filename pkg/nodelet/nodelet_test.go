@@ -21,8 +21,8 @@ func TestRegistry(t *testing.T) {
 		want    string
 		wantErr string
 	}{
-		{name: "none", want: "configmap,csi,node,pod,secret"},
-		{name: "one", extra: []Reconciler{{Name: "prepuller", Setup: setup}}, want: "configmap,csi,node,pod,prepuller,secret"},
+		{name: "none", want: "configmap,csi,node,pod,podcidr,secret"},
+		{name: "one", extra: []Reconciler{{Name: "prepuller", Setup: setup}}, want: "configmap,csi,node,pod,podcidr,prepuller,secret"},
 		{name: "built-in name", extra: []Reconciler{{Name: "pod", Setup: setup}}, wantErr: `reconciler name "pod" is registered already`},
 		{name: "twice", extra: []Reconciler{{Name: "a", Setup: setup}, {Name: "a", Setup: setup}}, wantErr: `reconciler name "a" is registered already`},
 		{name: "upper case", extra: []Reconciler{{Name: "PrePuller", Setup: setup}}, wantErr: `must be a lower-case DNS label`},

@@ -113,10 +113,13 @@ var _ = Describe("nodelet deployed as a DaemonSet beside a real kubelet", Ordere
 		Expect(err).NotTo(HaveOccurred())
 		DeferCleanup(cleanupState)
 		podLogsDir = GinkgoT().TempDir()
+		hostRoot, cleanupHostRoot, err := utils.SharedRootBind("nodelet-ds-hostroot-")
+		Expect(err).NotTo(HaveOccurred())
+		DeferCleanup(cleanupHostRoot)
 
 		By("applying config/default, with the DaemonSet's pod adapted to this machine")
 		objs := renderDefault(ctx)
-		configMap, ds := adaptForTest(objs, state, podLogsDir, nodeletCtrd.Endpoint())
+		configMap, ds := adaptForTest(objs, state, podLogsDir, hostRoot, nodeletCtrd.Endpoint())
 		for _, u := range objs {
 			if u.GetKind() == "DaemonSet" {
 				continue // no DaemonSet controller here: the pod is made below
@@ -127,6 +130,8 @@ var _ = Describe("nodelet deployed as a DaemonSet beside a real kubelet", Ordere
 			Expect(admin.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner("e2e"), client.ForceOwnership)).To(Succeed(), "applying %s %s", u.GetKind(), u.GetName())
 		}
 		DeferCleanup(deleteNamespace, admin, ds.Namespace)
+		By("making the client CA ConfigMap the DaemonSet mounts, as docs/deploying.md says, from the API server's kubelet client CA")
+		kubectl(ctx, "-n", ds.Namespace, "create", "configmap", "nodelet-client-ca", "--from-file=ca.crt="+apiServer.KubeletClientCA.CertFile)
 		nodeletCfg, err := apiServer.NodeUserConfig(nodeletNode)
 		Expect(err).NotTo(HaveOccurred())
 		Expect(utils.WriteKubeconfig(filepath.Join(state, "kubeconfig"), nodeletCfg, "system:node:"+nodeletNode)).To(Succeed())
@@ -188,7 +193,49 @@ var _ = Describe("nodelet deployed as a DaemonSet beside a real kubelet", Ordere
 		Expect(readySandboxes(ctx, hostCtrd)).To(ConsistOf(nodeletPod.Name), "the kubelet's containerd runs nodelet's pod only")
 		Expect(readySandboxes(ctx, nodeletCtrd)).To(ConsistOf(tolerating.Name), "nodelet's containerd runs the tolerating pod only")
 		Expect(kubelet.Running()).To(BeTrue())
-	}, SpecTimeout(4*daemonSetTimeout))
+
+		By("running a pod with hostPath volumes on " + nodeletNode + ", resolved on the host, not in nodelet's container")
+		hostDir := GinkgoT().TempDir() // the host's: nodelet's container sees it under hostRoot only
+		Expect(os.MkdirAll(filepath.Join(hostDir, "real"), 0o755)).To(Succeed())
+		Expect(os.WriteFile(filepath.Join(hostDir, "real", "greeting"), []byte("hello from the host\n"), 0o644)).To(Succeed())
+		// An absolute link means the host's path: in nodelet's container it
+		// is <hostRoot>/<hostDir>/real, never <hostDir>/real there.
+		Expect(os.Symlink(filepath.Join(hostDir, "real"), filepath.Join(hostDir, "link"))).To(Succeed())
+		made := filepath.Join(hostDir, "made", "by", "nodelet")
+		hostPaths := busyboxPod(ns, "host-paths", nodeletNode)
+		hostPaths.Spec.Tolerations = tolerating.Spec.Tolerations
+		hostPaths.Spec.Containers[0].Command = []string{"sh", "-c", "cat /greeting/greeting /linked/greeting; echo logged; exec sleep 3600"}
+		hostPaths.Spec.Volumes = []corev1.Volume{
+			{Name: "host", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: hostDir, Type: ptr.To(corev1.HostPathDirectory)}}},
+			{Name: "made", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: made, Type: ptr.To(corev1.HostPathDirectoryOrCreate)}}},
+		}
+		hostPaths.Spec.Containers[0].VolumeMounts = []corev1.VolumeMount{
+			{Name: "host", MountPath: "/greeting", SubPath: "real"},
+			{Name: "host", MountPath: "/linked", SubPath: "link"},
+			{Name: "made", MountPath: "/made"},
+		}
+		Expect(admin.Create(ctx, hostPaths)).To(Succeed())
+		DeferCleanup(deletePodAndWait, admin, hostPaths)
+		utils.WaitForPod(ctx, admin, ns, hostPaths.Name, daemonSetTimeout, func(g Gomega, p *corev1.Pod) {
+			g.Expect(p.Status.Phase).To(Equal(corev1.PodRunning))
+		})
+		info, err := os.Stat(made)
+		Expect(err).NotTo(HaveOccurred(), "the DirectoryOrCreate hostPath on the host")
+		Expect(info.IsDir()).To(BeTrue())
+		pid := nodeletPID(state)
+		_, err = os.Lstat(fmt.Sprintf("/proc/%d/root%s", pid, filepath.Join(hostDir, "made")))
+		Expect(err).To(MatchError(os.ErrNotExist), "nodelet made the DirectoryOrCreate hostPath in its own container")
+
+		By("kubectl logs through the API server, which calls nodelet's node API with its kubelet client certificate")
+		Eventually(func(g Gomega) {
+			g.Expect(kubectlOutput(ctx, g, "-n", ns, "logs", hostPaths.Name)).To(Equal("hello from the host\nhello from the host\nlogged\n"))
+		}).WithContext(ctx).WithTimeout(daemonSetTimeout).WithPolling(time.Second).Should(Succeed())
+
+		By("kubectl exec the same way, writing to the host through the DirectoryOrCreate volume")
+		out := kubectl(ctx, "-n", ns, "exec", hostPaths.Name, "--", "sh", "-c", "echo written in the pod > /made/by-exec && cat /linked/greeting")
+		Expect(out).To(Equal("hello from the host\n"))
+		Expect(os.ReadFile(filepath.Join(made, "by-exec"))).To(BeEquivalentTo("written in the pod\n"))
+	}, SpecTimeout(6*daemonSetTimeout))
 
 	It("refuses to run the Node a live kubelet runs", func(ctx SpecContext) {
 		n, err := utils.StartNodelet(ctx, utils.NodeletOptions{NodeName: hostNode, API: apiServer, Containerd: nodeletCtrd})
@@ -200,6 +247,44 @@ var _ = Describe("nodelet deployed as a DaemonSet beside a real kubelet", Ordere
 		Expect(kubelet.Running()).To(BeTrue())
 	}, SpecTimeout(daemonSetTimeout))
 })
+
+// kubectl runs the envtest-built kubectl with the admin kubeconfig and
+// returns its standard output.
+func kubectl(ctx context.Context, args ...string) string {
+	GinkgoHelper()
+	return kubectlOutput(ctx, Default, args...)
+}
+
+func kubectlOutput(ctx context.Context, g Gomega, args ...string) string {
+	cmd, err := apiServer.Kubectl(ctx, args...)
+	g.Expect(err).NotTo(HaveOccurred())
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	g.Expect(err).NotTo(HaveOccurred(), "kubectl %s: %s", strings.Join(args, " "), stderr.String())
+	return string(out)
+}
+
+// nodeletPID finds the process of the nodelet whose kubeconfig is under
+// state: the DaemonSet's container, seen through hostPID.
+func nodeletPID(state string) int {
+	GinkgoHelper()
+	want := "--kubeconfig=" + filepath.Join(state, "kubeconfig")
+	procs, err := filepath.Glob("/proc/[0-9]*/cmdline")
+	Expect(err).NotTo(HaveOccurred())
+	for _, p := range procs {
+		cmdline, err := os.ReadFile(p)
+		if err != nil || !slices.Contains(strings.Split(string(cmdline), "\x00"), want) {
+			continue
+		}
+		var pid int
+		_, err = fmt.Sscanf(p, "/proc/%d/cmdline", &pid)
+		Expect(err).NotTo(HaveOccurred())
+		return pid
+	}
+	Fail("no nodelet process runs with " + want)
+	return 0
+}
 
 // renderDefault renders config/default with the envtest-built kubectl.
 func renderDefault(ctx context.Context) []*unstructured.Unstructured {
@@ -227,13 +312,14 @@ func renderDefault(ctx context.Context) []*unstructured.Unstructured {
 
 // adaptForTest returns config/default's ConfigMap and DaemonSet with the
 // host paths nodelet hands its runtime moved to state and podLogs (at
-// the same paths inside the pod, as in config/default), its log links
-// under podLogs, its runtime
+// the same paths inside the pod, as in config/default), the host's / it
+// mounts at hostRoot taken from hostRootBind (the machine's / alone, made
+// a shared mount), its log links under podLogs, its runtime
 // endpoint at endpoint, its kubeconfig under state, and disk pressure only
 // at 1% free. Everything else
 // (ports, taint, identity, mounts of the host's files, privileges) is
 // config/default's.
-func adaptForTest(objs []*unstructured.Unstructured, state, podLogs, endpoint string) (*unstructured.Unstructured, *appsv1.DaemonSet) {
+func adaptForTest(objs []*unstructured.Unstructured, state, podLogs, hostRootBind, endpoint string) (*unstructured.Unstructured, *appsv1.DaemonSet) {
 	GinkgoHelper()
 	var configMap *unstructured.Unstructured
 	ds := &appsv1.DaemonSet{}
@@ -258,6 +344,9 @@ func adaptForTest(objs []*unstructured.Unstructured, state, podLogs, endpoint st
 		// The runtime's root, which image GC measures at the path the
 		// runtime reports: the test containerd's.
 		"/var/lib/nodelet-containerd": filepath.Join(runtimeDir, "root"),
+		// The machine's / is a private mount, which the runtime refuses to
+		// mount with HostToContainer propagation.
+		"/": hostRootBind,
 	}
 	cfg["rootDir"], cfg["podLogsDir"], cfg["containerRuntimeEndpoint"] = state, podLogs, endpoint
 	// Its own pod cgroups, never the machine's /nodelet.

@@ -81,6 +81,18 @@ func TestDefaultConfigurationApplies(t *testing.T) {
 	if namespaces.Len() == 0 {
 		t.Fatal("config/default renders no Namespace")
 	}
+	for _, u := range objs {
+		if u.GetKind() != "Namespace" {
+			continue
+		}
+		// nodelet's pod is privileged with host paths: Pod Security's
+		// baseline and restricted levels would refuse or flag it.
+		for _, mode := range []string{"enforce", "audit", "warn"} {
+			if got := u.GetLabels()["pod-security.kubernetes.io/"+mode]; got != "privileged" {
+				t.Errorf("Namespace %s has pod-security.kubernetes.io/%s %q, want privileged", u.GetName(), mode, got)
+			}
+		}
+	}
 	kubectlApply(ctx, t, api, filepath.Join(dir, "namespaces.yaml"), namespaces.Bytes())
 	out := kubectlApply(ctx, t, api, filepath.Join(dir, "objects.yaml"), rest.Bytes(), "--dry-run=server")
 	t.Logf("server-side dry run:\n%s", out)

@@ -276,12 +276,33 @@ func TestDaemonSetRunsBesideAKubelet(t *testing.T) {
 		}
 	})
 
-	t.Run("host files", func(t *testing.T) {
-		for _, f := range []string{"/etc/machine-id", "/etc/os-release"} {
-			m, host := hostPathMount(t, d, filepath.Join(cfg.HostRoot, f))
-			if host != f || !m.ReadOnly {
-				t.Errorf("%s under hostRoot %s comes from the host's %s (read-only %v), want %s read-only", f, cfg.HostRoot, host, m.ReadOnly, f)
-			}
+	t.Run("host root", func(t *testing.T) {
+		// The host's identity files and the host paths of hostPath and
+		// local volumes are read, and ...OrCreate ones made, under
+		// hostRoot: it must be the host's /, writable, and see the mounts
+		// the host makes later.
+		if cfg.HostRoot == "/" {
+			t.Fatal("hostRoot is /: nodelet would read the image's files and make hostPath volumes in its container")
+		}
+		m, host := hostPathMount(t, d, cfg.HostRoot)
+		if host != "/" || m.ReadOnly || m.MountPropagation == nil || *m.MountPropagation != corev1.MountPropagationHostToContainer {
+			t.Errorf("hostRoot %s comes from the host's %s (read-only %v, propagation %v), want / writable with HostToContainer",
+				cfg.HostRoot, host, m.ReadOnly, m.MountPropagation)
+		}
+	})
+
+	t.Run("client CA", func(t *testing.T) {
+		// Without it the API server's kubelet client certificate gets 401:
+		// no kubectl logs, exec or port-forward.
+		if cfg.Server.ClientCAFile == "" {
+			t.Fatal("server.clientCAFile is not set")
+		}
+		v, rel := volumeOf(t, spec, d.container, cfg.Server.ClientCAFile)
+		if v.ConfigMap == nil || v.ConfigMap.Name != "nodelet-client-ca" || rel != "ca.crt" {
+			t.Fatalf("server.clientCAFile %s is %s of volume %+v, want ca.crt of ConfigMap nodelet-client-ca", cfg.Server.ClientCAFile, rel, v)
+		}
+		if v.ConfigMap.Optional != nil && *v.ConfigMap.Optional {
+			t.Error("the client CA ConfigMap is optional: nodelet would start refusing the API server")
 		}
 	})
 

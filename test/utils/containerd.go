@@ -48,6 +48,17 @@ type ContainerdOptions struct {
 	// host's): its pod bridge and the pods' routes are then that
 	// namespace's, as on a node of a multi-node cluster (NodeNetwork).
 	NetNS string
+	// PodCIDRFromRuntime, when set, writes no CNI config: containerd's CRI
+	// writes one itself (conf_template: bridge + host-local + portmap on
+	// the instance's bridge) once it is sent the pod CIDR with CRI
+	// UpdateRuntimeConfig, as nodelet does with its Node's spec.podCIDRs.
+	// Until then the CRI reports NetworkReady=false, and StartContainerd
+	// waits for RuntimeReady alone. Subnet is then 10.249.N.0/24: the pod
+	// CIDR to give the Node. HostIP puts Subnet's first address on the
+	// bridge, and the bridge plugin refuses a bridge whose address is not
+	// its pod CIDR's gateway: with HostIP, the Node's pod CIDR must be
+	// Subnet.
+	PodCIDRFromRuntime bool
 }
 
 // Containerd is a private containerd started by StartContainerd. Its root,
@@ -56,8 +67,8 @@ type ContainerdOptions struct {
 type Containerd struct {
 	// Dir is the temporary directory holding everything of this instance.
 	Dir string
-	// Subnet is the pod subnet of this instance (10.250.N.0/24); every
-	// sandbox gets an IP in it.
+	// Subnet is the pod subnet of this instance (10.250.N.0/24, or
+	// 10.249.N.0/24 with PodCIDRFromRuntime); every sandbox gets an IP in it.
 	Subnet *net.IPNet
 	// Bridge is the name of the CNI bridge (nlbrN).
 	Bridge string
@@ -85,6 +96,10 @@ type daemon struct {
 const (
 	// subnetPrefix is the /16 the pod subnets of all instances are cut from.
 	subnetPrefix = "10.250"
+	// runtimeSubnetPrefix is the /16 of the pod CIDRs of instances with
+	// PodCIDRFromRuntime: apart from subnetPrefix, so that a pod CIDR given
+	// to a Node never overlaps a fixed subnet.
+	runtimeSubnetPrefix = "10.249"
 	// daemonStopTimeout is how long containerd gets between SIGTERM and SIGKILL.
 	daemonStopTimeout = 10 * time.Second
 	// cleanupTimeout bounds removing the pod sandboxes left at Stop.
@@ -155,7 +170,11 @@ func StartContainerd(ctx context.Context, opts ContainerdOptions) (_ *Containerd
 	n := c.slot.n
 	c.Bridge = fmt.Sprintf("nlbr%d", n)
 	c.Network = fmt.Sprintf("nodelet-%d", n)
-	_, c.Subnet, _ = net.ParseCIDR(fmt.Sprintf("%s.%d.0/24", subnetPrefix, n))
+	prefix := subnetPrefix
+	if opts.PodCIDRFromRuntime {
+		prefix = runtimeSubnetPrefix
+	}
+	_, c.Subnet, _ = net.ParseCIDR(fmt.Sprintf("%s.%d.0/24", prefix, n))
 
 	if err := c.writeConfig(); err != nil {
 		return c, err
@@ -273,6 +292,11 @@ disabled_plugins = [
     bin_dir = "/usr/lib/cni"
     conf_dir = {{q .CNIConfDir}}
     max_conf_num = 1
+{{- if .CNITemplate}}
+    # The CNI config is written into conf_dir from this template once the
+    # CRI is sent the pod CIDR (UpdateRuntimeConfig).
+    conf_template = {{q .CNITemplate}}
+{{- end}}
 
   [plugins."io.containerd.grpc.v1.cri".registry]
     # One hosts.toml per registry host; see AddInsecureRegistry.
@@ -294,6 +318,35 @@ var cniTemplate = template.Must(template.New("cni").Funcs(template.FuncMap{"q": 
         "ranges": [[{"subnet": {{q .Subnet}}}]],
         "routes": [{"dst": "0.0.0.0/0"}],
         "dataDir": {{q .IPAMDir}}
+      }
+    },
+    {
+      "type": "portmap",
+      "capabilities": {"portMappings": true}
+    }
+  ]
+}
+`))
+
+// cniConfTemplate is containerd's CRI conf_template of an instance with
+// PodCIDRFromRuntime: the fixed conflist's network with the pod CIDR ranges
+// and routes left to containerd, which fills in {{.PodCIDRRanges}} and
+// {{.Routes}} from UpdateRuntimeConfig. Its own fields use [[ ]].
+var cniConfTemplate = template.Must(template.New("cni-template").Delims("[[", "]]").Funcs(template.FuncMap{"q": strconv.Quote}).Parse(`{
+  "cniVersion": "1.0.0",
+  "name": [[q .Network]],
+  "plugins": [
+    {
+      "type": "bridge",
+      "bridge": [[q .Bridge]],
+      "isGateway": true,
+      "ipMasq": false,
+      "hairpinMode": true,
+      "ipam": {
+        "type": "host-local",
+        "ranges": [{{range $i, $r := .PodCIDRRanges}}{{if $i}}, {{end}}[{"subnet": "{{$r}}"}]{{end}}],
+        "routes": [{{range $i, $r := .Routes}}{{if $i}}, {{end}}{"dst": "{{$r}}"}{{end}}],
+        "dataDir": [[q .IPAMDir]]
       }
     },
     {
@@ -329,8 +382,17 @@ func (c *Containerd) writeConfig() error {
 			return fmt.Errorf("mounting a tmpfs as containerd's root: %w", err)
 		}
 	}
+	if c.opts.PodCIDRFromRuntime {
+		vals["CNITemplate"] = filepath.Join(c.Dir, "cni", "conf-template.json")
+		if err := writeTemplate(vals["CNITemplate"], cniConfTemplate, vals); err != nil {
+			return fmt.Errorf("writing CNI config template: %w", err)
+		}
+	}
 	if err := writeTemplate(c.config, configTemplate, vals); err != nil {
 		return fmt.Errorf("writing containerd config: %w", err)
+	}
+	if c.opts.PodCIDRFromRuntime {
+		return nil
 	}
 	conflist := filepath.Join(vals["CNIConfDir"], "10-"+c.Network+".conflist")
 	if err := writeTemplate(conflist, cniTemplate, vals); err != nil {
@@ -494,7 +556,12 @@ func (c *Containerd) criReady(ctx context.Context) error {
 	for _, cond := range st.GetStatus().GetConditions() {
 		ready[cond.GetType()] = cond.GetStatus()
 	}
-	for _, cond := range []string{runtimeapi.RuntimeReady, runtimeapi.NetworkReady} {
+	want := []string{runtimeapi.RuntimeReady, runtimeapi.NetworkReady}
+	if c.opts.PodCIDRFromRuntime {
+		// The network waits for the pod CIDR (UpdateRuntimeConfig).
+		want = want[:1]
+	}
+	for _, cond := range want {
 		if !ready[cond] {
 			return fmt.Errorf("condition %s is not true: %v", cond, st.GetStatus().GetConditions())
 		}

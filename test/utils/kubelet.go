@@ -364,3 +364,33 @@ func SharedDir(pattern string) (string, func() error, error) {
 	}
 	return dir, cleanup, nil
 }
+
+// SharedRootBind makes a new directory under the temporary directory and
+// bind-mounts the machine's / there, alone (none of the mounts below /
+// comes along), as a mount of its own with shared propagation: what a pod
+// that mounts the host's / with HostToContainer propagation needs as its
+// hostPath, since the runtime refuses a source that is neither shared nor
+// a slave (systemd makes / shared on real nodes; here it is private). The
+// returned function unmounts it and removes the then empty directory; it
+// never removes anything recursively.
+func SharedRootBind(pattern string) (string, func() error, error) {
+	dir, err := os.MkdirTemp("", pattern)
+	if err != nil {
+		return "", nil, fmt.Errorf("creating a directory for the host's root: %w", err)
+	}
+	cleanup := func() error {
+		// Private first, so that the unmount propagates nowhere.
+		_ = unix.Mount("", dir, "", unix.MS_PRIVATE, "")
+		if err := unix.Unmount(dir, unix.MNT_DETACH); err != nil && !errors.Is(err, unix.EINVAL) {
+			return fmt.Errorf("unmounting the host's root at %s: %w", dir, err)
+		}
+		return os.Remove(dir)
+	}
+	if err := unix.Mount("/", dir, "", unix.MS_BIND, ""); err != nil {
+		return "", nil, errors.Join(fmt.Errorf("bind-mounting / at %s: %w", dir, err), os.Remove(dir))
+	}
+	if err := unix.Mount("", dir, "", unix.MS_SHARED, ""); err != nil {
+		return "", nil, errors.Join(fmt.Errorf("making %s a shared mount: %w", dir, err), cleanup())
+	}
+	return dir, cleanup, nil
+}
