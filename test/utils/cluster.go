@@ -109,22 +109,18 @@ type Cluster struct {
 	stopRoute chan struct{}
 
 	mu sync.Mutex
-	// applied is the pod subnet routed (and configured) per node index.
+	// applied is the pod subnet routed per node index.
 	applied  map[int]string
 	routeErr error
 	stopped  bool
 }
 
-// podCIDRConfigured is true until nodelet hands the Node's spec.podCIDR to
-// the runtime itself (CRI UpdateRuntimeConfig): the harness then writes
-// each node's CNI configuration with its pod subnet once the
-// controller-manager allocated it. See configurePodCIDR.
-const podCIDRConfiguredByHarness = true
-
 // nodeContainerdOptions are node i's containerd options: the one place to
 // change them for every node.
+// containerd writes its CNI configuration from the pod CIDR nodelet hands
+// it (the Node's spec.podCIDRs, CRI UpdateRuntimeConfig).
 func (c *Cluster) nodeContainerdOptions(node *NetNode) ContainerdOptions {
-	return ContainerdOptions{Images: c.Options.Images, NetNS: node.Namespace}
+	return ContainerdOptions{Images: c.Options.Images, NetNS: node.Namespace, PodCIDRFromRuntime: true}
 }
 
 // nodeletConfig is node i's NodeletConfiguration on top of the harness's.
@@ -274,8 +270,7 @@ func (c *Cluster) startRouteController(context.Context) error {
 }
 
 // routeNode routes node's pod subnet to it, when it is one of ours and
-// has one, and configures its runtime with it (see
-// podCIDRConfiguredByHarness).
+// has one.
 func (c *Cluster) routeNode(node *corev1.Node) {
 	cidr := node.Spec.PodCIDR
 	if cidr == "" {
@@ -298,31 +293,11 @@ func (c *Cluster) routeNode(node *corev1.Node) {
 	if err == nil {
 		err = c.Network.SetPodCIDR(n.Index, ipnet)
 	}
-	if err == nil && podCIDRConfiguredByHarness {
-		err = c.configurePodCIDR(n.Index, ipnet)
-	}
 	if err != nil {
 		c.routeErr = fmt.Errorf("routing pod subnet %s of node %s: %w", cidr, node.Name, err)
 		return
 	}
 	c.applied[n.Index] = cidr
-}
-
-// configurePodCIDR writes node i's CNI configuration with its pod subnet
-// and waits until its containerd loaded it. Until nodelet passes
-// spec.podCIDR to the runtime (CRI UpdateRuntimeConfig, containerd's
-// conf_template), this is the harness's stand-in.
-func (c *Cluster) configurePodCIDR(i int, cidr *net.IPNet) error {
-	var ctrd *Containerd
-	for _, n := range c.Nodes {
-		if n.Index == i {
-			ctrd = n.Containerd
-		}
-	}
-	if ctrd == nil {
-		return fmt.Errorf("node %d has no containerd", i)
-	}
-	return ctrd.setPodSubnet(cidr)
 }
 
 // nodeInternalIP is node's InternalIP address, or nil.
@@ -402,8 +377,8 @@ func (c *Cluster) Node(i int) *ClusterNode {
 // AdminClient returns a client with the admin's credentials.
 func (c *Cluster) AdminClient() (client.Client, error) { return c.API.AdminClient() }
 
-// WaitReady waits until every node is Ready and its pod subnet is routed
-// and configured.
+// WaitReady waits until every node is Ready (its runtime's network too:
+// it has its pod CIDR) and its pod subnet is routed.
 func (c *Cluster) WaitReady(ctx context.Context) error {
 	admin, err := c.AdminClient()
 	if err != nil {
