@@ -696,7 +696,20 @@ func (c *Containerd) removeSandboxes() error {
 			errs = append(errs, fmt.Errorf("stopping sandbox %s: %w", sb.GetId(), err))
 			continue
 		}
-		if err := rs.RemovePodSandbox(quietContext(ctx), sb.GetId()); err != nil {
+		// The CRI may still see a killed container running until it has
+		// handled the exit ("container is still running, to stop first"):
+		// stop and remove again a few times.
+		var err error
+		for attempt := range 5 {
+			if attempt > 0 {
+				time.Sleep(200 * time.Millisecond)
+				_ = rs.StopPodSandbox(quietContext(ctx), sb.GetId())
+			}
+			if err = rs.RemovePodSandbox(quietContext(ctx), sb.GetId()); err == nil {
+				break
+			}
+		}
+		if err != nil {
 			errs = append(errs, fmt.Errorf("removing sandbox %s: %w", sb.GetId(), err))
 		}
 	}
