@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
@@ -17,6 +18,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/nodelet/nodelet/test/utils"
@@ -94,6 +96,7 @@ func multiNodeSpecs(n int) {
 		cluster, err = utils.StartCluster(ctx, utils.ClusterOptions{
 			Nodes:      n,
 			NamePrefix: fmt.Sprintf("mn%d", GinkgoParallelProcess()),
+			Addons:     utils.InstallClusterAddons,
 		})
 		if cluster != nil {
 			DeferCleanup(cluster.Stop)
@@ -157,7 +160,8 @@ func multiNodeSpecs(n int) {
 		webIPs = map[int]string{}
 		for _, node := range cluster.Nodes {
 			pod := &corev1.Pod{
-				ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("web-%d", node.Index)},
+				ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("web-%d", node.Index),
+					Labels: map[string]string{"app": fmt.Sprintf("web-%d", node.Index)}},
 				Spec: corev1.PodSpec{
 					NodeName:   node.Name,
 					Containers: []corev1.Container{{Name: "web", Image: utils.WebImage, ImagePullPolicy: corev1.PullNever}},
@@ -240,6 +244,37 @@ func multiNodeSpecs(n int) {
 		}
 	})
 
+	It("lets pods reach the API server through the kubernetes Service (kube-proxy)", func(ctx SpecContext) {
+		for _, node := range cluster.Nodes {
+			pod := utils.BusyboxPod(ns, fmt.Sprintf("service-from-%d", node.Index), node.Name,
+				"sh", "-c", "nc "+utils.KubernetesServiceIP.String()+" 443 </dev/null")
+			expectSucceeds(ctx, admin, pod)
+		}
+	})
+
+	It("resolves Service names through the cluster DNS (CoreDNS)", func(ctx SpecContext) {
+		for _, node := range cluster.Nodes {
+			pod := utils.BusyboxPod(ns, fmt.Sprintf("dns-from-%d", node.Index), node.Name,
+				"sh", "-c", "nslookup kubernetes.default.svc."+utils.ClusterDomain+" | grep -q 'Address: *"+utils.KubernetesServiceIP.String()+"$'")
+			expectSucceeds(ctx, admin, pod)
+		}
+	})
+
+	It("lets a pod on one node reach a pod on another through a Service's name", func(ctx SpecContext) {
+		last := cluster.Nodes[len(cluster.Nodes)-1]
+		svc := &corev1.Service{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web"},
+			Spec: corev1.ServiceSpec{
+				Selector: map[string]string{"app": fmt.Sprintf("web-%d", last.Index)},
+				Ports:    []corev1.ServicePort{{Port: 80, TargetPort: intstr.FromInt32(webPort)}},
+			},
+		}
+		Expect(admin.Create(ctx, svc)).To(Succeed())
+		pod := utils.BusyboxPod(ns, "service-by-name", cluster.Nodes[0].Name,
+			"wget", "-q", "-O", "-", "http://web."+ns+".svc."+utils.ClusterDomain+"/")
+		expectSucceeds(ctx, admin, pod)
+	})
+
 	It("leaves no namespace, bridge or route behind when stopped", func(ctx SpecContext) {
 		var cidrs []string
 		for _, node := range cluster.Nodes {
@@ -257,6 +292,18 @@ func multiNodeSpecs(n int) {
 			Expect(os.IsNotExist(err)).To(BeTrue(), "the nodelet directory of %s is still there", node.Name)
 		}
 	})
+}
+
+// expectSucceeds creates pod, restarted on failure, and waits for it to
+// succeed.
+func expectSucceeds(ctx context.Context, admin client.Client, pod *corev1.Pod) {
+	GinkgoHelper()
+	pod.Spec.RestartPolicy = corev1.RestartPolicyOnFailure
+	Expect(admin.Create(ctx, pod)).To(Succeed())
+	Eventually(func(g Gomega) {
+		g.Expect(admin.Get(ctx, client.ObjectKeyFromObject(pod), pod)).To(Succeed())
+		g.Expect(pod.Status.Phase).To(Equal(corev1.PodSucceeded), "pod %s on %s: %+v", pod.Name, pod.Spec.NodeName, pod.Status.ContainerStatuses)
+	}).WithTimeout(multiNodePodTimeout).Should(Succeed())
 }
 
 // expectNetworkGone checks that node network nw has no namespace, link or
