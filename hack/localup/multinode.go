@@ -33,7 +33,7 @@ func (c *cluster) multiNodeSteps() []clusterStep {
 	return []clusterStep{
 		{"building the images " + fmt.Sprint(images) + " (compiles the first time)", c.buildImages},
 		{"building nodelet", c.buildNodelet},
-		{fmt.Sprintf("starting a cluster of %d nodes: a node network, the control plane, and per node a network namespace with its own containerd and nodelet", c.nodes), c.startMultiNode},
+		{fmt.Sprintf("starting a cluster of %d nodes: a node network, the control plane, and per node a network namespace with its own containerd and nodelet; then kube-proxy and CoreDNS (their images compile the first time)", c.nodes), c.startMultiNode},
 	}
 }
 
@@ -43,6 +43,7 @@ func (c *cluster) startMultiNode(ctx context.Context) error {
 		NamePrefix: c.nodeName,
 		Images:     images,
 		Record:     c.recordPart,
+		Addons:     utils.InstallClusterAddons,
 	})
 	if mc != nil {
 		c.multi = mc
@@ -117,7 +118,8 @@ func printMultiNodeUsage(c *cluster) {
 	fmt.Printf(`
 A cluster of %[1]d nodes is running on node network %[2]s (bridge %[3]s,
 the API server on %[4]s), each node a network namespace with its own
-containerd and nodelet. Pod subnets are cut from %[5]s, one per node.
+containerd and nodelet, with kube-proxy and CoreDNS. Pod subnets are cut
+from %[5]s, one per node.
 
 Nodes (name, IP, a shell in its network namespace):
 %[6]s
@@ -127,8 +129,11 @@ In another shell:
   export PATH=%[8]s:$PATH    # kubectl %[9]s, built by hack/envtest.sh
   kubectl get nodes -o wide
   kubectl -n demo get pods -o wide
+  kubectl -n kube-system get pods -o wide    # kube-proxy on every node, CoreDNS
   kubectl create deployment web --image=%[10]s --replicas=%[1]d
+  kubectl expose deployment web --port=80 --target-port=8080
   kubectl rollout status deployment/web --timeout=2m
+  kubectl -n demo exec deployment/demo -- wget -qO- http://web.default.svc.cluster.local/
 
 Logs: kube-controller-manager %[11]s
       kube-scheduler %[12]s

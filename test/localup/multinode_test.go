@@ -2,6 +2,7 @@ package localup
 
 import (
 	"fmt"
+	"strings"
 	"syscall"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -61,6 +62,24 @@ var _ = Describe("make run NODES=2", Ordered, func() {
 			out, err := run.kubectl(ctx, "-n", "demo", "logs", p.Name)
 			Expect(err).NotTo(HaveOccurred(), "kubectl logs of %s on %s: %s", p.Name, p.Spec.NodeName, out)
 		}
+	})
+
+	It("runs kube-proxy on every node and CoreDNS", func(ctx SpecContext) {
+		pods := &corev1.PodList{}
+		Expect(admin.List(ctx, pods, client.InNamespace("kube-system"))).To(Succeed())
+		proxies := map[string]bool{}
+		coreDNS := 0
+		for _, p := range pods.Items {
+			Expect(utils.PodReady(&p)).To(BeTrue(), "pod %s is not Ready", p.Name)
+			switch {
+			case strings.HasPrefix(p.Name, "kube-proxy-"):
+				proxies[p.Spec.NodeName] = true
+			case strings.HasPrefix(p.Name, "coredns-"):
+				coreDNS++
+			}
+		}
+		Expect(proxies).To(HaveLen(2))
+		Expect(coreDNS).To(BeNumerically(">", 0))
 	})
 
 	It("cleans up with run-down after a run that was SIGKILLed, network namespaces and bridge included", func(ctx SpecContext) {
