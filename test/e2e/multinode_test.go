@@ -195,7 +195,7 @@ func multiNodeSpecs(n int) {
 				name := fmt.Sprintf("wget-%d-to-%d", from.Index, to.Index)
 				page := fmt.Sprintf("http://%s/", net.JoinHostPort(webIPs[to.Index], fmt.Sprint(webPort)))
 				// Not wget -T: Debian's busybox-static wget crashes with it.
-				pod := utils.BusyboxPod(ns, name, from.Name, "wget", "-q", "-O", "-", page)
+				pod := utils.BusyboxPod(ns, name, from.Name, "timeout", "10", "wget", "-q", "-O", "-", page)
 				// Again on failure: a request may race the routes.
 				pod.Spec.RestartPolicy = corev1.RestartPolicyOnFailure
 				Expect(admin.Create(ctx, pod)).To(Succeed())
@@ -207,21 +207,6 @@ func multiNodeSpecs(n int) {
 			}
 		}
 	})
-
-	It("makes a node NotReady when its nodelet stops, and Ready when it starts again", func(ctx SpecContext) {
-		last := cluster.Nodes[len(cluster.Nodes)-1]
-		Expect(cluster.StopNode(last.Index)).To(Succeed())
-		node := &corev1.Node{}
-		Eventually(func(g Gomega) {
-			g.Expect(admin.Get(ctx, client.ObjectKey{Name: last.Name}, node)).To(Succeed())
-			g.Expect(utils.NodeReady(node)).To(BeFalse())
-		}).WithTimeout(multiNodePodTimeout).WithPolling(time.Second).Should(Succeed())
-		Expect(cluster.StartNode(ctx, last.Index)).To(Succeed())
-		Eventually(func(g Gomega) {
-			g.Expect(admin.Get(ctx, client.ObjectKey{Name: last.Name}, node)).To(Succeed())
-			g.Expect(utils.NodeReady(node)).To(BeTrue())
-		}).WithTimeout(multiNodePodTimeout).WithPolling(time.Second).Should(Succeed())
-	}, SpecTimeout(2*multiNodePodTimeout+time.Minute))
 
 	It("lets pods reach the API server where the kubernetes Service's endpoints point", func(ctx SpecContext) {
 		slice := &discoveryv1.EndpointSlice{}
@@ -271,9 +256,24 @@ func multiNodeSpecs(n int) {
 		}
 		Expect(admin.Create(ctx, svc)).To(Succeed())
 		pod := utils.BusyboxPod(ns, "service-by-name", cluster.Nodes[0].Name,
-			"wget", "-q", "-O", "-", "http://web."+ns+".svc."+utils.ClusterDomain+"/")
+			"timeout", "10", "wget", "-q", "-O", "-", "http://web."+ns+".svc."+utils.ClusterDomain+"/")
 		expectSucceeds(ctx, admin, pod)
 	})
+
+	It("makes a node NotReady when its nodelet stops, and Ready when it starts again", func(ctx SpecContext) {
+		last := cluster.Nodes[len(cluster.Nodes)-1]
+		Expect(cluster.StopNode(last.Index)).To(Succeed())
+		node := &corev1.Node{}
+		Eventually(func(g Gomega) {
+			g.Expect(admin.Get(ctx, client.ObjectKey{Name: last.Name}, node)).To(Succeed())
+			g.Expect(utils.NodeReady(node)).To(BeFalse())
+		}).WithTimeout(multiNodePodTimeout).WithPolling(time.Second).Should(Succeed())
+		Expect(cluster.StartNode(ctx, last.Index)).To(Succeed())
+		Eventually(func(g Gomega) {
+			g.Expect(admin.Get(ctx, client.ObjectKey{Name: last.Name}, node)).To(Succeed())
+			g.Expect(utils.NodeReady(node)).To(BeTrue())
+		}).WithTimeout(multiNodePodTimeout).WithPolling(time.Second).Should(Succeed())
+	}, SpecTimeout(2*multiNodePodTimeout+time.Minute))
 
 	It("leaves no namespace, bridge or route behind when stopped", func(ctx SpecContext) {
 		var cidrs []string
