@@ -33,6 +33,7 @@ import (
 	"github.com/nodelet/nodelet/internal/objectstore"
 	"github.com/nodelet/nodelet/internal/podworkers"
 	"github.com/nodelet/nodelet/internal/prober"
+	"github.com/nodelet/nodelet/internal/runtimestate"
 	"github.com/nodelet/nodelet/internal/staticpod"
 	"github.com/nodelet/nodelet/internal/volume"
 )
@@ -79,6 +80,9 @@ type PodReconciler struct {
 	API    *apiGate
 	// Log is the logger of pod syncs, which run outside any reconcile.
 	Log logr.Logger
+	// Network is the runtime's network state, for the pods held while it
+	// is not ready (nil: never held).
+	Network *runtimestate.Network
 
 	// written holds, by pod UID, the resourceVersion of nodelet's own last
 	// status write, so the watch event it causes does not sync the pod again.
@@ -229,7 +233,7 @@ func (r *PodReconciler) syncPod(ctx context.Context, w podworkers.Work) podworke
 		return podworkers.Result{Err: fmt.Errorf("reading pod: %w", err)}
 	}
 	res, err := r.sync(ctx, pod)
-	return podworkers.Result{RequeueAfter: res.RequeueAfter, Err: err, RetryWithin: volumeRetry(err), Finished: res.finished}
+	return podworkers.Result{RequeueAfter: res.RequeueAfter, Err: err, RetryWithin: syncRetry(err), Finished: res.finished}
 }
 
 // volumeProcessRetry is how often a pod whose volumes wait for their
@@ -461,6 +465,13 @@ func (r *PodReconciler) syncRunning(ctx context.Context, s *podScope) (syncResul
 		MaxCrashLoopBackOff: r.maxCrashLoopBackOff(),
 		Eviction:            eviction,
 	})
+	if err := networkGate(s.pod, actions, func() error { return r.networkErr(ctx) }); err != nil {
+		// Held: the status still shows the pod waiting; the worker
+		// retries within networkRetry, an Event each time.
+		r.Recorder.Event(s.pod, corev1.EventTypeWarning, EventNetworkNotReady, err.Error())
+		s.writeStatus = true
+		return syncResult{}, err
+	}
 	// The eviction manager records its own Event.
 	if actions.KillPodReason != "" && actions.KillPodReason != planner.ReasonEvicted && s.state.Terminating == nil {
 		log.FromContext(ctx).Info("Stopping pod for good", "reason", actions.KillPodReason)

@@ -39,6 +39,7 @@ import (
 	"github.com/nodelet/nodelet/internal/pleg"
 	"github.com/nodelet/nodelet/internal/podworkers"
 	"github.com/nodelet/nodelet/internal/prober"
+	"github.com/nodelet/nodelet/internal/runtimestate"
 	"github.com/nodelet/nodelet/internal/staticpod"
 	"github.com/nodelet/nodelet/internal/volume"
 )
@@ -159,6 +160,9 @@ func setupPodController(mgr ctrl.Manager, d *Deps) error {
 		Feed:     eng.pods,
 		API:      eng.api,
 		Log:      mgr.GetLogger().WithName("pod"),
+		Network: runtimestate.NewNetwork(d.Runtime, runtimestate.NetworkOptions{
+			Logger: mgr.GetLogger().WithName("runtimestate"),
+		}),
 	}
 	workers, err := podworkers.New(podworkers.Options{Sync: r.syncPod, Logger: mgr.GetLogger().WithName("podworkers")})
 	if err != nil {

@@ -33,6 +33,12 @@ const (
 	// updatingPodCIDR is the message nodelet logs when the runtime took a
 	// pod CIDR, the kubelet's.
 	updatingPodCIDR = "Updating Pod CIDR"
+	// networkNotReadyHeld is how the NetworkNotReady Event of a pod held
+	// for the network starts (the kubelet's message, containerd's reason).
+	networkNotReadyHeld = "network is not ready: container runtime network not ready: NetworkReady=false reason:NetworkPluginNotReady message:"
+	// podCIDRHoldPeriod is how long a held pod is watched staying held:
+	// a few of its retries, each a second apart at most.
+	podCIDRHoldPeriod = 3 * time.Second
 )
 
 var _ = Describe("Pod CIDR from the Node", Ordered, func() {
@@ -90,6 +96,27 @@ var _ = Describe("Pod CIDR from the Node", Ordered, func() {
 			g.Expect(utils.PodReady(p)).To(BeTrue(), "pod %s ready", pod.Name)
 		})
 	}
+	// events returns the Events of the pod named name by reason.
+	events := func(g Gomega, ctx SpecContext, name string) map[string]corev1.Event {
+		list := &corev1.EventList{}
+		g.Expect(env.Admin.List(ctx, list, client.InNamespace(ns))).To(Succeed())
+		out := map[string]corev1.Event{}
+		for _, e := range list.Items {
+			if e.InvolvedObject.Name == name {
+				out[e.Reason] = e
+			}
+		}
+		return out
+	}
+	// held checks that the pod named name waits for the network: Pending,
+	// its container waiting in ContainerCreating, and never tried to
+	// create its sandbox.
+	held := func(g Gomega, ctx SpecContext, name string) {
+		p := utils.GetPod(ctx, env.Admin, ns, name)(g)
+		g.Expect(p.Status.Phase).To(Equal(corev1.PodPending))
+		g.Expect(p.Status.ContainerStatuses).To(ConsistOf(HaveField("State.Waiting.Reason", "ContainerCreating")))
+		g.Expect(events(g, ctx, name)).NotTo(HaveKey("FailedCreatePodSandBox"))
+	}
 	updates := func() int {
 		data, err := os.ReadFile(env.Nodelet.LogPath)
 		Expect(err).NotTo(HaveOccurred())
@@ -108,6 +135,17 @@ var _ = Describe("Pod CIDR from the Node", Ordered, func() {
 		p := running(ctx, pod)
 		Expect(p.Status.PodIP).To(Equal(hostIP.String()), "a host-network pod has the node's IP")
 		Expect(env.Admin.Create(ctx, utils.BusyboxPod(ns, "early", podCIDRNode, "sleep", "3600"))).To(Succeed())
+		By("holding a pod on the pod network with NetworkNotReady Events, retried, never trying its sandbox")
+		Eventually(func(g Gomega) {
+			held(g, ctx, "early")
+			e, ok := events(g, ctx, "early")["NetworkNotReady"]
+			g.Expect(ok).To(BeTrue(), "NetworkNotReady Event")
+			g.Expect(e.Type).To(Equal(corev1.EventTypeWarning))
+			g.Expect(e.Message).To(HavePrefix(networkNotReadyHeld))
+			g.Expect(e.Count).To(BeNumerically(">=", 2), "the held pod is tried again")
+		}).WithTimeout(podCIDRReadyTimeout).WithPolling(pollInterval).Should(Succeed())
+		Consistently(func(g Gomega) { held(g, ctx, "early") }).
+			WithTimeout(podCIDRHoldPeriod).WithPolling(pollInterval).Should(Succeed())
 		Expect(readyCondition(Default, ctx).Status).To(Equal(corev1.ConditionFalse), "nothing handed the runtime a pod CIDR yet")
 		Expect(updates()).To(BeZero())
 	})
@@ -137,6 +175,7 @@ var _ = Describe("Pod CIDR from the Node", Ordered, func() {
 			g.Expect(utils.PodReady(p)).To(BeTrue(), "the pod created while the network waited")
 		})
 		Expect(podCtrd.Subnet.Contains(net.ParseIP(early.Status.PodIP))).To(BeTrue(), "pod IP %s", early.Status.PodIP)
+		Expect(events(Default, ctx, "early")).NotTo(HaveKey("FailedCreatePodSandBox"), "the held pod's sandbox waited for the network")
 		host := utils.GetPod(ctx, env.Admin, ns, "host-network")(Default)
 		Expect(utils.PodReady(host)).To(BeTrue(), "the host-network pod keeps running")
 		Expect(host.Status.ContainerStatuses[0].RestartCount).To(BeZero())
