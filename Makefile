@@ -103,7 +103,7 @@ fuzz: ## Fuzz the pod pipeline (admission, plan, volumes, CRI configs, status) a
 # Kubernetes binaries itself, with a progress line for each step; with it,
 # nothing is installed: nodelet runs on the machine's own runtime.
 .PHONY: run
-run: $(if $(KUBECONFIG),build) ## A local cluster (etcd, API server, controller-manager, scheduler, containerd, nodelet) with a demo; with $$KUBECONFIG, nodelet against that cluster.
+run: $(if $(KUBECONFIG),build) ## A local cluster (etcd, API server, controller-manager, scheduler, containerd, nodelet) with a demo; NODES=n for n nodes in network namespaces; with $$KUBECONFIG, nodelet against that cluster.
 	@bash hack/run.sh
 
 .PHONY: run-down

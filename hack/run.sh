@@ -12,8 +12,10 @@
 # Without it, make run installs the Debian packages (hack/install-deps.sh),
 # builds the Kubernetes binaries (hack/envtest.sh) and runs hack/localup: a
 # local cluster of etcd, kube-apiserver, kube-controller-manager,
-# kube-scheduler, a private containerd and nodelet, with a demo. make
-# run-down (run.sh down) stops it, also when its process was killed.
+# kube-scheduler, a private containerd and nodelet, with a demo; with
+# NODES=n (n > 1), n nodes, each a network namespace with its own
+# containerd and nodelet. make run-down (run.sh down) stops it, also when
+# its process was killed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

@@ -27,11 +27,14 @@ type cluster struct {
 	st       *stateDir
 	assets   string
 	nodeName string
-	ctrd     *utils.Containerd
-	api      *utils.APIServer
-	kcm      *utils.Component
-	sched    *utils.Component
-	nodelet  *utils.Nodelet
+	// nodes is the number of nodes; more than one runs multi.
+	nodes   int
+	multi   *utils.Cluster
+	ctrd    *utils.Containerd
+	api     *utils.APIServer
+	kcm     *utils.Component
+	sched   *utils.Component
+	nodelet *utils.Nodelet
 	// static is the control plane nodelet runs as static pods, when
 	// $CONTROL_PLANE is static; api, kcm and sched are nil then.
 	static *utils.StaticControlPlane
@@ -59,8 +62,13 @@ func (c *cluster) start(ctx context.Context) error {
 		{"starting nodelet, joining by TLS bootstrap as node " + c.nodeName, c.startNodelet},
 		{"waiting for node " + c.nodeName + " to be Ready", c.waitNodeReady},
 	}
-	if static {
+	switch {
+	case static && c.nodes > 1:
+		return errors.New("CONTROL_PLANE=static runs one node: unset NODES or set it to 1")
+	case static:
 		steps = c.staticSteps()
+	case c.nodes > 1:
+		steps = c.multiNodeSteps()
 	}
 	for _, s := range steps {
 		if err := timed(s.what, func() error { return s.fn(ctx) }); err != nil {
@@ -181,7 +189,7 @@ func (c *cluster) waitNodeReady(ctx context.Context) error {
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("waiting for node %s to be Ready: %w; nodelet log:\n%s", c.nodeName, ctx.Err(), c.nodelet.LogTail(30))
+			return fmt.Errorf("waiting for node %s to be Ready: %w; %s", c.nodeName, ctx.Err(), c.nodeletLogs(30))
 		case <-time.After(500 * time.Millisecond):
 		}
 	}
@@ -190,7 +198,7 @@ func (c *cluster) waitNodeReady(ctx context.Context) error {
 // stop stops what was started, nodelet first and containerd last (it
 // removes the pods' sandboxes), and forgets the state when all went well.
 func (c *cluster) stop() error {
-	var errs []error
+	errs := []error{c.stopMultiNode()}
 	if c.nodelet != nil {
 		errs = append(errs, c.nodelet.Cleanup())
 	}

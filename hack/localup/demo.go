@@ -63,11 +63,15 @@ func (d *demo) kubectl(ctx context.Context, args ...string) error {
 func (d *demo) explain(ctx context.Context, err error) error {
 	_ = d.kubectl(ctx, "get", "pods", "-A", "-o", "wide")
 	_ = d.kubectl(ctx, "-n", "demo", "get", "events", "--sort-by=.lastTimestamp")
-	return fmt.Errorf("%w\nnodelet log (%s):\n%s", err, d.c.nodelet.LogPath, d.c.nodelet.LogTail(30))
+	return fmt.Errorf("%w\n%s", err, d.c.nodeletLogs(30))
 }
 
 // printUsage tells how to use the cluster from another shell.
 func printUsage(c *cluster) {
+	if c.multi != nil {
+		printMultiNodeUsage(c)
+		return
+	}
 	fmt.Printf(`
 A one-node cluster is running, with nodelet as node %[1]s. In another shell:
 

@@ -6,6 +6,8 @@
 // joining by TLS bootstrap. It applies the demo in config/samples/demo.yaml,
 // waits for it, prints how to use the cluster with kubectl, and runs until
 // interrupted (or for $RUN_FOR, e.g. RUN_FOR=2m), then stops everything.
+// With $NODES above 1 the cluster has that many nodes, each a network
+// namespace with its own containerd and nodelet (utils.StartCluster).
 //
 // What a run starts is recorded in its state directory ($LOCALUP_DIR, by
 // default bin/localup in the repository), so that `localup down` (make

@@ -36,6 +36,11 @@ type state struct {
 	Containerd *containerdState `json:"containerd,omitempty"`
 	// Cgroups are nodelet's cgroupRoots, removed with what runs in them.
 	Cgroups []string `json:"cgroups,omitempty"`
+	// Containerds are the nodes' containerds of a multi-node run.
+	Containerds []containerdState `json:"containerds,omitempty"`
+	// Networks are the slots of a multi-node run's node networks
+	// (utils.NodeNetwork.N).
+	Networks []int `json:"networks,omitempty"`
 }
 
 type containerdState struct {
@@ -211,6 +216,9 @@ func cleanUp(st *state) error {
 	if st.Containerd != nil {
 		dirs = append(dirs, st.Containerd.Dir)
 	}
+	for _, c := range st.Containerds {
+		dirs = append(dirs, c.Dir)
+	}
 	for _, d := range dirs {
 		if err := checkOwnDir(d); err != nil {
 			return err
@@ -220,6 +228,7 @@ func cleanUp(st *state) error {
 	if c := st.Containerd; c != nil {
 		errs = append(errs, utils.TeardownContainerdDir(c.Dir, c.Bridge))
 	}
+	errs = append(errs, cleanUpMultiNode(st))
 	for _, cg := range st.Cgroups {
 		errs = append(errs, utils.RemoveCgroupTree(cg))
 	}

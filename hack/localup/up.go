@@ -25,7 +25,11 @@ func up(ctx context.Context, dir string, runFor time.Duration) (err error) {
 		return err
 	}
 	started := time.Now()
-	c := &cluster{st: st, assets: assets, nodeName: defaultNodeName()}
+	nodes, err := nodesCount()
+	if err != nil {
+		return err
+	}
+	c := &cluster{st: st, assets: assets, nodeName: defaultNodeName(), nodes: nodes}
 	defer func() {
 		step("stopping nodelet, the control plane and containerd")
 		stopStart := time.Now()

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net"
 	"os"
 	"os/exec"
@@ -33,12 +34,16 @@ type localupRun struct {
 
 // recordedState is the part of localup's state file a test checks.
 type recordedState struct {
-	PID        int      `json:"pid"`
-	Dirs       []string `json:"dirs"`
-	Containerd struct {
-		Dir    string `json:"dir"`
-		Bridge string `json:"bridge"`
-	} `json:"containerd"`
+	PID         int               `json:"pid"`
+	Dirs        []string          `json:"dirs"`
+	Containerd  containerdState   `json:"containerd"`
+	Containerds []containerdState `json:"containerds"`
+	Networks    []int             `json:"networks"`
+}
+
+type containerdState struct {
+	Dir    string `json:"dir"`
+	Bridge string `json:"bridge"`
 }
 
 // buildLocalup builds hack/localup into dir, as make run does.
@@ -54,12 +59,13 @@ func buildLocalup(ctx context.Context, dir string) string {
 	return bin
 }
 
-// startLocalup starts a run and waits until it prints readyLine.
-func startLocalup(ctx context.Context, bin, stateDir string) *localupRun {
+// startLocalup starts a run, with env added to its environment, and
+// waits until it prints readyLine.
+func startLocalup(ctx context.Context, bin, stateDir string, env ...string) *localupRun {
 	GinkgoHelper()
 	r := &localupRun{bin: bin, stateDir: stateDir, out: &syncBuffer{}, done: make(chan struct{})}
 	r.cmd = exec.Command(bin)
-	r.cmd.Env = append(os.Environ(), "LOCALUP_DIR="+stateDir, "RUN_FOR=30m")
+	r.cmd.Env = append(append(os.Environ(), "LOCALUP_DIR="+stateDir, "RUN_FOR=30m"), env...)
 	r.cmd.Stdout, r.cmd.Stderr = r.out, r.out
 	r.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	Expect(r.cmd.Start()).To(Succeed())
@@ -69,7 +75,10 @@ func startLocalup(ctx context.Context, bin, stateDir string) *localupRun {
 	}()
 	DeferCleanup(r.cleanUp)
 	Eventually(func(g Gomega) {
-		g.Expect(r.exited()).To(BeFalse(), "localup exited before it was ready:\n%s", r.out.String())
+		if r.exited() {
+			// No use waiting for a process that is gone.
+			StopTrying("localup exited before it was ready:\n" + r.out.String()).Now()
+		}
 		g.Expect(r.out.String()).To(ContainSubstring(readyLine))
 	}).WithContext(ctx).WithTimeout(readyTimeout).WithPolling(pollInterval).Should(Succeed())
 	return r
@@ -92,8 +101,16 @@ func (r *localupRun) state() recordedState {
 	var st recordedState
 	Expect(json.Unmarshal(data, &st)).To(Succeed())
 	Expect(st.Dirs).NotTo(BeEmpty())
-	Expect(st.Containerd.Dir).NotTo(BeEmpty())
+	Expect(st.containerds()).NotTo(BeEmpty())
 	return st
+}
+
+// containerds are the run's containerds: its one, or its nodes'.
+func (st recordedState) containerds() []containerdState {
+	if st.Containerd.Dir != "" {
+		return append([]containerdState{st.Containerd}, st.Containerds...)
+	}
+	return st.Containerds
 }
 
 func (r *localupRun) kubeconfig() string { return filepath.Join(r.stateDir, "admin.kubeconfig") }
@@ -136,7 +153,10 @@ func (r *localupRun) cleanUp(ctx context.Context) {
 // directory of the recorded state is left.
 func expectNothingLeft(st recordedState, stateDir string) {
 	GinkgoHelper()
-	dirs := append([]string{st.Containerd.Dir}, st.Dirs...)
+	dirs := append([]string{}, st.Dirs...)
+	for _, c := range st.containerds() {
+		dirs = append(dirs, c.Dir)
+	}
 	pids, err := utils.ProcessesUnder(dirs...)
 	Expect(err).NotTo(HaveOccurred())
 	Expect(pids).To(BeEmpty(), "processes of the run")
@@ -146,8 +166,18 @@ func expectNothingLeft(st recordedState, stateDir string) {
 		Expect(mounts).To(BeEmpty(), "mounts under %s", d)
 		Expect(d).NotTo(BeAnExistingFile())
 	}
-	_, err = net.InterfaceByName(st.Containerd.Bridge)
-	Expect(err).To(HaveOccurred(), "bridge %s is still there", st.Containerd.Bridge)
+	for _, c := range st.containerds() {
+		_, err = net.InterfaceByName(c.Bridge)
+		Expect(err).To(HaveOccurred(), "bridge %s is still there", c.Bridge)
+	}
+	for _, n := range st.Networks {
+		bridge := fmt.Sprintf("nlnet%d", n)
+		_, err = net.InterfaceByName(bridge)
+		Expect(err).To(HaveOccurred(), "node network bridge %s is still there", bridge)
+		namespaces, err := filepath.Glob("/run/netns/" + bridge + "-*")
+		Expect(err).NotTo(HaveOccurred())
+		Expect(namespaces).To(BeEmpty(), "node namespaces are still there")
+	}
 	Expect(filepath.Join(stateDir, "state.json")).NotTo(BeAnExistingFile())
 	Expect(filepath.Join(stateDir, "admin.kubeconfig")).NotTo(BeAnExistingFile())
 }

@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -65,6 +67,14 @@ type APIServerOptions struct {
 	ServiceAccountAdmission bool
 	// Args are more kube-apiserver flags, name (without dashes) to value.
 	Args map[string]string
+	// BindAddress, when set, is the address the API server serves on and
+	// advertises instead of 127.0.0.1: the host's address on a node
+	// network, which the nodes' namespaces reach. Its serving certificate
+	// (made here, not by envtest; Config trusts its CA) then also names
+	// 127.0.0.1, the kubernetes Service's IP (KubernetesServiceIP),
+	// localhost and the Service's DNS names, so that pods reach it
+	// through the Service too.
+	BindAddress net.IP
 }
 
 // StartAPIServer starts etcd and kube-apiserver. It makes sure the binaries
@@ -135,14 +145,56 @@ func StartAPIServerWithOptions(ctx context.Context, opts APIServerOptions) (*API
 	for name, value := range opts.Args {
 		args.Set(name, value)
 	}
+	var certDirs []string
+	if opts.BindAddress != nil {
+		certDir, err := serveOn(env, opts.BindAddress)
+		if certDir != "" {
+			certDirs = append(certDirs, certDir)
+		}
+		if err != nil {
+			_ = os.RemoveAll(certDir)
+			_ = os.RemoveAll(dir)
+			return nil, err
+		}
+	}
 	cfg, err := env.Start()
 	if err != nil {
 		// A half-started control plane still has processes to stop.
 		_ = env.Stop()
 		_ = os.RemoveAll(dir)
+		for _, d := range certDirs {
+			_ = os.RemoveAll(d)
+		}
 		return nil, fmt.Errorf("starting the envtest API server: %w", err)
 	}
-	return &APIServer{Env: env, Config: cfg, ClientCA: clientCA, KubeletClientCA: ca, Dir: dir}, nil
+	return &APIServer{Env: env, Config: cfg, ClientCA: clientCA, KubeletClientCA: ca, Dir: dir, keptCertDirs: certDirs}, nil
+}
+
+// serveOn makes env's API server serve on and advertise ip, with a
+// certificate directory of its own that envtest uses as it is (and does
+// not remove: it is returned, for Stop).
+func serveOn(env *envtest.Environment, ip net.IP) (string, error) {
+	certDir, err := os.MkdirTemp("", "nodelet-apiserver-certs-")
+	if err != nil {
+		return "", fmt.Errorf("creating the API server's certificate directory: %w", err)
+	}
+	caPEM, err := writeAPIServerCerts(certDir, []net.IP{ip})
+	if err != nil {
+		return certDir, err
+	}
+	l, err := net.Listen("tcp", net.JoinHostPort(ip.String(), "0"))
+	if err != nil {
+		return certDir, fmt.Errorf("finding a free port on %s: %w", ip, err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	_ = l.Close()
+	server := env.ControlPlane.GetAPIServer()
+	server.CertDir = certDir
+	server.SecureServing.Address = ip.String()
+	server.SecureServing.Port = strconv.Itoa(port)
+	server.SecureServing.CA = caPEM
+	server.Configure().Set("advertise-address", ip.String())
+	return certDir, nil
 }
 
 // caAuthn is an envtest Authn that authenticates users by client

@@ -43,6 +43,11 @@ type ContainerdOptions struct {
 	// writable layers) on a tmpfs of that size: a small image filesystem
 	// of known capacity, for image GC thresholds.
 	RootTmpfsBytes int64
+	// NetNS, when set, is the name of a network namespace (ip netns) that
+	// the daemon runs in (nsenter --net, the mount namespace stays the
+	// host's): its pod bridge and the pods' routes are then that
+	// namespace's, as on a node of a multi-node cluster (NodeNetwork).
+	NetNS string
 	// PodCIDRFromRuntime, when set, writes no CNI config: containerd's CRI
 	// writes one itself (conf_template: bridge + host-local + portmap on
 	// the instance's bridge) once it is sent the pod CIDR with CRI
@@ -427,12 +432,17 @@ func (c *Containerd) StartProcess(ctx context.Context) error {
 	defer logFile.Close()
 	fmt.Fprintf(logFile, "=== nodelet test harness: starting containerd at %s\n", time.Now().Format(time.RFC3339Nano))
 
-	cmd := exec.Command("containerd",
+	args := []string{"containerd",
 		"--config", c.config,
 		"--address", c.socket,
 		"--root", filepath.Join(c.Dir, "root"),
 		"--state", filepath.Join(c.Dir, "state"),
-		"--log-level", c.opts.LogLevel)
+		"--log-level", c.opts.LogLevel}
+	if c.opts.NetNS != "" {
+		// nsenter execs containerd: the pid stays the daemon's.
+		args = append([]string{"nsenter", "--net=" + NetNSPath(c.opts.NetNS)}, args...)
+	}
+	cmd := exec.Command(args[0], args[1:]...)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	cmd.Dir = c.Dir
 	cmd.Env = append(os.Environ(), "TMPDIR="+os.TempDir())
@@ -653,6 +663,10 @@ func (c *Containerd) Stop() error {
 	if err := teardownInstance(c.Dir, c.Bridge); err != nil {
 		errs = append(errs, err)
 	}
+	if ns := c.opts.NetNS; ns != "" && c.Bridge != "" {
+		// The bridge is the namespace's; gone already when the namespace is.
+		_ = exec.Command("ip", "-n", ns, "link", "delete", c.Bridge).Run()
+	}
 	if c.slot != nil {
 		c.slot.release()
 	}
@@ -682,7 +696,20 @@ func (c *Containerd) removeSandboxes() error {
 			errs = append(errs, fmt.Errorf("stopping sandbox %s: %w", sb.GetId(), err))
 			continue
 		}
-		if err := rs.RemovePodSandbox(quietContext(ctx), sb.GetId()); err != nil {
+		// The CRI may still see a killed container running until it has
+		// handled the exit ("container is still running, to stop first"):
+		// stop and remove again a few times.
+		var err error
+		for attempt := range 5 {
+			if attempt > 0 {
+				time.Sleep(200 * time.Millisecond)
+				_ = rs.StopPodSandbox(quietContext(ctx), sb.GetId())
+			}
+			if err = rs.RemovePodSandbox(quietContext(ctx), sb.GetId()); err == nil {
+				break
+			}
+		}
+		if err != nil {
 			errs = append(errs, fmt.Errorf("removing sandbox %s: %w", sb.GetId(), err))
 		}
 	}
@@ -694,28 +721,37 @@ func (c *Containerd) removeSandboxes() error {
 // when no pod did yet. It is an address of this machine that is not a
 // loopback one, which the API server proxies to (it refuses loopback node
 // addresses for nodes/proxy), and pods reach, as they reach a node's IP.
-// The bridge goes with the instance.
+// The bridge goes with the instance. With NetNS the bridge and the address
+// are the namespace's: its pods' gateway, not an address of the host.
 func (c *Containerd) HostIP() (net.IP, error) {
 	ip := slices.Clone(c.Subnet.IP.To4())
 	ip[3]++
-	if _, err := net.InterfaceByName(c.Bridge); err != nil {
-		if out, err := exec.Command("ip", "link", "add", c.Bridge, "type", "bridge").CombinedOutput(); err != nil {
+	if _, err := c.ipOutput("link", "show", "dev", c.Bridge); err != nil {
+		if out, err := c.ipOutput("link", "add", c.Bridge, "type", "bridge"); err != nil {
 			return nil, fmt.Errorf("creating bridge %s: %w: %s", c.Bridge, err, out)
 		}
 	}
-	addrs, err := exec.Command("ip", "-o", "addr", "show", "dev", c.Bridge).CombinedOutput()
+	addrs, err := c.ipOutput("-o", "addr", "show", "dev", c.Bridge)
 	if err != nil {
 		return nil, fmt.Errorf("reading the addresses of bridge %s: %w: %s", c.Bridge, err, addrs)
 	}
 	if !strings.Contains(string(addrs), " "+ip.String()+"/") {
 		ones, _ := c.Subnet.Mask.Size()
 		cidr := fmt.Sprintf("%s/%d", ip, ones)
-		if out, err := exec.Command("ip", "addr", "add", cidr, "dev", c.Bridge).CombinedOutput(); err != nil {
+		if out, err := c.ipOutput("addr", "add", cidr, "dev", c.Bridge); err != nil {
 			return nil, fmt.Errorf("adding %s to bridge %s: %w: %s", cidr, c.Bridge, err, out)
 		}
 	}
-	if out, err := exec.Command("ip", "link", "set", c.Bridge, "up").CombinedOutput(); err != nil {
+	if out, err := c.ipOutput("link", "set", c.Bridge, "up"); err != nil {
 		return nil, fmt.Errorf("bringing bridge %s up: %w: %s", c.Bridge, err, out)
 	}
 	return ip, nil
+}
+
+// ipOutput runs ip with args in the instance's network namespace.
+func (c *Containerd) ipOutput(args ...string) ([]byte, error) {
+	if c.opts.NetNS != "" {
+		args = append([]string{"-n", c.opts.NetNS}, args...)
+	}
+	return exec.Command("ip", args...).CombinedOutput()
 }

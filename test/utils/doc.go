@@ -50,6 +50,15 @@
 //     makes a shared mount point for host paths a pod mounts Bidirectional.
 //   - WebImage is a small HTTP server of ours (test/images/web) that runs
 //     without a command, for Deployments on make run's local cluster.
+//   - StartCluster runs n nodes on one machine: a NodeNetwork (host bridge
+//     nlnet<N> with 10.251.N.1/24, per node a network namespace joined by a
+//     veth, eth0 10.251.N.(10+i)), the API server serving on the bridge
+//     address (APIServerOptions.BindAddress), a controller-manager
+//     allocating pod subnets from 10.244.0.0/16, and per node a containerd
+//     and a nodelet in the namespace (ContainerdOptions.NetNS,
+//     NodeletOptions.NetNS). It routes each node's spec.podCIDR on the host
+//     and in the other nodes; StopNode/StartNode stop and start a node's
+//     nodelet; CleanupNodeNetworks removes what a killed run left.
 //   - After a process that started these was killed, TeardownContainerdDir,
 //     KillProcessesUnder, UnmountUnder and APIServer.Dirs clean up knowing
 //     only the directories it recorded (make run-down).

@@ -63,6 +63,15 @@ type NodeletOptions struct {
 	// and server.clientCAFile fields) goes on the command line as the
 	// kubelet's flags, as a kubeadm-flags.env would carry them.
 	KubeletConfig []byte
+	// NetNS, when set, is the network namespace (ip netns) the agent runs
+	// in (nsenter --net; the mount namespace stays the host's, so runc
+	// sees its volume mounts), as node of a multi-node cluster. NodeIP
+	// must then be the namespace's address: the node's IP, where the node
+	// API, healthz and metrics listen, reachable from the host.
+	NetNS string
+	// NodeIP, when set, is the node's IP instead of the host's address on
+	// the containerd's pod bridge (Containerd.HostIP).
+	NodeIP net.IP
 }
 
 // Nodelet is a nodelet process started from the binary built from this
@@ -217,12 +226,19 @@ func (n *Nodelet) writeConfig() error {
 	// the host's on this containerd's pod bridge: an address of this
 	// machine, private to the instance, and not a loopback one, which the
 	// API server refuses to proxy to.
-	nodeIP, err := n.Options.Containerd.HostIP()
-	if err != nil {
-		return err
+	nodeIP := n.Options.NodeIP
+	if nodeIP == nil {
+		if nodeIP, err = n.Options.Containerd.HostIP(); err != nil {
+			return err
+		}
 	}
-	n.HealthzAddr = "127.0.0.1:" + strconv.Itoa(hp)
-	n.MetricsAddr = "127.0.0.1:" + strconv.Itoa(mp)
+	localIP := "127.0.0.1"
+	if n.Options.NetNS != "" {
+		// The namespace's loopback is not the host's.
+		localIP = nodeIP.String()
+	}
+	n.HealthzAddr = net.JoinHostPort(localIP, strconv.Itoa(hp))
+	n.MetricsAddr = net.JoinHostPort(localIP, strconv.Itoa(mp))
 	n.ServerAddr = net.JoinHostPort(nodeIP.String(), strconv.Itoa(sp))
 	server := map[string]any{"address": nodeIP.String(), "port": sp}
 	if n.Options.API != nil && n.Options.API.KubeletClientCA != nil {
@@ -334,6 +350,10 @@ func (n *Nodelet) start(ctx context.Context, bin string, args []string) error {
 		return fmt.Errorf("opening the nodelet log: %w", err)
 	}
 	cmd := exec.Command(bin, args...)
+	if ns := n.Options.NetNS; ns != "" {
+		// nsenter execs the agent: the pid stays the agent's.
+		cmd = exec.Command("nsenter", append([]string{"--net=" + NetNSPath(ns), bin}, args...)...)
+	}
 	if len(n.Options.Env) > 0 {
 		cmd.Env = append(os.Environ(), n.Options.Env...)
 	}
