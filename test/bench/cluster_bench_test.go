@@ -98,7 +98,40 @@ func (p *startPhases) addons(ctx context.Context, c *utils.Cluster) error {
 	p.mu.Lock()
 	p.addonsReady = time.Now()
 	p.mu.Unlock()
-	return err
+	if err != nil {
+		// StartCluster stops the cluster on this error: say now what the
+		// add-on pods and the nodes were doing.
+		return fmt.Errorf("%w\n%s", err, addonsState(c))
+	}
+	return nil
+}
+
+// addonsState describes the add-on pods and the end of each nodelet's log.
+func addonsState(c *utils.Cluster) string {
+	var sb strings.Builder
+	cs, err := kubernetes.NewForConfig(c.API.Config)
+	if err != nil {
+		return err.Error()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	pods, err := cs.CoreV1().Pods(utils.AddonsNamespace).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		fmt.Fprintf(&sb, "listing the add-on pods: %v\n", err)
+	} else {
+		for _, pod := range pods.Items {
+			fmt.Fprintf(&sb, "pod %s on %q: %s %v\n", pod.Name, pod.Spec.NodeName, pod.Status.Phase, pod.Status.Conditions)
+			for _, st := range pod.Status.ContainerStatuses {
+				fmt.Fprintf(&sb, "  container %s ready=%v restarts=%d state=%+v\n", st.Name, st.Ready, st.RestartCount, st.State)
+			}
+		}
+	}
+	for _, n := range c.Nodes {
+		if n.Nodelet != nil {
+			fmt.Fprintf(&sb, "nodelet %s:\n%s\n", n.Name, n.Nodelet.LogTail(30))
+		}
+	}
+	return sb.String()
 }
 
 // durations are the phases' lengths: control plane, nodes Ready, add-ons
