@@ -12,6 +12,7 @@ func TestDNSAnswer(t *testing.T) {
 	}{
 		{"answered", "Server:\t\t10.0.0.10\nAddress:\t10.0.0.10:53\n\nName:\tkubernetes.default.svc.cluster.local\nAddress: 10.0.0.1\n", true},
 		{"only the server's address", "Server:\t\t10.0.0.1\nAddress:\t10.0.0.1:53\n\n** server can't find kubernetes.default.svc.cluster.local: NXDOMAIN\n", false},
+		{"the server's address without a port", "Server:    10.0.0.1\nAddress:    10.0.0.1\n\n** server can't find kubernetes.default.svc.cluster.local: NXDOMAIN\n", false},
 		{"another address", "Server:\t10.0.0.10\nAddress:\t10.0.0.10:53\n\nName:\tkubernetes.default.svc.cluster.local\nAddress: 10.0.0.11\n", false},
 		{"timed out", ";; connection timed out; no servers could be reached\n", false},
 	} {
