@@ -3,6 +3,7 @@ package bench
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"net"
@@ -251,7 +252,10 @@ func waitClusterDNS(ctx context.Context, node *utils.ClusterNode) error {
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("the cluster DNS does not answer %s from node %s after %s: %v: %s", name, node.Name, dnsTimeout, err, out)
+			if err == nil {
+				err = errors.New("no answer with the kubernetes Service's address")
+			}
+			return fmt.Errorf("the cluster DNS does not answer %s from node %s after %s: %w: %s", name, node.Name, dnsTimeout, err, out)
 		}
 		select {
 		case <-ctx.Done():
