@@ -6,5 +6,6 @@
 // the container runtime itself sets on this machine (the same work done
 // straight through the CRI). Missed targets are marked, not failed: these are
 // measurements, run with `make bench`, never part of `make test`. The package
-// holds benchmarks only, so `go test` without -bench runs nothing here.
+// holds benchmarks and table tests of their pure helpers only, so `go test`
+// without -bench starts nothing here.
 package bench
