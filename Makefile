@@ -65,6 +65,11 @@ test: deps envtest vet lint ## Lint, unit, envtest and e2e tests against a real 
 	$(GO) test $(GOTESTFLAGS) -timeout $(TEST_TIMEOUT) -p 1 $(E2E_PKGS); \
 	$(MAKE) --no-print-directory example
 
+.PHONY: e2e-multinode
+e2e-multinode: deps envtest ## The heavy multi-node e2e specs (three nodes: Services, NodePort, drain, node failure), which make test leaves out.
+	export KUBEBUILDER_ASSETS="$$(bash hack/envtest.sh)"; \
+	$(GO) test $(GOTESTFLAGS) -count=1 -timeout $(TEST_TIMEOUT) ./test/e2e/ -ginkgo.focus='Multi-node' -ginkgo.label-filter=heavy -ginkgo.v
+
 .PHONY: example
 example: deps envtest ## Build and test the example extension module.
 	export KUBEBUILDER_ASSETS="$$(bash hack/envtest.sh)"; \

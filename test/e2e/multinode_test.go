@@ -260,6 +260,10 @@ func multiNodeSpecs(n int) {
 		expectSucceeds(ctx, admin, pod)
 	})
 
+	It("answers a NodePort Service on every node's address, from the host and from a pod", func(ctx SpecContext) {
+		expectNodePortServes(ctx, cluster, admin, ns, "nodeport", cluster.Nodes[0].Name)
+	})
+
 	It("makes a node NotReady when its nodelet stops, and Ready when it starts again", func(ctx SpecContext) {
 		last := cluster.Nodes[len(cluster.Nodes)-1]
 		Expect(cluster.StopNode(last.Index)).To(Succeed())
