@@ -77,6 +77,11 @@ conformance: deps envtest ## Kubernetes' node and volume conformance specs on no
 	export KUBEBUILDER_ASSETS="$$(bash hack/envtest.sh)"; \
 	$(GO) run ./hack/conformance $(CONFORMANCE_FLAGS)
 
+.PHONY: conformance-network
+conformance-network: deps envtest ## Kubernetes' sig-network specs on a 3-node cluster with kube-proxy and CoreDNS, nodelet and the real kubelet as the nodes' agents (NODE, FOCUS, NODES=n).
+	export KUBEBUILDER_ASSETS="$$(bash hack/envtest.sh)"; \
+	$(GO) run ./hack/conformance -suite network -nodes $(or $(NODES),3) $(CONFORMANCE_FLAGS)
+
 .PHONY: conformance-build
 conformance-build: ## Build e2e.test, ginkgo, kubelet and agnhost into the cache (a no-op when present).
 	@bash hack/conformance.sh >/dev/null

@@ -128,5 +128,5 @@ var NetworkSkip = []string{
 // multi-node cluster: pods on different nodes reach each other, and a
 // Service's name resolves and answers.
 var NetworkSmokeFocus = []string{
-	regexp.QuoteMeta(`[sig-network] Networking Granular Checks: Pods should function for intra-pod communication: http [NodeConformance] [Conformance]`),
+	regexp.QuoteMeta(`[sig-network] Networking Granular Checks: Pods should function for intra-pod communication: http [Conformance] [NodeConformance]`),
 }
