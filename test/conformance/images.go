@@ -25,7 +25,9 @@ const (
 	// AgnhostImage is the suite's multi-purpose test binary, built from
 	// k8s.io/kubernetes/test/images/agnhost, on top of BusyboxImage's
 	// files (the real one is Alpine: a shell and the usual tools), with a
-	// curl stand-in.
+	// curl stand-in and test/images/netcat as nc (the real image has
+	// netcat-openbsd, whose flags the Service specs use: busybox nc has
+	// no -v, -u or -w).
 	AgnhostImage = "registry.k8s.io/e2e-test-images/agnhost:2.66.1"
 	// AgnhostPrevImage is the previous agnhost some specs switch a pod's
 	// image to and from; here the same binary under its name.
@@ -159,7 +161,7 @@ func ImportImages(ctx context.Context, c *utils.Containerd, archives map[string]
 // harness's archives, which are themselves named by their inputs.
 func imagesKey(ctx context.Context, agnhost string) (string, error) {
 	h := sha256.New()
-	fmt.Fprintln(h, "conformance-images-v4")
+	fmt.Fprintln(h, "conformance-images-v5")
 	shell, err := os.ReadFile(bashPath)
 	if err != nil {
 		return "", fmt.Errorf("reading %s (Debian package bash-static): %w", bashPath, err)
@@ -178,6 +180,11 @@ func imagesKey(ctx context.Context, agnhost string) (string, error) {
 		return "", err
 	}
 	h.Write(nnp)
+	nc, err := utils.ProgramSource(netcatProgram)
+	if err != nil {
+		return "", err
+	}
+	h.Write(nc)
 	for _, image := range []string{utils.BusyboxImage, utils.PauseImage} {
 		path, err := utils.ImageArchive(ctx, image)
 		if err != nil {
@@ -202,7 +209,13 @@ func buildAgnhost(ctx context.Context, agnhost string) (v1.Image, error) {
 	if err != nil {
 		return nil, fmt.Errorf("reading agnhost: %w", err)
 	}
+	nc, err := utils.CompileProgram(ctx, netcatProgram)
+	if err != nil {
+		return nil, err
+	}
 	files := func(l *imagebuild.Layer) {
+		// Over busybox's nc applet link.
+		l.File("bin/nc", 0o755, nc)
 		l.Dir("uploads", 0o755)
 		l.Dir("home/user-defined-in-image", 0o755)
 		l.File("agnhost", 0o755, bin)
@@ -235,6 +248,9 @@ func buildNginx(ctx context.Context, agnhost string) (v1.Image, error) {
 func buildNonRoot(ctx context.Context, _ string) (v1.Image, error) {
 	return onBusybox(ctx, nil, func(cfg *v1.Config) { cfg.User = "1234:1234" })
 }
+
+// netcatProgram is the directory of the nc program under test/images.
+const netcatProgram = "netcat"
 
 // nonewprivsProgram is the directory of the nonewprivs program under
 // test/images.
