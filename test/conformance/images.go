@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -185,6 +186,12 @@ func imagesKey(ctx context.Context, agnhost string) (string, error) {
 		return "", err
 	}
 	h.Write(nc)
+	crt, key, err := porterCertificate(ctx)
+	if err != nil {
+		return "", err
+	}
+	h.Write(crt)
+	h.Write(key)
 	for _, image := range []string{utils.BusyboxImage, utils.PauseImage} {
 		path, err := utils.ImageArchive(ctx, image)
 		if err != nil {
@@ -213,7 +220,14 @@ func buildAgnhost(ctx context.Context, agnhost string) (v1.Image, error) {
 	if err != nil {
 		return nil, err
 	}
+	crt, key, err := porterCertificate(ctx)
+	if err != nil {
+		return nil, err
+	}
 	files := func(l *imagebuild.Layer) {
+		// porter's TLS ports serve these, from its working directory /.
+		l.File("localhost.crt", 0o644, crt)
+		l.File("localhost.key", 0o644, key)
 		// Over busybox's nc applet link.
 		l.File("bin/nc", 0o755, nc)
 		l.Dir("uploads", 0o755)
@@ -247,6 +261,36 @@ func buildNginx(ctx context.Context, agnhost string) (v1.Image, error) {
 // buildNonRoot is busybox running as uid 1234 and gid 1234.
 func buildNonRoot(ctx context.Context, _ string) (v1.Image, error) {
 	return onBusybox(ctx, nil, func(cfg *v1.Config) { cfg.User = "1234:1234" })
+}
+
+// kubernetesModule is the module whose e2e.test and agnhost the harness
+// builds (hack/conformance.sh's K8S_VERSION).
+const kubernetesModule = "k8s.io/kubernetes@v1.37.0"
+
+// porterCertificate returns the certificate and key the real agnhost image
+// holds in its working directory for porter's TLS ports
+// (test/images/agnhost/porter/localhost.{crt,key} of kubernetesModule).
+func porterCertificate(ctx context.Context) (crt, key []byte, err error) {
+	cmd := exec.CommandContext(ctx, "go", "mod", "download", "-json", kubernetesModule)
+	// Outside any module, so that no go.sum changes.
+	cmd.Dir = os.TempDir()
+	cmd.Env = append(os.Environ(), "GOWORK=off", "GOFLAGS=")
+	out, err := cmd.Output()
+	if err != nil {
+		return nil, nil, fmt.Errorf("locating %s: %w", kubernetesModule, err)
+	}
+	var mod struct{ Dir string }
+	if err := json.Unmarshal(out, &mod); err != nil || mod.Dir == "" {
+		return nil, nil, fmt.Errorf("locating %s: no directory in %q", kubernetesModule, out)
+	}
+	dir := filepath.Join(mod.Dir, "test", "images", "agnhost", "porter")
+	if crt, err = os.ReadFile(filepath.Join(dir, "localhost.crt")); err != nil {
+		return nil, nil, fmt.Errorf("reading porter's certificate: %w", err)
+	}
+	if key, err = os.ReadFile(filepath.Join(dir, "localhost.key")); err != nil {
+		return nil, nil, fmt.Errorf("reading porter's key: %w", err)
+	}
+	return crt, key, nil
 }
 
 // netcatProgram is the directory of the nc program under test/images.
