@@ -8,6 +8,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"net"
@@ -15,6 +16,9 @@ import (
 	"strconv"
 	"time"
 )
+
+// lookupTimeout bounds the host name's lookup.
+const lookupTimeout = 20 * time.Second
 
 type options struct {
 	verbose, udp, zero bool
@@ -101,7 +105,20 @@ func run(o options) error {
 	} else if o.localPort != 0 {
 		d.LocalAddr = &net.TCPAddr{Port: o.localPort}
 	}
-	conn, err := d.Dial(network, net.JoinHostPort(o.host, o.port))
+	// As netcat-openbsd, -w bounds the connect and idle times, not the
+	// name lookup, which takes the resolver's own timeouts and retries.
+	ctx, cancel := context.WithTimeout(context.Background(), lookupTimeout)
+	addrs, err := net.DefaultResolver.LookupHost(ctx, o.host)
+	cancel()
+	if err != nil {
+		return err
+	}
+	var conn net.Conn
+	for _, addr := range addrs {
+		if conn, err = d.Dial(network, net.JoinHostPort(addr, o.port)); err == nil {
+			break
+		}
+	}
 	if err != nil {
 		return err
 	}
