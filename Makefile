@@ -82,6 +82,16 @@ conformance: deps envtest ## Kubernetes' node and volume conformance specs on no
 	export KUBEBUILDER_ASSETS="$$(bash hack/envtest.sh)"; \
 	$(GO) run ./hack/conformance $(CONFORMANCE_FLAGS)
 
+.PHONY: conformance-network
+conformance-network: deps envtest ## Kubernetes' sig-network specs on a 3-node cluster with kube-proxy and CoreDNS, nodelet and the real kubelet as the nodes' agents (NODE, FOCUS, NODES=n).
+	export KUBEBUILDER_ASSETS="$$(bash hack/envtest.sh)"; \
+	$(GO) run ./hack/conformance -suite network -nodes $(or $(NODES),3) $(CONFORMANCE_FLAGS)
+
+.PHONY: conformance-network-smoke
+conformance-network-smoke: deps envtest ## The network smoke subset on a 2-node nodelet cluster (not in make test).
+	export KUBEBUILDER_ASSETS="$$(bash hack/envtest.sh)"; \
+	NODELET_NETWORK_SMOKE=1 $(GO) test -count=1 -timeout $(TEST_TIMEOUT) -run TestNetworkSmoke -v ./test/conformance/
+
 .PHONY: conformance-build
 conformance-build: ## Build e2e.test, ginkgo, kubelet and agnhost into the cache (a no-op when present).
 	@bash hack/conformance.sh >/dev/null

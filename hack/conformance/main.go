@@ -27,6 +27,10 @@ type options struct {
 	skip    []string
 	list    bool
 	smoke   bool
+	// suite is "node" (the single-node selection) or "network" (the
+	// sig-network selection on a multi-node cluster of nodeCount nodes).
+	suite     string
+	nodeCount int
 }
 
 func main() {
@@ -61,7 +65,15 @@ func parseFlags() (options, error) {
 	flag.Var(&skip, "skip", "also skip specs matching this expression (repeatable)")
 	flag.BoolVar(&o.list, "list", false, "print the selected specs and exit")
 	flag.BoolVar(&o.smoke, "smoke", false, "run the smoke subset of make test instead of the whole selection")
+	flag.StringVar(&o.suite, "suite", envOr("SUITE", "node"), "node: node and volume specs on one node; network: sig-network specs on a multi-node cluster with kube-proxy and CoreDNS (env SUITE)")
+	flag.IntVar(&o.nodeCount, "nodes", 3, "nodes of the network suite's cluster")
 	flag.Parse()
+	if o.suite != "node" && o.suite != "network" {
+		return o, fmt.Errorf("-suite %q: want node or network", o.suite)
+	}
+	if o.nodeCount < 2 {
+		return o, fmt.Errorf("-nodes %d: the network suite needs 2 or more", o.nodeCount)
+	}
 	switch *node {
 	case "both":
 		o.nodes = []conformance.Agent{conformance.AgentNodelet, conformance.AgentKubelet}
@@ -128,6 +140,13 @@ func selection(o options, skips []conformance.SkipEntry, agent conformance.Agent
 	if o.smoke {
 		s.focus = conformance.SmokeFocus
 	}
+	if o.suite == "network" {
+		s.focus = conformance.NetworkFocus
+		s.skip = append(s.skip, conformance.NetworkSkip...)
+		if o.smoke {
+			s.focus = conformance.NetworkSmokeFocus
+		}
+	}
 	if len(o.focus) > 0 {
 		// Ginkgo ORs focus expressions (and Go's regexp has no look-ahead
 		// to AND them): an explicit focus replaces the selection's, the
@@ -171,6 +190,9 @@ func runAgent(ctx context.Context, o options, agent conformance.Agent, sel selec
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("creating the report directory: %w", err)
 	}
+	if o.suite == "network" {
+		return runMultiNode(ctx, o, agent, sel, bin, images, dir)
+	}
 	c, err := conformance.StartCluster(ctx, conformance.ClusterOptions{
 		Agent: agent, NodeName: "conformance-" + string(agent), BinDir: bin, Images: images, Log: os.Stdout,
 	})
@@ -195,6 +217,40 @@ func runAgent(ctx context.Context, o options, agent conformance.Agent, sel selec
 	}
 	defer logf.Close()
 	fmt.Printf("conformance: running the suite on %s (%d procs); output in %s\n", agent, o.procs, logf.Name())
+	return conformance.Run(ctx, conformance.RunOptions{
+		BinDir: bin, Kubeconfig: c.Kubeconfig, Focus: sel.focus, Skip: sel.skip,
+		Procs: o.procs, ReportDir: dir, Timeout: o.timeout, Output: io.MultiWriter(logf, conformance.ProgressWriter(os.Stdout)),
+	})
+}
+
+// runMultiNode runs the selection on a cluster of o.nodeCount nodes of
+// agent with kube-proxy and CoreDNS.
+func runMultiNode(ctx context.Context, o options, agent conformance.Agent, sel selected, bin string, images map[string]string, dir string) (_ *conformance.Report, err error) {
+	c, err := conformance.StartMultiNodeCluster(ctx, conformance.MultiNodeOptions{
+		Agent: agent, Nodes: o.nodeCount, BinDir: bin, Images: images, Log: os.Stdout,
+	})
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		// The logs are kept with the report; then nothing may be left.
+		for name, path := range c.AgentLogs() {
+			conformance.CopyFile(path, filepath.Join(dir, name))
+		}
+		leftovers := c.Leftovers()
+		if stopErr := c.Stop(); stopErr != nil && err == nil {
+			err = stopErr
+		}
+		if left := leftovers(); left != "" && err == nil {
+			err = fmt.Errorf("left behind after the cluster stopped: %s", left)
+		}
+	}()
+	logf, err := os.Create(filepath.Join(dir, "e2e.log"))
+	if err != nil {
+		return nil, fmt.Errorf("creating the suite log: %w", err)
+	}
+	defer logf.Close()
+	fmt.Printf("conformance: running the network suite on %d nodes of %s (%d procs); output in %s\n", o.nodeCount, agent, o.procs, logf.Name())
 	return conformance.Run(ctx, conformance.RunOptions{
 		BinDir: bin, Kubeconfig: c.Kubeconfig, Focus: sel.focus, Skip: sel.skip,
 		Procs: o.procs, ReportDir: dir, Timeout: o.timeout, Output: io.MultiWriter(logf, conformance.ProgressWriter(os.Stdout)),

@@ -199,6 +199,11 @@ func (c *Cluster) notReadyReason(ctx context.Context, cl client.Client) string {
 			return "node tainted " + t.Key
 		}
 	}
+	return c.serviceAccountMissing(ctx, cl)
+}
+
+// serviceAccountMissing says why default/default is missing, or "".
+func (c *Cluster) serviceAccountMissing(ctx context.Context, cl client.Client) string {
 	var sa corev1.ServiceAccount
 	if err := cl.Get(ctx, client.ObjectKey{Namespace: "default", Name: "default"}, &sa); err != nil {
 		return "default service account: " + err.Error()

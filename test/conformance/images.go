@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -25,7 +26,9 @@ const (
 	// AgnhostImage is the suite's multi-purpose test binary, built from
 	// k8s.io/kubernetes/test/images/agnhost, on top of BusyboxImage's
 	// files (the real one is Alpine: a shell and the usual tools), with a
-	// curl stand-in.
+	// curl stand-in and test/images/netcat as nc (the real image has
+	// netcat-openbsd, whose flags the Service specs use: busybox nc has
+	// no -v, -u or -w).
 	AgnhostImage = "registry.k8s.io/e2e-test-images/agnhost:2.66.1"
 	// AgnhostPrevImage is the previous agnhost some specs switch a pod's
 	// image to and from; here the same binary under its name.
@@ -159,7 +162,7 @@ func ImportImages(ctx context.Context, c *utils.Containerd, archives map[string]
 // harness's archives, which are themselves named by their inputs.
 func imagesKey(ctx context.Context, agnhost string) (string, error) {
 	h := sha256.New()
-	fmt.Fprintln(h, "conformance-images-v4")
+	fmt.Fprintln(h, "conformance-images-v5")
 	shell, err := os.ReadFile(bashPath)
 	if err != nil {
 		return "", fmt.Errorf("reading %s (Debian package bash-static): %w", bashPath, err)
@@ -178,6 +181,17 @@ func imagesKey(ctx context.Context, agnhost string) (string, error) {
 		return "", err
 	}
 	h.Write(nnp)
+	nc, err := utils.ProgramSource(netcatProgram)
+	if err != nil {
+		return "", err
+	}
+	h.Write(nc)
+	crt, key, err := porterCertificate(ctx)
+	if err != nil {
+		return "", err
+	}
+	h.Write(crt)
+	h.Write(key)
 	for _, image := range []string{utils.BusyboxImage, utils.PauseImage} {
 		path, err := utils.ImageArchive(ctx, image)
 		if err != nil {
@@ -202,7 +216,20 @@ func buildAgnhost(ctx context.Context, agnhost string) (v1.Image, error) {
 	if err != nil {
 		return nil, fmt.Errorf("reading agnhost: %w", err)
 	}
+	nc, err := utils.CompileProgram(ctx, netcatProgram)
+	if err != nil {
+		return nil, err
+	}
+	crt, key, err := porterCertificate(ctx)
+	if err != nil {
+		return nil, err
+	}
 	files := func(l *imagebuild.Layer) {
+		// porter's TLS ports serve these, from its working directory /.
+		l.File("localhost.crt", 0o644, crt)
+		l.File("localhost.key", 0o644, key)
+		// Over busybox's nc applet link.
+		l.File("bin/nc", 0o755, nc)
 		l.Dir("uploads", 0o755)
 		l.Dir("home/user-defined-in-image", 0o755)
 		l.File("agnhost", 0o755, bin)
@@ -235,6 +262,39 @@ func buildNginx(ctx context.Context, agnhost string) (v1.Image, error) {
 func buildNonRoot(ctx context.Context, _ string) (v1.Image, error) {
 	return onBusybox(ctx, nil, func(cfg *v1.Config) { cfg.User = "1234:1234" })
 }
+
+// kubernetesModule is the module whose e2e.test and agnhost the harness
+// builds (hack/conformance.sh's K8S_VERSION).
+const kubernetesModule = "k8s.io/kubernetes@v1.37.0"
+
+// porterCertificate returns the certificate and key the real agnhost image
+// holds in its working directory for porter's TLS ports
+// (test/images/agnhost/porter/localhost.{crt,key} of kubernetesModule).
+func porterCertificate(ctx context.Context) (crt, key []byte, err error) {
+	cmd := exec.CommandContext(ctx, "go", "mod", "download", "-json", kubernetesModule)
+	// Outside any module, so that no go.sum changes.
+	cmd.Dir = os.TempDir()
+	cmd.Env = append(os.Environ(), "GOWORK=off", "GOFLAGS=")
+	out, err := cmd.Output()
+	if err != nil {
+		return nil, nil, fmt.Errorf("locating %s: %w", kubernetesModule, err)
+	}
+	var mod struct{ Dir string }
+	if err := json.Unmarshal(out, &mod); err != nil || mod.Dir == "" {
+		return nil, nil, fmt.Errorf("locating %s: no directory in %q", kubernetesModule, out)
+	}
+	dir := filepath.Join(mod.Dir, "test", "images", "agnhost", "porter")
+	if crt, err = os.ReadFile(filepath.Join(dir, "localhost.crt")); err != nil {
+		return nil, nil, fmt.Errorf("reading porter's certificate: %w", err)
+	}
+	if key, err = os.ReadFile(filepath.Join(dir, "localhost.key")); err != nil {
+		return nil, nil, fmt.Errorf("reading porter's key: %w", err)
+	}
+	return crt, key, nil
+}
+
+// netcatProgram is the directory of the nc program under test/images.
+const netcatProgram = "netcat"
 
 // nonewprivsProgram is the directory of the nonewprivs program under
 // test/images.

@@ -105,3 +105,28 @@ func SkipPatterns(entries []SkipEntry, agent Agent) []string {
 	}
 	return out
 }
+
+// NetworkFocus selects the sig-network specs for the multi-node cluster:
+// the pod-to-pod, node-to-pod and Service granular checks, and the
+// [Conformance] specs of sig-network, which need the node agent, the
+// node network, kube-proxy and CoreDNS and nothing else.
+var NetworkFocus = []string{
+	`\[sig-network\] Networking Granular Checks`,
+	`\[sig-network\].*\[Conformance\]`,
+}
+
+// NetworkSkip adds to ConformanceSkip what the multi-node cluster has not:
+// IPv6 and dual-stack, SCTP, cloud load balancers, and network policy.
+var NetworkSkip = []string{
+	`\[LinuxOnly\].*IPv6|IPv6.*\[LinuxOnly\]|\[IPv6DualStack\]|\[Feature:IPv6DualStack\]`,
+	`SCTP`,
+	`LoadBalancer`,
+	`NetworkPolicy`,
+}
+
+// NetworkSmokeFocus is the sig-network subset make test runs on the
+// multi-node cluster: pods on different nodes reach each other, and a
+// Service's name resolves and answers.
+var NetworkSmokeFocus = []string{
+	regexp.QuoteMeta(`[sig-network] Networking Granular Checks: Pods should function for intra-pod communication: http [Conformance] [NodeConformance]`),
+}

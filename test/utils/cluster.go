@@ -55,6 +55,11 @@ type ClusterOptions struct {
 	// before it is used, so that a caller can clean up after a run that is
 	// killed (hack/localup's state).
 	Record func(ClusterPart) error
+	// StartAgent, when set, starts each node's agent instead of nodelet:
+	// n.Containerd runs and n.Net is its namespace; it sets n.Kubelet
+	// (ClusterKubelet) as soon as that exists, also on error, so that Stop
+	// stops it.
+	StartAgent func(ctx context.Context, c *Cluster, n *ClusterNode) error
 	// ReadyTimeout bounds the wait for the nodes to be Ready with their
 	// pod subnets routed; 3 minutes when zero.
 	ReadyTimeout time.Duration
@@ -82,6 +87,8 @@ type ClusterNode struct {
 	IP         net.IP
 	Containerd *Containerd
 	Nodelet    *Nodelet
+	// Kubelet is the node's agent instead of Nodelet with StartAgent.
+	Kubelet *Kubelet
 }
 
 // Namespace is the name of the node's network namespace.
@@ -334,6 +341,9 @@ func (c *Cluster) startNode(ctx context.Context, i int) error {
 	if err != nil {
 		return fmt.Errorf("starting the containerd of node %s: %w", node.Name, err)
 	}
+	if c.Options.StartAgent != nil {
+		return c.Options.StartAgent(ctx, c, node)
+	}
 	dir, err := os.MkdirTemp("", "nodelet-"+node.Name+"-")
 	if err != nil {
 		return fmt.Errorf("creating the nodelet directory of %s: %w", node.Name, err)
@@ -472,10 +482,16 @@ func (c *Cluster) Stop() error {
 		if n.Nodelet != nil {
 			errs = append(errs, n.Nodelet.Cleanup())
 		}
+		if n.Kubelet != nil {
+			n.Kubelet.Terminate()
+		}
 	}
 	for _, n := range nodes {
 		if n.Containerd != nil {
 			errs = append(errs, n.Containerd.Stop())
+		}
+		if n.Kubelet != nil {
+			errs = append(errs, n.Kubelet.Stop())
 		}
 	}
 	for _, comp := range []*Component{c.Scheduler, c.ControllerManager} {

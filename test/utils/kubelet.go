@@ -35,6 +35,15 @@ type KubeletOptions struct {
 	Config map[string]any
 	// Args are command-line flags added to the harness's.
 	Args []string
+	// NetNS, when set, is the network namespace (ip netns) the kubelet
+	// runs in (nsenter --net; the mount namespace is its own as always,
+	// propagating to the host's), as node of a multi-node cluster. NodeIP
+	// must then be the namespace's address: its node IP (--node-ip),
+	// where its API and /healthz listen, reachable from the host.
+	NetNS string
+	// NodeIP, when set, is the kubelet's --node-ip and the address of its
+	// API and /healthz.
+	NodeIP net.IP
 }
 
 // Kubelet is a kubelet process with its root, pod logs, certificates,
@@ -87,6 +96,10 @@ func StartKubelet(ctx context.Context, opts KubeletOptions) (*Kubelet, error) {
 	prefix, err := IsolatedKubeletCommand(dir)
 	if err != nil {
 		return k, errors.Join(err, k.Stop())
+	}
+	if opts.NetNS != "" {
+		// nsenter execs the rest: the pid stays the kubelet's.
+		prefix = append([]string{"nsenter", "--net=" + NetNSPath(opts.NetNS)}, prefix...)
 	}
 	if err := k.start(append(append(prefix, bin), args...)); err != nil {
 		return k, errors.Join(err, k.Stop())
@@ -153,6 +166,15 @@ func (k *Kubelet) configure() ([]string, error) {
 			"imagefs.available": "1%",
 		},
 	}
+	extraArgs := k.Options.Args
+	if ip := k.Options.NodeIP; ip != nil {
+		// The namespace's loopback is not the host's: everything the
+		// harness reaches listens on the node's address.
+		cfg["address"] = ip.String()
+		cfg["healthzBindAddress"] = ip.String()
+		k.HealthzAddr = net.JoinHostPort(ip.String(), fmt.Sprint(ports[1]))
+		extraArgs = append([]string{"--node-ip=" + ip.String()}, extraArgs...)
+	}
 	maps.Copy(cfg, k.Options.Config)
 	k.ServerAddr = net.JoinHostPort(fmt.Sprint(cfg["address"]), fmt.Sprint(cfg["port"]))
 	data, err := yaml.Marshal(cfg)
@@ -170,7 +192,7 @@ func (k *Kubelet) configure() ([]string, error) {
 		"--cert-dir=" + filepath.Join(k.Dir, "pki"),
 		"--hostname-override=" + k.Options.NodeName,
 		"--v=2",
-	}, k.Options.Args...), nil
+	}, extraArgs...), nil
 }
 
 // start runs argv from a supervisor that, once Supervise was called,
@@ -393,4 +415,64 @@ func SharedRootBind(pattern string) (string, func() error, error) {
 		return "", nil, errors.Join(fmt.Errorf("making %s a shared mount: %w", dir, err), cleanup())
 	}
 	return dir, cleanup, nil
+}
+
+// clusterKubeletStartTimeout bounds the wait for a cluster node's kubelet
+// to answer /healthz.
+const clusterKubeletStartTimeout = 90 * time.Second
+
+// ClusterKubeletPort is the kubelet API's port on a cluster node's address,
+// the kubelet's default.
+const ClusterKubeletPort = 10250
+
+// ClusterKubelet returns a ClusterOptions.StartAgent that runs the real
+// kubelet (binary; built when empty) as each node's agent, in the node's
+// network namespace with the node's containerd: registered with a node
+// client certificate, its API on the node's address at ClusterKubeletPort
+// trusting the API server's kubelet client certificates and allowing what
+// they ask, the cluster's DNS settings, the pod CIDR taken from the Node
+// as the kubelet does by itself, and config on top. It returns once
+// /healthz answers; from then on the kubelet is started again whenever it
+// exits.
+func ClusterKubelet(binary string, config map[string]any) func(ctx context.Context, c *Cluster, n *ClusterNode) error {
+	return func(ctx context.Context, c *Cluster, n *ClusterNode) error {
+		cfg := map[string]any{
+			"port":          ClusterKubeletPort,
+			"clusterDNS":    []string{ClusterDNSIP},
+			"clusterDomain": ClusterDomain,
+			"resolvConf":    "/etc/resolv.conf",
+			"authentication": map[string]any{
+				"x509":      map[string]any{"clientCAFile": c.API.KubeletClientCA.CertFile},
+				"webhook":   map[string]any{"enabled": false},
+				"anonymous": map[string]any{"enabled": false},
+			},
+			"authorization": map[string]any{"mode": "AlwaysAllow"},
+		}
+		maps.Copy(cfg, config)
+		k, err := StartKubelet(ctx, KubeletOptions{
+			Binary:     binary,
+			NodeName:   n.Name,
+			API:        c.API,
+			Containerd: n.Containerd,
+			Config:     cfg,
+			NetNS:      n.Net.Namespace,
+			NodeIP:     n.IP,
+		})
+		if k != nil {
+			c.mu.Lock()
+			n.Kubelet = k
+			c.mu.Unlock()
+			if rerr := c.Options.Record(ClusterPart{Dirs: []string{k.Dir}}); rerr != nil {
+				return errors.Join(err, rerr)
+			}
+		}
+		if err != nil {
+			return fmt.Errorf("starting the kubelet of node %s: %w", n.Name, err)
+		}
+		if err := k.WaitHealthy(ctx, clusterKubeletStartTimeout); err != nil {
+			return fmt.Errorf("starting the kubelet of node %s: %w", n.Name, err)
+		}
+		k.Supervise()
+		return nil
+	}
 }
