@@ -139,7 +139,7 @@ Logs: kube-controller-manager %[11]s
       kube-scheduler %[12]s
 Images on every node: %[13]s (built here; there is no registry).
 Stop with Ctrl-C, or with make run-down from another shell.
-`, len(mc.Nodes), mc.Network.Subnet, mc.Network.Bridge, mc.API.Config.Host, utils.ClusterCIDR,
+`, len(mc.Nodes), mc.Network.Subnet, mc.Network.Bridge, mc.API.Config.Host, mc.ClusterCIDR(),
 		nodes.String(), c.st.kubeconfig(), c.assets, kubernetesVersion(c.assets), utils.WebImage,
 		mc.ControllerManager.LogPath, mc.Scheduler.LogPath, strings.Join(images, ", "))
 }

@@ -41,34 +41,11 @@ var _ = Describe("Multi-node cluster failover", Ordered, Label(heavyLabel), func
 		if !strings.Contains(GinkgoLabelFilter(), heavyLabel) {
 			Skip("a heavy spec: run it with -ginkgo.label-filter=" + heavyLabel)
 		}
-		var err error
-		cluster, err = utils.StartCluster(ctx, utils.ClusterOptions{
-			Nodes:      3,
-			NamePrefix: fmt.Sprintf("fo%d", GinkgoParallelProcess()),
-			Addons:     utils.InstallClusterAddons,
-		})
-		if cluster != nil {
-			DeferCleanup(cluster.Stop)
-		}
-		Expect(err).NotTo(HaveOccurred())
-		admin, err = cluster.AdminClient()
-		Expect(err).NotTo(HaveOccurred())
 		ns = "failover"
-		Expect(admin.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})).To(Succeed())
-		Eventually(func(g Gomega) {
-			g.Expect(admin.Get(ctx, client.ObjectKey{Namespace: ns, Name: "default"}, &corev1.ServiceAccount{})).To(Succeed())
-		}).WithTimeout(multiNodePodTimeout).Should(Succeed())
+		cluster, admin = startTestCluster(ctx, 3, fmt.Sprintf("fo%d", GinkgoParallelProcess()), ns)
 	}, NodeTimeout(clusterStartTimeout))
 
-	AfterEach(func() {
-		if CurrentSpecReport().Failed() && cluster != nil {
-			for _, node := range cluster.Nodes {
-				if node.Nodelet != nil {
-					GinkgoWriter.Printf("nodelet log of %s:\n%s\n", node.Name, node.Nodelet.LogTail(60))
-				}
-			}
-		}
-	})
+	AfterEach(func() { printClusterLogsOnFailure(cluster, 60) })
 
 	It("answers a NodePort Service on every node's address, from the host and from a pod", func(ctx SpecContext) {
 		expectNodePortServes(ctx, cluster, admin, ns, "nodeport", cluster.Nodes[0].Name)

@@ -92,39 +92,11 @@ func multiNodeSpecs(n int) {
 	)
 
 	BeforeAll(func(ctx SpecContext) {
-		var err error
-		cluster, err = utils.StartCluster(ctx, utils.ClusterOptions{
-			Nodes:      n,
-			NamePrefix: fmt.Sprintf("mn%d", GinkgoParallelProcess()),
-			Addons:     utils.InstallClusterAddons,
-		})
-		if cluster != nil {
-			DeferCleanup(cluster.Stop)
-		}
-		Expect(err).NotTo(HaveOccurred())
-		admin, err = cluster.AdminClient()
-		Expect(err).NotTo(HaveOccurred())
 		ns = fmt.Sprintf("multinode-%d", n)
-		Expect(admin.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})).To(Succeed())
-		// The ServiceAccount admission refuses pods until the
-		// controller-manager made the namespace's default account.
-		Eventually(func(g Gomega) {
-			g.Expect(admin.Get(ctx, client.ObjectKey{Namespace: ns, Name: "default"}, &corev1.ServiceAccount{})).To(Succeed())
-		}).WithTimeout(multiNodePodTimeout).Should(Succeed())
+		cluster, admin = startTestCluster(ctx, n, fmt.Sprintf("mn%d", GinkgoParallelProcess()), ns)
 	}, NodeTimeout(clusterStartTimeout))
 
-	AfterEach(func() {
-		if CurrentSpecReport().Failed() && cluster != nil {
-			for _, node := range cluster.Nodes {
-				if node.Nodelet != nil {
-					GinkgoWriter.Printf("nodelet log of %s:\n%s\n", node.Name, node.Nodelet.LogTail(40))
-				}
-				if node.Containerd != nil {
-					GinkgoWriter.Printf("containerd log of %s:\n%s\n", node.Name, node.Containerd.LogTail(40))
-				}
-			}
-		}
-	})
+	AfterEach(func() { printClusterLogsOnFailure(cluster, 40) })
 
 	It("has every node Ready with a pod subnet of its own", func(ctx SpecContext) {
 		seen := map[string]string{}
@@ -326,4 +298,44 @@ func expectNetworkGone(nw *utils.NodeNetwork, cidrs []string) {
 		Expect(string(out)).NotTo(ContainSubstring(cidr), "a route to pod subnet %s is left", cidr)
 	}
 	Expect(string(out)).NotTo(ContainSubstring(nw.Subnet.String()), "the node network's route is left")
+}
+
+// startTestCluster starts a cluster of n nodes named <prefix>-node-<i> with
+// kube-proxy and CoreDNS, stopped when the container ends, and a namespace
+// ns whose default service account exists (the ServiceAccount admission
+// refuses pods until the controller-manager made it).
+func startTestCluster(ctx context.Context, n int, prefix, ns string) (*utils.Cluster, client.Client) {
+	GinkgoHelper()
+	cluster, err := utils.StartCluster(ctx, utils.ClusterOptions{
+		Nodes:      n,
+		NamePrefix: prefix,
+		Addons:     utils.InstallClusterAddons,
+	})
+	if cluster != nil {
+		DeferCleanup(cluster.Stop)
+	}
+	Expect(err).NotTo(HaveOccurred())
+	admin, err := cluster.AdminClient()
+	Expect(err).NotTo(HaveOccurred())
+	Expect(admin.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})).To(Succeed())
+	Eventually(func(g Gomega) {
+		g.Expect(admin.Get(ctx, client.ObjectKey{Namespace: ns, Name: "default"}, &corev1.ServiceAccount{})).To(Succeed())
+	}).WithTimeout(multiNodePodTimeout).Should(Succeed())
+	return cluster, admin
+}
+
+// printClusterLogsOnFailure prints the last lines of every node's nodelet
+// and containerd log when the current spec failed.
+func printClusterLogsOnFailure(cluster *utils.Cluster, lines int) {
+	if !CurrentSpecReport().Failed() || cluster == nil {
+		return
+	}
+	for _, node := range cluster.Nodes {
+		if node.Nodelet != nil {
+			GinkgoWriter.Printf("nodelet log of %s:\n%s\n", node.Name, node.Nodelet.LogTail(lines))
+		}
+		if node.Containerd != nil {
+			GinkgoWriter.Printf("containerd log of %s:\n%s\n", node.Name, node.Containerd.LogTail(lines))
+		}
+	}
 }

@@ -2,6 +2,7 @@ package utils
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"net"
@@ -22,9 +23,13 @@ import (
 const (
 	// ServiceCIDR is the Service range (envtest's API server default).
 	ServiceCIDR = "10.0.0.0/24"
-	// ClusterCIDR is the pod range; the controller-manager gives each
-	// node a /24 of it (spec.podCIDR).
-	ClusterCIDR = "10.244.0.0/16"
+	// clusterCIDRs is where the clusters' pod ranges are cut from: one /19
+	// per node network slot (ClusterCIDRFor), so that clusters running at
+	// once on this machine never route each other's pod subnets.
+	clusterCIDRs = "10.244.0.0/14"
+	// clusterCIDRBits is the size of one cluster's pod range: 32 nodes of
+	// a /24.
+	clusterCIDRBits = 19
 	// ClusterDNSIP is the kube-dns Service's ClusterIP.
 	ClusterDNSIP = "10.0.0.10"
 	// ClusterDomain is the cluster's DNS domain.
@@ -149,8 +154,8 @@ func StartCluster(ctx context.Context, opts ClusterOptions) (_ *Cluster, err err
 	if opts.Nodes == 0 {
 		opts.Nodes = 1
 	}
-	if opts.Nodes < 0 || opts.Nodes > maxNodes {
-		return nil, fmt.Errorf("starting a cluster: %d nodes, want 1 to %d", opts.Nodes, maxNodes)
+	if most := min(maxNodes, 1<<(32-clusterCIDRBits-8)); opts.Nodes < 0 || opts.Nodes > most {
+		return nil, fmt.Errorf("starting a cluster: %d nodes, want 1 to %d", opts.Nodes, most)
 	}
 	if opts.NamePrefix == "" {
 		opts.NamePrefix = "nodelet"
@@ -200,7 +205,11 @@ func (c *Cluster) startNetwork(context.Context) error {
 		return err
 	}
 	c.Network = nw
-	return c.Options.Record(ClusterPart{Network: nw})
+	if err := c.Options.Record(ClusterPart{Network: nw}); err != nil {
+		return err
+	}
+	_, err = ClusterCIDRFor(nw.N)
+	return err
 }
 
 // startControlPlane starts the API server on the network's host address,
@@ -224,7 +233,7 @@ func (c *Cluster) startControlPlane(ctx context.Context) error {
 	}
 	kcm, err := StartControllerManager(ctx, api, ControllerManagerOptions{Args: []string{
 		"--allocate-node-cidrs=true",
-		"--cluster-cidr=" + ClusterCIDR,
+		"--cluster-cidr=" + c.ClusterCIDR(),
 		"--node-cidr-mask-size=" + nodeCIDRMaskSize,
 		"--service-cluster-ip-range=" + ServiceCIDR,
 		// A stopped node goes NotReady in 20 s rather than 50 s
@@ -509,4 +518,26 @@ func (c *Cluster) Stop() error {
 		return fmt.Errorf("stopping the cluster: %w", err)
 	}
 	return nil
+}
+
+// ClusterCIDRFor is the pod range of the cluster on node network slot n
+// (from 1): the n-th /19 of 10.244.0.0/14, 10.244.0.0/19 for the first.
+// The controller-manager gives each node a /24 of it (spec.podCIDR).
+func ClusterCIDRFor(n int) (string, error) {
+	_, all, _ := net.ParseCIDR(clusterCIDRs)
+	ones, bits := all.Mask.Size()
+	if n < 1 || n > 1<<(clusterCIDRBits-ones) {
+		return "", fmt.Errorf("node network slot %d has no pod range: %s holds %d", n, clusterCIDRs, 1<<(clusterCIDRBits-ones))
+	}
+	base := binary.BigEndian.Uint32(all.IP.To4()) + uint32(n-1)<<(bits-clusterCIDRBits)
+	ip := make(net.IP, 4)
+	binary.BigEndian.PutUint32(ip, base)
+	return fmt.Sprintf("%s/%d", ip, clusterCIDRBits), nil
+}
+
+// ClusterCIDR is the cluster's pod range (ClusterCIDRFor its network's
+// slot).
+func (c *Cluster) ClusterCIDR() string {
+	cidr, _ := ClusterCIDRFor(c.Network.N)
+	return cidr
 }

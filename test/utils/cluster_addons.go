@@ -35,7 +35,7 @@ func InstallClusterAddons(ctx context.Context, c *Cluster) error {
 	opts := AddonOptions{
 		APIServerURL:  strings.TrimSuffix(c.API.Config.Host, "/"),
 		CAData:        c.API.Config.CAData,
-		ClusterCIDR:   ClusterCIDR,
+		ClusterCIDR:   c.ClusterCIDR(),
 		DNSIP:         ClusterDNSIP,
 		ClusterDomain: ClusterDomain,
 	}

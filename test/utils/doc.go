@@ -54,7 +54,7 @@
 //     nlnet<N> with 10.251.N.1/24, per node a network namespace joined by a
 //     veth, eth0 10.251.N.(10+i)), the API server serving on the bridge
 //     address (APIServerOptions.BindAddress), a controller-manager
-//     allocating pod subnets from 10.244.0.0/16, and per node a containerd
+//     allocating pod subnets from its own /19 of 10.244.0.0/14, and per node a containerd
 //     and a nodelet in the namespace (ContainerdOptions.NetNS,
 //     NodeletOptions.NetNS). It routes each node's spec.podCIDR on the host
 //     and in the other nodes; StopNode/StartNode stop and start a node's
