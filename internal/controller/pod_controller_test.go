@@ -52,6 +52,14 @@ func startFakeRuntimeAgent(maxPods int32) *fakeRuntimeAgent {
 		SyncFrequency: metav1.Duration{Duration: time.Hour},
 		// A fake runtime runs no process: no cgroups are made on the machine.
 		CgroupsPerQOS: ptr.To(false),
+		// The eviction manager measures this machine's disks and memory,
+		// which these specs are not about: a disk under the kubelet's 15%
+		// imagefs default must not evict their pods.
+		EvictionHard: map[string]string{
+			"memory.available":  "1Mi",
+			"nodefs.available":  "1%",
+			"imagefs.available": "1%",
+		},
 	}
 	v1alpha1.SetDefaults(cfg)
 	Expect(v1alpha1.Validate(cfg)).To(BeEmpty())
