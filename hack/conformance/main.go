@@ -190,58 +190,53 @@ func runAgent(ctx context.Context, o options, agent conformance.Agent, sel selec
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("creating the report directory: %w", err)
 	}
+	var c startedCluster
+	title := "the suite on " + string(agent)
 	if o.suite == "network" {
-		return runMultiNode(ctx, o, agent, sel, bin, images, dir)
-	}
-	c, err := conformance.StartCluster(ctx, conformance.ClusterOptions{
-		Agent: agent, NodeName: "conformance-" + string(agent), BinDir: bin, Images: images, Log: os.Stdout,
-	})
-	if err != nil {
-		return nil, err
-	}
-	defer func() {
-		// The logs are kept with the report; then nothing may be left.
-		conformance.CopyFile(c.AgentLog(), filepath.Join(dir, string(agent)+".log"))
-		conformance.CopyFile(c.Containerd.LogPath(), filepath.Join(dir, "containerd.log"))
-		leftovers := conformance.Leftovers(c)
-		if stopErr := c.Stop(); stopErr != nil && err == nil {
-			err = stopErr
+		title = fmt.Sprintf("the network suite on %d nodes of %s", o.nodeCount, agent)
+		mc, err := conformance.StartMultiNodeCluster(ctx, conformance.MultiNodeOptions{
+			Agent: agent, Nodes: o.nodeCount, BinDir: bin, Images: images, Log: os.Stdout,
+		})
+		if err != nil {
+			return nil, err
 		}
-		if left := leftovers(); left != "" && err == nil {
-			err = fmt.Errorf("left behind after the cluster stopped: %s", left)
+		c = startedCluster{kubeconfig: mc.Kubeconfig, logs: mc.AgentLogs, leftovers: mc.Leftovers(), stop: mc.Stop}
+	} else {
+		sc, err := conformance.StartCluster(ctx, conformance.ClusterOptions{
+			Agent: agent, NodeName: "conformance-" + string(agent), BinDir: bin, Images: images, Log: os.Stdout,
+		})
+		if err != nil {
+			return nil, err
 		}
-	}()
-	logf, err := os.Create(filepath.Join(dir, "e2e.log"))
-	if err != nil {
-		return nil, fmt.Errorf("creating the suite log: %w", err)
+		logs := func() map[string]string {
+			return map[string]string{string(agent) + ".log": sc.AgentLog(), "containerd.log": sc.Containerd.LogPath()}
+		}
+		c = startedCluster{kubeconfig: sc.Kubeconfig, logs: logs, leftovers: conformance.Leftovers(sc), stop: sc.Stop}
 	}
-	defer logf.Close()
-	fmt.Printf("conformance: running the suite on %s (%d procs); output in %s\n", agent, o.procs, logf.Name())
-	return conformance.Run(ctx, conformance.RunOptions{
-		BinDir: bin, Kubeconfig: c.Kubeconfig, Focus: sel.focus, Skip: sel.skip,
-		Procs: o.procs, ReportDir: dir, Timeout: o.timeout, Output: io.MultiWriter(logf, conformance.ProgressWriter(os.Stdout)),
-	})
+	return runSuite(ctx, o, sel, bin, dir, title, c)
 }
 
-// runMultiNode runs the selection on a cluster of o.nodeCount nodes of
-// agent with kube-proxy and CoreDNS.
-func runMultiNode(ctx context.Context, o options, agent conformance.Agent, sel selected, bin string, images map[string]string, dir string) (_ *conformance.Report, err error) {
-	c, err := conformance.StartMultiNodeCluster(ctx, conformance.MultiNodeOptions{
-		Agent: agent, Nodes: o.nodeCount, BinDir: bin, Images: images, Log: os.Stdout,
-	})
-	if err != nil {
-		return nil, err
-	}
+// startedCluster is what runSuite needs of a cluster the harness started.
+type startedCluster struct {
+	kubeconfig string
+	// logs names the files to keep with the report, by their name there.
+	logs      func() map[string]string
+	leftovers func() string
+	stop      func() error
+}
+
+// runSuite runs the selection on c (title says what, in the progress
+// line), then keeps its logs in dir, stops it and checks nothing is left.
+func runSuite(ctx context.Context, o options, sel selected, bin, dir, title string, c startedCluster) (_ *conformance.Report, err error) {
 	defer func() {
 		// The logs are kept with the report; then nothing may be left.
-		for name, path := range c.AgentLogs() {
+		for name, path := range c.logs() {
 			conformance.CopyFile(path, filepath.Join(dir, name))
 		}
-		leftovers := c.Leftovers()
-		if stopErr := c.Stop(); stopErr != nil && err == nil {
+		if stopErr := c.stop(); stopErr != nil && err == nil {
 			err = stopErr
 		}
-		if left := leftovers(); left != "" && err == nil {
+		if left := c.leftovers(); left != "" && err == nil {
 			err = fmt.Errorf("left behind after the cluster stopped: %s", left)
 		}
 	}()
@@ -250,9 +245,9 @@ func runMultiNode(ctx context.Context, o options, agent conformance.Agent, sel s
 		return nil, fmt.Errorf("creating the suite log: %w", err)
 	}
 	defer logf.Close()
-	fmt.Printf("conformance: running the network suite on %d nodes of %s (%d procs); output in %s\n", o.nodeCount, agent, o.procs, logf.Name())
+	fmt.Printf("conformance: running %s (%d procs); output in %s\n", title, o.procs, logf.Name())
 	return conformance.Run(ctx, conformance.RunOptions{
-		BinDir: bin, Kubeconfig: c.Kubeconfig, Focus: sel.focus, Skip: sel.skip,
+		BinDir: bin, Kubeconfig: c.kubeconfig, Focus: sel.focus, Skip: sel.skip,
 		Procs: o.procs, ReportDir: dir, Timeout: o.timeout, Output: io.MultiWriter(logf, conformance.ProgressWriter(os.Stdout)),
 	})
 }

@@ -143,19 +143,23 @@ func (r *NodeReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if r.Kick != nil {
 		b = b.WatchesRawSource(source.Channel(r.Kick, &handler.EnqueueRequestForObject{}))
 	}
-	err := b.
-		WithOptions(controller.Options{
-			RateLimiter: workqueue.NewTypedItemExponentialFailureRateLimiter[reconcile.Request](
-				nodeRetryBase, r.Config.NodeStatusUpdateFrequency.Duration),
-			ReconciliationTimeout: max(2*r.Config.NodeStatusUpdateFrequency.Duration, minNodeReconcileTimeout),
-			// Several agents may share a process (tests, simulations).
-			SkipNameValidation: ptr.To(true),
-		}).
-		Complete(r)
-	if err != nil {
+	opts := backoffOptions(nodeRetryBase, r.Config.NodeStatusUpdateFrequency.Duration)
+	opts.ReconciliationTimeout = max(2*r.Config.NodeStatusUpdateFrequency.Duration, minNodeReconcileTimeout)
+	if err := b.WithOptions(opts).Complete(r); err != nil {
 		return fmt.Errorf("building node controller: %w", err)
 	}
 	return nil
+}
+
+// backoffOptions are the options of a controller that retries a failed
+// request with per-item exponential back-off from base to ceiling. Several
+// agents may share a process (tests, simulations), so the controller's
+// name is not checked for uniqueness.
+func backoffOptions(base, ceiling time.Duration) controller.Options {
+	return controller.Options{
+		RateLimiter:        workqueue.NewTypedItemExponentialFailureRateLimiter[reconcile.Request](base, ceiling),
+		SkipNameValidation: ptr.To(true),
+	}
 }
 
 // Reconcile registers or adopts the Node, then writes its status if due.

@@ -11,15 +11,11 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/util/workqueue"
-	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
-	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/nodelet/nodelet/internal/podcidr"
 )
@@ -91,12 +87,7 @@ func (r *PodCIDRReconciler) SetupWithManager(mgr ctrl.Manager) error {
 			},
 			DeleteFunc: func(event.DeleteEvent) bool { return false },
 		})).
-		WithOptions(controller.Options{
-			RateLimiter: workqueue.NewTypedItemExponentialFailureRateLimiter[reconcile.Request](
-				podCIDRRetryBase, podCIDRRetryMax),
-			// Several agents may share a process (tests, simulations).
-			SkipNameValidation: ptr.To(true),
-		}).
+		WithOptions(backoffOptions(podCIDRRetryBase, podCIDRRetryMax)).
 		Complete(r)
 	if err != nil {
 		return fmt.Errorf("building pod CIDR controller: %w", err)

@@ -241,12 +241,12 @@ func timeClusterStart(ctx context.Context, nodes int) (_ [5]time.Duration, err e
 // kubernetes Service's name with its ClusterIP, asked from node's network
 // namespace with the host's busybox nslookup.
 func waitClusterDNS(ctx context.Context, node *utils.ClusterNode) error {
-	name := "kubernetes.default.svc." + utils.ClusterDomain
+	name := "kubernetes.default.svc." + utils.DefaultClusterDomain
 	deadline := time.Now().Add(dnsTimeout)
 	for {
 		qctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		out, err := exec.CommandContext(qctx, "nsenter", "--net="+node.Net.NetNSPath(),
-			"/bin/busybox", "nslookup", name, utils.ClusterDNSIP).CombinedOutput()
+			"/bin/busybox", "nslookup", name, utils.DefaultDNSIP).CombinedOutput()
 		cancel()
 		if err == nil && dnsAnswer(string(out), utils.KubernetesServiceIP.String()) {
 			return nil

@@ -23,17 +23,8 @@ const smokeTimeout = 15 * time.Minute
 // nodelet, and fails on any failed spec. The binaries are built when they
 // are missing: a build failure is a test failure, not a skip.
 func TestSmoke(t *testing.T) {
-	ctrllog.SetLogger(logr.Discard())
-	ctx := context.Background()
 	start := time.Now()
-	bin, err := Binaries(ctx, os.Stderr, E2ETestBinary, GinkgoBinary, AgnhostBinary)
-	if err != nil {
-		t.Fatal(err)
-	}
-	images, err := ImageArchives(ctx, filepath.Join(bin, AgnhostBinary))
-	if err != nil {
-		t.Fatal(err)
-	}
+	ctx, bin, images := smokeSetup(t)
 	t.Logf("binaries and images ready in %s", time.Since(start).Round(time.Second))
 
 	var log strings.Builder
@@ -43,35 +34,11 @@ func TestSmoke(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	left := Leftovers(c)
-	t.Cleanup(func() {
-		if err := c.Stop(); err != nil {
-			t.Error(err)
-		}
-		if l := left(); l != "" {
-			t.Errorf("left behind after the cluster stopped: %s", l)
-		}
-	})
+	stopOnCleanup(t, c.Stop, Leftovers(c))
 	t.Log(log.String())
 
-	runCtx, cancel := context.WithTimeout(ctx, smokeTimeout)
-	defer cancel()
-	var out strings.Builder
-	r, err := Run(runCtx, RunOptions{
-		BinDir: bin, Kubeconfig: c.Kubeconfig, Focus: SmokeFocus, Procs: 2,
-		ReportDir: t.TempDir(), Timeout: smokeTimeout, Output: &out,
-	})
-	if err != nil {
-		t.Fatalf("%v\n%s", err, utils.LastBytes(out.String(), 8192))
-	}
-	if got := r.Count(Passed) + r.Count(Failed); got != len(SmokeFocus) {
-		t.Errorf("ran %d specs, want the %d of SmokeFocus (a spec was renamed?): %v", got, len(SmokeFocus), r.Names(Passed))
-	}
-	for _, name := range r.Names(Failed) {
-		t.Errorf("FAILED %s\n%s", name, r.Specs[name].Message)
-	}
-	if t.Failed() {
-		t.Logf("suite output:\n%s\nnodelet log:\n%s", utils.LastBytes(out.String(), 16384), c.Nodelet.LogTail(80))
+	if out, ok := runSmoke(ctx, t, bin, c.Kubeconfig, "SmokeFocus", SmokeFocus); !ok {
+		t.Logf("suite output:\n%s\nnodelet log:\n%s", out, c.Nodelet.LogTail(80))
 	}
 }
 
@@ -91,6 +58,34 @@ func TestNetworkSmoke(t *testing.T) {
 	if os.Getenv(networkSmokeEnv) != "1" {
 		t.Skipf("set %s=1 (make conformance-network-smoke) to run it", networkSmokeEnv)
 	}
+	ctx, bin, images := smokeSetup(t)
+	start := time.Now()
+	var log strings.Builder
+	c, err := StartMultiNodeCluster(ctx, MultiNodeOptions{
+		Agent: AgentNodelet, Nodes: networkSmokeNodes, BinDir: bin, Images: images, Log: &log,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stopOnCleanup(t, c.Stop, c.Leftovers())
+	t.Logf("%scluster ready in %s", log.String(), time.Since(start).Round(time.Second))
+
+	if out, ok := runSmoke(ctx, t, bin, c.Kubeconfig, "NetworkSmokeFocus", NetworkSmokeFocus); !ok {
+		t.Logf("suite output:\n%s", out)
+		for _, n := range c.Nodes {
+			if n.Nodelet != nil {
+				t.Logf("nodelet log of %s:\n%s", n.Name, n.Nodelet.LogTail(40))
+			}
+		}
+	}
+	t.Logf("network smoke done in %s", time.Since(start).Round(time.Second))
+}
+
+// smokeSetup builds (when missing) the binaries a smoke run needs and the
+// images its cluster imports: a build failure is a test failure, not a
+// skip.
+func smokeSetup(t *testing.T) (context.Context, string, map[string]string) {
+	t.Helper()
 	ctrllog.SetLogger(logr.Discard())
 	ctx := context.Background()
 	bin, err := Binaries(ctx, os.Stderr, E2ETestBinary, GinkgoBinary, AgnhostBinary)
@@ -101,48 +96,46 @@ func TestNetworkSmoke(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	start := time.Now()
-	var log strings.Builder
-	c, err := StartMultiNodeCluster(ctx, MultiNodeOptions{
-		Agent: AgentNodelet, Nodes: networkSmokeNodes, BinDir: bin, Images: images, Log: &log,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	left := c.Leftovers()
+	return ctx, bin, images
+}
+
+// stopOnCleanup stops a smoke cluster when the test ends and fails the
+// test when anything it made is left behind.
+func stopOnCleanup(t *testing.T, stop func() error, left func() string) {
+	t.Helper()
 	t.Cleanup(func() {
-		if err := c.Stop(); err != nil {
+		if err := stop(); err != nil {
 			t.Error(err)
 		}
 		if l := left(); l != "" {
 			t.Errorf("left behind after the cluster stopped: %s", l)
 		}
 	})
-	t.Logf("%scluster ready in %s", log.String(), time.Since(start).Round(time.Second))
+}
 
+// runSmoke runs the specs of focus (named focusName in messages) against
+// kubeconfig's cluster and fails t on a spec that failed or did not run.
+// It returns the tail of the suite's output and whether all passed.
+func runSmoke(ctx context.Context, t *testing.T, bin, kubeconfig, focusName string, focus []string) (string, bool) {
+	t.Helper()
 	runCtx, cancel := context.WithTimeout(ctx, smokeTimeout)
 	defer cancel()
 	var out strings.Builder
 	r, err := Run(runCtx, RunOptions{
-		BinDir: bin, Kubeconfig: c.Kubeconfig, Focus: NetworkSmokeFocus, Procs: 2,
+		BinDir: bin, Kubeconfig: kubeconfig, Focus: focus, Procs: 2,
 		ReportDir: t.TempDir(), Timeout: smokeTimeout, Output: &out,
 	})
 	if err != nil {
 		t.Fatalf("%v\n%s", err, utils.LastBytes(out.String(), 8192))
 	}
-	if got := r.Count(Passed) + r.Count(Failed); got != len(NetworkSmokeFocus) {
-		t.Errorf("ran %d specs, want the %d of NetworkSmokeFocus (a spec was renamed?): %v", got, len(NetworkSmokeFocus), r.Names(Passed))
+	ok := true
+	if got := r.Count(Passed) + r.Count(Failed); got != len(focus) {
+		t.Errorf("ran %d specs, want the %d of %s (a spec was renamed?): %v", got, len(focus), focusName, r.Names(Passed))
+		ok = false
 	}
 	for _, name := range r.Names(Failed) {
 		t.Errorf("FAILED %s\n%s", name, r.Specs[name].Message)
+		ok = false
 	}
-	if t.Failed() {
-		t.Logf("suite output:\n%s", utils.LastBytes(out.String(), 16384))
-		for _, n := range c.Nodes {
-			if n.Nodelet != nil {
-				t.Logf("nodelet log of %s:\n%s", n.Name, n.Nodelet.LogTail(40))
-			}
-		}
-	}
-	t.Logf("network smoke done in %s", time.Since(start).Round(time.Second))
+	return utils.LastBytes(out.String(), 16384), ok
 }

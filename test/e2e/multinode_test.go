@@ -25,9 +25,10 @@ import (
 )
 
 const (
-	// clusterStartTimeout covers n containerds importing their images and
-	// n nodelets joining by TLS bootstrap on two shared cores.
-	clusterStartTimeout = 10 * time.Minute
+	// clusterStartTimeout covers building the add-on images (minutes when
+	// the build cache is cold), n containerds importing their images and n
+	// nodelets joining by TLS bootstrap on two shared cores.
+	clusterStartTimeout = addonsBuildTimeout + 10*time.Minute
 	// multiNodePodTimeout bounds a pod's start and a cross-node request.
 	multiNodePodTimeout = 2 * time.Minute
 	// webPort is where utils.WebImage listens.
@@ -212,7 +213,7 @@ func multiNodeSpecs(n int) {
 	It("resolves Service names through the cluster DNS (CoreDNS)", func(ctx SpecContext) {
 		for _, node := range cluster.Nodes {
 			pod := utils.BusyboxPod(ns, fmt.Sprintf("dns-from-%d", node.Index), node.Name,
-				"sh", "-c", "nslookup kubernetes.default.svc."+utils.ClusterDomain+" | grep -q 'Address: *"+utils.KubernetesServiceIP.String()+"$'")
+				"sh", "-c", "nslookup kubernetes.default.svc."+utils.DefaultClusterDomain+" | grep -q 'Address: *"+utils.KubernetesServiceIP.String()+"$'")
 			expectSucceeds(ctx, admin, pod)
 		}
 	})
@@ -228,7 +229,7 @@ func multiNodeSpecs(n int) {
 		}
 		Expect(admin.Create(ctx, svc)).To(Succeed())
 		pod := utils.BusyboxPod(ns, "service-by-name", cluster.Nodes[0].Name,
-			"timeout", "10", "wget", "-q", "-O", "-", "http://web."+ns+".svc."+utils.ClusterDomain+"/")
+			"timeout", "10", "wget", "-q", "-O", "-", "http://web."+ns+".svc."+utils.DefaultClusterDomain+"/")
 		expectSucceeds(ctx, admin, pod)
 	})
 

@@ -9,9 +9,6 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
-	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -28,12 +25,7 @@ var _ = Describe("make run", Ordered, func() {
 	BeforeAll(func(ctx SpecContext) {
 		bin = buildLocalup(ctx, GinkgoT().TempDir())
 		run = startLocalup(ctx, bin, GinkgoT().TempDir())
-		cfg, err := clientcmd.BuildConfigFromFlags("", run.kubeconfig())
-		Expect(err).NotTo(HaveOccurred())
-		scheme := runtime.NewScheme()
-		Expect(clientgoscheme.AddToScheme(scheme)).To(Succeed())
-		admin, err = client.New(cfg, client.Options{Scheme: scheme})
-		Expect(err).NotTo(HaveOccurred())
+		admin = run.adminClient()
 	}, NodeTimeout(readyTimeout))
 
 	It("has rolled out the demo Deployment and completed the demo Job", func(ctx SpecContext) {

@@ -2,15 +2,13 @@ package localup
 
 import (
 	"fmt"
+	"net/netip"
 	"strings"
 	"syscall"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
-	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/nodelet/nodelet/test/utils"
@@ -26,12 +24,7 @@ var _ = Describe("make run NODES=2", Ordered, func() {
 	BeforeAll(func(ctx SpecContext) {
 		bin = buildLocalup(ctx, GinkgoT().TempDir())
 		run = startLocalup(ctx, bin, GinkgoT().TempDir(), "NODES=2")
-		cfg, err := clientcmd.BuildConfigFromFlags("", run.kubeconfig())
-		Expect(err).NotTo(HaveOccurred())
-		scheme := runtime.NewScheme()
-		Expect(clientgoscheme.AddToScheme(scheme)).To(Succeed())
-		admin, err = client.New(cfg, client.Options{Scheme: scheme})
-		Expect(err).NotTo(HaveOccurred())
+		admin = run.adminClient()
 	}, NodeTimeout(readyTimeout))
 
 	It("runs two Ready nodes, each in a network namespace of its own, and prints how to reach them", func(ctx SpecContext) {
@@ -55,7 +48,13 @@ var _ = Describe("make run NODES=2", Ordered, func() {
 		Expect(admin.List(ctx, pods, client.InNamespace("demo"))).To(Succeed())
 		Expect(pods.Items).NotTo(BeEmpty())
 		for _, p := range pods.Items {
-			Expect(p.Status.PodIP).To(HavePrefix("10.244."), "pod %s", p.Name)
+			node := &corev1.Node{}
+			Expect(admin.Get(ctx, client.ObjectKey{Name: p.Spec.NodeName}, node)).To(Succeed())
+			subnet, err := netip.ParsePrefix(node.Spec.PodCIDR)
+			Expect(err).NotTo(HaveOccurred(), "pod subnet of node %s", node.Name)
+			ip, err := netip.ParseAddr(p.Status.PodIP)
+			Expect(err).NotTo(HaveOccurred(), "IP of pod %s", p.Name)
+			Expect(subnet.Contains(ip)).To(BeTrue(), "pod %s has IP %s, outside its node %s's pod subnet %s", p.Name, ip, node.Name, subnet)
 		}
 		// The API server reaches every node's API on the node network.
 		for _, p := range pods.Items {

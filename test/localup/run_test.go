@@ -15,6 +15,10 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/nodelet/nodelet/test/utils"
 )
@@ -114,6 +118,18 @@ func (st recordedState) containerds() []containerdState {
 }
 
 func (r *localupRun) kubeconfig() string { return filepath.Join(r.stateDir, "admin.kubeconfig") }
+
+// adminClient is a client of the run's cluster with its admin kubeconfig.
+func (r *localupRun) adminClient() client.Client {
+	GinkgoHelper()
+	cfg, err := clientcmd.BuildConfigFromFlags("", r.kubeconfig())
+	Expect(err).NotTo(HaveOccurred())
+	scheme := runtime.NewScheme()
+	Expect(clientgoscheme.AddToScheme(scheme)).To(Succeed())
+	c, err := client.New(cfg, client.Options{Scheme: scheme})
+	Expect(err).NotTo(HaveOccurred())
+	return c
+}
 
 // kubectl runs the envtest-built kubectl on the run's cluster.
 func (r *localupRun) kubectl(ctx context.Context, args ...string) (string, error) {

@@ -30,10 +30,6 @@ const (
 	// clusterCIDRBits is the size of one cluster's pod range: 32 nodes of
 	// a /24.
 	clusterCIDRBits = 19
-	// ClusterDNSIP is the kube-dns Service's ClusterIP.
-	ClusterDNSIP = "10.0.0.10"
-	// ClusterDomain is the cluster's DNS domain.
-	ClusterDomain = "cluster.local"
 	// nodeCIDRMaskSize is the size of each node's pod subnet.
 	nodeCIDRMaskSize = "24"
 )
@@ -138,8 +134,8 @@ func (c *Cluster) nodeContainerdOptions(node *NetNode) ContainerdOptions {
 // nodeletConfig is node i's NodeletConfiguration on top of the harness's.
 func (c *Cluster) nodeletConfig() map[string]any {
 	cfg := map[string]any{
-		"clusterDNS":    []string{ClusterDNSIP},
-		"clusterDomain": ClusterDomain,
+		"clusterDNS":    []string{DefaultDNSIP},
+		"clusterDomain": DefaultClusterDomain,
 	}
 	for k, v := range c.Options.NodeletConfig {
 		cfg[k] = v

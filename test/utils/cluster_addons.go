@@ -33,11 +33,9 @@ func InstallClusterAddons(ctx context.Context, c *Cluster) error {
 		return err
 	}
 	opts := AddonOptions{
-		APIServerURL:  strings.TrimSuffix(c.API.Config.Host, "/"),
-		CAData:        c.API.Config.CAData,
-		ClusterCIDR:   c.ClusterCIDR(),
-		DNSIP:         ClusterDNSIP,
-		ClusterDomain: ClusterDomain,
+		APIServerURL: strings.TrimSuffix(c.API.Config.Host, "/"),
+		CAData:       c.API.Config.CAData,
+		ClusterCIDR:  c.ClusterCIDR(),
 	}
 	if err := InstallAddons(ctx, admin, opts); err != nil {
 		return err

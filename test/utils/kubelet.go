@@ -438,8 +438,8 @@ func ClusterKubelet(binary string, config map[string]any) func(ctx context.Conte
 	return func(ctx context.Context, c *Cluster, n *ClusterNode) error {
 		cfg := map[string]any{
 			"port":          ClusterKubeletPort,
-			"clusterDNS":    []string{ClusterDNSIP},
-			"clusterDomain": ClusterDomain,
+			"clusterDNS":    []string{DefaultDNSIP},
+			"clusterDomain": DefaultClusterDomain,
 			"resolvConf":    "/etc/resolv.conf",
 			"authentication": map[string]any{
 				"x509":      map[string]any{"clientCAFile": c.API.KubeletClientCA.CertFile},
