@@ -107,7 +107,7 @@ COMMIT
 		Expect(saved).To(ContainSubstring("--probability 0.50000000000"))
 		Expect(saved).To(ContainSubstring("-m conntrack --ctstate INVALID -j DROP"))
 		Expect(inNetns("", "ip6tables-save")).NotTo(ContainSubstring("KUBE-"))
-	}, SpecTimeout(addonsTimeout))
+	}, NodeTimeout(addonsTimeout))
 
 	It("runs kube-proxy from its image with the add-on's configuration in a node's network namespace", func(ctx SpecContext) {
 		By("starting an API server a network namespace can reach, and installing the add-ons with its CA inline")
@@ -235,7 +235,7 @@ COMMIT
 		Expect(err).NotTo(HaveOccurred())
 		Expect(strings.TrimSpace(string(out))).To(Equal("1"))
 		Expect(logs.String()).NotTo(ContainSubstring("nf_conntrack"))
-	}, SpecTimeout(3*addonsTimeout))
+	}, NodeTimeout(3*addonsTimeout))
 
 	It("runs CoreDNS from its image with the add-on's Corefile and RBAC, answering for the API server's Services", func(ctx SpecContext) {
 		admin, err := apiServer.AdminClient()
@@ -347,7 +347,7 @@ COMMIT
 			_, err := r.LookupHost(ctx, name)
 			g.Expect(err).To(HaveOccurred())
 		}).WithContext(ctx).WithTimeout(addonsTimeout).WithPolling(200 * time.Millisecond).Should(Succeed())
-	}, SpecTimeout(3*addonsTimeout))
+	}, NodeTimeout(3*addonsTimeout))
 })
 
 // unpackAddonImage unpacks image from its archive into a directory of the

@@ -36,11 +36,12 @@ func TestE2E(t *testing.T) {
 }
 
 var _ = BeforeSuite(func(ctx SpecContext) {
-	// The CSI specs' sidecars build (minutes when the cache is cold) while
-	// the other specs wait on containers and controllers.
+	// The CSI sidecars, the kubelet and the add-ons build (minutes when
+	// the cache is cold) while the other specs wait on containers and
+	// controllers.
 	prefetch, stopPrefetch := context.WithCancel(context.Background())
 	DeferCleanup(stopPrefetch)
-	utils.PrefetchCSISidecars(prefetch)
+	utils.PrefetchBuilds(prefetch)
 	ctrd = utils.MustStartContainerd(ctx, utils.ContainerdOptions{})
 	apiServer = utils.MustStartAPIServer(ctx)
 }, NodeTimeout(suiteSetupTimeout))

@@ -149,6 +149,27 @@ func PrefetchCSISidecars(ctx context.Context) {
 	})
 }
 
+// PrefetchBuilds starts, in the background and one after the other, the
+// builds a suite's later specs wait for when the cache is cold: the CSI
+// sidecars (PrefetchCSISidecars), the kubelet and the add-ons' kube-proxy
+// and CoreDNS. The hack scripts cache their result and lock their build,
+// so a spec that needs one meanwhile waits for the build under way, and a
+// warm cache makes this a few no-op script runs. The kubelet and add-on
+// builds run at a lower CPU priority than the specs. Their errors are not
+// reported here: the spec that needs the build reports its own.
+func PrefetchBuilds(ctx context.Context) {
+	PrefetchCSISidecars(ctx)
+	go func() {
+		<-sidecarsDone
+		for _, script := range []string{"kubelet.sh", "kube-proxy.sh", "coredns.sh"} {
+			if ctx.Err() != nil {
+				return
+			}
+			_, _ = runHackScriptNiced(ctx, script)
+		}
+	}()
+}
+
 // CSISidecars builds (or finds in the cache) csi-provisioner and
 // csi-attacher with hack/csi.sh, or waits for the build PrefetchCSISidecars
 // started, and returns their directory.

@@ -83,11 +83,22 @@ func runHackScript(ctx context.Context, name string) (string, error) {
 // returns its standard output, trimmed. Its standard error goes to
 // progress when that is not nil, else it is kept for the error message.
 func RunHackScript(ctx context.Context, progress io.Writer, name string, args ...string) (string, error) {
+	return runHack(ctx, progress, []string{"bash"}, name, args)
+}
+
+// runHackScriptNiced is RunHackScript at a lower CPU priority (nice 10),
+// for a build in the background of running specs.
+func runHackScriptNiced(ctx context.Context, name string) (string, error) {
+	return runHack(ctx, nil, []string{"nice", "-n", "10", "bash"}, name, nil)
+}
+
+func runHack(ctx context.Context, progress io.Writer, shell []string, name string, args []string) (string, error) {
 	root, err := RepoRoot()
 	if err != nil {
 		return "", err
 	}
-	cmd := exec.CommandContext(ctx, "bash", append([]string{filepath.Join(root, "hack", name)}, args...)...)
+	argv := append(append(shell[1:len(shell):len(shell)], filepath.Join(root, "hack", name)), args...)
+	cmd := exec.CommandContext(ctx, shell[0], argv...)
 	cmd.Dir = root
 	cmd.Stdin = nil
 	var stdout, stderr bytes.Buffer
