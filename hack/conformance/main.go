@@ -200,7 +200,7 @@ func runAgent(ctx context.Context, o options, agent conformance.Agent, sel selec
 		if err != nil {
 			return nil, err
 		}
-		c = startedCluster{kubeconfig: mc.Kubeconfig, logs: mc.AgentLogs, leftovers: mc.Leftovers(), stop: mc.Stop}
+		c = startedCluster{kubeconfig: mc.Kubeconfig, nodes: o.nodeCount, logs: mc.AgentLogs, leftovers: mc.Leftovers(), stop: mc.Stop}
 	} else {
 		sc, err := conformance.StartCluster(ctx, conformance.ClusterOptions{
 			Agent: agent, NodeName: "conformance-" + string(agent), BinDir: bin, Images: images, Log: os.Stdout,
@@ -211,7 +211,7 @@ func runAgent(ctx context.Context, o options, agent conformance.Agent, sel selec
 		logs := func() map[string]string {
 			return map[string]string{string(agent) + ".log": sc.AgentLog(), "containerd.log": sc.Containerd.LogPath()}
 		}
-		c = startedCluster{kubeconfig: sc.Kubeconfig, logs: logs, leftovers: conformance.Leftovers(sc), stop: sc.Stop}
+		c = startedCluster{kubeconfig: sc.Kubeconfig, nodes: 1, logs: logs, leftovers: conformance.Leftovers(sc), stop: sc.Stop}
 	}
 	return runSuite(ctx, o, sel, bin, dir, title, c)
 }
@@ -219,6 +219,7 @@ func runAgent(ctx context.Context, o options, agent conformance.Agent, sel selec
 // startedCluster is what runSuite needs of a cluster the harness started.
 type startedCluster struct {
 	kubeconfig string
+	nodes      int
 	// logs names the files to keep with the report, by their name there.
 	logs      func() map[string]string
 	leftovers func() string
@@ -247,7 +248,7 @@ func runSuite(ctx context.Context, o options, sel selected, bin, dir, title stri
 	defer logf.Close()
 	fmt.Printf("conformance: running %s (%d procs); output in %s\n", title, o.procs, logf.Name())
 	return conformance.Run(ctx, conformance.RunOptions{
-		BinDir: bin, Kubeconfig: c.kubeconfig, Focus: sel.focus, Skip: sel.skip,
+		BinDir: bin, Kubeconfig: c.kubeconfig, Nodes: c.nodes, Focus: sel.focus, Skip: sel.skip,
 		Procs: o.procs, ReportDir: dir, Timeout: o.timeout, Output: io.MultiWriter(logf, conformance.ProgressWriter(os.Stdout)),
 	})
 }

@@ -37,7 +37,7 @@ func TestSmoke(t *testing.T) {
 	stopOnCleanup(t, c.Stop, Leftovers(c))
 	t.Log(log.String())
 
-	if out, ok := runSmoke(ctx, t, bin, c.Kubeconfig, "SmokeFocus", SmokeFocus); !ok {
+	if out, ok := runSmoke(ctx, t, bin, c.Kubeconfig, 1, "SmokeFocus", SmokeFocus); !ok {
 		t.Logf("suite output:\n%s\nnodelet log:\n%s", out, c.Nodelet.LogTail(80))
 	}
 }
@@ -70,7 +70,7 @@ func TestNetworkSmoke(t *testing.T) {
 	stopOnCleanup(t, c.Stop, c.Leftovers())
 	t.Logf("%scluster ready in %s", log.String(), time.Since(start).Round(time.Second))
 
-	if out, ok := runSmoke(ctx, t, bin, c.Kubeconfig, "NetworkSmokeFocus", NetworkSmokeFocus); !ok {
+	if out, ok := runSmoke(ctx, t, bin, c.Kubeconfig, networkSmokeNodes, "NetworkSmokeFocus", NetworkSmokeFocus); !ok {
 		t.Logf("suite output:\n%s", out)
 		for _, n := range c.Nodes {
 			if n.Nodelet != nil {
@@ -114,15 +114,15 @@ func stopOnCleanup(t *testing.T, stop func() error, left func() string) {
 }
 
 // runSmoke runs the specs of focus (named focusName in messages) against
-// kubeconfig's cluster and fails t on a spec that failed or did not run.
+// kubeconfig's cluster of nodes nodes and fails t on a spec that failed or did not run.
 // It returns the tail of the suite's output and whether all passed.
-func runSmoke(ctx context.Context, t *testing.T, bin, kubeconfig, focusName string, focus []string) (string, bool) {
+func runSmoke(ctx context.Context, t *testing.T, bin, kubeconfig string, nodes int, focusName string, focus []string) (string, bool) {
 	t.Helper()
 	runCtx, cancel := context.WithTimeout(ctx, smokeTimeout)
 	defer cancel()
 	var out strings.Builder
 	r, err := Run(runCtx, RunOptions{
-		BinDir: bin, Kubeconfig: kubeconfig, Focus: focus, Procs: 2,
+		BinDir: bin, Kubeconfig: kubeconfig, Nodes: nodes, Focus: focus, Procs: 2,
 		ReportDir: t.TempDir(), Timeout: smokeTimeout, Output: &out,
 	})
 	if err != nil {

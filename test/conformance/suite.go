@@ -26,6 +26,12 @@ type RunOptions struct {
 	Focus, Skip []string
 	// Procs is the number of parallel ginkgo processes (1 when 0).
 	Procs int
+	// Nodes is the cluster's number of nodes, given to every ginkgo
+	// process: the e2e framework counts the nodes in its first process
+	// only, so without it the specs that need several nodes skip
+	// themselves in the others ("Requires at least 2 nodes (not -1)").
+	// Unset when 0.
+	Nodes int
 	// ReportDir receives the JUnit report and the e2e framework's files.
 	ReportDir string
 	// Timeout is the whole suite's ginkgo --timeout (1h when 0).
@@ -94,15 +100,19 @@ func ginkgoArgs(opts RunOptions) []string {
 	for _, s := range opts.Skip {
 		args = append(args, "--skip="+s)
 	}
-	return append(args, filepath.Join(opts.BinDir, E2ETestBinary), "--",
+	args = append(args, filepath.Join(opts.BinDir, E2ETestBinary), "--",
 		"--kubeconfig="+opts.Kubeconfig,
 		"--provider=skeleton",
-		// One node and no system pods: nothing to wait for but the node.
+		// No system pods to wait for: nothing but the nodes.
 		"--minStartupPods=0",
 		"--allowed-not-ready-nodes=0",
 		"--report-dir="+opts.ReportDir,
 		"--disable-log-dump",
 	)
+	if opts.Nodes > 0 {
+		args = append(args, "--num-nodes="+strconv.Itoa(opts.Nodes))
+	}
+	return args
 }
 
 // Outcome is what became of one spec.
