@@ -26,6 +26,7 @@ PACKAGES=(
 	apache2-utils               # htpasswd -B for the registry's auth file
 	busybox-static              # /bin/busybox, the only layer of the test image
 	bash-static                 # /bin/bash-static, the shell of the conformance suite's busybox stand-in
+	bind9-dnsutils              # dig, for the conformance suite's DNS probes in agnhost and glibc-dns-testing
 )
 
 log() { echo "install-deps: $*" >&2; }

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
@@ -26,9 +27,11 @@ const (
 	// AgnhostImage is the suite's multi-purpose test binary, built from
 	// k8s.io/kubernetes/test/images/agnhost, on top of BusyboxImage's
 	// files (the real one is Alpine: a shell and the usual tools), with a
-	// curl stand-in and test/images/netcat as nc (the real image has
+	// curl stand-in, test/images/netcat as nc (the real image has
 	// netcat-openbsd, whose flags the Service specs use: busybox nc has
-	// no -v, -u or -w).
+	// no -v, -u or -w), and the DNS tools layer (bind's dig, host and
+	// nslookup, which the real image has from Alpine's bind-tools, and a
+	// getent, which busybox lacks).
 	AgnhostImage = "registry.k8s.io/e2e-test-images/agnhost:2.66.1"
 	// AgnhostPrevImage is the previous agnhost some specs switch a pod's
 	// image to and from; here the same binary under its name.
@@ -53,6 +56,12 @@ const (
 	// NonewprivsImage is BusyboxImage with test/images/nonewprivs installed
 	// set-user-ID root as /usr/local/bin/nnp, its default command.
 	NonewprivsImage = "registry.k8s.io/e2e-test-images/nonewprivs:1.4"
+	// GlibcDNSTestingImage stands in for the suite's glibc-based DNS probe
+	// image (Debian bookworm-slim with dnsutils; JessieDnsutils before):
+	// this machine's Debian shell and tools with their shared libraries
+	// (glibc, so that getent goes through glibc's resolver and NSS) and
+	// the DNS tools layer.
+	GlibcDNSTestingImage = "registry.k8s.io/e2e-test-images/glibc-dns-testing:2.1.1"
 )
 
 // curlShim stands in for the curl of the real agnhost image (Alpine's), which
@@ -93,6 +102,8 @@ var e2eImages = map[string]imageBuild{
 	NginxNewImage:    buildNginx,
 	NonRootImage:     buildNonRoot,
 	NonewprivsImage:  buildNonewprivs,
+
+	GlibcDNSTestingImage: buildGlibcDNSTesting,
 }
 
 // E2EImages are the names of the images ImageArchives builds.
@@ -162,7 +173,7 @@ func ImportImages(ctx context.Context, c *utils.Containerd, archives map[string]
 // harness's archives, which are themselves named by their inputs.
 func imagesKey(ctx context.Context, agnhost string) (string, error) {
 	h := sha256.New()
-	fmt.Fprintln(h, "conformance-images-v5")
+	fmt.Fprintln(h, "conformance-images-v6")
 	shell, err := os.ReadFile(bashPath)
 	if err != nil {
 		return "", fmt.Errorf("reading %s (Debian package bash-static): %w", bashPath, err)
@@ -192,6 +203,14 @@ func imagesKey(ctx context.Context, agnhost string) (string, error) {
 	}
 	h.Write(crt)
 	h.Write(key)
+	// The host files the DNS tools layer and the glibc image copy.
+	for _, layer := range []func(context.Context) (*imagebuild.Layer, string, error){dnsToolsLayer, glibcBaseLayer} {
+		_, sum, err := layer(ctx)
+		if err != nil {
+			return "", err
+		}
+		fmt.Fprintln(h, sum)
+	}
 	for _, image := range []string{utils.BusyboxImage, utils.PauseImage} {
 		path, err := utils.ImageArchive(ctx, image)
 		if err != nil {
@@ -238,11 +257,19 @@ func buildAgnhost(ctx context.Context, agnhost string) (v1.Image, error) {
 		l.File("etc/passwd", 0o644, []byte(agnhostPasswd))
 		l.File("etc/group", 0o644, []byte(agnhostGroup))
 	}
-	return onBusybox(ctx, files, func(cfg *v1.Config) {
+	img, err := onBusybox(ctx, files, func(cfg *v1.Config) {
 		cfg.Entrypoint = []string{"/agnhost"}
 		cfg.Cmd = []string{"pause"}
 		cfg.ExposedPorts = map[string]struct{}{"80/tcp": {}, "8080/tcp": {}, "8081/tcp": {}, "9376/tcp": {}, "5000/tcp": {}}
 	})
+	if err != nil {
+		return nil, err
+	}
+	dns, _, err := dnsToolsLayer(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return imagebuild.Append(img, dns, utils.ImageEpoch)
 }
 
 // buildNginx is agnhost serving HTTP on port 80.
@@ -316,6 +343,93 @@ func buildNonewprivs(ctx context.Context, _ string) (v1.Image, error) {
 		cfg.Cmd = []string{"nnp"}
 		cfg.Env = []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}
 	})
+}
+
+// dnsToolPrograms are the DNS tools of the real images: bind's dig (the
+// probes' `dig +notcp|+tcp +noall +answer +search NAME TYPE` and
+// `dig +short NAME TYPE`), host and nslookup (Debian's bind9-dnsutils and
+// bind9-host; Alpine's bind-tools in the real agnhost), and glibc's
+// getent (Debian's libc-bin), which the probes run as `getent hosts NAME`.
+// All live under /usr/bin, where they shadow no busybox applet link (those
+// are in /bin) but nslookup's, as bind's does in the real agnhost.
+var dnsToolPrograms = []string{"/usr/bin/dig", "/usr/bin/host", "/usr/bin/nslookup", "/usr/bin/getent"}
+
+// dnsNSSwitch is the NSS configuration of a Debian image: glibc looks
+// hosts up in /etc/hosts, then in DNS (the order glibc 2.36 also takes
+// when the file is missing; written down so the images do not lean on
+// that default, which older glibc had as DNS first). Both services are
+// built into glibc 2.36, so the image needs no NSS module.
+const dnsNSSwitch = "passwd: files\ngroup: files\nshadow: files\ngshadow: files\n" +
+	"hosts: files dns\nnetworks: files\n" +
+	"protocols: files\nservices: files\nethers: files\nrpc: files\n"
+
+// dnsToolsLayer is the layer agnhost and the glibc image share: the DNS
+// tools with their shared libraries at their host paths, and the NSS
+// configuration. It returns the digest of the host files too.
+func dnsToolsLayer(ctx context.Context) (*imagebuild.Layer, string, error) {
+	l, sum, err := utils.HostProgramsLayer(ctx, dnsToolPrograms, nil)
+	if err != nil {
+		return nil, "", fmt.Errorf("copying the DNS tools (Debian packages bind9-dnsutils, libc-bin): %w", err)
+	}
+	l.File("etc/nsswitch.conf", 0o644, []byte(dnsNSSwitch))
+	return l, sum, nil
+}
+
+// glibcPrograms are the host's shell and tools the glibc image holds: a
+// POSIX sh (dash, Debian's /bin/sh) and the commands the DNS probe scripts
+// and a debugging session call (seq, sleep, test, echo; cat, grep, awk,
+// hostname), as in Debian's bookworm-slim, the real image's base.
+var glibcPrograms = []string{
+	"/usr/bin/dash", "/usr/bin/bash",
+	"/usr/bin/awk", "/usr/bin/cat", "/usr/bin/echo", "/usr/bin/env", "/usr/bin/grep",
+	"/usr/bin/head", "/usr/bin/hostname", "/usr/bin/ls", "/usr/bin/mkdir", "/usr/bin/rm",
+	"/usr/bin/seq", "/usr/bin/sleep", "/usr/bin/tail", "/usr/bin/test",
+}
+
+// glibcFiles are host paths the glibc image holds as on Debian: /bin/sh
+// (through Debian's /bin -> usr/bin link and usr/bin/sh -> dash), and the
+// /etc directory (alone; awk brings /etc/alternatives/awk into it).
+var glibcFiles = []string{"/bin/sh", "/etc"}
+
+// glibcBaseLayer is the glibc image's own layer: glibcPrograms and
+// glibcFiles with their shared libraries, the directories a root file
+// system has, and root and nobody as users. It returns the digest of the
+// host files too.
+func glibcBaseLayer(ctx context.Context) (*imagebuild.Layer, string, error) {
+	l, sum, err := utils.HostProgramsLayer(ctx, glibcPrograms, glibcFiles)
+	if err != nil {
+		return nil, "", fmt.Errorf("copying the glibc image's tools: %w", err)
+	}
+	for _, d := range []string{"dev", "home", "proc", "run", "sys", "var"} {
+		l.Dir(d, 0o755)
+	}
+	l.Dir("root", 0o700)
+	l.Dir("tmp", 0o1777)
+	l.Dir("var/tmp", 0o1777)
+	l.File("etc/passwd", 0o644, []byte("root:x:0:0:root:/root:/bin/bash\nnobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n"))
+	l.File("etc/group", 0o644, []byte("root:x:0:\nnogroup:x:65534:\n"))
+	return l, sum, nil
+}
+
+// buildGlibcDNSTesting is glibcBaseLayer with the DNS tools layer on top,
+// and bookworm-slim's command and path.
+func buildGlibcDNSTesting(ctx context.Context, _ string) (v1.Image, error) {
+	base, _, err := glibcBaseLayer(ctx)
+	if err != nil {
+		return nil, err
+	}
+	img, err := imagebuild.Single(base, runtime.GOARCH, utils.ImageEpoch, v1.Config{
+		Cmd: []string{"bash"},
+		Env: []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"},
+	})
+	if err != nil {
+		return nil, err
+	}
+	dns, _, err := dnsToolsLayer(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return imagebuild.Append(img, dns, utils.ImageEpoch)
 }
 
 // bashPath is where Debian's bash-static installs its binary.

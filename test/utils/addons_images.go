@@ -378,3 +378,33 @@ func unpackEntry(dir string, hdr *tar.Header, r io.Reader) error {
 		return fmt.Errorf("%s: unsupported entry type %q", rel, hdr.Typeflag)
 	}
 }
+
+// HostProgramsLayer returns an image layer holding each of the host's
+// programs with the shared libraries ldd lists for it, and each of the
+// host's files, every one at the path it has on the host with the
+// directories above it and the symbolic links on the way (as the add-on
+// images copy theirs), and a digest of the layer's content that changes
+// whenever a copied file does (to name a cached image by).
+func HostProgramsLayer(ctx context.Context, programs, files []string) (*imagebuild.Layer, string, error) {
+	l := newRecordedLayer()
+	for _, p := range programs {
+		if err := l.addHost(p); err != nil {
+			return nil, "", err
+		}
+		libs, err := sharedLibraries(ctx, p)
+		if err != nil {
+			return nil, "", err
+		}
+		for _, lib := range libs {
+			if err := l.addHost(lib); err != nil {
+				return nil, "", err
+			}
+		}
+	}
+	for _, f := range files {
+		if err := l.addHost(f); err != nil {
+			return nil, "", err
+		}
+	}
+	return &l.Layer, hex.EncodeToString(l.sum.Sum(nil)), nil
+}
