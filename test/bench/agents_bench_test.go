@@ -8,6 +8,7 @@ import (
 	"os"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -15,8 +16,6 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
-	"github.com/nodelet/nodelet/test/utils"
 )
 
 const (
@@ -312,13 +311,45 @@ func (c *cluster) burstOn(b *testing.B, ag agent, ns string, n int, rest time.Du
 	return p
 }
 
-// processCPU is a process's user+system CPU time.
+// processCPU is a process's user+system CPU time, with that of the child
+// processes it has waited for (mount, iptables and the like, which an
+// agent runs as commands).
 func processCPU(pid int) (time.Duration, error) {
 	if pid == 0 {
 		return 0, errors.New("the agent is not running")
 	}
-	u, err := utils.ProcessUsage(pid)
-	return u.CPU, err
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, fmt.Errorf("reading the CPU time of process %d: %w", pid, err)
+	}
+	return parseStatCPU(string(stat))
+}
+
+// parseStatCPU reads utime, stime, cutime and cstime from the text of
+// /proc/<pid>/stat and returns their sum.
+func parseStatCPU(stat string) (time.Duration, error) {
+	// The fields after the command name, which is in parentheses and may
+	// hold spaces and parentheses itself.
+	end := strings.LastIndexByte(stat, ')')
+	if end < 0 || end+2 > len(stat) {
+		return 0, fmt.Errorf("no command name in %q", stat)
+	}
+	fields := strings.Fields(stat[end+2:])
+	// state is field 3 of proc(5), fields[0] here: utime..cstime are
+	// fields 14..17.
+	if len(fields) < 15 {
+		return 0, fmt.Errorf("too few fields in %q", stat)
+	}
+	var ticks int64
+	for _, f := range fields[11:15] {
+		v, err := strconv.ParseInt(f, 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("reading CPU ticks %q: %w", f, err)
+		}
+		ticks += v
+	}
+	const clkTck = 100 // USER_HZ on Linux
+	return time.Duration(ticks) * time.Second / clkTck, nil
 }
 
 // parsePoints reads a comma-separated list of pod counts, each one of

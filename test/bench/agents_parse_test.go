@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestParseMemSplit(t *testing.T) {
@@ -169,5 +170,33 @@ func TestRemoveLinksInto(t *testing.T) {
 	}
 	if err := removeLinksInto(filepath.Join(dir, "missing"), target); err != nil {
 		t.Errorf("a missing directory: %v", err)
+	}
+}
+
+func TestParseStatCPU(t *testing.T) {
+	for _, tc := range []struct {
+		name, stat string
+		want       time.Duration
+		wantErr    bool
+	}{
+		{
+			name: "own and children's ticks",
+			stat: "4242 (kubelet) S 1 4242 4242 0 -1 4194560 100 0 0 0 250 50 7 3 20 0 12 0 100 2000000 5000 18446744073709551615\n",
+			want: 3100 * time.Millisecond,
+		},
+		{
+			name: "a command name with a space and parentheses",
+			stat: "7 (a (b) c) R 1 7 7 0 -1 0 0 0 0 0 1 2 3 4 20 0 1 0 5 6 7\n",
+			want: 100 * time.Millisecond,
+		},
+		{name: "cut short", stat: "7 (x) R 1 7 7 0", wantErr: true},
+		{name: "no command", stat: "garbage", wantErr: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := parseStatCPU(tc.stat)
+			if (err != nil) != tc.wantErr || got != tc.want {
+				t.Errorf("parseStatCPU = %v, %v; want %v, error %v", got, err, tc.want, tc.wantErr)
+			}
+		})
 	}
 }

@@ -78,9 +78,9 @@ func sharedAgentSettings() map[string]any {
 // agentDifferences are the settings that differ between the two agents in
 // BenchmarkSideBySide, for the table's footer.
 var agentDifferences = []string{
-	"the kubelet's harness settings: failCgroupV1 false, enforceNodeAllocatable [], failSwapOn false, " +
-		"webhook authentication and authorization (nodelet: client certificates of the API server's CA)",
-	"the kubelet runs cAdvisor (it watches every cgroup of the machine, other work included); nodelet reads stats from the CRI",
+	"cgroups: nodelet's pods under the harness's cgroupRoot (a directory of /nodelet-e2e), the kubelet's under its default; neither makes QoS or pod cgroups (cgroupsPerQOS false)",
+	"the kubelet runs cAdvisor, which watches every cgroup of the machine (other work included); nodelet reads what it needs from the CRI",
+	"the harness's kubelet settings: failCgroupV1 false, enforceNodeAllocatable [], failSwapOn false; its API authenticates by webhook, nodelet's by the API server's kubelet client CA (neither is called here)",
 	"log verbosity 0 for both (the harness runs the kubelet at 2 otherwise)",
 }
 
