@@ -28,9 +28,10 @@ const (
 	restPods = 50
 	// restSettle passes between the last pod Ready and the rest window.
 	restSettle = 5 * time.Second
-	// restWindowLong is the rest window: the CPU counters tick every
-	// 10 ms, 0.03 % of a core over 30 s.
-	restWindowLong = 30 * time.Second
+	// restWindowLong is the rest window: a whole syncFrequency (1 m) of
+	// both agents, and the CPU counters' 10 ms ticks are 0.02 % of a
+	// core over it.
+	restWindowLong = time.Minute
 	// idleSettle passes between the Node turning Ready and the idle
 	// reading.
 	idleSettle = 5 * time.Second
