@@ -3,8 +3,10 @@ package bench
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -80,7 +82,7 @@ func sharedAgentSettings() map[string]any {
 var agentDifferences = []string{
 	"cgroups: nodelet's pods under the harness's cgroupRoot (a directory of /nodelet-e2e), the kubelet's under its default; neither makes QoS or pod cgroups (cgroupsPerQOS false)",
 	"the kubelet runs cAdvisor, which watches every cgroup of the machine (other work included); nodelet reads what it needs from the CRI",
-	"the harness's kubelet settings: failCgroupV1 false, enforceNodeAllocatable [], failSwapOn false; its API authenticates by webhook, nodelet's by the API server's kubelet client CA (neither is called here)",
+	"the harness's kubelet settings: failCgroupV1 false, enforceNodeAllocatable [], failSwapOn false; its API allows anonymous requests (the benchmark reads its /metrics), nodelet's serves /metrics on a port of its own",
 	"log verbosity 0 for both (the harness runs the kubelet at 2 otherwise)",
 }
 
@@ -126,11 +128,18 @@ type kubeletAgent struct {
 // removes what it leaves in the runtime when it stops.
 func (c *cluster) startKubeletAgent(b *testing.B, label string, clear func() error) agent {
 	b.Helper()
+	cfg := sharedAgentSettings()
+	// Its /metrics open to the benchmark, for the Go runtime's numbers.
+	cfg["authentication"] = map[string]any{
+		"anonymous": map[string]any{"enabled": true},
+		"webhook":   map[string]any{"enabled": false},
+	}
+	cfg["authorization"] = map[string]any{"mode": "AlwaysAllow"}
 	k, err := utils.StartKubelet(b.Context(), utils.KubeletOptions{
 		NodeName:   benchNode,
 		API:        c.api,
 		Containerd: c.ctrd,
-		Config:     sharedAgentSettings(),
+		Config:     cfg,
 		Args:       []string{"--v=0"},
 	})
 	a := &kubeletAgent{k: k, clear: clear, b: b, label: label}
@@ -147,10 +156,40 @@ func (c *cluster) startKubeletAgent(b *testing.B, label string, clear func() err
 	return a
 }
 
-func (a *kubeletAgent) name() string                   { return kubeletAgentName }
-func (a *kubeletAgent) pid() int                       { return a.proc }
-func (a *kubeletAgent) logTail(lines int) string       { return a.k.LogTail(lines) }
-func (a *kubeletAgent) goMemory() (int64, int64, bool) { return 0, 0, false }
+func (a *kubeletAgent) name() string             { return kubeletAgentName }
+func (a *kubeletAgent) pid() int                 { return a.proc }
+func (a *kubeletAgent) logTail(lines int) string { return a.k.LogTail(lines) }
+
+func (a *kubeletAgent) goMemory() (heapInuse, sys int64, ok bool) {
+	m, err := kubeletMetrics(a.k.ServerAddr)
+	if err != nil {
+		return 0, 0, false
+	}
+	return int64(m["go_memstats_heap_inuse_bytes"]), int64(m["go_memstats_sys_bytes"]), true
+}
+
+// kubeletMetrics scrapes the kubelet's /metrics on its API (anonymous
+// requests allowed; its serving certificate is self-signed).
+func kubeletMetrics(addr string) (map[string]float64, error) {
+	client := &http.Client{
+		Timeout:   10 * time.Second,
+		Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}, //nolint:gosec // the kubelet's self-signed certificate on loopback
+	}
+	defer client.CloseIdleConnections()
+	resp, err := client.Get("https://" + addr + "/metrics")
+	if err != nil {
+		return nil, fmt.Errorf("scraping kubelet metrics: %w", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("scraping kubelet metrics: %s", resp.Status)
+	}
+	out, err := parseMetrics(resp.Body)
+	if err != nil {
+		return nil, fmt.Errorf("reading kubelet metrics: %w", err)
+	}
+	return out, nil
+}
 
 // stop ends the kubelet, then removes the sandboxes it kept, then its
 // directory and mounts.
