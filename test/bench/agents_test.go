@@ -124,9 +124,9 @@ type kubeletAgent struct {
 }
 
 // startKubeletAgent starts the kubelet (built by hack/kubelet.sh, cached)
-// with sharedAgentSettings and waits for its Node to be Ready. clear
-// removes what it leaves in the runtime when it stops.
-func (c *cluster) startKubeletAgent(b *testing.B, label string, clear func() error) agent {
+// with sharedAgentSettings and waits for its Node to be Ready.
+// clearRuntime removes what it leaves in the runtime when it stops.
+func (c *cluster) startKubeletAgent(b *testing.B, label string, clearRuntime func() error) agent {
 	b.Helper()
 	cfg := sharedAgentSettings()
 	// Its /metrics open to the benchmark, for the Go runtime's numbers.
@@ -142,7 +142,7 @@ func (c *cluster) startKubeletAgent(b *testing.B, label string, clear func() err
 		Config:     cfg,
 		Args:       []string{"--v=0"},
 	})
-	a := &kubeletAgent{k: k, clear: clear, b: b, label: label}
+	a := &kubeletAgent{k: k, clear: clearRuntime, b: b, label: label}
 	if k != nil {
 		b.Cleanup(a.stop)
 	}
