@@ -393,8 +393,8 @@ var nan = math.NaN()
 
 func known(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }
 
-// ratio is a ÷ b, NaN when either is unknown or b is not positive.
-func ratio(a, b float64) float64 {
+// quotient is a ÷ b, NaN when either is unknown or b is not positive.
+func quotient(a, b float64) float64 {
 	if !known(a) || !known(b) || b <= 0 {
 		return nan
 	}
@@ -439,8 +439,8 @@ func (f figure) met() string {
 			missed = true
 		}
 	}
-	check(f.maxVsFloor, ratio(f.nodelet, f.floor))
-	check(f.maxVsKubelet, ratio(f.nodelet, f.kubelet))
+	check(f.maxVsFloor, quotient(f.nodelet, f.floor))
+	check(f.maxVsKubelet, quotient(f.nodelet, f.kubelet))
 	check(f.maxValue, f.nodelet)
 	over := nan
 	if known(f.nodelet) && known(f.floor) {
@@ -585,7 +585,7 @@ func printSideBySide(title string, figs []figure) {
 			return fmt.Sprintf("%.2f×", v)
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", f.name, cell(f.floor), cell(f.kubelet), cell(f.nodelet),
-			times(ratio(f.nodelet, f.floor)), times(ratio(f.nodelet, f.kubelet)), f.target(), f.met())
+			times(quotient(f.nodelet, f.floor)), times(quotient(f.nodelet, f.kubelet)), f.target(), f.met())
 	}
 	_ = tw.Flush()
 	fmt.Println()

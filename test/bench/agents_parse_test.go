@@ -129,13 +129,13 @@ func TestFigureMet(t *testing.T) {
 	}
 }
 
-func TestRatio(t *testing.T) {
-	if got := ratio(3, 2); got != 1.5 {
-		t.Errorf("ratio(3, 2) = %v", got)
+func TestQuotient(t *testing.T) {
+	if got := quotient(3, 2); got != 1.5 {
+		t.Errorf("quotient(3, 2) = %v", got)
 	}
 	for _, tc := range [][2]float64{{1, 0}, {nan, 1}, {1, nan}, {1, -1}, {math.Inf(1), 1}} {
-		if got := ratio(tc[0], tc[1]); known(got) {
-			t.Errorf("ratio(%v, %v) = %v, want NaN", tc[0], tc[1], got)
+		if got := quotient(tc[0], tc[1]); known(got) {
+			t.Errorf("quotient(%v, %v) = %v, want NaN", tc[0], tc[1], got)
 		}
 	}
 }
