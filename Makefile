@@ -129,7 +129,7 @@ run-down: ## Stop the cluster of make run, and clean up after one that was kille
 bench: deps envtest ## Benchmarks, printed as tables.
 	export KUBEBUILDER_ASSETS="$$(bash hack/envtest.sh)"; \
 	$(GO) test -run '^$$' -bench . -benchmem $(UNIT_PKGS); \
-	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout 30m ./test/bench/; \
+	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout 60m ./test/bench/; \
 	NODELET_BENCH_CLUSTER=1 $(GO) test -run '^$$' -bench 'Cluster' -benchtime 1x -timeout 30m ./test/bench/
 
 # IMG overrides the image name and tag; by default it is the one

@@ -146,21 +146,81 @@ func (f *criFloor) removePod(ctx context.Context, p floorPod) error {
 // of them run; then it checks that the runtime lists them all running and
 // removes them, timing the removal with the same parallelism.
 func (f *criFloor) burst(ctx context.Context, n, workers int) (start, remove time.Duration, err error) {
+	r, err := f.timedBurst(ctx, n, workers)
+	return r.start, r.remove, err
+}
+
+// floorBurst is what one burst straight through the CRI took: start until
+// all ran, each pod's time from the burst's start until its container ran,
+// and the removal of all.
+type floorBurst struct {
+	start, remove time.Duration
+	running       []time.Duration
+}
+
+// timedBurst is burst, with each pod's time to running.
+func (f *criFloor) timedBurst(ctx context.Context, n, workers int) (floorBurst, error) {
+	var r floorBurst
 	pods := make([]floorPod, n)
+	r.running = make([]time.Duration, n)
 	t0 := time.Now()
 	startErr := forEach(n, workers, func(i int) error {
 		var err error
 		pods[i], err = f.startPod(ctx)
+		r.running[i] = time.Since(t0)
 		return err
 	})
-	start = time.Since(t0)
+	r.start = time.Since(t0)
 	if startErr == nil {
 		startErr = f.checkRunning(ctx, n)
 	}
 	t1 := time.Now()
 	removeErr := forEach(n, criWorkers, func(i int) error { return f.removePod(ctx, pods[i]) })
-	remove = time.Since(t1)
-	return start, remove, errors.Join(startErr, removeErr)
+	r.remove = time.Since(t1)
+	return r, errors.Join(startErr, removeErr)
+}
+
+// clearRuntime stops and removes every sandbox on the containerd, whoever
+// made it, and so every container: what an agent left behind before the
+// next agent starts (the kubelet keeps the exited sandboxes of deleted pods
+// until its garbage collection, and would remove anything another agent
+// made).
+func (f *criFloor) clearRuntime(ctx context.Context) error {
+	sandboxes, err := f.rs.ListPodSandbox(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("listing sandboxes: %w", err)
+	}
+	var errs []error
+	for _, s := range sandboxes {
+		if err := f.rs.StopPodSandbox(ctx, s.GetId()); err != nil {
+			errs = append(errs, fmt.Errorf("stopping sandbox %s: %w", s.GetId(), err))
+			continue
+		}
+		// A killed container may still be seen running for a moment.
+		var err error
+		for attempt := range 5 {
+			if attempt > 0 {
+				time.Sleep(200 * time.Millisecond)
+				_ = f.rs.StopPodSandbox(ctx, s.GetId())
+			}
+			if err = f.rs.RemovePodSandbox(ctx, s.GetId()); err == nil {
+				break
+			}
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("removing sandbox %s: %w", s.GetId(), err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// runtimeVersion is the runtime's name and version, as the CRI tells it.
+func (f *criFloor) runtimeVersion(ctx context.Context) string {
+	v, err := f.rs.Version(ctx, "v1")
+	if err != nil {
+		return "unknown runtime"
+	}
+	return v.GetRuntimeName() + " " + v.GetRuntimeVersion()
 }
 
 // checkRunning makes sure the runtime lists n running containers of this

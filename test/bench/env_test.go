@@ -120,33 +120,41 @@ func (c *cluster) startNodeletWith(b *testing.B, label string, cfg map[string]an
 	var once sync.Once
 	stop := func() {
 		once.Do(func() {
-			keepLog(b, n, label)
+			keepLog(b, n.LogPath, "nodelet-"+label)
 			if err := n.Cleanup(); err != nil {
 				b.Errorf("stopping nodelet: %v", err)
 			}
 		})
 	}
 	b.Cleanup(stop)
+	c.waitNodeReady(b, "nodelet", n.LogTail)
+	return n, stop
+}
+
+// waitNodeReady waits until benchNode is Ready; logTail is the agent's
+// log, shown when it is not.
+func (c *cluster) waitNodeReady(b *testing.B, agent string, logTail func(int) string) {
+	b.Helper()
 	deadline := time.Now().Add(nodeReadyTimeout)
 	for {
 		node, err := c.admin.CoreV1().Nodes().Get(b.Context(), benchNode, metav1.GetOptions{})
 		if err == nil && utils.NodeReady(node) {
-			return n, stop
+			return
 		}
 		if time.Now().After(deadline) {
-			b.Fatalf("node %s not Ready after %s (last error %v); nodelet log:\n%s", benchNode, nodeReadyTimeout, err, n.LogTail(40))
+			b.Fatalf("node %s not Ready after %s (last error %v); %s log:\n%s", benchNode, nodeReadyTimeout, err, agent, logTail(40))
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
 }
 
-// keepLog copies the nodelet's log to $NODELET_BENCH_LOG_DIR when set.
-func keepLog(b *testing.B, n *utils.Nodelet, label string) {
+// keepLog copies an agent's log to $NODELET_BENCH_LOG_DIR when set.
+func keepLog(b *testing.B, path, label string) {
 	dir := os.Getenv(logDirEnv)
 	if dir == "" {
 		return
 	}
-	data, err := os.ReadFile(n.LogPath)
+	data, err := os.ReadFile(path)
 	if err == nil {
 		err = os.MkdirAll(dir, 0o755)
 	}
@@ -154,7 +162,7 @@ func keepLog(b *testing.B, n *utils.Nodelet, label string) {
 		err = os.WriteFile(filepath.Join(dir, fmt.Sprintf("%s-%s.log", label, time.Now().Format("150405"))), data, 0o644)
 	}
 	if err != nil {
-		b.Logf("keeping the nodelet log: %v", err)
+		b.Logf("keeping the %s log: %v", label, err)
 	}
 }
 
@@ -350,13 +358,14 @@ func (c *cluster) deletePod(ctx context.Context, ns, name string) error {
 // methodLabel finds the HTTP method of client-go's request metrics.
 var methodLabel = regexp.MustCompile(`[{,]method="([A-Z]+)"`)
 
+// verbLabel finds the verb of the API server's request metrics.
+var verbLabel = regexp.MustCompile(`[{,]verb="([A-Z]+)"`)
+
 // controllerLabel finds the controller of controller-runtime's metrics.
 var controllerLabel = regexp.MustCompile(`[{,]controller="([a-z]+)"`)
 
-// nodeletMetrics scrapes the nodelet's Prometheus endpoint and returns each
-// metric's value summed over its label sets, and for series with a method
-// label also summed per method, as "<name>/<METHOD>", and for series with
-// a controller label per controller, as "<name>/<controller>".
+// nodeletMetrics scrapes the nodelet's Prometheus endpoint (see
+// parseMetrics).
 func nodeletMetrics(n *utils.Nodelet) (map[string]float64, error) {
 	resp, err := http.Get("http://" + n.MetricsAddr + "/metrics")
 	if err != nil {
@@ -367,8 +376,20 @@ func nodeletMetrics(n *utils.Nodelet) (map[string]float64, error) {
 		body, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
 		return nil, fmt.Errorf("scraping nodelet metrics: %s: %s", resp.Status, body)
 	}
+	out, err := parseMetrics(resp.Body)
+	if err != nil {
+		return nil, fmt.Errorf("reading nodelet metrics: %w", err)
+	}
+	return out, nil
+}
+
+// parseMetrics reads a Prometheus text page and returns each metric's
+// value summed over its label sets, and for series with a method or verb
+// label also summed per method, as "<name>/<METHOD>", and for series with
+// a controller label per controller, as "<name>/<controller>".
+func parseMetrics(r io.Reader) (map[string]float64, error) {
 	out := map[string]float64{}
-	sc := bufio.NewScanner(resp.Body)
+	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64*1024), 1024*1024)
 	for sc.Scan() {
 		line := sc.Text()
@@ -384,25 +405,37 @@ func nodeletMetrics(n *utils.Nodelet) (map[string]float64, error) {
 		out[name] += v
 		if m := methodLabel.FindStringSubmatch(line); m != nil {
 			out[name+"/"+m[1]] += v
+		} else if m := verbLabel.FindStringSubmatch(line); m != nil {
+			out[name+"/"+m[1]] += v
 		}
 		if m := controllerLabel.FindStringSubmatch(line); m != nil {
 			out[name+"/"+m[1]] += v
 		}
 	}
-	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("reading nodelet metrics: %w", err)
-	}
-	return out, nil
+	return out, sc.Err()
 }
 
-// residentSplit reads a process's resident anonymous and file-backed
-// memory (RssAnon, RssFile) from /proc; zeros when it cannot.
-func residentSplit(pid int) (anon, file int64) {
+// memSplit is a process's memory as /proc/<pid>/status tells it, in
+// bytes: resident now (VmRSS) and at its peak (VmHWM), and the resident
+// pages split into anonymous memory (heap, stacks: RssAnon), file pages
+// (mostly its binary: RssFile) and shared memory (RssShmem).
+type memSplit struct {
+	rss, peak, anon, file, shmem int64
+}
+
+// readMemSplit reads memSplit for pid; zeros when it cannot.
+func readMemSplit(pid int) memSplit {
 	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
-		return 0, 0
+		return memSplit{}
 	}
-	for line := range strings.SplitSeq(string(data), "\n") {
+	return parseMemSplit(string(data))
+}
+
+// parseMemSplit reads memSplit from the text of /proc/<pid>/status.
+func parseMemSplit(status string) memSplit {
+	var m memSplit
+	for line := range strings.SplitSeq(status, "\n") {
 		k, v, ok := strings.Cut(line, ":")
 		if !ok {
 			continue
@@ -411,15 +444,24 @@ func residentSplit(pid int) (anon, file int64) {
 		if len(f) == 0 {
 			continue
 		}
-		kb, _ := strconv.ParseInt(f[0], 10, 64)
+		kb, err := strconv.ParseInt(f[0], 10, 64)
+		if err != nil {
+			continue
+		}
 		switch k {
+		case "VmRSS":
+			m.rss = kb * 1024
+		case "VmHWM":
+			m.peak = kb * 1024
 		case "RssAnon":
-			anon = kb * 1024
+			m.anon = kb * 1024
 		case "RssFile":
-			file = kb * 1024
+			m.file = kb * 1024
+		case "RssShmem":
+			m.shmem = kb * 1024
 		}
 	}
-	return anon, file
+	return m
 }
 
 // percentile returns the nearest-rank p-th percentile (0 < p ≤ 100).
@@ -470,22 +512,7 @@ func printTable(title string, rows []row) {
 // the cores this process may use and the one-minute load average (other
 // work on the machine shows in every number).
 func machine() string {
-	model := "unknown CPU"
-	if data, err := os.ReadFile("/proc/cpuinfo"); err == nil {
-		for line := range strings.SplitSeq(string(data), "\n") {
-			if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
-				model = strings.TrimSpace(v)
-				break
-			}
-		}
-	}
-	load := "?"
-	if data, err := os.ReadFile("/proc/loadavg"); err == nil {
-		if f := strings.Fields(string(data)); len(f) > 0 {
-			load = f[0]
-		}
-	}
-	return fmt.Sprintf("%s, %s, %d cores, load %s", time.Now().Format("2006-01-02"), model, runtime.NumCPU(), load)
+	return fmt.Sprintf("%s, %s, %d cores, load %s", time.Now().Format("2006-01-02"), cpuModel(), runtime.NumCPU(), loadAverage())
 }
 
 const mib = 1 << 20

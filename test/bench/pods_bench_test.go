@@ -24,15 +24,18 @@ const (
 	// to measure what nodelet costs per second at rest.
 	restWindow = 10 * time.Second
 
-	// Targets.
-	burstFloorFactor = 1.2
+	// Targets (the project's performance goal; BenchmarkSideBySide adds
+	// the ones against the kubelet).
+	burstFloorFactor = 1.05
 	// teardownFloorFactor bounds deleting the burst against removing the
 	// same pods straight through the CRI.
-	teardownFloorFactor = 1.2
-	peakRSSTarget       = 50 * mib
-	burstCPUTarget      = time.Second
-	writesPerPodLimit   = 3.0
-	singleOverFloor     = 50 * time.Millisecond
+	teardownFloorFactor = 1.1
+	peakRSSTarget       = 35 * mib
+	// burstCPUTarget bounds the agent's CPU from the first create to the
+	// last pod Ready.
+	burstCPUTarget    = time.Second
+	writesPerPodLimit = 3.0
+	singleOverFloor   = 30 * time.Millisecond
 )
 
 // burstResult is what one burst through nodelet measured.
@@ -173,7 +176,8 @@ func BenchmarkPodBurst110(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		r.rssAnon, r.rssFile = residentSplit(n.PID())
+		mem := readMemSplit(n.PID())
+		r.rssAnon, r.rssFile = mem.anon, mem.file
 		events, err := c.admin.CoreV1().Events(ns).List(ctx, metav1.ListOptions{})
 		if err != nil {
 			b.Fatalf("listing events: %v", err)
@@ -230,25 +234,25 @@ func printBurst(r burstResult) {
 		{"CRI floor, sequential", fmtDur(r.floorSeq), "", ""},
 		{"CRI floor teardown, 16 workers", fmtDur(r.floorRemove16), "", ""},
 		{"all Ready", fmtDur(r.allReady),
-			fmt.Sprintf("≤ %.1f × CRI floor (%s) = %s", burstFloorFactor, fmtDur(r.floor16), fmtDur(limit)),
+			fmt.Sprintf("≤ %.2f × CRI floor (%s) = %s", burstFloorFactor, fmtDur(r.floor16), fmtDur(limit)),
 			verdict(r.allReady <= limit)},
-		{"all Ready ÷ CRI floor", fmt.Sprintf("%.2f×", r.floorRatio), fmt.Sprintf("≤ %.1f×", burstFloorFactor), verdict(r.floorRatio <= burstFloorFactor)},
+		{"all Ready ÷ CRI floor", fmt.Sprintf("%.2f×", r.floorRatio), fmt.Sprintf("≤ %.2f×", burstFloorFactor), verdict(r.floorRatio <= burstFloorFactor)},
 		{"create→Ready min", fmtDur(r.minReady), "", ""},
 		{"create→Ready p50", fmtDur(r.p50), "", ""},
 		{"create→Ready p90", fmtDur(r.p90), "", ""},
 		{"create→Ready p99", fmtDur(r.p99), "", ""},
 		{"seen→running mean (nodelet's metric)", fmtDur(r.nodeletStartMean), "", ""},
 		{"all deleted (grace 1s)", fmtDur(r.allGone),
-			fmt.Sprintf("≤ %.1f × CRI teardown (%s) = %s", teardownFloorFactor, fmtDur(r.floorRemove16), fmtDur(teardownLimit)),
+			fmt.Sprintf("≤ %.2f × CRI teardown (%s) = %s", teardownFloorFactor, fmtDur(r.floorRemove16), fmtDur(teardownLimit)),
 			verdict(r.allGone <= teardownLimit)},
 		{"all deleted ÷ CRI teardown", fmt.Sprintf("%.2f×", r.allGone.Seconds()/r.floorRemove16.Seconds()),
-			fmt.Sprintf("≤ %.1f×", teardownFloorFactor), verdict(r.allGone <= teardownLimit)},
+			fmt.Sprintf("≤ %.2f×", teardownFloorFactor), verdict(r.allGone <= teardownLimit)},
 		{"nodelet peak RSS", fmt.Sprintf("%.1f MiB", float64(r.peakRSS)/mib), fmt.Sprintf("≤ %d MiB", peakRSSTarget/mib), verdict(r.peakRSS <= peakRSSTarget)},
 		{"nodelet peak RSS before the burst", fmt.Sprintf("%.1f MiB", float64(r.idleRSS)/mib), "", ""},
 		{"RSS at the end: anonymous / file pages", fmt.Sprintf("%.1f / %.1f MiB", float64(r.rssAnon)/mib, float64(r.rssFile)/mib), "", ""},
 		{"Go heap in use / Go sys at the end", fmt.Sprintf("%.1f / %.1f MiB", float64(r.heapInuse)/mib, float64(r.goSys)/mib), "", ""},
-		{"nodelet CPU, create→all Ready", fmt.Sprintf("%.2fs", r.cpuStart.Seconds()), "", ""},
-		{"nodelet CPU, whole burst", fmt.Sprintf("%.2fs", r.cpuTotal.Seconds()), fmt.Sprintf("≤ %s", fmtDur(burstCPUTarget)), verdict(r.cpuTotal <= burstCPUTarget)},
+		{"nodelet CPU, create→all Ready", fmt.Sprintf("%.2fs", r.cpuStart.Seconds()), fmt.Sprintf("≤ %s", fmtDur(burstCPUTarget)), verdict(r.cpuStart <= burstCPUTarget)},
+		{"nodelet CPU, whole burst", fmt.Sprintf("%.2fs", r.cpuTotal.Seconds()), "", ""},
 		{"nodelet CPU at rest, 110 pods", fmt.Sprintf("%.3fs/s", r.cpuRest), "", ""},
 		{"status writes/pod, create→all Ready", fmt.Sprintf("%.2f", r.writesPerPodStart), "", ""},
 		{"status writes/pod, whole burst", fmt.Sprintf("%.2f", r.writesPerPodAll), fmt.Sprintf("≤ %.0f", writesPerPodLimit), verdict(r.writesPerPodAll <= writesPerPodLimit)},

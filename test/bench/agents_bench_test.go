@@ -1,0 +1,628 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"text/tabwriter"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+const (
+	// scaleMaxPods is both agents' maxPods in BenchmarkSideBySide: the
+	// scale curve's largest point. The private containerd's /24 holds
+	// 253 pod addresses.
+	scaleMaxPods = 250
+	// restPods is the point whose pods sit at rest for restWindowLong, to
+	// measure what an agent costs with nothing to do.
+	restPods = 50
+	// restSettle passes between the last pod Ready and the rest window.
+	restSettle = 5 * time.Second
+	// restWindowLong is the rest window: a whole syncFrequency (1 m) of
+	// both agents, and the CPU counters' 10 ms ticks are 0.02 % of a
+	// core over it.
+	restWindowLong = time.Minute
+	// idleSettle passes between the Node turning Ready and the idle
+	// reading.
+	idleSettle = 5 * time.Second
+	// sideBySideSingleRuns is how often each agent and the floor start one
+	// pod on an idle node.
+	sideBySideSingleRuns = 10
+	// kubeletPointsEnv, when set to a comma-separated list of pod counts,
+	// replaces the kubelet's points of the curve (the default is all).
+	kubeletPointsEnv = "NODELET_BENCH_KUBELET_POINTS"
+
+	// Targets against the kubelet (nodelet ÷ kubelet at most).
+	allReadyVsKubelet = 0.6
+	p50VsKubelet      = 0.3
+	allGoneVsKubelet  = 0.8
+	rssVsKubelet      = 0.3
+	cpuVsKubelet      = 0.3
+	// restCPUTarget is nodelet's CPU at rest with restPods pods, in cores.
+	restCPUTarget = 0.003
+	// superlinearFactor: a curve whose last segment costs more per pod
+	// than this times the least-squares slope grows faster than linear.
+	superlinearFactor = 1.3
+)
+
+// curvePoints are the scale curve's bursts, after the idle point (0 pods).
+var curvePoints = []int{restPods, burstPods, scaleMaxPods}
+
+// point is what one burst of pods through an agent measured.
+type point struct {
+	pods int
+	// allReady runs from the first Create to the last pod seen Ready,
+	// allGone from the first Delete to the last pod seen gone; toReady
+	// holds each pod's create→Ready.
+	allReady, allGone time.Duration
+	toReady           []time.Duration
+	// cpuStart is the agent's CPU from the first Create to all Ready,
+	// cpuTeardown from the first Delete to all gone.
+	cpuStart, cpuTeardown time.Duration
+	// mem is the agent's memory when all were Ready; peak its VmHWM once
+	// all were gone; heapInuse and goSys the Go runtime's view when all
+	// were Ready (zero when the agent does not tell).
+	mem              memSplit
+	peak             int64
+	heapInuse, goSys int64
+	// requests are the agent's API requests over the start and the
+	// teardown, in total ("") and per verb ("/GET", …).
+	requests map[string]float64
+	// restCPU (cores) and restRSS are measured with all pods running
+	// for restWindowLong; zero for points without a rest window.
+	restCPU float64
+	restRSS int64
+}
+
+// agentRun is one agent's part of BenchmarkSideBySide.
+type agentRun struct {
+	name string
+	// idle is the agent's memory when registered, before any pod.
+	idle memSplit
+	// single holds create→Ready of one pod at a time on the idle node.
+	single []time.Duration
+	points []point
+}
+
+// at returns the point with pods pods.
+func (r agentRun) at(pods int) (point, bool) {
+	for _, p := range r.points {
+		if p.pods == pods {
+			return p, true
+		}
+	}
+	return point{}, false
+}
+
+// floorRun is the CRI floor's part: a burst per curve point and single
+// pods.
+type floorRun struct {
+	bursts map[int]floorBurst
+	single []time.Duration
+}
+
+// BenchmarkSideBySide runs the real kubelet of the pinned version and
+// nodelet, one after the other, on the same API server and containerd
+// with the same settings (sharedAgentSettings), after the CRI floor, and
+// measures each the same way: single pods on the idle node, then bursts of
+// 50 (with a rest window), 110 and 250 pods, each created at once and
+// deleted at once. It prints one table of the goal's figures with the
+// floor, the kubelet and nodelet side by side, and each agent's scale
+// curve with its marginal cost per pod.
+func BenchmarkSideBySide(b *testing.B) {
+	c := startCluster(b)
+	floor := newCRIFloor(b, c.ctrd)
+	kubeletPoints, err := parsePoints(os.Getenv(kubeletPointsEnv), curvePoints)
+	if err != nil {
+		b.Fatalf("%s: %v", kubeletPointsEnv, err)
+	}
+	for i := range b.N {
+		ctx := b.Context()
+		loadBefore := loadAverage()
+		// The floor first, with no agent running: the kubelet removes
+		// sandboxes it did not make.
+		fr := floorRun{bursts: map[int]floorBurst{}}
+		for _, n := range curvePoints {
+			r, err := floor.timedBurst(ctx, n, criWorkers)
+			if err != nil {
+				b.Fatalf("CRI floor, %d pods: %v", n, err)
+			}
+			fr.bursts[n] = r
+		}
+		for run := range sideBySideSingleRuns {
+			d, err := floor.single(ctx)
+			if err != nil {
+				b.Fatalf("CRI floor, single pod %d: %v", run, err)
+			}
+			fr.single = append(fr.single, d)
+		}
+		nodelet := c.runAgent(b, floor, nodeletAgentName, i, curvePoints)
+		kubelet := c.runAgent(b, floor, kubeletAgentName, i, kubeletPoints)
+
+		header := fmt.Sprintf("%s; load average %s before, %s after (the machine is shared)",
+			machineDetails(floor.runtimeVersion(ctx)), loadBefore, loadAverage())
+		printSideBySide(fmt.Sprintf("nodelet beside the kubelet (node %s, %d pods; %s)", benchNode, burstPods, header),
+			sideBySideFigures(fr, kubelet, nodelet))
+		fmt.Println("settings that differ:")
+		for _, d := range agentDifferences {
+			fmt.Println("  - " + d)
+		}
+		for _, r := range []agentRun{nodelet, kubelet} {
+			printCurve(r, fr)
+		}
+
+		if p, ok := nodelet.at(burstPods); ok {
+			b.ReportMetric(p.allReady.Seconds(), "s-nodelet-all-ready")
+			b.ReportMetric(float64(p.peak)/mib, "MiB-nodelet-peak-rss")
+			if k, ok := kubelet.at(burstPods); ok {
+				b.ReportMetric(p.allReady.Seconds()/k.allReady.Seconds(), "x-kubelet-all-ready")
+				b.ReportMetric(float64(p.peak)/float64(k.peak), "x-kubelet-peak-rss")
+				b.ReportMetric(p.cpuStart.Seconds()/k.cpuStart.Seconds(), "x-kubelet-cpu-start")
+			}
+		}
+	}
+}
+
+// runAgent starts the named agent, measures it and stops it, leaving the
+// API server and containerd as before.
+func (c *cluster) runAgent(b *testing.B, floor *criFloor, name string, iter int, points []int) agentRun {
+	b.Helper()
+	ctx := b.Context()
+	label := fmt.Sprintf("sidebyside-%d", iter)
+	var ag agent
+	switch name {
+	case nodeletAgentName:
+		ag = c.startNodeletAgent(b, label)
+	case kubeletAgentName:
+		ag = c.startKubeletAgent(b, label, func() error {
+			ctx, cancel := context.WithTimeout(context.Background(), agentStopTimeout)
+			defer cancel()
+			return floor.clearRuntime(ctx)
+		})
+	default:
+		b.Fatalf("no agent %q", name)
+	}
+	run := agentRun{name: name}
+	time.Sleep(idleSettle)
+	run.idle = readMemSplit(ag.pid())
+
+	ns := c.newNamespace(b, fmt.Sprintf("sbs-%s-%d-single", name, iter))
+	w := c.watchPods(b, ns)
+	for r := range sideBySideSingleRuns {
+		ready, _, err := c.startOne(ctx, w, ns, fmt.Sprintf("single-%02d", r))
+		if err != nil {
+			b.Fatalf("%s, single pod %d: %v; %s log:\n%s", name, r, err, name, ag.logTail(40))
+		}
+		run.single = append(run.single, ready)
+	}
+	w.close()
+
+	for _, n := range points {
+		ns := c.newNamespace(b, fmt.Sprintf("sbs-%s-%d-%d", name, iter, n))
+		var rest time.Duration
+		if n == restPods {
+			rest = restWindowLong
+		}
+		run.points = append(run.points, c.burstOn(b, ag, ns, n, rest))
+	}
+	ag.stop()
+	if err := c.forgetNode(ctx, floor); err != nil {
+		b.Fatalf("clearing up after %s: %v", name, err)
+	}
+	return run
+}
+
+// burstOn creates n sleeper pods at once in ns, waits for all to be Ready,
+// optionally lets them rest for rest, deletes them at once and waits for
+// all to be gone, reading the agent's usage and the API server's request
+// counters between the phases.
+func (c *cluster) burstOn(b *testing.B, ag agent, ns string, n int, rest time.Duration) point {
+	b.Helper()
+	ctx := b.Context()
+	w := c.watchPods(b, ns)
+	defer w.close()
+	names := make([]string, n)
+	for j := range names {
+		names[j] = fmt.Sprintf("sleeper-%03d", j)
+	}
+	usage := func() time.Duration {
+		u, err := processCPU(ag.pid())
+		if err != nil {
+			b.Fatalf("reading the usage of %s: %v", ag.name(), err)
+		}
+		return u
+	}
+	requests := func() map[string]float64 {
+		r, err := c.apiRequests(ctx)
+		if err != nil {
+			b.Fatal(err)
+		}
+		return r
+	}
+	p := point{pods: n}
+
+	cpu0, req0 := usage(), requests()
+	var mu sync.Mutex
+	created := map[string]time.Time{}
+	t0 := time.Now()
+	err := forEach(n, createWorkers, func(j int) error {
+		now := time.Now()
+		mu.Lock()
+		created[names[j]] = now
+		mu.Unlock()
+		_, err := c.admin.CoreV1().Pods(ns).Create(ctx, sleeperPod(ns, names[j]), metav1.CreateOptions{})
+		return err
+	})
+	if err != nil {
+		b.Fatalf("creating pods: %v", err)
+	}
+	lastReady, missing := w.waitAll(names, w.readyAt, podsTimeout)
+	if missing > 0 {
+		b.Fatalf("%s: %d of %d pods not Ready after %s; log:\n%s", ag.name(), missing, n, podsTimeout, ag.logTail(60))
+	}
+	p.allReady = lastReady.Sub(t0)
+	for _, name := range names {
+		at, _ := w.readyAt(name)
+		p.toReady = append(p.toReady, at.Sub(created[name]))
+	}
+	cpu1, req1 := usage(), requests()
+	p.cpuStart = cpu1 - cpu0
+	p.mem = readMemSplit(ag.pid())
+	p.heapInuse, p.goSys, _ = ag.goMemory()
+
+	if rest > 0 {
+		time.Sleep(restSettle)
+		r0 := usage()
+		time.Sleep(rest)
+		p.restCPU = (usage() - r0).Seconds() / rest.Seconds()
+		p.restRSS = readMemSplit(ag.pid()).rss
+	}
+
+	cpu2, req2 := usage(), requests()
+	t1 := time.Now()
+	err = forEach(n, createWorkers, func(j int) error { return c.deletePod(ctx, ns, names[j]) })
+	if err != nil {
+		b.Fatalf("deleting pods: %v", err)
+	}
+	lastGone, missing := w.waitAll(names, w.goneAt, podsTimeout)
+	if missing > 0 {
+		b.Fatalf("%s: %d of %d pods still in the API %s after deletion; log:\n%s", ag.name(), missing, n, podsTimeout, ag.logTail(60))
+	}
+	p.allGone = lastGone.Sub(t1)
+	cpu3, req3 := usage(), requests()
+	p.cpuTeardown = cpu3 - cpu2
+	p.peak = readMemSplit(ag.pid()).peak
+
+	ownStart := map[string]float64{"": float64(n), "/POST": float64(n)}
+	ownTeardown := map[string]float64{"": float64(n), "/DELETE": float64(n)}
+	p.requests = agentRequests(req0, req1, ownStart)
+	for k, v := range agentRequests(req2, req3, ownTeardown) {
+		p.requests[k] += v
+	}
+	return p
+}
+
+// processCPU is a process's user+system CPU time, with that of the child
+// processes it has waited for (mount, iptables and the like, which an
+// agent runs as commands).
+func processCPU(pid int) (time.Duration, error) {
+	if pid == 0 {
+		return 0, errors.New("the agent is not running")
+	}
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, fmt.Errorf("reading the CPU time of process %d: %w", pid, err)
+	}
+	return parseStatCPU(string(stat))
+}
+
+// parseStatCPU reads utime, stime, cutime and cstime from the text of
+// /proc/<pid>/stat and returns their sum.
+func parseStatCPU(stat string) (time.Duration, error) {
+	// The fields after the command name, which is in parentheses and may
+	// hold spaces and parentheses itself.
+	end := strings.LastIndexByte(stat, ')')
+	if end < 0 || end+2 > len(stat) {
+		return 0, fmt.Errorf("no command name in %q", stat)
+	}
+	fields := strings.Fields(stat[end+2:])
+	// state is field 3 of proc(5), fields[0] here: utime..cstime are
+	// fields 14..17.
+	if len(fields) < 15 {
+		return 0, fmt.Errorf("too few fields in %q", stat)
+	}
+	var ticks int64
+	for _, f := range fields[11:15] {
+		v, err := strconv.ParseInt(f, 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("reading CPU ticks %q: %w", f, err)
+		}
+		ticks += v
+	}
+	const clkTck = 100 // USER_HZ on Linux
+	return time.Duration(ticks) * time.Second / clkTck, nil
+}
+
+// parsePoints reads a comma-separated list of pod counts, each one of
+// allowed; empty is all of allowed.
+func parsePoints(s string, allowed []int) ([]int, error) {
+	if strings.TrimSpace(s) == "" {
+		return allowed, nil
+	}
+	var out []int
+	for f := range strings.SplitSeq(s, ",") {
+		var n int
+		if _, err := fmt.Sscan(strings.TrimSpace(f), &n); err != nil || !slices.Contains(allowed, n) {
+			return nil, fmt.Errorf("%q is not one of %v", f, allowed)
+		}
+		if !slices.Contains(out, n) {
+			out = append(out, n)
+		}
+	}
+	slices.Sort(out)
+	return out, nil
+}
+
+// figure is one row of the side-by-side table: one quantity for the CRI
+// floor, the kubelet and nodelet (NaN where it has no meaning or was not
+// measured) and nodelet's targets (zero: none).
+type figure struct {
+	name                    string
+	floor, kubelet, nodelet float64
+	format                  func(float64) string
+	// maxVsFloor and maxVsKubelet bound nodelet ÷ floor and nodelet ÷
+	// kubelet; maxValue bounds nodelet's value; maxOverFloor bounds
+	// nodelet − floor.
+	maxVsFloor, maxVsKubelet, maxValue, maxOverFloor float64
+	// note is the target column of a row without a bound.
+	note string
+}
+
+// nan marks a value a column does not have.
+var nan = math.NaN()
+
+func known(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }
+
+// quotient is a ÷ b, NaN when either is unknown or b is not positive.
+func quotient(a, b float64) float64 {
+	if !known(a) || !known(b) || b <= 0 {
+		return nan
+	}
+	return a / b
+}
+
+// target describes the row's bounds.
+func (f figure) target() string {
+	var parts []string
+	if f.maxVsFloor > 0 {
+		parts = append(parts, fmt.Sprintf("≤ %.2f× floor", f.maxVsFloor))
+	}
+	if f.maxOverFloor > 0 {
+		parts = append(parts, "≤ floor + "+f.format(f.maxOverFloor))
+	}
+	if f.maxValue > 0 {
+		parts = append(parts, "≤ "+f.format(f.maxValue))
+	}
+	if f.maxVsKubelet > 0 {
+		parts = append(parts, fmt.Sprintf("≤ %.2f× kubelet", f.maxVsKubelet))
+	}
+	if len(parts) == 0 {
+		return f.note
+	}
+	return strings.Join(parts, ", ")
+}
+
+// met is "ok" when nodelet meets every bound of the row, "MISSED" when it
+// misses one, "n/a" when a value a bound needs is missing, and empty for
+// a row without bounds.
+func (f figure) met() string {
+	bounded, missed, unknown := false, false, false
+	check := func(bound, value float64) {
+		if bound <= 0 {
+			return
+		}
+		bounded = true
+		switch {
+		case !known(value):
+			unknown = true
+		case value > bound:
+			missed = true
+		}
+	}
+	check(f.maxVsFloor, quotient(f.nodelet, f.floor))
+	check(f.maxVsKubelet, quotient(f.nodelet, f.kubelet))
+	check(f.maxValue, f.nodelet)
+	over := nan
+	if known(f.nodelet) && known(f.floor) {
+		over = f.nodelet - f.floor
+	}
+	check(f.maxOverFloor, over)
+	switch {
+	case !bounded:
+		return ""
+	case missed:
+		return "MISSED"
+	case unknown:
+		return "n/a"
+	}
+	return "ok"
+}
+
+func fmtSeconds(v float64) string { return fmtDur(time.Duration(v * float64(time.Second))) }
+func fmtMiB(v float64) string     { return fmt.Sprintf("%.1f MiB", v/mib) }
+func fmtKiB(v float64) string     { return fmt.Sprintf("%.0f KiB", v/1024) }
+func fmtCore(v float64) string    { return fmt.Sprintf("%.2f %% of a core", v*100) }
+func fmtPerPod(v float64) string  { return fmt.Sprintf("%.2f", v) }
+func fmtMillis(v float64) string  { return fmt.Sprintf("%.1f ms", v*1000) }
+
+// sideBySideFigures are the table's rows: the goal's figures at burstPods
+// and restPods, the single pod, the memory split and the marginal cost
+// per pod.
+func sideBySideFigures(fr floorRun, kubelet, nodelet agentRun) []figure {
+	// each reads one quantity of an agent's point, NaN without it.
+	each := func(pods int, get func(point) float64) (k, n float64) {
+		k, n = nan, nan
+		if p, ok := kubelet.at(pods); ok {
+			k = get(p)
+		}
+		if p, ok := nodelet.at(pods); ok {
+			n = get(p)
+		}
+		return k, n
+	}
+	floorAt := func(pods int, get func(floorBurst) float64) float64 {
+		if r, ok := fr.bursts[pods]; ok {
+			return get(r)
+		}
+		return nan
+	}
+	row := func(f figure, pods int, get func(point) float64) figure {
+		f.kubelet, f.nodelet = each(pods, get)
+		return f
+	}
+	seconds := func(d time.Duration) float64 { return d.Seconds() }
+	pct := func(ds []time.Duration, p float64) float64 {
+		if len(ds) == 0 {
+			return nan
+		}
+		return percentile(ds, p).Seconds()
+	}
+	perPod := func(p point, key string) float64 { return p.requests[key] / float64(p.pods) }
+	goValue := func(v int64) float64 {
+		if v == 0 {
+			return nan
+		}
+		return float64(v)
+	}
+	n110 := fmt.Sprintf("%d pods", burstPods)
+	figs := []figure{
+		row(figure{name: n110 + " all Ready", floor: floorAt(burstPods, func(r floorBurst) float64 { return r.start.Seconds() }),
+			format: fmtSeconds, maxVsFloor: burstFloorFactor, maxVsKubelet: allReadyVsKubelet},
+			burstPods, func(p point) float64 { return seconds(p.allReady) }),
+		row(figure{name: "create→Ready p50 of the " + fmt.Sprint(burstPods), floor: floorAt(burstPods, func(r floorBurst) float64 { return pct(r.running, 50) }),
+			format: fmtSeconds, maxVsKubelet: p50VsKubelet},
+			burstPods, func(p point) float64 { return pct(p.toReady, 50) }),
+		row(figure{name: "create→Ready p90 of the " + fmt.Sprint(burstPods), floor: floorAt(burstPods, func(r floorBurst) float64 { return pct(r.running, 90) }),
+			format: fmtSeconds},
+			burstPods, func(p point) float64 { return pct(p.toReady, 90) }),
+		row(figure{name: n110 + " all gone (grace 1 s)", floor: floorAt(burstPods, func(r floorBurst) float64 { return r.remove.Seconds() }),
+			format: fmtSeconds, maxVsFloor: teardownFloorFactor, maxVsKubelet: allGoneVsKubelet},
+			burstPods, func(p point) float64 { return seconds(p.allGone) }),
+		row(figure{name: "peak RSS at " + n110, floor: nan, format: fmtMiB, maxValue: peakRSSTarget, maxVsKubelet: rssVsKubelet},
+			burstPods, func(p point) float64 { return float64(p.peak) }),
+		row(figure{name: "agent CPU, " + n110 + " start", floor: nan, format: fmtSeconds, maxValue: burstCPUTarget.Seconds(), maxVsKubelet: cpuVsKubelet},
+			burstPods, func(p point) float64 { return seconds(p.cpuStart) }),
+		row(figure{name: "agent CPU, " + n110 + " teardown", floor: nan, format: fmtSeconds},
+			burstPods, func(p point) float64 { return seconds(p.cpuTeardown) }),
+		row(figure{name: fmt.Sprintf("agent CPU at rest, %d pods", restPods), floor: nan, format: fmtCore, maxValue: restCPUTarget},
+			restPods, func(p point) float64 { return p.restCPU }),
+		row(figure{name: fmt.Sprintf("RSS at rest, %d pods", restPods), floor: nan, format: fmtMiB},
+			restPods, func(p point) float64 { return float64(p.restRSS) }),
+		row(figure{name: "API requests/pod, " + n110 + " start+teardown", floor: nan, format: fmtPerPod},
+			burstPods, func(p point) float64 { return perPod(p, "") }),
+		row(figure{name: "… of them PATCH (status)", floor: nan, format: fmtPerPod},
+			burstPods, func(p point) float64 { return perPod(p, "/PATCH") }),
+		row(figure{name: "… of them POST (Events)", floor: nan, format: fmtPerPod},
+			burstPods, func(p point) float64 { return perPod(p, "/POST") }),
+		row(figure{name: "RSS at " + n110 + " all Ready", floor: nan, format: fmtMiB},
+			burstPods, func(p point) float64 { return float64(p.mem.rss) }),
+		row(figure{name: "… anonymous (RssAnon)", floor: nan, format: fmtMiB},
+			burstPods, func(p point) float64 { return float64(p.mem.anon) }),
+		row(figure{name: "… file pages (RssFile)", floor: nan, format: fmtMiB},
+			burstPods, func(p point) float64 { return float64(p.mem.file) }),
+		row(figure{name: "Go heap in use at " + n110, floor: nan, format: fmtMiB},
+			burstPods, func(p point) float64 { return goValue(p.heapInuse) }),
+		row(figure{name: "Go sys at " + n110, floor: nan, format: fmtMiB},
+			burstPods, func(p point) float64 { return goValue(p.goSys) }),
+	}
+	kc, nc := curveOf(kubelet), curveOf(nodelet)
+	figs = append(figs,
+		figure{name: "marginal RSS per pod", floor: nan, kubelet: kc.rss.slope, nodelet: nc.rss.slope, format: fmtKiB, note: "printed"},
+		figure{name: "marginal CPU per pod", floor: nan, kubelet: kc.cpu.slope, nodelet: nc.cpu.slope, format: fmtMillis, note: "printed"},
+		figure{name: "RSS last segment ÷ marginal", floor: nan, kubelet: kc.rssGrowth, nodelet: nc.rssGrowth,
+			format: func(v float64) string { return fmt.Sprintf("%.2f×", v) }, maxValue: superlinearFactor},
+		figure{name: "CPU last segment ÷ marginal", floor: nan, kubelet: kc.cpuGrowth, nodelet: nc.cpuGrowth,
+			format: func(v float64) string { return fmt.Sprintf("%.2f×", v) }, maxValue: superlinearFactor},
+		figure{name: "single pod on an idle node, create→Ready p50", floor: pct(fr.single, 50), kubelet: pct(kubelet.single, 50), nodelet: pct(nodelet.single, 50),
+			format: fmtSeconds, maxOverFloor: singleOverFloor.Seconds()},
+	)
+	return figs
+}
+
+// printSideBySide writes the table to stdout.
+func printSideBySide(title string, figs []figure) {
+	fmt.Println()
+	fmt.Println(title)
+	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "figure\tCRI floor\tkubelet\tnodelet\tnodelet/floor\tnodelet/kubelet\ttarget\tmet?\t")
+	show := func(v float64) string {
+		if !known(v) {
+			return "—"
+		}
+		return ""
+	}
+	for _, f := range figs {
+		cell := func(v float64) string {
+			if s := show(v); s != "" {
+				return s
+			}
+			return f.format(v)
+		}
+		times := func(v float64) string {
+			if !known(v) {
+				return "—"
+			}
+			return fmt.Sprintf("%.2f×", v)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", f.name, cell(f.floor), cell(f.kubelet), cell(f.nodelet),
+			times(quotient(f.nodelet, f.floor)), times(quotient(f.nodelet, f.kubelet)), f.target(), f.met())
+	}
+	_ = tw.Flush()
+	fmt.Println()
+}
+
+// machineDetails describes the host and the runtime for table headers.
+func machineDetails(runtimeVersion string) string {
+	kernel := "unknown kernel"
+	if data, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
+		kernel = "Linux " + strings.TrimSpace(string(data))
+	}
+	return fmt.Sprintf("%s, %s, %s, %s", time.Now().UTC().Format("2006-01-02 15:04 MST"), cpuModel(), kernel, runtimeVersion) +
+		fmt.Sprintf(", %d cores", runtime.NumCPU())
+}
+
+// cpuModel is the first model name of /proc/cpuinfo.
+func cpuModel() string {
+	data, err := os.ReadFile("/proc/cpuinfo")
+	if err != nil {
+		return "unknown CPU"
+	}
+	for line := range strings.SplitSeq(string(data), "\n") {
+		if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
+			return strings.TrimSpace(v)
+		}
+	}
+	return "unknown CPU"
+}
+
+// loadAverage is the one-minute load average.
+func loadAverage() string {
+	data, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "?"
+	}
+	if f := strings.Fields(string(data)); len(f) > 0 {
+		return f[0]
+	}
+	return "?"
+}
