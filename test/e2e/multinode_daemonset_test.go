@@ -649,8 +649,7 @@ func runWithContext(ctx context.Context, cmd *exec.Cmd) (string, error) {
 		return out.String(), err
 	case <-ctx.Done():
 		_ = cmd.Process.Kill()
-		<-done
-		return out.String(), ctx.Err()
+		return out.String(), errors.Join(ctx.Err(), <-done)
 	}
 }
 
