@@ -64,6 +64,11 @@ type ClusterOptions struct {
 	// ReadyTimeout bounds the wait for the nodes to be Ready with their
 	// pod subnets routed; 3 minutes when zero.
 	ReadyTimeout time.Duration
+	// NodeMounts, when set, gives each node a mount namespace of its own
+	// (StartNodeMounts, ClusterNode.Mounts) in which its containerd and a
+	// StartAgent's agent (ClusterKubelet) run: a host of its own for what
+	// an install writes to the paths it names.
+	NodeMounts *NodeMountOptions
 }
 
 // ClusterPart is something StartCluster made: a node network, a directory
@@ -90,6 +95,8 @@ type ClusterNode struct {
 	Nodelet    *Nodelet
 	// Kubelet is the node's agent instead of Nodelet with StartAgent.
 	Kubelet *Kubelet
+	// Mounts is the node's mount namespace with ClusterOptions.NodeMounts.
+	Mounts *NodeMounts
 }
 
 // Namespace is the name of the node's network namespace.
@@ -118,17 +125,24 @@ type Cluster struct {
 
 	mu sync.Mutex
 	// applied is the pod subnet routed per node index.
-	applied  map[int]string
-	routeErr error
-	stopped  bool
+	applied map[int]string
+	// appliedOther is the pod subnet routed per Node of another agent on
+	// a node's address (nodelet's DaemonSet beside the node's agent).
+	appliedOther map[string]string
+	routeErr     error
+	stopped      bool
 }
 
 // nodeContainerdOptions are node i's containerd options: the one place to
 // change them for every node.
 // containerd writes its CNI configuration from the pod CIDR nodelet hands
 // it (the Node's spec.podCIDRs, CRI UpdateRuntimeConfig).
-func (c *Cluster) nodeContainerdOptions(node *NetNode) ContainerdOptions {
-	return ContainerdOptions{Images: c.Options.Images, NetNS: node.Namespace, PodCIDRFromRuntime: true}
+func (c *Cluster) nodeContainerdOptions(node *ClusterNode) ContainerdOptions {
+	opts := ContainerdOptions{Images: c.Options.Images, NetNS: node.Net.Namespace, PodCIDRFromRuntime: true}
+	if node.Mounts != nil {
+		opts.MountNS = node.Mounts.NSPath
+	}
+	return opts
 }
 
 // nodeletConfig is node i's NodeletConfiguration on top of the harness's.
@@ -171,7 +185,7 @@ func StartCluster(ctx context.Context, opts ClusterOptions) (_ *Cluster, err err
 	if _, err := NodeletBinary(ctx); err != nil {
 		return nil, err
 	}
-	c := &Cluster{Options: opts, applied: map[int]string{}}
+	c := &Cluster{Options: opts, applied: map[int]string{}, appliedOther: map[string]string{}}
 	defer func() {
 		if err != nil {
 			err = errors.Join(err, c.Stop())
@@ -296,20 +310,33 @@ func (c *Cluster) routeNode(node *corev1.Node) {
 	if n == nil {
 		return
 	}
+	// Another agent's Node on the node's address (nodelet's DaemonSet
+	// beside the kubelet) is routed too, as a cloud's route controller
+	// routes every Node, without taking the node's own route.
+	cn := c.Node(n.Index)
+	own := cn != nil && cn.Name == node.Name
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.stopped || c.applied[n.Index] == cidr {
+	if c.stopped || (own && c.applied[n.Index] == cidr) || (!own && c.appliedOther[node.Name] == cidr) {
 		return
 	}
 	_, ipnet, err := net.ParseCIDR(cidr)
 	if err == nil {
-		err = c.Network.SetPodCIDR(n.Index, ipnet)
+		if own {
+			err = c.Network.SetPodCIDR(n.Index, ipnet)
+		} else {
+			err = c.Network.SetOtherPodCIDR(n.Index, node.Name, ipnet)
+		}
 	}
 	if err != nil {
 		c.routeErr = fmt.Errorf("routing pod subnet %s of node %s: %w", cidr, node.Name, err)
 		return
 	}
-	c.applied[n.Index] = cidr
+	if own {
+		c.applied[n.Index] = cidr
+	} else {
+		c.appliedOther[node.Name] = cidr
+	}
 }
 
 // nodeInternalIP is node's InternalIP address, or nil.
@@ -333,7 +360,19 @@ func (c *Cluster) startNode(ctx context.Context, i int) error {
 	c.mu.Lock()
 	c.Nodes = append(c.Nodes, node)
 	c.mu.Unlock()
-	ctrd, err := StartContainerd(ctx, c.nodeContainerdOptions(netNode))
+	if c.Options.NodeMounts != nil {
+		mounts, err := StartNodeMounts(node.Name, netNode.Namespace, *c.Options.NodeMounts)
+		if err != nil {
+			return fmt.Errorf("making the mounts of node %s: %w", node.Name, err)
+		}
+		c.mu.Lock()
+		node.Mounts = mounts
+		c.mu.Unlock()
+		if err := c.Options.Record(ClusterPart{Dirs: []string{mounts.Dir}}); err != nil {
+			return err
+		}
+	}
+	ctrd, err := StartContainerd(ctx, c.nodeContainerdOptions(node))
 	if ctrd != nil {
 		c.mu.Lock()
 		node.Containerd = ctrd
@@ -509,6 +548,12 @@ func (c *Cluster) Stop() error {
 	}
 	if c.Network != nil {
 		errs = append(errs, c.Network.Stop())
+	}
+	// Once no process runs in them (the network's Stop kills those left).
+	for _, n := range nodes {
+		if n.Mounts != nil {
+			errs = append(errs, n.Mounts.Stop())
+		}
 	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("stopping the cluster: %w", err)

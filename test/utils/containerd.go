@@ -48,6 +48,10 @@ type ContainerdOptions struct {
 	// host's): its pod bridge and the pods' routes are then that
 	// namespace's, as on a node of a multi-node cluster (NodeNetwork).
 	NetNS string
+	// MountNS, when set, is the file of a mount namespace (nsenter
+	// --mount) the daemon runs in instead of the machine's: a node's
+	// (NodeMounts.NSPath).
+	MountNS string
 	// PodCIDRFromRuntime, when set, writes no CNI config: containerd's CRI
 	// writes one itself (conf_template: bridge + host-local + portmap on
 	// the instance's bridge) once it is sent the pod CIDR with CRI
@@ -438,9 +442,16 @@ func (c *Containerd) StartProcess(ctx context.Context) error {
 		"--root", filepath.Join(c.Dir, "root"),
 		"--state", filepath.Join(c.Dir, "state"),
 		"--log-level", c.opts.LogLevel}
-	if c.opts.NetNS != "" {
+	if c.opts.NetNS != "" || c.opts.MountNS != "" {
 		// nsenter execs containerd: the pid stays the daemon's.
-		args = append([]string{"nsenter", "--net=" + NetNSPath(c.opts.NetNS)}, args...)
+		var enter []string
+		if c.opts.NetNS != "" {
+			enter = append(enter, "--net="+NetNSPath(c.opts.NetNS))
+		}
+		if c.opts.MountNS != "" {
+			enter = append(enter, "--mount="+c.opts.MountNS, "--wdns="+c.Dir)
+		}
+		args = append(append([]string{"nsenter"}, enter...), args...)
 	}
 	cmd := exec.Command(args[0], args[1:]...)
 	cmd.Stdout, cmd.Stderr = logFile, logFile

@@ -41,6 +41,10 @@ type KubeletOptions struct {
 	// must then be the namespace's address: its node IP (--node-ip),
 	// where its API and /healthz listen, reachable from the host.
 	NetNS string
+	// MountNS, when set, is the file of a mount namespace (nsenter
+	// --mount) the kubelet's own is made from instead of the machine's: a
+	// node's (NodeMounts.NSPath).
+	MountNS string
 	// NodeIP, when set, is the kubelet's --node-ip and the address of its
 	// API and /healthz.
 	NodeIP net.IP
@@ -97,9 +101,16 @@ func StartKubelet(ctx context.Context, opts KubeletOptions) (*Kubelet, error) {
 	if err != nil {
 		return k, errors.Join(err, k.Stop())
 	}
-	if opts.NetNS != "" {
+	if opts.NetNS != "" || opts.MountNS != "" {
 		// nsenter execs the rest: the pid stays the kubelet's.
-		prefix = append([]string{"nsenter", "--net=" + NetNSPath(opts.NetNS)}, prefix...)
+		enter := []string{"nsenter"}
+		if opts.NetNS != "" {
+			enter = append(enter, "--net="+NetNSPath(opts.NetNS))
+		}
+		if opts.MountNS != "" {
+			enter = append(enter, "--mount="+opts.MountNS, "--wdns="+dir)
+		}
+		prefix = append(enter, prefix...)
 	}
 	if err := k.start(append(append(prefix, bin), args...)); err != nil {
 		return k, errors.Join(err, k.Stop())
@@ -449,7 +460,12 @@ func ClusterKubelet(binary string, config map[string]any) func(ctx context.Conte
 			"authorization": map[string]any{"mode": "AlwaysAllow"},
 		}
 		maps.Copy(cfg, config)
+		var mountNS string
+		if n.Mounts != nil {
+			mountNS = n.Mounts.NSPath
+		}
 		k, err := StartKubelet(ctx, KubeletOptions{
+			MountNS:    mountNS,
 			Binary:     binary,
 			NodeName:   n.Name,
 			API:        c.API,

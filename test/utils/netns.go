@@ -77,6 +77,27 @@ type NetNode struct {
 	HostVeth string
 	// PodCIDR is the pod subnet routed to it, once SetPodCIDR set one.
 	PodCIDR *net.IPNet
+	// OtherPodCIDRs are the pod subnets of other Nodes on its address
+	// (SetOtherPodCIDR), by Node name.
+	OtherPodCIDRs map[string]*net.IPNet
+}
+
+// podCIDRs are the pod subnets routed to the node: PodCIDR, then the
+// others by Node name.
+func (n *NetNode) podCIDRs() []*net.IPNet {
+	var out []*net.IPNet
+	if n.PodCIDR != nil {
+		out = append(out, n.PodCIDR)
+	}
+	names := make([]string, 0, len(n.OtherPodCIDRs))
+	for name := range n.OtherPodCIDRs {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		out = append(out, n.OtherPodCIDRs[name])
+	}
+	return out
 }
 
 // NetNSPath is the namespace's file, for nsenter --net=.
@@ -234,6 +255,23 @@ func (nw *NodeNetwork) SetPodCIDR(i int, cidr *net.IPNet) error {
 	return nw.syncRoutesLocked()
 }
 
+// SetOtherPodCIDR routes cidr, the pod subnet of Node name, another agent's
+// Node on node i's address, to node i as SetPodCIDR does, beside the
+// node's own.
+func (nw *NodeNetwork) SetOtherPodCIDR(i int, name string, cidr *net.IPNet) error {
+	nw.mu.Lock()
+	defer nw.mu.Unlock()
+	node, ok := nw.nodes[i]
+	if !ok {
+		return fmt.Errorf("routing a pod subnet to node %d: no such node", i)
+	}
+	if node.OtherPodCIDRs == nil {
+		node.OtherPodCIDRs = map[string]*net.IPNet{}
+	}
+	node.OtherPodCIDRs[name] = cidr
+	return nw.syncRoutesLocked()
+}
+
 // route is one route to apply: in Namespace ("" for the host), Dst via Via.
 type route struct {
 	Namespace string
@@ -250,13 +288,12 @@ type routePlan []route
 func planRoutes(nodes []*NetNode) routePlan {
 	var plan routePlan
 	for _, dst := range nodes {
-		if dst.PodCIDR == nil {
-			continue
-		}
-		plan = append(plan, route{Dst: dst.PodCIDR.String(), Via: dst.IP.String()})
-		for _, from := range nodes {
-			if from.Index != dst.Index {
-				plan = append(plan, route{Namespace: from.Namespace, Dst: dst.PodCIDR.String(), Via: dst.IP.String()})
+		for _, cidr := range dst.podCIDRs() {
+			plan = append(plan, route{Dst: cidr.String(), Via: dst.IP.String()})
+			for _, from := range nodes {
+				if from.Index != dst.Index {
+					plan = append(plan, route{Namespace: from.Namespace, Dst: cidr.String(), Via: dst.IP.String()})
+				}
 			}
 		}
 	}

@@ -51,6 +51,20 @@ func TestPlanRoutes(t *testing.T) {
 				{Namespace: "nlnet7-node2", Dst: "10.244.0.0/24", Via: "10.251.7.11"},
 			},
 		},
+		{
+			name: "another agent's Node on a node's address: its subnet routed to that node too",
+			nodes: func() []*NetNode {
+				n1, n2 := node(1, "10.244.0.0/24"), node(2, "")
+				n2.OtherPodCIDRs = map[string]*net.IPNet{"n2-nodelet": cidr("10.244.3.0/24")}
+				return []*NetNode{n1, n2}
+			}(),
+			want: routePlan{
+				{Dst: "10.244.0.0/24", Via: "10.251.7.11"},
+				{Dst: "10.244.3.0/24", Via: "10.251.7.12"},
+				{Namespace: "nlnet7-node1", Dst: "10.244.3.0/24", Via: "10.251.7.12"},
+				{Namespace: "nlnet7-node2", Dst: "10.244.0.0/24", Via: "10.251.7.11"},
+			},
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
