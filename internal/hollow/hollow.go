@@ -11,12 +11,14 @@ import (
 	fakeruntime "k8s.io/cri-api/pkg/apis/testing"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	"github.com/nodelet/nodelet/api/v1alpha1"
 	"github.com/nodelet/nodelet/internal/agent"
 	"github.com/nodelet/nodelet/internal/checkpoint"
 	"github.com/nodelet/nodelet/internal/controller"
 	"github.com/nodelet/nodelet/internal/cri"
+	"github.com/nodelet/nodelet/internal/csi"
 )
 
 // callLogTrimPeriod is how often the fakes' record of calls is emptied: it
@@ -113,7 +115,7 @@ func newNode(opts Options, name string, controllers []string) (*Node, error) {
 	if err != nil {
 		return nil, err
 	}
-	deps := &controller.Deps{Config: cfg, Runtime: rt, Checkpoints: store, Local: n.local}
+	deps := &controller.Deps{Config: cfg, Runtime: rt, Checkpoints: store, Local: localRunner{n.local}}
 	if err := controller.Default.Setup(n.Manager, deps, controllers); err != nil {
 		return nil, fmt.Errorf("setting up hollow node %s: %w", name, err)
 	}
@@ -145,6 +147,21 @@ func (f *Fleet) Run(ctx context.Context) error {
 	log.Info("Started hollow nodes", "count", len(f.Nodes))
 	wg.Wait()
 	return errors.Join(errs...)
+}
+
+// localRunner adds a node's local runnables to its agent.Local, except
+// the CSI plugin watcher: no driver registers on a hollow node, and each
+// watcher holds an inotify instance, of which a user has 128 by default
+// (fs.inotify.max_user_instances) for a whole machine. The node's CSINode
+// writer, which talks to the API server, runs as on any node.
+type localRunner struct{ local *agent.Local }
+
+// Add adds r unless it is the plugin watcher.
+func (l localRunner) Add(r manager.Runnable) error {
+	if _, ok := r.(*csi.Watcher); ok {
+		return nil
+	}
+	return l.local.Add(r)
 }
 
 // trimCalls empties the fakes' record of calls now and then.
