@@ -8,8 +8,9 @@ import (
 	"sync"
 	"time"
 
-	fakeruntime "k8s.io/cri-api/pkg/apis/testing"
 	"k8s.io/client-go/rest"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	fakeruntime "k8s.io/cri-api/pkg/apis/testing"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
@@ -103,6 +104,12 @@ func newNode(opts Options, name string, controllers []string) (*Node, error) {
 		Images:  fakeruntime.NewFakeImageService(),
 		local:   &agent.Local{},
 	}
+	// The fake reports no conditions of its own: a runtime without them is
+	// not ready, and neither would the node be.
+	n.Runtime.FakeStatus = &runtimeapi.RuntimeStatus{Conditions: []*runtimeapi.RuntimeCondition{
+		{Type: runtimeapi.RuntimeReady, Status: true},
+		{Type: runtimeapi.NetworkReady, Status: true},
+	}}
 	rt, err := cri.New(n.Runtime, n.Images, cri.Options{NodeName: name, RuntimeRequestTimeout: cfg.RuntimeRequestTimeout.Duration})
 	if err != nil {
 		return nil, fmt.Errorf("runtime of hollow node %s: %w", name, err)
