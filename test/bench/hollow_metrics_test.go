@@ -56,40 +56,40 @@ func parseSample(line string) (name string, labels map[string]string, value floa
 	if i <= 0 {
 		return "", nil, 0, false
 	}
-	name, rest := line[:i], line[i:]
-	if rest[0] == '{' {
-		rest = rest[1:]
+	name, tail := line[:i], line[i:]
+	if tail[0] == '{' {
+		tail = tail[1:]
 		for {
-			rest = strings.TrimLeft(rest, ", ")
-			if rest == "" {
+			tail = strings.TrimLeft(tail, ", ")
+			if tail == "" {
 				return "", nil, 0, false
 			}
-			if rest[0] == '}' {
-				rest = rest[1:]
+			if tail[0] == '}' {
+				tail = tail[1:]
 				break
 			}
-			eq := strings.IndexByte(rest, '=')
-			if eq < 0 || eq+1 >= len(rest) || rest[eq+1] != '"' {
+			eq := strings.IndexByte(tail, '=')
+			if eq < 0 || eq+1 >= len(tail) || tail[eq+1] != '"' {
 				return "", nil, 0, false
 			}
-			key := rest[:eq]
-			rest = rest[eq+2:]
+			key := tail[:eq]
+			tail = tail[eq+2:]
 			var val strings.Builder
 			closed := false
-			for i := 0; i < len(rest); i++ {
-				c := rest[i]
-				if c == '\\' && i+1 < len(rest) {
+			for i := 0; i < len(tail); i++ {
+				c := tail[i]
+				if c == '\\' && i+1 < len(tail) {
 					i++
-					switch rest[i] {
+					switch tail[i] {
 					case 'n':
 						val.WriteByte('\n')
 					default:
-						val.WriteByte(rest[i])
+						val.WriteByte(tail[i])
 					}
 					continue
 				}
 				if c == '"' {
-					rest = rest[i+1:]
+					tail = tail[i+1:]
 					closed = true
 					break
 				}
@@ -101,7 +101,7 @@ func parseSample(line string) (name string, labels map[string]string, value floa
 			labels[key] = val.String()
 		}
 	}
-	fields := strings.Fields(rest)
+	fields := strings.Fields(tail)
 	if len(fields) == 0 {
 		return "", nil, 0, false
 	}
