@@ -4,6 +4,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"math"
 	"os"
 	"strings"
 
@@ -57,6 +58,9 @@ func parse(args []string) (*options, error) {
 	}
 	if o.nodes < 1 {
 		return nil, fmt.Errorf("--nodes %d: at least one", o.nodes)
+	}
+	if o.maxPods < 1 || o.maxPods > math.MaxInt32 {
+		return nil, fmt.Errorf("--max-pods %d: out of range", o.maxPods)
 	}
 	return o, nil
 }
