@@ -445,7 +445,6 @@ func printHollow(b *testing.B, r hollowRun) {
 		fmt.Fprintf(tw, "%s\t%.4f\t%.4f\t%.0f\t\n", k, perSec(r.rest.requests[k], r.rest.dur), perSec(r.rollout.requests[k], r.rollout.dur), perReq)
 	}
 	_ = tw.Flush()
-	b.Log(sb.String())
 	fmt.Print(sb.String())
 	b.ReportMetric(perSec(total(r.rest.requests), r.rest.dur), "req/s/node-rest")
 	b.ReportMetric(perSec(total(r.rollout.requests), r.rollout.dur), "req/s/node-rollout")
