@@ -496,7 +496,10 @@ func (p *inProcess) stop() {
 	}
 	p.cancel()
 	select {
-	case <-p.done:
+	case err := <-p.done:
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "hollow nodes stopped with errors: %v\n", err)
+		}
 	case <-time.After(time.Minute):
 	}
 }

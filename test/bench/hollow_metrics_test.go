@@ -342,7 +342,7 @@ func (b *countingBody) Read(p []byte) (int, error) {
 
 // scrapeMetrics reads the API server's /metrics with hc.
 func scrapeMetrics(ctx context.Context, hc *http.Client, host string) (apiSnapshot, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimSuffix(host, "/")+"/metrics", nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimSuffix(host, "/")+"/metrics", http.NoBody)
 	if err != nil {
 		return apiSnapshot{}, err
 	}
