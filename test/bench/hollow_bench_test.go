@@ -20,6 +20,7 @@ import (
 
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/client-go/kubernetes"
@@ -196,7 +197,11 @@ func runHollow(b *testing.B, agent string, agents hollowAgents, n int) {
 	}
 	scrape := func() apiSnapshot {
 		b.Helper()
-		s, err := scrapeMetrics(ctx, hc, cfg.Host)
+		var s apiSnapshot
+		err := retry(ctx, func() (err error) {
+			s, err = scrapeMetrics(ctx, hc, cfg.Host)
+			return err
+		})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -243,7 +248,9 @@ func runHollow(b *testing.B, agent string, agents hollowAgents, n int) {
 
 	// A rollout: every pod deleted, a new one created on every node.
 	s2 := scrape()
-	if err := cs.CoreV1().Pods("hollow-a").DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{}); err != nil {
+	if err := retry(ctx, func() error {
+		return cs.CoreV1().Pods("hollow-a").DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{})
+	}); err != nil {
 		b.Fatal(err)
 	}
 	if err := createPods(ctx, cs, "hollow-b", names); err != nil {
@@ -263,6 +270,29 @@ func runHollow(b *testing.B, agent string, agents hollowAgents, n int) {
 	printHollow(b, run)
 }
 
+// retries and retryPause bound retry.
+const (
+	retries    = 5
+	retryPause = 2 * time.Second
+)
+
+// retry calls f until it succeeds, at most retries times: on a machine
+// loaded by other work, a connection to the API server may be lost.
+func retry(ctx context.Context, f func() error) error {
+	var err error
+	for range retries {
+		if err = f(); err == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(retryPause):
+		}
+	}
+	return err
+}
+
 // waitFor polls done every hollowPoll until it is true, fails or timeout
 // passes; the error then says what done said last.
 func waitFor(ctx context.Context, timeout time.Duration, done func() (bool, string, error)) error {
@@ -270,9 +300,9 @@ func waitFor(ctx context.Context, timeout time.Duration, done func() (bool, stri
 	for {
 		ok, why, err := done()
 		if err != nil {
-			return err
+			why = err.Error() // lost connections pass; the deadline bounds them
 		}
-		if ok {
+		if ok && err == nil {
 			return nil
 		}
 		if time.Now().After(deadline) {
@@ -323,7 +353,14 @@ func createPods(ctx context.Context, cs kubernetes.Interface, ns string, nodes [
 	for range hollowCreateWorkers {
 		wg.Go(func() {
 			for p := range pods {
-				if _, err := cs.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{}); err != nil {
+				err := retry(ctx, func() error {
+					_, err := cs.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{})
+					if apierrors.IsAlreadyExists(err) {
+						return nil
+					}
+					return err
+				})
+				if err != nil {
 					mu.Lock()
 					errs = append(errs, fmt.Errorf("creating pod %s/%s: %w", ns, p.Name, err))
 					mu.Unlock()
