@@ -165,7 +165,9 @@ type apiWindow struct {
 }
 
 // between is the window from a to b. Requests without a resource (the
-// reads of /metrics among them) are left out.
+// reads of /metrics among them) are left out, and so are the response
+// bytes of watches (apiserver_response_sizes counts a watch's whole stream
+// when it ends; its events are in watchBytes already).
 func between(a, b apiSnapshot) apiWindow {
 	w := apiWindow{
 		dur:         b.at.Sub(a.at),
@@ -181,7 +183,8 @@ func between(a, b apiSnapshot) apiWindow {
 		}
 	}
 	for k, v := range b.bytes {
-		if d := v - a.bytes[k]; k.resource != "" && d > 0 {
+		// A watch's bytes are its events', counted as they are sent.
+		if d := v - a.bytes[k]; k.resource != "" && k.verb != "WATCH" && d > 0 {
 			w.bytes[k] = d
 		}
 	}
