@@ -67,6 +67,7 @@ apiserver_request_total{code="200",resource="leases",subresource="",verb="PUT"} 
 apiserver_request_total{code="201",resource="pods",subresource="",verb="POST"} %POST%
 apiserver_request_total{code="200",resource="",subresource="",verb="GET"} %GET%
 apiserver_response_sizes_sum{resource="pods",subresource="",verb="POST"} %POSTB%
+apiserver_response_sizes_sum{resource="pods",subresource="",verb="WATCH"} %WB%
 apiserver_response_sizes_bucket{resource="pods",subresource="",verb="POST",le="1000"} 99
 apiserver_watch_events_sizes_sum{group="",resource="pods",version="v1"} %WB%
 apiserver_watch_events_total{group="",resource="pods",version="v1"} 3
@@ -107,7 +108,7 @@ func TestWindowMinusBaseAndOwn(t *testing.T) {
 		t.Errorf("requests = %v, want %v", got.requests, want)
 	}
 	if len(got.bytes) != 0 {
-		t.Errorf("bytes = %v, want none left", got.bytes)
+		t.Errorf("bytes = %v, want none left (a watch's bytes are its events')", got.bytes)
 	}
 	if got.watches != 100 || got.watchBytes != 300 || got.dur != 20*time.Second {
 		t.Errorf("watches %v, watch bytes %v, duration %v", got.watches, got.watchBytes, got.dur)
