@@ -502,6 +502,7 @@ func withoutEvents(m map[reqKey]float64) float64 {
 // inProcess runs hollow nodelets in this process, each authenticated as
 // its own node.
 type inProcess struct {
+	root   string
 	cancel context.CancelFunc
 	done   chan error
 }
@@ -516,12 +517,10 @@ func (p *inProcess) start(ctx context.Context, api *utils.APIServer, names []str
 		_ = os.RemoveAll(root)
 		return err
 	}
+	p.root = root
 	ctx, p.cancel = context.WithCancel(context.WithoutCancel(ctx))
 	p.done = make(chan error, 1)
-	go func() {
-		p.done <- fleet.Run(ctx)
-		_ = os.RemoveAll(root)
-	}()
+	go func() { p.done <- fleet.Run(ctx) }()
 	return nil
 }
 
@@ -539,6 +538,7 @@ func (p *inProcess) stop() {
 		}
 	case <-time.After(time.Minute):
 	}
+	_ = os.RemoveAll(p.root)
 }
 
 // kubemark runs one hollow kubelet process per node (kubemark --morph
