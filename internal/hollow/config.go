@@ -1,0 +1,58 @@
+package hollow
+
+import (
+	"fmt"
+	"path/filepath"
+
+	"k8s.io/utils/ptr"
+
+	"github.com/nodelet/nodelet/api/v1alpha1"
+)
+
+// NodeNames returns count node names, prefix-0000, prefix-0001, …: zero
+// padded to four digits so that they sort in their order.
+func NodeNames(prefix string, count int) []string {
+	names := make([]string, count)
+	for i := range names {
+		names[i] = fmt.Sprintf("%s-%04d", prefix, i)
+	}
+	return names
+}
+
+// NodeConfig returns the defaulted configuration of hollow node name, whose
+// state lives under rootDir/name, changed by mutate before it is defaulted.
+// Everything that would touch the machine is turned off or kept in the
+// node's directory: no node API server, health or metrics listener (a
+// thousand nodes in one process cannot share their ports), no QoS cgroups,
+// logs and their links under the node's directory, no resolv.conf of the
+// host. The eviction thresholds are near empty, since every hollow node
+// measures the same machine's memory and disks. The rest (status and lease
+// frequencies, relist period, API QPS) is nodelet's default, so that what a
+// hollow node asks of the API server is what a real one asks.
+func NodeConfig(rootDir, name string, mutate func(*v1alpha1.NodeletConfiguration)) (*v1alpha1.NodeletConfiguration, error) {
+	dir := filepath.Join(rootDir, name)
+	cfg := &v1alpha1.NodeletConfiguration{
+		NodeName:             name,
+		RootDir:              dir,
+		PodLogsDir:           filepath.Join(dir, "logs"),
+		ContainerLogLinksDir: ptr.To(filepath.Join(dir, "containers")),
+		HealthzBindAddress:   "0",
+		MetricsBindAddress:   "0",
+		ResolvConf:           ptr.To(""),
+		CgroupsPerQOS:        ptr.To(false),
+		EvictionHard: map[string]string{
+			"memory.available":  "1Mi",
+			"nodefs.available":  "1%",
+			"imagefs.available": "1%",
+		},
+	}
+	cfg.Server.Port = ptr.To(int32(0))
+	if mutate != nil {
+		mutate(cfg)
+	}
+	v1alpha1.SetDefaults(cfg)
+	if errs := v1alpha1.Validate(cfg); len(errs) > 0 {
+		return nil, fmt.Errorf("configuration of hollow node %s: %w", name, errs.ToAggregate())
+	}
+	return cfg, nil
+}
