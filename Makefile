@@ -130,7 +130,7 @@ bench: deps envtest ## Benchmarks, printed as tables.
 	export KUBEBUILDER_ASSETS="$$(bash hack/envtest.sh)"; \
 	$(GO) test -run '^$$' -bench . -benchmem $(UNIT_PKGS); \
 	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout 60m ./test/bench/; \
-	NODELET_BENCH_CLUSTER=1 $(GO) test -run '^$$' -bench 'Cluster' -benchtime 1x -timeout 30m ./test/bench/
+	NODELET_BENCH_CLUSTER=1 $(GO) test -run '^$$' -bench 'Cluster' -benchtime 1x -timeout 30m ./test/bench/; \
 	NODELET_BENCH_HOLLOW=1 $(GO) test -run '^$$' -bench 'Hollow' -benchtime 1x -timeout 60m ./test/bench/
 
 # IMG overrides the image name and tag; by default it is the one

@@ -615,14 +615,3 @@ func cpuModel() string {
 	return "unknown CPU"
 }
 
-// loadAverage is the one-minute load average.
-func loadAverage() string {
-	data, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return "?"
-	}
-	if f := strings.Fields(string(data)); len(f) > 0 {
-		return f[0]
-	}
-	return "?"
-}

@@ -122,9 +122,9 @@ func metricKey(l map[string]string) reqKey {
 	return reqKey{verb: l["verb"], resource: r}
 }
 
-// parseMetrics reads the samples apiSnapshot holds from the text of
+// parseAPISnapshot reads the samples apiSnapshot holds from the text of
 // /metrics.
-func parseMetrics(r io.Reader, at time.Time) (apiSnapshot, error) {
+func parseAPISnapshot(r io.Reader, at time.Time) (apiSnapshot, error) {
 	s := apiSnapshot{at: at, requests: map[reqKey]float64{}, bytes: map[reqKey]float64{}}
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
@@ -358,5 +358,5 @@ func scrapeMetrics(ctx context.Context, hc *http.Client, host string) (apiSnapsh
 	if resp.StatusCode != http.StatusOK {
 		return apiSnapshot{}, fmt.Errorf("reading the API server's metrics: %s", resp.Status)
 	}
-	return parseMetrics(resp.Body, at)
+	return parseAPISnapshot(resp.Body, at)
 }

@@ -81,7 +81,7 @@ func snapshotOf(t *testing.T, at time.Time, vals map[string]string) apiSnapshot 
 	for k, v := range vals {
 		text = strings.ReplaceAll(text, "%"+k+"%", v)
 	}
-	s, err := parseMetrics(strings.NewReader(text), at)
+	s, err := parseAPISnapshot(strings.NewReader(text), at)
 	if err != nil {
 		t.Fatal(err)
 	}
