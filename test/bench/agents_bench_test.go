@@ -614,4 +614,3 @@ func cpuModel() string {
 	}
 	return "unknown CPU"
 }
-
