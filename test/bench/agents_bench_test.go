@@ -10,12 +10,9 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"text/tabwriter"
 	"time"
-
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 const (
@@ -252,20 +249,7 @@ func (c *cluster) burstOn(b *testing.B, ag agent, ns string, n int, rest time.Du
 	p := point{pods: n}
 
 	cpu0, req0 := usage(), requests()
-	var mu sync.Mutex
-	created := map[string]time.Time{}
-	t0 := time.Now()
-	err := forEach(n, createWorkers, func(j int) error {
-		now := time.Now()
-		mu.Lock()
-		created[names[j]] = now
-		mu.Unlock()
-		_, err := c.admin.CoreV1().Pods(ns).Create(ctx, sleeperPod(ns, names[j]), metav1.CreateOptions{})
-		return err
-	})
-	if err != nil {
-		b.Fatalf("creating pods: %v", err)
-	}
+	t0, created := c.createAll(ctx, b, ns, names)
 	lastReady, missing := w.waitAll(names, w.readyAt, podsTimeout)
 	if missing > 0 {
 		b.Fatalf("%s: %d of %d pods not Ready after %s; log:\n%s", ag.name(), missing, n, podsTimeout, ag.logTail(60))
@@ -290,7 +274,7 @@ func (c *cluster) burstOn(b *testing.B, ag agent, ns string, n int, rest time.Du
 
 	cpu2, req2 := usage(), requests()
 	t1 := time.Now()
-	err = forEach(n, createWorkers, func(j int) error { return c.deletePod(ctx, ns, names[j]) })
+	err := forEach(n, createWorkers, func(j int) error { return c.deletePod(ctx, ns, names[j]) })
 	if err != nil {
 		b.Fatalf("deleting pods: %v", err)
 	}

@@ -111,20 +111,7 @@ func BenchmarkPodBurst110(b *testing.B) {
 
 		// Create all at once; each pod's clock starts just before its
 		// Create call.
-		var mu sync.Mutex
-		created := map[string]time.Time{}
-		t0 := time.Now()
-		err = forEach(burstPods, createWorkers, func(j int) error {
-			now := time.Now()
-			mu.Lock()
-			created[names[j]] = now
-			mu.Unlock()
-			_, err := c.admin.CoreV1().Pods(ns).Create(ctx, sleeperPod(ns, names[j]), metav1.CreateOptions{})
-			return err
-		})
-		if err != nil {
-			b.Fatalf("creating pods: %v", err)
-		}
+		t0, created := c.createAll(ctx, b, ns, names)
 		lastReady, missing := w.waitAll(names, w.readyAt, podsTimeout)
 		if missing > 0 {
 			b.Fatalf("%d of %d pods not Ready after %s; nodelet log:\n%s", missing, burstPods, podsTimeout, n.LogTail(60))
@@ -330,4 +317,26 @@ func (c *cluster) startOne(ctx context.Context, w *podWatch, ns, name string) (r
 		return ready, 0, fmt.Errorf("pod %s still in the API %s after deletion", name, podsTimeout)
 	}
 	return ready, at.Sub(t1), nil
+}
+
+// createAll creates a sleeper pod of each name in ns, createWorkers at a
+// time, and returns when the first Create started and each pod's start
+// (taken just before its Create call).
+func (c *cluster) createAll(ctx context.Context, b *testing.B, ns string, names []string) (time.Time, map[string]time.Time) {
+	b.Helper()
+	var mu sync.Mutex
+	created := make(map[string]time.Time, len(names))
+	t0 := time.Now()
+	err := forEach(len(names), createWorkers, func(j int) error {
+		now := time.Now()
+		mu.Lock()
+		created[names[j]] = now
+		mu.Unlock()
+		_, err := c.admin.CoreV1().Pods(ns).Create(ctx, sleeperPod(ns, names[j]), metav1.CreateOptions{})
+		return err
+	})
+	if err != nil {
+		b.Fatalf("creating pods: %v", err)
+	}
+	return t0, created
 }
