@@ -325,8 +325,12 @@ var _ = Describe("ServiceWatcher, as the node", func() {
 		}()
 		DeferCleanup(func() { cancel(); Eventually(done).WithTimeout(stopTimeout).Should(BeClosed()) })
 
+		// The API server creates default/kubernetes shortly after it starts
+		// serving; a spec that runs first may get there before it.
 		master := &v1.Service{}
-		Expect(admin.Get(ctx, client.ObjectKey{Namespace: "default", Name: "kubernetes"}, master)).To(Succeed())
+		Eventually(func() error {
+			return admin.Get(ctx, client.ObjectKey{Namespace: "default", Name: "kubernetes"}, master)
+		}).WithTimeout(syncTimeout).Should(Succeed())
 		svc := &v1.Service{
 			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "my-db"},
 			Spec:       v1.ServiceSpec{Ports: []v1.ServicePort{{Name: "pg", Port: 5432}}},
