@@ -62,7 +62,7 @@ test: deps envtest vet lint ## Lint, unit, envtest and e2e tests against a real 
 	$(GO) test $(GOTESTFLAGS) -timeout $(TEST_TIMEOUT) $(UNIT_PKGS); \
 	$(GO) test -run '^$$' -fuzz FuzzPodPipeline -fuzztime $(TEST_FUZZTIME) ./internal/fuzz/; \
 	$(GO) test -run '^$$' -fuzz FuzzNodeAPI -fuzztime $(TEST_FUZZTIME) ./internal/fuzz/; \
-	$(GO) test $(GOTESTFLAGS) -timeout $(TEST_TIMEOUT) -p 1 $(E2E_PKGS); \
+	$(GO) test $(GOTESTFLAGS) -timeout $(TEST_TIMEOUT) -p 2 $(E2E_PKGS); \
 	$(MAKE) --no-print-directory example
 
 .PHONY: e2e-multinode
@@ -86,6 +86,11 @@ conformance: deps envtest ## Kubernetes' node and volume conformance specs on no
 conformance-network: deps envtest ## Kubernetes' sig-network specs on a 3-node cluster with kube-proxy and CoreDNS, nodelet and the real kubelet as the nodes' agents (NODE, FOCUS, NODES=n).
 	export KUBEBUILDER_ASSETS="$$(bash hack/envtest.sh)"; \
 	$(GO) run ./hack/conformance -suite network -nodes $(or $(NODES),3) $(CONFORMANCE_FLAGS)
+
+.PHONY: conformance-storage
+conformance-storage: deps envtest ## Kubernetes' CSI mock specs on a 1-node cluster with kube-proxy and CoreDNS, nodelet and the real kubelet as the node's agent (NODE, FOCUS).
+	export KUBEBUILDER_ASSETS="$$(bash hack/envtest.sh)"; \
+	$(GO) run ./hack/conformance -suite storage $(CONFORMANCE_FLAGS)
 
 .PHONY: conformance-network-smoke
 conformance-network-smoke: deps envtest ## The network smoke subset on a 2-node nodelet cluster (not in make test).

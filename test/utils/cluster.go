@@ -395,13 +395,24 @@ func (c *Cluster) startNode(ctx context.Context, i int) error {
 	if err := c.Options.Record(ClusterPart{Dirs: []string{dir}, CgroupRoot: E2ECgroupParent + "/" + filepath.Base(dir)}); err != nil {
 		return err
 	}
+	// nodelet removes its bootstrap kubeconfig once it has joined: each
+	// node gets a copy of the cluster's, so that one node's join does not
+	// take the file from a node that starts after it.
+	data, err := os.ReadFile(c.bootstrap.Kubeconfig)
+	if err != nil {
+		return fmt.Errorf("reading the bootstrap kubeconfig for %s: %w", node.Name, err)
+	}
+	bootstrap := filepath.Join(dir, "bootstrap.kubeconfig")
+	if err := os.WriteFile(bootstrap, data, 0o600); err != nil {
+		return fmt.Errorf("writing the bootstrap kubeconfig of %s: %w", node.Name, err)
+	}
 	nl, err := StartNodelet(ctx, NodeletOptions{
 		NodeName:            node.Name,
 		API:                 c.API,
 		Containerd:          ctrd,
 		Config:              c.nodeletConfig(),
 		Dir:                 dir,
-		BootstrapKubeconfig: c.bootstrap.Kubeconfig,
+		BootstrapKubeconfig: bootstrap,
 		NetNS:               netNode.Namespace,
 		NodeIP:              netNode.IP,
 	})

@@ -48,6 +48,10 @@ type KubeletOptions struct {
 	// NodeIP, when set, is the kubelet's --node-ip and the address of its
 	// API and /healthz.
 	NodeIP net.IP
+	// Dir, when set, is the kubelet's directory (it must exist), instead
+	// of a new temporary one: a short one keeps the Unix sockets under its
+	// root within their 107 bytes.
+	Dir string
 }
 
 // Kubelet is a kubelet process with its root, pod logs, certificates,
@@ -88,9 +92,12 @@ func StartKubelet(ctx context.Context, opts KubeletOptions) (*Kubelet, error) {
 			return nil, fmt.Errorf("building the kubelet: %w", err)
 		}
 	}
-	dir, err := os.MkdirTemp("", "nodelet-kubelet-")
-	if err != nil {
-		return nil, fmt.Errorf("creating the kubelet directory: %w", err)
+	dir := opts.Dir
+	if dir == "" {
+		var err error
+		if dir, err = os.MkdirTemp("", "nodelet-kubelet-"); err != nil {
+			return nil, fmt.Errorf("creating the kubelet directory: %w", err)
+		}
 	}
 	k := &Kubelet{Options: opts, Dir: dir, LogPath: filepath.Join(dir, "kubelet.log")}
 	args, err := k.configure()
@@ -445,7 +452,9 @@ const ClusterKubeletPort = 10250
 // as the kubelet does by itself, and config on top. It returns once
 // /healthz answers; from then on the kubelet is started again whenever it
 // exits.
-func ClusterKubelet(binary string, config map[string]any) func(ctx context.Context, c *Cluster, n *ClusterNode) error {
+//
+// edit, when given, changes each node's KubeletOptions before the start.
+func ClusterKubelet(binary string, config map[string]any, edit ...func(*KubeletOptions)) func(ctx context.Context, c *Cluster, n *ClusterNode) error {
 	return func(ctx context.Context, c *Cluster, n *ClusterNode) error {
 		cfg := map[string]any{
 			"port":          ClusterKubeletPort,
@@ -464,7 +473,7 @@ func ClusterKubelet(binary string, config map[string]any) func(ctx context.Conte
 		if n.Mounts != nil {
 			mountNS = n.Mounts.NSPath
 		}
-		k, err := StartKubelet(ctx, KubeletOptions{
+		kopts := KubeletOptions{
 			MountNS:    mountNS,
 			Binary:     binary,
 			NodeName:   n.Name,
@@ -473,7 +482,11 @@ func ClusterKubelet(binary string, config map[string]any) func(ctx context.Conte
 			Config:     cfg,
 			NetNS:      n.Net.Namespace,
 			NodeIP:     n.IP,
-		})
+		}
+		for _, e := range edit {
+			e(&kopts)
+		}
+		k, err := StartKubelet(ctx, kopts)
 		if k != nil {
 			c.mu.Lock()
 			n.Kubelet = k

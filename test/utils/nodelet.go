@@ -17,6 +17,7 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
@@ -117,10 +118,8 @@ func NodeletBinary(ctx context.Context) (string, error) {
 			return
 		}
 		buildPath = filepath.Join(root, "bin", "nodelet-e2e")
-		cmd := exec.CommandContext(ctx, "go", "build", "-o", buildPath, "./cmd")
-		cmd.Dir = root
-		if out, err := cmd.CombinedOutput(); err != nil {
-			buildErr = fmt.Errorf("building nodelet: %w: %s", err, out)
+		if err := BuildGoBinary(ctx, root, "./cmd", buildPath); err != nil {
+			buildErr = fmt.Errorf("building nodelet: %w", err)
 		}
 	})
 	return buildPath, buildErr
@@ -132,10 +131,26 @@ func NodeletBinary(ctx context.Context) (string, error) {
 // process's environment (a GOWORK or GOFLAGS it has applies, as it did to
 // the test). output is made absolute first; pkg is as go build takes it
 // ("." or "./cmd/x").
+//
+// Test packages run side by side and build the same outputs: builds into
+// one directory take turns (a flock on its .build.lock), so that the second
+// finds the output up to date and leaves it alone instead of rewriting a
+// binary the first may already be running.
 func BuildGoBinary(ctx context.Context, moduleDir, pkg, output string) error {
 	out, err := filepath.Abs(output)
 	if err != nil {
 		return fmt.Errorf("building %s of %s: %w", pkg, moduleDir, err)
+	}
+	if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {
+		return fmt.Errorf("building %s of %s: %w", pkg, moduleDir, err)
+	}
+	lock, err := os.OpenFile(filepath.Join(filepath.Dir(out), ".build.lock"), os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return fmt.Errorf("building %s of %s: opening the build lock: %w", pkg, moduleDir, err)
+	}
+	defer lock.Close() // closing drops the flock
+	if err := unix.Flock(int(lock.Fd()), unix.LOCK_EX); err != nil {
+		return fmt.Errorf("building %s of %s: locking: %w", pkg, moduleDir, err)
 	}
 	cmd := exec.CommandContext(ctx, "go", "build", "-o", out, pkg)
 	cmd.Dir = moduleDir
