@@ -43,6 +43,9 @@ type Deps struct {
 	volumeStats *volumestats.Calculator
 	// csiDrivers are the registered CSI drivers (see csiDriversFor).
 	csiDrivers *csi.Registry
+	// csiAllocatable refreshes the CSINode's allocatable counts; nil when
+	// the csi reconciler is off (see setupCSIAllocatable).
+	csiAllocatable *csi.AllocatableRefresher
 }
 
 // Runner runs runnables: agent.Local, or the manager itself.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"google.golang.org/grpc/codes"
 	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 )
@@ -28,6 +29,13 @@ func attachmentState(va *storagev1.VolumeAttachment) (attached bool, err error) 
 		return false, errors.New(va.Status.AttachError.Message)
 	}
 	return false, nil
+}
+
+// resourceExhausted tells whether the attachment failed with the gRPC code
+// ResourceExhausted: the driver could attach no more volumes to the node.
+func resourceExhausted(va *storagev1.VolumeAttachment) bool {
+	e := va.Status.AttachError
+	return e != nil && e.ErrorCode != nil && *e.ErrorCode == int32(codes.ResourceExhausted)
 }
 
 // waitForAttachment polls the VolumeAttachment that attaches the volume to
@@ -56,6 +64,9 @@ func (p *Publisher) waitForAttachment(ctx context.Context, handle, driver string
 			return nil, fmt.Errorf("getting VolumeAttachment %s for volume %s: %w", name, handle, err)
 		default:
 			attached, err := attachmentState(va)
+			if resourceExhausted(va) && p.resourceExhausted != nil {
+				p.resourceExhausted(driver)
+			}
 			if err != nil {
 				return nil, fmt.Errorf("attachment for %s failed: %w", handle, err)
 			}

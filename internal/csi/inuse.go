@@ -9,6 +9,7 @@ import (
 	"sync"
 
 	v1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
 )
 
 // UniqueVolumeName is the name by which a CSI volume is listed in a Node's
@@ -97,6 +98,24 @@ func (u *InUse) noAttachDriver(driver string, none bool) {
 	}
 }
 
+// DriverChanged takes the driver's CSIDriver object as it is now (nil when
+// there is none): when it stops or starts needing attachment, the volumes
+// on disk leave or join the list and a Node status write is asked for, so
+// that the attach/detach controller detaches what no longer needs it.
+func (u *InUse) DriverChanged(driver string, d *storagev1.CSIDriver) {
+	none := !attachRequired(d)
+	u.mu.Lock()
+	changed := u.noAttach[driver] != none
+	u.mu.Unlock()
+	if !changed {
+		return
+	}
+	u.noAttachDriver(driver, none)
+	if u.kick != nil {
+		u.kick()
+	}
+}
+
 // List returns the volumes in use, sorted: those being published and those
 // with a record on disk, but for drivers known not to need attaching.
 func (u *InUse) List() ([]v1.UniqueVolumeName, error) {
@@ -159,6 +178,7 @@ func recordedVolumes(root string) ([]volData, error) {
 	for _, pattern := range []string{
 		filepath.Join(root, podsDirName, "*", podVolumesDirName, podPluginDirName, "*", volDataFileName),
 		filepath.Join(driversDir(root), "*", "*", volDataFileName),
+		filepath.Join(blockDevicesDir(root), "*", blockDataDirName, volDataFileName),
 	} {
 		m, err := filepath.Glob(pattern)
 		if err != nil {

@@ -2,6 +2,7 @@ package csi
 
 import (
 	"context"
+	"slices"
 	"testing"
 	"time"
 
@@ -122,5 +123,43 @@ func TestNoAttachDriverNotInUse(t *testing.T) {
 	}
 	if l, err := e.inUse.List(); err != nil || len(l) != 0 {
 		t.Errorf("in use = %v (%v), want none for a driver that needs no attaching", l, err)
+	}
+}
+
+// TestDriverChangedTakesVolumesOutOfUse: a CSIDriver recreated without
+// attachRequired takes a published volume out of volumesInUse and asks for
+// a status write; a missing CSIDriver means attaching, as at publish.
+func TestDriverChangedTakesVolumesOutOfUse(t *testing.T) {
+	e := newEnv(t, csipb.NodeServiceCapability_RPC_STAGE_UNSTAGE_VOLUME)
+	kicks := 0
+	e.inUse = NewInUse(e.root, func() { kicks++ })
+	e.attach("vol-1", nil)
+	e.inUse.MarkReported([]v1.UniqueVolumeName{UniqueVolumeName(testDriver, "vol-1")})
+	if _, err := e.publisher().Publish(context.Background(), testPod("web"), pvVolume("vol-1")); err != nil {
+		t.Fatal(err)
+	}
+	want := []v1.UniqueVolumeName{UniqueVolumeName(testDriver, "vol-1")}
+	for i, step := range []struct {
+		driver    *storagev1.CSIDriver
+		wantInUse []v1.UniqueVolumeName
+		wantKicks int
+	}{
+		{driver: nil, wantInUse: want},
+		{driver: &storagev1.CSIDriver{Spec: storagev1.CSIDriverSpec{AttachRequired: ptr.To(false)}}, wantInUse: []v1.UniqueVolumeName{}, wantKicks: 1},
+		{driver: &storagev1.CSIDriver{Spec: storagev1.CSIDriverSpec{AttachRequired: ptr.To(false)}}, wantInUse: []v1.UniqueVolumeName{}},
+		{driver: &storagev1.CSIDriver{Spec: storagev1.CSIDriverSpec{AttachRequired: ptr.To(true)}}, wantInUse: want, wantKicks: 1},
+	} {
+		kicks = 0
+		e.inUse.DriverChanged(testDriver, step.driver)
+		got, err := e.inUse.List()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(got, step.wantInUse) {
+			t.Errorf("step %d: in use %v, want %v", i, got, step.wantInUse)
+		}
+		if kicks != step.wantKicks {
+			t.Errorf("step %d: %d status writes asked for, want %d", i, kicks, step.wantKicks)
+		}
 	}
 }

@@ -6,14 +6,18 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strconv"
 	"time"
 
 	csipb "github.com/container-storage-interface/spec/lib/go/csi"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	v1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 	"k8s.io/mount-utils"
 	"k8s.io/utils/clock"
@@ -42,9 +46,6 @@ const (
 	// names none, the TokenRequest API's default.
 	defaultTokenSeconds = 3600
 )
-
-// ErrBlockNotSupported refuses a PersistentVolume with volumeMode Block.
-var ErrBlockNotSupported = errors.New("volumeMode Block on CSI is not supported by nodelet yet")
 
 // Options configure a Publisher. Every function field is required except
 // where said otherwise. Getters return an error for which
@@ -85,6 +86,10 @@ type Options struct {
 	// volume that needs attaching is staged only once the Node's status
 	// lists it. Optional.
 	InUse *InUse
+	// ResourceExhausted is told the driver of a volume whose attachment
+	// failed with ResourceExhausted (AllocatableRefresher.ResourceExhausted).
+	// Optional.
+	ResourceExhausted func(driver string)
 }
 
 // Publisher publishes pods' CSI volumes through their drivers with the
@@ -106,6 +111,8 @@ type Publisher struct {
 	attachPoll       time.Duration
 	setOwnership     func(dir string, gid int64, policy *v1.PodFSGroupChangePolicy) error
 	volumesInUse     *InUse
+	// resourceExhausted is Options.ResourceExhausted.
+	resourceExhausted func(driver string)
 
 	// locks serialise the work on one driver's volume handle, so that
 	// a teardown never unstages a volume that another pod is publishing.
@@ -130,20 +137,21 @@ func NewPublisher(opts Options) (*Publisher, error) {
 		return nil, errors.New("csi publisher: drivers, CSIDriver, VolumeAttachment, Secret and ServiceAccountToken are required")
 	}
 	p := &Publisher{
-		root:             opts.RootDir,
-		nodeName:         opts.NodeName,
-		drivers:          opts.Drivers,
-		csiDriver:        opts.CSIDriver,
-		volumeAttachment: opts.VolumeAttachment,
-		secret:           opts.Secret,
-		token:            opts.ServiceAccountToken,
-		mounter:          opts.Mounter,
-		clock:            opts.Clock,
-		attachTimeout:    opts.AttachTimeout,
-		attachPoll:       defaultAttachPoll,
-		setOwnership:     opts.SetOwnership,
-		volumesInUse:     opts.InUse,
-		step:             func(string) error { return nil },
+		root:              opts.RootDir,
+		nodeName:          opts.NodeName,
+		drivers:           opts.Drivers,
+		csiDriver:         opts.CSIDriver,
+		volumeAttachment:  opts.VolumeAttachment,
+		secret:            opts.Secret,
+		token:             opts.ServiceAccountToken,
+		mounter:           opts.Mounter,
+		clock:             opts.Clock,
+		attachTimeout:     opts.AttachTimeout,
+		attachPoll:        defaultAttachPoll,
+		setOwnership:      opts.SetOwnership,
+		volumesInUse:      opts.InUse,
+		resourceExhausted: opts.ResourceExhausted,
+		step:              func(string) error { return nil },
 	}
 	if p.mounter == nil {
 		p.mounter = mount.New("")
@@ -263,7 +271,7 @@ func volumeCapability(v *volume.CSIVolume, caps nodeCaps, mountGroup string) *cs
 // volumeContext is the volume context of the publish call: the source's
 // attributes, with podInfoOnMount the pod's identity and whether the
 // volume is ephemeral, and with tokenRequests the tokens (encoded by the
-// caller). It never changes attrs.
+// caller; empty when they go in the secrets). It never changes attrs.
 func volumeContext(attrs map[string]string, d *storagev1.CSIDriver, pod *v1.Pod, ephemeral bool, tokens string) map[string]string {
 	out := make(map[string]string, len(attrs)+6)
 	for k, v := range attrs {
@@ -309,6 +317,30 @@ func (p *Publisher) serviceAccountTokens(ctx context.Context, pod *v1.Pod, d *st
 		return "", fmt.Errorf("encoding service account tokens: %w", err)
 	}
 	return string(b), nil
+}
+
+// tokensInSecrets is the CSIDriver's serviceAccountTokenInSecrets: the
+// requested tokens go to the driver in the publish call's secrets rather
+// than its volume context. Unset is false.
+func tokensInSecrets(d *storagev1.CSIDriver) bool {
+	return d != nil && d.Spec.ServiceAccountTokenInSecrets != nil && *d.Spec.ServiceAccountTokenInSecrets
+}
+
+// placeTokens puts the encoded tokens where the CSIDriver wants them, as
+// the kubelet does: under the tokens key of the publish secrets (replacing
+// a secret key of that name) when serviceAccountTokenInSecrets is true, and
+// otherwise in the volume context, returned as contextTokens. It never
+// changes secrets. Without tokens both are returned as they are.
+func placeTokens(d *storagev1.CSIDriver, secrets map[string]string, tokens string) (out map[string]string, contextTokens string) {
+	if tokens == "" || !tokensInSecrets(d) {
+		return secrets, tokens
+	}
+	out = make(map[string]string, len(secrets)+1)
+	for k, v := range secrets {
+		out[k] = v
+	}
+	out[tokensKey] = tokens
+	return out, ""
 }
 
 // secretData reads the Secret ref names as the driver's secrets; what
@@ -368,9 +400,6 @@ func applyFSGroup(d *storagev1.CSIDriver, v *volume.CSIVolume) bool {
 // fsGroup. Each driver call is made every time: drivers are idempotent,
 // and a directory that exists says nothing of the mount.
 func (p *Publisher) Publish(ctx context.Context, pod *v1.Pod, v *volume.CSIVolume) (string, error) {
-	if v.Block {
-		return "", ErrBlockNotSupported
-	}
 	for kind, name := range map[string]string{"CSI driver name": v.Driver, "volume name": v.SpecName, "pod UID": string(pod.UID)} {
 		if err := checkPathElement(kind, name); err != nil {
 			return "", err
@@ -389,6 +418,9 @@ func (p *Publisher) Publish(ctx context.Context, pod *v1.Pod, v *volume.CSIVolum
 	mode := lifecycleMode(v)
 	if err := checkLifecycleMode(drv, v.Driver, mode); err != nil {
 		return "", err
+	}
+	if v.Block && mode != storagev1.VolumeLifecyclePersistent {
+		return "", fmt.Errorf("volume %s: only a PersistentVolume can be a CSI block volume", v.VolumeName)
 	}
 	client, err := p.drivers.NodeClient(ctx, v.Driver)
 	if err != nil {
@@ -434,10 +466,21 @@ func (p *Publisher) Publish(ctx context.Context, pod *v1.Pod, v *volume.CSIVolum
 	if err != nil {
 		return "", err
 	}
+	if v.Block {
+		// The kubelet's block path passes no tokens, mount options or
+		// fsGroup.
+		unlock := p.lock(v.Driver, v.VolumeHandle)
+		defer unlock()
+		return p.publishBlock(ctx, v, blockRequest{
+			client: client, pod: pod, driver: drv, caps: caps,
+			publishContext: publishContext, stageSecrets: stageSecrets, publishSecrets: publishSecrets,
+		})
+	}
 	tokens, err := p.serviceAccountTokens(ctx, pod, drv)
 	if err != nil {
 		return "", err
 	}
+	publishSecrets, contextTokens := placeTokens(drv, publishSecrets, tokens)
 	var mountGroup string
 	gid := podFSGroup(pod)
 	if caps.volumeMountGroup && gid != nil {
@@ -468,6 +511,11 @@ func (p *Publisher) Publish(ctx context.Context, pod *v1.Pod, v *volume.CSIVolum
 	var staging string
 	if stage {
 		if staging, err = p.stage(ctx, client, v, publishContext, capability, stageSecrets); err != nil {
+			if finalError(err) {
+				// The driver staged nothing: nothing is there to
+				// unpublish or unstage, as a retry's records will say.
+				return "", errors.Join(err, p.forgetFailedStage(pod.UID, v))
+			}
 			return "", err
 		}
 	}
@@ -483,7 +531,7 @@ func (p *Publisher) Publish(ctx context.Context, pod *v1.Pod, v *volume.CSIVolum
 		VolumeCapability:  capability,
 		Readonly:          v.ReadOnly,
 		Secrets:           publishSecrets,
-		VolumeContext:     volumeContext(v.Attributes, drv, pod, v.Ephemeral, tokens),
+		VolumeContext:     volumeContext(v.Attributes, drv, pod, v.Ephemeral, contextTokens),
 	}); err != nil {
 		return "", fmt.Errorf("NodePublishVolume of volume %s by CSI driver %s: %w", v.VolumeHandle, v.Driver, err)
 	}
@@ -528,6 +576,52 @@ func (p *Publisher) stage(ctx context.Context, client csipb.NodeClient, v *volum
 		return "", fmt.Errorf("NodeStageVolume of volume %s by CSI driver %s: %w", v.VolumeHandle, v.Driver, err)
 	}
 	return staging, nil
+}
+
+// finalError tells whether a driver's gRPC error means the operation did
+// not happen and is not going on: every code but those that leave it
+// uncertain (the call was cancelled or timed out, the driver was
+// unreachable or out of resources, or an operation on the volume is
+// pending). An error without a gRPC status, from before the call, counts
+// as uncertain.
+func finalError(err error) bool {
+	st, ok := status.FromError(err)
+	if !ok {
+		return false
+	}
+	switch st.Code() {
+	case codes.Canceled, codes.DeadlineExceeded, codes.Unavailable, codes.ResourceExhausted, codes.Aborted:
+		return false
+	}
+	return true
+}
+
+// forgetFailedStage removes the records Publish wrote before a staging the
+// driver refused for good: the pod's, and the staging's unless another
+// pod's record names the volume. The caller holds the volume's lock.
+func (p *Publisher) forgetFailedStage(uid types.UID, v *volume.CSIVolume) error {
+	dataDir := publishDataDir(p.root, uid, v.SpecName)
+	if err := p.removeUnmounted(publishPath(p.root, uid, v.SpecName)); err != nil {
+		return err
+	}
+	if err := removeFile(filepath.Join(dataDir, volDataFileName)); err != nil {
+		return err
+	}
+	if err := removeDataDir(dataDir); err != nil {
+		return err
+	}
+	used, err := p.inUse(v.Driver, v.VolumeHandle)
+	if err != nil || used {
+		return err
+	}
+	stagingDir := stagingDataDir(p.root, v.Driver, v.VolumeHandle)
+	if err := p.removeUnmounted(stagingPath(p.root, v.Driver, v.VolumeHandle)); err != nil {
+		return err
+	}
+	if err := removeFile(filepath.Join(stagingDir, volDataFileName)); err != nil {
+		return err
+	}
+	return removeDataDir(stagingDir)
 }
 
 // podFSGroup is the pod's fsGroup, or nil.

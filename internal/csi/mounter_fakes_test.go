@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"sync"
 	"testing"
 
@@ -118,8 +119,16 @@ func (f *fakeDriver) NodePublishVolume(_ context.Context, req *csipb.NodePublish
 	if err := f.begin("publish"); err != nil {
 		return nil, err
 	}
-	// The driver creates the target; its parent must exist.
-	if err := os.MkdirAll(req.TargetPath, 0o750); err != nil {
+	// The driver creates the target, a file for a block volume; its
+	// parent must exist.
+	if req.GetVolumeCapability().GetBlock() != nil {
+		if _, err := os.Stat(filepath.Dir(req.TargetPath)); err != nil {
+			return nil, fmt.Errorf("target path's parent: %w", err)
+		}
+		if err := os.WriteFile(req.TargetPath, nil, 0o600); err != nil {
+			return nil, err
+		}
+	} else if err := os.MkdirAll(req.TargetPath, 0o750); err != nil {
 		return nil, err
 	}
 	if err := f.mountOnce(req.VolumeId, req.TargetPath); err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"maps"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,6 +13,8 @@ import (
 
 	csipb "github.com/container-storage-interface/spec/lib/go/csi"
 	"github.com/google/go-cmp/cmp"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/testing/protocmp"
 	v1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
@@ -121,6 +124,45 @@ func TestVolumeContext(t *testing.T) {
 			got := volumeContext(tt.attrs, tt.driver, pod, tt.ephemeral, tt.tokens)
 			if d := cmp.Diff(tt.want, got); d != "" {
 				t.Errorf("(-want +got):\n%s", d)
+			}
+		})
+	}
+}
+
+func TestPlaceTokens(t *testing.T) {
+	inSecrets := func(b *bool) *storagev1.CSIDriver {
+		return &storagev1.CSIDriver{Spec: storagev1.CSIDriverSpec{ServiceAccountTokenInSecrets: b}}
+	}
+	secrets := map[string]string{"user": "u", tokensKey: "from the secret"}
+	tests := []struct {
+		name        string
+		driver      *storagev1.CSIDriver
+		secrets     map[string]string
+		tokens      string
+		wantSecrets map[string]string
+		wantContext string
+	}{
+		{"no CSIDriver: volume context", nil, secrets, `{"a":{}}`, secrets, `{"a":{}}`},
+		{"unset: volume context", inSecrets(nil), secrets, `{"a":{}}`, secrets, `{"a":{}}`},
+		{"false: volume context", inSecrets(ptr.To(false)), secrets, `{"a":{}}`, secrets, `{"a":{}}`},
+		{"true: secrets, replacing the key", inSecrets(ptr.To(true)), secrets, `{"a":{}}`,
+			map[string]string{"user": "u", tokensKey: `{"a":{}}`}, ""},
+		{"true without other secrets", inSecrets(ptr.To(true)), nil, `{"a":{}}`,
+			map[string]string{tokensKey: `{"a":{}}`}, ""},
+		{"true without tokens", inSecrets(ptr.To(true)), secrets, "", secrets, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			before := maps.Clone(tt.secrets)
+			gotSecrets, gotContext := placeTokens(tt.driver, tt.secrets, tt.tokens)
+			if d := cmp.Diff(tt.wantSecrets, gotSecrets); d != "" {
+				t.Errorf("secrets (-want +got):\n%s", d)
+			}
+			if gotContext != tt.wantContext {
+				t.Errorf("volume context tokens %q, want %q", gotContext, tt.wantContext)
+			}
+			if d := cmp.Diff(before, tt.secrets); d != "" {
+				t.Errorf("secrets changed (-before +after):\n%s", d)
 			}
 		})
 	}
@@ -309,13 +351,41 @@ func TestPublishEphemeralWithPodInfoAndTokens(t *testing.T) {
 	}
 }
 
+func TestPublishTokensInSecrets(t *testing.T) {
+	e := newEnv(t)
+	e.csiDrivers[testDriver] = &storagev1.CSIDriver{Spec: storagev1.CSIDriverSpec{
+		AttachRequired:               ptr.To(false),
+		TokenRequests:                []storagev1.TokenRequest{{Audience: "vault"}},
+		ServiceAccountTokenInSecrets: ptr.To(true),
+	}}
+	e.secrets["ns/pub"] = &v1.Secret{Data: map[string][]byte{"k": []byte("v")}}
+	v := &volume.CSIVolume{Driver: testDriver, VolumeHandle: "vol-1", SpecName: "pv-1", VolumeName: "data", PVName: "pv-1",
+		Attributes: map[string]string{"a": "b"}, NodePublishSecretRef: &v1.SecretReference{Name: "pub", Namespace: "ns"}}
+	if _, err := e.publisher().Publish(context.Background(), testPod("web"), v); err != nil {
+		t.Fatal(err)
+	}
+	req := e.driver.publishs[0]
+	if _, ok := req.VolumeContext[tokensKey]; ok {
+		t.Errorf("tokens in the volume context: %v", req.VolumeContext)
+	}
+	if req.Secrets["k"] != "v" {
+		t.Errorf("publish secret lost: %v", req.Secrets)
+	}
+	var tokens map[string]map[string]string
+	if err := json.Unmarshal([]byte(req.Secrets[tokensKey]), &tokens); err != nil {
+		t.Fatalf("tokens in the secrets: %v", err)
+	}
+	if tokens["vault"]["token"] != "token-vault" {
+		t.Errorf("tokens %v", tokens)
+	}
+}
+
 func TestPublishRefusals(t *testing.T) {
 	tests := []struct {
 		name    string
 		setup   func(e *env, v *volumeCSI)
 		wantErr string
 	}{
-		{"block", func(_ *env, v *volumeCSI) { v.Block = true }, "volumeMode Block on CSI is not supported by nodelet yet"},
 		{"ephemeral without CSIDriver", func(_ *env, v *volumeCSI) { v.Ephemeral = true },
 			`volume mode "Ephemeral" not supported by driver csi.example.com (no CSIDriver object)`},
 		{"not attached in time", func(e *env, _ *volumeCSI) { e.attachTimeoutZero = true }, "attachment timeout for volume vol-1"},
@@ -372,6 +442,23 @@ func TestPublishWaitsForAttachment(t *testing.T) {
 	}
 	if reads != 3 || e.driver.publishs[0].PublishContext["lun"] != "3" {
 		t.Errorf("%d reads, publish context %v", reads, e.driver.publishs[0].PublishContext)
+	}
+}
+
+func TestPublishReportsResourceExhausted(t *testing.T) {
+	e := newEnv(t)
+	p := e.publisher()
+	var told []string
+	p.resourceExhausted = func(driver string) { told = append(told, driver) }
+	e.attachments[attachmentName("vol-1", testDriver, testNode)] = &storagev1.VolumeAttachment{Status: storagev1.VolumeAttachmentStatus{
+		AttachError: &storagev1.VolumeError{Message: "too many volumes", ErrorCode: ptr.To[int32](8)},
+	}}
+	_, err := p.Publish(context.Background(), testPod("web"), pvVolume("vol-1"))
+	if err == nil || !strings.Contains(err.Error(), "too many volumes") {
+		t.Errorf("error %v, want the attach error", err)
+	}
+	if d := cmp.Diff([]string{testDriver}, told); d != "" {
+		t.Errorf("drivers told (-want +got):\n%s", d)
 	}
 }
 
@@ -511,5 +598,60 @@ func TestAttachmentPollBacksOff(t *testing.T) {
 	want := []time.Duration{100 * time.Millisecond, 200 * time.Millisecond, 400 * time.Millisecond, 800 * time.Millisecond, time.Second, time.Second}
 	if diff := cmp.Diff(want, rc.waits); diff != "" {
 		t.Errorf("waits between reads (-want +got):\n%s", diff)
+	}
+}
+
+// TestPublishStageFailure: a staging the driver refused for good leaves no
+// record, so the pod's teardown asks the driver nothing (the kubelet's
+// "no NodeUnstage after a final NodeStage error"), unless another pod has
+// the volume; an uncertain one keeps the records for the teardown.
+func TestPublishStageFailure(t *testing.T) {
+	for _, tc := range []struct {
+		name          string
+		err           error
+		otherPod      bool
+		wantUnpublish int
+		wantUnstage   int
+	}{
+		{name: "final", err: status.Error(codes.InvalidArgument, "bad volume")},
+		{name: "final, no gRPC status is uncertain", err: errors.New("connection reset"), wantUnpublish: 1, wantUnstage: 1},
+		{name: "timed out", err: status.Error(codes.DeadlineExceeded, "slow"), wantUnpublish: 1, wantUnstage: 1},
+		{name: "pending", err: status.Error(codes.Aborted, "busy"), wantUnpublish: 1, wantUnstage: 1},
+		{name: "final, staged for another pod", err: status.Error(codes.Internal, "failed"), otherPod: true, wantUnstage: 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t, csipb.NodeServiceCapability_RPC_STAGE_UNSTAGE_VOLUME)
+			e.attach("vol-1", nil)
+			ctx := context.Background()
+			if tc.otherPod {
+				if _, err := e.publisher().Publish(ctx, testPod("db"), pvVolume("vol-1")); err != nil {
+					t.Fatal(err)
+				}
+			}
+			e.driver.failing("stage", tc.err)
+			if _, err := e.publisher().Publish(ctx, testPod("web"), pvVolume("vol-1")); err == nil {
+				t.Fatal("Publish succeeded with a failing stage")
+			}
+			e.driver.failing("stage", nil)
+			if err := e.publisher().UnpublishPod(ctx, "uid-web"); err != nil {
+				t.Fatal(err)
+			}
+			if tc.otherPod {
+				if got := e.driver.count("unpublish") + e.driver.count("unstage"); got != 0 {
+					t.Errorf("the other pod's volume was unpublished or unstaged %d times", got)
+				}
+				if err := e.publisher().UnpublishPod(ctx, "uid-db"); err != nil {
+					t.Fatal(err)
+				}
+				tc.wantUnpublish++
+			}
+			if got := e.driver.count("unpublish"); got != tc.wantUnpublish {
+				t.Errorf("NodeUnpublishVolume %d times, want %d", got, tc.wantUnpublish)
+			}
+			if got := e.driver.count("unstage"); got != tc.wantUnstage {
+				t.Errorf("NodeUnstageVolume %d times, want %d", got, tc.wantUnstage)
+			}
+			assertGone(t, e, "uid-web", "vol-1")
+		})
 	}
 }

@@ -372,11 +372,16 @@ func (w *Watcher) install(ctx context.Context, logger logr.Logger, d RegisteredD
 }
 
 func (w *Watcher) nodeGetInfo(ctx context.Context, driver string) (DriverNodeInfo, error) {
-	nc, err := w.opts.Registry.NodeClient(ctx, driver)
+	return nodeGetInfo(ctx, w.opts.Registry, driver, w.opts.NodeGetInfoTimeout)
+}
+
+// nodeGetInfo asks a registered driver's NodeGetInfo, within timeout.
+func nodeGetInfo(ctx context.Context, drivers Drivers, driver string, timeout time.Duration) (DriverNodeInfo, error) {
+	nc, err := drivers.NodeClient(ctx, driver)
 	if err != nil {
 		return DriverNodeInfo{}, err
 	}
-	ctx, cancel := context.WithTimeout(ctx, w.opts.NodeGetInfoTimeout)
+	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	resp, err := nc.NodeGetInfo(ctx, &csipb.NodeGetInfoRequest{})
 	if err != nil {

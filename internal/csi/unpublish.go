@@ -23,8 +23,8 @@ const (
 	stepRemoveStaging = "remove-staging"
 )
 
-// UnpublishPod unpublishes every CSI volume that a vol_data.json under the
-// pod's directory names: NodeUnpublishVolume, then the removal of the mount
+// UnpublishPod unpublishes the pod's CSI block volumes (unpublishPodBlocks)
+// and every CSI volume that a vol_data.json under the pod's directory names: NodeUnpublishVolume, then the removal of the mount
 // directory and the record. A volume whose driver is not registered (yet)
 // or whose driver fails keeps all its files, and the error is returned for
 // the caller to retry. After each volume, its staging is unstaged when no
@@ -34,15 +34,22 @@ func (p *Publisher) UnpublishPod(ctx context.Context, uid types.UID) error {
 	if err := checkPathElement("pod UID", string(uid)); err != nil {
 		return err
 	}
+	var errs []error
+	blocks, err := p.unpublishPodBlocks(ctx, uid)
+	if err != nil {
+		errs = append(errs, err)
+	}
+	if blocks && p.volumesInUse != nil {
+		defer p.volumesInUse.released()
+	}
 	dir := podCSIDir(p.root, uid)
 	entries, err := os.ReadDir(dir)
 	if os.IsNotExist(err) {
-		return nil
+		return errors.Join(errs...)
 	}
 	if err != nil {
-		return fmt.Errorf("listing CSI volumes of pod %s: %w", uid, err)
+		return errors.Join(append(errs, fmt.Errorf("listing CSI volumes of pod %s: %w", uid, err))...)
 	}
-	var errs []error
 	for _, e := range entries {
 		if !e.IsDir() {
 			continue
@@ -84,20 +91,7 @@ func (p *Publisher) unpublishVolume(ctx context.Context, uid types.UID, specName
 	}
 	unlock := p.lock(d.DriverName, d.VolumeHandle)
 	defer unlock()
-	client, err := p.drivers.NodeClient(ctx, d.DriverName)
-	if err != nil {
-		return err
-	}
-	if err := p.step(stepUnpublish); err != nil {
-		return err
-	}
-	if _, err := client.NodeUnpublishVolume(ctx, &csipb.NodeUnpublishVolumeRequest{
-		VolumeId:   d.VolumeHandle,
-		TargetPath: target,
-	}); err != nil {
-		return fmt.Errorf("NodeUnpublishVolume of volume %s by CSI driver %s: %w", d.VolumeHandle, d.DriverName, err)
-	}
-	if err := p.step(stepRemovePublish); err != nil {
+	if err := p.nodeUnpublish(ctx, d, target, "volume"); err != nil {
 		return err
 	}
 	if err := p.removeUnmounted(target); err != nil {
@@ -113,19 +107,39 @@ func (p *Publisher) unpublishVolume(ctx context.Context, uid types.UID, specName
 	return p.unstageIfUnusedLocked(ctx, d.DriverName, d.VolumeHandle)
 }
 
+// nodeUnpublish asks the volume's driver to unpublish it from target (what
+// names the kind of volume in the error). The caller holds the volume's
+// lock.
+func (p *Publisher) nodeUnpublish(ctx context.Context, d volData, target, what string) error {
+	client, err := p.drivers.NodeClient(ctx, d.DriverName)
+	if err != nil {
+		return err
+	}
+	if err := p.step(stepUnpublish); err != nil {
+		return err
+	}
+	if _, err := client.NodeUnpublishVolume(ctx, &csipb.NodeUnpublishVolumeRequest{
+		VolumeId:   d.VolumeHandle,
+		TargetPath: target,
+	}); err != nil {
+		return fmt.Errorf("NodeUnpublishVolume of %s %s by CSI driver %s: %w", what, d.VolumeHandle, d.DriverName, err)
+	}
+	return p.step(stepRemovePublish)
+}
+
 // UnstageOrphans unstages every staging under the plugin directory that no
-// pod's vol_data.json names: what a crash between a pod's last unpublish
+// pod's vol_data.json names (and every block volume no pod links to): what a crash between a pod's last unpublish
 // and the unstage left behind. Run it at start and in housekeeping; a
 // staging whose driver is not registered yet stays, and the error says so.
 func (p *Publisher) UnstageOrphans(ctx context.Context) error {
+	errs := []error{p.unstageOrphanBlocks(ctx)}
 	drivers, err := os.ReadDir(driversDir(p.root))
 	if os.IsNotExist(err) {
-		return nil
+		return errors.Join(errs...)
 	}
 	if err != nil {
-		return fmt.Errorf("listing CSI stagings: %w", err)
+		return errors.Join(append(errs, fmt.Errorf("listing CSI stagings: %w", err))...)
 	}
-	var errs []error
 	for _, drv := range drivers {
 		if !drv.IsDir() {
 			continue

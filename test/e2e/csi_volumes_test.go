@@ -289,6 +289,129 @@ var _ = Describe("CSI volumes", Ordered, func() {
 		Expect(mountsUnder(filepath.Join(nodelet.RootDir, "pods"))).To(BeEmpty())
 	})
 
+	It("gives pods a CSI raw block volume: one writes the device, a second reads it back, and both go clean", func(ctx SpecContext) {
+		claim := &corev1.PersistentVolumeClaim{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "raw"},
+			Spec: corev1.PersistentVolumeClaimSpec{
+				AccessModes:      []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+				StorageClassName: ptr.To(csiVolumesClass),
+				VolumeMode:       ptr.To(corev1.PersistentVolumeBlock),
+				Resources:        corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("4Mi")}},
+			},
+		}
+		Expect(admin.Create(ctx, claim)).To(Succeed())
+		var handle string
+		Eventually(func(g Gomega) { handle = handleOf(ctx, g, "raw") }).WithContext(ctx).WithTimeout(csiVolumeTimeout).Should(Succeed())
+		blockPod := func(name, script string) *corev1.Pod {
+			pod := utils.BusyboxPod(ns, name, node, "sh", "-c", script)
+			pod.Spec.RestartPolicy = corev1.RestartPolicyNever
+			pod.Spec.TerminationGracePeriodSeconds = ptr.To[int64](1)
+			pod.Spec.Volumes = []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{
+				PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "raw"}}}}
+			pod.Spec.Containers[0].VolumeDevices = []corev1.VolumeDevice{{Name: "data", DevicePath: "/dev/xvda"}}
+			return pod
+		}
+		succeeded := func(name string) {
+			GinkgoHelper()
+			Eventually(func(g Gomega) {
+				p := &corev1.Pod{}
+				g.Expect(admin.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, p)).To(Succeed())
+				g.Expect(p.Status.Phase).To(Equal(corev1.PodSucceeded), "pod %s: %s", name, podLog(ctx, name))
+			}).WithContext(ctx).WithTimeout(csiVolumeTimeout).Should(Succeed(), func() string { return nodelet.LogTail(60) })
+		}
+
+		writer := blockPod("raw-writer", "test -b /dev/xvda && echo written-csi-raw | dd of=/dev/xvda bs=512 count=1 conv=sync,fsync")
+		Expect(admin.Create(ctx, writer)).To(Succeed())
+		succeeded("raw-writer")
+		var publish *hostpath.CallRecord
+		for _, c := range stack.Calls("NodePublishVolume") {
+			if c.VolumeID == handle && c.Code == "OK" {
+				publish = &c
+			}
+		}
+		Expect(publish).NotTo(BeNil())
+		Expect(publish.TargetPath).To(HavePrefix(filepath.Join(nodelet.RootDir, "plugins", "kubernetes.io", "csi", "volumeDevices", "publish")+"/"),
+			"the kubelet's block publish path")
+		Expect(deletePodAndWait(ctx, admin, writer)).To(Succeed())
+
+		reader := blockPod("raw-reader", "dd if=/dev/xvda bs=15 count=1 2>/dev/null; echo")
+		Expect(admin.Create(ctx, reader)).To(Succeed())
+		succeeded("raw-reader")
+		Expect(podLog(ctx, "raw-reader")).To(ContainSubstring("written-csi-raw"))
+		Expect(deletePodAndWait(ctx, admin, reader)).To(Succeed())
+
+		By("both pods gone: unpublished twice, unstaged, nothing left on the node")
+		Eventually(func(g Gomega) {
+			g.Expect(calls("NodeUnpublishVolume", handle)).To(Equal(2))
+			g.Expect(calls("NodeUnstageVolume", handle)).To(BeNumerically(">=", 1))
+		}).WithContext(ctx).WithTimeout(csiVolumeTimeout).Should(Succeed(), func() string { return nodelet.LogTail(60) })
+		Expect(mountsUnder(nodelet.RootDir)).To(BeEmpty())
+		Expect(admin.Delete(ctx, claim)).To(Succeed())
+	})
+
+	It("asks the driver's NodeGetInfo again every nodeAllocatableUpdatePeriodSeconds", func(ctx SpecContext) {
+		setPeriod := func(ctx context.Context, seconds *int64) {
+			GinkgoHelper()
+			Eventually(func(g Gomega) {
+				d := &storagev1.CSIDriver{}
+				g.Expect(admin.Get(ctx, client.ObjectKey{Name: hostpath.DefaultDriverName}, d)).To(Succeed())
+				d.Spec.NodeAllocatableUpdatePeriodSeconds = seconds
+				g.Expect(admin.Update(ctx, d)).To(Succeed())
+			}).WithContext(ctx).Should(Succeed())
+		}
+		infoCalls := func() int { return len(stack.Calls("NodeGetInfo")) }
+		// Registered, and no period: asked once, at registration.
+		Eventually(infoCalls).WithContext(ctx).WithTimeout(csiVolumeTimeout).Should(BeNumerically(">=", 1))
+		Consistently(infoCalls).WithContext(ctx).WithTimeout(3 * time.Second).Should(Equal(infoCalls()))
+		before := infoCalls()
+		setPeriod(ctx, ptr.To[int64](10))
+		DeferCleanup(func(ctx SpecContext) { setPeriod(ctx, nil) })
+		Eventually(infoCalls).WithContext(ctx).WithTimeout(25*time.Second).Should(BeNumerically(">=", before+2),
+			func() string { return nodelet.LogTail(30) })
+	})
+
+	It("passes service account tokens in the publish secrets when the CSIDriver says serviceAccountTokenInSecrets", func(ctx SpecContext) {
+		const audience = "e2e-csi-tokens"
+		setTokens := func(ctx context.Context, requests []storagev1.TokenRequest, inSecrets *bool) {
+			GinkgoHelper()
+			Eventually(func(g Gomega) {
+				d := &storagev1.CSIDriver{}
+				g.Expect(admin.Get(ctx, client.ObjectKey{Name: hostpath.DefaultDriverName}, d)).To(Succeed())
+				d.Spec.TokenRequests = requests
+				d.Spec.ServiceAccountTokenInSecrets = inSecrets
+				g.Expect(admin.Update(ctx, d)).To(Succeed())
+			}).WithContext(ctx).Should(Succeed())
+		}
+		setTokens(ctx, []storagev1.TokenRequest{{Audience: audience}}, ptr.To(true))
+		DeferCleanup(func(ctx SpecContext) { setTokens(ctx, nil, nil) })
+
+		pod := utils.BusyboxPod(ns, "tokens", node, "sh", "-c", "echo ready; exec sleep 3600")
+		pod.Spec.TerminationGracePeriodSeconds = ptr.To[int64](1)
+		// The Node authorizer lets the node ask tokens for the service
+		// account its pod names.
+		pod.Spec.ServiceAccountName = "default"
+		Eventually(func(g Gomega) {
+			g.Expect(admin.Get(ctx, client.ObjectKey{Namespace: ns, Name: "default"}, &corev1.ServiceAccount{})).To(Succeed())
+		}).WithContext(ctx).Should(Succeed())
+		pod.Spec.Volumes = []corev1.Volume{{Name: "inline", VolumeSource: corev1.VolumeSource{CSI: &corev1.CSIVolumeSource{Driver: hostpath.DefaultDriverName}}}}
+		pod.Spec.Containers[0].VolumeMounts = []corev1.VolumeMount{{Name: "inline", MountPath: "/inline"}}
+		Expect(admin.Create(ctx, pod)).To(Succeed())
+		Eventually(func(g Gomega) {
+			g.Expect(podLog(ctx, "tokens")).To(ContainSubstring("ready"))
+		}).WithContext(ctx).WithTimeout(csiVolumeTimeout).Should(Succeed(), func() string { return nodelet.LogTail(60) })
+
+		var publish *hostpath.CallRecord
+		for _, c := range stack.Calls("NodePublishVolume") {
+			if c.VolumeContext["csi.storage.k8s.io/pod.name"] == "tokens" && c.Code == "OK" {
+				publish = &c
+			}
+		}
+		Expect(publish).NotTo(BeNil(), "the pod's volume was published")
+		Expect(publish.SecretKeys).To(ContainElement("csi.storage.k8s.io/serviceAccount.tokens"))
+		Expect(publish.VolumeContext).NotTo(HaveKey("csi.storage.k8s.io/serviceAccount.tokens"))
+		Expect(deletePodAndWait(ctx, admin, pod)).To(Succeed())
+	})
+
 	It("finishes a teardown that SIGKILL cut short, once, and keeps a running pod's volume mounted", func(ctx SpecContext) {
 		claimPod := func(name string) *corev1.Pod {
 			pvc := &corev1.PersistentVolumeClaim{

@@ -6,8 +6,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path"
+	"slices"
 	"sync"
 	"time"
 
@@ -30,6 +32,9 @@ type CallRecord struct {
 	// service account tokens when the CSIDriver asks for them.
 	VolumeContext  map[string]string `json:"volume_context,omitempty"`
 	PublishContext map[string]string `json:"publish_context,omitempty"`
+	// SecretKeys are the names of the secrets the caller passed, sorted;
+	// their values are not recorded.
+	SecretKeys []string `json:"secret_keys,omitempty"`
 	// Parameters are CreateVolume's: the StorageClass's, and the PVC's
 	// and PV's names with external-provisioner's --extra-create-metadata.
 	Parameters map[string]string `json:"parameters,omitempty"`
@@ -115,6 +120,9 @@ func recordOf(method string, req any) CallRecord {
 	}
 	if r, ok := req.(interface{ GetPublishContext() map[string]string }); ok {
 		rec.PublishContext = r.GetPublishContext()
+	}
+	if r, ok := req.(interface{ GetSecrets() map[string]string }); ok && len(r.GetSecrets()) > 0 {
+		rec.SecretKeys = slices.Sorted(maps.Keys(r.GetSecrets()))
 	}
 	if r, ok := req.(interface{ GetParameters() map[string]string }); ok {
 		rec.Parameters = r.GetParameters()

@@ -30,16 +30,18 @@ func (d *Driver) ControllerGetCapabilities(context.Context, *csi.ControllerGetCa
 	return &csi.ControllerGetCapabilitiesResponse{Capabilities: caps}, nil
 }
 
-// checkCapabilities refuses what a directory cannot be: a block device.
+// checkCapabilities refuses capabilities without an access type or mode,
+// and a mix of block and mount access.
 func checkCapabilities(caps []*csi.VolumeCapability) error {
 	if len(caps) == 0 {
 		return status.Error(codes.InvalidArgument, "volume capabilities are required")
 	}
+	block := wantsBlock(caps)
 	for _, c := range caps {
-		if c.GetBlock() != nil {
-			return status.Error(codes.InvalidArgument, "block access is not supported")
+		if block && c.GetMount() != nil {
+			return status.Error(codes.InvalidArgument, "block and mount access cannot be mixed")
 		}
-		if c.GetMount() == nil {
+		if c.GetMount() == nil && c.GetBlock() == nil {
 			return status.Error(codes.InvalidArgument, "an access type is required")
 		}
 		if c.GetAccessMode() == nil {
@@ -110,7 +112,12 @@ func (d *Driver) CreateVolume(_ context.Context, req *csi.CreateVolumeRequest) (
 	if err := os.Chmod(d.volumePath(id), 0o777); err != nil {
 		return nil, status.Errorf(codes.Internal, "creating the volume directory: %v", err)
 	}
-	v := &volume{ID: id, Name: req.GetName(), Capacity: capacity}
+	v := &volume{ID: id, Name: req.GetName(), Capacity: capacity, Block: wantsBlock(req.GetVolumeCapabilities())}
+	if v.Block {
+		if err := d.createBlockImage(id, capacity); err != nil {
+			return nil, err
+		}
+	}
 	d.volumes[id] = v
 	if err := d.saveLocked(); err != nil {
 		return nil, status.Error(codes.Internal, err.Error())

@@ -62,6 +62,8 @@ type volume struct {
 	Name      string `json:"name"`
 	Capacity  int64  `json:"capacity"`
 	Ephemeral bool   `json:"ephemeral,omitempty"`
+	// Block is a raw block volume: an image file behind a loop device.
+	Block bool `json:"block,omitempty"`
 	// PublishedNode is the node ControllerPublish attached it to.
 	PublishedNode string `json:"publishedNode,omitempty"`
 	// Staged and Published are the paths it is mounted at.

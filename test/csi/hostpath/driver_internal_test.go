@@ -78,3 +78,15 @@ func TestVolumeIDs(t *testing.T) {
 		}
 	}
 }
+
+func TestRecordOfKeepsSecretNamesOnly(t *testing.T) {
+	rec := recordOf("NodePublishVolume", &csi.NodePublishVolumeRequest{
+		VolumeId: "v", Secrets: map[string]string{"b": "secret-b", "a": "secret-a"},
+	})
+	if len(rec.SecretKeys) != 2 || rec.SecretKeys[0] != "a" || rec.SecretKeys[1] != "b" {
+		t.Errorf("secret keys %v, want [a b]", rec.SecretKeys)
+	}
+	if rec := recordOf("NodePublishVolume", &csi.NodePublishVolumeRequest{VolumeId: "v"}); rec.SecretKeys != nil {
+		t.Errorf("secret keys without secrets: %v", rec.SecretKeys)
+	}
+}

@@ -99,7 +99,13 @@ func (d *Driver) NodeStageVolume(_ context.Context, req *csi.NodeStageVolumeRequ
 	if d.cfg.AttachRequired && (v.PublishedNode != d.cfg.NodeID || req.GetPublishContext()[PublishContextKey] != d.cfg.NodeID) {
 		return nil, status.Errorf(codes.FailedPrecondition, "volume %s is not published to node %s", id, d.cfg.NodeID)
 	}
-	if err := d.bind(d.volumePath(id), staging, false); err != nil {
+	if req.GetVolumeCapability().GetBlock() != nil {
+		if err := d.stageBlock(v); err != nil {
+			return nil, err
+		}
+	} else if v.Block {
+		return nil, status.Errorf(codes.InvalidArgument, "block volume %s staged with mount access", id)
+	} else if err := d.bind(d.volumePath(id), staging, false); err != nil {
 		return nil, err
 	}
 	if !slices.Contains(v.Staged, staging) {
@@ -139,6 +145,11 @@ func (d *Driver) NodeUnstageVolume(_ context.Context, req *csi.NodeUnstageVolume
 	}
 	if ok && slices.Contains(v.Staged, staging) {
 		v.Staged = slices.DeleteFunc(v.Staged, func(s string) bool { return s == staging })
+		if v.Block && len(v.Staged) == 0 {
+			if err := detachLoops(d.blockImagePath(id)); err != nil {
+				return nil, status.Error(codes.Internal, err.Error())
+			}
+		}
 		if err := d.saveLocked(); err != nil {
 			return nil, status.Error(codes.Internal, err.Error())
 		}
@@ -196,7 +207,16 @@ func (d *Driver) NodePublishVolume(_ context.Context, req *csi.NodePublishVolume
 	default:
 		source = req.GetStagingTargetPath()
 	}
-	if err := d.bind(source, target, req.GetReadonly()); err != nil {
+	if req.GetVolumeCapability().GetBlock() != nil {
+		if ephemeral {
+			return nil, status.Error(codes.InvalidArgument, "an ephemeral volume cannot be a block volume")
+		}
+		if err := d.publishBlock(v, target, req.GetReadonly()); err != nil {
+			return nil, err
+		}
+	} else if v.Block {
+		return nil, status.Errorf(codes.InvalidArgument, "block volume %s published with mount access", id)
+	} else if err := d.bind(source, target, req.GetReadonly()); err != nil {
 		return nil, err
 	}
 	if !slices.Contains(v.Published, target) {
