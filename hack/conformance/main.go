@@ -2,9 +2,11 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -13,6 +15,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"golang.org/x/sys/unix"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/nodelet/nodelet/test/conformance"
@@ -27,8 +30,10 @@ type options struct {
 	skip    []string
 	list    bool
 	smoke   bool
-	// suite is "node" (the single-node selection) or "network" (the
-	// sig-network selection on a multi-node cluster of nodeCount nodes).
+	// suite is "node" (the single-node selection), "network" (the
+	// sig-network selection on a multi-node cluster of nodeCount nodes) or
+	// "storage" (the CSI mock specs on a one-node cluster of the network
+	// kind).
 	suite     string
 	nodeCount int
 }
@@ -65,13 +70,13 @@ func parseFlags() (options, error) {
 	flag.Var(&skip, "skip", "also skip specs matching this expression (repeatable)")
 	flag.BoolVar(&o.list, "list", false, "print the selected specs and exit")
 	flag.BoolVar(&o.smoke, "smoke", false, "run the smoke subset of make test instead of the whole selection")
-	flag.StringVar(&o.suite, "suite", envOr("SUITE", "node"), "node: node and volume specs on one node; network: sig-network specs on a multi-node cluster with kube-proxy and CoreDNS (env SUITE)")
+	flag.StringVar(&o.suite, "suite", envOr("SUITE", "node"), "node: node and volume specs on one node; network: sig-network specs on a multi-node cluster with kube-proxy and CoreDNS; storage: the CSI mock specs on one node with kube-proxy and CoreDNS (env SUITE)")
 	flag.IntVar(&o.nodeCount, "nodes", 3, "nodes of the network suite's cluster")
 	flag.Parse()
-	if o.suite != "node" && o.suite != "network" {
-		return o, fmt.Errorf("-suite %q: want node or network", o.suite)
+	if o.suite != "node" && o.suite != "network" && o.suite != "storage" {
+		return o, fmt.Errorf("-suite %q: want node, network or storage", o.suite)
 	}
-	if o.nodeCount < 2 {
+	if o.suite == "network" && o.nodeCount < 2 {
 		return o, fmt.Errorf("-nodes %d: the network suite needs 2 or more", o.nodeCount)
 	}
 	switch *node {
@@ -147,6 +152,10 @@ func selection(o options, skips []conformance.SkipEntry, agent conformance.Agent
 			s.focus = conformance.NetworkSmokeFocus
 		}
 	}
+	if o.suite == "storage" {
+		s.focus = conformance.StorageFocus
+		s.skip = append(append([]string{}, conformance.StorageSkip...), conformance.SkipPatterns(skips, agent)...)
+	}
 	if len(o.focus) > 0 {
 		// Ginkgo ORs focus expressions (and Go's regexp has no look-ahead
 		// to AND them): an explicit focus replaces the selection's, the
@@ -186,21 +195,53 @@ func runAgent(ctx context.Context, o options, agent conformance.Agent, sel selec
 	if err != nil {
 		return nil, err
 	}
+	if o.suite == "storage" {
+		storage, err := conformance.StorageImageArchives(ctx, os.Stderr)
+		if err != nil {
+			return nil, err
+		}
+		maps.Copy(images, storage)
+	}
 	dir := filepath.Join(o.out, string(agent))
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("creating the report directory: %w", err)
 	}
 	var c startedCluster
 	title := "the suite on " + string(agent)
-	if o.suite == "network" {
-		title = fmt.Sprintf("the network suite on %d nodes of %s", o.nodeCount, agent)
-		mc, err := conformance.StartMultiNodeCluster(ctx, conformance.MultiNodeOptions{
-			Agent: agent, Nodes: o.nodeCount, BinDir: bin, Images: images, Log: os.Stdout,
-		})
-		if err != nil {
-			return nil, err
+	if o.suite == "network" || o.suite == "storage" {
+		nodes := o.nodeCount
+		title = fmt.Sprintf("the network suite on %d nodes of %s", nodes, agent)
+		if o.suite == "storage" {
+			// One node: the CSI specs' manifests mount the node agent's
+			// root directory, which e2e.test knows as one path.
+			nodes = 1
+			title = "the storage suite on one node of " + string(agent)
 		}
-		c = startedCluster{kubeconfig: mc.Kubeconfig, nodes: o.nodeCount, logs: mc.AgentLogs, leftovers: mc.Leftovers(), stop: mc.Stop}
+		mopts := conformance.MultiNodeOptions{Agent: agent, Nodes: nodes, BinDir: bin, Images: images, Log: os.Stdout}
+		if o.suite == "storage" && agent == conformance.AgentNodelet {
+			// Short, for the CSI drivers' socket paths.
+			if mopts.NodeletRootDir, err = os.MkdirTemp("", "nlcsi-"); err != nil {
+				return nil, fmt.Errorf("creating nodelet's root directory: %w", err)
+			}
+		}
+		if o.suite == "storage" && agent == conformance.AgentKubelet {
+			// The same for the kubelet, whose directory holds its root
+			// (and is removed by its Stop).
+			if mopts.KubeletDir, err = os.MkdirTemp("", "nlk-"); err != nil {
+				return nil, fmt.Errorf("creating the kubelet's directory: %w", err)
+			}
+		}
+		mc, err := conformance.StartMultiNodeCluster(ctx, mopts)
+		if err != nil {
+			return nil, errors.Join(err, removeRootDir(mopts.NodeletRootDir))
+		}
+		c = startedCluster{kubeconfig: mc.Kubeconfig, nodes: nodes, logs: mc.AgentLogs, leftovers: mc.Leftovers(), stop: mc.Stop}
+		if mopts.NodeletRootDir != "" {
+			c.stop = func() error { return errors.Join(mc.Stop(), removeRootDir(mopts.NodeletRootDir)) }
+		}
+		if o.suite == "storage" {
+			c.rootDir = mc.RootDir(mc.Nodes[0])
+		}
 	} else {
 		sc, err := conformance.StartCluster(ctx, conformance.ClusterOptions{
 			Agent: agent, NodeName: "conformance-" + string(agent), BinDir: bin, Images: images, Log: os.Stdout,
@@ -216,6 +257,50 @@ func runAgent(ctx context.Context, o options, agent conformance.Agent, sel selec
 	return runSuite(ctx, o, sel, bin, dir, title, c)
 }
 
+// removeRootDir removes a node agent's root directory made outside the
+// cluster's directories (whose mounts the cluster's Stop undoes): what is
+// still mounted under it, the volumes of pods the stopped agent left, is
+// unmounted lazily, innermost first, then the directory is removed.
+func removeRootDir(dir string) error {
+	if dir == "" {
+		return nil
+	}
+	for range 5 {
+		mounts, err := mountsUnder(dir)
+		if err != nil {
+			return err
+		}
+		if len(mounts) == 0 {
+			break
+		}
+		for i := len(mounts) - 1; i >= 0; i-- {
+			_ = unix.Unmount(mounts[i], unix.MNT_DETACH)
+		}
+	}
+	if mounts, err := mountsUnder(dir); err != nil || len(mounts) > 0 {
+		return errors.Join(err, fmt.Errorf("left mounted after the cluster stopped: %v", mounts))
+	}
+	if err := os.RemoveAll(dir); err != nil {
+		return fmt.Errorf("removing the root directory: %w", err)
+	}
+	return nil
+}
+
+// mountsUnder lists the mount points at or below dir in mount order.
+func mountsUnder(dir string) ([]string, error) {
+	table, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return nil, fmt.Errorf("reading the mount table: %w", err)
+	}
+	var mounts []string
+	for _, line := range strings.Split(string(table), "\n") {
+		if f := strings.Fields(line); len(f) > 4 && (f[4] == dir || strings.HasPrefix(f[4], dir+"/")) {
+			mounts = append(mounts, f[4])
+		}
+	}
+	return mounts, nil
+}
+
 // startedCluster is what runSuite needs of a cluster the harness started.
 type startedCluster struct {
 	kubeconfig string
@@ -224,6 +309,9 @@ type startedCluster struct {
 	logs      func() map[string]string
 	leftovers func() string
 	stop      func() error
+	// rootDir is the node agent's root directory for e2e.test's
+	// --kubelet-root-dir; its default when empty.
+	rootDir string
 }
 
 // runSuite runs the selection on c (title says what, in the progress
@@ -248,7 +336,7 @@ func runSuite(ctx context.Context, o options, sel selected, bin, dir, title stri
 	defer logf.Close()
 	fmt.Printf("conformance: running %s (%d procs); output in %s\n", title, o.procs, logf.Name())
 	return conformance.Run(ctx, conformance.RunOptions{
-		BinDir: bin, Kubeconfig: c.kubeconfig, Nodes: c.nodes, Focus: sel.focus, Skip: sel.skip,
+		BinDir: bin, Kubeconfig: c.kubeconfig, Nodes: c.nodes, KubeletRootDir: c.rootDir, Focus: sel.focus, Skip: sel.skip,
 		Procs: o.procs, ReportDir: dir, Timeout: o.timeout, Output: io.MultiWriter(logf, conformance.ProgressWriter(os.Stdout)),
 	})
 }

@@ -24,6 +24,15 @@ type MultiNodeOptions struct {
 	Images map[string]string
 	// Log receives progress lines; nil discards them.
 	Log io.Writer
+	// NodeletRootDir, when set, is nodelet's root directory instead of
+	// one under its own directory (one node only). The CSI specs need a
+	// short one: a Unix socket's path has at most 107 bytes, and the
+	// registration socket of their driver is
+	// <root>/plugins_registry/csi-mock-<namespace>-reg.sock.
+	NodeletRootDir string
+	// KubeletDir, when set, is the kubelet's directory (one node only),
+	// whose root is <KubeletDir>/root: short for the same reason.
+	KubeletDir string
 }
 
 // MultiNodeCluster is a started multi-node cluster.
@@ -31,6 +40,8 @@ type MultiNodeCluster struct {
 	*utils.Cluster
 	// Kubeconfig is the admin's kubeconfig, for e2e.test.
 	Kubeconfig string
+
+	nodeletRootDir string
 }
 
 // multiNodeReadyTimeout bounds the wait for the nodes and then for the
@@ -69,8 +80,21 @@ func StartMultiNodeCluster(ctx context.Context, opts MultiNodeOptions) (*MultiNo
 	switch opts.Agent {
 	case AgentNodelet:
 		copts.NodeletConfig = map[string]any{"server": map[string]any{"port": KubeletPort}}
+		if opts.NodeletRootDir != "" {
+			if opts.Nodes != 1 {
+				return nil, fmt.Errorf("a nodelet root directory for %d nodes: one node only", opts.Nodes)
+			}
+			copts.NodeletConfig["rootDir"] = opts.NodeletRootDir
+		}
 	case AgentKubelet:
-		copts.StartAgent = utils.ClusterKubelet(filepath.Join(opts.BinDir, KubeletBinary), nil)
+		var edit []func(*utils.KubeletOptions)
+		if opts.KubeletDir != "" {
+			if opts.Nodes != 1 {
+				return nil, fmt.Errorf("a kubelet directory for %d nodes: one node only", opts.Nodes)
+			}
+			edit = append(edit, func(k *utils.KubeletOptions) { k.Dir = opts.KubeletDir })
+		}
+		copts.StartAgent = utils.ClusterKubelet(filepath.Join(opts.BinDir, KubeletBinary), nil, edit...)
 	default:
 		return nil, fmt.Errorf("unknown node agent %q (want %s or %s)", opts.Agent, AgentNodelet, AgentKubelet)
 	}
@@ -79,7 +103,7 @@ func StartMultiNodeCluster(ctx context.Context, opts MultiNodeOptions) (*MultiNo
 	if err != nil {
 		return nil, fmt.Errorf("starting the %d-node cluster: %w", opts.Nodes, err)
 	}
-	mc := &MultiNodeCluster{Cluster: c, Kubeconfig: c.Kubeconfig}
+	mc := &MultiNodeCluster{Cluster: c, Kubeconfig: c.Kubeconfig, nodeletRootDir: opts.NodeletRootDir}
 	fmt.Fprintf(opts.Log, "cluster: %d nodes of %s up in %s\n", opts.Nodes, opts.Agent, time.Since(start).Round(100*time.Millisecond))
 	if err := waitServiceAccount(ctx, c.API); err != nil {
 		return nil, fmt.Errorf("%w (stopping: %w)", err, c.Stop())
@@ -154,4 +178,18 @@ func (c *MultiNodeCluster) Leftovers() func() string {
 		}
 		return out
 	}
+}
+
+// RootDir returns the root directory of n's node agent (nodelet's
+// rootDir, the kubelet's --root-dir).
+func (c *MultiNodeCluster) RootDir(n *utils.ClusterNode) string {
+	switch {
+	case n.Nodelet != nil && c.nodeletRootDir != "":
+		return c.nodeletRootDir
+	case n.Nodelet != nil:
+		return n.Nodelet.RootDir
+	case n.Kubelet != nil:
+		return filepath.Join(n.Kubelet.Dir, "root")
+	}
+	return ""
 }

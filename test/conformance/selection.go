@@ -130,3 +130,23 @@ var NetworkSkip = []string{
 var NetworkSmokeFocus = []string{
 	regexp.QuoteMeta(`[sig-network] Networking Granular Checks: Pods should function for intra-pod communication: http [Conformance] [NodeConformance]`),
 }
+
+// StorageFocus selects Kubernetes' CSI mock specs for the storage suite:
+// the mock CSI driver runs inside e2e.test and the node agent reaches it
+// through a pod that forwards its socket, so the specs see every CSI call
+// the node agent makes (staging, publishing, pod info, tokens, fsGroup,
+// attach limits, error handling).
+var StorageFocus = []string{
+	`\[sig-storage\] CSI Mock`,
+}
+
+// StorageSkip replaces ConformanceSkip in the storage suite: the [Slow]
+// mock specs (NodeStage and NodeUnstage error cases, attach limits) run,
+// they are about the node agent; serial, disruptive, flaky and
+// feature-gated ones do not.
+var StorageSkip = []string{
+	`\[Serial\]`,
+	`\[Disruptive\]`,
+	`\[Flaky\]`,
+	`\[Feature:[^\]]*\]`,
+}

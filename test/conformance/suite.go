@@ -36,6 +36,10 @@ type RunOptions struct {
 	ReportDir string
 	// Timeout is the whole suite's ginkgo --timeout (1h when 0).
 	Timeout time.Duration
+	// KubeletRootDir is the node agent's root directory, which the CSI
+	// specs' manifests mount as hostPath volumes (--kubelet-root-dir);
+	// e2e.test's default (/var/lib/kubelet) when empty.
+	KubeletRootDir string
 	// DryRun lists the selected specs without running them.
 	DryRun bool
 	// Output receives the suite's output; nil discards it.
@@ -111,6 +115,9 @@ func ginkgoArgs(opts RunOptions) []string {
 	)
 	if opts.Nodes > 0 {
 		args = append(args, "--num-nodes="+strconv.Itoa(opts.Nodes))
+	}
+	if opts.KubeletRootDir != "" {
+		args = append(args, "--kubelet-root-dir="+opts.KubeletRootDir)
 	}
 	return args
 }

@@ -34,3 +34,24 @@ func TestGinkgoArgsNodes(t *testing.T) {
 		})
 	}
 }
+
+func TestGinkgoArgsKubeletRootDir(t *testing.T) {
+	for _, tc := range []struct {
+		name, dir, want string
+	}{
+		{"the e2e framework's default", "", ""},
+		{"the node agent's", "/tmp/n/root", "--kubelet-root-dir=/tmp/n/root"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			args := ginkgoArgs(RunOptions{BinDir: "/bin", Kubeconfig: "/k", KubeletRootDir: tc.dir})
+			sep := slices.Index(args, "--")
+			i := slices.IndexFunc(args, func(a string) bool { return strings.HasPrefix(a, "--kubelet-root-dir=") })
+			switch {
+			case tc.want == "" && i >= 0:
+				t.Errorf("got %s, want none", args[i])
+			case tc.want != "" && (i < sep || args[i] != tc.want):
+				t.Errorf("got %v, want %s after --", args, tc.want)
+			}
+		})
+	}
+}

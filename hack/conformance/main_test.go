@@ -1,0 +1,76 @@
+package main
+
+import (
+	"regexp"
+	"slices"
+	"testing"
+
+	"github.com/nodelet/nodelet/test/conformance"
+)
+
+func TestSelectionStorage(t *testing.T) {
+	skips := []conformance.SkipEntry{
+		{Name: "[sig-storage] CSI Mock volume expansion X", Reason: "r"},
+		{Name: "[sig-storage] CSI Mock Y", Reason: "r", Agents: []conformance.Agent{conformance.AgentKubelet}},
+	}
+	tests := []struct {
+		name  string
+		o     options
+		agent conformance.Agent
+		// runs and skipped are spec names the selection must run and
+		// must not run.
+		runs, skipped []string
+	}{
+		{
+			name:  "the mock specs, [Slow] ones too",
+			o:     options{suite: "storage"},
+			agent: conformance.AgentNodelet,
+			runs: []string{
+				"[sig-storage] CSI Mock volume node stage CSI NodeStage error cases [Slow] should retry NodeStage after NodeStage final error",
+				"[sig-storage] CSI Mock workload info CSI workload information using mock driver should be passed when podInfoOnMount=true",
+				"[sig-storage] CSI Mock Y",
+			},
+			skipped: []string{
+				"[sig-storage] CSI Mock volume expansion X",
+				"[sig-storage] CSI Mock when kubelet restart [Serial] should work",
+				"[sig-storage] CSI Mock volume snapshot CSI Volume Snapshots [Feature:VolumeSnapshotDataSource] volumesnapshotcontent and pvc in Bound state with deletion timestamp set should not get deleted while snapshot finalizer exists",
+				"[sig-storage] ConfigMap should be consumable from pods in volume [Conformance] [NodeConformance]",
+			},
+		},
+		{
+			name:    "an entry for one agent",
+			o:       options{suite: "storage"},
+			agent:   conformance.AgentKubelet,
+			skipped: []string{"[sig-storage] CSI Mock Y"},
+		},
+		{
+			name:    "an explicit focus keeps the skips",
+			o:       options{suite: "storage", focus: []string{`CSI Mock volume expansion`}},
+			agent:   conformance.AgentNodelet,
+			skipped: []string{"[sig-storage] CSI Mock volume expansion X", "[sig-storage] CSI Mock workload info Z"},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := selection(tt.o, skips, tt.agent)
+			for _, n := range tt.runs {
+				if !selects(s, n) {
+					t.Errorf("does not run %q (focus %v, skip %v)", n, s.focus, s.skip)
+				}
+			}
+			for _, n := range tt.skipped {
+				if selects(s, n) {
+					t.Errorf("runs %q", n)
+				}
+			}
+		})
+	}
+}
+
+// selects is ginkgo's rule: a spec runs when a focus matches and no skip.
+func selects(s selected, name string) bool {
+	match := func(res []string) bool {
+		return slices.ContainsFunc(res, func(re string) bool { return regexp.MustCompile(re).MatchString(name) })
+	}
+	return match(s.focus) && !match(s.skip)
+}
