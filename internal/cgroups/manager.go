@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"os"
+	"path/filepath"
 	"slices"
 	"sync"
 	"syscall"
@@ -46,6 +47,16 @@ type Manager struct {
 	// pods are the pods whose cgroup the Manager set: what it set and
 	// their QoS summaries for the QoS cgroups.
 	pods map[types.UID]podEntry
+	// qosPaths holds, by QoS cgroup (kubepods and its children), the
+	// directory of each controller, for cgroupfs on cgroup v1: a pod
+	// cgroup's are the same with its name appended, without resolving
+	// every controller's mount again for each pod.
+	pathsMu  sync.Mutex
+	qosPaths map[string]map[string]string
+	// burstable is what updateQoS last set on the burstable cgroup, so
+	// that a pod's start or removal that does not change it writes
+	// nothing; nil: not set by this Manager yet.
+	burstable *Config
 }
 
 type podEntry struct {
@@ -79,6 +90,9 @@ func (m *Manager) Setup() error {
 		return fmt.Errorf("making the %s cgroup: %w", KubepodsName, err)
 	}
 	burstable, besteffort := QoSConfigs(nil)
+	m.mu.Lock()
+	m.burstable = nil // set again below; the next updateQoS writes its own
+	m.mu.Unlock()
 	if err := m.ensure(m.kubepods.Child(BurstableName), burstable); err != nil {
 		return fmt.Errorf("making the %s cgroup: %w", BurstableName, err)
 	}
@@ -183,8 +197,20 @@ func (m *Manager) ResizePod(pod *v1.Pod, update func() error) error {
 // under whichever QoS cgroup it is. A pod without one is no error.
 func (m *Manager) RemovePod(ctx context.Context, uid types.UID) error {
 	var errs []error
+	m.mu.Lock()
+	e, known := m.pods[uid]
+	m.mu.Unlock()
+	var names []Name
 	for _, parent := range m.qosParents() {
-		if err := m.destroy(ctx, parent.Child(PodPrefix+string(uid))); err != nil {
+		names = append(names, parent.Child(PodPrefix+string(uid)))
+	}
+	if known {
+		// A pod's QoS class never changes: the cgroup this Manager made
+		// or adopted for it is the only one it can have.
+		names = []Name{e.name}
+	}
+	for _, n := range names {
+		if err := m.destroy(ctx, n); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -245,13 +271,18 @@ func (m *Manager) updateQoS() error {
 		pods = append(pods, e.qos)
 	}
 	burstable, _ := QoSConfigs(pods)
+	if m.burstable != nil && m.burstable.Equal(burstable) {
+		return nil
+	}
 	lib, err := m.lib(m.kubepods.Child(BurstableName))
 	if err != nil {
 		return err
 	}
 	if err := m.set(lib, burstable); err != nil {
+		m.burstable = nil
 		return fmt.Errorf("updating the %s cgroup: %w", BurstableName, err)
 	}
+	m.burstable = &burstable
 	return nil
 }
 
@@ -330,11 +361,50 @@ func (m *Manager) lib(n Name) (ocgroups.Manager, error) {
 	} else {
 		cg.Path = n.Cgroupfs()
 	}
-	lib, err := ocmanager.New(cg)
+	paths, err := m.podPaths(n)
+	if err != nil {
+		return nil, fmt.Errorf("opening cgroup %s: %w", m.opts.Driver.Name(n), err)
+	}
+	lib, err := ocmanager.NewWithPaths(cg, paths)
 	if err != nil {
 		return nil, fmt.Errorf("opening cgroup %s: %w", m.opts.Driver.Name(n), err)
 	}
 	return lib, nil
+}
+
+// podPaths is the directory of each controller of the pod cgroup n, from
+// those of its QoS cgroup, for cgroupfs on cgroup v1; nil (let the library
+// resolve them) for any other cgroup, driver or version.
+func (m *Manager) podPaths(n Name) (map[string]string, error) {
+	if m.opts.Driver == Systemd || ocgroups.IsCgroup2UnifiedMode() || len(n) == 0 {
+		return nil, nil
+	}
+	if _, ok := PodUID(n.Base()); !ok {
+		return nil, nil
+	}
+	parent := n.Parent()
+	if !slices.ContainsFunc(m.qosParents(), func(q Name) bool { return q.Cgroupfs() == parent.Cgroupfs() }) {
+		return nil, nil
+	}
+	m.pathsMu.Lock()
+	defer m.pathsMu.Unlock()
+	base, ok := m.qosPaths[parent.Cgroupfs()]
+	if !ok {
+		lib, err := ocmanager.New(&ocgroups.Cgroup{Path: parent.Cgroupfs(), Resources: &ocgroups.Resources{SkipDevices: true}})
+		if err != nil {
+			return nil, err
+		}
+		base = lib.GetPaths()
+		if m.qosPaths == nil {
+			m.qosPaths = map[string]map[string]string{}
+		}
+		m.qosPaths[parent.Cgroupfs()] = base
+	}
+	paths := make(map[string]string, len(base))
+	for sys, dir := range base {
+		paths[sys] = filepath.Join(dir, n.Base())
+	}
+	return paths, nil
 }
 
 // dirOf is the cgroup's directory in the hierarchy nodelet reads: the

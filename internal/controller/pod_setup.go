@@ -359,6 +359,11 @@ func csiPublisher(cfg *v1alpha1.NodeletConfiguration, cs kubernetes.Interface, d
 		},
 		ServiceAccountToken: tokens.ServiceAccountToken,
 		InUse:               volumesInUseFor(d),
+		ResourceExhausted: func(driver string) {
+			if r := d.csiAllocatable; r != nil {
+				r.ResourceExhausted(driver)
+			}
+		},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("creating the CSI volume publisher: %w", err)

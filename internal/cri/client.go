@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -57,6 +58,56 @@ type Client struct {
 	opts    Options
 	runtime internalapi.RuntimeService
 	images  internalapi.ImageManagerService
+	owned   ownedIDs
+}
+
+// ownedIDs remembers the sandboxes and containers known to be ours: those
+// this Client created and those whose ownership label it checked. A CRI
+// object's ID is never reused and its labels never change, so a call on a
+// remembered ID needs no second look at its labels (a runtime round trip
+// per stop, start or removal). IDs are forgotten when the object is
+// removed; a container is also forgotten with its sandbox.
+type ownedIDs struct {
+	mu sync.Mutex
+	// ids maps an owned object's ID to its sandbox's ID for a container,
+	// to "" for a sandbox (or a container whose sandbox is not known).
+	ids map[string]string
+}
+
+func (o *ownedIDs) has(id string) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	_, ok := o.ids[id]
+	return ok
+}
+
+// add remembers id as owned; sandboxID is a container's sandbox.
+func (o *ownedIDs) add(id, sandboxID string) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.ids == nil {
+		o.ids = map[string]string{}
+	}
+	o.ids[id] = sandboxID
+}
+
+// forget drops id and, for a sandbox, the containers remembered in it.
+func (o *ownedIDs) forget(id string) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	delete(o.ids, id)
+	for cid, sb := range o.ids {
+		if sb == id {
+			delete(o.ids, cid)
+		}
+	}
+}
+
+// len is how many IDs are remembered.
+func (o *ownedIDs) len() int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return len(o.ids)
 }
 
 var _ Runtime = (*Client)(nil)
@@ -161,13 +212,14 @@ func (c *Client) RunPodSandbox(ctx context.Context, config *runtimeapi.PodSandbo
 	if err != nil {
 		return "", fmt.Errorf("running sandbox %s: %w", sandboxName(config), err)
 	}
+	c.owned.add(id, "")
 	return id, nil
 }
 
 // StopPodSandbox implements Runtime.
 func (c *Client) StopPodSandbox(ctx context.Context, sandboxID string) (err error) {
 	defer func(start time.Time) { observe("stop_podsandbox", start, err) }(time.Now())
-	if _, err := c.ownedSandbox(ctx, sandboxID); err != nil {
+	if err := c.checkSandboxOwned(ctx, sandboxID); err != nil {
 		return ignoreNotFound(fmt.Errorf("stopping sandbox %s: %w", sandboxID, err))
 	}
 	ctx, cancel := c.timeout(ctx)
@@ -181,14 +233,18 @@ func (c *Client) StopPodSandbox(ctx context.Context, sandboxID string) (err erro
 // RemovePodSandbox implements Runtime.
 func (c *Client) RemovePodSandbox(ctx context.Context, sandboxID string) (err error) {
 	defer func(start time.Time) { observe("remove_podsandbox", start, err) }(time.Now())
-	if _, err := c.ownedSandbox(ctx, sandboxID); err != nil {
+	if err := c.checkSandboxOwned(ctx, sandboxID); err != nil {
+		if IsNotFound(err) {
+			c.owned.forget(sandboxID)
+		}
 		return ignoreNotFound(fmt.Errorf("removing sandbox %s: %w", sandboxID, err))
 	}
 	ctx, cancel := c.timeout(ctx)
 	defer cancel()
-	if err := c.runtime.RemovePodSandbox(ctx, sandboxID); err != nil {
-		return ignoreNotFound(fmt.Errorf("removing sandbox %s: %w", sandboxID, err))
+	if err := c.runtime.RemovePodSandbox(ctx, sandboxID); err != nil && !IsNotFound(err) {
+		return fmt.Errorf("removing sandbox %s: %w", sandboxID, err)
 	}
+	c.owned.forget(sandboxID)
 	return nil
 }
 
@@ -229,7 +285,7 @@ func (c *Client) CreateContainer(ctx context.Context, sandboxID string, config *
 	if err != nil {
 		return "", fmt.Errorf("creating container %s in sandbox %s: %w", name, sandboxID, err)
 	}
-	if _, err := c.ownedSandbox(ctx, sandboxID); err != nil {
+	if err := c.checkSandboxOwned(ctx, sandboxID); err != nil {
 		return "", fmt.Errorf("creating container %s in sandbox %s: %w", name, sandboxID, err)
 	}
 	config = proto.Clone(config).(*runtimeapi.ContainerConfig)
@@ -240,6 +296,7 @@ func (c *Client) CreateContainer(ctx context.Context, sandboxID string, config *
 	if err != nil {
 		return "", fmt.Errorf("creating container %s in sandbox %s: %w", name, sandboxID, err)
 	}
+	c.owned.add(id, sandboxID)
 	return id, nil
 }
 
@@ -276,13 +333,17 @@ func (c *Client) StopContainer(ctx context.Context, containerID string, timeoutS
 func (c *Client) RemoveContainer(ctx context.Context, containerID string) (err error) {
 	defer func(start time.Time) { observe("remove_container", start, err) }(time.Now())
 	if err := c.checkContainerOwned(ctx, containerID); err != nil {
+		if IsNotFound(err) {
+			c.owned.forget(containerID)
+		}
 		return ignoreNotFound(fmt.Errorf("removing container %s: %w", containerID, err))
 	}
 	ctx, cancel := c.timeout(ctx)
 	defer cancel()
-	if err := c.runtime.RemoveContainer(ctx, containerID); err != nil {
-		return ignoreNotFound(fmt.Errorf("removing container %s: %w", containerID, err))
+	if err := c.runtime.RemoveContainer(ctx, containerID); err != nil && !IsNotFound(err) {
+		return fmt.Errorf("removing container %s: %w", containerID, err)
 	}
+	c.owned.forget(containerID)
 	return nil
 }
 
@@ -392,9 +453,20 @@ func (c *Client) ownedSandbox(ctx context.Context, id string) (*runtimeapi.PodSa
 		return nil, err
 	}
 	if s := resp.GetStatus(); s != nil && IsOwned(s.GetLabels(), c.node) {
+		c.owned.add(id, "")
 		return s, nil
 	}
 	return nil, ErrNotOwned
+}
+
+// checkSandboxOwned is ownedSandbox for the calls that act on a sandbox:
+// a sandbox remembered as ours is not looked at again.
+func (c *Client) checkSandboxOwned(ctx context.Context, id string) error {
+	if c.owned.has(id) {
+		return nil
+	}
+	_, err := c.ownedSandbox(ctx, id)
+	return err
 }
 
 // ownedContainer is ownedSandbox for a container.
@@ -406,6 +478,9 @@ func (c *Client) ownedContainer(ctx context.Context, id string) (*runtimeapi.Con
 		return nil, err
 	}
 	if s := resp.GetStatus(); s != nil && IsOwned(s.GetLabels(), c.node) {
+		if !c.owned.has(id) {
+			c.owned.add(id, "")
+		}
 		return s, nil
 	}
 	return nil, ErrNotOwned
@@ -415,8 +490,13 @@ func (c *Client) ownedContainer(ctx context.Context, id string) (*runtimeapi.Con
 // container. It lists by ID rather than asking for the status, because
 // cri-client logs every failed status call as an error, and a container
 // already gone is routine for an idempotent stop or removal. A container the
-// runtime does not know is reported as gRPC NotFound.
+// runtime does not know is reported as gRPC NotFound. A container remembered
+// as ours is not looked at again: the runtime's own NotFound then tells a
+// container that is gone.
 func (c *Client) checkContainerOwned(ctx context.Context, id string) error {
+	if c.owned.has(id) {
+		return nil
+	}
 	ctx, cancel := c.timeout(ctx)
 	defer cancel()
 	found, err := c.runtime.ListContainers(ctx, &runtimeapi.ContainerFilter{Id: id})
@@ -428,6 +508,7 @@ func (c *Client) checkContainerOwned(ctx context.Context, id string) error {
 			continue
 		}
 		if IsOwned(ctr.GetLabels(), c.node) {
+			c.owned.add(id, ctr.GetPodSandboxId())
 			return nil
 		}
 		return ErrNotOwned

@@ -352,3 +352,72 @@ func counterValue(t *testing.T, operation string) float64 {
 	}
 	return m.GetCounter().GetValue()
 }
+
+// labelLooks counts the runtime calls that read an object's labels to
+// check its ownership.
+func labelLooks(calls []string) int {
+	n := 0
+	for _, c := range calls {
+		if c == "PodSandboxStatus" || c == "ListContainers" {
+			n++
+		}
+	}
+	return n
+}
+
+func TestObjectsKnownToBeOursAreNotCheckedAgain(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	c, rs, _ := newTestClient(t)
+	sb, err := c.RunPodSandbox(ctx, sandboxConfig("web", nil), "")
+	g.Expect(err).NotTo(HaveOccurred())
+	rs.Lock()
+	rs.Called = nil
+	rs.Unlock()
+	id, err := c.CreateContainer(ctx, sb, containerConfig("app"), nil)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(c.StartContainer(ctx, id)).To(Succeed())
+	g.Expect(c.StopContainer(ctx, id, 0)).To(Succeed())
+	g.Expect(c.StopPodSandbox(ctx, sb)).To(Succeed())
+	g.Expect(c.RemoveContainer(ctx, id)).To(Succeed())
+	g.Expect(c.RemovePodSandbox(ctx, sb)).To(Succeed())
+	g.Expect(labelLooks(rs.GetCalls())).To(BeZero(), "calls: %v", rs.GetCalls())
+	g.Expect(rs.Containers).To(BeEmpty())
+	g.Expect(rs.Sandboxes).To(BeEmpty())
+	g.Expect(c.owned.len()).To(BeZero(), "removed objects are forgotten")
+}
+
+func TestObjectsOfAnEarlierRunAreCheckedOnce(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	earlier, rs, is := newTestClient(t)
+	foreignObjects(rs)
+	sb, err := earlier.RunPodSandbox(ctx, sandboxConfig("web", nil), "")
+	g.Expect(err).NotTo(HaveOccurred())
+	id, err := earlier.CreateContainer(ctx, sb, containerConfig("app"), nil)
+	g.Expect(err).NotTo(HaveOccurred())
+
+	// A new client (a restarted agent) knows none of them.
+	c, err := New(rs, is, Options{NodeName: testNode})
+	g.Expect(err).NotTo(HaveOccurred())
+	rs.Lock()
+	rs.Called = nil
+	rs.Unlock()
+	g.Expect(c.StartContainer(ctx, id)).To(Succeed())
+	g.Expect(c.StopContainer(ctx, id, 0)).To(Succeed())
+	g.Expect(c.StopPodSandbox(ctx, sb)).To(Succeed())
+	g.Expect(c.StopPodSandbox(ctx, sb)).To(Succeed())
+	g.Expect(labelLooks(rs.GetCalls())).To(Equal(2), "one look at each object: %v", rs.GetCalls())
+
+	// Foreign objects are looked at every time and never touched.
+	for range 2 {
+		g.Expect(c.StopContainer(ctx, "other-node-c", 0)).To(MatchError(ErrNotOwned))
+		g.Expect(c.RemovePodSandbox(ctx, "kubelet-sb")).To(MatchError(ErrNotOwned))
+	}
+	g.Expect(rs.Containers["other-node-c"].State).To(Equal(runtimeapi.ContainerState_CONTAINER_RUNNING))
+	g.Expect(rs.Sandboxes).To(HaveKey("kubelet-sb"))
+
+	// Removing the sandbox forgets the containers remembered in it.
+	g.Expect(c.RemovePodSandbox(ctx, sb)).To(Succeed())
+	g.Expect(c.owned.len()).To(BeZero())
+}

@@ -278,10 +278,17 @@ func (e *Executor) ensureSandbox(ctx context.Context, pod *v1.Pod, rt state.PodR
 	if err != nil {
 		return nil, e.sandboxFailed(ctx, pod, st, save, fmt.Errorf("creating sandbox: %w", err))
 	}
+	first := st.SandboxID == "" && st.SandboxFailure == nil
 	st.RecordSandbox(id, a.Attempt)
-	if err := save(); err != nil {
-		return nil, err
+	if !first || !startsContainers(a) {
+		if err := save(); err != nil {
+			return nil, err
+		}
 	}
+	// Else the state is saved with the first container's start, in this
+	// call: a crash before that leaves no checkpoint, and the restarted
+	// agent adopts the sandbox from its labels, which say all that was
+	// recorded here (its ID and attempt).
 	status, err := e.Runtime.PodSandboxStatus(ctx, id)
 	if err != nil {
 		return nil, fmt.Errorf("reading status of new sandbox %s: %w", id, err)
@@ -294,6 +301,11 @@ func (e *Executor) ensureSandbox(ctx context.Context, pod *v1.Pod, rt state.PodR
 	}
 	log.FromContext(ctx).V(1).Info("Created sandbox", "sandbox", id, "attempt", a.Attempt, "ips", sb.ips, "runtimeHandler", handler)
 	return sb, nil
+}
+
+// startsContainers reports whether the plan starts any container.
+func startsContainers(a plan.PodActions) bool {
+	return len(a.InitContainersToStart) > 0 || len(a.ContainersToStart) > 0 || len(a.EphemeralContainersToStart) > 0
 }
 
 // sandboxFailed reports a failed sandbox creation with a

@@ -304,3 +304,50 @@ func TestCollectGarbageRemovesWhatThePlanLists(t *testing.T) {
 	g.Expect(logFile).NotTo(BeAnExistingFile(), "with its log")
 	g.Expect(e.CollectGarbage(ctx, plan.Garbage{})).To(Succeed())
 }
+
+func TestAPodsFirstStartIsSavedOncePerContainer(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name  string
+		st    func(uid types.UID) state.PodState
+		saves int
+	}{
+		// The first sandbox is recorded with the container's start: a
+		// restart in between adopts it from its labels.
+		{"first sandbox", state.NewPodState, 1},
+		{"a sandbox again", func(uid types.UID) state.PodState {
+			st := state.NewPodState(uid)
+			st.RecordSandbox("old", 0)
+			return st
+		}, 2},
+		{"after a failed sandbox", func(uid types.UID) state.PodState {
+			st := state.NewPodState(uid)
+			st.RecordSandboxFailure("no", time.Now())
+			return st
+		}, 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := NewWithT(t)
+			e, _ := newFakeExecutor(t)
+			pod := fakePod("app")
+			st := tc.st(pod.UID)
+			type snapshot struct {
+				sandboxID string
+				failure   *state.WaitingReason
+				created   bool
+			}
+			var saved []snapshot
+			save := func() error {
+				saved = append(saved, snapshot{st.SandboxID, st.SandboxFailure, st.Containers["app"].Created})
+				return nil
+			}
+			g.Expect(e.Start(ctx, pod, state.PodRuntime{}, &st, startPlan(pod), save)).To(Succeed())
+			g.Expect(saved).To(HaveLen(tc.saves))
+			last := saved[len(saved)-1]
+			g.Expect(last.sandboxID).NotTo(BeEmpty())
+			g.Expect(last.sandboxID).NotTo(Equal("old"))
+			g.Expect(last.failure).To(BeNil())
+			g.Expect(last.created).To(BeTrue(), "the last save has everything")
+		})
+	}
+}

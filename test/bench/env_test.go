@@ -105,8 +105,9 @@ func (c *cluster) startNodelet(b *testing.B, label string) (*utils.Nodelet, func
 func (c *cluster) startNodeletWith(b *testing.B, label string, cfg map[string]any) (*utils.Nodelet, func()) {
 	b.Helper()
 	// NODELET_BENCH_PROFILE=1 serves /debug/pprof on nodelet's metrics
-	// address, to profile a burst from outside.
-	if os.Getenv("NODELET_BENCH_PROFILE") != "" {
+	// address, to profile a burst from outside; NODELET_BENCH_PROFILE_DIR
+	// also saves the profiles of the benchmark's windows (profile_test.go).
+	if profilingWanted() {
 		cfg = maps.Clone(cfg)
 		if cfg == nil {
 			cfg = map[string]any{}

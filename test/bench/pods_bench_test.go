@@ -111,8 +111,10 @@ func BenchmarkPodBurst110(b *testing.B) {
 
 		// Create all at once; each pod's clock starts just before its
 		// Create call.
+		stopProfile := profileWindow(b, n, "burst-start")
 		t0, created := c.createAll(ctx, b, ns, names)
 		lastReady, missing := w.waitAll(names, w.readyAt, podsTimeout)
+		stopProfile()
 		if missing > 0 {
 			b.Fatalf("%d of %d pods not Ready after %s; nodelet log:\n%s", missing, burstPods, podsTimeout, n.LogTail(60))
 		}
@@ -145,12 +147,14 @@ func BenchmarkPodBurst110(b *testing.B) {
 
 		// Delete all at once, with the default options: the pods' one
 		// second grace period.
+		stopProfile = profileWindow(b, n, "burst-teardown")
 		t1 := time.Now()
 		err = forEach(burstPods, createWorkers, func(j int) error { return c.deletePod(ctx, ns, names[j]) })
 		if err != nil {
 			b.Fatalf("deleting pods: %v", err)
 		}
 		lastGone, missing := w.waitAll(names, w.goneAt, podsTimeout)
+		stopProfile()
 		if missing > 0 {
 			b.Fatalf("%d of %d pods still in the API %s after deletion; nodelet log:\n%s", missing, burstPods, podsTimeout, n.LogTail(60))
 		}
