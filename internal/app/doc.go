@@ -3,5 +3,7 @@
 // configuration file, connect to the API server (with a TLS bootstrap when
 // asked), refuse a node another agent runs, build the node-scoped manager,
 // open the runtime and the checkpoint store, set up the registry's enabled
-// reconcilers and the node API server, and run until a signal.
+// reconcilers and the node API server, and run until a signal. On the way
+// it sets the garbage collector's target (GOGC 50 unless set) and drops the
+// binary's start-up pages from the resident set (package residency).
 package app

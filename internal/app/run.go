@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"time"
 
+	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -15,6 +17,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	"github.com/nodelet/nodelet/api/v1alpha1"
 	"github.com/nodelet/nodelet/internal/agent"
@@ -25,6 +28,7 @@ import (
 	"github.com/nodelet/nodelet/internal/cri"
 	"github.com/nodelet/nodelet/internal/nodeinfo"
 	"github.com/nodelet/nodelet/internal/options"
+	"github.com/nodelet/nodelet/internal/residency"
 	"github.com/nodelet/nodelet/internal/server"
 	"github.com/nodelet/nodelet/internal/version"
 )
@@ -62,6 +66,10 @@ func Run(args []string, reg controller.Registry) int {
 		return 2
 	}
 	log := ctrl.Log.WithName("setup")
+	setGCTarget(log)
+	// What init and the flag and configuration parsing touched of the
+	// binary need not stay resident; again once the caches have synced.
+	releaseStartupPages(log, "init")
 
 	ctx := ctrl.SetupSignalHandler()
 	// Nothing here waits for the API server: a node may run the API
@@ -105,6 +113,15 @@ func Run(args []string, reg controller.Registry) int {
 			log.Error(err, "Unable to add the node API server")
 			return 1
 		}
+	}
+	if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
+		if mgr.GetCache().WaitForCacheSync(ctx) {
+			releaseStartupPages(log, "caches synced")
+		}
+		return nil
+	})); err != nil {
+		log.Error(err, "Unable to add the start-up page release")
+		return 1
 	}
 	log.Info("Starting nodelet", "node", cfg.NodeName, "runtime", cfg.ContainerRuntimeEndpoint)
 	if err := agent.Run(ctx, local, mgr, cfg.NodeName); err != nil {
@@ -234,4 +251,32 @@ func foreignAgent(ctx context.Context, cfg *rest.Config, nodeName string) string
 		return ""
 	}
 	return nodeinfo.ForeignAgent(node, lease, time.Now())
+}
+
+// releaseStartupPages drops the binary's pages that start-up made resident
+// (package residency); a failure costs memory, not correctness.
+func releaseStartupPages(log logr.Logger, after string) {
+	advised, err := residency.Release()
+	if err != nil {
+		log.Error(err, "Unable to release start-up pages of the binary", "after", after)
+		return
+	}
+	log.V(2).Info("Released start-up pages of the binary", "after", after, "mappedBytes", advised)
+}
+
+// defaultGCPercent is nodelet's GOGC when the environment sets none: the
+// heap may grow by half of what is live before a collection, not the Go
+// default's whole. At 110 pods that keeps ~9 MiB less resident at the
+// peak for ~5–9% more CPU (docs/benchmarks.md, "Memory").
+const defaultGCPercent = 50
+
+// setGCTarget applies defaultGCPercent unless GOGC is set. GOMEMLIMIT, a
+// ceiling that depends on where nodelet runs, is left to the deployment
+// (the DaemonSet and the systemd unit set it).
+func setGCTarget(log logr.Logger) {
+	if _, set := os.LookupEnv("GOGC"); set {
+		return
+	}
+	debug.SetGCPercent(defaultGCPercent)
+	log.V(2).Info("Set the garbage collection target", "gcPercent", defaultGCPercent)
 }

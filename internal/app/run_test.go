@@ -3,8 +3,11 @@ package app
 import (
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"strings"
 	"testing"
+
+	"github.com/go-logr/logr"
 )
 
 // TestImplicitConfig: without --kubeconfig, nodelet reads $KUBECONFIG or
@@ -39,5 +42,24 @@ func TestImplicitConfig(t *testing.T) {
 	}
 	if c.Host != "https://node.example:6443" {
 		t.Fatalf("host %q, want $KUBECONFIG's", c.Host)
+	}
+}
+
+func TestSetGCTarget(t *testing.T) {
+	prev := debug.SetGCPercent(100)
+	t.Cleanup(func() { debug.SetGCPercent(prev) })
+
+	t.Setenv("GOGC", "80")
+	setGCTarget(logr.Discard())
+	if got := debug.SetGCPercent(100); got != 100 {
+		t.Errorf("GOGC=80 set: GC percent %d after setGCTarget, want it left alone (100)", got)
+	}
+
+	if err := os.Unsetenv("GOGC"); err != nil {
+		t.Fatal(err)
+	}
+	setGCTarget(logr.Discard())
+	if got := debug.SetGCPercent(100); got != defaultGCPercent {
+		t.Errorf("GOGC unset: GC percent %d after setGCTarget, want %d", got, defaultGCPercent)
 	}
 }

@@ -1,0 +1,12 @@
+// Package residency keeps the pages of nodelet's own binary that only its
+// start-up needed out of its resident set.
+//
+// Every Go package's init function runs once at start, and the kernel maps
+// the code, tables and function metadata around each of them (its fault-
+// around maps up to 64 KiB per fault): with a thousand packages linked in,
+// most of the binary's code and read-only data is resident after init,
+// though a running agent uses a fraction of it. Release drops the binary's
+// read-only mappings from the process's page tables (madvise
+// MADV_DONTNEED): the pages stay in the page cache, and what runs
+// afterwards maps what it touches again, a minor fault each.
+package residency
