@@ -2,10 +2,15 @@ package e2e
 
 import (
 	"context"
+	"fmt"
+	"os"
+	"sort"
+	"strings"
 	"testing"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
+	"github.com/onsi/ginkgo/v2/types"
 	. "github.com/onsi/gomega"
 
 	"github.com/nodelet/nodelet/test/utils"
@@ -52,4 +57,25 @@ var _ = JustAfterEach(func() {
 	if CurrentSpecReport().Failed() && ctrd != nil {
 		GinkgoWriter.Printf("containerd log (last 80 lines of %s):\n%s\n", ctrd.LogPath(), ctrd.LogTail(80))
 	}
+})
+
+// With NODELET_E2E_TIMINGS set to a file name, the suite writes there how
+// long each spec took, slowest first: where make test's time goes.
+var _ = ReportAfterSuite("spec timings", func(r Report) {
+	path := os.Getenv("NODELET_E2E_TIMINGS")
+	if path == "" {
+		return
+	}
+	specs := r.SpecReports.WithLeafNodeType(types.NodeTypeIt | types.NodeTypeBeforeSuite | types.NodeTypeAfterSuite)
+	sort.Slice(specs, func(i, j int) bool { return specs[i].RunTime > specs[j].RunTime })
+	var b strings.Builder
+	fmt.Fprintf(&b, "suite %.1fs, %d specs\n", r.RunTime.Seconds(), len(specs))
+	for _, s := range specs {
+		name := s.FullText()
+		if name == "" {
+			name = s.LeafNodeType.String()
+		}
+		fmt.Fprintf(&b, "%8.1fs  %-7s %s\n", s.RunTime.Seconds(), s.State, name)
+	}
+	Expect(os.WriteFile(path, []byte(b.String()), 0o644)).To(Succeed())
 })
