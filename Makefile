@@ -16,6 +16,12 @@ FUZZTIME ?= 10m
 
 UNIT_PKGS = $(shell $(GO) list ./... | grep -v /test/)
 E2E_PKGS = ./test/...
+# The e2e suite waits on containers far more than it computes: make test
+# runs it in E2E_PROCS ginkgo processes (each with its own containerd and
+# API server), beside the other packages under test/, one at a time.
+E2E_PROCS ?= 2
+E2E_SUITE = ./test/e2e
+TEST_OTHER_PKGS = $(shell $(GO) list ./test/... | grep -v '/test/e2e$$')
 # A module of its own that extends nodelet through pkg/nodelet: the root
 # module's ./... does not reach into it.
 EXAMPLE_DIR = examples/prepuller
@@ -62,7 +68,11 @@ test: deps envtest vet lint ## Lint, unit, envtest and e2e tests against a real 
 	$(GO) test $(GOTESTFLAGS) -timeout $(TEST_TIMEOUT) $(UNIT_PKGS); \
 	$(GO) test -run '^$$' -fuzz FuzzPodPipeline -fuzztime $(TEST_FUZZTIME) ./internal/fuzz/; \
 	$(GO) test -run '^$$' -fuzz FuzzNodeAPI -fuzztime $(TEST_FUZZTIME) ./internal/fuzz/; \
-	$(GO) test $(GOTESTFLAGS) -timeout $(TEST_TIMEOUT) -p 2 $(E2E_PKGS); \
+	$(GO) build -o bin/ginkgo github.com/onsi/ginkgo/v2/ginkgo; \
+	$(GO) test $(GOTESTFLAGS) -timeout $(TEST_TIMEOUT) -p 1 $(TEST_OTHER_PKGS) & others=$$!; \
+	e2e=0; bin/ginkgo run --procs $(E2E_PROCS) --timeout $(TEST_TIMEOUT) --no-color $(E2E_SUITE) || e2e=$$?; \
+	rest=0; wait $$others || rest=$$?; \
+	if [[ $$e2e != 0 || $$rest != 0 ]]; then echo "make test: e2e suite exit $$e2e, other suites under test/ exit $$rest"; exit 1; fi; \
 	$(MAKE) --no-print-directory example
 
 .PHONY: e2e-multinode

@@ -40,13 +40,18 @@ func TestE2E(t *testing.T) {
 	RunSpecs(t, "nodelet e2e")
 }
 
-var _ = BeforeSuite(func(ctx SpecContext) {
+// make test runs the suite in two or more ginkgo processes: each has its
+// own containerd and API server, and the first starts the builds.
+var _ = SynchronizedBeforeSuite(func(ctx SpecContext) []byte {
 	// The CSI sidecars, the kubelet and the add-ons build (minutes when
-	// the cache is cold) while the other specs wait on containers and
-	// controllers.
+	// the cache is cold) while the specs wait on containers and
+	// controllers. A spec in another process that needs one waits for the
+	// build's lock.
 	prefetch, stopPrefetch := context.WithCancel(context.Background())
 	DeferCleanup(stopPrefetch)
 	utils.PrefetchBuilds(prefetch)
+	return nil
+}, func(ctx SpecContext, _ []byte) {
 	ctrd = utils.MustStartContainerd(ctx, utils.ContainerdOptions{})
 	apiServer = utils.MustStartAPIServer(ctx)
 }, NodeTimeout(suiteSetupTimeout))
@@ -66,7 +71,7 @@ var _ = ReportAfterSuite("spec timings", func(r Report) {
 	if path == "" {
 		return
 	}
-	specs := r.SpecReports.WithLeafNodeType(types.NodeTypeIt | types.NodeTypeBeforeSuite | types.NodeTypeAfterSuite)
+	specs := r.SpecReports.WithLeafNodeType(types.NodeTypeIt | types.NodeTypeSynchronizedBeforeSuite | types.NodeTypeAfterSuite)
 	sort.Slice(specs, func(i, j int) bool { return specs[i].RunTime > specs[j].RunTime })
 	var b strings.Builder
 	fmt.Fprintf(&b, "suite %.1fs, %d specs\n", r.RunTime.Seconds(), len(specs))
