@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"log"
 	"os"
 	"sort"
 	"strings"
@@ -12,6 +13,7 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	"github.com/onsi/ginkgo/v2/types"
 	. "github.com/onsi/gomega"
+	"k8s.io/klog/v2"
 
 	"github.com/nodelet/nodelet/test/utils"
 )
@@ -37,6 +39,11 @@ var (
 
 func TestE2E(t *testing.T) {
 	RegisterFailHandler(Fail)
+	// The CRI client's klog lines and the standard logger's (the API
+	// server proxies) belong to the spec that caused them: shown with a
+	// failure, not printed for every passing spec.
+	klog.SetLogger(GinkgoLogr)
+	log.SetOutput(GinkgoWriter)
 	RunSpecs(t, "nodelet e2e")
 }
 
