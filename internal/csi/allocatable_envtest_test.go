@@ -8,15 +8,10 @@ import (
 	csipb "github.com/container-storage-interface/spec/lib/go/csi"
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	utilversion "k8s.io/apimachinery/pkg/util/version"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
-	"sigs.k8s.io/controller-runtime/pkg/client"
-
-	"github.com/nodelet/nodelet/test/utils"
 )
 
 // TestAllocatableRefreshAgainstAPIServer refreshes a driver's allocatable
@@ -28,25 +23,8 @@ func TestAllocatableRefreshAgainstAPIServer(t *testing.T) {
 		t.Skip("starts kube-apiserver and etcd")
 	}
 	ctx := context.Background()
-	api, err := utils.StartAPIServer(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = api.Stop() })
-	scheme := runtime.NewScheme()
-	if err := clientgoscheme.AddToScheme(scheme); err != nil {
-		t.Fatal(err)
-	}
-	admin, err := client.New(api.Config, client.Options{Scheme: scheme})
-	if err != nil {
-		t.Fatal(err)
-	}
 	const nodeName = "csi-alloc-node"
-	nodeCfg, err := api.NodeUserConfig(nodeName)
-	if err != nil {
-		t.Fatal(err)
-	}
-	asNode := nodeClient(t, nodeCfg, scheme)
+	_, admin, asNode := startAPIServerAsNode(t, nodeName)
 	node := &corev1.Node{}
 	node.Name = nodeName
 	if err := asNode.Create(ctx, node); err != nil {

@@ -15,7 +15,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
-	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/nodelet/nodelet/test/utils"
@@ -33,25 +32,8 @@ func TestNodeInfoAgainstAPIServer(t *testing.T) {
 		t.Skip("starts kube-apiserver and etcd")
 	}
 	ctx := context.Background()
-	api, err := utils.StartAPIServer(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = api.Stop() })
-	scheme := runtime.NewScheme()
-	if err := clientgoscheme.AddToScheme(scheme); err != nil {
-		t.Fatal(err)
-	}
-	admin, err := client.New(api.Config, client.Options{Scheme: scheme})
-	if err != nil {
-		t.Fatal(err)
-	}
 	const nodeName = "csi-node"
-	nodeCfg, err := api.NodeUserConfig(nodeName)
-	if err != nil {
-		t.Fatal(err)
-	}
-	asNode := nodeClient(t, nodeCfg, scheme)
+	api, admin, asNode := startAPIServerAsNode(t, nodeName)
 
 	// Started before the Node exists, as at a first boot.
 	ni := NewNodeInfo(nodeName, asNode, asNode)
@@ -212,11 +194,29 @@ func TestNodeInfoAgainstAPIServer(t *testing.T) {
 	}
 }
 
-func nodeClient(t *testing.T, cfg *rest.Config, scheme *runtime.Scheme) client.Client {
+// startAPIServerAsNode starts kube-apiserver and etcd for t and returns
+// them with an admin client and a client with nodeName's own identity,
+// under the Node authorizer and NodeRestriction.
+func startAPIServerAsNode(t *testing.T, nodeName string) (api *utils.APIServer, admin, asNode client.Client) {
 	t.Helper()
-	c, err := client.New(cfg, client.Options{Scheme: scheme})
+	api, err := utils.StartAPIServer(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
-	return c
+	t.Cleanup(func() { _ = api.Stop() })
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	if admin, err = client.New(api.Config, client.Options{Scheme: scheme}); err != nil {
+		t.Fatal(err)
+	}
+	nodeCfg, err := api.NodeUserConfig(nodeName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if asNode, err = client.New(nodeCfg, client.Options{Scheme: scheme}); err != nil {
+		t.Fatal(err)
+	}
+	return api, admin, asNode
 }
