@@ -87,10 +87,18 @@ example: deps envtest ## Build and test the example extension module.
 	$(GO) vet ./...; \
 	$(GO) test $(GOTESTFLAGS) -count=1 -timeout $(TEST_TIMEOUT) ./...
 
+# The suites make conformance runs, one after the other: the node and
+# volume specs on one node, then the CSI mock specs on a one-node cluster
+# with kube-proxy and CoreDNS. A FOCUS names node specs unless
+# CONFORMANCE_SUITES says otherwise.
+CONFORMANCE_SUITES ?= $(if $(FOCUS),node,node storage)
+
 .PHONY: conformance
-conformance: deps envtest ## Kubernetes' node and volume conformance specs on nodelet and on the real kubelet (NODE=nodelet|kubelet for one, FOCUS=regexp).
+conformance: deps envtest ## Kubernetes' node, volume and CSI mock specs on nodelet and on the real kubelet (NODE=nodelet|kubelet for one, FOCUS=regexp, CONFORMANCE_SUITES).
 	export KUBEBUILDER_ASSETS="$$(bash hack/envtest.sh)"; \
-	$(GO) run ./hack/conformance $(CONFORMANCE_FLAGS)
+	rc=0; for suite in $(CONFORMANCE_SUITES); do \
+		$(GO) run ./hack/conformance -suite $$suite $(CONFORMANCE_FLAGS) || rc=$$?; \
+	done; exit $$rc
 
 .PHONY: conformance-network
 conformance-network: deps envtest ## Kubernetes' sig-network specs on a 3-node cluster with kube-proxy and CoreDNS, nodelet and the real kubelet as the nodes' agents (NODE, FOCUS, NODES=n).

@@ -62,7 +62,7 @@ func (m *multiFlag) Set(v string) error { *m = append(*m, v); return nil }
 func parseFlags() (options, error) {
 	var o options
 	node := flag.String("node", envOr("NODE", "both"), "node agent: nodelet, kubelet or both (env NODE)")
-	flag.StringVar(&o.out, "out", envOr("CONFORMANCE_OUT", filepath.Join(os.TempDir(), "nodelet-conformance-"+time.Now().Format("20060102-150405"))), "report directory (env CONFORMANCE_OUT)")
+	flag.StringVar(&o.out, "out", os.Getenv("CONFORMANCE_OUT"), "report directory (env CONFORMANCE_OUT; the network and storage suites write to its subdirectory of their name; default $TMPDIR/nodelet-conformance[-<suite>]-<time>)")
 	flag.IntVar(&o.procs, "procs", 2, "parallel ginkgo processes")
 	flag.DurationVar(&o.timeout, "timeout", 3*time.Hour, "timeout of each agent's suite")
 	var focus, skip multiFlag
@@ -76,6 +76,7 @@ func parseFlags() (options, error) {
 	if o.suite != "node" && o.suite != "network" && o.suite != "storage" {
 		return o, fmt.Errorf("-suite %q: want node, network or storage", o.suite)
 	}
+	o.out = reportDir(o.out, o.suite, time.Now())
 	if o.suite == "network" && o.nodeCount < 2 {
 		return o, fmt.Errorf("-nodes %d: the network suite needs 2 or more", o.nodeCount)
 	}
@@ -339,4 +340,22 @@ func runSuite(ctx context.Context, o options, sel selected, bin, dir, title stri
 		BinDir: bin, Kubeconfig: c.kubeconfig, Nodes: c.nodes, KubeletRootDir: c.rootDir, Focus: sel.focus, Skip: sel.skip,
 		Procs: o.procs, ReportDir: dir, Timeout: o.timeout, Output: io.MultiWriter(logf, conformance.ProgressWriter(os.Stdout)),
 	})
+}
+
+// reportDir is where a suite's reports go: under out, in a subdirectory
+// named after the suite except for the node suite, so that make
+// conformance's suites can share one CONFORMANCE_OUT; without out, a new
+// directory in $TMPDIR named after the suite and the time.
+func reportDir(out, suite string, now time.Time) string {
+	if out == "" {
+		name := "nodelet-conformance-"
+		if suite != "node" {
+			name += suite + "-"
+		}
+		return filepath.Join(os.TempDir(), name+now.Format("20060102-150405"))
+	}
+	if suite == "node" {
+		return out
+	}
+	return filepath.Join(out, suite)
 }

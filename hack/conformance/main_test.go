@@ -1,9 +1,12 @@
 package main
 
 import (
+	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/nodelet/nodelet/test/conformance"
 )
@@ -73,4 +76,20 @@ func selects(s selected, name string) bool {
 		return slices.ContainsFunc(res, func(re string) bool { return regexp.MustCompile(re).MatchString(name) })
 	}
 	return match(s.focus) && !match(s.skip)
+}
+
+func TestReportDir(t *testing.T) {
+	now := time.Date(2026, 11, 25, 19, 4, 5, 0, time.UTC)
+	tmp := os.TempDir()
+	for _, c := range []struct{ out, suite, want string }{
+		{"", "node", filepath.Join(tmp, "nodelet-conformance-20261125-190405")},
+		{"", "storage", filepath.Join(tmp, "nodelet-conformance-storage-20261125-190405")},
+		{"/r", "node", "/r"},
+		{"/r", "storage", "/r/storage"},
+		{"/r", "network", "/r/network"},
+	} {
+		if got := reportDir(c.out, c.suite, now); got != c.want {
+			t.Errorf("reportDir(%q, %q) = %q, want %q", c.out, c.suite, got, c.want)
+		}
+	}
 }
