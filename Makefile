@@ -15,7 +15,6 @@ TEST_FUZZTIME ?= 10s
 FUZZTIME ?= 10m
 
 UNIT_PKGS = $(shell $(GO) list ./... | grep -v /test/)
-E2E_PKGS = ./test/...
 # The e2e suite waits on containers far more than it computes: make test
 # runs it in E2E_PROCS ginkgo processes (each with its own containerd and
 # API server), beside the other packages under test/, one at a time.
