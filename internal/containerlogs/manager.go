@@ -57,6 +57,12 @@ type Options struct {
 type Manager struct {
 	runtime Runtime
 	opts    Options
+
+	// mu guards logPaths: the log path of each container seen by Sync, by
+	// ID ("" for none). A container's log path never changes, so a sync
+	// asks the runtime for the status of new containers only.
+	mu       sync.Mutex
+	logPaths map[string]string
 }
 
 // New returns a Manager over runtime.
@@ -78,7 +84,7 @@ func New(runtime Runtime, opts Options) (*Manager, error) {
 	if opts.Clock == nil {
 		opts.Clock = clock.RealClock{}
 	}
-	return &Manager{runtime: runtime, opts: opts}, nil
+	return &Manager{runtime: runtime, opts: opts, logPaths: map[string]string{}}, nil
 }
 
 // NeedLeaderElection implements manager.LeaderElectionRunnable: every node
@@ -135,19 +141,12 @@ func (m *Manager) Sync(ctx context.Context) error {
 		name := LinkName(l[kubetypes.KubernetesPodNameLabel], l[kubetypes.KubernetesPodNamespaceLabel],
 			l[kubetypes.KubernetesContainerNameLabel], c.GetId())
 		keep[name] = true
-		st, err := m.runtime.ContainerStatus(ctx, c.GetId())
-		if err != nil {
-			if !cri.IsNotFound(err) {
-				m.opts.Logger.Error(err, "Unable to read a container's log path", "containerID", c.GetId())
-			}
-			continue
-		}
-		logPath := st.GetLogPath()
-		if logPath == "" {
+		logPath, ok := m.logPath(ctx, c.GetId())
+		if !ok || logPath == "" {
 			continue
 		}
 		want[name] = logPath
-		if st.GetState() == runtimeapi.ContainerState_CONTAINER_RUNNING {
+		if c.GetState() == runtimeapi.ContainerState_CONTAINER_RUNNING {
 			select {
 			case jobs <- job{id: c.GetId(), logPath: logPath}:
 			case <-ctx.Done():
@@ -156,8 +155,47 @@ func (m *Manager) Sync(ctx context.Context) error {
 	}
 	close(jobs)
 	wg.Wait()
+	m.forgetLogPaths(containers)
 	m.sweepLinks(links, keep, want)
 	return ctx.Err()
+}
+
+// logPath is the log path of container id ("" for none), from an earlier
+// sync or else from the runtime; ok is false when the runtime could not
+// tell, which is tried again at the next sync.
+func (m *Manager) logPath(ctx context.Context, id string) (path string, ok bool) {
+	m.mu.Lock()
+	path, ok = m.logPaths[id]
+	m.mu.Unlock()
+	if ok {
+		return path, true
+	}
+	st, err := m.runtime.ContainerStatus(ctx, id)
+	if err != nil {
+		if !cri.IsNotFound(err) {
+			m.opts.Logger.Error(err, "Unable to read a container's log path", "containerID", id)
+		}
+		return "", false
+	}
+	m.mu.Lock()
+	m.logPaths[id] = st.GetLogPath()
+	m.mu.Unlock()
+	return st.GetLogPath(), true
+}
+
+// forgetLogPaths drops the log paths of containers no longer listed.
+func (m *Manager) forgetLogPaths(listed []*runtimeapi.Container) {
+	ids := make(map[string]bool, len(listed))
+	for _, c := range listed {
+		ids[c.GetId()] = true
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for id := range m.logPaths {
+		if !ids[id] {
+			delete(m.logPaths, id)
+		}
+	}
 }
 
 // job is one container's log to check.

@@ -29,6 +29,8 @@ type fakeRuntime struct {
 	reopened   []string
 	// statusErr fails the status of these containers.
 	statusErr map[string]error
+	// statusCalls counts ContainerStatus calls by container ID.
+	statusCalls map[string]int
 }
 
 func (f *fakeRuntime) add(id, pod, container, logPath string, state runtimeapi.ContainerState) {
@@ -56,6 +58,10 @@ func (f *fakeRuntime) ListContainers(context.Context, *runtimeapi.ContainerFilte
 func (f *fakeRuntime) ContainerStatus(_ context.Context, id string) (*runtimeapi.ContainerStatus, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if f.statusCalls == nil {
+		f.statusCalls = map[string]int{}
+	}
+	f.statusCalls[id]++
 	if err := f.statusErr[id]; err != nil {
 		return nil, err
 	}
@@ -151,6 +157,50 @@ func TestSyncRotatesCompressesAndKeepsMaxFiles(t *testing.T) {
 	}
 	if got := names(t, dir); !slices.Equal(got, want) {
 		t.Errorf("files after a sync of a small log: %v, want %v", got, want)
+	}
+}
+
+func TestSyncAsksTheLogPathOfANewContainerOnly(t *testing.T) {
+	clk := clocktesting.NewFakeClock(time.Date(2026, 11, 24, 23, 0, 0, 0, time.UTC))
+	rt := &fakeRuntime{statusErr: map[string]error{"id2": errors.New("busy")}}
+	m, logs, _ := newManager(t, rt, clk, 3)
+	for _, id := range []string{"id1", "id2"} {
+		log := filepath.Join(logs, "ns_p_uid", id, "0.log")
+		writeLog(t, log, 10)
+		rt.add(id, "p", id, log, runtimeapi.ContainerState_CONTAINER_RUNNING)
+	}
+	sync := func() {
+		t.Helper()
+		if err := m.Sync(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sync()
+	sync()
+	if got := rt.statusCalls["id1"]; got != 1 {
+		t.Errorf("status of a known container asked %d times over two syncs, want 1", got)
+	}
+	if got := rt.statusCalls["id2"]; got != 2 {
+		t.Errorf("status that failed asked %d times over two syncs, want 2 (once each)", got)
+	}
+
+	// A container removed and listed again (a restart of the runtime
+	// reusing nothing) is asked again.
+	rt.mu.Lock()
+	delete(rt.statusErr, "id2")
+	saved := rt.containers["id1"]
+	delete(rt.containers, "id1")
+	rt.mu.Unlock()
+	sync()
+	rt.mu.Lock()
+	rt.containers["id1"] = saved
+	rt.mu.Unlock()
+	sync()
+	if got := rt.statusCalls["id1"]; got != 2 {
+		t.Errorf("status of a container forgotten and listed again asked %d times, want 2", got)
+	}
+	if got := rt.statusCalls["id2"]; got != 3 {
+		t.Errorf("status of a container that failed then answered asked %d times, want 3", got)
 	}
 }
 

@@ -477,7 +477,10 @@ func (r *PodReconciler) syncRunning(ctx context.Context, s *podScope) (syncResul
 		log.FromContext(ctx).Info("Stopping pod for good", "reason", actions.KillPodReason)
 		r.Recorder.Event(s.pod, corev1.EventTypeNormal, actions.KillPodReason, actions.KillPodMessage)
 	}
-	if actions.KillPod {
+	// A pod's first sandbox comes with KillPod set, as in the kubelet, but
+	// with nothing to stop: skip the termination and its two checkpoints.
+	nothingToStop := actions.CreateSandbox && s.obs.Runtime.Empty() && s.state.Terminating == nil
+	if actions.KillPod && !nothingToStop {
 		if actions.CreateSandbox && len(s.obs.Runtime.Sandboxes) > 0 {
 			r.Recorder.Event(s.pod, corev1.EventTypeNormal, executor.EventSandboxChanged, "Pod sandbox changed, it will be killed and re-created.")
 		}

@@ -73,6 +73,9 @@ type burstResult struct {
 	rssAnon, rssFile int64
 	// eventsPerPod are the Events in the namespace at the end, per pod.
 	eventsPerPod float64
+	// checkpointsPerPodStart and checkpointsPerPodTeardown are nodelet's
+	// durable checkpoint writes per pod over the start and the teardown.
+	checkpointsPerPodStart, checkpointsPerPodTeardown float64
 }
 
 // BenchmarkPodBurst110 fills a node at once: 110 pods created together, all
@@ -134,12 +137,15 @@ func BenchmarkPodBurst110(b *testing.B) {
 
 		// What the node costs at rest, with all pods running: the part of
 		// the burst's CPU that grows with time rather than with pods.
-		time.Sleep(restWindow)
+		rest := restWindowFor(b)
+		stopProfile = profileWindowChunked(b, n, "burst-rest", int(rest/time.Second))
+		time.Sleep(rest)
+		stopProfile()
 		beforeDelete, err := n.Usage()
 		if err != nil {
 			b.Fatalf("reading nodelet usage: %v", err)
 		}
-		r.cpuRest = (beforeDelete.CPU - afterStart.CPU).Seconds() / restWindow.Seconds()
+		r.cpuRest = (beforeDelete.CPU - afterStart.CPU).Seconds() / rest.Seconds()
 		m1b, err := nodeletMetrics(n)
 		if err != nil {
 			b.Fatal(err)
@@ -193,6 +199,9 @@ func BenchmarkPodBurst110(b *testing.B) {
 		r.cpuTotal = r.cpuStart + after.CPU - beforeDelete.CPU
 		r.writesPerPodStart = (m1[writes] - m0[writes]) / burstPods
 		r.writesPerPodAll = (m1[writes] - m0[writes] + m2[writes] - m1b[writes]) / burstPods
+		const checkpoints = "nodelet_checkpoint_write_duration_seconds_count"
+		r.checkpointsPerPodStart = (m1[checkpoints] - m0[checkpoints]) / burstPods
+		r.checkpointsPerPodTeardown = (m2[checkpoints] - m1b[checkpoints]) / burstPods
 		r.requestsPerPodStart = (m1[requests] - m0[requests]) / burstPods
 		r.requestsPerPodAll = (m1[requests] - m0[requests] + m2[requests] - m1b[requests]) / burstPods
 		if cnt := m1["kubelet_pod_start_duration_seconds_count"] - m0["kubelet_pod_start_duration_seconds_count"]; cnt > 0 {
@@ -247,6 +256,7 @@ func printBurst(r burstResult) {
 		{"nodelet CPU at rest, 110 pods", fmt.Sprintf("%.3fs/s", r.cpuRest), "", ""},
 		{"status writes/pod, create→all Ready", fmt.Sprintf("%.2f", r.writesPerPodStart), "", ""},
 		{"status writes/pod, whole burst", fmt.Sprintf("%.2f", r.writesPerPodAll), fmt.Sprintf("≤ %.0f", writesPerPodLimit), verdict(r.writesPerPodAll <= writesPerPodLimit)},
+		{"checkpoint writes/pod, start / teardown", fmt.Sprintf("%.2f / %.2f", r.checkpointsPerPodStart, r.checkpointsPerPodTeardown), "", ""},
 		{"API requests/pod, create→all Ready", fmt.Sprintf("%.2f", r.requestsPerPodStart), "", ""},
 		{"API requests/pod, whole burst", fmt.Sprintf("%.2f", r.requestsPerPodAll), "", ""},
 		{"API requests/pod by verb, whole burst", r.requestsByVerb, "", ""},

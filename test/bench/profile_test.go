@@ -23,7 +23,24 @@ const (
 	// whole seconds, so a window is saved as consecutive chunks, which
 	// `go tool pprof` merges when given them all.
 	profileChunk = 1
+	// restWindowEnv overrides the burst's rest window (a Go duration), to
+	// profile the node at rest over a whole resync period.
+	restWindowEnv = "NODELET_BENCH_REST_WINDOW"
 )
+
+// restWindowFor is the burst's rest window: restWindow unless
+// $NODELET_BENCH_REST_WINDOW names another.
+func restWindowFor(b *testing.B) time.Duration {
+	v := os.Getenv(restWindowEnv)
+	if v == "" {
+		return restWindow
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d <= 0 {
+		b.Fatalf("$%s: %q is not a positive duration", restWindowEnv, v)
+	}
+	return d
+}
 
 // profilingWanted tells whether nodelet should serve /debug/pprof.
 func profilingWanted() bool {
@@ -35,18 +52,27 @@ func profilingWanted() bool {
 // allocation profile at its start and end (compare them with
 // `go tool pprof -base <name>-allocs-start.pb.gz <name>-allocs-end.pb.gz`).
 type windowProfile struct {
-	b    *testing.B
-	base string
-	dir  string
-	name string
-	stop chan struct{}
-	done sync.WaitGroup
+	b     *testing.B
+	base  string
+	dir   string
+	name  string
+	chunk int
+	stop  chan struct{}
+	done  sync.WaitGroup
 }
 
 // profileWindow starts profiling nodelet n for the window called name when
 // $NODELET_BENCH_PROFILE_DIR is set; the returned stop function ends it and
 // waits for the last CPU chunk. Without the variable both do nothing.
 func profileWindow(b *testing.B, n *utils.Nodelet, name string) (stop func()) {
+	b.Helper()
+	return profileWindowChunked(b, n, name, profileChunk)
+}
+
+// profileWindowChunked is profileWindow with CPU profiles of chunk seconds:
+// a quiet window takes one long profile, so that fetching profiles is not
+// most of what it records.
+func profileWindowChunked(b *testing.B, n *utils.Nodelet, name string, chunk int) (stop func()) {
 	b.Helper()
 	dir := os.Getenv(profileDirEnv)
 	if dir == "" {
@@ -58,7 +84,7 @@ func profileWindow(b *testing.B, n *utils.Nodelet, name string) (stop func()) {
 	}
 	p := &windowProfile{
 		b: b, base: "http://" + n.MetricsAddr + "/debug/pprof/", dir: dir,
-		name: name + "-" + time.Now().Format("150405"), stop: make(chan struct{}),
+		name: name + "-" + time.Now().Format("150405"), chunk: max(chunk, 1), stop: make(chan struct{}),
 	}
 	p.save("allocs", "allocs-start")
 	p.done.Add(1)
@@ -83,13 +109,13 @@ func (p *windowProfile) cpuLoop() {
 			return
 		default:
 		}
-		p.save(fmt.Sprintf("profile?seconds=%d", profileChunk), fmt.Sprintf("cpu-%03d", i))
+		p.save(fmt.Sprintf("profile?seconds=%d", p.chunk), fmt.Sprintf("cpu-%03d", i))
 	}
 }
 
 // save fetches one profile from nodelet into <dir>/<name>-<suffix>.pb.gz.
 func (p *windowProfile) save(path, suffix string) {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(profileChunk)*time.Second+30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(p.chunk)*time.Second+30*time.Second)
 	defer cancel()
 	if err := fetchTo(ctx, p.base+path, filepath.Join(p.dir, p.name+"-"+suffix+".pb.gz")); err != nil {
 		p.b.Logf("profiling %s: %v", p.name, err)
