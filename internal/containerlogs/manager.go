@@ -58,11 +58,15 @@ type Manager struct {
 	runtime Runtime
 	opts    Options
 
-	// mu guards logPaths: the log path of each container seen by Sync, by
-	// ID ("" for none). A container's log path never changes, so a sync
-	// asks the runtime for the status of new containers only.
+	// mu guards logPaths and links. logPaths holds the log path of each
+	// container seen by Sync, by ID ("" for none): a container's log path
+	// never changes, so a sync asks the runtime for the status of new
+	// containers only. links holds the link name of each container linked
+	// or seen by Sync, by ID, so that Forget needs no scan of the links
+	// directory.
 	mu       sync.Mutex
 	logPaths map[string]string
+	links    map[string]string
 }
 
 // New returns a Manager over runtime.
@@ -84,7 +88,7 @@ func New(runtime Runtime, opts Options) (*Manager, error) {
 	if opts.Clock == nil {
 		opts.Clock = clock.RealClock{}
 	}
-	return &Manager{runtime: runtime, opts: opts, logPaths: map[string]string{}}, nil
+	return &Manager{runtime: runtime, opts: opts, logPaths: map[string]string{}, links: map[string]string{}}, nil
 }
 
 // NeedLeaderElection implements manager.LeaderElectionRunnable: every node
@@ -141,6 +145,7 @@ func (m *Manager) Sync(ctx context.Context) error {
 		name := LinkName(l[kubetypes.KubernetesPodNameLabel], l[kubetypes.KubernetesPodNamespaceLabel],
 			l[kubetypes.KubernetesContainerNameLabel], c.GetId())
 		keep[name] = true
+		m.noteLink(c.GetId(), name)
 		logPath, ok := m.logPath(ctx, c.GetId())
 		if !ok || logPath == "" {
 			continue
@@ -183,7 +188,8 @@ func (m *Manager) logPath(ctx context.Context, id string) (path string, ok bool)
 	return st.GetLogPath(), true
 }
 
-// forgetLogPaths drops the log paths of containers no longer listed.
+// forgetLogPaths drops the log paths and link names of containers no
+// longer listed.
 func (m *Manager) forgetLogPaths(listed []*runtimeapi.Container) {
 	ids := make(map[string]bool, len(listed))
 	for _, c := range listed {
@@ -196,6 +202,28 @@ func (m *Manager) forgetLogPaths(listed []*runtimeapi.Container) {
 			delete(m.logPaths, id)
 		}
 	}
+	for id := range m.links {
+		if !ids[id] {
+			delete(m.links, id)
+		}
+	}
+}
+
+// noteLink records name as the link name of container id.
+func (m *Manager) noteLink(id, name string) {
+	m.mu.Lock()
+	m.links[id] = name
+	m.mu.Unlock()
+}
+
+// takeLink returns and forgets the link name of container id, if known.
+func (m *Manager) takeLink(id string) (string, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	name, ok := m.links[id]
+	delete(m.links, id)
+	delete(m.logPaths, id)
+	return name, ok
 }
 
 // job is one container's log to check.
@@ -365,16 +393,24 @@ func (m *Manager) Link(pod, namespace, container, containerID, logPath string) e
 	if _, ok := m.inLogsDir(logPath); !ok {
 		return fmt.Errorf("log %s is not in the pod log directory %s", logPath, m.opts.PodLogsDir)
 	}
-	return m.makeLink(filepath.Join(m.opts.LinksDir, LinkName(pod, namespace, container, containerID)), logPath)
+	name := LinkName(pod, namespace, container, containerID)
+	m.noteLink(containerID, name)
+	return m.makeLink(filepath.Join(m.opts.LinksDir, name), logPath)
 }
 
-// Forget removes what a removed container leaves of its log: its links
-// (those whose names are cut short go with the next sweep) and its rotated
-// files next to logPath ("" for none). The current log file is the
-// remover's.
+// Forget removes what a removed container leaves of its log: its link and
+// its rotated files next to logPath ("" for none). The current log file is
+// the remover's. The link of a container linked or synced since nodelet
+// started is removed by name; otherwise the links directory is searched
+// (and those whose names are cut short go with the next sweep).
 func (m *Manager) Forget(containerID, logPath string) error {
 	var errs []error
-	if m.opts.LinksDir != "" && containerID != "" {
+	name, known := m.takeLink(containerID)
+	switch {
+	case m.opts.LinksDir == "" || containerID == "":
+	case known:
+		errs = append(errs, m.removeLinkNamed(name))
+	default:
 		entries, err := os.ReadDir(m.opts.LinksDir)
 		if err != nil && !errors.Is(err, fs.ErrNotExist) {
 			errs = append(errs, fmt.Errorf("listing log links: %w", err))
@@ -483,6 +519,19 @@ func (m *Manager) makeLink(link, logPath string) error {
 		return fmt.Errorf("creating log link %s: %w", link, err)
 	}
 	return nil
+}
+
+// removeLinkNamed removes the link name of the links directory, if there,
+// as removeLink does.
+func (m *Manager) removeLinkNamed(name string) error {
+	fi, err := os.Lstat(filepath.Join(m.opts.LinksDir, name))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("reading log link %s: %w", name, err)
+	}
+	return m.removeLink(fs.FileInfoToDirEntry(fi))
 }
 
 // removeLink removes the link e of the links directory when it points into

@@ -331,3 +331,45 @@ func TestSweepKeepsTheLinkOfAContainerWhoseStatusFails(t *testing.T) {
 		t.Errorf("links after a sync that could not read the container's status: %v", got)
 	}
 }
+
+func TestForgetFindsTheLinkByNameOrBySearch(t *testing.T) {
+	clk := clocktesting.NewFakeClock(time.Date(2026, 11, 24, 23, 0, 0, 0, time.UTC))
+	m, logs, links := newManager(t, &fakeRuntime{}, clk, 3)
+	log := filepath.Join(logs, "ns_p_uid", "c", "0.log")
+	writeLog(t, log, 1)
+	// Names this long lose the end of the container ID.
+	long := strings.Repeat("p", 200)
+	a, b := strings.Repeat("a", 64), strings.Repeat("b", 64)
+	for _, id := range []string{a, b} {
+		if err := m.Link(long, "ns", "c", id, log); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := m.Link("p", "ns", "c", "c", log); err != nil {
+		t.Fatal(err)
+	}
+	if got := len(names(t, links)); got != 3 {
+		t.Fatalf("%d links made, want 3", got)
+	}
+
+	// A link this manager made goes by its name, even one cut short.
+	if err := m.Forget(a, ""); err != nil {
+		t.Fatal(err)
+	}
+	if got := names(t, links); len(got) != 2 || slices.Contains(got, LinkName(long, "ns", "c", a)) {
+		t.Errorf("links after forgetting a cut-short one: %v", got)
+	}
+
+	// A manager that never saw the container (nodelet restarted) searches
+	// the directory.
+	fresh, err := New(&fakeRuntime{}, m.opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := fresh.Forget("c", ""); err != nil {
+		t.Fatal(err)
+	}
+	if got := names(t, links); !slices.Equal(got, []string{LinkName(long, "ns", "c", b)}) {
+		t.Errorf("links after a fresh manager forgot c: %v, want only b's", got)
+	}
+}
