@@ -651,7 +651,9 @@ func (r *PodReconciler) patchStatus(ctx context.Context, s *podScope, want corev
 func (r *PodReconciler) stopAll(ctx context.Context, s *podScope, grace int64) (done bool, requeue time.Duration, err error) {
 	before := s.state.Terminating.Clone()
 	s.state.BeginTermination(grace, r.now())
-	if !before.Equal(s.state.Terminating) {
+	// With nothing in the runtime there is nothing whose deadline a
+	// restart must keep.
+	if !before.Equal(s.state.Terminating) && !s.obs.Runtime.Empty() {
 		if err := r.saver(s)(); err != nil {
 			return false, 0, err
 		}
@@ -705,6 +707,10 @@ func (r *PodReconciler) terminate(ctx context.Context, s *podScope) (syncResult,
 	return syncResult{}, nil
 }
 
+// finalDeleteTimeout bounds the deletion of a pod's API object once the
+// pod is off the node.
+const finalDeleteTimeout = 10 * time.Second
+
 // removeDeleted removes a deleted pod that stopped, and whose final status
 // is written, from the node, then deletes the API object with grace 0 and
 // its UID as precondition.
@@ -713,7 +719,13 @@ func (r *PodReconciler) removeDeleted(ctx context.Context, s *podScope) (syncRes
 		return syncResult{}, err
 	}
 	uid := s.pod.UID
-	err := r.Delete(ctx, s.pod, client.GracePeriodSeconds(0), client.Preconditions{UID: &uid})
+	// The pod is off the node: finish telling the API server even if the
+	// worker cancels this sync, as it does for the update this very
+	// deletion causes (its grace period set to 0), or the next sync would
+	// remove the pod from the node a second time.
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), finalDeleteTimeout)
+	defer cancel()
+	err := r.Delete(dctx, s.pod, client.GracePeriodSeconds(0), client.Preconditions{UID: &uid})
 	switch {
 	case err == nil:
 		log.FromContext(ctx).Info("Pod terminated and deleted")
@@ -737,6 +749,10 @@ func (r *PodReconciler) syncGone(ctx context.Context, w podworkers.Work) podwork
 	} else {
 		pod = &corev1.Pod{}
 		pod.Namespace, pod.Name, pod.UID = w.Key.Namespace, w.Key.Name, w.Key.UID
+	}
+	if _, removed := r.deleted.LoadAndDelete(pod.UID); removed && !staticpod.IsStatic(pod) {
+		// Its last sync removed it from the node, then deleted it.
+		return podworkers.Result{Finished: true}
 	}
 	s := &podScope{pod: pod}
 	var err error

@@ -7,6 +7,7 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	dto "github.com/prometheus/client_model/go"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -19,6 +20,7 @@ import (
 	"github.com/nodelet/nodelet/internal/checkpoint"
 	"github.com/nodelet/nodelet/internal/controller"
 	"github.com/nodelet/nodelet/internal/cri"
+	"github.com/nodelet/nodelet/internal/metrics"
 	"github.com/nodelet/nodelet/test/utils"
 )
 
@@ -143,6 +145,7 @@ var _ = Describe("Pod reconciler on the CRI fakes", func() {
 		Expect(admin.Create(ctx, pod)).To(Succeed())
 		Eventually(func(g Gomega) { g.Expect(utils.PodReady(getPod(ctx, ns, "going")(g))).To(BeTrue()) }).
 			WithTimeout(fakePodTimeout).Should(Succeed())
+		writes := checkpointWrites()
 		Expect(admin.Delete(ctx, pod)).To(Succeed())
 		Eventually(func() bool {
 			return apierrors.IsNotFound(admin.Get(ctx, client.ObjectKeyFromObject(pod), &corev1.Pod{}))
@@ -152,6 +155,9 @@ var _ = Describe("Pod reconciler on the CRI fakes", func() {
 		Eventually(a.sandboxes).WithTimeout(fakePodTimeout).Should(BeZero())
 		Eventually(func() string { return filepath.Join(a.rootDir, "checkpoints", "pod-"+string(pod.UID)) }).
 			WithTimeout(fakePodTimeout).ShouldNot(BeAnExistingFile())
+		// One write, the termination's start; the update the final delete
+		// causes and the pod's disappearance remove nothing again.
+		Consistently(func() uint64 { return checkpointWrites() - writes }).WithTimeout(2 * time.Second).Should(BeNumerically("==", 1))
 
 		By("admitting a new pod in the freed slot")
 		Expect(admin.Create(ctx, utils.BusyboxPod(ns, "next", a.node, "sleep", "3600"))).To(Succeed())
@@ -175,3 +181,12 @@ var _ = Describe("Pod reconciler on the CRI fakes", func() {
 		}).WithTimeout(fakePodTimeout).Should(Succeed())
 	})
 })
+
+// checkpointWrites is the number of durable checkpoint writes so far, of
+// every agent of the suite.
+func checkpointWrites() uint64 {
+	GinkgoHelper()
+	m := &dto.Metric{}
+	Expect(metrics.CheckpointWriteDuration.Write(m)).To(Succeed())
+	return m.GetHistogram().GetSampleCount()
+}
