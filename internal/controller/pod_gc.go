@@ -10,6 +10,7 @@ import (
 	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	"github.com/nodelet/nodelet/api/v1alpha1"
@@ -47,7 +48,7 @@ func setupGarbageCollection(mgr ctrl.Manager, d *Deps, r *PodReconciler) error {
 		Log:       log.WithName("containers"),
 		Live: func(ctx context.Context) (map[types.UID]bool, error) {
 			var pods corev1.PodList
-			if err := mgr.GetClient().List(ctx, &pods); err != nil {
+			if err := mgr.GetClient().List(ctx, &pods, client.UnsafeDisableDeepCopy); err != nil {
 				return nil, fmt.Errorf("listing this node's pods: %w", err)
 			}
 			live := map[types.UID]bool{}

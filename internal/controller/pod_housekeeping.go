@@ -79,7 +79,7 @@ type housekeeper struct {
 	// pods lists this node's pods, from the cache, which Start waits for.
 	pods    client.Reader
 	cache   cache.Cache
-	runtime cri.Runtime
+	runtime cri.BriefLister
 	dirs    podDirs
 	store   checkpoint.Manager
 	logsDir string
@@ -198,7 +198,7 @@ func (h *housekeeper) sweep(ctx context.Context) error {
 		return err
 	}
 	var pods corev1.PodList
-	if err := h.pods.List(ctx, &pods); err != nil {
+	if err := h.pods.List(ctx, &pods, client.UnsafeDisableDeepCopy); err != nil {
 		return fmt.Errorf("listing this node's pods: %w", err)
 	}
 	live := map[types.UID]bool{}

@@ -1,9 +1,11 @@
 package controller
 
 import (
+	"context"
 	"fmt"
 
 	"k8s.io/apimachinery/pkg/api/resource"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/nodelet/nodelet/api/v1alpha1"
@@ -25,7 +27,7 @@ func setupContainerLogs(mgr ctrl.Manager, run Runner, cfg *v1alpha1.NodeletConfi
 	if cfg.ContainerLogLinksDir != nil {
 		linksDir = *cfg.ContainerLogLinksDir
 	}
-	m, err := containerlogs.New(rt, containerlogs.Options{
+	m, err := containerlogs.New(briefLogRuntime{Runtime: rt, list: cri.BriefOf(rt)}, containerlogs.Options{
 		PodLogsDir:      cfg.PodLogsDir,
 		LinksDir:        linksDir,
 		MaxSize:         maxSize.Value(),
@@ -44,4 +46,15 @@ func setupContainerLogs(mgr ctrl.Manager, run Runner, cfg *v1alpha1.NodeletConfi
 	}
 	exec.Logs = m
 	return nil
+}
+
+// briefLogRuntime lists containers briefly for the log manager, which reads
+// only their IDs, states and pod and container names.
+type briefLogRuntime struct {
+	cri.Runtime
+	list cri.BriefLister
+}
+
+func (b briefLogRuntime) ListContainers(ctx context.Context, filter *runtimeapi.ContainerFilter) ([]*runtimeapi.Container, error) {
+	return b.list.ListContainers(ctx, filter)
 }

@@ -92,7 +92,7 @@ func (m *podMetrics) forget(uid types.UID) {
 func readState(ctx context.Context, reader client.Reader, rt cri.Runtime) metrics.State {
 	var s metrics.State
 	var pods corev1.PodList
-	if err := reader.List(ctx, &pods); err == nil {
+	if err := reader.List(ctx, &pods, client.UnsafeDisableDeepCopy); err == nil {
 		s.PodsByPhase = map[string]int{}
 		for _, p := range []corev1.PodPhase{corev1.PodPending, corev1.PodRunning, corev1.PodSucceeded, corev1.PodFailed} {
 			s.PodsByPhase[string(p)] = 0

@@ -125,7 +125,7 @@ func setupPodController(mgr ctrl.Manager, d *Deps) error {
 	if err := setupContainerLogs(mgr, d.local(mgr), cfg, d.Runtime, exec); err != nil {
 		return err
 	}
-	relister, err := pleg.New(d.Runtime, pleg.Options{RelistPeriod: cfg.RelistPeriod.Duration})
+	relister, err := pleg.New(cri.BriefOf(d.Runtime), pleg.Options{RelistPeriod: cfg.RelistPeriod.Duration})
 	if err != nil {
 		return err
 	}
@@ -190,7 +190,7 @@ func setupPodController(mgr ctrl.Manager, d *Deps) error {
 	hk := &housekeeper{
 		pods:     mgr.GetClient(),
 		cache:    mgr.GetCache(),
-		runtime:  r.Runtime,
+		runtime:  cri.BriefOf(r.Runtime),
 		dirs:     eng.volumes,
 		store:    store,
 		logsDir:  cfg.PodLogsDir,

@@ -1,20 +1,21 @@
 package cri
 
 import (
-	"github.com/nodelet/nodelet/internal/metrics"
-
 	"context"
 	"errors"
 	"fmt"
 	"sync"
 	"time"
 
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 	internalapi "k8s.io/cri-api/pkg/apis"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	remote "k8s.io/cri-client/pkg"
+
+	"github.com/nodelet/nodelet/internal/metrics"
 )
 
 const (
@@ -59,6 +60,9 @@ type Client struct {
 	runtime internalapi.RuntimeService
 	images  internalapi.ImageManagerService
 	owned   ownedIDs
+	// brief is the connection of brief lists (see Brief); nil lists
+	// through runtime.
+	brief *grpc.ClientConn
 }
 
 // ownedIDs remembers the sandboxes and containers known to be ours: those
@@ -151,18 +155,32 @@ func Dial(ctx context.Context, runtimeEndpoint, imageEndpoint string, opts Optio
 		_ = rs.Close(ctx)
 		return nil, fmt.Errorf("connecting to CRI image service %s: %w", imageEndpoint, err)
 	}
-	c, err := New(rs, is, opts)
+	brief, err := dialBrief(runtimeEndpoint)
 	if err != nil {
 		_ = rs.Close(ctx)
 		_ = is.Close(ctx)
 		return nil, err
 	}
+	c, err := New(rs, is, opts)
+	if err != nil {
+		_ = rs.Close(ctx)
+		_ = is.Close(ctx)
+		if brief != nil {
+			_ = brief.Close()
+		}
+		return nil, err
+	}
+	c.brief = brief
 	return c, nil
 }
 
 // Close closes the connections to both services.
 func (c *Client) Close(ctx context.Context) error {
-	return errors.Join(c.runtime.Close(ctx), c.images.Close(ctx))
+	err := errors.Join(c.runtime.Close(ctx), c.images.Close(ctx))
+	if c.brief != nil {
+		err = errors.Join(err, c.brief.Close())
+	}
+	return err
 }
 
 // timeout bounds ctx by the default per-call timeout.

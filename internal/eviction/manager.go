@@ -228,7 +228,7 @@ func (m *Manager) observe(ctx context.Context) (Observations, time.Time) {
 // activePods are the pods of this node that run and are not evicted yet.
 func (m *Manager) activePods(ctx context.Context) ([]*v1.Pod, error) {
 	var list v1.PodList
-	if err := m.opts.Pods.List(ctx, &list); err != nil {
+	if err := m.opts.Pods.List(ctx, &list, client.UnsafeDisableDeepCopy); err != nil {
 		return nil, fmt.Errorf("listing pods: %w", err)
 	}
 	var out []*v1.Pod

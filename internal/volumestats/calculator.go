@@ -105,7 +105,7 @@ func (c *Calculator) Start(ctx context.Context) error {
 	defer c.stopAll()
 	wait.UntilWithContext(ctx, func(ctx context.Context) {
 		list := &v1.PodList{}
-		if err := c.Pods.List(ctx, list); err != nil {
+		if err := c.Pods.List(ctx, list, client.UnsafeDisableDeepCopy); err != nil {
 			c.Log.V(1).Info("Unable to list pods for volume stats", "err", err)
 			return
 		}

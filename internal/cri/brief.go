@@ -1,0 +1,306 @@
+package cri
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/mem"
+	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	kubetypes "k8s.io/kubelet/pkg/types"
+)
+
+// BriefLister lists a node's own sandboxes and containers as Client does,
+// but each object carries only its ID, state, sandbox ID, sandbox metadata
+// and the labels that name its pod and container: what a relist compares.
+// A relist every second decoded every label and annotation of every object
+// into new maps, most of the agent's allocations at rest.
+type BriefLister interface {
+	ListPodSandboxes(ctx context.Context, filter *runtimeapi.PodSandboxFilter) ([]*runtimeapi.PodSandbox, error)
+	ListContainers(ctx context.Context, filter *runtimeapi.ContainerFilter) ([]*runtimeapi.Container, error)
+}
+
+// briefLabels are the labels a brief listing keeps.
+var briefLabels = [...]string{
+	LabelNode,
+	kubetypes.KubernetesPodUIDLabel,
+	kubetypes.KubernetesPodNameLabel,
+	kubetypes.KubernetesPodNamespaceLabel,
+	kubetypes.KubernetesContainerNameLabel,
+}
+
+// The runtime service's list methods.
+const (
+	methodListPodSandbox  = "/runtime.v1.RuntimeService/ListPodSandbox"
+	methodListContainers  = "/runtime.v1.RuntimeService/ListContainers"
+	briefMaxMessageSize   = 16 << 20
+	unixEndpointPrefix    = "unix://"
+	briefConnectionTarget = "unix:"
+)
+
+// Brief returns the client's brief lister: over a connection of its own
+// when Dial made the client for a unix socket, else the client itself.
+func (c *Client) Brief() BriefLister {
+	if c.brief == nil {
+		return c
+	}
+	return briefLister{c: c, conn: c.brief}
+}
+
+// dialBrief opens the connection brief lists use. It connects at the first
+// call, as the runtime service's own does.
+func dialBrief(endpoint string) (*grpc.ClientConn, error) {
+	path, ok := strings.CutPrefix(endpoint, unixEndpointPrefix)
+	if !ok {
+		return nil, nil
+	}
+	conn, err := grpc.NewClient(briefConnectionTarget+path,
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(briefMaxMessageSize)))
+	if err != nil {
+		return nil, fmt.Errorf("connecting to CRI runtime service %s: %w", endpoint, err)
+	}
+	return conn, nil
+}
+
+type briefLister struct {
+	c    *Client
+	conn *grpc.ClientConn
+}
+
+// ListPodSandboxes implements BriefLister.
+func (b briefLister) ListPodSandboxes(ctx context.Context, filter *runtimeapi.PodSandboxFilter) (_ []*runtimeapi.PodSandbox, err error) {
+	defer func(start time.Time) { observe("list_podsandbox", start, err) }(time.Now())
+	f := &runtimeapi.PodSandboxFilter{}
+	if filter != nil {
+		f = proto.Clone(filter).(*runtimeapi.PodSandboxFilter)
+	}
+	f.LabelSelector = ownerSelector(f.GetLabelSelector(), b.c.node)
+	ctx, cancel := b.c.timeout(ctx)
+	defer cancel()
+	var out briefSandboxes
+	if err := b.conn.Invoke(ctx, methodListPodSandbox, &runtimeapi.ListPodSandboxRequest{Filter: f}, &out, grpc.ForceCodecV2(briefCodec{})); err != nil {
+		return nil, fmt.Errorf("listing sandboxes: %w", err)
+	}
+	return keepOwned(out.items, b.c.node), nil
+}
+
+// ListContainers implements BriefLister.
+func (b briefLister) ListContainers(ctx context.Context, filter *runtimeapi.ContainerFilter) (_ []*runtimeapi.Container, err error) {
+	defer func(start time.Time) { observe("list_containers", start, err) }(time.Now())
+	f := &runtimeapi.ContainerFilter{}
+	if filter != nil {
+		f = proto.Clone(filter).(*runtimeapi.ContainerFilter)
+	}
+	f.LabelSelector = ownerSelector(f.GetLabelSelector(), b.c.node)
+	ctx, cancel := b.c.timeout(ctx)
+	defer cancel()
+	var out briefContainers
+	if err := b.conn.Invoke(ctx, methodListContainers, &runtimeapi.ListContainersRequest{Filter: f}, &out, grpc.ForceCodecV2(briefCodec{})); err != nil {
+		return nil, fmt.Errorf("listing containers: %w", err)
+	}
+	return keepOwned(out.items, b.c.node), nil
+}
+
+// briefSandboxes and briefContainers receive the two list responses.
+type (
+	briefSandboxes  struct{ items []*runtimeapi.PodSandbox }
+	briefContainers struct{ items []*runtimeapi.Container }
+)
+
+// briefCodec marshals requests as protobuf and decodes the list responses
+// briefly; its name keeps the call's content-subtype "proto".
+type briefCodec struct{}
+
+func (briefCodec) Name() string { return "proto" }
+
+func (briefCodec) Marshal(v any) (mem.BufferSlice, error) {
+	m, ok := v.(proto.Message)
+	if !ok {
+		return nil, fmt.Errorf("brief codec: cannot marshal %T", v)
+	}
+	b, err := proto.Marshal(m)
+	if err != nil {
+		return nil, fmt.Errorf("brief codec: %w", err)
+	}
+	return mem.BufferSlice{mem.SliceBuffer(b)}, nil
+}
+
+func (briefCodec) Unmarshal(data mem.BufferSlice, v any) error {
+	buf := data.MaterializeToBuffer(mem.DefaultBufferPool())
+	defer buf.Free()
+	switch out := v.(type) {
+	case *briefSandboxes:
+		return eachItem(buf.ReadOnlyData(), func(b []byte) error {
+			sb, err := decodeBriefSandbox(b)
+			out.items = append(out.items, sb)
+			return err
+		})
+	case *briefContainers:
+		return eachItem(buf.ReadOnlyData(), func(b []byte) error {
+			c, err := decodeBriefContainer(b)
+			out.items = append(out.items, c)
+			return err
+		})
+	}
+	return fmt.Errorf("brief codec: cannot unmarshal into %T", v)
+}
+
+var errBriefMalformed = errors.New("brief codec: malformed message")
+
+// eachItem calls f with each element of field 1 of a list response (the
+// items of ListPodSandboxResponse, the containers of
+// ListContainersResponse), skipping every other field.
+func eachItem(b []byte, f func([]byte) error) error {
+	return eachField(b, func(num protowire.Number, typ protowire.Type, v []byte, _ uint64) error {
+		if num == 1 && typ == protowire.BytesType {
+			return f(v)
+		}
+		return nil
+	})
+}
+
+// eachField calls f with each field of the message b: a length-delimited
+// field's bytes as v, a varint's value as n; other types are skipped.
+func eachField(b []byte, f func(num protowire.Number, typ protowire.Type, v []byte, n uint64) error) error {
+	for len(b) > 0 {
+		num, typ, l := protowire.ConsumeTag(b)
+		if l < 0 {
+			return errBriefMalformed
+		}
+		b = b[l:]
+		var (
+			v []byte
+			n uint64
+		)
+		switch typ {
+		case protowire.BytesType:
+			v, l = protowire.ConsumeBytes(b)
+		case protowire.VarintType:
+			n, l = protowire.ConsumeVarint(b)
+		default:
+			l = protowire.ConsumeFieldValue(num, typ, b)
+		}
+		if l < 0 {
+			return errBriefMalformed
+		}
+		b = b[l:]
+		if typ != protowire.BytesType && typ != protowire.VarintType {
+			continue
+		}
+		if err := f(num, typ, v, n); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// decodeBriefSandbox decodes a PodSandbox's id (1), metadata (2), state (3)
+// and brief labels (5).
+func decodeBriefSandbox(b []byte) (*runtimeapi.PodSandbox, error) {
+	sb := &runtimeapi.PodSandbox{}
+	err := eachField(b, func(num protowire.Number, typ protowire.Type, v []byte, n uint64) error {
+		switch {
+		case num == 1 && typ == protowire.BytesType:
+			sb.Id = string(v)
+		case num == 2 && typ == protowire.BytesType:
+			md, err := decodeSandboxMetadata(v)
+			sb.Metadata = md
+			return err
+		case num == 3 && typ == protowire.VarintType:
+			sb.State = runtimeapi.PodSandboxState(n)
+		case num == 5 && typ == protowire.BytesType:
+			return addBriefLabel(&sb.Labels, v)
+		}
+		return nil
+	})
+	return sb, err
+}
+
+// decodeSandboxMetadata decodes PodSandboxMetadata: name (1), uid (2),
+// namespace (3), attempt (4).
+func decodeSandboxMetadata(b []byte) (*runtimeapi.PodSandboxMetadata, error) {
+	md := &runtimeapi.PodSandboxMetadata{}
+	err := eachField(b, func(num protowire.Number, typ protowire.Type, v []byte, n uint64) error {
+		switch {
+		case num == 1 && typ == protowire.BytesType:
+			md.Name = string(v)
+		case num == 2 && typ == protowire.BytesType:
+			md.Uid = string(v)
+		case num == 3 && typ == protowire.BytesType:
+			md.Namespace = string(v)
+		case num == 4 && typ == protowire.VarintType:
+			md.Attempt = uint32(n)
+		}
+		return nil
+	})
+	return md, err
+}
+
+// decodeBriefContainer decodes a Container's id (1), pod_sandbox_id (2),
+// state (6) and brief labels (8).
+func decodeBriefContainer(b []byte) (*runtimeapi.Container, error) {
+	c := &runtimeapi.Container{}
+	err := eachField(b, func(num protowire.Number, typ protowire.Type, v []byte, n uint64) error {
+		switch {
+		case num == 1 && typ == protowire.BytesType:
+			c.Id = string(v)
+		case num == 2 && typ == protowire.BytesType:
+			c.PodSandboxId = string(v)
+		case num == 6 && typ == protowire.VarintType:
+			c.State = runtimeapi.ContainerState(n)
+		case num == 8 && typ == protowire.BytesType:
+			return addBriefLabel(&c.Labels, v)
+		}
+		return nil
+	})
+	return c, err
+}
+
+// addBriefLabel adds the map entry b (key 1, value 2) to *labels when its
+// key is one of briefLabels.
+func addBriefLabel(labels *map[string]string, b []byte) error {
+	var key string
+	var value []byte
+	err := eachField(b, func(num protowire.Number, typ protowire.Type, v []byte, _ uint64) error {
+		switch {
+		case num == 1 && typ == protowire.BytesType:
+			key = briefLabel(v)
+		case num == 2 && typ == protowire.BytesType:
+			value = v
+		}
+		return nil
+	})
+	if err != nil || key == "" {
+		return err
+	}
+	if *labels == nil {
+		*labels = make(map[string]string, len(briefLabels))
+	}
+	(*labels)[key] = string(value)
+	return nil
+}
+
+// briefLabel returns the label of briefLabels spelled k, or "".
+func briefLabel(k []byte) string {
+	for _, l := range briefLabels {
+		if string(k) == l {
+			return l
+		}
+	}
+	return ""
+}
+
+// BriefOf returns rt's brief lister, or rt itself when it has none.
+func BriefOf(rt Runtime) BriefLister {
+	if b, ok := rt.(interface{ Brief() BriefLister }); ok {
+		return b.Brief()
+	}
+	return rt
+}

@@ -1,0 +1,233 @@
+package cri
+
+import (
+	"context"
+	"maps"
+	"net"
+	"path/filepath"
+	"testing"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/mem"
+	"google.golang.org/protobuf/proto"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	kubetypes "k8s.io/kubelet/pkg/types"
+)
+
+// fullLabels are what a container or sandbox of node "n1" carries: the
+// brief ones and others.
+func fullLabels() map[string]string {
+	return map[string]string{
+		LabelNode:                              "n1",
+		kubetypes.KubernetesPodUIDLabel:        "uid-1",
+		kubetypes.KubernetesPodNameLabel:       "web",
+		kubetypes.KubernetesPodNamespaceLabel:  "ns",
+		kubetypes.KubernetesContainerNameLabel: "app",
+		"app.kubernetes.io/name":               "web",
+		"io.kubernetes.container.hash":         "abc",
+	}
+}
+
+func briefOf(full map[string]string) map[string]string {
+	out := map[string]string{}
+	for _, k := range briefLabels {
+		if v, ok := full[k]; ok {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+func fullSandbox(id string, state runtimeapi.PodSandboxState, labels map[string]string) *runtimeapi.PodSandbox {
+	return &runtimeapi.PodSandbox{
+		Id:             id,
+		Metadata:       &runtimeapi.PodSandboxMetadata{Name: "web", Uid: "uid-1", Namespace: "ns", Attempt: 3},
+		State:          state,
+		CreatedAt:      1234567890,
+		Labels:         labels,
+		Annotations:    map[string]string{"kubernetes.io/config.source": "api", "big": string(make([]byte, 300))},
+		RuntimeHandler: "runc",
+	}
+}
+
+func fullContainer(id string, state runtimeapi.ContainerState, labels map[string]string) *runtimeapi.Container {
+	return &runtimeapi.Container{
+		Id:           id,
+		PodSandboxId: "sb-" + id,
+		Metadata:     &runtimeapi.ContainerMetadata{Name: "app", Attempt: 2},
+		Image:        &runtimeapi.ImageSpec{Image: "busybox"},
+		ImageRef:     "sha256:0123",
+		State:        state,
+		CreatedAt:    1234567890,
+		Labels:       labels,
+		Annotations:  map[string]string{"io.kubernetes.container.restartCount": "2"},
+		ImageId:      "sha256:0123",
+	}
+}
+
+func bufferOf(t *testing.T, m proto.Message) mem.BufferSlice {
+	t.Helper()
+	b, err := proto.Marshal(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return mem.BufferSlice{mem.SliceBuffer(b)}
+}
+
+func TestBriefCodecKeepsWhatARelistReads(t *testing.T) {
+	sandboxes := []*runtimeapi.PodSandbox{
+		fullSandbox("sb1", runtimeapi.PodSandboxState_SANDBOX_READY, fullLabels()),
+		fullSandbox("sb2", runtimeapi.PodSandboxState_SANDBOX_NOTREADY, nil),
+	}
+	var got briefSandboxes
+	if err := (briefCodec{}).Unmarshal(bufferOf(t, &runtimeapi.ListPodSandboxResponse{Items: sandboxes}), &got); err != nil {
+		t.Fatal(err)
+	}
+	want := []*runtimeapi.PodSandbox{
+		{Id: "sb1", Metadata: sandboxes[0].Metadata, State: runtimeapi.PodSandboxState_SANDBOX_READY, Labels: briefOf(fullLabels())},
+		{Id: "sb2", Metadata: sandboxes[1].Metadata, State: runtimeapi.PodSandboxState_SANDBOX_NOTREADY},
+	}
+	if len(got.items) != len(want) {
+		t.Fatalf("decoded %d sandboxes, want %d", len(got.items), len(want))
+	}
+	for i := range want {
+		if !proto.Equal(got.items[i], want[i]) {
+			t.Errorf("sandbox %d decoded as %v, want %v", i, got.items[i], want[i])
+		}
+	}
+
+	containers := []*runtimeapi.Container{
+		fullContainer("c1", runtimeapi.ContainerState_CONTAINER_RUNNING, fullLabels()),
+		fullContainer("c2", runtimeapi.ContainerState_CONTAINER_EXITED, map[string]string{"other": "x"}),
+	}
+	var gotC briefContainers
+	if err := (briefCodec{}).Unmarshal(bufferOf(t, &runtimeapi.ListContainersResponse{Containers: containers}), &gotC); err != nil {
+		t.Fatal(err)
+	}
+	wantC := []*runtimeapi.Container{
+		{Id: "c1", PodSandboxId: "sb-c1", State: runtimeapi.ContainerState_CONTAINER_RUNNING, Labels: briefOf(fullLabels())},
+		{Id: "c2", PodSandboxId: "sb-c2", State: runtimeapi.ContainerState_CONTAINER_EXITED},
+	}
+	if len(gotC.items) != len(wantC) {
+		t.Fatalf("decoded %d containers, want %d", len(gotC.items), len(wantC))
+	}
+	for i := range wantC {
+		if !proto.Equal(gotC.items[i], wantC[i]) {
+			t.Errorf("container %d decoded as %v, want %v", i, gotC.items[i], wantC[i])
+		}
+	}
+
+	// An empty list is no list.
+	var none briefContainers
+	if err := (briefCodec{}).Unmarshal(bufferOf(t, &runtimeapi.ListContainersResponse{}), &none); err != nil || len(none.items) != 0 {
+		t.Errorf("empty list decoded as %v, %v", none.items, err)
+	}
+}
+
+func TestBriefCodecRefusesMalformedMessages(t *testing.T) {
+	whole, err := proto.Marshal(&runtimeapi.ListContainersResponse{Containers: []*runtimeapi.Container{
+		fullContainer("c1", runtimeapi.ContainerState_CONTAINER_RUNNING, fullLabels()),
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, b := range map[string][]byte{
+		"cut short":       whole[:len(whole)-5],
+		"bad tag":         {0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01},
+		"length too long": {0x0a, 0x7f, 0x0a},
+	} {
+		var out briefContainers
+		if err := (briefCodec{}).Unmarshal(mem.BufferSlice{mem.SliceBuffer(b)}, &out); err == nil {
+			t.Errorf("%s: decoded %v without an error", name, out.items)
+		}
+	}
+	var wrong runtimeapi.ListContainersResponse
+	if err := (briefCodec{}).Unmarshal(mem.BufferSlice{mem.SliceBuffer(whole)}, &wrong); err == nil {
+		t.Error("decoded into a type the codec does not know")
+	}
+}
+
+// listServer answers the two list calls with fixed objects and records the
+// filters it was sent.
+type listServer struct {
+	runtimeapi.UnimplementedRuntimeServiceServer
+	sandboxes       []*runtimeapi.PodSandbox
+	containers      []*runtimeapi.Container
+	sandboxFilter   *runtimeapi.PodSandboxFilter
+	containerFilter *runtimeapi.ContainerFilter
+}
+
+func (s *listServer) ListPodSandbox(_ context.Context, r *runtimeapi.ListPodSandboxRequest) (*runtimeapi.ListPodSandboxResponse, error) {
+	s.sandboxFilter = r.GetFilter()
+	return &runtimeapi.ListPodSandboxResponse{Items: s.sandboxes}, nil
+}
+
+func (s *listServer) ListContainers(_ context.Context, r *runtimeapi.ListContainersRequest) (*runtimeapi.ListContainersResponse, error) {
+	s.containerFilter = r.GetFilter()
+	return &runtimeapi.ListContainersResponse{Containers: s.containers}, nil
+}
+
+func TestBriefListerOverGRPC(t *testing.T) {
+	other := fullLabels()
+	other[LabelNode] = "n2"
+	srv := &listServer{
+		sandboxes: []*runtimeapi.PodSandbox{
+			fullSandbox("mine", runtimeapi.PodSandboxState_SANDBOX_READY, fullLabels()),
+			// A runtime that ignores the selector must not hand over
+			// another node's objects.
+			fullSandbox("theirs", runtimeapi.PodSandboxState_SANDBOX_READY, other),
+		},
+		containers: []*runtimeapi.Container{
+			fullContainer("mine", runtimeapi.ContainerState_CONTAINER_RUNNING, fullLabels()),
+			fullContainer("theirs", runtimeapi.ContainerState_CONTAINER_RUNNING, other),
+		},
+	}
+	sock := filepath.Join(t.TempDir(), "cri.sock")
+	lis, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gs := grpc.NewServer()
+	runtimeapi.RegisterRuntimeServiceServer(gs, srv)
+	go func() { _ = gs.Serve(lis) }()
+	t.Cleanup(gs.Stop)
+
+	conn, err := dialBrief("unix://" + sock)
+	if err != nil || conn == nil {
+		t.Fatalf("dialing: %v, %v", conn, err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	c := &Client{node: "n1", opts: Options{NodeName: "n1"}.withDefaults(), brief: conn}
+	b := c.Brief()
+	ctx := context.Background()
+
+	sbs, err := b.ListPodSandboxes(ctx, &runtimeapi.PodSandboxFilter{LabelSelector: map[string]string{"app.kubernetes.io/name": "web"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(sbs) != 1 || sbs[0].GetId() != "mine" || !maps.Equal(sbs[0].GetLabels(), briefOf(fullLabels())) {
+		t.Errorf("sandboxes listed: %v, want only mine with the brief labels", sbs)
+	}
+	if want := map[string]string{LabelNode: "n1", "app.kubernetes.io/name": "web"}; !maps.Equal(srv.sandboxFilter.GetLabelSelector(), want) {
+		t.Errorf("sandbox selector sent: %v, want %v", srv.sandboxFilter.GetLabelSelector(), want)
+	}
+
+	cs, err := b.ListContainers(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cs) != 1 || cs[0].GetId() != "mine" || cs[0].GetState() != runtimeapi.ContainerState_CONTAINER_RUNNING {
+		t.Errorf("containers listed: %v, want only mine, running", cs)
+	}
+	if want := map[string]string{LabelNode: "n1"}; !maps.Equal(srv.containerFilter.GetLabelSelector(), want) {
+		t.Errorf("container selector sent: %v, want %v", srv.containerFilter.GetLabelSelector(), want)
+	}
+
+	// Without a connection of its own, the client lists in full.
+	if _, ok := (&Client{}).Brief().(*Client); !ok {
+		t.Error("a client without a brief connection did not list through itself")
+	}
+	if conn, err := dialBrief("tcp://127.0.0.1:1"); conn != nil || err != nil {
+		t.Errorf("dialing a non-unix endpoint: %v, %v; want no connection", conn, err)
+	}
+}
