@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"google.golang.org/grpc"
@@ -74,6 +75,11 @@ type briefLister struct {
 	conn *grpc.ClientConn
 }
 
+// codec is the brief codec of the client's lists, which share its strings.
+func (b briefLister) codec() grpc.CallOption {
+	return grpc.ForceCodecV2(briefCodec{strs: &b.c.briefStrings})
+}
+
 // ListPodSandboxes implements BriefLister.
 func (b briefLister) ListPodSandboxes(ctx context.Context, filter *runtimeapi.PodSandboxFilter) (_ []*runtimeapi.PodSandbox, err error) {
 	defer func(start time.Time) { observe("list_podsandbox", start, err) }(time.Now())
@@ -85,7 +91,7 @@ func (b briefLister) ListPodSandboxes(ctx context.Context, filter *runtimeapi.Po
 	ctx, cancel := b.c.timeout(ctx)
 	defer cancel()
 	var out briefSandboxes
-	if err := b.conn.Invoke(ctx, methodListPodSandbox, &runtimeapi.ListPodSandboxRequest{Filter: f}, &out, grpc.ForceCodecV2(briefCodec{})); err != nil {
+	if err := b.conn.Invoke(ctx, methodListPodSandbox, &runtimeapi.ListPodSandboxRequest{Filter: f}, &out, b.codec()); err != nil {
 		return nil, fmt.Errorf("listing sandboxes: %w", err)
 	}
 	return keepOwned(out.items, b.c.node), nil
@@ -102,7 +108,7 @@ func (b briefLister) ListContainers(ctx context.Context, filter *runtimeapi.Cont
 	ctx, cancel := b.c.timeout(ctx)
 	defer cancel()
 	var out briefContainers
-	if err := b.conn.Invoke(ctx, methodListContainers, &runtimeapi.ListContainersRequest{Filter: f}, &out, grpc.ForceCodecV2(briefCodec{})); err != nil {
+	if err := b.conn.Invoke(ctx, methodListContainers, &runtimeapi.ListContainersRequest{Filter: f}, &out, b.codec()); err != nil {
 		return nil, fmt.Errorf("listing containers: %w", err)
 	}
 	return keepOwned(out.items, b.c.node), nil
@@ -115,8 +121,9 @@ type (
 )
 
 // briefCodec marshals requests as protobuf and decodes the list responses
-// briefly; its name keeps the call's content-subtype "proto".
-type briefCodec struct{}
+// briefly; its name keeps the call's content-subtype "proto". The IDs and
+// label values it decodes come from strs: the same every second.
+type briefCodec struct{ strs *interner }
 
 func (briefCodec) Name() string { return "proto" }
 
@@ -132,20 +139,20 @@ func (briefCodec) Marshal(v any) (mem.BufferSlice, error) {
 	return mem.BufferSlice{mem.SliceBuffer(b)}, nil
 }
 
-func (briefCodec) Unmarshal(data mem.BufferSlice, v any) error {
+func (c briefCodec) Unmarshal(data mem.BufferSlice, v any) error {
 	buf := data.MaterializeToBuffer(mem.DefaultBufferPool())
 	defer buf.Free()
 	switch out := v.(type) {
 	case *briefSandboxes:
 		return eachItem(buf.ReadOnlyData(), func(b []byte) error {
-			sb, err := decodeBriefSandbox(b)
+			sb, err := c.decodeSandbox(b)
 			out.items = append(out.items, sb)
 			return err
 		})
 	case *briefContainers:
 		return eachItem(buf.ReadOnlyData(), func(b []byte) error {
-			c, err := decodeBriefContainer(b)
-			out.items = append(out.items, c)
+			ctr, err := c.decodeContainer(b)
+			out.items = append(out.items, ctr)
 			return err
 		})
 	}
@@ -201,22 +208,22 @@ func eachField(b []byte, f func(num protowire.Number, typ protowire.Type, v []by
 	return nil
 }
 
-// decodeBriefSandbox decodes a PodSandbox's id (1), metadata (2), state (3)
+// decodeSandbox decodes a PodSandbox's id (1), metadata (2), state (3)
 // and brief labels (5).
-func decodeBriefSandbox(b []byte) (*runtimeapi.PodSandbox, error) {
+func (c briefCodec) decodeSandbox(b []byte) (*runtimeapi.PodSandbox, error) {
 	sb := &runtimeapi.PodSandbox{}
 	err := eachField(b, func(num protowire.Number, typ protowire.Type, v []byte, n uint64) error {
 		switch {
 		case num == 1 && typ == protowire.BytesType:
-			sb.Id = string(v)
+			sb.Id = c.strs.get(v)
 		case num == 2 && typ == protowire.BytesType:
-			md, err := decodeSandboxMetadata(v)
+			md, err := c.decodeSandboxMetadata(v)
 			sb.Metadata = md
 			return err
 		case num == 3 && typ == protowire.VarintType:
 			sb.State = runtimeapi.PodSandboxState(n)
 		case num == 5 && typ == protowire.BytesType:
-			return addBriefLabel(&sb.Labels, v)
+			return c.addLabel(&sb.Labels, v)
 		}
 		return nil
 	})
@@ -225,16 +232,16 @@ func decodeBriefSandbox(b []byte) (*runtimeapi.PodSandbox, error) {
 
 // decodeSandboxMetadata decodes PodSandboxMetadata: name (1), uid (2),
 // namespace (3), attempt (4).
-func decodeSandboxMetadata(b []byte) (*runtimeapi.PodSandboxMetadata, error) {
+func (c briefCodec) decodeSandboxMetadata(b []byte) (*runtimeapi.PodSandboxMetadata, error) {
 	md := &runtimeapi.PodSandboxMetadata{}
 	err := eachField(b, func(num protowire.Number, typ protowire.Type, v []byte, n uint64) error {
 		switch {
 		case num == 1 && typ == protowire.BytesType:
-			md.Name = string(v)
+			md.Name = c.strs.get(v)
 		case num == 2 && typ == protowire.BytesType:
-			md.Uid = string(v)
+			md.Uid = c.strs.get(v)
 		case num == 3 && typ == protowire.BytesType:
-			md.Namespace = string(v)
+			md.Namespace = c.strs.get(v)
 		case num == 4 && typ == protowire.VarintType:
 			md.Attempt = uint32(n)
 		}
@@ -243,29 +250,29 @@ func decodeSandboxMetadata(b []byte) (*runtimeapi.PodSandboxMetadata, error) {
 	return md, err
 }
 
-// decodeBriefContainer decodes a Container's id (1), pod_sandbox_id (2),
+// decodeContainer decodes a Container's id (1), pod_sandbox_id (2),
 // state (6) and brief labels (8).
-func decodeBriefContainer(b []byte) (*runtimeapi.Container, error) {
-	c := &runtimeapi.Container{}
+func (c briefCodec) decodeContainer(b []byte) (*runtimeapi.Container, error) {
+	ctr := &runtimeapi.Container{}
 	err := eachField(b, func(num protowire.Number, typ protowire.Type, v []byte, n uint64) error {
 		switch {
 		case num == 1 && typ == protowire.BytesType:
-			c.Id = string(v)
+			ctr.Id = c.strs.get(v)
 		case num == 2 && typ == protowire.BytesType:
-			c.PodSandboxId = string(v)
+			ctr.PodSandboxId = c.strs.get(v)
 		case num == 6 && typ == protowire.VarintType:
-			c.State = runtimeapi.ContainerState(n)
+			ctr.State = runtimeapi.ContainerState(n)
 		case num == 8 && typ == protowire.BytesType:
-			return addBriefLabel(&c.Labels, v)
+			return c.addLabel(&ctr.Labels, v)
 		}
 		return nil
 	})
-	return c, err
+	return ctr, err
 }
 
-// addBriefLabel adds the map entry b (key 1, value 2) to *labels when its
+// addLabel adds the map entry b (key 1, value 2) to *labels when its
 // key is one of briefLabels.
-func addBriefLabel(labels *map[string]string, b []byte) error {
+func (c briefCodec) addLabel(labels *map[string]string, b []byte) error {
 	var key string
 	var value []byte
 	err := eachField(b, func(num protowire.Number, typ protowire.Type, v []byte, _ uint64) error {
@@ -283,7 +290,7 @@ func addBriefLabel(labels *map[string]string, b []byte) error {
 	if *labels == nil {
 		*labels = make(map[string]string, len(briefLabels))
 	}
-	(*labels)[key] = string(value)
+	(*labels)[key] = c.strs.get(value)
 	return nil
 }
 
@@ -303,4 +310,33 @@ func BriefOf(rt Runtime) BriefLister {
 		return b.Brief()
 	}
 	return rt
+}
+
+// maxInterned bounds an interner: past it, it starts again empty. A node's
+// IDs and label values number a few per container.
+const maxInterned = 1 << 14
+
+// interner hands out one string per distinct byte sequence, so that lists
+// repeated every second do not allocate the same IDs and names again. Safe
+// for concurrent use; a nil interner allocates every string.
+type interner struct {
+	mu   sync.Mutex
+	strs map[string]string
+}
+
+func (in *interner) get(b []byte) string {
+	if in == nil {
+		return string(b)
+	}
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	if s, ok := in.strs[string(b)]; ok {
+		return s
+	}
+	if in.strs == nil || len(in.strs) >= maxInterned {
+		in.strs = make(map[string]string)
+	}
+	s := string(b)
+	in.strs[s] = s
+	return s
 }

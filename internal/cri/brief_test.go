@@ -2,10 +2,12 @@ package cri
 
 import (
 	"context"
+	"fmt"
 	"maps"
 	"net"
 	"path/filepath"
 	"testing"
+	"unsafe"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/mem"
@@ -101,7 +103,7 @@ func TestBriefCodecKeepsWhatARelistReads(t *testing.T) {
 		fullContainer("c2", runtimeapi.ContainerState_CONTAINER_EXITED, map[string]string{"other": "x"}),
 	}
 	var gotC briefContainers
-	if err := (briefCodec{}).Unmarshal(bufferOf(t, &runtimeapi.ListContainersResponse{Containers: containers}), &gotC); err != nil {
+	if err := (briefCodec{strs: &interner{}}).Unmarshal(bufferOf(t, &runtimeapi.ListContainersResponse{Containers: containers}), &gotC); err != nil {
 		t.Fatal(err)
 	}
 	wantC := []*runtimeapi.Container{
@@ -229,5 +231,55 @@ func TestBriefListerOverGRPC(t *testing.T) {
 	}
 	if conn, err := dialBrief("tcp://127.0.0.1:1"); conn != nil || err != nil {
 		t.Errorf("dialing a non-unix endpoint: %v, %v; want no connection", conn, err)
+	}
+}
+
+// BenchmarkListContainersDecode decodes one ListContainers answer of 110
+// containers, in full (as a relist did) and briefly.
+func BenchmarkListContainersDecode(b *testing.B) {
+	resp := &runtimeapi.ListContainersResponse{}
+	for i := range 110 {
+		resp.Containers = append(resp.Containers, fullContainer(fmt.Sprintf("%064d", i), runtimeapi.ContainerState_CONTAINER_RUNNING, fullLabels()))
+	}
+	data, err := proto.Marshal(resp)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Run("full", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			var out runtimeapi.ListContainersResponse
+			if err := proto.Unmarshal(data, &out); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	// The interner is shared, as between a client's relists.
+	codec := briefCodec{strs: &interner{}}
+	b.Run("brief", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			var out briefContainers
+			if err := codec.Unmarshal(mem.BufferSlice{mem.SliceBuffer(data)}, &out); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
+
+func TestInternerHandsOutOneStringPerValue(t *testing.T) {
+	in := &interner{}
+	a, b := in.get([]byte("uid-1")), in.get([]byte("uid-1"))
+	if a != "uid-1" || unsafe.StringData(a) != unsafe.StringData(b) {
+		t.Errorf("two gets of uid-1: %q at %p and %q at %p, want one string", a, unsafe.StringData(a), b, unsafe.StringData(b))
+	}
+	for i := range maxInterned + 1 {
+		in.get(fmt.Appendf(nil, "id-%d", i))
+	}
+	if n := len(in.strs); n > maxInterned {
+		t.Errorf("interner holds %d strings, more than its bound %d", n, maxInterned)
+	}
+	if got := (*interner)(nil).get([]byte("x")); got != "x" {
+		t.Errorf("nil interner returned %q", got)
 	}
 }

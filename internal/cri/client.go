@@ -63,6 +63,8 @@ type Client struct {
 	// brief is the connection of brief lists (see Brief); nil lists
 	// through runtime.
 	brief *grpc.ClientConn
+	// briefStrings are the strings of brief lists.
+	briefStrings interner
 }
 
 // ownedIDs remembers the sandboxes and containers known to be ours: those

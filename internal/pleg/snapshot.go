@@ -118,19 +118,23 @@ type PodChange struct {
 // UID, each with its events ordered by object ID. A pod present only in old
 // is reported with its identity from old.
 func Diff(old, cur Snapshot) []PodChange {
-	uids := slices.Collect(maps.Keys(cur))
-	for uid := range old {
-		if _, ok := cur[uid]; !ok {
-			uids = append(uids, uid)
-		}
-	}
-	slices.Sort(uids)
+	// Most relists change nothing: compare each pod's objects without
+	// allocating, and sort only what changed.
 	var changes []PodChange
-	for _, uid := range uids {
-		if ch, changed := diffPod(old[uid], cur[uid]); changed {
+	for uid, c := range cur {
+		if ch, changed := diffPod(old[uid], c); changed {
 			changes = append(changes, ch)
 		}
 	}
+	for uid, o := range old {
+		if _, ok := cur[uid]; ok {
+			continue
+		}
+		if ch, changed := diffPod(o, nil); changed {
+			changes = append(changes, ch)
+		}
+	}
+	slices.SortFunc(changes, func(a, b PodChange) int { return cmp.Compare(a.Pod.UID, b.Pod.UID) })
 	return changes
 }
 
@@ -142,6 +146,9 @@ func diffPod(old, cur *PodRecord) (PodChange, bool) {
 	}
 	if cur != nil {
 		ch.Pod, curObjs = cur.Ref, cur.Objects
+	}
+	if maps.Equal(oldObjs, curObjs) {
+		return ch, false
 	}
 	ids := slices.Sorted(maps.Keys(curObjs))
 	for id := range oldObjs {
