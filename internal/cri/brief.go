@@ -54,9 +54,11 @@ func (c *Client) Brief() BriefLister {
 	return briefLister{c: c, conn: c.brief}
 }
 
-// dialBrief opens the connection brief lists use. It connects at the first
-// call, as the runtime service's own does.
-func dialBrief(endpoint string) (*grpc.ClientConn, error) {
+// dialBrief opens the connection brief lists use and checks it with a
+// version call, as Dial checks the runtime service's own. Connecting now,
+// during start-up, also keeps the connection's set-up code out of the pages
+// a running agent keeps resident (package residency releases start-up's).
+func dialBrief(ctx context.Context, endpoint string, timeout time.Duration) (*grpc.ClientConn, error) {
 	path, ok := strings.CutPrefix(endpoint, unixEndpointPrefix)
 	if !ok {
 		return nil, nil
@@ -65,6 +67,12 @@ func dialBrief(endpoint string) (*grpc.ClientConn, error) {
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(briefMaxMessageSize)))
 	if err != nil {
+		return nil, fmt.Errorf("connecting to CRI runtime service %s: %w", endpoint, err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	if _, err := runtimeapi.NewRuntimeServiceClient(conn).Version(ctx, &runtimeapi.VersionRequest{}); err != nil {
+		_ = conn.Close()
 		return nil, fmt.Errorf("connecting to CRI runtime service %s: %w", endpoint, err)
 	}
 	return conn, nil

@@ -7,6 +7,7 @@ import (
 	"net"
 	"path/filepath"
 	"testing"
+	"time"
 	"unsafe"
 
 	"google.golang.org/grpc"
@@ -159,6 +160,10 @@ type listServer struct {
 	containerFilter *runtimeapi.ContainerFilter
 }
 
+func (s *listServer) Version(context.Context, *runtimeapi.VersionRequest) (*runtimeapi.VersionResponse, error) {
+	return &runtimeapi.VersionResponse{RuntimeName: "fake"}, nil
+}
+
 func (s *listServer) ListPodSandbox(_ context.Context, r *runtimeapi.ListPodSandboxRequest) (*runtimeapi.ListPodSandboxResponse, error) {
 	s.sandboxFilter = r.GetFilter()
 	return &runtimeapi.ListPodSandboxResponse{Items: s.sandboxes}, nil
@@ -194,7 +199,7 @@ func TestBriefListerOverGRPC(t *testing.T) {
 	go func() { _ = gs.Serve(lis) }()
 	t.Cleanup(gs.Stop)
 
-	conn, err := dialBrief("unix://" + sock)
+	conn, err := dialBrief(context.Background(), "unix://"+sock, time.Minute)
 	if err != nil || conn == nil {
 		t.Fatalf("dialing: %v, %v", conn, err)
 	}
@@ -229,7 +234,11 @@ func TestBriefListerOverGRPC(t *testing.T) {
 	if _, ok := (&Client{}).Brief().(*Client); !ok {
 		t.Error("a client without a brief connection did not list through itself")
 	}
-	if conn, err := dialBrief("tcp://127.0.0.1:1"); conn != nil || err != nil {
+	if conn, err := dialBrief(context.Background(), "unix://"+filepath.Join(t.TempDir(), "none.sock"), time.Second); err == nil {
+		_ = conn.Close()
+		t.Error("dialing a socket nothing listens on succeeded")
+	}
+	if conn, err := dialBrief(context.Background(), "tcp://127.0.0.1:1", time.Second); conn != nil || err != nil {
 		t.Errorf("dialing a non-unix endpoint: %v, %v; want no connection", conn, err)
 	}
 }

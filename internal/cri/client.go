@@ -157,7 +157,7 @@ func Dial(ctx context.Context, runtimeEndpoint, imageEndpoint string, opts Optio
 		_ = rs.Close(ctx)
 		return nil, fmt.Errorf("connecting to CRI image service %s: %w", imageEndpoint, err)
 	}
-	brief, err := dialBrief(runtimeEndpoint)
+	brief, err := dialBrief(ctx, runtimeEndpoint, opts.RuntimeRequestTimeout)
 	if err != nil {
 		_ = rs.Close(ctx)
 		_ = is.Close(ctx)
