@@ -169,14 +169,14 @@ func TestSyncAsksTheLogPathOfANewContainerOnly(t *testing.T) {
 		writeLog(t, log, 10)
 		rt.add(id, "p", id, log, runtimeapi.ContainerState_CONTAINER_RUNNING)
 	}
-	sync := func() {
+	syncNow := func() {
 		t.Helper()
 		if err := m.Sync(context.Background()); err != nil {
 			t.Fatal(err)
 		}
 	}
-	sync()
-	sync()
+	syncNow()
+	syncNow()
 	if got := rt.statusCalls["id1"]; got != 1 {
 		t.Errorf("status of a known container asked %d times over two syncs, want 1", got)
 	}
@@ -191,11 +191,11 @@ func TestSyncAsksTheLogPathOfANewContainerOnly(t *testing.T) {
 	saved := rt.containers["id1"]
 	delete(rt.containers, "id1")
 	rt.mu.Unlock()
-	sync()
+	syncNow()
 	rt.mu.Lock()
 	rt.containers["id1"] = saved
 	rt.mu.Unlock()
-	sync()
+	syncNow()
 	if got := rt.statusCalls["id1"]; got != 2 {
 		t.Errorf("status of a container forgotten and listed again asked %d times, want 2", got)
 	}

@@ -231,7 +231,9 @@ func (c briefCodec) decodeSandbox(b []byte) (*runtimeapi.PodSandbox, error) {
 		case num == 3 && typ == protowire.VarintType:
 			sb.State = runtimeapi.PodSandboxState(n)
 		case num == 5 && typ == protowire.BytesType:
-			return c.addLabel(&sb.Labels, v)
+			var err error
+			sb.Labels, err = c.addLabel(sb.Labels, v)
+			return err
 		}
 		return nil
 	})
@@ -271,16 +273,18 @@ func (c briefCodec) decodeContainer(b []byte) (*runtimeapi.Container, error) {
 		case num == 6 && typ == protowire.VarintType:
 			ctr.State = runtimeapi.ContainerState(n)
 		case num == 8 && typ == protowire.BytesType:
-			return c.addLabel(&ctr.Labels, v)
+			var err error
+			ctr.Labels, err = c.addLabel(ctr.Labels, v)
+			return err
 		}
 		return nil
 	})
 	return ctr, err
 }
 
-// addLabel adds the map entry b (key 1, value 2) to *labels when its
-// key is one of briefLabels.
-func (c briefCodec) addLabel(labels *map[string]string, b []byte) error {
+// addLabel adds the map entry b (key 1, value 2) to labels when its key is
+// one of briefLabels, making the map if needed, and returns the map.
+func (c briefCodec) addLabel(labels map[string]string, b []byte) (map[string]string, error) {
 	var key string
 	var value []byte
 	err := eachField(b, func(num protowire.Number, typ protowire.Type, v []byte, _ uint64) error {
@@ -293,13 +297,13 @@ func (c briefCodec) addLabel(labels *map[string]string, b []byte) error {
 		return nil
 	})
 	if err != nil || key == "" {
-		return err
+		return labels, err
 	}
-	if *labels == nil {
-		*labels = make(map[string]string, len(briefLabels))
+	if labels == nil {
+		labels = make(map[string]string, len(briefLabels))
 	}
-	(*labels)[key] = c.strs.get(value)
-	return nil
+	labels[key] = c.strs.get(value)
+	return labels, nil
 }
 
 // briefLabel returns the label of briefLabels spelled k, or "".
