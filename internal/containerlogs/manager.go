@@ -58,15 +58,21 @@ type Manager struct {
 	runtime Runtime
 	opts    Options
 
-	// mu guards logPaths and links. logPaths holds the log path of each
-	// container seen by Sync, by ID ("" for none): a container's log path
-	// never changes, so a sync asks the runtime for the status of new
-	// containers only. links holds the link name of each container linked
-	// or seen by Sync, by ID, so that Forget needs no scan of the links
-	// directory.
-	mu       sync.Mutex
-	logPaths map[string]string
-	links    map[string]string
+	// mu guards known: what the manager learnt of each container it
+	// linked or synced, by ID.
+	mu    sync.Mutex
+	known map[string]knownContainer
+}
+
+// knownContainer is what a Manager remembers of a container: its link
+// name, so that Forget needs no scan of the links directory, and its log
+// path ("" for none) once a sync read it, so that later syncs ask the
+// runtime for the status of new containers only (a container's log path
+// never changes).
+type knownContainer struct {
+	link         string
+	logPath      string
+	logPathKnown bool
 }
 
 // New returns a Manager over runtime.
@@ -88,7 +94,7 @@ func New(runtime Runtime, opts Options) (*Manager, error) {
 	if opts.Clock == nil {
 		opts.Clock = clock.RealClock{}
 	}
-	return &Manager{runtime: runtime, opts: opts, logPaths: map[string]string{}, links: map[string]string{}}, nil
+	return &Manager{runtime: runtime, opts: opts, known: map[string]knownContainer{}}, nil
 }
 
 // NeedLeaderElection implements manager.LeaderElectionRunnable: every node
@@ -160,7 +166,7 @@ func (m *Manager) Sync(ctx context.Context) error {
 	}
 	close(jobs)
 	wg.Wait()
-	m.forgetLogPaths(containers)
+	m.forgetUnlisted(containers)
 	m.sweepLinks(links, keep, want)
 	return ctx.Err()
 }
@@ -170,10 +176,10 @@ func (m *Manager) Sync(ctx context.Context) error {
 // tell, which is tried again at the next sync.
 func (m *Manager) logPath(ctx context.Context, id string) (path string, ok bool) {
 	m.mu.Lock()
-	path, ok = m.logPaths[id]
+	k := m.known[id]
 	m.mu.Unlock()
-	if ok {
-		return path, true
+	if k.logPathKnown {
+		return k.logPath, true
 	}
 	st, err := m.runtime.ContainerStatus(ctx, id)
 	if err != nil {
@@ -183,28 +189,24 @@ func (m *Manager) logPath(ctx context.Context, id string) (path string, ok bool)
 		return "", false
 	}
 	m.mu.Lock()
-	m.logPaths[id] = st.GetLogPath()
+	k = m.known[id]
+	k.logPath, k.logPathKnown = st.GetLogPath(), true
+	m.known[id] = k
 	m.mu.Unlock()
 	return st.GetLogPath(), true
 }
 
-// forgetLogPaths drops the log paths and link names of containers no
-// longer listed.
-func (m *Manager) forgetLogPaths(listed []*runtimeapi.Container) {
+// forgetUnlisted forgets the containers no longer listed.
+func (m *Manager) forgetUnlisted(listed []*runtimeapi.Container) {
 	ids := make(map[string]bool, len(listed))
 	for _, c := range listed {
 		ids[c.GetId()] = true
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	for id := range m.logPaths {
+	for id := range m.known {
 		if !ids[id] {
-			delete(m.logPaths, id)
-		}
-	}
-	for id := range m.links {
-		if !ids[id] {
-			delete(m.links, id)
+			delete(m.known, id)
 		}
 	}
 }
@@ -212,18 +214,20 @@ func (m *Manager) forgetLogPaths(listed []*runtimeapi.Container) {
 // noteLink records name as the link name of container id.
 func (m *Manager) noteLink(id, name string) {
 	m.mu.Lock()
-	m.links[id] = name
-	m.mu.Unlock()
+	defer m.mu.Unlock()
+	k := m.known[id]
+	k.link = name
+	m.known[id] = k
 }
 
-// takeLink returns and forgets the link name of container id, if known.
+// takeLink returns the link name of container id, if known, and forgets
+// the container.
 func (m *Manager) takeLink(id string) (string, bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	name, ok := m.links[id]
-	delete(m.links, id)
-	delete(m.logPaths, id)
-	return name, ok
+	k, ok := m.known[id]
+	delete(m.known, id)
+	return k.link, ok && k.link != ""
 }
 
 // job is one container's log to check.

@@ -12,4 +12,8 @@
 // and observed in the kubelet_runtime_operations_* metrics. Features reads
 // the runtime handlers and features the runtime reports in its Status
 // response; FeatureCache keeps them so that pod syncs do not ask again.
+// Brief (BriefOf for any Runtime) lists the same owned objects over a
+// connection of Dial's own with a codec that decodes only IDs, states,
+// sandbox metadata and the labels naming the pod and container, for the
+// callers that list every second or so and read nothing else.
 package cri
