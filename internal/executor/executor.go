@@ -110,6 +110,9 @@ type Executor struct {
 	// Cgroups makes, bounds and removes the pods' cgroups; nil makes none
 	// and every sandbox gets Sandbox.CgroupParent.
 	Cgroups PodCgroups
+	// Gate orders and bounds the runtime calls that start pods; nil lets
+	// them all run at once.
+	Gate *StartGate
 	// Logs keeps the containers' log links and rotated log files; nil
 	// keeps none.
 	Logs ContainerLogs
@@ -269,14 +272,17 @@ func (e *Executor) ensureSandbox(ctx context.Context, pod *v1.Pod, rt state.PodR
 	if err := os.MkdirAll(cfg.LogDirectory, 0o755); err != nil {
 		return nil, e.sandboxFailed(ctx, pod, st, save, fmt.Errorf("creating pod log directory: %w", err))
 	}
-	if e.Cgroups != nil {
-		if err := e.Cgroups.EnsurePod(pod); err != nil {
-			return nil, e.sandboxFailed(ctx, pod, st, save, err)
-		}
+	var id string
+	var createErr error
+	if err := e.Gate.Do(ctx, pod.UID, func() error {
+		id, createErr = e.createSandbox(ctx, pod, cfg, handler)
+		return nil
+	}); err != nil {
+		// Deleted while waiting: nothing was created.
+		return nil, err
 	}
-	id, err := e.Runtime.RunPodSandbox(ctx, cfg, handler)
-	if err != nil {
-		return nil, e.sandboxFailed(ctx, pod, st, save, fmt.Errorf("creating sandbox: %w", err))
+	if createErr != nil {
+		return nil, e.sandboxFailed(ctx, pod, st, save, createErr)
 	}
 	first := st.SandboxID == "" && st.SandboxFailure == nil
 	st.RecordSandbox(id, a.Attempt)
@@ -301,6 +307,20 @@ func (e *Executor) ensureSandbox(ctx context.Context, pod *v1.Pod, rt state.PodR
 	}
 	log.FromContext(ctx).V(1).Info("Created sandbox", "sandbox", id, "attempt", a.Attempt, "ips", sb.ips, "runtimeHandler", handler)
 	return sb, nil
+}
+
+// createSandbox makes the pod's cgroup and its sandbox.
+func (e *Executor) createSandbox(ctx context.Context, pod *v1.Pod, cfg *runtimeapi.PodSandboxConfig, handler string) (string, error) {
+	if e.Cgroups != nil {
+		if err := e.Cgroups.EnsurePod(pod); err != nil {
+			return "", err
+		}
+	}
+	id, err := e.Runtime.RunPodSandbox(ctx, cfg, handler)
+	if err != nil {
+		return "", fmt.Errorf("creating sandbox: %w", err)
+	}
+	return id, nil
 }
 
 // startsContainers reports whether the plan starts any container.
@@ -353,8 +373,14 @@ func (e *Executor) startContainer(ctx context.Context, pod *v1.Pod, sb *sandbox,
 		return err
 	}
 	st.RecordStart(s.Name, s.RestartCount, s.PrevFinishedAt, s.MaxCrashLoopBackOff, e.now())
-	id, err := e.Runtime.CreateContainer(ctx, sb.id, cfg, sb.config)
-	if err != nil {
+	var id string
+	if err := e.Gate.Do(ctx, pod.UID, func() (err error) {
+		id, err = e.Runtime.CreateContainer(ctx, sb.id, cfg, sb.config)
+		return err
+	}); err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
 		e.Recorder.Eventf(pod, v1.EventTypeWarning, EventFailed, "Error: %v", err)
 		return fail(state.ReasonCreateContainerError, err.Error())
 	}
@@ -369,7 +395,11 @@ func (e *Executor) startContainer(ctx context.Context, pod *v1.Pod, sb *sandbox,
 		// with the pod, never started.
 		return err
 	}
-	if err := e.Runtime.StartContainer(ctx, id); err != nil {
+	if err := e.Gate.Do(ctx, pod.UID, func() error { return e.Runtime.StartContainer(ctx, id) }); err != nil {
+		if ctx.Err() != nil {
+			// Deleted while waiting: created, never started, as above.
+			return ctx.Err()
+		}
 		e.Recorder.Eventf(pod, v1.EventTypeWarning, EventFailed, "Error: %v", err)
 		return fail(state.ReasonRunContainerError, err.Error())
 	}

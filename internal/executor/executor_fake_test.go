@@ -219,6 +219,44 @@ func TestACancelledStartStartsNothing(t *testing.T) {
 	g.Expect(st.Containers["app"].Waiting).To(BeNil(), "a cancellation is not the container's failure")
 }
 
+func TestStartWaitsForTheGate(t *testing.T) {
+	g := NewWithT(t)
+	e, rs := newFakeExecutor(t)
+	e.Gate = NewStartGate(1)
+	e.Gate.slow = time.Hour
+	release := hold(t, e.Gate, "another pod")
+	pod := fakePod("app")
+
+	// Deleted while waiting: nothing is created and the state is clean.
+	st := state.NewPodState(pod.UID)
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error)
+	go func() { errc <- e.Start(ctx, pod, state.PodRuntime{}, &st, startPlan(pod), noSave) }()
+	waiting(t, e.Gate, 1)
+	cancel()
+	g.Expect(<-errc).To(MatchError(context.Canceled))
+	g.Expect(rs.GetCalls()).NotTo(ContainElement("RunPodSandbox"))
+	g.Expect(st.SandboxID).To(BeEmpty())
+	g.Expect(st.SandboxFailure).To(BeNil(), "a cancellation is not the sandbox's failure")
+
+	// Once the slot is free, the pod starts.
+	st = state.NewPodState(pod.UID)
+	errc2 := make(chan error)
+	go func() { errc2 <- e.Start(context.Background(), pod, state.PodRuntime{}, &st, startPlan(pod), noSave) }()
+	waiting(t, e.Gate, 1)
+	release()
+	g.Expect(<-errc2).To(Succeed())
+	g.Expect(rs.GetCalls()).To(ContainElements("RunPodSandbox", "CreateContainer", "StartContainer"))
+	g.Expect(e.Gate.free).To(Equal(1), "every slot is given back")
+
+	// A removed pod loses its place.
+	obs, err := e.Observe(context.Background(), pod)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(e.Terminate(context.Background(), pod, obs.Runtime, plan.TerminationPlan{}, &st, noSave)).To(Succeed())
+	g.Expect(e.RemovePod(context.Background(), pod, obs.Runtime)).To(Succeed())
+	g.Expect(e.Gate.places).NotTo(HaveKey(pod.UID))
+}
+
 func TestStartDoesNothingForAPlanWithoutAStartStep(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()

@@ -10,6 +10,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -37,9 +38,10 @@ func serverHostPort(t *testing.T, raw string) (string, int) {
 }
 
 func TestRunHook(t *testing.T) {
-	var lastUA string
+	// Written by the servers' handlers, which may outlive a hook's timeout.
+	var lastUA atomic.Value
 	plain := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		lastUA = r.Header.Get("User-Agent")
+		lastUA.Store(r.Header.Get("User-Agent"))
 		switch r.URL.Path {
 		case "/error":
 			w.WriteHeader(http.StatusInternalServerError)
@@ -50,8 +52,8 @@ func TestRunHook(t *testing.T) {
 	defer plain.Close()
 	secure := httptest.NewTLSServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
 	defer secure.Close()
-	otherHits := 0
-	other := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { otherHits++ }))
+	var otherHits atomic.Int32
+	other := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { otherHits.Add(1) }))
 	defer other.Close()
 	// Redirects to another host (localhost, not 127.0.0.1): not followed.
 	_, otherPort := serverHostPort(t, other.URL)
@@ -124,10 +126,10 @@ func TestRunHook(t *testing.T) {
 			g.Expect(errors.Is(err, context.DeadlineExceeded)).To(Equal(tt.wantTimeout))
 		})
 	}
-	if lastUA != hookUserAgent {
-		t.Errorf("User-Agent %q, want %q", lastUA, hookUserAgent)
+	if ua := lastUA.Load(); ua != hookUserAgent {
+		t.Errorf("User-Agent %q, want %q", ua, hookUserAgent)
 	}
-	if otherHits != 0 {
+	if otherHits.Load() != 0 {
 		t.Errorf("the redirect to another host was followed")
 	}
 }

@@ -103,6 +103,7 @@ func (e *Executor) killContainer(ctx context.Context, pod *v1.Pod, id, name, mes
 // RemovePod removes every sandbox (and so every container) of a pod whose
 // containers have all stopped, its volumes, its log directory and its cgroup.
 func (e *Executor) RemovePod(ctx context.Context, pod *v1.Pod, rt state.PodRuntime) error {
+	e.Gate.Forget(pod.UID)
 	var errs []error
 	for _, c := range rt.Containers {
 		if err := e.Runtime.RemoveContainer(ctx, c.ID); err != nil && !cri.IsNotFound(err) {
