@@ -78,6 +78,9 @@ type PodReconciler struct {
 	// API says whether the API server has been reached (nil: always).
 	Static *staticPods
 	API    *apiGate
+	// Relisted is the relister whose events nudge the pod workers; its
+	// events for changes a sync has seen are skipped (nil: none is).
+	Relisted relisted
 	// Log is the logger of pod syncs, which run outside any reconcile.
 	Log logr.Logger
 	// Network is the runtime's network state, for the pods held while it
@@ -96,6 +99,9 @@ type PodReconciler struct {
 	// evictions holds, by UID, the planner.Eviction of the pods the
 	// eviction manager evicted, until their status is terminal.
 	evictions sync.Map
+	// settledSyncs holds, by UID, the settledSync of a pod whose last sync
+	// left nothing to do.
+	settledSyncs sync.Map
 }
 
 // podVolumes is what a sync needs of the volume manager besides what the
@@ -126,6 +132,10 @@ type podScope struct {
 	state state.PodState
 	// fresh: no checkpoint was found for the pod.
 	fresh bool
+	// mark is the relists made before obs was observed; settled: what obs
+	// shows asks for nothing more (see settledSync).
+	mark    uint64
+	settled bool
 
 	// writeStatus: the sync ends by computing the pod's status from what
 	// it observed last and writing it when it changed.
@@ -270,12 +280,17 @@ func (r *PodReconciler) sync(ctx context.Context, pod *corev1.Pod) (syncResult, 
 		}
 	}
 	r.Metrics.seen(pod.UID, r.now())
+	r.settledSyncs.Delete(pod.UID)
 	s, err := r.newScope(ctx, pod)
 	if err != nil {
 		return syncResult{}, err
 	}
 	res, err := r.syncScope(ctx, s)
-	return r.finish(ctx, s, res, err)
+	res, err = r.finish(ctx, s, res, err)
+	if err == nil && s.settled && !res.finished && ctx.Err() == nil {
+		r.settledSyncs.Store(pod.UID, settledSync{mark: s.mark, objects: runtimeObjects(s.obs.Runtime)})
+	}
+	return res, err
 }
 
 // syncScope runs the steps of a sync: stop a deleted pod, admit a new one,
@@ -368,6 +383,7 @@ func (r *PodReconciler) newScope(ctx context.Context, pod *corev1.Pod) (*podScop
 	if s.state, s.fresh, err = r.loadState(ctx, pod.UID); err != nil {
 		return nil, err
 	}
+	s.mark = r.listed()
 	obs, err := r.Exec.Observe(ctx, pod)
 	if err != nil {
 		return nil, err
@@ -459,12 +475,15 @@ func (r *PodReconciler) syncRunning(ctx context.Context, s *podScope) (syncResul
 		return syncResult{}, err
 	}
 	eviction := r.eviction(s.pod.UID)
-	actions := planner.ComputePodActions(allocated, s.obs.Runtime, s.state, planner.Inputs{
-		Now:                 r.now(),
-		Probes:              r.Prober.Results(s.pod.UID),
-		MaxCrashLoopBackOff: r.maxCrashLoopBackOff(),
-		Eviction:            eviction,
-	})
+	planNow := func() plan.PodActions {
+		return planner.ComputePodActions(allocated, s.obs.Runtime, s.state, planner.Inputs{
+			Now:                 r.now(),
+			Probes:              r.Prober.Results(s.pod.UID),
+			MaxCrashLoopBackOff: r.maxCrashLoopBackOff(),
+			Eviction:            eviction,
+		})
+	}
+	actions := planNow()
 	if err := networkGate(s.pod, actions, func() error { return r.networkErr(ctx) }); err != nil {
 		// Held: the status still shows the pod waiting; the worker
 		// retries within networkRetry, an Event each time.
@@ -510,12 +529,17 @@ func (r *PodReconciler) syncRunning(ctx context.Context, s *podScope) (syncResul
 		// Deleted meanwhile: the next sync terminates the pod.
 		return syncResult{}, nil
 	}
-	if mutates(actions) {
+	settled := !mutates(actions)
+	if !settled {
+		mark := r.listed()
 		obs, err := r.Exec.Observe(ctx, s.pod)
 		if err != nil {
 			return syncResult{}, errors.Join(execErr, err)
 		}
-		s.obs = obs
+		s.obs, s.mark = obs, mark
+		// What the plan did is done when the runtime, as it is now, asks
+		// for nothing more.
+		settled = !mutates(planNow())
 	}
 	if err := r.Exec.CollectGarbage(ctx, planner.SelectGarbage(s.obs.Runtime, garbagePolicy(r.Config, r.now()))); err != nil {
 		log.FromContext(ctx).Error(err, "Unable to remove dead containers")
@@ -535,6 +559,7 @@ func (r *PodReconciler) syncRunning(ctx context.Context, s *podScope) (syncResul
 	if execErr != nil {
 		return syncResult{}, execErr
 	}
+	s.settled = settled
 	if actions.Done {
 		s.release = true
 		return syncResult{finished: true}, nil
@@ -805,6 +830,7 @@ func (r *PodReconciler) removeFromNode(ctx context.Context, pod *corev1.Pod, rt 
 	r.release(pod.UID)
 	r.Metrics.forget(pod.UID)
 	r.written.Delete(pod.UID)
+	r.settledSyncs.Delete(pod.UID)
 	return nil
 }
 

@@ -19,14 +19,19 @@ const podEventCapacity = 1024
 // static pods, and does not run before the API server is reached. The
 // others go to the pod controller; while it does not run (no API server
 // yet) what does not fit is dropped, as it lists every pod when it starts.
+//
+// The relister's events for a pod with a worker nudge the worker instead:
+// its sync is skipped when the pod's last sync saw the change already (a
+// pod's own sandbox and containers starting, mostly).
 type eventRouter struct {
-	in  []<-chan event.TypedGenericEvent[*corev1.Pod]
-	out chan event.TypedGenericEvent[*corev1.Pod]
-	r   *PodReconciler
+	runtime <-chan event.TypedGenericEvent[*corev1.Pod]
+	in      []<-chan event.TypedGenericEvent[*corev1.Pod]
+	out     chan event.TypedGenericEvent[*corev1.Pod]
+	r       *PodReconciler
 }
 
-func newEventRouter(r *PodReconciler, in ...<-chan event.TypedGenericEvent[*corev1.Pod]) *eventRouter {
-	return &eventRouter{in: in, out: make(chan event.TypedGenericEvent[*corev1.Pod], podEventCapacity), r: r}
+func newEventRouter(r *PodReconciler, runtime <-chan event.TypedGenericEvent[*corev1.Pod], in ...<-chan event.TypedGenericEvent[*corev1.Pod]) *eventRouter {
+	return &eventRouter{runtime: runtime, in: in, out: make(chan event.TypedGenericEvent[*corev1.Pod], podEventCapacity), r: r}
 }
 
 // Source is the pod controller's end of the router.
@@ -37,17 +42,21 @@ func (e *eventRouter) Source() source.Source {
 // Start routes events until ctx ends.
 func (e *eventRouter) Start(ctx context.Context) error {
 	var wg sync.WaitGroup
-	for _, in := range e.in {
-		wg.Go(func() {
-			for {
-				select {
-				case <-ctx.Done():
-					return
-				case ev := <-in:
-					e.route(ev)
-				}
+	loop := func(in <-chan event.TypedGenericEvent[*corev1.Pod], route func(event.TypedGenericEvent[*corev1.Pod])) {
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case ev := <-in:
+				route(ev)
 			}
-		})
+		}
+	}
+	if e.runtime != nil {
+		wg.Go(func() { loop(e.runtime, e.routeRuntime) })
+	}
+	for _, in := range e.in {
+		wg.Go(func() { loop(in, e.route) })
 	}
 	wg.Wait()
 	return nil
@@ -55,6 +64,13 @@ func (e *eventRouter) Start(ctx context.Context) error {
 
 // NeedLeaderElection implements manager.LeaderElectionRunnable.
 func (e *eventRouter) NeedLeaderElection() bool { return false }
+
+func (e *eventRouter) routeRuntime(ev event.TypedGenericEvent[*corev1.Pod]) {
+	if p, rl := ev.Object, e.r.Relisted; p != nil && rl != nil && e.r.Workers.Nudge(p.UID, rl.Listed()) {
+		return
+	}
+	e.route(ev)
+}
 
 func (e *eventRouter) route(ev event.TypedGenericEvent[*corev1.Pod]) {
 	if p := ev.Object; p != nil {

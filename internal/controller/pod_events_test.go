@@ -3,12 +3,14 @@ package controller
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 
+	"github.com/nodelet/nodelet/internal/pleg"
 	"github.com/nodelet/nodelet/internal/podworkers"
 	"github.com/nodelet/nodelet/internal/staticpod"
 )
@@ -29,7 +31,7 @@ func TestEventRouter(t *testing.T) {
 	}
 	r.Static.pods.Set(staticpod.SourceFile, pods)
 	static := pods[0]
-	e := newEventRouter(r)
+	e := newEventRouter(r, nil)
 
 	stub := func(ns, name string, uid types.UID) event.TypedGenericEvent[*corev1.Pod] {
 		p := &corev1.Pod{}
@@ -48,5 +50,59 @@ func TestEventRouter(t *testing.T) {
 	}
 	if len(e.out) != podEventCapacity {
 		t.Fatalf("%d events for the controller, want %d (the rest dropped)", len(e.out), podEventCapacity)
+	}
+}
+
+// fakeRelisted is a relister that listed n times and holds records.
+type fakeRelisted struct {
+	n       uint64
+	records map[types.UID]*pleg.PodRecord
+}
+
+func (f *fakeRelisted) Listed() uint64                       { return f.n }
+func (f *fakeRelisted) Record(uid types.UID) *pleg.PodRecord { return f.records[uid] }
+
+// TestRuntimeEventsNudgeWorkers: the relister's event for a pod with a
+// worker goes to the worker, whose sync runs; one for a pod without a
+// worker (known only from the runtime) goes to the pod controller.
+func TestRuntimeEventsNudgeWorkers(t *testing.T) {
+	synced := make(chan podworkers.Work, 10)
+	workers, err := podworkers.New(podworkers.Options{Sync: func(_ context.Context, w podworkers.Work) podworkers.Result {
+		synced <- w
+		return podworkers.Result{}
+	}, Logger: logr.Discard()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() { _ = workers.Start(ctx) }()
+	r := &PodReconciler{Workers: workers, Static: newStaticPods(staticpod.SourceFile), Log: logr.Discard(), Relisted: &fakeRelisted{n: 7}}
+	e := newEventRouter(r, nil)
+	stub := func(uid types.UID) event.TypedGenericEvent[*corev1.Pod] {
+		p := &corev1.Pod{}
+		p.Namespace, p.Name, p.UID = "default", "web-"+string(uid), uid
+		return event.TypedGenericEvent[*corev1.Pod]{Object: p}
+	}
+	p := &corev1.Pod{}
+	p.Namespace, p.Name, p.UID = "default", "web-a", "a"
+	workers.Update(p)
+	<-synced
+
+	e.routeRuntime(stub("a"))
+	select {
+	case w := <-synced:
+		if w.Key.UID != "a" {
+			t.Fatalf("synced %s, want a", w.Key.UID)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the nudged worker did not sync (no Settled: every nudge syncs)")
+	}
+	if len(e.out) != 0 {
+		t.Fatal("an event for a pod with a worker went to the pod controller")
+	}
+	e.routeRuntime(stub("b"))
+	if len(e.out) != 1 || workers.Has("b") {
+		t.Fatal("an event for a pod without a worker did not go to the pod controller")
 	}
 }

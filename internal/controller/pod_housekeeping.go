@@ -370,6 +370,7 @@ func (r *PodReconciler) notedUIDs() []types.UID {
 func (r *PodReconciler) forget(uid types.UID) {
 	r.written.Delete(uid)
 	r.deleted.Delete(uid)
+	r.settledSyncs.Delete(uid)
 	if r.Metrics != nil {
 		r.Metrics.forget(uid)
 	}

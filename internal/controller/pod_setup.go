@@ -165,8 +165,9 @@ func setupPodController(mgr ctrl.Manager, d *Deps) error {
 		Network: runtimestate.NewNetwork(d.Runtime, runtimestate.NetworkOptions{
 			Logger: mgr.GetLogger().WithName("runtimestate"),
 		}),
+		Relisted: relister,
 	}
-	workers, err := podworkers.New(podworkers.Options{Sync: r.syncPod, Logger: mgr.GetLogger().WithName("podworkers")})
+	workers, err := podworkers.New(podworkers.Options{Sync: r.syncPod, Settled: r.settled, Logger: mgr.GetLogger().WithName("podworkers")})
 	if err != nil {
 		return err
 	}

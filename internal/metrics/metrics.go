@@ -73,7 +73,7 @@ var (
 	// PodWorkerSyncs counts the syncs the pod workers ran, by result.
 	PodWorkerSyncs = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "nodelet_pod_worker_syncs_total",
-		Help: "Pod syncs run by the per-pod workers, by result (ok, error, canceled: stopped by the pod's deletion).",
+		Help: "Pod syncs run by the per-pod workers, by result (ok, error, canceled: stopped by the pod's deletion; settled: skipped, the runtime change having been seen by the sync before).",
 	}, []string{"result"})
 )
 

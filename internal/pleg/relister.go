@@ -84,6 +84,8 @@ type Relister struct {
 	// lastSuccess is the start of the last successful relist, in Unix
 	// nanoseconds; read without mu so a hung relist cannot block Healthy.
 	lastSuccess atomic.Int64
+	// listed counts the relists that listed the runtime (see Listed).
+	listed atomic.Uint64
 
 	mu       sync.Mutex // serializes relists; guards the fields below
 	snapshot Snapshot
@@ -183,6 +185,7 @@ func (r *Relister) Relist(ctx context.Context) error {
 		metrics.PLEGRelistErrors.Inc()
 		return err
 	}
+	r.listed.Add(1)
 	changes := Diff(r.snapshot, cur)
 	r.snapshot = cur
 	r.lastSuccess.Store(start.UnixNano())
@@ -227,6 +230,20 @@ func podStub(ref PodRef) *corev1.Pod {
 	p := &corev1.Pod{}
 	p.Name, p.Namespace, p.UID = ref.Name, ref.Namespace, ref.UID
 	return p
+}
+
+// Listed returns how many relists have listed the runtime. It grows once a
+// relist has its list and before it sends that list's events: a reader
+// that got n before reading the runtime itself has seen every change that
+// the events of relists up to n report.
+func (r *Relister) Listed() uint64 { return r.listed.Load() }
+
+// Record returns the runtime objects of the pod with uid at the last
+// relist (nil when it had none). The caller must not modify it.
+func (r *Relister) Record(uid types.UID) *PodRecord {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.snapshot[uid]
 }
 
 // Healthy returns an error when no relist has succeeded within

@@ -36,6 +36,11 @@ type Work struct {
 	// Gone: the pod is no longer in the API server (or has another UID
 	// there): stop and remove everything of it.
 	Gone bool
+
+	// nudged: only Nudge asked for this sync, as of the runtime's state at
+	// mark.
+	nudged bool
+	mark   uint64
 }
 
 // terminating reports whether the work stops the pod for good.
@@ -73,6 +78,10 @@ type Options struct {
 	Clock clock.WithTicker
 	// Logger logs sync errors; the zero Logger discards.
 	Logger logr.Logger
+	// Settled, when set, is asked before a sync that only Nudge asked for,
+	// after a sync that succeeded: true skips it, the sync before having
+	// seen and acted on the runtime as of mark.
+	Settled func(w Work, mark uint64) bool
 }
 
 // Workers runs one worker per pod. It implements manager.Runnable: syncs
@@ -139,6 +148,31 @@ func (p *Workers) Start(ctx context.Context) error {
 // asks for a sync. It never blocks.
 func (p *Workers) Update(pod *corev1.Pod) {
 	p.submit(Work{Key: KeyOf(pod), Pod: pod})
+}
+
+// Nudge asks the worker of uid, if there is one, for a sync because the
+// runtime's objects of its pod changed, as seen at mark (see
+// Options.Settled); it reports whether there was a worker. A nudge does
+// not change the work: an Update or Gone not yet synced stays due.
+func (p *Workers) Nudge(uid types.UID, mark uint64) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	w := p.workers[uid]
+	if w == nil {
+		return false
+	}
+	if !w.dirty {
+		w.pending.nudged = true
+	}
+	if w.pending.nudged {
+		w.pending.mark = max(w.pending.mark, mark)
+	}
+	w.dirty = true
+	select {
+	case w.wake <- struct{}{}:
+	default:
+	}
+	return true
 }
 
 // Gone tells the worker of key that its pod is no longer in the API
@@ -232,6 +266,8 @@ func (p *Workers) run(w *worker) {
 	var (
 		timer    clock.Timer
 		failures int
+		// synced: the last sync succeeded and did not finish the pod.
+		synced bool
 	)
 	defer func() {
 		if timer != nil {
@@ -243,17 +279,34 @@ func (p *Workers) run(w *worker) {
 		if timer != nil {
 			fire = timer.C()
 		}
+		woken := false
 		select {
 		case <-ctx.Done():
 			p.remove(w)
 			return
 		case <-w.wake:
+			woken = true
 		case <-fire:
 			timer = nil
 		}
 		p.mu.Lock()
+		if woken && !w.dirty {
+			// The wake of work the last sync took already.
+			p.mu.Unlock()
+			continue
+		}
 		work := w.pending
 		w.dirty = false
+		w.pending.nudged, w.pending.mark = false, 0
+		if woken && work.nudged && synced && p.opts.Settled != nil {
+			p.mu.Unlock()
+			if p.opts.Settled(work, work.mark) {
+				// Any timer set by the last sync stays.
+				metrics.PodWorkerSyncs.WithLabelValues("settled").Inc()
+				continue
+			}
+			p.mu.Lock()
+		}
 		syncCtx, cancel := context.WithCancel(ctx)
 		w.running, w.cancel = &work, cancel
 		p.mu.Unlock()
@@ -272,6 +325,7 @@ func (p *Workers) run(w *worker) {
 		p.mu.Unlock()
 
 		delay := res.RequeueAfter
+		synced = !cancelled && res.Err == nil && !res.Finished
 		switch {
 		case cancelled:
 			metrics.PodWorkerSyncs.WithLabelValues("canceled").Inc()

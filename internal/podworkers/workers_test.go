@@ -212,3 +212,99 @@ func TestGoneWithoutAnUpdateStartsAWorker(t *testing.T) {
 	g.Expect(r.last().Pod).To(BeNil())
 	g.Eventually(func() bool { return p.Has("o") }).Should(BeFalse())
 }
+
+// settledAt is an Options.Settled that says a nudge up to mark is settled,
+// recording the marks it was asked about.
+type settledAt struct {
+	mu    sync.Mutex
+	upTo  uint64
+	asked []uint64
+}
+
+func (s *settledAt) settled(_ Work, mark uint64) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.asked = append(s.asked, mark)
+	return mark <= s.upTo
+}
+
+func (s *settledAt) questions() []uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]uint64(nil), s.asked...)
+}
+
+func startSettled(t *testing.T, r *recorder, s *settledAt) *Workers {
+	t.Helper()
+	// Retries after an error wait an hour: only a nudge or an update syncs.
+	p, err := New(Options{Sync: r.sync, Settled: s.settled, BackOffBase: time.Hour, BackOffMax: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { _ = p.Start(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+	return p
+}
+
+func TestNudgeSkipsASyncOnlyWhenSettled(t *testing.T) {
+	g := NewWithT(t)
+	r := &recorder{}
+	s := &settledAt{upTo: 5}
+	p := startSettled(t, r, s)
+
+	g.Expect(p.Nudge("a", 1)).To(BeFalse(), "no worker: the caller must pass the event on")
+	p.Update(pod("a"))
+	g.Eventually(r.count).Should(Equal(1))
+
+	g.Expect(p.Nudge("a", 3)).To(BeTrue())
+	g.Eventually(s.questions).Should(Equal([]uint64{3}))
+	g.Consistently(r.count, 100*time.Millisecond).Should(Equal(1), "a settled nudge syncs nothing")
+
+	p.Nudge("a", 6)
+	g.Eventually(r.count).Should(Equal(2), "a change the last sync did not see is synced")
+	g.Expect(s.questions()).To(Equal([]uint64{3, 6}))
+}
+
+func TestNudgeNeverSkipsOtherWork(t *testing.T) {
+	g := NewWithT(t)
+	var mu sync.Mutex
+	next := Result{Err: errors.New("boom")}
+	setNext := func(res Result) {
+		mu.Lock()
+		next = res
+		mu.Unlock()
+	}
+	r := &recorder{fn: func(context.Context, Work) Result {
+		mu.Lock()
+		defer mu.Unlock()
+		return next
+	}}
+	s := &settledAt{upTo: 100}
+	p := startSettled(t, r, s)
+
+	// After a failed sync a nudge syncs, without asking.
+	p.Update(pod("a"))
+	g.Eventually(r.count).Should(Equal(1))
+	setNext(Result{})
+	p.Nudge("a", 1)
+	g.Eventually(r.count).Should(Equal(2))
+	g.Expect(s.questions()).To(BeEmpty())
+
+	// An update pending with the nudge is synced.
+	p.Update(pod("a"))
+	p.Nudge("a", 2)
+	g.Eventually(r.count).Should(Equal(3))
+	g.Consistently(r.count, 50*time.Millisecond).Should(Equal(3))
+
+	// A skipped nudge keeps the timer the last sync asked for.
+	setNext(Result{RequeueAfter: 300 * time.Millisecond})
+	p.Update(pod("a"))
+	g.Eventually(r.count).Should(Equal(4))
+	setNext(Result{})
+	p.Nudge("a", 3)
+	g.Eventually(s.questions).Should(ContainElement(uint64(3)))
+	g.Expect(r.count()).To(Equal(4), "the nudge was settled")
+	g.Eventually(r.count, 2*time.Second).Should(Equal(5), "the requeue still fires")
+}
