@@ -20,4 +20,9 @@
 // handler the runtime does not list, or a user namespace the handler cannot
 // give fails the sandbox with the kubelet's FailedCreatePodSandBox Event and
 // message; the pod stays Pending and is tried again.
+//
+// The calls that start pods (a sandbox with its cgroup, a container's
+// creation and start) pass a StartGate: a few at a time, the pod that came
+// first served first, so that a burst's first pods are Ready early and the
+// last no later.
 package executor

@@ -11,6 +11,11 @@
 // (RequeueAfter), an error (retried with a per-pod exponential back-off),
 // or that the pod is finished, which ends the worker.
 //
+// The relister's events Nudge a worker instead of updating it: a nudge only
+// says the runtime's objects of the pod changed. When the pod's last sync
+// succeeded, Options.Settled may skip the sync a nudge asks for (the last
+// sync saw the change already); updates, requeues and retries always sync.
+//
 // Deletion wins over everything in flight: when a pod gets a deletion
 // timestamp, is removed from the API server (Gone), or its grace period is
 // shortened, the context of a sync that was started for the live pod is
