@@ -280,15 +280,15 @@ func (r *PodReconciler) sync(ctx context.Context, pod *corev1.Pod) (syncResult, 
 		}
 	}
 	r.Metrics.seen(pod.UID, r.now())
-	r.settledSyncs.Delete(pod.UID)
-	s, err := r.newScope(ctx, pod)
+	last, _ := r.settledSyncs.LoadAndDelete(pod.UID)
+	s, err := r.newScope(ctx, pod, last)
 	if err != nil {
 		return syncResult{}, err
 	}
 	res, err := r.syncScope(ctx, s)
 	res, err = r.finish(ctx, s, res, err)
 	if err == nil && s.settled && !res.finished && ctx.Err() == nil {
-		r.settledSyncs.Store(pod.UID, settledSync{mark: s.mark, objects: runtimeObjects(s.obs.Runtime)})
+		r.settledSyncs.Store(pod.UID, settledSync{mark: s.mark, objects: runtimeObjects(s.obs.Runtime), obs: s.obs})
 	}
 	return res, err
 }
@@ -377,11 +377,17 @@ func checkpointKey(uid types.UID) string { return "pod-" + string(uid) }
 // newScope loads the pod's checkpoint and observes its runtime objects. A
 // corrupt checkpoint has been set aside by the store; the pod's state is
 // then rebuilt from what the runtime's labels say.
-func (r *PodReconciler) newScope(ctx context.Context, pod *corev1.Pod) (*podScope, error) {
+func (r *PodReconciler) newScope(ctx context.Context, pod *corev1.Pod, last any) (*podScope, error) {
 	s := &podScope{pod: pod}
 	var err error
 	if s.state, s.fresh, err = r.loadState(ctx, pod.UID); err != nil {
 		return nil, err
+	}
+	if obs, mark, ok := r.unchanged(pod.UID, last); ok && !s.fresh {
+		// As the kubelet's syncs read its relist's cache: the runtime
+		// holds what the last sync saw.
+		s.obs, s.mark = obs, mark
+		return s, nil
 	}
 	s.mark = r.listed()
 	obs, err := r.Exec.Observe(ctx, pod)
@@ -559,7 +565,10 @@ func (r *PodReconciler) syncRunning(ctx context.Context, s *podScope) (syncResul
 	if execErr != nil {
 		return syncResult{}, execErr
 	}
-	s.settled = settled
+	// A resize shows in the runtime's container statuses only: the pod is
+	// not settled before it is done.
+	s.settled = settled && len(actions.ContainersToResize) == 0 &&
+		s.state.ResizePending == nil && s.state.ResizeInProgress == nil
 	if actions.Done {
 		s.release = true
 		return syncResult{finished: true}, nil

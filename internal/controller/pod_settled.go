@@ -4,6 +4,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/nodelet/nodelet/internal/executor"
 	"github.com/nodelet/nodelet/internal/kuberuntime/state"
 	"github.com/nodelet/nodelet/internal/pleg"
 	"github.com/nodelet/nodelet/internal/podworkers"
@@ -18,10 +19,11 @@ type relisted interface {
 
 // settledSync is what the last sync of a pod saw, when that sync succeeded
 // and what it saw asked for nothing more: the relists before its last look
-// at the runtime (mark) and the pod's runtime objects then.
+// at the runtime (mark), the pod's runtime objects then, and that look.
 type settledSync struct {
 	mark    uint64
 	objects map[string]string
+	obs     *executor.Observed
 }
 
 // runtimeObjects returns the CRI state name of each object of rt by ID, as
@@ -84,6 +86,24 @@ func (r *PodReconciler) settled(w podworkers.Work, mark uint64) bool {
 	}
 	s := v.(settledSync)
 	return mark <= s.mark || sameObjects(r.Relisted.Record(w.Key.UID), s.objects)
+}
+
+// unchanged returns the last look at the runtime of the pod's last sync
+// (last, from settledSyncs) when a relist made since holds the same objects
+// in the same states, and it showed nothing of other pods of the name: the
+// next sync then need not ask the runtime again. A change the relist has
+// not seen yet nudges the pod's worker, and that sync looks.
+func (r *PodReconciler) unchanged(uid types.UID, last any) (*executor.Observed, uint64, bool) {
+	s, ok := last.(settledSync)
+	if !ok || r.Relisted == nil || s.obs == nil ||
+		len(s.obs.StaleSandboxes) > 0 || len(s.obs.StaleContainers) > 0 ||
+		r.Relisted.Listed() <= s.mark {
+		return nil, 0, false
+	}
+	if !sameObjects(r.Relisted.Record(uid), s.objects) {
+		return nil, 0, false
+	}
+	return s.obs, s.mark, true
 }
 
 // listed returns the relists so far, before a look at the runtime.

@@ -4,7 +4,9 @@ import (
 	"testing"
 
 	"k8s.io/apimachinery/pkg/types"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/nodelet/nodelet/internal/executor"
 	"github.com/nodelet/nodelet/internal/kuberuntime/state"
 	"github.com/nodelet/nodelet/internal/pleg"
 	"github.com/nodelet/nodelet/internal/podworkers"
@@ -74,5 +76,37 @@ func TestSettled(t *testing.T) {
 	}
 	if (&PodReconciler{}).settled(work, 0) {
 		t.Fatal("settled without a relister")
+	}
+}
+
+func TestUnchangedReusesTheLastLookOnlyWhenARelistConfirmsIt(t *testing.T) {
+	seen := state.PodRuntime{Sandboxes: []state.Sandbox{{ID: "s1", Ready: true}}}
+	same := podRecord(map[string]pleg.ObjectState{"s1": {Kind: pleg.KindSandbox, State: "SANDBOX_READY"}})
+	changed := podRecord(map[string]pleg.ObjectState{"s1": {Kind: pleg.KindSandbox, State: "SANDBOX_NOTREADY"}})
+	obs := &executor.Observed{Runtime: seen}
+	withStale := &executor.Observed{Runtime: seen, StaleContainers: []*runtimeapi.Container{{Id: "old"}}}
+	for _, tt := range []struct {
+		name   string
+		last   any
+		listed uint64
+		rec    *pleg.PodRecord
+		want   bool
+	}{
+		{"no settled sync", nil, 9, same, false},
+		{"relisted since, the same", settledSync{mark: 5, objects: runtimeObjects(seen), obs: obs}, 6, same, true},
+		{"relisted since, changed", settledSync{mark: 5, objects: runtimeObjects(seen), obs: obs}, 6, changed, false},
+		{"not relisted since", settledSync{mark: 5, objects: runtimeObjects(seen), obs: obs}, 5, same, false},
+		{"other pods of the name were seen", settledSync{mark: 5, objects: runtimeObjects(seen), obs: withStale}, 6, same, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			r := &PodReconciler{Relisted: &fakeRelisted{n: tt.listed, records: map[types.UID]*pleg.PodRecord{"u": tt.rec}}}
+			got, mark, ok := r.unchanged("u", tt.last)
+			if ok != tt.want {
+				t.Fatalf("unchanged = %v, want %v", ok, tt.want)
+			}
+			if ok && (got != obs || mark != 5) {
+				t.Fatalf("unchanged returned %p at mark %d, want the last look at mark 5", got, mark)
+			}
+		})
 	}
 }
