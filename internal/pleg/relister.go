@@ -84,8 +84,11 @@ type Relister struct {
 	// lastSuccess is the start of the last successful relist, in Unix
 	// nanoseconds; read without mu so a hung relist cannot block Healthy.
 	lastSuccess atomic.Int64
-	// listed counts the relists that listed the runtime (see Listed).
+	// listed counts the relists that listed the runtime (see Listed);
+	// last is the snapshot of the last one, read without mu so that a
+	// sync does not wait for a relist in flight.
 	listed atomic.Uint64
+	last   atomic.Pointer[Snapshot]
 
 	mu       sync.Mutex // serializes relists; guards the fields below
 	snapshot Snapshot
@@ -185,6 +188,9 @@ func (r *Relister) Relist(ctx context.Context) error {
 		metrics.PLEGRelistErrors.Inc()
 		return err
 	}
+	// The snapshot first: whoever reads Listed() = n reads relist n's
+	// records or newer ones.
+	r.last.Store(&cur)
 	r.listed.Add(1)
 	changes := Diff(r.snapshot, cur)
 	r.snapshot = cur
@@ -241,9 +247,10 @@ func (r *Relister) Listed() uint64 { return r.listed.Load() }
 // Record returns the runtime objects of the pod with uid at the last
 // relist (nil when it had none). The caller must not modify it.
 func (r *Relister) Record(uid types.UID) *PodRecord {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.snapshot[uid]
+	if s := r.last.Load(); s != nil {
+		return (*s)[uid]
+	}
+	return nil
 }
 
 // Healthy returns an error when no relist has succeeded within
