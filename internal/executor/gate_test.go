@@ -3,6 +3,7 @@ package executor
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -83,21 +84,26 @@ func TestStartGateBoundsCalls(t *testing.T) {
 	}
 }
 
-func TestStartGateServesPodsInTheOrderTheyCame(t *testing.T) {
+// served has each of uids make a first call, in that order, then forgets
+// the pods in forget, then queues a second call of each pod in queued
+// order behind a held slot, and returns the order they ran in.
+func served(t *testing.T, uids, forget, queued []types.UID) []types.UID {
+	t.Helper()
 	g := NewStartGate(1)
 	ctx := context.Background()
-	// a, b and c come in this order and each makes a first call.
-	for _, uid := range []types.UID{"a", "b", "c"} {
+	for _, uid := range uids {
 		if err := g.Do(ctx, uid, func() error { return nil }); err != nil {
 			t.Fatal(err)
 		}
 	}
+	for _, uid := range forget {
+		g.Forget(uid)
+	}
 	release := hold(t, g, "x")
-	// Their next calls queue in the opposite order, behind the new pod d.
 	var mu sync.Mutex
 	var order []types.UID
 	var wg sync.WaitGroup
-	for i, uid := range []types.UID{"d", "c", "b", "a"} {
+	for i, uid := range queued {
 		wg.Go(func() {
 			_ = g.Do(ctx, uid, func() error {
 				mu.Lock()
@@ -110,42 +116,21 @@ func TestStartGateServesPodsInTheOrderTheyCame(t *testing.T) {
 	}
 	release()
 	wg.Wait()
-	want := []types.UID{"a", "b", "c", "d"}
-	if len(order) != len(want) {
-		t.Fatalf("ran %v, want %v", order, want)
-	}
-	for i := range want {
-		if order[i] != want[i] {
-			t.Fatalf("ran %v, want %v", order, want)
-		}
+	return order
+}
+
+func TestStartGateServesPodsInTheOrderTheyCame(t *testing.T) {
+	// a, b and c came in this order; their next calls queue in the
+	// opposite order, behind the new pod d.
+	order := served(t, []types.UID{"a", "b", "c"}, nil, []types.UID{"d", "c", "b", "a"})
+	if !slices.Equal(order, []types.UID{"a", "b", "c", "d"}) {
+		t.Fatalf("ran %v, want [a b c d]", order)
 	}
 }
 
 func TestStartGateForgottenPodGoesLast(t *testing.T) {
-	g := NewStartGate(1)
-	ctx := context.Background()
-	for _, uid := range []types.UID{"a", "b"} {
-		_ = g.Do(ctx, uid, func() error { return nil })
-	}
-	g.Forget("a")
-	release := hold(t, g, "x")
-	var order []types.UID
-	var mu sync.Mutex
-	var wg sync.WaitGroup
-	for i, uid := range []types.UID{"a", "b"} {
-		wg.Go(func() {
-			_ = g.Do(ctx, uid, func() error {
-				mu.Lock()
-				order = append(order, uid)
-				mu.Unlock()
-				return nil
-			})
-		})
-		waiting(t, g, i+1)
-	}
-	release()
-	wg.Wait()
-	if len(order) != 2 || order[0] != "b" {
+	order := served(t, []types.UID{"a", "b"}, []types.UID{"a"}, []types.UID{"a", "b"})
+	if !slices.Equal(order, []types.UID{"b", "a"}) {
 		t.Fatalf("ran %v, want b before the forgotten a", order)
 	}
 }

@@ -58,7 +58,12 @@ func (r *recorder) last() Work {
 
 func start(t *testing.T, r *recorder) *Workers {
 	t.Helper()
-	p, err := New(Options{Sync: r.sync, BackOffBase: 10 * time.Millisecond, BackOffMax: 40 * time.Millisecond})
+	return startWith(t, Options{Sync: r.sync, BackOffBase: 10 * time.Millisecond, BackOffMax: 40 * time.Millisecond})
+}
+
+func startWith(t *testing.T, opts Options) *Workers {
+	t.Helper()
+	p, err := New(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -237,15 +242,7 @@ func (s *settledAt) questions() []uint64 {
 func startSettled(t *testing.T, r *recorder, s *settledAt) *Workers {
 	t.Helper()
 	// Retries after an error wait an hour: only a nudge or an update syncs.
-	p, err := New(Options{Sync: r.sync, Settled: s.settled, BackOffBase: time.Hour, BackOffMax: time.Hour})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { _ = p.Start(ctx); close(done) }()
-	t.Cleanup(func() { cancel(); <-done })
-	return p
+	return startWith(t, Options{Sync: r.sync, Settled: s.settled, BackOffBase: time.Hour, BackOffMax: time.Hour})
 }
 
 func TestNudgeSkipsASyncOnlyWhenSettled(t *testing.T) {
