@@ -535,8 +535,8 @@ func (r *PodReconciler) syncRunning(ctx context.Context, s *podScope) (syncResul
 		// Deleted meanwhile: the next sync terminates the pod.
 		return syncResult{}, nil
 	}
-	settled := !mutates(actions)
-	if !settled {
+	settled := quiet(actions)
+	if mutates(actions) {
 		mark := r.listed()
 		obs, err := r.Exec.Observe(ctx, s.pod)
 		if err != nil {
@@ -545,7 +545,7 @@ func (r *PodReconciler) syncRunning(ctx context.Context, s *podScope) (syncResul
 		s.obs, s.mark = obs, mark
 		// What the plan did is done when the runtime, as it is now, asks
 		// for nothing more.
-		settled = !mutates(planNow())
+		settled = quiet(planNow())
 	}
 	if err := r.Exec.CollectGarbage(ctx, planner.SelectGarbage(s.obs.Runtime, garbagePolicy(r.Config, r.now()))); err != nil {
 		log.FromContext(ctx).Error(err, "Unable to remove dead containers")
@@ -618,6 +618,14 @@ func mutates(a plan.PodActions) bool {
 	return a.KillPod || a.CreateSandbox || len(a.ContainersToKill) > 0 ||
 		len(a.InitContainersToStart) > 0 || len(a.ContainersToStart) > 0 ||
 		len(a.EphemeralContainersToStart) > 0
+}
+
+// quiet reports whether a plan leaves nothing to do and nothing to wait
+// for: no step, no container backing off, no time-bound requeue. Only a
+// quiet pod's next runtime change may be skipped (see settled): a sync
+// during a back-off reports it, with the kubelet's BackOff Event.
+func quiet(a plan.PodActions) bool {
+	return !mutates(a) && len(a.BackingOff) == 0 && a.RequeueAfter == 0
 }
 
 func nextSync(backOff, period time.Duration) time.Duration {

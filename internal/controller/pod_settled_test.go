@@ -2,11 +2,13 @@ package controller
 
 import (
 	"testing"
+	"time"
 
 	"k8s.io/apimachinery/pkg/types"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/nodelet/nodelet/internal/executor"
+	"github.com/nodelet/nodelet/internal/kuberuntime/plan"
 	"github.com/nodelet/nodelet/internal/kuberuntime/state"
 	"github.com/nodelet/nodelet/internal/pleg"
 	"github.com/nodelet/nodelet/internal/podworkers"
@@ -106,6 +108,26 @@ func TestUnchangedReusesTheLastLookOnlyWhenARelistConfirmsIt(t *testing.T) {
 			}
 			if ok && (got != obs || mark != 5) {
 				t.Fatalf("unchanged returned %p at mark %d, want the last look at mark 5", got, mark)
+			}
+		})
+	}
+}
+
+func TestQuiet(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		a    plan.PodActions
+		want bool
+	}{
+		{"nothing to do", plan.PodActions{}, true},
+		{"a container to start", plan.PodActions{ContainersToStart: []plan.ContainerStart{{Name: "app"}}}, false},
+		{"a container backing off", plan.PodActions{BackingOff: map[string]plan.BackingOff{"app": {Reason: state.ReasonImagePullBackOff}}}, false},
+		{"a requeue due", plan.PodActions{RequeueAfter: time.Second}, false},
+		{"a sandbox to make", plan.PodActions{CreateSandbox: true}, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := quiet(tt.a); got != tt.want {
+				t.Fatalf("quiet = %v, want %v", got, tt.want)
 			}
 		})
 	}

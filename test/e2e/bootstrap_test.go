@@ -224,6 +224,11 @@ var _ = Describe("TLS bootstrap", Ordered, ContinueOnFailure, func() {
 	}, SpecTimeout(bootstrapTimeout))
 
 	It("keeps the key and certificate readable by itself only and writes its kubeconfig", func(ctx SpecContext) {
+		// The CSR is issued before nodelet has stored its certificate,
+		// written its kubeconfig and removed the request's key.
+		Eventually(nodelet.KubeconfigPath()).WithTimeout(apiTimeout).WithPolling(pollInterval).Should(BeAnExistingFile())
+		Eventually(filepath.Join(certDir(), "nodelet-client.key.tmp")).WithTimeout(apiTimeout).WithPolling(pollInterval).
+			ShouldNot(BeAnExistingFile(), "the pending key is left after issue")
 		fi, err := os.Stat(certDir())
 		Expect(err).NotTo(HaveOccurred())
 		Expect(fi.Mode().Perm()).To(Equal(os.FileMode(0o700)), "mode of %s", certDir())
@@ -235,7 +240,6 @@ var _ = Describe("TLS bootstrap", Ordered, ContinueOnFailure, func() {
 			Expect(err).NotTo(HaveOccurred())
 			Expect(fi.Mode().Perm()).To(Equal(os.FileMode(0o600)), "mode of %s", e.Name())
 		}
-		Expect(filepath.Join(certDir(), "nodelet-client.key.tmp")).NotTo(BeAnExistingFile(), "the pending key is left after issue")
 
 		fi, err = os.Stat(nodelet.KubeconfigPath())
 		Expect(err).NotTo(HaveOccurred())
