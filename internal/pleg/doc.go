@@ -4,7 +4,9 @@
 // Snapshots) and, for every pod whose runtime objects changed, sends a
 // generic event carrying a *corev1.Pod stub (name, namespace and UID from
 // the kubelet labels on the objects) on a channel that a controller-runtime
-// source.Channel consumes, so that the pod reconciler runs again. A pod whose
+// source.Channel consumes, so that the pod reconciler runs again (nodelet's
+// event router nudges the pod's worker directly when it has one, and Listed
+// and Record let that worker skip a change its last sync saw). A pod whose
 // objects all disappeared is reported from the previous list. Events are
 // never dropped and never block a relist: one the channel cannot take now is
 // sent again with the next relist. The Relister is a manager.Runnable that
