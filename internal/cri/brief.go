@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc"
@@ -22,6 +23,10 @@ import (
 // and the labels that name its pod and container: what a relist compares.
 // A relist every second decoded every label and annotation of every object
 // into new maps, most of the agent's allocations at rest.
+//
+// The objects a brief lister returns are shared between its calls: an
+// object unchanged since the last unfiltered list is that list's object.
+// Callers must not modify them.
 type BriefLister interface {
 	ListPodSandboxes(ctx context.Context, filter *runtimeapi.PodSandboxFilter) ([]*runtimeapi.PodSandbox, error)
 	ListContainers(ctx context.Context, filter *runtimeapi.ContainerFilter) ([]*runtimeapi.Container, error)
@@ -83,9 +88,10 @@ type briefLister struct {
 	conn *grpc.ClientConn
 }
 
-// codec is the brief codec of the client's lists, which share its strings.
-func (b briefLister) codec() grpc.CallOption {
-	return grpc.ForceCodecV2(briefCodec{strs: &b.c.briefStrings})
+// codec is the brief codec of the client's lists, which share its strings
+// and, for an unfiltered list (full), remember its objects.
+func (b briefLister) codec(full bool) grpc.CallOption {
+	return grpc.ForceCodecV2(briefCodec{strs: &b.c.briefStrings, recall: &b.c.briefRecall, full: full})
 }
 
 // ListPodSandboxes implements BriefLister.
@@ -99,7 +105,7 @@ func (b briefLister) ListPodSandboxes(ctx context.Context, filter *runtimeapi.Po
 	ctx, cancel := b.c.timeout(ctx)
 	defer cancel()
 	var out briefSandboxes
-	if err := b.conn.Invoke(ctx, methodListPodSandbox, &runtimeapi.ListPodSandboxRequest{Filter: f}, &out, b.codec()); err != nil {
+	if err := b.conn.Invoke(ctx, methodListPodSandbox, &runtimeapi.ListPodSandboxRequest{Filter: f}, &out, b.codec(filter == nil)); err != nil {
 		return nil, fmt.Errorf("listing sandboxes: %w", err)
 	}
 	return keepOwned(out.items, b.c.node), nil
@@ -116,7 +122,7 @@ func (b briefLister) ListContainers(ctx context.Context, filter *runtimeapi.Cont
 	ctx, cancel := b.c.timeout(ctx)
 	defer cancel()
 	var out briefContainers
-	if err := b.conn.Invoke(ctx, methodListContainers, &runtimeapi.ListContainersRequest{Filter: f}, &out, b.codec()); err != nil {
+	if err := b.conn.Invoke(ctx, methodListContainers, &runtimeapi.ListContainersRequest{Filter: f}, &out, b.codec(filter == nil)); err != nil {
 		return nil, fmt.Errorf("listing containers: %w", err)
 	}
 	return keepOwned(out.items, b.c.node), nil
@@ -130,8 +136,14 @@ type (
 
 // briefCodec marshals requests as protobuf and decodes the list responses
 // briefly; its name keeps the call's content-subtype "proto". The IDs and
-// label values it decodes come from strs: the same every second.
-type briefCodec struct{ strs *interner }
+// label values it decodes come from strs: the same every second. An object
+// whose bytes recall holds is recall's object, not decoded again; the
+// objects of a full list are remembered in recall.
+type briefCodec struct {
+	strs   *interner
+	recall *recall
+	full   bool
+}
 
 func (briefCodec) Name() string { return "proto" }
 
@@ -150,24 +162,122 @@ func (briefCodec) Marshal(v any) (mem.BufferSlice, error) {
 func (c briefCodec) Unmarshal(data mem.BufferSlice, v any) error {
 	buf := data.MaterializeToBuffer(mem.DefaultBufferPool())
 	defer buf.Free()
+	var (
+		sandboxes  *atomic.Pointer[recalled[*runtimeapi.PodSandbox]]
+		containers *atomic.Pointer[recalled[*runtimeapi.Container]]
+	)
+	if c.recall != nil {
+		sandboxes, containers = &c.recall.sandboxes, &c.recall.containers
+	}
+	var err error
 	switch out := v.(type) {
 	case *briefSandboxes:
-		return eachItem(buf.ReadOnlyData(), func(b []byte) error {
-			sb, err := c.decodeSandbox(b)
-			out.items = append(out.items, sb)
-			return err
+		out.items, err = decodeItems(buf.ReadOnlyData(), sandboxes, c.full, briefKind[*runtimeapi.PodSandbox]{
+			decode:     c.decodeSandbox,
+			stateField: sandboxStateField,
+			state:      func(sb *runtimeapi.PodSandbox) int32 { return int32(sb.GetState()) },
 		})
+		return err
 	case *briefContainers:
-		return eachItem(buf.ReadOnlyData(), func(b []byte) error {
-			ctr, err := c.decodeContainer(b)
-			out.items = append(out.items, ctr)
-			return err
+		out.items, err = decodeItems(buf.ReadOnlyData(), containers, c.full, briefKind[*runtimeapi.Container]{
+			decode:     c.decodeContainer,
+			stateField: containerStateField,
+			state:      func(ctr *runtimeapi.Container) int32 { return int32(ctr.GetState()) },
 		})
+		return err
 	}
 	return fmt.Errorf("brief codec: cannot unmarshal into %T", v)
 }
 
+// recall holds the objects of a client's last unfiltered brief list of
+// each kind by ID. A relist every second finds most objects as they were:
+// those are handed out again without being decoded or allocated. Of what a
+// brief object holds, only the state of a sandbox or container changes
+// after it is made, so an object of the same ID and state is the same.
+type recall struct {
+	sandboxes  atomic.Pointer[recalled[*runtimeapi.PodSandbox]]
+	containers atomic.Pointer[recalled[*runtimeapi.Container]]
+}
+
+// recalled maps an object's ID to the object. A map once stored in a
+// recall is never modified.
+type recalled[T any] map[string]T
+
+// briefKind is what decodeItems needs of a kind of object: its decoder and
+// where its ID and state are.
+type briefKind[T interface{ GetId() string }] struct {
+	decode func([]byte) (T, error)
+	// stateField is the number of the state's field in the encoding.
+	stateField protowire.Number
+	// state is the decoded object's state.
+	state func(T) int32
+}
+
+// decodeItems decodes the items of a list response: an item whose ID and
+// state are those of an object of the last remembered list (in slot, when
+// not nil) is that object, any other is decoded. A full list whose items
+// are not exactly the remembered ones is remembered in their place.
+func decodeItems[T interface{ GetId() string }](data []byte, slot *atomic.Pointer[recalled[T]], full bool, kind briefKind[T]) ([]T, error) {
+	var last recalled[T]
+	if slot != nil {
+		if p := slot.Load(); p != nil {
+			last = *p
+		}
+	}
+	var items []T
+	if len(last) > 0 {
+		items = make([]T, 0, len(last))
+	}
+	hits := 0
+	err := eachItem(data, func(b []byte) error {
+		if len(last) > 0 {
+			id, state, err := peekIDState(b, kind.stateField)
+			if err != nil {
+				return err
+			}
+			if obj, ok := last[string(id)]; ok && kind.state(obj) == state {
+				items = append(items, obj)
+				hits++
+				return nil
+			}
+		}
+		obj, err := kind.decode(b)
+		items = append(items, obj)
+		return err
+	})
+	if err != nil || slot == nil || !full || (hits == len(items) && hits == len(last)) {
+		return items, err
+	}
+	next := make(recalled[T], len(items))
+	for _, obj := range items {
+		next[obj.GetId()] = obj
+	}
+	slot.Store(&next)
+	return items, nil
+}
+
+// peekIDState reads an object's ID (field 1) and its state (field
+// stateField) without decoding the rest.
+func peekIDState(b []byte, stateField protowire.Number) (id []byte, state int32, err error) {
+	err = eachField(b, func(num protowire.Number, typ protowire.Type, v []byte, n uint64) error {
+		switch {
+		case num == 1 && typ == protowire.BytesType:
+			id = v
+		case num == stateField && typ == protowire.VarintType:
+			state = int32(n)
+		}
+		return nil
+	})
+	return id, state, err
+}
+
 var errBriefMalformed = errors.New("brief codec: malformed message")
+
+// The numbers of the state fields of PodSandbox and Container.
+const (
+	sandboxStateField   protowire.Number = 3
+	containerStateField protowire.Number = 6
+)
 
 // eachItem calls f with each element of field 1 of a list response (the
 // items of ListPodSandboxResponse, the containers of
@@ -228,7 +338,7 @@ func (c briefCodec) decodeSandbox(b []byte) (*runtimeapi.PodSandbox, error) {
 			md, err := c.decodeSandboxMetadata(v)
 			sb.Metadata = md
 			return err
-		case num == 3 && typ == protowire.VarintType:
+		case num == sandboxStateField && typ == protowire.VarintType:
 			sb.State = runtimeapi.PodSandboxState(n)
 		case num == 5 && typ == protowire.BytesType:
 			var err error
@@ -270,7 +380,7 @@ func (c briefCodec) decodeContainer(b []byte) (*runtimeapi.Container, error) {
 			ctr.Id = c.strs.get(v)
 		case num == 2 && typ == protowire.BytesType:
 			ctr.PodSandboxId = c.strs.get(v)
-		case num == 6 && typ == protowire.VarintType:
+		case num == containerStateField && typ == protowire.VarintType:
 			ctr.State = runtimeapi.ContainerState(n)
 		case num == 8 && typ == protowire.BytesType:
 			var err error

@@ -244,7 +244,8 @@ func TestBriefListerOverGRPC(t *testing.T) {
 }
 
 // BenchmarkListContainersDecode decodes one ListContainers answer of 110
-// containers, in full (as a relist did) and briefly.
+// containers, in full (as a relist did), briefly, and briefly with the
+// objects of the last list recalled (as a relist at rest does).
 func BenchmarkListContainersDecode(b *testing.B) {
 	resp := &runtimeapi.ListContainersResponse{}
 	for i := range 110 {
@@ -274,6 +275,16 @@ func BenchmarkListContainersDecode(b *testing.B) {
 			}
 		}
 	})
+	recalling := briefCodec{strs: &interner{}, recall: &recall{}, full: true}
+	b.Run("recalled", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			var out briefContainers
+			if err := recalling.Unmarshal(mem.BufferSlice{mem.SliceBuffer(data)}, &out); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 }
 
 func TestInternerHandsOutOneStringPerValue(t *testing.T) {
@@ -290,5 +301,57 @@ func TestInternerHandsOutOneStringPerValue(t *testing.T) {
 	}
 	if got := (*interner)(nil).get([]byte("x")); got != "x" {
 		t.Errorf("nil interner returned %q", got)
+	}
+}
+
+func TestBriefCodecRecallsUnchangedObjects(t *testing.T) {
+	codec := briefCodec{strs: &interner{}, recall: &recall{}, full: true}
+	list := func(t *testing.T, c briefCodec, containers ...*runtimeapi.Container) []*runtimeapi.Container {
+		t.Helper()
+		var out briefContainers
+		if err := c.Unmarshal(bufferOf(t, &runtimeapi.ListContainersResponse{Containers: containers}), &out); err != nil {
+			t.Fatal(err)
+		}
+		return out.items
+	}
+	running := func(id string) *runtimeapi.Container {
+		return fullContainer(id, runtimeapi.ContainerState_CONTAINER_RUNNING, fullLabels())
+	}
+	first := list(t, codec, running("c1"), running("c2"))
+	again := list(t, codec, running("c1"), running("c2"))
+	if again[0] != first[0] || again[1] != first[1] {
+		t.Error("a list of unchanged containers decoded them again")
+	}
+
+	exited := fullContainer("c2", runtimeapi.ContainerState_CONTAINER_EXITED, fullLabels())
+	changed := list(t, codec, running("c1"), exited)
+	if changed[0] != first[0] {
+		t.Error("the unchanged container was decoded again")
+	}
+	if changed[1] == first[1] || changed[1].GetState() != runtimeapi.ContainerState_CONTAINER_EXITED {
+		t.Errorf("the exited container was handed out as %v, want it decoded with its new state", changed[1])
+	}
+	if first[1].GetState() != runtimeapi.ContainerState_CONTAINER_RUNNING {
+		t.Error("an object handed out before was modified")
+	}
+	want := &runtimeapi.Container{Id: "c2", PodSandboxId: "sb-c2", State: runtimeapi.ContainerState_CONTAINER_EXITED, Labels: briefOf(fullLabels())}
+	if !proto.Equal(changed[1], want) {
+		t.Errorf("decoded %v, want %v", changed[1], want)
+	}
+
+	// A filtered list reads what the full ones remember and adds nothing.
+	filtered := codec
+	filtered.full = false
+	some := list(t, filtered, exited, running("c3"))
+	if some[0] != changed[1] {
+		t.Error("a filtered list decoded a remembered container again")
+	}
+	if after := list(t, codec, running("c1"), exited, running("c3")); after[2] == some[1] {
+		t.Error("a filtered list's container was remembered")
+	}
+	// A container gone from a full list is forgotten.
+	list(t, codec, running("c1"))
+	if got := list(t, codec, running("c1"), exited); got[1] == changed[1] {
+		t.Error("a container no longer listed was still remembered")
 	}
 }

@@ -65,6 +65,8 @@ type Client struct {
 	brief *grpc.ClientConn
 	// briefStrings are the strings of brief lists.
 	briefStrings interner
+	// briefRecall is the objects of the last unfiltered brief lists.
+	briefRecall recall
 }
 
 // ownedIDs remembers the sandboxes and containers known to be ours: those
@@ -562,8 +564,16 @@ func ownerSelector(selector map[string]string, node string) map[string]string {
 
 // keepOwned returns the objects whose labels mark them as owned by node.
 func keepOwned[T interface{ GetLabels() map[string]string }](objs []T, node string) []T {
-	out := objs[:0:0]
-	for _, o := range objs {
+	i := 0
+	for i < len(objs) && IsOwned(objs[i].GetLabels(), node) {
+		i++
+	}
+	if i == len(objs) {
+		return objs // the runtime applied the selector: the usual case
+	}
+	out := make([]T, i, len(objs)-1)
+	copy(out, objs[:i])
+	for _, o := range objs[i+1:] {
 		if IsOwned(o.GetLabels(), node) {
 			out = append(out, o)
 		}

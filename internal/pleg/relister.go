@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -35,7 +36,10 @@ const (
 )
 
 // Lister is what a Relister needs of the runtime; cri.Runtime implements it
-// and lists only nodelet's own objects.
+// and lists only nodelet's own objects. A lister may hand out an object it
+// handed out before only while the object is unchanged (cri's brief lister
+// does): a relist whose lists hold the same objects as the last one's
+// reuses that relist's snapshot.
 type Lister interface {
 	ListPodSandboxes(ctx context.Context, filter *runtimeapi.PodSandboxFilter) ([]*runtimeapi.PodSandbox, error)
 	ListContainers(ctx context.Context, filter *runtimeapi.ContainerFilter) ([]*runtimeapi.Container, error)
@@ -92,7 +96,10 @@ type Relister struct {
 
 	mu       sync.Mutex // serializes relists; guards the fields below
 	snapshot Snapshot
-	pending  map[types.UID]PodRef // changed pods the channel could not take yet
+	// sandboxes and containers are the lists snapshot was made of.
+	sandboxes  []*runtimeapi.PodSandbox
+	containers []*runtimeapi.Container
+	pending    map[types.UID]PodRef // changed pods the channel could not take yet
 }
 
 var (
@@ -183,16 +190,21 @@ func (r *Relister) Relist(ctx context.Context) error {
 	start := r.opts.Clock.Now()
 	defer func() { metrics.PLEGRelistDuration.Observe(r.opts.Clock.Since(start).Seconds()) }()
 
-	cur, err := r.list(ctx)
+	cur, same, err := r.list(ctx)
 	if err != nil {
 		metrics.PLEGRelistErrors.Inc()
 		return err
 	}
 	// The snapshot first: whoever reads Listed() = n reads relist n's
 	// records or newer ones.
-	r.last.Store(&cur)
+	if !same {
+		r.last.Store(&cur)
+	}
 	r.listed.Add(1)
-	changes := Diff(r.snapshot, cur)
+	var changes []PodChange
+	if !same {
+		changes = Diff(r.snapshot, cur)
+	}
 	r.snapshot = cur
 	r.lastSuccess.Store(start.UnixNano())
 	metrics.PLEGLastSeen.Set(float64(start.UnixNano()) / 1e9)
@@ -200,16 +212,22 @@ func (r *Relister) Relist(ctx context.Context) error {
 	return nil
 }
 
-func (r *Relister) list(ctx context.Context) (Snapshot, error) {
+// list lists the runtime and returns its snapshot, and whether it is the
+// last relist's: the lists hold the same objects (r.mu held).
+func (r *Relister) list(ctx context.Context) (_ Snapshot, same bool, _ error) {
 	sandboxes, err := r.lister.ListPodSandboxes(ctx, nil)
 	if err != nil {
-		return nil, fmt.Errorf("relisting sandboxes: %w", err)
+		return nil, false, fmt.Errorf("relisting sandboxes: %w", err)
 	}
 	containers, err := r.lister.ListContainers(ctx, nil)
 	if err != nil {
-		return nil, fmt.Errorf("relisting containers: %w", err)
+		return nil, false, fmt.Errorf("relisting containers: %w", err)
 	}
-	return NewSnapshot(sandboxes, containers), nil
+	if r.snapshot != nil && slices.Equal(sandboxes, r.sandboxes) && slices.Equal(containers, r.containers) {
+		return r.snapshot, true, nil
+	}
+	r.sandboxes, r.containers = sandboxes, containers
+	return NewSnapshot(sandboxes, containers), false, nil
 }
 
 // deliver sends one event per changed or still pending pod without

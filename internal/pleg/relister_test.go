@@ -2,6 +2,7 @@ package pleg
 
 import (
 	"context"
+	"slices"
 	"testing"
 	"time"
 
@@ -220,4 +221,45 @@ func TestSourceEnqueuesThePodByName(t *testing.T) {
 	g.Eventually(queue.Len).Should(Equal(1))
 	req, _ := queue.Get()
 	g.Expect(req).To(Equal(reconcile.Request{NamespacedName: types.NamespacedName{Namespace: "ns", Name: "pod-u1"}}))
+}
+
+// listsOf is a Lister that hands out the objects it holds, as cri's brief
+// lister hands out the unchanged objects of its last list again.
+type listsOf struct {
+	sandboxes  []*runtimeapi.PodSandbox
+	containers []*runtimeapi.Container
+}
+
+func (l *listsOf) ListPodSandboxes(context.Context, *runtimeapi.PodSandboxFilter) ([]*runtimeapi.PodSandbox, error) {
+	return slices.Clone(l.sandboxes), nil
+}
+
+func (l *listsOf) ListContainers(context.Context, *runtimeapi.ContainerFilter) ([]*runtimeapi.Container, error) {
+	return slices.Clone(l.containers), nil
+}
+
+func TestRelistOfTheSameObjectsReusesItsSnapshot(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	l := &listsOf{
+		sandboxes:  []*runtimeapi.PodSandbox{sandbox("sb1", "u1", runtimeapi.PodSandboxState_SANDBOX_READY)},
+		containers: []*runtimeapi.Container{container("c1", "sb1", "u1", runtimeapi.ContainerState_CONTAINER_RUNNING)},
+	}
+	r, err := New(l, Options{})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(r.Relist(ctx)).To(Succeed())
+	g.Expect(names(drain(r.Events()))).To(Equal([]string{"ns/pod-u1/u1"}))
+	first := r.Record("u1")
+
+	g.Expect(r.Relist(ctx)).To(Succeed())
+	g.Expect(drain(r.Events())).To(BeEmpty())
+	g.Expect(r.Listed()).To(Equal(uint64(2)), "a relist that reuses its snapshot still counts")
+	g.Expect(r.Record("u1")).To(BeIdenticalTo(first), "the same objects made a new snapshot")
+
+	// A new object in place of one listed before is a change.
+	l.containers = []*runtimeapi.Container{container("c1", "sb1", "u1", runtimeapi.ContainerState_CONTAINER_EXITED)}
+	g.Expect(r.Relist(ctx)).To(Succeed())
+	g.Expect(names(drain(r.Events()))).To(Equal([]string{"ns/pod-u1/u1"}))
+	g.Expect(r.Record("u1").Objects).To(HaveKeyWithValue("c1", ObjectState{Kind: KindContainer, State: "CONTAINER_EXITED"}))
+	g.Expect(r.Listed()).To(Equal(uint64(3)))
 }
