@@ -18,6 +18,9 @@ import (
 // pod cgroups, and none touches the machine's own.
 const E2ECgroupParent = "/nodelet-e2e"
 
+// cgroupRemoveTimeout bounds removeCgroupDir.
+const cgroupRemoveTimeout = 10 * time.Second
+
 // CgroupDirs are the directories of the cgroup (a cgroupfs path such as
 // /nodelet-e2e/x/kubepods) in every hierarchy mounted under /sys/fs/cgroup
 // (each cgroup v1 controller, and the unified one) where it exists.
@@ -67,9 +70,12 @@ func RemoveCgroupTree(cgroup string) error {
 	return errors.Join(errs...)
 }
 
+// removeCgroupDir kills what runs in cgroup dir and removes it, trying
+// for up to cgroupRemoveTimeout: killed processes take a while to exit
+// on a loaded machine.
 func removeCgroupDir(dir string) error {
 	var err error
-	for range 50 {
+	for deadline := time.Now().Add(cgroupRemoveTimeout); time.Now().Before(deadline); {
 		if data, rerr := os.ReadFile(filepath.Join(dir, "cgroup.procs")); rerr == nil {
 			for _, f := range strings.Fields(string(data)) {
 				if pid, perr := strconv.Atoi(f); perr == nil {

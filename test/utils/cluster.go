@@ -535,18 +535,23 @@ func (c *Cluster) Stop() error {
 	var errs []error
 	for _, n := range nodes {
 		if n.Nodelet != nil {
-			errs = append(errs, n.Nodelet.Cleanup())
+			errs = append(errs, n.Nodelet.Stop())
 		}
 		if n.Kubelet != nil {
 			n.Kubelet.Terminate()
 		}
 	}
+	// The pods first: while they run, they write into the agents'
+	// directories and keep their cgroups busy.
 	for _, n := range nodes {
 		if n.Containerd != nil {
 			errs = append(errs, n.Containerd.Stop())
 		}
 		if n.Kubelet != nil {
 			errs = append(errs, n.Kubelet.Stop())
+		}
+		if n.Nodelet != nil {
+			errs = append(errs, n.Nodelet.Cleanup())
 		}
 	}
 	for _, comp := range []*Component{c.Scheduler, c.ControllerManager} {
