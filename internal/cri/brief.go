@@ -97,15 +97,16 @@ func (b briefLister) codec(full bool) grpc.CallOption {
 // ListPodSandboxes implements BriefLister.
 func (b briefLister) ListPodSandboxes(ctx context.Context, filter *runtimeapi.PodSandboxFilter) (_ []*runtimeapi.PodSandbox, err error) {
 	defer func(start time.Time) { observe("list_podsandbox", start, err) }(time.Now())
-	f := &runtimeapi.PodSandboxFilter{}
+	var req any = b.c.briefRequests.of(b.c.node).sandboxes
 	if filter != nil {
-		f = proto.Clone(filter).(*runtimeapi.PodSandboxFilter)
+		f := proto.Clone(filter).(*runtimeapi.PodSandboxFilter)
+		f.LabelSelector = ownerSelector(f.GetLabelSelector(), b.c.node)
+		req = &runtimeapi.ListPodSandboxRequest{Filter: f}
 	}
-	f.LabelSelector = ownerSelector(f.GetLabelSelector(), b.c.node)
 	ctx, cancel := b.c.timeout(ctx)
 	defer cancel()
 	var out briefSandboxes
-	if err := b.conn.Invoke(ctx, methodListPodSandbox, &runtimeapi.ListPodSandboxRequest{Filter: f}, &out, b.codec(filter == nil)); err != nil {
+	if err := b.conn.Invoke(ctx, methodListPodSandbox, req, &out, b.codec(filter == nil)); err != nil {
 		return nil, fmt.Errorf("listing sandboxes: %w", err)
 	}
 	return keepOwned(out.items, b.c.node), nil
@@ -114,18 +115,41 @@ func (b briefLister) ListPodSandboxes(ctx context.Context, filter *runtimeapi.Po
 // ListContainers implements BriefLister.
 func (b briefLister) ListContainers(ctx context.Context, filter *runtimeapi.ContainerFilter) (_ []*runtimeapi.Container, err error) {
 	defer func(start time.Time) { observe("list_containers", start, err) }(time.Now())
-	f := &runtimeapi.ContainerFilter{}
+	var req any = b.c.briefRequests.of(b.c.node).containers
 	if filter != nil {
-		f = proto.Clone(filter).(*runtimeapi.ContainerFilter)
+		f := proto.Clone(filter).(*runtimeapi.ContainerFilter)
+		f.LabelSelector = ownerSelector(f.GetLabelSelector(), b.c.node)
+		req = &runtimeapi.ListContainersRequest{Filter: f}
 	}
-	f.LabelSelector = ownerSelector(f.GetLabelSelector(), b.c.node)
 	ctx, cancel := b.c.timeout(ctx)
 	defer cancel()
 	var out briefContainers
-	if err := b.conn.Invoke(ctx, methodListContainers, &runtimeapi.ListContainersRequest{Filter: f}, &out, b.codec(filter == nil)); err != nil {
+	if err := b.conn.Invoke(ctx, methodListContainers, req, &out, b.codec(filter == nil)); err != nil {
 		return nil, fmt.Errorf("listing containers: %w", err)
 	}
 	return keepOwned(out.items, b.c.node), nil
+}
+
+// encoded is a request marshalled before; the brief codec sends it as is.
+type encoded []byte
+
+// briefRequests are the requests of unfiltered brief lists, the same at
+// every relist, marshalled once.
+type briefRequests struct {
+	once       sync.Once
+	sandboxes  encoded
+	containers encoded
+}
+
+func (r *briefRequests) of(node string) *briefRequests {
+	r.once.Do(func() {
+		// Neither can fail: both are plain messages of strings.
+		r.sandboxes, _ = proto.Marshal(&runtimeapi.ListPodSandboxRequest{
+			Filter: &runtimeapi.PodSandboxFilter{LabelSelector: ownerSelector(nil, node)}})
+		r.containers, _ = proto.Marshal(&runtimeapi.ListContainersRequest{
+			Filter: &runtimeapi.ContainerFilter{LabelSelector: ownerSelector(nil, node)}})
+	})
+	return r
 }
 
 // briefSandboxes and briefContainers receive the two list responses.
@@ -148,6 +172,9 @@ type briefCodec struct {
 func (briefCodec) Name() string { return "proto" }
 
 func (briefCodec) Marshal(v any) (mem.BufferSlice, error) {
+	if e, ok := v.(encoded); ok {
+		return mem.BufferSlice{mem.SliceBuffer(e)}, nil
+	}
 	m, ok := v.(proto.Message)
 	if !ok {
 		return nil, fmt.Errorf("brief codec: cannot marshal %T", v)

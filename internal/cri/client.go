@@ -67,6 +67,8 @@ type Client struct {
 	briefStrings interner
 	// briefRecall is the objects of the last unfiltered brief lists.
 	briefRecall recall
+	// briefRequests are the requests of unfiltered brief lists.
+	briefRequests briefRequests
 }
 
 // ownedIDs remembers the sandboxes and containers known to be ours: those

@@ -1,10 +1,7 @@
 package pleg
 
 import (
-	"k8s.io/klog/v2"
-
-	"github.com/nodelet/nodelet/internal/metrics"
-
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -16,12 +13,15 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/source"
+
+	"github.com/nodelet/nodelet/internal/metrics"
 )
 
 const (
@@ -223,6 +223,9 @@ func (r *Relister) list(ctx context.Context) (_ Snapshot, same bool, _ error) {
 	if err != nil {
 		return nil, false, fmt.Errorf("relisting containers: %w", err)
 	}
+	// In a fixed order: a runtime lists in any.
+	slices.SortFunc(sandboxes, func(a, b *runtimeapi.PodSandbox) int { return cmp.Compare(a.GetId(), b.GetId()) })
+	slices.SortFunc(containers, func(a, b *runtimeapi.Container) int { return cmp.Compare(a.GetId(), b.GetId()) })
 	if r.snapshot != nil && slices.Equal(sandboxes, r.sandboxes) && slices.Equal(containers, r.containers) {
 		return r.snapshot, true, nil
 	}

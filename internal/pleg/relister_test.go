@@ -224,31 +224,45 @@ func TestSourceEnqueuesThePodByName(t *testing.T) {
 }
 
 // listsOf is a Lister that hands out the objects it holds, as cri's brief
-// lister hands out the unchanged objects of its last list again.
+// lister hands out the unchanged objects of its last list again, and in
+// another order each time, as containerd lists.
 type listsOf struct {
 	sandboxes  []*runtimeapi.PodSandbox
 	containers []*runtimeapi.Container
+	calls      int
 }
 
 func (l *listsOf) ListPodSandboxes(context.Context, *runtimeapi.PodSandboxFilter) ([]*runtimeapi.PodSandbox, error) {
-	return slices.Clone(l.sandboxes), nil
+	return rotated(l.sandboxes, l.calls), nil
 }
 
 func (l *listsOf) ListContainers(context.Context, *runtimeapi.ContainerFilter) ([]*runtimeapi.Container, error) {
-	return slices.Clone(l.containers), nil
+	l.calls++
+	return rotated(l.containers, l.calls), nil
+}
+
+// rotated returns a copy of s rotated left by n.
+func rotated[T any](s []T, n int) []T {
+	if len(s) == 0 {
+		return nil
+	}
+	n %= len(s)
+	return append(slices.Clone(s[n:]), s[:n]...)
 }
 
 func TestRelistOfTheSameObjectsReusesItsSnapshot(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
 	l := &listsOf{
-		sandboxes:  []*runtimeapi.PodSandbox{sandbox("sb1", "u1", runtimeapi.PodSandboxState_SANDBOX_READY)},
-		containers: []*runtimeapi.Container{container("c1", "sb1", "u1", runtimeapi.ContainerState_CONTAINER_RUNNING)},
+		sandboxes: []*runtimeapi.PodSandbox{sandbox("sb1", "u1", ready), sandbox("sb2", "u2", ready)},
+		containers: []*runtimeapi.Container{
+			container("c1", "sb1", "u1", running), container("c2", "sb2", "u2", running), container("c3", "sb2", "u2", running),
+		},
 	}
 	r, err := New(l, Options{})
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(r.Relist(ctx)).To(Succeed())
-	g.Expect(names(drain(r.Events()))).To(Equal([]string{"ns/pod-u1/u1"}))
+	g.Expect(names(drain(r.Events()))).To(ConsistOf("ns/pod-u1/u1", "ns/pod-u2/u2"))
 	first := r.Record("u1")
 
 	g.Expect(r.Relist(ctx)).To(Succeed())
@@ -257,7 +271,7 @@ func TestRelistOfTheSameObjectsReusesItsSnapshot(t *testing.T) {
 	g.Expect(r.Record("u1")).To(BeIdenticalTo(first), "the same objects made a new snapshot")
 
 	// A new object in place of one listed before is a change.
-	l.containers = []*runtimeapi.Container{container("c1", "sb1", "u1", runtimeapi.ContainerState_CONTAINER_EXITED)}
+	l.containers[0] = container("c1", "sb1", "u1", exited)
 	g.Expect(r.Relist(ctx)).To(Succeed())
 	g.Expect(names(drain(r.Events()))).To(Equal([]string{"ns/pod-u1/u1"}))
 	g.Expect(r.Record("u1").Objects).To(HaveKeyWithValue("c1", ObjectState{Kind: KindContainer, State: "CONTAINER_EXITED"}))
