@@ -7,6 +7,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/types"
 	resourcehelper "k8s.io/component-helpers/resource"
 	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
 	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
@@ -54,6 +55,40 @@ type Policy struct {
 	// Runtime is what the container runtime reports it supports, set by
 	// the caller for each decision; the zero value supports nothing.
 	Runtime RuntimeFeatures
+	// Requests is what the admitted pods request, kept by the caller as
+	// it admits and forgets them; nil sums each pod's containers at every
+	// decision.
+	Requests *Requests
+}
+
+// Requests remembers what admitted pods request (PodRequests), by UID, so
+// that a decision does not sum every admitted pod's containers again: in a
+// burst that was a cost growing with the square of the pods. Not safe for
+// concurrent use; the zero value is ready.
+type Requests struct {
+	byUID map[types.UID]v1.ResourceList
+}
+
+// Set remembers what pod requests. The pod must not change afterwards:
+// set a changed pod again.
+func (r *Requests) Set(pod *v1.Pod) {
+	if r.byUID == nil {
+		r.byUID = map[types.UID]v1.ResourceList{}
+	}
+	r.byUID[pod.UID] = PodRequests(pod)
+}
+
+// Forget forgets the pod with uid.
+func (r *Requests) Forget(uid types.UID) { delete(r.byUID, uid) }
+
+// of returns what pod requests, as remembered when r has it.
+func (r *Requests) of(pod *v1.Pod) v1.ResourceList {
+	if r != nil {
+		if l, ok := r.byUID[pod.UID]; ok {
+			return l
+		}
+	}
+	return PodRequests(pod)
 }
 
 // Admit decides whether pod may run on node next to the pods already
@@ -75,7 +110,7 @@ func (p Policy) Admit(pod *v1.Pod, node *v1.Node, admitted []*v1.Pod) Result {
 	if r := admitSupplementalGroupsPolicy(p.Runtime, pod); !r.Admit {
 		return r
 	}
-	if r := Fits(pod, node, admitted); !r.Admit {
+	if r := fits(pod, node, admitted, p.Requests); !r.Admit {
 		return r
 	}
 	return admitAppArmor(p.AppArmor, pod)
@@ -86,6 +121,11 @@ func (p Policy) Admit(pod *v1.Pod, node *v1.Node, admitted []*v1.Pod) Result {
 // policy, resources, node affinity, taints and host ports. Only the first
 // failure is reported, as the kubelet does.
 func Fits(pod *v1.Pod, node *v1.Node, admitted []*v1.Pod) Result {
+	return fits(pod, node, admitted, nil)
+}
+
+// fits is Fits with the admitted pods' requests as known remembers them.
+func fits(pod *v1.Pod, node *v1.Node, admitted []*v1.Pod, known *Requests) Result {
 	if r := admitOS(pod); !r.Admit {
 		return r
 	}
@@ -95,7 +135,7 @@ func Fits(pod *v1.Pod, node *v1.Node, admitted []*v1.Pod) Result {
 		}
 	}
 	running := active(admitted, pod)
-	if r := fitsResources(pod, node, running); !r.Admit {
+	if r := fitsResources(pod, node, running, known); !r.Admit {
 		return r
 	}
 	if ok, _ := nodeaffinity.GetRequiredNodeAffinity(pod).Match(node); !ok {
@@ -139,19 +179,19 @@ func active(pods []*v1.Pod, self *v1.Pod) []*v1.Pod {
 	return out
 }
 
-func fitsResources(pod *v1.Pod, node *v1.Node, running []*v1.Pod) Result {
+func fitsResources(pod *v1.Pod, node *v1.Node, running []*v1.Pod, known *Requests) Result {
 	alloc := node.Status.Allocatable
 	if podCap, ok := alloc[v1.ResourcePods]; ok && int64(len(running)) >= podCap.Value() {
 		return reject(ReasonOutOfPods, "Node didn't have enough resource: pods, requested: 1, used: %d, capacity: %d",
 			len(running), podCap.Value())
 	}
-	return fitsRequests(pod, node, running)
+	return fitsRequests(pod, node, running, known)
 }
 
 // fitsRequests decides whether the pod's cpu, memory and ephemeral-storage
 // requests fit in what the running pods leave of the node's allocatable.
-func fitsRequests(pod *v1.Pod, node *v1.Node, running []*v1.Pod) Result {
-	if s := shortage(pod, node, running); s != nil {
+func fitsRequests(pod *v1.Pod, node *v1.Node, running []*v1.Pod, known *Requests) Result {
+	if s := shortage(pod, node, running, known); s != nil {
 		return reject(s.reason, "Node didn't have enough resource: %s, requested: %d, used: %d, capacity: %d",
 			s.name, s.requested, s.used, s.capacity)
 	}
@@ -176,18 +216,12 @@ func PodRequests(pod *v1.Pod) v1.ResourceList {
 
 // shortage returns the first of cpu, memory and ephemeral-storage whose
 // request by the pod does not fit in what the running pods leave of the
-// node's allocatable, or nil.
-func shortage(pod *v1.Pod, node *v1.Node, running []*v1.Pod) *insufficient {
+// node's allocatable, or nil. What the running pods request is known's
+// when it has it; the pod's own is read from its spec.
+func shortage(pod *v1.Pod, node *v1.Node, running []*v1.Pod, known *Requests) *insufficient {
 	alloc := node.Status.Allocatable
 	want := PodRequests(pod)
-	used := v1.ResourceList{}
-	for _, p := range running {
-		for name, q := range PodRequests(p) {
-			sum := used[name]
-			sum.Add(q)
-			used[name] = sum
-		}
-	}
+	var used v1.ResourceList // what the running pods request, summed once needed
 	for _, check := range []struct {
 		name   v1.ResourceName
 		reason string
@@ -202,6 +236,9 @@ func shortage(pod *v1.Pod, node *v1.Node, running []*v1.Pod) *insufficient {
 		if !ok || req.IsZero() || !hasCap {
 			continue
 		}
+		if used == nil {
+			used = requestsOf(running, known)
+		}
 		u := used[check.name]
 		value := func(q *resource.Quantity) int64 {
 			if check.milli {
@@ -214,6 +251,21 @@ func shortage(pod *v1.Pod, node *v1.Node, running []*v1.Pod) *insufficient {
 		}
 	}
 	return nil
+}
+
+// requestsOf sums what pods request. shortage sums them only for a pod
+// that requests something the node bounds: a burst of pods without
+// requests is admitted without summing all the others' for each.
+func requestsOf(pods []*v1.Pod, known *Requests) v1.ResourceList {
+	used := v1.ResourceList{}
+	for _, p := range pods {
+		for name, q := range known.of(p) {
+			sum := used[name]
+			sum.Add(q)
+			used[name] = sum
+		}
+	}
+	return used
 }
 
 // wildcardHostIP is the host IP of a port bound on every address; an empty
@@ -239,11 +291,15 @@ func (h boundPort) conflicts(o boundPort) bool {
 // hostPortConflict returns the first host port of pod that one of the
 // running pods binds already.
 func hostPortConflict(pod *v1.Pod, running []*v1.Pod) (string, bool) {
+	wants := hostPorts(pod)
+	if len(wants) == 0 {
+		return "", false
+	}
 	var inUse []boundPort
 	for _, p := range running {
 		inUse = append(inUse, hostPorts(p)...)
 	}
-	for _, want := range hostPorts(pod) {
+	for _, want := range wants {
 		for _, used := range inUse {
 			if want.conflicts(used) {
 				return want.String(), true

@@ -178,3 +178,62 @@ func TestPodRequests(t *testing.T) {
 		})
 	}
 }
+
+// BenchmarkAdmit admits one more pod beside 109 running ones that request
+// cpu and memory: a pod without requests, and one with, their requests
+// summed at each decision and remembered.
+func BenchmarkAdmit(b *testing.B) {
+	n := node(250, "64", "256Gi")
+	running := pods(109, requests("10m", "16Mi"))
+	known := &Requests{}
+	for _, p := range running {
+		known.Set(p)
+	}
+	for _, bc := range []struct {
+		name  string
+		pod   *v1.Pod
+		known *Requests
+	}{
+		{"no requests", pod("new"), nil},
+		{"requests", pod("new", requests("10m", "16Mi")), nil},
+		{"requests remembered", pod("new", requests("10m", "16Mi")), known},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if r := (Policy{Requests: bc.known}).Admit(bc.pod, n, running); !r.Admit {
+					b.Fatalf("not admitted: %s", r.Message)
+				}
+			}
+		})
+	}
+}
+
+func TestRememberedRequestsDecideAsTheSpecs(t *testing.T) {
+	n := node(10, "1", "1Gi")
+	running := pods(3, requests("300m", "100Mi"))
+	known := &Requests{}
+	for _, p := range running {
+		known.Set(p)
+	}
+	for _, tc := range []struct {
+		name string
+		pod  *v1.Pod
+		want string
+	}{
+		{"fits", pod("new", requests("100m", "10Mi")), ""},
+		{"too much cpu", pod("new", requests("200m", "10Mi")), ReasonOutOfCPU},
+	} {
+		for _, k := range []*Requests{nil, known} {
+			if r := (Policy{Requests: k}).Admit(tc.pod, n, running); r.Reason != tc.want {
+				t.Errorf("%s, remembered %v: reason %q, want %q", tc.name, k != nil, r.Reason, tc.want)
+			}
+		}
+	}
+	// A forgotten pod is read from its spec again.
+	known.Forget(running[0].UID)
+	running[0].Spec.Containers[0].Resources.Requests[v1.ResourceCPU] = resource.MustParse("50m")
+	if r := (Policy{Requests: known}).Admit(pod("new", requests("200m", "10Mi")), n, running); !r.Admit {
+		t.Errorf("after a pod shrank and was forgotten: %s, want admitted", r.Message)
+	}
+}

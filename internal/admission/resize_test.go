@@ -41,7 +41,7 @@ func TestFitsResize(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			r := FitsResize(tc.pod, tc.node, tc.admitted)
+			r := FitsResize(tc.pod, tc.node, tc.admitted, nil)
 			if r.Admit != (tc.wantReason == "") || r.Reason != tc.wantReason || r.Message != tc.wantMsg {
 				t.Errorf("FitsResize = %+v, want reason %q message %q", r, tc.wantReason, tc.wantMsg)
 			}

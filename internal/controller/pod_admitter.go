@@ -48,6 +48,8 @@ type Admitter struct {
 	mu       sync.Mutex
 	primed   bool
 	admitted map[types.UID]*corev1.Pod
+	// requests is what the admitted pods request.
+	requests admission.Requests
 }
 
 // NewAdmitter returns an Admitter reading the node and its pods from reader.
@@ -72,7 +74,14 @@ func (a *Admitter) Admitted(uid types.UID) bool {
 func (a *Admitter) Add(pod *corev1.Pod) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	a.admitted[pod.UID] = pod.DeepCopy()
+	a.record(pod)
+}
+
+// record records pod as admitted, as it is now. a.mu is held.
+func (a *Admitter) record(pod *corev1.Pod) {
+	p := pod.DeepCopy()
+	a.admitted[p.UID] = p
+	a.requests.Set(p)
 }
 
 // UIDs returns the admitted pods.
@@ -87,6 +96,7 @@ func (a *Admitter) Remove(uid types.UID) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	delete(a.admitted, uid)
+	a.requests.Forget(uid)
 }
 
 // nodeAndOthers primes the admitted pods and returns the node and the
@@ -128,9 +138,10 @@ func (a *Admitter) Admit(ctx context.Context, pod *corev1.Pod) (admission.Result
 	if err != nil {
 		return admission.Result{}, err
 	}
+	policy.Requests = &a.requests
 	res := policy.Admit(pod, node, others)
 	if res.Admit {
-		a.admitted[pod.UID] = pod.DeepCopy()
+		a.record(pod)
 	}
 	return res, nil
 }
@@ -174,7 +185,7 @@ func (a *Admitter) prime(ctx context.Context, self types.UID) error {
 			return fmt.Errorf("looking up pod %s: %w", klog.KObj(p), err)
 		}
 		if admitted != nil {
-			a.admitted[p.UID] = admitted.DeepCopy()
+			a.record(admitted)
 		}
 	}
 	a.primed = true
@@ -192,9 +203,9 @@ func (a *Admitter) Resize(ctx context.Context, pod *corev1.Pod) (admission.Resul
 	if err != nil {
 		return admission.Result{}, err
 	}
-	res := admission.FitsResize(pod, node, others)
+	res := admission.FitsResize(pod, node, others, &a.requests)
 	if res.Admit {
-		a.admitted[pod.UID] = pod.DeepCopy()
+		a.record(pod)
 	}
 	return res, nil
 }
