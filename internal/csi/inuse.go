@@ -2,7 +2,9 @@ package csi
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -170,13 +172,41 @@ func (u *InUse) waitReported(ctx context.Context, driver, handle string) error {
 	}
 }
 
+// podRecords returns the paths of the pods' publish records under root:
+// one directory read for the pods, and one open for each pod, which fails
+// for a pod without CSI volumes. A glob of the same paths read every pod's
+// directory and its volumes directory, for each Node status update.
+func podRecords(root string) ([]string, error) {
+	podsDir := filepath.Join(root, podsDirName)
+	pods, err := os.ReadDir(podsDir)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("listing CSI volume records: %w", err)
+	}
+	var paths []string
+	for _, pod := range pods {
+		dir := filepath.Join(podsDir, pod.Name(), podVolumesDirName, podPluginDirName)
+		vols, err := os.ReadDir(dir)
+		if err != nil {
+			continue // no CSI volume, or a pod being removed
+		}
+		for _, v := range vols {
+			if v.IsDir() {
+				paths = append(paths, filepath.Join(dir, v.Name(), volDataFileName))
+			}
+		}
+	}
+	return paths, nil
+}
+
 // recordedVolumes reads every CSI record under root: the pods' publish
 // records and the stagings'. Unreadable ones are skipped and reported in
 // the error, after the others.
 func recordedVolumes(root string) ([]volData, error) {
-	var paths []string
+	paths, err := podRecords(root)
+	if err != nil {
+		return nil, err
+	}
 	for _, pattern := range []string{
-		filepath.Join(root, podsDirName, "*", podVolumesDirName, podPluginDirName, "*", volDataFileName),
 		filepath.Join(driversDir(root), "*", "*", volDataFileName),
 		filepath.Join(blockDevicesDir(root), "*", blockDataDirName, volDataFileName),
 	} {

@@ -2,6 +2,8 @@ package csi
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"slices"
 	"testing"
 	"time"
@@ -161,5 +163,53 @@ func TestDriverChangedTakesVolumesOutOfUse(t *testing.T) {
 		if kicks != step.wantKicks {
 			t.Errorf("step %d: %d status writes asked for, want %d", i, kicks, step.wantKicks)
 		}
+	}
+}
+
+// The records on disk are found where publishing and staging write them,
+// whatever else the pods' directories hold.
+func TestRecordedVolumes(t *testing.T) {
+	root := t.TempDir()
+	write := func(dir, handle string) {
+		t.Helper()
+		if err := os.MkdirAll(dir, 0o750); err != nil {
+			t.Fatal(err)
+		}
+		if err := writeVolData(dir, volData{DriverName: testDriver, VolumeHandle: handle}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got, err := recordedVolumes(root); err != nil || len(got) != 0 {
+		t.Fatalf("an empty root: %v, %v", got, err)
+	}
+	csiDir := func(pod string) string {
+		return filepath.Join(root, podsDirName, pod, podVolumesDirName, podPluginDirName)
+	}
+	write(filepath.Join(csiDir("uid-1"), "pv-1"), "vol-1")
+	write(filepath.Join(csiDir("uid-2"), "pv-2"), "vol-2")
+	write(filepath.Join(driversDir(root), testDriver, "staged"), "vol-3")
+	// A pod without CSI volumes, a volume directory without its record
+	// (published halfway), a stray file.
+	for _, dir := range []string{filepath.Join(root, podsDirName, "uid-3", podVolumesDirName), filepath.Join(csiDir("uid-2"), "pv-4")} {
+		if err := os.MkdirAll(dir, 0o750); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, f := range []string{filepath.Join(root, podsDirName, "stray"), filepath.Join(csiDir("uid-1"), "stray")} {
+		if err := os.WriteFile(f, nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := recordedVolumes(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var handles []string
+	for _, d := range got {
+		handles = append(handles, d.VolumeHandle)
+	}
+	slices.Sort(handles)
+	if diff := cmp.Diff([]string{"vol-1", "vol-2", "vol-3"}, handles); diff != "" {
+		t.Errorf("recorded volumes (-want +got):\n%s", diff)
 	}
 }

@@ -229,9 +229,9 @@ func (p *Publisher) unstageIfUnusedLocked(ctx context.Context, driver, handle st
 // handle. An unreadable record counts as a use: better a staging kept
 // than one pulled from under a pod.
 func (p *Publisher) inUse(driver, handle string) (bool, error) {
-	records, err := filepath.Glob(filepath.Join(p.root, podsDirName, "*", podVolumesDirName, podPluginDirName, "*", volDataFileName))
+	records, err := podRecords(p.root)
 	if err != nil {
-		return false, fmt.Errorf("listing CSI volume records: %w", err)
+		return false, err
 	}
 	for _, r := range records {
 		d, err := readVolData(filepath.Dir(r))

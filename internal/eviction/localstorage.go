@@ -33,9 +33,11 @@ func LocalStorageViolation(p PodUsage) (Signal, string) {
 			return SignalEmptyDirFsLimit, fmt.Sprintf(emptyDirMessageFmt, vol.Name, ed.SizeLimit.String())
 		}
 	}
-	limits := resourcehelper.PodLimits(pod, resourcehelper.PodResourcesOptions{})
-	if limit, ok := limits[v1.ResourceEphemeralStorage]; ok && p.Ephemeral != nil && !limit.IsZero() {
-		if quantity(*p.Ephemeral).Cmp(limit) > 0 {
+	// Only a container's or the pod's own limit makes a pod limit (the
+	// overhead adds to one): most pods have none, and are checked often.
+	if p.Ephemeral != nil && (hasEphemeralLimit(pod) || pod.Spec.Resources != nil) {
+		limits := resourcehelper.PodLimits(pod, resourcehelper.PodResourcesOptions{})
+		if limit, ok := limits[v1.ResourceEphemeralStorage]; ok && !limit.IsZero() && quantity(*p.Ephemeral).Cmp(limit) > 0 {
 			return SignalEphemeralPodFsLimit, fmt.Sprintf(podEphemeralStorageMessageFmt, limit.String())
 		}
 	}

@@ -245,11 +245,11 @@ func (m *Manager) activePods(ctx context.Context) ([]*v1.Pod, error) {
 // hasEphemeralLimit reports whether a container of the pod limits its
 // local ephemeral storage.
 func hasEphemeralLimit(pod *v1.Pod) bool {
-	all := append(append([]v1.Container{}, pod.Spec.InitContainers...), pod.Spec.Containers...)
-	return slices.ContainsFunc(all, func(c v1.Container) bool {
+	limits := func(c v1.Container) bool {
 		_, ok := c.Resources.Limits[v1.ResourceEphemeralStorage]
 		return ok
-	})
+	}
+	return slices.ContainsFunc(pod.Spec.InitContainers, limits) || slices.ContainsFunc(pod.Spec.Containers, limits)
 }
 
 // podUsage measures what the pods use: their disk-backed emptyDir volumes

@@ -86,6 +86,12 @@ func TestLocalStorageViolation(t *testing.T) {
 			p: PodUsage{Pod: testPod("x", withLimit(v1.ResourceEphemeralStorage, "10Mi")), Ephemeral: ptr.To(11 * mi),
 				Containers: []ContainerUsage{{Name: "app", Ephemeral: ptr.To(mi)}}},
 			want: "Pod ephemeral local storage usage exceeds the total limit of containers 10Mi. "},
+		{name: "pod past its init container's limit",
+			p: PodUsage{Pod: testPod("x", func(pod *v1.Pod) {
+				pod.Spec.InitContainers = []v1.Container{{Name: "init", Resources: v1.ResourceRequirements{
+					Limits: v1.ResourceList{v1.ResourceEphemeralStorage: resource.MustParse("10Mi")}}}}
+			}), Ephemeral: ptr.To(11 * mi)},
+			want: "Pod ephemeral local storage usage exceeds the total limit of containers 10Mi. "},
 		{name: "container past its own limit",
 			p: PodUsage{Pod: testPod("x", withLimit(v1.ResourceEphemeralStorage, "10Mi")), Ephemeral: ptr.To(10 * mi),
 				Containers: []ContainerUsage{{Name: "app", Ephemeral: ptr.To(10*mi + 1)}}},
