@@ -280,7 +280,11 @@ func (r *PodReconciler) sync(ctx context.Context, pod *corev1.Pod) (syncResult, 
 		}
 	}
 	r.Metrics.seen(pod.UID, r.now())
-	last, _ := r.settledSyncs.LoadAndDelete(pod.UID)
+	var last *settledSync
+	if v, ok := r.settledSyncs.LoadAndDelete(pod.UID); ok {
+		l := v.(settledSync)
+		last = &l
+	}
 	s, err := r.newScope(ctx, pod, last)
 	if err != nil {
 		return syncResult{}, err
@@ -374,10 +378,12 @@ func isTerminal(pod *corev1.Pod) bool {
 
 func checkpointKey(uid types.UID) string { return "pod-" + string(uid) }
 
-// newScope loads the pod's checkpoint and observes its runtime objects. A
-// corrupt checkpoint has been set aside by the store; the pod's state is
-// then rebuilt from what the runtime's labels say.
-func (r *PodReconciler) newScope(ctx context.Context, pod *corev1.Pod, last any) (*podScope, error) {
+// newScope loads the pod's checkpoint and observes its runtime objects,
+// or reuses the look of the pod's last settled sync (last, nil for none)
+// when the runtime holds what it saw (see unchanged). A corrupt checkpoint
+// has been set aside by the store; the pod's state is then rebuilt from
+// what the runtime's labels say.
+func (r *PodReconciler) newScope(ctx context.Context, pod *corev1.Pod, last *settledSync) (*podScope, error) {
 	s := &podScope{pod: pod}
 	var err error
 	if s.state, s.fresh, err = r.loadState(ctx, pod.UID); err != nil {

@@ -89,13 +89,12 @@ func (r *PodReconciler) settled(w podworkers.Work, mark uint64) bool {
 }
 
 // unchanged returns the last look at the runtime of the pod's last sync
-// (last, from settledSyncs) when a relist made since holds the same objects
-// in the same states, and it showed nothing of other pods of the name: the
-// next sync then need not ask the runtime again. A change the relist has
-// not seen yet nudges the pod's worker, and that sync looks.
-func (r *PodReconciler) unchanged(uid types.UID, last any) (*executor.Observed, uint64, bool) {
-	s, ok := last.(settledSync)
-	if !ok || r.Relisted == nil || s.obs == nil ||
+// (last, from settledSyncs; nil for none) when a relist made since holds
+// the same objects in the same states, and it showed nothing of other pods
+// of the name: the next sync then need not ask the runtime again. A change
+// the relist has not seen yet nudges the pod's worker, and that sync looks.
+func (r *PodReconciler) unchanged(uid types.UID, s *settledSync) (*executor.Observed, uint64, bool) {
+	if s == nil || r.Relisted == nil || s.obs == nil ||
 		len(s.obs.StaleSandboxes) > 0 || len(s.obs.StaleContainers) > 0 ||
 		r.Relisted.Listed() <= s.mark {
 		return nil, 0, false

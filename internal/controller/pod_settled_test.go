@@ -89,16 +89,16 @@ func TestUnchangedReusesTheLastLookOnlyWhenARelistConfirmsIt(t *testing.T) {
 	withStale := &executor.Observed{Runtime: seen, StaleContainers: []*runtimeapi.Container{{Id: "old"}}}
 	for _, tt := range []struct {
 		name   string
-		last   any
+		last   *settledSync
 		listed uint64
 		rec    *pleg.PodRecord
 		want   bool
 	}{
 		{"no settled sync", nil, 9, same, false},
-		{"relisted since, the same", settledSync{mark: 5, objects: runtimeObjects(seen), obs: obs}, 6, same, true},
-		{"relisted since, changed", settledSync{mark: 5, objects: runtimeObjects(seen), obs: obs}, 6, changed, false},
-		{"not relisted since", settledSync{mark: 5, objects: runtimeObjects(seen), obs: obs}, 5, same, false},
-		{"other pods of the name were seen", settledSync{mark: 5, objects: runtimeObjects(seen), obs: withStale}, 6, same, false},
+		{"relisted since, the same", &settledSync{mark: 5, objects: runtimeObjects(seen), obs: obs}, 6, same, true},
+		{"relisted since, changed", &settledSync{mark: 5, objects: runtimeObjects(seen), obs: obs}, 6, changed, false},
+		{"not relisted since", &settledSync{mark: 5, objects: runtimeObjects(seen), obs: obs}, 5, same, false},
+		{"other pods of the name were seen", &settledSync{mark: 5, objects: runtimeObjects(seen), obs: withStale}, 6, same, false},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			r := &PodReconciler{Relisted: &fakeRelisted{n: tt.listed, records: map[types.UID]*pleg.PodRecord{"u": tt.rec}}}
