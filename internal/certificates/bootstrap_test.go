@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/x509"
 	"encoding/pem"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,7 +14,9 @@ import (
 
 	"github.com/go-logr/logr"
 	certificatesv1 "k8s.io/api/certificates/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/rest"
 	clienttesting "k8s.io/client-go/testing"
@@ -268,6 +271,17 @@ func TestLoadDoesNotWaitForTheAPIServer(t *testing.T) {
 	if c.Bootstrapped() {
 		t.Fatal("bootstrapped before any request")
 	}
+	// Its requests wait for the certificate instead of going anonymous.
+	cs, err := kubernetes.NewForConfig(c.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reqCtx, cancelReq := context.WithTimeout(ctx, 300*time.Millisecond)
+	_, err = cs.CoreV1().Nodes().Get(reqCtx, "n", metav1.GetOptions{})
+	cancelReq()
+	if err == nil || !strings.Contains(err.Error(), "waiting for the bootstrapped client certificate") {
+		t.Fatalf("a request before the bootstrap: %v, want it to wait for the certificate", err)
+	}
 	runCtx, stop := context.WithCancel(ctx)
 	done := make(chan error)
 	go func() { done <- c.Start(runCtx) }()
@@ -280,3 +294,37 @@ func TestLoadDoesNotWaitForTheAPIServer(t *testing.T) {
 		t.Fatal("bootstrapped without an API server")
 	}
 }
+
+func TestAwaitCertificateHoldsRequestsUntilReady(t *testing.T) {
+	sent := make(chan *http.Request, 1)
+	ready := make(chan struct{})
+	rt := awaitCertificate{next: roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		sent <- r
+		return &http.Response{StatusCode: http.StatusOK, Body: http.NoBody}, nil
+	}), ready: ready}
+	req, err := http.NewRequest(http.MethodGet, "https://api.example/api", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := rt.RoundTrip(req)
+		done <- err
+	}()
+	select {
+	case <-sent:
+		t.Fatal("a request went out before the certificate")
+	case <-time.After(100 * time.Millisecond):
+	}
+	close(ready)
+	if err := <-done; err != nil {
+		t.Fatalf("after the certificate: %v", err)
+	}
+	if r := <-sent; r != req {
+		t.Fatal("another request went out")
+	}
+}
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }

@@ -6,6 +6,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"net/http"
 	"sync/atomic"
 	"time"
 
@@ -64,9 +65,11 @@ type Client struct {
 	manager   certificate.Manager
 	transport *rotatingTransport
 	// pending is the bootstrap Start does first, and cert what the
-	// transport presents after it (nil before).
-	pending *pendingBootstrap
-	cert    atomic.Pointer[func() *tls.Certificate]
+	// transport presents after it (nil before); bootstrapped is closed
+	// then.
+	pending      *pendingBootstrap
+	cert         atomic.Pointer[func() *tls.Certificate]
+	bootstrapped chan struct{}
 	// exitWithout ends Start with an error when there has been no valid
 	// certificate for this long; 0 never.
 	exitWithout time.Duration
@@ -77,8 +80,8 @@ type Client struct {
 // neither --kubeconfig nor the certificate directory holds a valid client
 // certificate), the client's Config already names the API server of the
 // bootstrap kubeconfig but presents no certificate until Start has
-// bootstrapped one; requests made meanwhile are refused (401) and retried
-// by their callers.
+// bootstrapped one; requests made meanwhile wait for it (or for their
+// context's end).
 func Load(ctx context.Context, opts Options) (*Client, error) {
 	if opts.BootstrapKubeconfig != "" && opts.Kubeconfig == "" {
 		return nil, errors.New("--bootstrap-kubeconfig needs --kubeconfig: the path the kubeconfig with the issued certificate is written to")
@@ -130,17 +133,24 @@ type pendingBootstrap struct {
 }
 
 // deferredBootstrap returns a client of the bootstrap kubeconfig's API
-// server without credentials; Start bootstraps its certificate.
+// server without credentials; Start bootstraps its certificate, and the
+// client's requests wait for it.
 func deferredBootstrap(opts *Options, store certificate.FileStore, reason string) (*Client, error) {
 	bootstrapCfg, err := loadBootstrapConfig(opts.BootstrapKubeconfig)
 	if err != nil {
 		return nil, err
 	}
-	c := &Client{log: opts.Logger, pending: &pendingBootstrap{opts: *opts, store: store, bootstrapCfg: bootstrapCfg, reason: reason}}
+	c := &Client{log: opts.Logger, pending: &pendingBootstrap{opts: *opts, store: store, bootstrapCfg: bootstrapCfg, reason: reason},
+		bootstrapped: make(chan struct{})}
 	c.Config, c.transport, err = newRotatingTransport(rest.AnonymousClientConfig(bootstrapCfg), c.current)
 	if err != nil {
 		return nil, err
 	}
+	// Sent anonymously, every informer's first requests were refused and
+	// logged as errors until the certificate came.
+	c.Config.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+		return awaitCertificate{next: rt, ready: c.bootstrapped}
+	})
 	return c, nil
 }
 
@@ -158,6 +168,25 @@ func (c *Client) current() *tls.Certificate {
 func (c *Client) Bootstrapped() bool {
 	return c.pending == nil || c.cert.Load() != nil
 }
+
+// awaitCertificate holds each request until ready is closed: the client
+// has its certificate.
+type awaitCertificate struct {
+	next  http.RoundTripper
+	ready <-chan struct{}
+}
+
+func (a awaitCertificate) RoundTrip(req *http.Request) (*http.Response, error) {
+	select {
+	case <-a.ready:
+	case <-req.Context().Done():
+		return nil, fmt.Errorf("waiting for the bootstrapped client certificate: %w", req.Context().Err())
+	}
+	return a.next.RoundTrip(req)
+}
+
+// WrappedRoundTripper implements utilnet.RoundTripperWrapper.
+func (a awaitCertificate) WrappedRoundTripper() http.RoundTripper { return a.next }
 
 // bootstrap requests the client certificate with the bootstrap
 // credentials, retrying until it is issued or ctx ends, then makes the
@@ -210,6 +239,7 @@ func (c *Client) bootstrap(ctx context.Context) error {
 	c.cert.Store(&current)
 	// Connections made without a certificate are anonymous: make new ones.
 	c.transport.dialer.CloseAll()
+	close(c.bootstrapped)
 	c.log.Info("Using the bootstrapped client certificate")
 	return nil
 }
