@@ -370,8 +370,7 @@ var _ = Describe("Multi-node cluster DaemonSet install", Ordered, Label(heavyLab
 				}
 				target := tolerating[to.Name+nodeletSuffix]
 				page := fmt.Sprintf("http://%s/", net.JoinHostPort(target.Status.PodIP, strconv.Itoa(webPort)))
-				// Not wget -T: Debian's busybox-static wget crashes with it.
-				pod := utils.BusyboxPod(ns, fmt.Sprintf("wget-%d-to-%d", from.Index, to.Index), from.Name+nodeletSuffix, "timeout", "10", "wget", "-q", "-O", "-", page)
+				pod := utils.BusyboxPod(ns, fmt.Sprintf("wget-%d-to-%d", from.Index, to.Index), from.Name+nodeletSuffix, utils.FetchCommand(page)...)
 				pod.Spec.Tolerations = []corev1.Toleration{{Key: "nodelet.io/agent", Operator: corev1.TolerationOpExists}}
 				// Again on failure: a request may race the routes.
 				pod.Spec.RestartPolicy = corev1.RestartPolicyOnFailure

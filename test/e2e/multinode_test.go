@@ -167,8 +167,7 @@ func multiNodeSpecs(n int) {
 				}
 				name := fmt.Sprintf("wget-%d-to-%d", from.Index, to.Index)
 				page := fmt.Sprintf("http://%s/", net.JoinHostPort(webIPs[to.Index], fmt.Sprint(webPort)))
-				// Not wget -T: Debian's busybox-static wget crashes with it.
-				pod := utils.BusyboxPod(ns, name, from.Name, "timeout", "10", "wget", "-q", "-O", "-", page)
+				pod := utils.BusyboxPod(ns, name, from.Name, utils.FetchCommand(page)...)
 				// Again on failure: a request may race the routes.
 				pod.Spec.RestartPolicy = corev1.RestartPolicyOnFailure
 				Expect(admin.Create(ctx, pod)).To(Succeed())
@@ -229,7 +228,7 @@ func multiNodeSpecs(n int) {
 		}
 		Expect(admin.Create(ctx, svc)).To(Succeed())
 		pod := utils.BusyboxPod(ns, "service-by-name", cluster.Nodes[0].Name,
-			"timeout", "10", "wget", "-q", "-O", "-", "http://web."+ns+".svc."+utils.DefaultClusterDomain+"/")
+			utils.FetchCommand("http://web."+ns+".svc."+utils.DefaultClusterDomain+"/")...)
 		expectSucceeds(ctx, admin, pod)
 	})
 

@@ -11,6 +11,16 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
+// FetchCommand is a busybox command that fetches url and fails when that
+// takes more than 10 s (a connection the routes or Service rules do not
+// carry yet hangs until TCP gives up, minutes later). Not wget -T:
+// Debian's busybox-static wget crashes with it. Not timeout alone either:
+// busybox's timeout execs the command, which as the container's PID 1
+// ignores the SIGTERM meant to end it; under a shell it does not.
+func FetchCommand(url string) []string {
+	return []string{"sh", "-c", "timeout 10 wget -q -O - " + url + "; exit $?"}
+}
+
 // BusyboxPod is a pod bound to node running one container, "main", of the
 // harness's busybox image with command. It mounts no service account token
 // and has a 5 s grace period; callers change what their case needs.
