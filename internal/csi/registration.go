@@ -66,7 +66,8 @@ type WatcherOptions struct {
 // types are refused. A socket that goes away deregisters its plugin; a
 // socket created again is registered again. A socket whose registration
 // failed before the plugin was accepted is tried again every RetryPeriod
-// while it exists.
+// while it exists; with every plugin registered, nothing runs until a
+// socket comes or goes.
 type Watcher struct {
 	opts WatcherOptions
 
@@ -130,10 +131,22 @@ func (w *Watcher) Start(ctx context.Context) error {
 
 	var wg sync.WaitGroup
 	defer wg.Wait()
+	// The ticker runs only while a socket's plugin is not registered (a
+	// registration under way, or failed and retried): an idle agent is not
+	// woken every second for nothing.
 	ticker := time.NewTicker(w.opts.RetryPeriod)
 	defer ticker.Stop()
+	retrying := true
 	w.reconcile(ctx, &wg)
 	for {
+		if unsettled := w.unsettled(); unsettled != retrying {
+			retrying = unsettled
+			if retrying {
+				ticker.Reset(w.opts.RetryPeriod)
+			} else {
+				ticker.Stop()
+			}
+		}
 		select {
 		case <-ctx.Done():
 			return nil
@@ -154,6 +167,18 @@ func (w *Watcher) Start(ctx context.Context) error {
 			w.reconcile(ctx, &wg)
 		}
 	}
+}
+
+// unsettled reports whether a socket's plugin is not registered yet.
+func (w *Watcher) unsettled() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for path := range w.desired {
+		if _, ok := w.actual[path]; !ok {
+			return true
+		}
+	}
+	return false
 }
 
 // walk watches dir and its subdirectories and adds the sockets in them.
