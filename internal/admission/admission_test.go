@@ -179,16 +179,22 @@ func TestPodRequests(t *testing.T) {
 	}
 }
 
+// remembered is the requests of pods, as an Admitter keeps them.
+func remembered(pods []*v1.Pod) *Requests {
+	r := &Requests{}
+	for _, p := range pods {
+		r.Set(p)
+	}
+	return r
+}
+
 // BenchmarkAdmit admits one more pod beside 109 running ones that request
 // cpu and memory: a pod without requests, and one with, their requests
 // summed at each decision and remembered.
 func BenchmarkAdmit(b *testing.B) {
 	n := node(250, "64", "256Gi")
 	running := pods(109, requests("10m", "16Mi"))
-	known := &Requests{}
-	for _, p := range running {
-		known.Set(p)
-	}
+	known := remembered(running)
 	for _, bc := range []struct {
 		name  string
 		pod   *v1.Pod
@@ -212,10 +218,7 @@ func BenchmarkAdmit(b *testing.B) {
 func TestRememberedRequestsDecideAsTheSpecs(t *testing.T) {
 	n := node(10, "1", "1Gi")
 	running := pods(3, requests("300m", "100Mi"))
-	known := &Requests{}
-	for _, p := range running {
-		known.Set(p)
-	}
+	known := remembered(running)
 	for _, tc := range []struct {
 		name string
 		pod  *v1.Pod

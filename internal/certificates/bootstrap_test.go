@@ -302,7 +302,7 @@ func TestAwaitCertificateHoldsRequestsUntilReady(t *testing.T) {
 		sent <- r
 		return &http.Response{StatusCode: http.StatusOK, Body: http.NoBody}, nil
 	}), ready: ready}
-	req, err := http.NewRequest(http.MethodGet, "https://api.example/api", nil)
+	req, err := http.NewRequest(http.MethodGet, "https://api.example/api", http.NoBody)
 	if err != nil {
 		t.Fatal(err)
 	}
