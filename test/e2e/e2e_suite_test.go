@@ -14,6 +14,7 @@ import (
 	"github.com/onsi/ginkgo/v2/types"
 	. "github.com/onsi/gomega"
 	"k8s.io/klog/v2"
+	crlog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/nodelet/nodelet/test/utils"
 )
@@ -44,6 +45,9 @@ func TestE2E(t *testing.T) {
 	// failure, not printed for every passing spec.
 	klog.SetLogger(GinkgoLogr)
 	log.SetOutput(GinkgoWriter)
+	// controller-runtime's too (its clients and envtest): unset, it
+	// printed a stack trace of its first use into every run's output.
+	crlog.SetLogger(GinkgoLogr)
 	RunSpecs(t, "nodelet e2e")
 }
 
