@@ -217,9 +217,10 @@ var _ = Describe("CSI volumes", Ordered, func() {
 		}).WithContext(ctx).WithTimeout(csiVolumeTimeout).Should(Succeed(), func() string { return nodelet.LogTail(60) })
 
 		By("scaling to zero: nothing of the volume stays mounted")
-		Expect(admin.Get(ctx, client.ObjectKeyFromObject(sts), sts)).To(Succeed())
+		// A patch: the StatefulSet controller writes the object meanwhile.
+		unscaled := client.MergeFrom(sts.DeepCopy())
 		sts.Spec.Replicas = ptr.To[int32](0)
-		Expect(admin.Update(ctx, sts)).To(Succeed())
+		Expect(admin.Patch(ctx, sts, unscaled)).To(Succeed())
 		Eventually(func(g Gomega) {
 			g.Expect(client.IgnoreNotFound(admin.Get(ctx, client.ObjectKey{Namespace: ns, Name: "db-0"}, &corev1.Pod{}))).To(Succeed())
 			g.Expect(admin.Get(ctx, client.ObjectKey{Namespace: ns, Name: "db-0"}, &corev1.Pod{})).NotTo(Succeed())

@@ -474,8 +474,9 @@ var _ = Describe("Referenced objects and the service environment", Ordered, func
 
 		By("following a label change in the projected downward API file")
 		p := utils.GetPod(ctx, env.Admin, ns, "reader")(Default)
+		relabelled := client.MergeFrom(p.DeepCopy()) // nodelet may write its status meanwhile
 		p.Labels["round"] = "last"
-		Expect(env.Admin.Update(ctx, p)).To(Succeed())
+		Expect(env.Admin.Patch(ctx, p, relabelled)).To(Succeed())
 		Eventually(seenBy(out, "labels")).WithTimeout(liveUpdateTimeout).WithPolling(10 * time.Millisecond).Should(Equal(`round="last"`))
 		Expect(utils.GetPod(ctx, env.Admin, ns, "reader")(Default).Status.ContainerStatuses[0].RestartCount).To(BeZero())
 
