@@ -14,4 +14,6 @@
 // turns a rejection into a Failed pod status and an Event with the returned
 // reason and message. FitsResize decides the same way whether an admitted
 // pod's in-place resize fits now (Deferred), or can never fit (Infeasible).
+// Requests keeps what the admitted pods request, so that a decision does not
+// sum every admitted pod's containers again (Policy.Requests).
 package admission

@@ -15,5 +15,7 @@
 // Brief (BriefOf for any Runtime) lists the same owned objects over a
 // connection of Dial's own with a codec that decodes only IDs, states,
 // sandbox metadata and the labels naming the pod and container, for the
-// callers that list every second or so and read nothing else.
+// callers that list every second or so and read nothing else; an object
+// whose ID and state are those of the last unfiltered list is that list's
+// object again, shared and never modified.
 package cri

@@ -6,7 +6,9 @@
 // the kubelet labels on the objects) on a channel that a controller-runtime
 // source.Channel consumes, so that the pod reconciler runs again (nodelet's
 // event router nudges the pod's worker directly when it has one, and Listed
-// and Record let that worker skip a change its last sync saw). A pod whose
+// and Record let that worker skip a change its last sync saw). A relist
+// whose lists hold the same objects as the last one's (cri's brief lists
+// hand out unchanged objects again) reuses its snapshot. A pod whose
 // objects all disappeared is reported from the previous list. Events are
 // never dropped and never block a relist: one the channel cannot take now is
 // sent again with the next relist. The Relister is a manager.Runnable that
