@@ -233,9 +233,13 @@ func TestRememberedRequestsDecideAsTheSpecs(t *testing.T) {
 			}
 		}
 	}
-	// A forgotten pod is read from its spec again.
-	known.Forget(running[0].UID)
+	// What is remembered is what counts, until the pod is forgotten; then
+	// it is read from its spec again.
 	running[0].Spec.Containers[0].Resources.Requests[v1.ResourceCPU] = resource.MustParse("50m")
+	if r := (Policy{Requests: known}).Admit(pod("new", requests("200m", "10Mi")), n, running); r.Admit {
+		t.Error("a remembered pod's requests were read from its spec again")
+	}
+	known.Forget(running[0].UID)
 	if r := (Policy{Requests: known}).Admit(pod("new", requests("200m", "10Mi")), n, running); !r.Admit {
 		t.Errorf("after a pod shrank and was forgotten: %s, want admitted", r.Message)
 	}
