@@ -66,6 +66,9 @@ type point struct {
 	// cpuStart is the agent's CPU from the first Create to all Ready,
 	// cpuTeardown from the first Delete to all gone.
 	cpuStart, cpuTeardown time.Duration
+	// machineStart is where the machine's CPU went from the first Create
+	// to all Ready.
+	machineStart cpuSplit
 	// mem is the agent's memory when all were Ready; peak its VmHWM once
 	// all were gone; heapInuse and goSys the Go runtime's view when all
 	// were Ready (zero when the agent does not tell).
@@ -248,9 +251,23 @@ func (c *cluster) burstOn(b *testing.B, ag agent, ns string, n int, rest time.Du
 	}
 	p := point{pods: n}
 
-	cpu0, req0 := usage(), requests()
+	stopProfile := func() {}
+	if a, ok := ag.(*nodeletAgent); ok {
+		stopProfile = profileWindow(b, a.n, fmt.Sprintf("sbs-%d-start", n))
+	}
+	split := func() cpuSplit {
+		s, err := readCPUSplit()
+		if err != nil {
+			b.Fatal(err)
+		}
+		return s
+	}
+	split0, cpu0, req0 := split(), usage(), requests()
 	t0, created := c.createAll(ctx, b, ns, names)
 	lastReady, missing := w.waitAll(names, w.readyAt, podsTimeout)
+	cpu1, split1, req1 := usage(), split(), requests()
+	stopProfile()
+	p.machineStart = split1.sub(split0)
 	if missing > 0 {
 		b.Fatalf("%s: %d of %d pods not Ready after %s; log:\n%s", ag.name(), missing, n, podsTimeout, ag.logTail(60))
 	}
@@ -259,7 +276,6 @@ func (c *cluster) burstOn(b *testing.B, ag agent, ns string, n int, rest time.Du
 		at, _ := w.readyAt(name)
 		p.toReady = append(p.toReady, at.Sub(created[name]))
 	}
-	cpu1, req1 := usage(), requests()
 	p.cpuStart = cpu1 - cpu0
 	p.mem = readMemSplit(ag.pid())
 	p.heapInuse, p.goSys, _ = ag.goMemory()
@@ -508,6 +524,18 @@ func sideBySideFigures(fr floorRun, kubelet, nodelet agentRun) []figure {
 			burstPods, func(p point) float64 { return seconds(p.cpuStart) }),
 		row(figure{name: "agent CPU, " + n110 + " teardown", floor: nan, format: fmtSeconds},
 			burstPods, func(p point) float64 { return seconds(p.cpuTeardown) }),
+		row(figure{name: "machine CPU, " + n110 + " start (every process)", floor: floorAt(burstPods, func(r floorBurst) float64 { return seconds(r.cpuStart.machine) }),
+			format: fmtSeconds},
+			burstPods, func(p point) float64 { return seconds(p.machineStart.machine) }),
+		row(figure{name: "… API server and etcd", floor: floorAt(burstPods, func(r floorBurst) float64 { return seconds(r.cpuStart.controlPlane) }),
+			format: fmtSeconds},
+			burstPods, func(p point) float64 { return seconds(p.machineStart.controlPlane) }),
+		row(figure{name: "… the benchmark (floor: its CRI calls)", floor: floorAt(burstPods, func(r floorBurst) float64 { return seconds(r.cpuStart.bench) }),
+			format: fmtSeconds},
+			burstPods, func(p point) float64 { return seconds(p.machineStart.bench) }),
+		row(figure{name: "… the rest (runtime, kernel, other work)", floor: floorAt(burstPods, func(r floorBurst) float64 { return seconds(r.cpuStart.rest(0)) }),
+			format: fmtSeconds},
+			burstPods, func(p point) float64 { return seconds(p.machineStart.rest(p.cpuStart)) }),
 		row(figure{name: fmt.Sprintf("agent CPU at rest, %d pods", restPods), floor: nan, format: fmtCore, maxValue: restCPUTarget},
 			restPods, func(p point) float64 { return p.restCPU }),
 		row(figure{name: fmt.Sprintf("RSS at rest, %d pods", restPods), floor: nan, format: fmtMiB},

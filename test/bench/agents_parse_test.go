@@ -200,3 +200,51 @@ func TestParseStatCPU(t *testing.T) {
 		})
 	}
 }
+
+func TestParseMachineBusy(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		stat    string
+		want    time.Duration
+		wantErr bool
+	}{
+		{
+			// user nice system idle iowait irq softirq steal guest guest_nice
+			name: "busy is all but idle and iowait",
+			stat: "cpu  100 2 30 9000 500 4 5 6 50 0\ncpu0 50 1 15 4500 250 2 2 3 25 0\n",
+			want: 1470 * time.Millisecond,
+		},
+		{name: "no cpu line first", stat: "cpu0 1 2 3 4 5 6 7 8\n", wantErr: true},
+		{name: "cut short", stat: "cpu  1 2 3 4\n", wantErr: true},
+		{name: "not a number", stat: "cpu  1 x 3 4 5 6 7 8\n", wantErr: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := parseMachineBusy(tc.stat)
+			if (err != nil) != tc.wantErr || got != tc.want {
+				t.Errorf("parseMachineBusy = %v, %v; want %v, error %v", got, err, tc.want, tc.wantErr)
+			}
+		})
+	}
+}
+
+func TestParseStatParent(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		stat     string
+		wantComm string
+		wantPPID int
+		wantOK   bool
+	}{
+		{name: "etcd", stat: "812 (etcd) S 800 812 700 0 -1 0 0 0 0 0 90 10 0 0 20 0 9 0 5 6 7\n", wantComm: "etcd", wantPPID: 800, wantOK: true},
+		{name: "a command name with a space and parentheses", stat: "7 (a (b) c) R 1 7 7 0\n", wantComm: "a (b) c", wantPPID: 1, wantOK: true},
+		{name: "no parent", stat: "7 (x) R", wantOK: false},
+		{name: "no command", stat: "garbage", wantOK: false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			comm, ppid, ok := parseStatParent(tc.stat)
+			if comm != tc.wantComm || ppid != tc.wantPPID || ok != tc.wantOK {
+				t.Errorf("parseStatParent = %q, %d, %v; want %q, %d, %v", comm, ppid, ok, tc.wantComm, tc.wantPPID, tc.wantOK)
+			}
+		})
+	}
+}

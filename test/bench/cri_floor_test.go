@@ -156,6 +156,8 @@ func (f *criFloor) burst(ctx context.Context, n, workers int) (start, remove tim
 type floorBurst struct {
 	start, remove time.Duration
 	running       []time.Duration
+	// cpuStart is where the machine's CPU went while the pods started.
+	cpuStart cpuSplit
 }
 
 // timedBurst is burst, with each pod's time to running.
@@ -163,6 +165,10 @@ func (f *criFloor) timedBurst(ctx context.Context, n, workers int) (floorBurst, 
 	var r floorBurst
 	pods := make([]floorPod, n)
 	r.running = make([]time.Duration, n)
+	cpu0, err := readCPUSplit()
+	if err != nil {
+		return r, err
+	}
 	t0 := time.Now()
 	startErr := forEach(n, workers, func(i int) error {
 		var err error
@@ -171,6 +177,11 @@ func (f *criFloor) timedBurst(ctx context.Context, n, workers int) (floorBurst, 
 		return err
 	})
 	r.start = time.Since(t0)
+	cpu1, err := readCPUSplit()
+	if err != nil {
+		return r, err
+	}
+	r.cpuStart = cpu1.sub(cpu0)
 	if startErr == nil {
 		startErr = f.checkRunning(ctx, n)
 	}
