@@ -38,17 +38,23 @@ func (m *Manager) WriteEtcHosts(pod *v1.Pod, podIPs []string) error {
 	if err != nil {
 		return fmt.Errorf("building /etc/hosts of pod %s/%s: %w", pod.Namespace, pod.Name, err)
 	}
-	if err := m.ensurePodDir(pod.UID); err != nil {
-		return err
-	}
 	path := m.etcHostsFile(pod)
 	if current, err := os.ReadFile(path); err == nil && bytes.Equal(current, content) {
 		return nil
 	}
-	if err := os.WriteFile(path, content, etcHostsMode); err != nil {
+	err = writeFileMode(path, content, etcHostsMode)
+	if errors.Is(err, fs.ErrNotExist) {
+		// The pod's directory is made by SetUp; a pod whose volumes
+		// failed may have none yet.
+		if err := m.ensurePodDir(pod.UID); err != nil {
+			return err
+		}
+		err = writeFileMode(path, content, etcHostsMode)
+	}
+	if err != nil {
 		return fmt.Errorf("writing /etc/hosts of pod %s/%s: %w", pod.Namespace, pod.Name, err)
 	}
-	return os.Chmod(path, etcHostsMode)
+	return nil
 }
 
 func (m *Manager) etcHostsFile(pod *v1.Pod) string {

@@ -418,10 +418,15 @@ func (m *Manager) ListPodDirs() ([]types.UID, error) {
 }
 
 // mkdirMode creates dir and its missing parents and gives dir exactly mode,
-// whatever the umask.
+// whatever the umask. A new directory whose mode the umask leaves as it is
+// costs one system call: a pod's directories are made in every pod start.
 func mkdirMode(dir string, mode fs.FileMode) error {
-	if err := os.MkdirAll(dir, mode); err != nil {
+	created, err := makeDir(dir, mode)
+	if err != nil {
 		return err
+	}
+	if created && umaskKeeps(mode) {
+		return nil
 	}
 	return os.Chmod(dir, mode)
 }

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 	"path/filepath"
 	"strconv"
 
@@ -256,12 +255,11 @@ func (m *Manager) terminationMessageMount(pod *v1.Pod, c *v1.Container, restartC
 	return &runtimeapi.Mount{ContainerPath: target, HostPath: path}, nil
 }
 
+// createTerminationFile creates an empty file at path that any user may
+// write, with its missing parent directories.
 func createTerminationFile(path string) error {
-	if err := os.MkdirAll(filepath.Dir(path), stateDirMode); err != nil {
+	if _, err := makeDir(filepath.Dir(path), stateDirMode); err != nil {
 		return err
 	}
-	if err := os.WriteFile(path, nil, terminationMessageMode); err != nil {
-		return err
-	}
-	return os.Chmod(path, terminationMessageMode)
+	return writeFileMode(path, nil, terminationMessageMode)
 }
