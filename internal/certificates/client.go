@@ -21,8 +21,9 @@ import (
 
 const (
 	// rotationCheckPeriod is how often the transport looks for a new
-	// client certificate.
-	rotationCheckPeriod = time.Second
+	// client certificate, as often as the kubelet's: a node at rest is not
+	// woken every second for a certificate that changes once in months.
+	rotationCheckPeriod = 10 * time.Second
 	// maxWithoutCertificate is how long nodelet runs without a valid client
 	// certificate before it exits, to bootstrap again when it is started
 	// next (with a bootstrap kubeconfig).
