@@ -22,8 +22,10 @@ import (
 const (
 	// nodeInfoResync is how often the CSINode and the Node are checked when
 	// nothing changed: a CSINode deleted (or collected with a re-created
-	// Node) comes back.
-	nodeInfoResync = time.Minute
+	// Node) comes back. As often as the kubelet reports an unchanged Node
+	// status (nodeStatusReportFrequency): each check reads the CSINode
+	// from the API server, a node at rest's only read.
+	nodeInfoResync = 5 * time.Minute
 	// nodeInfoRetryBase and nodeInfoRetryMax bound the back-off after a
 	// failed write.
 	nodeInfoRetryBase = 500 * time.Millisecond
@@ -57,8 +59,9 @@ type NodeInfo struct {
 	kick   chan struct{}
 }
 
-// NewNodeInfo returns the writer for node nodeName: c writes, r reads from
-// the API server (the CSINode is not in the cache).
+// NewNodeInfo returns the writer for node nodeName: c writes and reads the
+// Node (in nodelet, from the cache that watches it), r reads the CSINode
+// from the API server (it is not in the cache).
 func NewNodeInfo(nodeName string, c client.Client, r client.Reader) *NodeInfo {
 	return &NodeInfo{
 		nodeName: nodeName,
@@ -140,7 +143,7 @@ func (n *NodeInfo) Sync(ctx context.Context) error {
 	n.mu.Unlock()
 
 	node := &corev1.Node{}
-	if err := n.reader.Get(ctx, types.NamespacedName{Name: n.nodeName}, node); err != nil {
+	if err := n.client.Get(ctx, types.NamespacedName{Name: n.nodeName}, node); err != nil {
 		if apierrors.IsNotFound(err) {
 			return fmt.Errorf("reading node %s: %w", n.nodeName, errNoNode)
 		}
