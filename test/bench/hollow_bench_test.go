@@ -456,6 +456,15 @@ func printHollow(b *testing.B, r hollowRun) {
 	// recorder): compare without them too.
 	fmt.Fprintf(tw, "… without Events\t%.3f\t%.3f\t\n", perSec(withoutEvents(r.rest.requests), r.rest.dur), perSec(withoutEvents(r.rollout.requests), r.rollout.dur))
 	fmt.Fprintf(tw, "open watches\t%.1f\t%.1f\t\n", r.rest.watches/n, r.rollout.watches/n)
+	resources := slices.Sorted(maps.Keys(r.rest.watchesBy))
+	for _, k := range slices.Sorted(maps.Keys(r.rollout.watchesBy)) {
+		if !slices.Contains(resources, k) {
+			resources = append(resources, k)
+		}
+	}
+	for _, k := range resources {
+		fmt.Fprintf(tw, "… of %s\t%.1f\t%.1f\t\n", k, r.rest.watchesBy[k]/n, r.rollout.watchesBy[k]/n)
+	}
 	fmt.Fprintf(tw, "bytes received/s (responses)\t%.0f\t%.0f\t\n", perSec(total(r.rest.bytes), r.rest.dur), perSec(total(r.rollout.bytes), r.rollout.dur))
 	fmt.Fprintf(tw, "bytes received/s (watch events)\t%.0f\t%.0f\t\n", perSec(r.rest.watchBytes, r.rest.dur), perSec(r.rollout.watchBytes, r.rollout.dur))
 	fmt.Fprintf(tw, "bytes received (total in window)\t%.0f\t%.0f\t\n", (total(r.rest.bytes)+r.rest.watchBytes)/n, (total(r.rollout.bytes)+r.rollout.watchBytes)/n)

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -39,8 +40,10 @@ type apiSnapshot struct {
 	// (apiserver_watch_events_sizes), watchEvents counts them.
 	watchBytes, watchEvents float64
 	// watches is the number of open watches
-	// (apiserver_longrunning_requests, verb WATCH).
-	watches float64
+	// (apiserver_longrunning_requests, verb WATCH), watchesBy the same by
+	// resource.
+	watches   float64
+	watchesBy map[string]float64
 }
 
 // parseSample splits one line of the Prometheus text format into the
@@ -125,7 +128,7 @@ func metricKey(l map[string]string) reqKey {
 // parseAPISnapshot reads the samples apiSnapshot holds from the text of
 // /metrics.
 func parseAPISnapshot(r io.Reader, at time.Time) (apiSnapshot, error) {
-	s := apiSnapshot{at: at, requests: map[reqKey]float64{}, bytes: map[reqKey]float64{}}
+	s := apiSnapshot{at: at, requests: map[reqKey]float64{}, bytes: map[reqKey]float64{}, watchesBy: map[string]float64{}}
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	for sc.Scan() {
@@ -145,6 +148,7 @@ func parseAPISnapshot(r io.Reader, at time.Time) (apiSnapshot, error) {
 		case "apiserver_longrunning_requests":
 			if l["verb"] == "WATCH" {
 				s.watches += v
+				s.watchesBy[metricKey(l).resource] += v
 			}
 		}
 	}
@@ -160,8 +164,10 @@ type apiWindow struct {
 	dur                     time.Duration
 	requests, bytes         map[reqKey]float64
 	watchBytes, watchEvents float64
-	// watches is the number of open watches at the window's end.
-	watches float64
+	// watches is the number of open watches at the window's end,
+	// watchesBy the same by resource.
+	watches   float64
+	watchesBy map[string]float64
 }
 
 // between is the window from a to b. Requests without a resource (the
@@ -176,6 +182,7 @@ func between(a, b apiSnapshot) apiWindow {
 		watchBytes:  b.watchBytes - a.watchBytes,
 		watchEvents: b.watchEvents - a.watchEvents,
 		watches:     b.watches,
+		watchesBy:   maps.Clone(b.watchesBy),
 	}
 	for k, v := range b.requests {
 		if d := v - a.requests[k]; k.resource != "" && d > 0 {
@@ -218,6 +225,12 @@ func (w apiWindow) minus(base apiWindow, own map[reqKey]tally) apiWindow {
 	w.watchBytes = max(0, w.watchBytes-base.watchBytes*scale)
 	w.watchEvents = max(0, w.watchEvents-base.watchEvents*scale)
 	w.watches = max(0, w.watches-base.watches)
+	w.watchesBy = maps.Clone(w.watchesBy)
+	for k, v := range base.watchesBy {
+		if w.watchesBy[k] -= v; w.watchesBy[k] <= 0 {
+			delete(w.watchesBy, k)
+		}
+	}
 	return w
 }
 

@@ -72,6 +72,7 @@ apiserver_response_sizes_bucket{resource="pods",subresource="",verb="POST",le="1
 apiserver_watch_events_sizes_sum{group="",resource="pods",version="v1"} %WB%
 apiserver_watch_events_total{group="",resource="pods",version="v1"} 3
 apiserver_longrunning_requests{resource="pods",subresource="",verb="WATCH"} %W%
+apiserver_longrunning_requests{resource="leases",subresource="",verb="WATCH"} 1
 apiserver_longrunning_requests{resource="pods",subresource="log",verb="CONNECT"} 7
 `
 
@@ -112,6 +113,13 @@ func TestWindowMinusBaseAndOwn(t *testing.T) {
 	}
 	if got.watches != 100 || got.watchBytes != 300 || got.dur != 20*time.Second {
 		t.Errorf("watches %v, watch bytes %v, duration %v", got.watches, got.watchBytes, got.dur)
+	}
+	// The API server's own lease watch is taken out with its pod watches.
+	if want := map[string]float64{"pods": 100}; !maps.Equal(got.watchesBy, want) {
+		t.Errorf("watches by resource = %v, want %v", got.watchesBy, want)
+	}
+	if base.watchesBy["pods"] != 2 || base.watchesBy["leases"] != 1 {
+		t.Errorf("the baseline's watches by resource = %v, changed by minus", base.watchesBy)
 	}
 	if total(got.requests) != 10 {
 		t.Errorf("total %v", total(got.requests))
