@@ -67,8 +67,10 @@ type point struct {
 	// cpuTeardown from the first Delete to all gone.
 	cpuStart, cpuTeardown time.Duration
 	// machineStart is where the machine's CPU went from the first Create
-	// to all Ready.
-	machineStart cpuSplit
+	// to all Ready; criCallsStart are the agent's CRI calls over it (NaN
+	// when the agent's metrics could not be read).
+	machineStart  cpuSplit
+	criCallsStart float64
 	// mem is the agent's memory when all were Ready; peak its VmHWM once
 	// all were gone; heapInuse and goSys the Go runtime's view when all
 	// were Ready (zero when the agent does not tell).
@@ -262,12 +264,17 @@ func (c *cluster) burstOn(b *testing.B, ag agent, ns string, n int, rest time.Du
 		}
 		return s
 	}
+	calls0, callsOK0 := ag.runtimeCalls()
 	split0, cpu0, req0 := split(), usage(), requests()
 	t0, created := c.createAll(ctx, b, ns, names)
 	lastReady, missing := w.waitAll(names, w.readyAt, podsTimeout)
 	cpu1, split1, req1 := usage(), split(), requests()
 	stopProfile()
 	p.machineStart = split1.sub(split0)
+	p.criCallsStart = nan
+	if calls1, ok := ag.runtimeCalls(); ok && callsOK0 {
+		p.criCallsStart = calls1 - calls0
+	}
 	if missing > 0 {
 		b.Fatalf("%s: %d of %d pods not Ready after %s; log:\n%s", ag.name(), missing, n, podsTimeout, ag.logTail(60))
 	}
@@ -536,6 +543,9 @@ func sideBySideFigures(fr floorRun, kubelet, nodelet agentRun) []figure {
 		row(figure{name: "… the rest (runtime, kernel, other work)", floor: floorAt(burstPods, func(r floorBurst) float64 { return seconds(r.cpuStart.rest(0)) }),
 			format: fmtSeconds},
 			burstPods, func(p point) float64 { return seconds(p.machineStart.rest(p.cpuStart)) }),
+		row(figure{name: "CRI calls/pod, " + n110 + " start", floor: floorAt(burstPods, func(r floorBurst) float64 { return float64(r.criCalls) / float64(burstPods) }),
+			format: fmtPerPod},
+			burstPods, func(p point) float64 { return p.criCallsStart / float64(p.pods) }),
 		row(figure{name: fmt.Sprintf("agent CPU at rest, %d pods", restPods), floor: nan, format: fmtCore, maxValue: restCPUTarget},
 			restPods, func(p point) float64 { return p.restCPU }),
 		row(figure{name: fmt.Sprintf("RSS at rest, %d pods", restPods), floor: nan, format: fmtMiB},

@@ -34,6 +34,10 @@ type agent interface {
 	// the agent's metrics; ok is false when the agent does not serve
 	// them to the benchmark.
 	goMemory() (heapInuse, sys int64, ok bool)
+	// runtimeCalls returns the CRI calls the agent has made
+	// (kubelet_runtime_operations_total, which both agents serve); ok is
+	// false when it cannot be read.
+	runtimeCalls() (calls float64, ok bool)
 	// logTail is the end of the agent's log, for failures.
 	logTail(lines int) string
 	// stop ends the agent, removes what it left in the runtime and its
@@ -113,6 +117,19 @@ func (a *nodeletAgent) goMemory() (heapInuse, sys int64, ok bool) {
 	return int64(m["go_memstats_heap_inuse_bytes"]), int64(m["go_memstats_sys_bytes"]), true
 }
 
+func (a *nodeletAgent) runtimeCalls() (float64, bool) {
+	m, err := nodeletMetrics(a.n)
+	if err != nil {
+		return 0, false
+	}
+	v, ok := m[runtimeOperationsMetric]
+	return v, ok
+}
+
+// runtimeOperationsMetric counts an agent's CRI calls, under the kubelet's
+// name in both agents.
+const runtimeOperationsMetric = "kubelet_runtime_operations_total"
+
 // kubeletAgent is the real kubelet of the pinned version as an agent.
 type kubeletAgent struct {
 	k     *utils.Kubelet
@@ -166,6 +183,15 @@ func (a *kubeletAgent) goMemory() (heapInuse, sys int64, ok bool) {
 		return 0, 0, false
 	}
 	return int64(m["go_memstats_heap_inuse_bytes"]), int64(m["go_memstats_sys_bytes"]), true
+}
+
+func (a *kubeletAgent) runtimeCalls() (float64, bool) {
+	m, err := kubeletMetrics(a.k.ServerAddr)
+	if err != nil {
+		return 0, false
+	}
+	v, ok := m[runtimeOperationsMetric]
+	return v, ok
 }
 
 // kubeletMetrics scrapes the kubelet's /metrics on its API (anonymous

@@ -41,6 +41,8 @@ type criFloor struct {
 	logRoot string
 	run     string
 	seq     atomic.Int64
+	// calls counts the CRI calls that start pods.
+	calls atomic.Int64
 }
 
 // floorPod is one pod started by the floor.
@@ -94,11 +96,13 @@ func (f *criFloor) startPod(ctx context.Context) (floorPod, error) {
 			},
 		},
 	}
+	f.calls.Add(1)
 	sandboxID, err := f.rs.RunPodSandbox(ctx, sandboxConfig, "")
 	if err != nil {
 		return floorPod{}, fmt.Errorf("running sandbox %s: %w", name, err)
 	}
 	p := floorPod{sandbox: sandboxID}
+	f.calls.Add(1)
 	p.container, err = f.rs.CreateContainer(ctx, sandboxID, &runtimeapi.ContainerConfig{
 		Metadata: &runtimeapi.ContainerMetadata{Name: "main"},
 		Image:    &runtimeapi.ImageSpec{Image: utils.BusyboxImage, UserSpecifiedImage: utils.BusyboxImage},
@@ -117,6 +121,7 @@ func (f *criFloor) startPod(ctx context.Context) (floorPod, error) {
 	if err != nil {
 		return p, fmt.Errorf("creating the container of %s: %w", name, err)
 	}
+	f.calls.Add(1)
 	if err := f.rs.StartContainer(ctx, p.container); err != nil {
 		return p, fmt.Errorf("starting the container of %s: %w", name, err)
 	}
@@ -156,8 +161,10 @@ func (f *criFloor) burst(ctx context.Context, n, workers int) (start, remove tim
 type floorBurst struct {
 	start, remove time.Duration
 	running       []time.Duration
-	// cpuStart is where the machine's CPU went while the pods started.
+	// cpuStart is where the machine's CPU went while the pods started;
+	// criCalls are the CRI calls that started them.
 	cpuStart cpuSplit
+	criCalls int64
 }
 
 // timedBurst is burst, with each pod's time to running.
@@ -169,6 +176,7 @@ func (f *criFloor) timedBurst(ctx context.Context, n, workers int) (floorBurst, 
 	if err != nil {
 		return r, err
 	}
+	calls0 := f.calls.Load()
 	t0 := time.Now()
 	startErr := forEach(n, workers, func(i int) error {
 		var err error
@@ -177,6 +185,7 @@ func (f *criFloor) timedBurst(ctx context.Context, n, workers int) (floorBurst, 
 		return err
 	})
 	r.start = time.Since(t0)
+	r.criCalls = f.calls.Load() - calls0
 	cpu1, err := readCPUSplit()
 	if err != nil {
 		return r, err
