@@ -220,6 +220,14 @@ func (m *Manager) noteLink(id, name string) {
 	m.known[id] = k
 }
 
+// noteCreated records the link name and log path of a container just
+// created.
+func (m *Manager) noteCreated(id, name, logPath string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.known[id] = knownContainer{link: name, logPath: logPath, logPathKnown: true}
+}
+
 // takeLink returns the link name of container id, if known, and forgets
 // the container.
 func (m *Manager) takeLink(id string) (string, bool) {
@@ -389,16 +397,25 @@ func (m *Manager) inLogsDir(path string) (string, bool) {
 
 // Link makes the log link of a container that logs to logPath. It is no
 // error when the link is there already; a link of that name that points
-// elsewhere is left alone.
+// elsewhere is left alone. The manager remembers logPath as the
+// container's log path, as the runtime reports it (the sandbox's log
+// directory joined with the container's), so that no later sync asks the
+// runtime for it.
 func (m *Manager) Link(pod, namespace, container, containerID, logPath string) error {
-	if m.opts.LinksDir == "" || logPath == "" {
+	if logPath == "" {
 		return nil
 	}
 	if _, ok := m.inLogsDir(logPath); !ok {
+		if m.opts.LinksDir == "" {
+			return nil
+		}
 		return fmt.Errorf("log %s is not in the pod log directory %s", logPath, m.opts.PodLogsDir)
 	}
 	name := LinkName(pod, namespace, container, containerID)
-	m.noteLink(containerID, name)
+	m.noteCreated(containerID, name, logPath)
+	if m.opts.LinksDir == "" {
+		return nil
+	}
 	return m.makeLink(filepath.Join(m.opts.LinksDir, name), logPath)
 }
 

@@ -204,6 +204,31 @@ func TestSyncAsksTheLogPathOfANewContainerOnly(t *testing.T) {
 	}
 }
 
+func TestSyncNeedsNoStatusOfALinkedContainer(t *testing.T) {
+	clk := clocktesting.NewFakeClock(time.Date(2026, 11, 24, 23, 0, 0, 0, time.UTC))
+	rt := &fakeRuntime{}
+	m, logs, links := newManager(t, rt, clk, 3)
+	log := filepath.Join(logs, "ns_p_uid", "c", "0.log")
+	writeLog(t, log, 200)
+	rt.add("id", "p", "c", log, runtimeapi.ContainerState_CONTAINER_RUNNING)
+	if err := m.Link("p", "ns", "c", "id", log); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Sync(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if got := rt.statusCalls["id"]; got != 0 {
+		t.Errorf("status of a container linked at its creation asked %d times, want 0", got)
+	}
+	// The sync still rotates its log, past its size: it knows the path.
+	if got := names(t, filepath.Dir(log)); len(got) < 2 {
+		t.Errorf("files after a sync of a log past its size: %v, want it rotated", got)
+	}
+	if got := names(t, links); !slices.Equal(got, []string{"p_ns_c-id.log"}) {
+		t.Errorf("links: %v", got)
+	}
+}
+
 func TestSyncRenamesBackWhenReopenFails(t *testing.T) {
 	clk := clocktesting.NewFakeClock(time.Date(2026, 11, 24, 23, 0, 0, 0, time.UTC))
 	rt := &fakeRuntime{reopenErr: errors.New("no")}

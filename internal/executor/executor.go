@@ -36,9 +36,11 @@ const (
 	EventSandboxChanged         = "SandboxChanged"
 )
 
-// ImageManager makes a container's image present and returns its reference.
+// ImageManager makes a container's image present and returns its
+// reference and, when it read it and pulled nothing, the image's status
+// (nil otherwise: the executor then reads it for the image's user).
 type ImageManager interface {
-	EnsureImage(ctx context.Context, pod *v1.Pod, c *v1.Container, pullSecrets []*v1.Secret, sandboxCfg *runtimeapi.PodSandboxConfig) (string, error)
+	EnsureImage(ctx context.Context, pod *v1.Pod, c *v1.Container, pullSecrets []*v1.Secret, sandboxCfg *runtimeapi.PodSandboxConfig) (string, *runtimeapi.Image, error)
 }
 
 // ImageErrorReason maps an ImageManager error to a container waiting
@@ -358,13 +360,13 @@ func (e *Executor) startContainer(ctx context.Context, pod *v1.Pod, sb *sandbox,
 		return errors.New(reason + ": " + message)
 	}
 	pullSecrets := e.pullSecrets(ctx, pod)
-	imageRef, err := e.Images.EnsureImage(ctx, pod, c, pullSecrets, sb.config)
+	imageRef, img, err := e.Images.EnsureImage(ctx, pod, c, pullSecrets, sb.config)
 	if err != nil {
 		reason, message := e.ImageReason(err)
 		e.Recorder.Eventf(pod, v1.EventTypeWarning, EventFailed, "Error: %s", reason)
 		return fail(reason, message)
 	}
-	cfg, err := e.containerConfig(ctx, pod, c, sb, s, imageRef)
+	cfg, err := e.containerConfig(ctx, pod, c, sb, s, imageRef, img)
 	if err != nil {
 		e.Recorder.Eventf(pod, v1.EventTypeWarning, EventFailed, "Error: %v", err)
 		return fail(state.ReasonCreateContainerConfigError, err.Error())
@@ -411,7 +413,9 @@ func (e *Executor) startContainer(ctx context.Context, pod *v1.Pod, sb *sandbox,
 	return nil
 }
 
-func (e *Executor) containerConfig(ctx context.Context, pod *v1.Pod, c *v1.Container, sb *sandbox, s plan.ContainerStart, imageRef string) (*runtimeapi.ContainerConfig, error) {
+// containerConfig builds the CRI config of one container start; img is the
+// status of the image imageRef names when the caller has it, nil to read it.
+func (e *Executor) containerConfig(ctx context.Context, pod *v1.Pod, c *v1.Container, sb *sandbox, s plan.ContainerStart, imageRef string, img *runtimeapi.Image) (*runtimeapi.ContainerConfig, error) {
 	target, err := s.Target(pod)
 	if err != nil {
 		return nil, err
@@ -424,9 +428,10 @@ func (e *Executor) containerConfig(ctx context.Context, pod *v1.Pod, c *v1.Conta
 	if err != nil {
 		return nil, err
 	}
-	img, err := e.Runtime.ImageStatus(ctx, &runtimeapi.ImageSpec{Image: imageRef})
-	if err != nil {
-		return nil, fmt.Errorf("reading the user of image %s: %w", imageRef, err)
+	if img == nil {
+		if img, err = e.Runtime.ImageStatus(ctx, &runtimeapi.ImageSpec{Image: imageRef}); err != nil {
+			return nil, fmt.Errorf("reading the user of image %s: %w", imageRef, err)
+		}
 	}
 	imageUID, imageUser := criconfig.ImageUser(img)
 	serviceEnv, err := e.ServiceEnv(ctx, pod)

@@ -44,8 +44,8 @@ func (noVolumes) Mounts(*v1.Pod, *v1.Container, int32, []criconfig.EnvVar) ([]*r
 // presentImages finds every image present.
 type presentImages struct{}
 
-func (presentImages) EnsureImage(_ context.Context, _ *v1.Pod, c *v1.Container, _ []*v1.Secret, _ *runtimeapi.PodSandboxConfig) (string, error) {
-	return c.Image, nil
+func (presentImages) EnsureImage(_ context.Context, _ *v1.Pod, c *v1.Container, _ []*v1.Secret, _ *runtimeapi.PodSandboxConfig) (string, *runtimeapi.Image, error) {
+	return c.Image, nil, nil
 }
 
 func newFakeExecutor(t *testing.T) (*Executor, *fakeruntime.FakeRuntimeService) {
@@ -386,6 +386,52 @@ func TestAPodsFirstStartIsSavedOncePerContainer(t *testing.T) {
 			g.Expect(last.sandboxID).NotTo(Equal("old"))
 			g.Expect(last.failure).To(BeNil())
 			g.Expect(last.created).To(BeTrue(), "the last save has everything")
+		})
+	}
+}
+
+// statusImages finds every image present and hands over img as the status
+// it read.
+type statusImages struct{ img *runtimeapi.Image }
+
+func (s statusImages) EnsureImage(_ context.Context, _ *v1.Pod, c *v1.Container, _ []*v1.Secret, _ *runtimeapi.PodSandboxConfig) (string, *runtimeapi.Image, error) {
+	return c.Image, s.img, nil
+}
+
+// The image's user comes from the status the image manager read to decide
+// on a pull; the executor asks the runtime only when it was handed none.
+func TestTheImageUserComesFromTheStatusReadForThePull(t *testing.T) {
+	for _, tc := range []struct {
+		name            string
+		handed          *runtimeapi.Image
+		wantStatusCalls int
+		wantStarted     bool
+	}{
+		{name: "a status with a non-root user handed over", handed: &runtimeapi.Image{Id: "busybox:1", Uid: &runtimeapi.Int64Value{Value: 1000}}, wantStarted: true},
+		{name: "none handed over: the runtime's image runs as root", wantStatusCalls: 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := NewWithT(t)
+			ctx := context.Background()
+			e, rs := newFakeExecutor(t)
+			is := fakeruntime.NewFakeImageService()
+			is.SetFakeImages([]string{"busybox:1"})
+			rt, err := cri.New(rs, is, cri.Options{NodeName: fakeNode})
+			g.Expect(err).NotTo(HaveOccurred())
+			e.Runtime, e.Images = rt, statusImages{img: tc.handed}
+			pod := fakePod("app")
+			pod.Spec.SecurityContext = &v1.PodSecurityContext{RunAsNonRoot: ptr.To(true)}
+			st := state.NewPodState(pod.UID)
+
+			g.Expect(e.Start(ctx, pod, state.PodRuntime{}, &st, startPlan(pod), noSave)).To(Succeed())
+
+			g.Expect(count(is.Called, "ImageStatus")).To(Equal(tc.wantStatusCalls))
+			if tc.wantStarted {
+				g.Expect(count(rs.GetCalls(), "StartContainer")).To(Equal(1))
+				return
+			}
+			g.Expect(st.Containers["app"].Waiting).To(HaveField("Message", ContainSubstring("image will run as root")))
+			g.Expect(count(rs.GetCalls(), "CreateContainer")).To(Equal(0))
 		})
 	}
 }

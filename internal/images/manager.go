@@ -80,18 +80,20 @@ func NewManager(images ImageService, recorder Recorder, opts Options) *Manager {
 
 // EnsureImage makes the image of container, a container of pod, present
 // according to its pull policy and returns the image reference to create
-// the container with. pullSecrets are the pod's image pull secrets, in the
-// pod's order; sandboxConfig is the pod's sandbox config, passed to the
-// runtime with the pull. Errors wrap one of the Err* reasons (see Reason);
-// the matching events are already recorded.
-func (m *Manager) EnsureImage(ctx context.Context, pod *corev1.Pod, container *corev1.Container, pullSecrets []*corev1.Secret, sandboxConfig *runtimeapi.PodSandboxConfig) (string, error) {
+// the container with and, when it found the image present and pulled
+// nothing, the image's status as the runtime reported it (nil after a
+// pull). pullSecrets are the pod's image pull secrets, in the pod's order;
+// sandboxConfig is the pod's sandbox config, passed to the runtime with the
+// pull. Errors wrap one of the Err* reasons (see Reason); the matching
+// events are already recorded.
+func (m *Manager) EnsureImage(ctx context.Context, pod *corev1.Pod, container *corev1.Container, pullSecrets []*corev1.Secret, sandboxConfig *runtimeapi.PodSandboxConfig) (string, *runtimeapi.Image, error) {
 	ev := m.eventsFor(pod, container)
 	image := container.Image
 	tagged, err := applyDefaultTag(image)
 	if err != nil {
 		msg := fmt.Sprintf("Failed to apply default image tag %q: %v", image, err)
 		ev(corev1.EventTypeWarning, EventInspectFailed, msg)
-		return "", &imageError{reason: ErrInvalidImageName, message: msg, cause: err}
+		return "", nil, &imageError{reason: ErrInvalidImageName, message: msg, cause: err}
 	}
 	spec := &runtimeapi.ImageSpec{Image: tagged, UserSpecifiedImage: image}
 
@@ -99,18 +101,19 @@ func (m *Manager) EnsureImage(ctx context.Context, pod *corev1.Pod, container *c
 	if err != nil {
 		msg := fmt.Sprintf("Failed to inspect image %q: %v", image, err)
 		ev(corev1.EventTypeWarning, EventInspectFailed, msg)
-		return "", &imageError{reason: ErrImageInspect, message: msg, cause: err}
+		return "", nil, &imageError{reason: ErrImageInspect, message: msg, cause: err}
 	}
 	if !shouldPull(pullPolicy(container.ImagePullPolicy, image), present != nil) {
 		if present == nil {
 			msg := fmt.Sprintf("Container image %q is not present with pull policy of Never", image)
 			ev(corev1.EventTypeWarning, EventNeverPull, msg)
-			return "", &imageError{reason: ErrImageNeverPull, message: msg}
+			return "", nil, &imageError{reason: ErrImageNeverPull, message: msg}
 		}
 		ev(corev1.EventTypeNormal, EventPulled, fmt.Sprintf("Container image %q already present on machine", image))
-		return present.GetId(), nil
+		return present.GetId(), present, nil
 	}
-	return m.pull(ctx, spec, pullSecrets, sandboxConfig, ev)
+	ref, err := m.pull(ctx, spec, pullSecrets, sandboxConfig, ev)
+	return ref, nil, err
 }
 
 // pull pulls spec, recording the outcome.

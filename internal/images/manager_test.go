@@ -87,12 +87,17 @@ func TestPullPolicyMatrix(t *testing.T) {
 			m := NewManager(rt, rec, Options{Clock: testingclock.NewFakeClock(time.Now())})
 			c := corev1.Container{Name: "app", Image: tc.image, ImagePullPolicy: tc.policy}
 
-			ref, err := m.EnsureImage(context.Background(), testPod("u1", c), &c, nil, nil)
+			ref, img, err := m.EnsureImage(context.Background(), testPod("u1", c), &c, nil, nil)
 
 			reason, _ := Reason(err)
 			g.Expect(reason).To(Equal(tc.reason))
 			if tc.reason == "" {
 				g.Expect(ref).To(Equal(tagged))
+			}
+			// The status read to decide comes back when nothing was pulled.
+			g.Expect(img != nil).To(Equal(tc.reason == "" && !tc.pulled))
+			if img != nil {
+				g.Expect(img.GetId()).To(Equal(ref))
 			}
 			g.Expect(slices.Contains(is.Called, "PullImage")).To(Equal(tc.pulled))
 			if tc.events != nil {
@@ -109,7 +114,7 @@ func TestInvalidImageName(t *testing.T) {
 	m := NewManager(fi, rec, Options{})
 	c := corev1.Container{Name: "app", Image: "Not/A Valid:Image"}
 
-	_, err := m.EnsureImage(context.Background(), testPod("u1", c), &c, nil, nil)
+	_, _, err := m.EnsureImage(context.Background(), testPod("u1", c), &c, nil, nil)
 	g.Expect(err).To(MatchError(ErrInvalidImageName))
 	reason, msg := Reason(err)
 	g.Expect(reason).To(Equal("InvalidImageName"))
@@ -124,7 +129,7 @@ func TestImageStatusFailureIsAnInspectError(t *testing.T) {
 	fi.statusErr = status.Error(codes.Unavailable, "runtime down")
 	m := NewManager(fi, nil, Options{})
 	c := corev1.Container{Name: "app", Image: "busybox:1"}
-	_, err := m.EnsureImage(context.Background(), testPod("u1", c), &c, nil, nil)
+	_, _, err := m.EnsureImage(context.Background(), testPod("u1", c), &c, nil, nil)
 	g.Expect(err).To(MatchError(ErrImageInspect))
 	var grpcErr interface{ GRPCStatus() *status.Status }
 	g.Expect(errors.As(err, &grpcErr)).To(BeTrue(), "the runtime error stays reachable")
@@ -143,7 +148,7 @@ func TestPulledEventReportsDurationAndSize(t *testing.T) {
 	pod := testPod("u1")
 	pod.Spec.InitContainers = []corev1.Container{c}
 
-	ref, err := m.EnsureImage(context.Background(), pod, &c, nil, nil)
+	ref, _, err := m.EnsureImage(context.Background(), pod, &c, nil, nil)
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(ref).To(Equal("sha256:busybox:1"))
 	g.Expect(drainEvents(rec)).To(ContainElement(
@@ -157,7 +162,7 @@ func TestEventsAreRecordedOnTheContainerOfThePod(t *testing.T) {
 	c := corev1.Container{Name: "init", Image: "busybox:1"}
 	pod := testPod("u1")
 	pod.Spec.InitContainers = []corev1.Container{c}
-	_, err := m.EnsureImage(context.Background(), pod, &c, nil, nil)
+	_, _, err := m.EnsureImage(context.Background(), pod, &c, nil, nil)
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(rec.refs).NotTo(BeEmpty())
 	for _, ref := range rec.refs {
@@ -176,7 +181,7 @@ func TestPullTriesEachMatchingCredentialThenAnonymous(t *testing.T) {
 	}
 	c := corev1.Container{Name: "app", Image: "registry.example.com/team/app:1"}
 	ensure := func() error {
-		_, err := m.EnsureImage(context.Background(), testPod("u1", c), &c, secrets, nil)
+		_, _, err := m.EnsureImage(context.Background(), testPod("u1", c), &c, secrets, nil)
 		return err
 	}
 
@@ -266,7 +271,7 @@ func TestPullsOfOneImageWithDifferentCredentialsWaitForEachOther(t *testing.T) {
 			c := corev1.Container{Name: "app", Image: "registry.example.com/app:1"}
 			s := configJSONSecret(secret, "registry.example.com")
 			s.Data[corev1.DockerConfigJsonKey] = []byte(fmt.Sprintf(`{"auths":{"registry.example.com":{"username":"u%d","password":"p"}}}`, i))
-			_, err := m.EnsureImage(context.Background(), testPod(secret, c), &c, []*corev1.Secret{s}, nil)
+			_, _, err := m.EnsureImage(context.Background(), testPod(secret, c), &c, []*corev1.Secret{s}, nil)
 			done <- err
 		}()
 	}
@@ -289,7 +294,7 @@ func TestCallerThatGivesUpIsNotBackedOff(t *testing.T) {
 
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { _, err := m.EnsureImage(ctx, pod, &c, nil, nil); done <- err }()
+	go func() { _, _, err := m.EnsureImage(ctx, pod, &c, nil, nil); done <- err }()
 	g.Eventually(fi.inFlightNow).Should(Equal(1))
 	cancel()
 	g.Eventually(done).Should(Receive(MatchError(context.Canceled)))
@@ -297,7 +302,7 @@ func TestCallerThatGivesUpIsNotBackedOff(t *testing.T) {
 
 	// The pull went on; the next call finds the image without back-off.
 	g.Eventually(fi.inFlightNow).Should(BeZero())
-	_, err := m.EnsureImage(context.Background(), pod, &c, nil, nil)
+	_, _, err := m.EnsureImage(context.Background(), pod, &c, nil, nil)
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(drainEvents(rec)).NotTo(ContainElement(HavePrefix("Warning Failed")))
 }
@@ -327,7 +332,7 @@ func ensureConcurrently(m *Manager, images ...string) <-chan error {
 	for i, image := range images {
 		go func() {
 			c := corev1.Container{Name: "app", Image: image, ImagePullPolicy: corev1.PullIfNotPresent}
-			_, err := m.EnsureImage(context.Background(), testPod(fmt.Sprint("u", i), c), &c, nil, nil)
+			_, _, err := m.EnsureImage(context.Background(), testPod(fmt.Sprint("u", i), c), &c, nil, nil)
 			done <- err
 		}()
 	}
@@ -427,7 +432,7 @@ func TestPullCancelledWhenItsLastWaiterLeaves(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	errs := make(chan error, 1)
 	go func() {
-		_, err := m.EnsureImage(ctx, testPod("u1", hang), &hang, nil, nil)
+		_, _, err := m.EnsureImage(ctx, testPod("u1", hang), &hang, nil, nil)
 		errs <- err
 	}()
 	g.Eventually(blocking.started).Should(Receive())
@@ -437,7 +442,7 @@ func TestPullCancelledWhenItsLastWaiterLeaves(t *testing.T) {
 
 	// The only pull slot is free again: another image pulls at once.
 	other := corev1.Container{Name: "app", Image: "registry.example.com/other:1", ImagePullPolicy: corev1.PullAlways}
-	_, err := m.EnsureImage(context.Background(), testPod("u2", other), &other, nil, nil)
+	_, _, err := m.EnsureImage(context.Background(), testPod("u2", other), &other, nil, nil)
 	g.Expect(err).NotTo(HaveOccurred())
 	close(blocking.release)
 }
