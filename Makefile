@@ -147,6 +147,10 @@ run: $(if $(KUBECONFIG),build) ## A local cluster (etcd, API server, controller-
 run-down: ## Stop the cluster of make run, and clean up after one that was killed.
 	@bash hack/run.sh down
 
+.PHONY: test-down
+test-down: ## Clean up after tests and benchmarks that were killed: their containerds, pods, mounts, directories, cgroups and bridges.
+	$(GO) run ./hack/reap
+
 .PHONY: bench
 bench: deps envtest ## Benchmarks, printed as tables.
 	export KUBEBUILDER_ASSETS="$$(bash hack/envtest.sh)"; \
