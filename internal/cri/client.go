@@ -82,6 +82,9 @@ type ownedIDs struct {
 	// ids maps an owned object's ID to its sandbox's ID for a container,
 	// to "" for a sandbox (or a container whose sandbox is not known).
 	ids map[string]string
+	// in holds the remembered containers of each sandbox ID, so that a
+	// sandbox is forgotten without a scan of every ID.
+	in map[string]map[string]struct{}
 }
 
 func (o *ownedIDs) has(id string) bool {
@@ -96,28 +99,47 @@ func (o *ownedIDs) add(id, sandboxID string) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if o.ids == nil {
-		o.ids = map[string]string{}
+		o.ids, o.in = map[string]string{}, map[string]map[string]struct{}{}
+	}
+	if prev, ok := o.ids[id]; ok && prev != "" && prev != sandboxID {
+		o.unlink(id, prev)
 	}
 	o.ids[id] = sandboxID
+	if sandboxID != "" {
+		if o.in[sandboxID] == nil {
+			o.in[sandboxID] = map[string]struct{}{}
+		}
+		o.in[sandboxID][id] = struct{}{}
+	}
 }
 
 // forget drops id and, for a sandbox, the containers remembered in it.
 func (o *ownedIDs) forget(id string) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
+	if sb, ok := o.ids[id]; ok && sb != "" {
+		o.unlink(id, sb)
+	}
 	delete(o.ids, id)
-	for cid, sb := range o.ids {
-		if sb == id {
-			delete(o.ids, cid)
-		}
+	for cid := range o.in[id] {
+		delete(o.ids, cid)
+	}
+	delete(o.in, id)
+}
+
+// unlink drops container id from sandbox sb's containers.
+func (o *ownedIDs) unlink(id, sb string) {
+	delete(o.in[sb], id)
+	if len(o.in[sb]) == 0 {
+		delete(o.in, sb)
 	}
 }
 
-// len is how many IDs are remembered.
+// len is how many IDs and sandboxes with containers are remembered.
 func (o *ownedIDs) len() int {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	return len(o.ids)
+	return len(o.ids) + len(o.in)
 }
 
 var _ Runtime = (*Client)(nil)

@@ -421,3 +421,41 @@ func TestObjectsOfAnEarlierRunAreCheckedOnce(t *testing.T) {
 	g.Expect(c.RemovePodSandbox(ctx, sb)).To(Succeed())
 	g.Expect(c.owned.len()).To(BeZero())
 }
+
+func TestOwnedIDsForgetASandboxWithItsContainers(t *testing.T) {
+	var o ownedIDs
+	o.add("sb1", "")
+	o.add("c1", "sb1")
+	o.add("c2", "sb1")
+	o.add("c3", "sb2") // a container whose sandbox was never checked
+	o.add("sb2", "")
+	o.add("c4", "")
+
+	o.forget("c2")
+	if o.has("c2") || !o.has("c1") {
+		t.Fatalf("forgetting a container: c1 %v, c2 %v", o.has("c1"), o.has("c2"))
+	}
+	o.forget("sb1")
+	for _, id := range []string{"sb1", "c1"} {
+		if o.has(id) {
+			t.Errorf("%s remembered after its sandbox was forgotten", id)
+		}
+	}
+	// A sandbox never remembered itself still takes its containers along.
+	o.forget("sb-unknown")
+	o.add("c5", "sb-unknown")
+	o.forget("sb-unknown")
+	if o.has("c5") {
+		t.Error("c5 remembered after its sandbox, itself never remembered, was forgotten")
+	}
+	for _, id := range []string{"sb2", "c3", "c4"} {
+		if !o.has(id) {
+			t.Errorf("%s forgotten with another sandbox", id)
+		}
+	}
+	o.forget("sb2")
+	o.forget("c4")
+	if n := o.len(); n != 0 {
+		t.Errorf("%d IDs or sandboxes left after forgetting all", n)
+	}
+}
