@@ -110,7 +110,8 @@ func (m *Manager) EnsureImage(ctx context.Context, pod *corev1.Pod, container *c
 			return "", nil, &imageError{reason: ErrImageNeverPull, message: msg}
 		}
 		ev(corev1.EventTypeNormal, EventPulled, fmt.Sprintf("Container image %q already present on machine", image))
-		return present.GetId(), present, nil
+		ref := present.GetId()
+		return ref, present, nil
 	}
 	ref, err := m.pull(ctx, spec, pullSecrets, sandboxConfig, ev)
 	return ref, nil, err
