@@ -21,6 +21,14 @@ type region struct {
 // data, the function tables) from the resident set and returns how many
 // bytes of mappings it advised. Writable mappings (the binary's data and
 // bss, whose contents live only in memory) are never touched.
+//
+// It also marks those mappings for random access (MADV_RANDOM: a fault
+// reads the one page it needs, no read-ahead) and drops the binary's pages
+// that no process maps from the page cache (POSIX_FADV_DONTNEED), so that
+// what runs afterwards brings back single pages. Read-ahead fills the page
+// cache with large folios, up to 2 MiB, and a fault maps the whole folio:
+// 85 reads one MiB apart in the binary made 56 MiB resident after
+// read-ahead, and 340 KiB when the pages came in one by one.
 func Release() (int64, error) {
 	var st syscall.Stat_t
 	if err := syscall.Stat("/proc/self/exe", &st); err != nil {
@@ -39,12 +47,31 @@ func Release() (int64, error) {
 	for _, r := range regions {
 		// The addresses come from the kernel, not from Go memory: a raw
 		// system call, with no Go pointer made of them.
-		if _, _, errno := unix.Syscall(unix.SYS_MADVISE, uintptr(r.start), uintptr(r.end-r.start), unix.MADV_DONTNEED); errno != 0 {
-			return advised, fmt.Errorf("releasing %#x-%#x: %w", r.start, r.end, errno)
+		for _, advice := range []uintptr{unix.MADV_RANDOM, unix.MADV_DONTNEED} {
+			if _, _, errno := unix.Syscall(unix.SYS_MADVISE, uintptr(r.start), uintptr(r.end-r.start), advice); errno != 0 {
+				return advised, fmt.Errorf("releasing %#x-%#x: %w", r.start, r.end, errno)
+			}
 		}
 		advised += int64(r.end - r.start)
 	}
+	if err := dropCached("/proc/self/exe"); err != nil {
+		return advised, err
+	}
 	return advised, nil
+}
+
+// dropCached drops the pages of the file at path that no process maps from
+// the page cache.
+func dropCached(path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return fmt.Errorf("opening the binary: %w", err)
+	}
+	defer f.Close()
+	if err := unix.Fadvise(int(f.Fd()), 0, 0, unix.FADV_DONTNEED); err != nil {
+		return fmt.Errorf("dropping the binary's cached pages: %w", err)
+	}
+	return nil
 }
 
 // binaryRegions reads /proc/self/maps text and returns the mappings of the

@@ -2,10 +2,13 @@ package residency
 
 import (
 	"os"
+	"path/filepath"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -83,4 +86,82 @@ func TestReleaseDropsResidentPagesAndKeepsRunning(t *testing.T) {
 		t.Errorf("computed %d bytes after Release, want 2890", len(sb.String()))
 	}
 	t.Logf("RssFile %d KiB → %d KiB (%d KiB of mappings advised)", before, after, advised/1024)
+}
+
+// After Release the binary's read-only mappings read no more than the page
+// a fault needs: the kernel shows them with the "rr" (random read) flag.
+func TestReleaseMarksTheBinaryForRandomAccess(t *testing.T) {
+	if _, err := Release(); err != nil {
+		t.Fatal(err)
+	}
+	var st unix.Stat_t
+	if err := unix.Stat("/proc/self/exe", &st); err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile("/proc/self/smaps")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ino := strconv.FormatUint(st.Ino, 10)
+	marked, readOnly := 0, 0
+	var inBinary, writable bool
+	for line := range strings.SplitSeq(string(data), "\n") {
+		f := strings.Fields(line)
+		if len(f) >= 5 && strings.Contains(f[0], "-") && len(f[1]) == 4 {
+			inBinary, writable = f[4] == ino, f[1][1] == 'w'
+			continue
+		}
+		if flags, ok := strings.CutPrefix(line, "VmFlags:"); ok && inBinary && !writable {
+			readOnly++
+			if slices.Contains(strings.Fields(flags), "rr") {
+				marked++
+			}
+		}
+	}
+	if readOnly == 0 || marked != readOnly {
+		t.Errorf("%d of the binary's %d read-only mappings marked for random access, want all", marked, readOnly)
+	}
+}
+
+func TestDropCachedEvictsAFilesPages(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "f")
+	if err := os.WriteFile(path, make([]byte, 1<<20), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.ReadFile(path); err != nil {
+		t.Fatal(err)
+	}
+	cached := func() int {
+		t.Helper()
+		f, err := os.Open(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		m, err := unix.Mmap(int(f.Fd()), 0, 1<<20, unix.PROT_READ, unix.MAP_SHARED)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer unix.Munmap(m)
+		vec := make([]byte, (1<<20)/os.Getpagesize())
+		if _, _, errno := unix.Syscall(unix.SYS_MINCORE, uintptr(unsafe.Pointer(&m[0])), uintptr(len(m)), uintptr(unsafe.Pointer(&vec[0]))); errno != 0 {
+			t.Fatal(errno)
+		}
+		n := 0
+		for _, v := range vec {
+			n += int(v & 1)
+		}
+		return n
+	}
+	// Written data is dirty; dropping it needs it written back first.
+	unix.Sync()
+	if before := cached(); before == 0 {
+		t.Skip("the file's pages are not in the page cache after reading it")
+	}
+	if err := dropCached(path); err != nil {
+		t.Fatal(err)
+	}
+	if after := cached(); after != 0 {
+		t.Errorf("%d pages of the file cached after dropCached, want 0", after)
+	}
 }
