@@ -142,7 +142,7 @@ func TestDropCachedEvictsAFilesPages(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer unix.Munmap(m)
+		defer func() { _ = unix.Munmap(m) }()
 		vec := make([]byte, (1<<20)/os.Getpagesize())
 		if _, _, errno := unix.Syscall(unix.SYS_MINCORE, uintptr(unsafe.Pointer(&m[0])), uintptr(len(m)), uintptr(unsafe.Pointer(&vec[0]))); errno != 0 {
 			t.Fatal(errno)
