@@ -3,10 +3,13 @@
 //
 // Every Go package's init function runs once at start, and the kernel maps
 // the code, tables and function metadata around each of them (its fault-
-// around maps up to 64 KiB per fault): with a thousand packages linked in,
-// most of the binary's code and read-only data is resident after init,
-// though a running agent uses a fraction of it. Release drops the binary's
-// read-only mappings from the process's page tables (madvise
-// MADV_DONTNEED): the pages stay in the page cache, and what runs
-// afterwards maps what it touches again, a minor fault each.
+// around maps up to 64 KiB per fault, and a fault maps the whole of a
+// large folio, which read-ahead makes up to 2 MiB): with a thousand
+// packages linked in, most of the binary's code and read-only data is
+// resident after init, though a running agent uses a fraction of it.
+// Release drops the binary's read-only mappings from the process's page
+// tables (madvise MADV_DONTNEED), marks them for random access
+// (MADV_RANDOM: no read-ahead) and drops the binary's pages that no process
+// maps from the page cache (POSIX_FADV_DONTNEED). What runs afterwards
+// brings back the pages it touches, one page per fault.
 package residency
