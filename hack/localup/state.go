@@ -245,14 +245,12 @@ func cleanUp(st *state) error {
 	return nil
 }
 
-// ownDirPrefixes start the names of the temporary directories a run makes
-// (the harness's and envtest's); nothing else is ever removed.
-var ownDirPrefixes = []string{"nodelet-", "k8s_test_framework_"}
-
+// checkOwnDir refuses a directory that is not one the harness or envtest
+// makes (utils.HarnessDirPrefixes).
 func checkOwnDir(dir string) error {
 	base := filepath.Base(dir)
 	if filepath.IsAbs(dir) && filepath.Clean(dir) == dir {
-		for _, p := range ownDirPrefixes {
+		for _, p := range utils.HarnessDirPrefixes {
 			if strings.HasPrefix(base, p) {
 				return nil
 			}

@@ -61,7 +61,7 @@ func acquireSlot(dir string) (*slot, error) {
 			continue
 		}
 		// Free: any previous holder is gone. Clean up after it.
-		bridge := fmt.Sprintf("nlbr%d", n)
+		bridge := slotBridge(n)
 		prev, _ := io.ReadAll(f)
 		if p := strings.TrimSpace(string(prev)); p != "" && p != dir {
 			_ = teardownInstance(p, bridge)

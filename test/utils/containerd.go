@@ -172,7 +172,7 @@ func StartContainerd(ctx context.Context, opts ContainerdOptions) (_ *Containerd
 		return c, err
 	}
 	n := c.slot.n
-	c.Bridge = fmt.Sprintf("nlbr%d", n)
+	c.Bridge = slotBridge(n)
 	c.Network = fmt.Sprintf("nodelet-%d", n)
 	prefix := subnetPrefix
 	if opts.PodCIDRFromRuntime {
