@@ -27,8 +27,9 @@ type podMetrics struct {
 // scrapes report this node's pods and containers (with several agents in
 // one process, the last one set up).
 func newPodMetrics(reader client.Reader, rt cri.Runtime) *podMetrics {
+	lister := cri.BriefOf(rt)
 	metrics.SetStateSource(func(ctx context.Context) metrics.State {
-		return readState(ctx, reader, rt)
+		return readState(ctx, reader, lister)
 	})
 	return &podMetrics{firstSeen: map[types.UID]time.Time{}, started: map[types.UID]bool{}}
 }
@@ -87,9 +88,10 @@ func (m *podMetrics) forget(uid types.UID) {
 }
 
 // readState counts the node's pods by phase (from the cache) and its
-// owned sandboxes and containers (from the runtime) for a scrape. A source
-// that cannot be read leaves its metrics out of the scrape.
-func readState(ctx context.Context, reader client.Reader, rt cri.Runtime) metrics.State {
+// owned sandboxes and containers (from the runtime's brief lists: a count
+// needs only their states) for a scrape. A source that cannot be read
+// leaves its metrics out of the scrape.
+func readState(ctx context.Context, reader client.Reader, rt cri.BriefLister) metrics.State {
 	var s metrics.State
 	var pods corev1.PodList
 	if err := reader.List(ctx, &pods, client.UnsafeDisableDeepCopy); err == nil {

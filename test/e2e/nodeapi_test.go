@@ -414,6 +414,12 @@ var _ = Describe("The node API through the API server", Ordered, ContinueOnFailu
 			code, body = get(ctx, httpsClient(bob), "/metrics", "")
 			Expect(code).To(Equal(http.StatusOK))
 			Expect(body).To(ContainSubstring("kubelet_runtime_operations_duration_seconds"))
+			// The node's pods and containers, counted from the runtime's
+			// lists at the scrape.
+			startPod(ctx, utils.BusyboxPod(ns, "counted", nodeAPINode, "sleep", "3600"))
+			_, body = get(ctx, httpsClient(bob), "/metrics", "")
+			Expect(body).To(MatchRegexp(`(?m)^kubelet_running_pods [1-9]`))
+			Expect(body).To(MatchRegexp(`(?m)^kubelet_running_containers\{container_state="running"\} [1-9]`))
 			code, _ = get(ctx, httpsClient(bob), "/pods", "")
 			Expect(code).To(Equal(http.StatusForbidden), "nodes/metrics is not nodes/proxy")
 		}, SpecTimeout(apiTimeout))
