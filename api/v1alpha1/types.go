@@ -262,7 +262,8 @@ type NodeletConfiguration struct {
 	StreamingConnectionIdleTimeout metav1.Duration `json:"streamingConnectionIdleTimeout,omitempty"`
 
 	// EnableProfilingHandler serves Go's /debug/pprof on the metrics
-	// address. Default: false.
+	// address; its heap profiles hold what was allocated after start-up.
+	// Default: false.
 	EnableProfilingHandler bool `json:"enableProfilingHandler,omitempty"`
 
 	// AllowedUnsafeSysctls are the sysctls, or prefixes ending in "*", that

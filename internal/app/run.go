@@ -26,6 +26,7 @@ import (
 	"github.com/nodelet/nodelet/internal/checkpoint"
 	"github.com/nodelet/nodelet/internal/controller"
 	"github.com/nodelet/nodelet/internal/cri"
+	"github.com/nodelet/nodelet/internal/memprofile"
 	"github.com/nodelet/nodelet/internal/nodeinfo"
 	"github.com/nodelet/nodelet/internal/options"
 	"github.com/nodelet/nodelet/internal/residency"
@@ -67,6 +68,11 @@ func Run(args []string, reg controller.Registry) int {
 	}
 	log := ctrl.Log.WithName("setup")
 	setGCTarget(log)
+	// Heap profiles are read only through the profiling handler; without
+	// it, nodelet keeps no record of its allocations (package memprofile).
+	if cfg.EnableProfilingHandler {
+		memprofile.Enable()
+	}
 	// What init and the flag and configuration parsing touched of the
 	// binary need not stay resident; again once the caches have synced.
 	releaseStartupPages(log, "init")
