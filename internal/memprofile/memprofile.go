@@ -2,16 +2,19 @@ package memprofile
 
 import "runtime"
 
-// DefaultRate is Go's own memory profiling rate: an allocation sampled in
-// every DefaultRate bytes on average.
-const DefaultRate = 512 * 1024
+// startRate is the rate the runtime set before any package's init: Go's
+// default, one allocation sampled in every 512 KiB on average, unless
+// GODEBUG=memprofilerate=N chose another.
+var startRate int
 
 func init() {
+	startRate = runtime.MemProfileRate
 	runtime.MemProfileRate = 0
 }
 
-// Enable turns memory profiling back on at DefaultRate. A heap profile
-// then holds what was allocated after the call, not before it.
+// Enable turns memory profiling back on at the rate the process started
+// with (GODEBUG=memprofilerate is honoured). A heap profile then holds what
+// was allocated after the call, not before it.
 func Enable() {
-	runtime.MemProfileRate = DefaultRate
+	runtime.MemProfileRate = startRate
 }
