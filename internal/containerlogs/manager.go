@@ -122,6 +122,10 @@ func (m *Manager) Start(ctx context.Context) error {
 // runtime holds and removes links into PodLogsDir of containers it no
 // longer holds. A failed rotation is logged and counted, and tried again
 // next time.
+//
+// The sizes are read here, one stat per log; only the logs that may need
+// rotating go to workers, started for them. A node whose logs are all
+// small wakes no worker.
 func (m *Manager) Sync(ctx context.Context) error {
 	// The links are read before the containers are listed: a link made
 	// after this read is of a container the list holds, or is left alone.
@@ -133,19 +137,18 @@ func (m *Manager) Sync(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("listing containers: %w", err)
 	}
+	// A directory that cannot be opened sends every log to rotate, which
+	// reports why.
+	root, err := os.OpenRoot(m.opts.PodLogsDir)
+	if err == nil {
+		defer func() { _ = root.Close() }()
+	}
 	// keep holds the links of every listed container, want those whose
 	// log path is known: a status that cannot be read keeps a link, but
 	// does not make one.
 	keep, want := map[string]bool{}, map[string]string{}
-	jobs := make(chan job)
+	var jobs chan job
 	var wg sync.WaitGroup
-	for range m.opts.MaxWorkers {
-		wg.Go(func() {
-			for j := range jobs {
-				m.rotateAndCount(ctx, j)
-			}
-		})
-	}
 	for _, c := range containers {
 		l := c.GetLabels()
 		name := LinkName(l[kubetypes.KubernetesPodNameLabel], l[kubetypes.KubernetesPodNamespaceLabel],
@@ -157,18 +160,50 @@ func (m *Manager) Sync(ctx context.Context) error {
 			continue
 		}
 		want[name] = logPath
-		if c.GetState() == runtimeapi.ContainerState_CONTAINER_RUNNING {
-			select {
-			case jobs <- job{id: c.GetId(), logPath: logPath}:
-			case <-ctx.Done():
+		if c.GetState() != runtimeapi.ContainerState_CONTAINER_RUNNING || !m.due(root, logPath) {
+			continue
+		}
+		if jobs == nil {
+			jobs = make(chan job)
+			for range m.opts.MaxWorkers {
+				wg.Go(func() {
+					for j := range jobs {
+						m.rotateAndCount(ctx, j)
+					}
+				})
 			}
 		}
+		select {
+		case jobs <- job{id: c.GetId(), logPath: logPath}:
+		case <-ctx.Done():
+		}
 	}
-	close(jobs)
+	if jobs != nil {
+		close(jobs)
+	}
 	wg.Wait()
 	m.forgetUnlisted(containers)
 	m.sweepLinks(links, keep, want)
 	return ctx.Err()
+}
+
+// due reports whether the log at logPath is for rotate to look at: it has
+// reached MaxSize, or it is outside PodLogsDir, not a regular file or
+// cannot be read (rotate says so). root is PodLogsDir opened, or nil when
+// it could not be.
+func (m *Manager) due(root *os.Root, logPath string) bool {
+	rel, ok := m.inLogsDir(logPath)
+	if !ok || root == nil {
+		return true
+	}
+	fi, err := root.Lstat(rel)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return false
+	case err != nil || !fi.Mode().IsRegular():
+		return true
+	}
+	return fi.Size() >= m.opts.MaxSize
 }
 
 // logPath is the log path of container id ("" for none), from an earlier

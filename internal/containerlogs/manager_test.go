@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	kubetypes "k8s.io/kubelet/pkg/types"
 	clocktesting "k8s.io/utils/clock/testing"
@@ -396,5 +397,37 @@ func TestForgetFindsTheLinkByNameOrBySearch(t *testing.T) {
 	}
 	if got := names(t, links); !slices.Equal(got, []string{LinkName(long, "ns", "c", b)}) {
 		t.Errorf("links after a fresh manager forgot c: %v, want only b's", got)
+	}
+}
+
+func TestSyncRotatesOnlyRunningLogsAtMaxSizeAndCountsUnreadableOnes(t *testing.T) {
+	clk := clocktesting.NewFakeClock(time.Date(2026, 11, 24, 23, 0, 0, 0, time.UTC))
+	rt := &fakeRuntime{}
+	m, logs, _ := newManager(t, rt, clk, 3)
+	path := func(c string) string { return filepath.Join(logs, "ns_p_uid", c, "0.log") }
+	writeLog(t, path("small"), 99)
+	writeLog(t, path("big"), 100)
+	writeLog(t, path("exited"), 150)
+	// A directory where the log should be: rotate says it is no file.
+	if err := os.MkdirAll(path("odd"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	rt.add("id-small", "p", "small", path("small"), runtimeapi.ContainerState_CONTAINER_RUNNING)
+	rt.add("id-big", "p", "big", path("big"), runtimeapi.ContainerState_CONTAINER_RUNNING)
+	rt.add("id-exited", "p", "exited", path("exited"), runtimeapi.ContainerState_CONTAINER_EXITED)
+	rt.add("id-gone", "p", "gone", path("gone"), runtimeapi.ContainerState_CONTAINER_RUNNING)
+	rt.add("id-odd", "p", "odd", path("odd"), runtimeapi.ContainerState_CONTAINER_RUNNING)
+	failures := testutil.ToFloat64(rotationFailures)
+	if err := m.Sync(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(rt.reopened, []string{"id-big"}) {
+		t.Errorf("reopened %v, want only the running log at MaxSize", rt.reopened)
+	}
+	if got := testutil.ToFloat64(rotationFailures) - failures; got != 1 {
+		t.Errorf("rotation failures grew by %v, want 1 (the directory in the log's place)", got)
+	}
+	if got := names(t, filepath.Join(logs, "ns_p_uid", "small")); !slices.Equal(got, []string{"0.log"}) {
+		t.Errorf("files of the small log: %v", got)
 	}
 }
