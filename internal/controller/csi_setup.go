@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/nodelet/nodelet/internal/csi"
+	"github.com/nodelet/nodelet/internal/ctrlqueue"
 )
 
 // setupCSI registers CSI drivers as the kubelet does: the plugin watcher on
@@ -72,7 +73,7 @@ func setupCSIAllocatable(mgr ctrl.Manager, deps *Deps, nodeInfo *csi.NodeInfo) (
 	})
 	err := ctrl.NewControllerManagedBy(mgr).
 		Named("csi_allocatable").
-		WithOptions(controller.Options{SkipNameValidation: ptr.To(true)}).
+		WithOptions(controller.Options{SkipNameValidation: ptr.To(true), NewQueue: ctrlqueue.New}).
 		For(&storagev1.CSIDriver{}).
 		WatchesRawSource(source.Channel(refresher.Events(), &handler.EnqueueRequestForObject{})).
 		Complete(reconcile.Func(func(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {

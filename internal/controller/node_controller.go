@@ -24,6 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/nodelet/nodelet/api/v1alpha1"
+	"github.com/nodelet/nodelet/internal/ctrlqueue"
 	"github.com/nodelet/nodelet/internal/lease"
 	"github.com/nodelet/nodelet/internal/metrics"
 	"github.com/nodelet/nodelet/internal/nodeinfo"
@@ -159,6 +160,7 @@ func backoffOptions(base, ceiling time.Duration) controller.Options {
 	return controller.Options{
 		RateLimiter:        workqueue.NewTypedItemExponentialFailureRateLimiter[reconcile.Request](base, ceiling),
 		SkipNameValidation: ptr.To(true),
+		NewQueue:           ctrlqueue.New,
 	}
 }
 

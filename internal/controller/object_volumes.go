@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	"github.com/nodelet/nodelet/internal/ctrlqueue"
 	"github.com/nodelet/nodelet/internal/executor"
 	"github.com/nodelet/nodelet/internal/objectstore"
 	"github.com/nodelet/nodelet/internal/volume"
@@ -43,7 +44,7 @@ func setupObjectVolumesController(mgr ctrl.Manager, name string, r *objectVolume
 	return ctrl.NewControllerManagedBy(mgr).
 		Named(name).
 		WatchesRawSource(r.engine.store.Source(r.kind)).
-		WithOptions(controller.Options{SkipNameValidation: ptr.To(true)}).
+		WithOptions(controller.Options{SkipNameValidation: ptr.To(true), NewQueue: ctrlqueue.New}).
 		Complete(r)
 }
 

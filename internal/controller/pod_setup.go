@@ -31,6 +31,7 @@ import (
 	"github.com/nodelet/nodelet/internal/checkpoint"
 	"github.com/nodelet/nodelet/internal/cri"
 	"github.com/nodelet/nodelet/internal/csi"
+	"github.com/nodelet/nodelet/internal/ctrlqueue"
 	"github.com/nodelet/nodelet/internal/executor"
 	"github.com/nodelet/nodelet/internal/images"
 	"github.com/nodelet/nodelet/internal/kuberuntime/criconfig"
@@ -224,6 +225,7 @@ func setupPodController(mgr ctrl.Manager, d *Deps) error {
 			MaxConcurrentReconciles: MaxConcurrentPodSyncs,
 			// Several agents may share a process (tests, simulations).
 			SkipNameValidation: ptr.To(true),
+			NewQueue:           ctrlqueue.New,
 		}).
 		Complete(r)
 }

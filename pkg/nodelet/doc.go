@@ -27,7 +27,9 @@
 //     (ctrl.NewControllerManagedBy) and runnables (Manager().Add) with it;
 //     there is no leader election, every node's nodelet works alone. Give a
 //     controller a name of its own and, as nodelet does, set
-//     SkipNameValidation when several nodelets may share a process.
+//     SkipNameValidation when several nodelets may share a process, and
+//     NewQueue to NewQueue so that the controller does not wake an agent at
+//     rest.
 //   - Runtime: the container runtime, reads and images only, restricted to
 //     the sandboxes and containers this nodelet made (others are invisible:
 //     lists leave them out, reads by ID fail). Stopping, removing and creating

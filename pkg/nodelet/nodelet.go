@@ -4,10 +4,13 @@ import (
 	"fmt"
 	"os"
 
+	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/nodelet/nodelet/internal/app"
 	"github.com/nodelet/nodelet/internal/controller"
+	"github.com/nodelet/nodelet/internal/ctrlqueue"
 )
 
 // Reconciler is a reconciler added to nodelet from outside.
@@ -33,6 +36,14 @@ func Run(args []string, extra ...Reconciler) int {
 		return 2
 	}
 	return app.Run(args, reg)
+}
+
+// NewQueue is the work queue of nodelet's own controllers, for
+// controller.Options NewQueue: controller-runtime's workqueue metrics, and
+// no wake-up while the controller has nothing to process (the default
+// queue updates its unfinished-work gauges twice a second regardless).
+func NewQueue(controllerName string, rateLimiter workqueue.TypedRateLimiter[reconcile.Request]) workqueue.TypedRateLimitingInterface[reconcile.Request] {
+	return ctrlqueue.New(controllerName, rateLimiter)
 }
 
 // registry returns the built-in reconcilers plus extra.

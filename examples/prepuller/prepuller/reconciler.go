@@ -71,6 +71,8 @@ func Setup(n *nodelet.Node, opts Options) error {
 			MaxConcurrentReconciles: 1,
 			// Several nodelets may share a process (tests do).
 			SkipNameValidation: ptr.To(true),
+			// nodelet's queue: no wake-ups while there is nothing to do.
+			NewQueue: nodelet.NewQueue,
 		}).
 		Complete(r)
 	if err != nil {
