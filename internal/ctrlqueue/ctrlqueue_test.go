@@ -5,8 +5,15 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
 	clocktesting "k8s.io/utils/clock/testing"
+
+	// Sets client-go's global workqueue metrics provider to
+	// controller-runtime's, as nodelet's controllers do.
+	_ "sigs.k8s.io/controller-runtime/pkg/controller"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 )
 
 const period = 500 * time.Millisecond
@@ -249,5 +256,42 @@ func TestQueueReportsUnfinishedWorkWhileProcessingOnly(t *testing.T) {
 	time.Sleep(50 * time.Millisecond)
 	if _, m := g.last(); m != n {
 		t.Errorf("the idle queue set its gauge %d more times", m-n)
+	}
+}
+
+// TestNewServesControllerRuntimesWorkqueueMetrics checks that the queue's
+// metrics reach controller-runtime's registry, as its own queues' do: the
+// queue leaves the provider to client-go's global one, which
+// controller-runtime's controller package sets.
+func TestNewServesControllerRuntimesWorkqueueMetrics(t *testing.T) {
+	const name = "ctrlqueue-test"
+	q := New(name, workqueue.DefaultTypedControllerRateLimiter[reconcile.Request]())
+	defer q.ShutDown()
+	q.Add(reconcile.Request{NamespacedName: types.NamespacedName{Name: "a"}})
+	item, _ := q.Get()
+	q.Done(item)
+
+	families, err := ctrlmetrics.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := map[string]float64{}
+	for _, f := range families {
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "name" && l.GetValue() == name {
+					found[f.GetName()] = m.GetCounter().GetValue() + m.GetGauge().GetValue()
+				}
+			}
+		}
+	}
+	for _, want := range []string{"workqueue_adds_total", "workqueue_depth", "workqueue_unfinished_work_seconds",
+		"workqueue_longest_running_processor_seconds", "workqueue_queue_duration_seconds", "workqueue_work_duration_seconds"} {
+		if _, ok := found[want]; !ok {
+			t.Errorf("no %s{name=%q} in controller-runtime's registry", want, name)
+		}
+	}
+	if got := found["workqueue_adds_total"]; got != 1 {
+		t.Errorf("workqueue_adds_total = %v, want 1", got)
 	}
 }
