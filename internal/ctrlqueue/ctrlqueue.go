@@ -19,9 +19,9 @@ func New(controllerName string, rateLimiter workqueue.TypedRateLimiter[reconcile
 // metrics (nil: the global provider, which controller-runtime sets to its
 // own).
 func newQueue[T comparable](name string, rateLimiter workqueue.TypedRateLimiter[T], clk clock.WithTicker, timers timers, metrics workqueue.MetricsProvider) workqueue.TypedRateLimitingInterface[T] {
-	t := &busyTicker{timers: timers}
+	t := newBusyTicker(timers)
 	// The queue's one ticker is its unfinished-work loop's; the delaying
-	// layer above it keeps the real clock for its heartbeat and timers.
+	// layer above it keeps clk for its heartbeat and timers.
 	inner := workqueue.NewTypedWithConfig(workqueue.TypedQueueConfig[T]{
 		Name:            name,
 		MetricsProvider: metrics,
@@ -87,25 +87,20 @@ type busyTicker struct {
 	stopped bool
 }
 
+func newBusyTicker(timers timers) *busyTicker {
+	// Room for one tick, as a time.Ticker has.
+	return &busyTicker{timers: timers, c: make(chan time.Time, 1)}
+}
+
 // start makes the ticker tick every period from now on.
 func (t *busyTicker) start(period time.Duration) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.period = period
-	if t.c == nil {
-		t.c = make(chan time.Time, 1)
-	}
 	t.armLocked()
 }
 
-func (t *busyTicker) C() <-chan time.Time {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.c == nil {
-		t.c = make(chan time.Time, 1)
-	}
-	return t.c
-}
+func (t *busyTicker) C() <-chan time.Time { return t.c }
 
 func (t *busyTicker) Stop() {
 	t.mu.Lock()

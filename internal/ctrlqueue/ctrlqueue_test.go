@@ -1,6 +1,7 @@
 package ctrlqueue
 
 import (
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -112,7 +113,7 @@ func ticks(t *busyTicker) int {
 
 func TestTickerTicksOnlyWhileBusyAndOnceAfter(t *testing.T) {
 	clk := newTimers()
-	tk := &busyTicker{timers: clk}
+	tk := newBusyTicker(clk)
 	tk.start(period)
 	steps := []struct {
 		name      string
@@ -150,7 +151,7 @@ func TestTickerTicksOnlyWhileBusyAndOnceAfter(t *testing.T) {
 
 func TestTickerTakenAfterWorkStartedTicks(t *testing.T) {
 	clk := newTimers()
-	tk := &busyTicker{timers: clk}
+	tk := newBusyTicker(clk)
 	// The queue asks for its ticker from a goroutine of its own: an item
 	// may be taken first.
 	tk.started()
@@ -259,12 +260,18 @@ func TestQueueReportsUnfinishedWorkWhileProcessingOnly(t *testing.T) {
 	}
 }
 
+// runs counts the runs of TestNewServesControllerRuntimesWorkqueueMetrics.
+var runs int
+
 // TestNewServesControllerRuntimesWorkqueueMetrics checks that the queue's
 // metrics reach controller-runtime's registry, as its own queues' do: the
 // queue leaves the provider to client-go's global one, which
 // controller-runtime's controller package sets.
 func TestNewServesControllerRuntimesWorkqueueMetrics(t *testing.T) {
-	const name = "ctrlqueue-test"
+	// A name of its own each run: the registry outlives a test run
+	// (go test -count).
+	runs++
+	name := fmt.Sprintf("ctrlqueue-test-%d", runs)
 	q := New(name, workqueue.DefaultTypedControllerRateLimiter[reconcile.Request]())
 	defer q.ShutDown()
 	q.Add(reconcile.Request{NamespacedName: types.NamespacedName{Name: "a"}})
