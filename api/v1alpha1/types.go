@@ -176,7 +176,10 @@ type NodeletConfiguration struct {
 	NodeLeaseDurationSeconds int32 `json:"nodeLeaseDurationSeconds,omitempty"`
 	// SyncFrequency is the longest time between two syncs of a running pod. Default: 1m.
 	SyncFrequency metav1.Duration `json:"syncFrequency,omitempty"`
-	// RelistPeriod is how often the runtime is listed for container changes. Default: 1s.
+	// RelistPeriod is how often the runtime is listed for container changes.
+	// With containerd, whose events report a container's exit, the runtime
+	// is listed at each such event, no more often than this, and every 10s
+	// (or this, if longer) otherwise. Default: 1s.
 	RelistPeriod metav1.Duration `json:"relistPeriod,omitempty"`
 	// CrashLoopBackOff tunes the delay between restarts of a crashing
 	// container, as the kubelet's field of the same name.

@@ -128,7 +128,11 @@ func setupPodController(mgr ctrl.Manager, d *Deps) error {
 	if err := setupContainerLogs(mgr, d.local(mgr), cfg, d.Runtime, exec); err != nil {
 		return err
 	}
-	relister, err := pleg.New(cri.BriefOf(d.Runtime), pleg.Options{RelistPeriod: cfg.RelistPeriod.Duration})
+	relistOpts := pleg.Options{RelistPeriod: cfg.RelistPeriod.Duration}
+	if w, ok := d.Runtime.(pleg.ChangeWatcher); ok {
+		relistOpts.Changes = w
+	}
+	relister, err := pleg.New(cri.BriefOf(d.Runtime), relistOpts)
 	if err != nil {
 		return err
 	}

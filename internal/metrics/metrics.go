@@ -54,6 +54,16 @@ var (
 		Name: "nodelet_pleg_relist_errors_total",
 		Help: "Number of relists that failed to list the runtime.",
 	})
+	// EventedPLEGConnections counts subscriptions to the runtime's events
+	// that were sent; EventedPLEGConnectionErrors the streams that failed.
+	EventedPLEGConnections = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "kubelet_evented_pleg_connection_success_count",
+		Help: "The number of times a subscription to the runtime's events was made.",
+	})
+	EventedPLEGConnectionErrors = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "kubelet_evented_pleg_connection_error_count",
+		Help: "The number of errors of the stream of the runtime's events.",
+	})
 )
 
 // Pods.
@@ -192,6 +202,7 @@ func init() {
 	ctrlmetrics.Registry.MustRegister(
 		RuntimeOperations, RuntimeOperationsDuration, RuntimeOperationsErrors,
 		PLEGRelistDuration, PLEGLastSeen, PLEGRelistErrors,
+		EventedPLEGConnections, EventedPLEGConnectionErrors,
 		PodStartDuration, PodStatusWrites, PodWorkerSyncs,
 		ContainerRequestedResizes, PodResizeDuration, PodInfeasibleResizes,
 		ProbeTotal, ProbeDuration,

@@ -1,6 +1,8 @@
 // Package pleg is nodelet's pod lifecycle event generator: a Relister that
-// lists the sandboxes and containers nodelet owns every RelistPeriod,
-// compares their IDs and states with the previous list (Diff over two
+// lists the sandboxes and containers nodelet owns every RelistPeriod (or,
+// while a ChangeWatcher reports the runtime's changes, at each change, at
+// most once a RelistPeriod, and every EventedRelistPeriod otherwise: an
+// agent at rest does not ask the runtime every second), compares their IDs and states with the previous list (Diff over two
 // Snapshots) and, for every pod whose runtime objects changed, sends a
 // generic event carrying a *corev1.Pod stub (name, namespace and UID from
 // the kubelet labels on the objects) on a channel that a controller-runtime

@@ -28,6 +28,10 @@ const (
 	// DefaultRelistPeriod is the relist period when Options.RelistPeriod is
 	// zero, as the kubelet's.
 	DefaultRelistPeriod = time.Second
+	// DefaultEventedRelistPeriod is the relist period, when
+	// Options.EventedRelistPeriod is zero, while the runtime reports its
+	// changes: a relist then only makes sure nothing was missed.
+	DefaultEventedRelistPeriod = 10 * time.Second
 	// DefaultHealthThreshold is how old the last successful relist may be
 	// before Healthy fails, as the kubelet's PLEG check.
 	DefaultHealthThreshold = 3 * time.Minute
@@ -45,11 +49,30 @@ type Lister interface {
 	ListContainers(ctx context.Context, filter *runtimeapi.ContainerFilter) ([]*runtimeapi.Container, error)
 }
 
+// ChangeWatcher tells a relister when the runtime changed (cri.Client
+// does, from containerd's events). WatchChanges calls subscribed once it
+// has subscribed, then changed for every change, until ctx ends or the
+// subscription fails, and returns why; an error wrapping
+// errors.ErrUnsupported says the runtime has no changes to report.
+type ChangeWatcher interface {
+	WatchChanges(ctx context.Context, subscribed, changed func()) error
+}
+
 // Options configure a Relister.
 type Options struct {
-	// RelistPeriod is the time between two relists. Zero means
+	// RelistPeriod is the time between two relists, and the shortest time
+	// between two relists a change asks for. Zero means
 	// DefaultRelistPeriod.
 	RelistPeriod time.Duration
+	// Changes, when set, reports the runtime's changes: while it is
+	// subscribed, a change makes the relister list the runtime (no sooner
+	// than RelistPeriod after the last relist), and without one it lists
+	// every EventedRelistPeriod. Without Changes, or while it cannot
+	// subscribe, the relister lists every RelistPeriod.
+	Changes ChangeWatcher
+	// EventedRelistPeriod is the time between two relists while Changes
+	// is subscribed. Zero means DefaultEventedRelistPeriod.
+	EventedRelistPeriod time.Duration
 	// HealthThreshold is how old the last successful relist may be before
 	// Healthy fails. Zero means DefaultHealthThreshold.
 	HealthThreshold time.Duration
@@ -65,6 +88,10 @@ func (o Options) withDefaults() Options {
 	if o.RelistPeriod <= 0 {
 		o.RelistPeriod = DefaultRelistPeriod
 	}
+	if o.EventedRelistPeriod <= 0 {
+		o.EventedRelistPeriod = DefaultEventedRelistPeriod
+	}
+	o.EventedRelistPeriod = max(o.EventedRelistPeriod, o.RelistPeriod)
 	if o.HealthThreshold <= 0 {
 		o.HealthThreshold = DefaultHealthThreshold
 	}
@@ -137,23 +164,153 @@ func (r *Relister) Source() source.Source {
 // runs its own relister.
 func (r *Relister) NeedLeaderElection() bool { return false }
 
-// Start relists every RelistPeriod until ctx is done. A failed relist is
-// logged and retried at the next period. It implements manager.Runnable.
+// Start relists every RelistPeriod until ctx is done, or, while
+// Options.Changes reports the runtime's changes, when one is reported and
+// every EventedRelistPeriod. A failed relist is logged and retried at the
+// next RelistPeriod. It implements manager.Runnable.
 func (r *Relister) Start(ctx context.Context) error {
 	logger := log.FromContext(ctx).WithName("pleg")
 	ctx = log.IntoContext(ctx, logger)
-	ticker := r.opts.Clock.NewTicker(r.opts.RelistPeriod)
-	defer ticker.Stop()
-	logger.Info("Starting relister", "period", r.opts.RelistPeriod)
+	logger.Info("Starting relister", "period", r.opts.RelistPeriod, "eventedPeriod", r.opts.EventedRelistPeriod)
+	w := &watch{wake: make(chan struct{}, 1)}
+	if r.opts.Changes != nil {
+		watchCtx, stopWatch := context.WithCancel(ctx)
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			r.watchChanges(watchCtx, w)
+		}()
+		defer func() { stopWatch(); <-done }()
+	}
 	failures := 0
 	for {
+		start := r.opts.Clock.Now()
 		failures = r.relistAndLog(ctx, failures)
+		period := r.opts.RelistPeriod
+		if w.subscribed.Load() && failures == 0 && !w.recentChange(r.opts.Clock, hotPeriods*r.opts.RelistPeriod) {
+			period = r.opts.EventedRelistPeriod
+		}
 		select {
 		case <-ctx.Done():
 			logger.Info("Stopped relister")
 			return nil
-		case <-ticker.C():
+		case <-r.opts.Clock.After(period):
+		case <-w.wake:
+			// A change, or the subscription came or went: relist, but
+			// no sooner than RelistPeriod after the last one started,
+			// and not before the runtime's own handling of a change.
+			if wait := max(r.opts.RelistPeriod-r.opts.Clock.Since(start), w.settling(r.opts.Clock)); wait > 0 {
+				select {
+				case <-ctx.Done():
+					logger.Info("Stopped relister")
+					return nil
+				case <-r.opts.Clock.After(wait):
+				}
+			}
 		}
+	}
+}
+
+// A change is reported before the runtime's CRI service has handled it
+// (containerd publishes a task's exit, then its CRI plugin records it):
+// the relist a change asks for waits changeSettle, and the relister keeps
+// listing every RelistPeriod for hotPeriods periods after a change, so
+// that a relist that came too early is followed by one that sees it.
+const (
+	changeSettle = 100 * time.Millisecond
+	hotPeriods   = 3
+)
+
+// watch is what the relist loop and watchChanges share: whether the
+// runtime's changes are subscribed to, when the last change was reported,
+// and a wake-up for the loop.
+type watch struct {
+	subscribed atomic.Bool
+	changedAt  atomic.Int64 // Unix nanoseconds; 0 for none
+	wake       chan struct{}
+}
+
+// changed records a change and wakes the loop.
+func (w *watch) changed(clk clock.PassiveClock) {
+	w.changedAt.Store(clk.Now().UnixNano())
+	w.notify()
+}
+
+// settling returns how long the runtime may still be handling the last
+// change reported: changeSettle from its report.
+func (w *watch) settling(clk clock.PassiveClock) time.Duration {
+	at := w.changedAt.Load()
+	if at == 0 {
+		return 0
+	}
+	return changeSettle - clk.Since(time.Unix(0, at))
+}
+
+// recentChange reports whether a change was reported within d.
+func (w *watch) recentChange(clk clock.PassiveClock, d time.Duration) bool {
+	at := w.changedAt.Load()
+	return at != 0 && clk.Since(time.Unix(0, at)) < d
+}
+
+func (w *watch) notify() {
+	select {
+	case w.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Subscribing to the runtime's changes again after a failure waits
+// between these two, doubling.
+const (
+	resubscribeMin = time.Second
+	resubscribeMax = 30 * time.Second
+)
+
+// watchChanges keeps a subscription to the runtime's changes until ctx is
+// done or the runtime says it has none. While one holds, w.subscribed is
+// set; each change, and each subscription made or lost, wakes the relist
+// loop: a relist right after subscribing catches what changed before it.
+func (r *Relister) watchChanges(ctx context.Context, w *watch) {
+	logger := log.FromContext(ctx)
+	delay := resubscribeMin
+	reported := false
+	for {
+		var began time.Time
+		err := r.opts.Changes.WatchChanges(ctx,
+			func() {
+				began, reported = r.opts.Clock.Now(), false
+				metrics.EventedPLEGConnections.Inc()
+				w.subscribed.Store(true)
+				w.notify()
+			},
+			func() { w.changed(r.opts.Clock) })
+		if w.subscribed.Swap(false) {
+			w.notify()
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		if errors.Is(err, errors.ErrUnsupported) {
+			logger.Info("The runtime reports no changes; relisting every period", "err", err)
+			return
+		}
+		metrics.EventedPLEGConnectionErrors.Inc()
+		if !began.IsZero() && r.opts.Clock.Since(began) > resubscribeMax {
+			delay = resubscribeMin
+		}
+		if reported && began.IsZero() {
+			// Still down, or still refusing: said before.
+			logger.V(1).Info("Unable to subscribe to the runtime's changes", "err", err, "retryIn", delay)
+		} else {
+			logger.Info("Lost the runtime's changes; relisting every period until subscribed again", "err", err, "retryIn", delay)
+		}
+		reported = true
+		select {
+		case <-ctx.Done():
+			return
+		case <-r.opts.Clock.After(delay):
+		}
+		delay = min(2*delay, resubscribeMax)
 	}
 }
 
