@@ -17,5 +17,9 @@
 // sandbox metadata and the labels naming the pod and container, for the
 // callers that list every second or so and read nothing else; an object
 // whose ID and state are those of the last unfiltered list is that list's
-// object again, shared and never modified.
+// object again, shared and never modified. WatchChanges, over that
+// connection, subscribes to containerd's own event service (on the CRI
+// socket) for the CRI namespace's task exits, OOM kills and container
+// removals, so that the relister lists the runtime when something
+// changed; another runtime has none to offer (ErrNoEvents).
 package cri
