@@ -43,6 +43,16 @@ func (f *fakeChanges) WatchChanges(ctx context.Context, subscribed, changed func
 	}
 }
 
+// startWithChanges runs a relister (period 1 s, 10 s while subscribed)
+// over changes until the test ends, once it has made its first relist.
+func startWithChanges(t *testing.T, g *WithT, changes *fakeChanges) *env {
+	t.Helper()
+	e := newEnv(t, Options{RelistPeriod: time.Second, EventedRelistPeriod: 10 * time.Second, Changes: changes})
+	startRelister(t, e)
+	g.Eventually(e.r.Listed).Should(Equal(uint64(1)))
+	return e
+}
+
 // startRelister runs e's relister until the test ends.
 func startRelister(t *testing.T, e *env) {
 	t.Helper()
@@ -70,9 +80,7 @@ func step(g *WithT, e *env, d time.Duration, listed uint64) {
 func TestStartWithChangesRelistsWhenTheRuntimeChangedAndRarelyOtherwise(t *testing.T) {
 	g := NewWithT(t)
 	changes := newFakeChanges()
-	e := newEnv(t, Options{RelistPeriod: time.Second, EventedRelistPeriod: 10 * time.Second, Changes: changes})
-	startRelister(t, e)
-	g.Eventually(e.r.Listed).Should(Equal(uint64(1)))
+	e := startWithChanges(t, g, changes)
 
 	// The subscription asks for a relist, one period after the first:
 	// what changed before it started is seen.
@@ -108,9 +116,7 @@ func TestStartWithChangesRelistsWhenTheRuntimeChangedAndRarelyOtherwise(t *testi
 func TestStartRelistsEveryPeriodWhileTheSubscriptionIsLost(t *testing.T) {
 	g := NewWithT(t)
 	changes := newFakeChanges()
-	e := newEnv(t, Options{RelistPeriod: time.Second, EventedRelistPeriod: 10 * time.Second, Changes: changes})
-	startRelister(t, e)
-	g.Eventually(e.r.Listed).Should(Equal(uint64(1)))
+	e := startWithChanges(t, g, changes)
 	step(g, e, time.Second, 2)
 	step(g, e, 3*time.Second, 2)
 
@@ -146,9 +152,7 @@ func TestStartRelistsEveryPeriodWhenTheRuntimeHasNoChangesToReport(t *testing.T)
 	changes := newFakeChanges()
 	unsupported := fmt.Errorf("no events here: %w", errors.ErrUnsupported)
 	changes.refuse.Store(&unsupported)
-	e := newEnv(t, Options{RelistPeriod: time.Second, EventedRelistPeriod: 10 * time.Second, Changes: changes})
-	startRelister(t, e)
-	g.Eventually(e.r.Listed).Should(Equal(uint64(1)))
+	e := startWithChanges(t, g, changes)
 	for i := uint64(2); i < 6; i++ {
 		step(g, e, time.Second, i)
 	}
