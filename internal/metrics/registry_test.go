@@ -42,6 +42,8 @@ var defined = []struct {
 	{PLEGRelistDuration, "kubelet_pleg_relist_duration_seconds", histogram, nil},
 	{PLEGLastSeen, "kubelet_pleg_last_seen_seconds", gauge, nil},
 	{PLEGRelistErrors, "nodelet_pleg_relist_errors_total", counter, nil},
+	{EventedPLEGConnections, "kubelet_evented_pleg_connection_success_count", counter, nil},
+	{EventedPLEGConnectionErrors, "kubelet_evented_pleg_connection_error_count", counter, nil},
 	{PodStartDuration, "kubelet_pod_start_duration_seconds", histogram, nil},
 	{PodStatusWrites, "nodelet_pod_status_writes_total", counter, nil},
 	{PodWorkerSyncs, "nodelet_pod_worker_syncs_total", counter, []string{"result"}},
