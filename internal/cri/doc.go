@@ -21,5 +21,6 @@
 // connection, subscribes to containerd's own event service (on the CRI
 // socket) for the CRI namespace's task exits, OOM kills and container
 // removals, so that the relister lists the runtime when something
-// changed; another runtime has none to offer (ErrNoEvents).
+// changed; another runtime, which does not serve containerd's version
+// service, has none to offer (ErrNoEvents).
 package cri

@@ -27,9 +27,11 @@ type ChangeWatcher interface {
 	WatchChanges(ctx context.Context, subscribed, changed func()) error
 }
 
-// The event service of containerd, on the same socket as its CRI plugin.
+// The event and version services of containerd, on the same socket as its
+// CRI plugin.
 const (
 	methodSubscribeEvents = "/containerd.services.events.v1.Events/Subscribe"
+	methodVersion         = "/containerd.services.version.v1.Version/Version"
 	// criNamespace is the containerd namespace of the CRI plugin's
 	// sandboxes and containers.
 	criNamespace = "k8s.io"
@@ -75,6 +77,12 @@ func (c *Client) WatchChanges(ctx context.Context, subscribed, changed func()) e
 func watchChanges(ctx context.Context, conn grpc.ClientConnInterface, subscribed, changed func()) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	// containerd answers nothing to a subscription before its first event,
+	// so a runtime without the service would look subscribed until its
+	// refusal came: ask its version first, which only containerd serves.
+	if err := conn.Invoke(ctx, methodVersion, encoded(nil), &discarded{}, grpc.ForceCodecV2(eventCodec{})); err != nil {
+		return eventsError(err)
+	}
 	desc := &grpc.StreamDesc{StreamName: "Subscribe", ServerStreams: true}
 	stream, err := conn.NewStream(ctx, desc, methodSubscribeEvents, grpc.ForceCodecV2(eventCodec{}))
 	if err != nil {
@@ -137,7 +145,13 @@ func (eventCodec) Marshal(v any) (mem.BufferSlice, error) {
 	return mem.BufferSlice{mem.SliceBuffer(e)}, nil
 }
 
+// discarded receives a response whose content does not matter.
+type discarded struct{}
+
 func (eventCodec) Unmarshal(data mem.BufferSlice, v any) error {
+	if _, ok := v.(*discarded); ok {
+		return nil
+	}
 	out, ok := v.(*envelope)
 	if !ok {
 		return fmt.Errorf("event codec: cannot unmarshal into %T", v)

@@ -11,6 +11,7 @@ import (
 
 	eventtypes "github.com/containerd/containerd/api/events"
 	eventsapi "github.com/containerd/containerd/api/services/events/v1"
+	versionapi "github.com/containerd/containerd/api/services/version/v1"
 	"github.com/containerd/containerd/api/types"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -43,6 +44,24 @@ func (s *eventServer) Subscribe(req *eventsapi.SubscribeRequest, srv eventsapi.E
 
 func (s *eventServer) Publish(context.Context, *eventsapi.PublishRequest) (*emptypb.Empty, error) {
 	return nil, status.Error(codes.Unimplemented, "not here")
+}
+
+// versionServer is containerd's version service.
+type versionServer struct {
+	versionapi.UnimplementedVersionServer
+}
+
+func (versionServer) Version(context.Context, *emptypb.Empty) (*versionapi.VersionResponse, error) {
+	return &versionapi.VersionResponse{Version: "1.6.20", Revision: "test"}, nil
+}
+
+// registerContainerd serves events as containerd's event service, beside
+// its version service.
+func registerContainerd(events eventsapi.EventsServer) func(*grpc.Server) {
+	return func(gs *grpc.Server) {
+		eventsapi.RegisterEventsServer(gs, events)
+		versionapi.RegisterVersionServer(gs, versionServer{})
+	}
 }
 
 func envelopeOf(t *testing.T, namespace, topic string, ev proto.Message) *types.Envelope {
@@ -90,7 +109,7 @@ func TestWatchChangesReportsContainerExitsAndRemovalsOfTheCRINamespace(t *testin
 		},
 		end: status.Error(codes.Unavailable, "containerd is stopping"),
 	}
-	conn := serveEvents(t, func(gs *grpc.Server) { eventsapi.RegisterEventsServer(gs, srv) })
+	conn := serveEvents(t, registerContainerd(srv))
 
 	subscribed, changes := 0, 0
 	err := watchChanges(context.Background(), conn, func() { subscribed++ }, func() { changes++ })
@@ -115,9 +134,7 @@ func TestWatchChangesStopsWithItsContext(t *testing.T) {
 	srv := &eventServer{filters: make(chan []string, 1)}
 	block := make(chan struct{})
 	t.Cleanup(func() { close(block) })
-	conn := serveEvents(t, func(gs *grpc.Server) {
-		eventsapi.RegisterEventsServer(gs, &blockingEvents{eventServer: srv, block: block})
-	})
+	conn := serveEvents(t, registerContainerd(&blockingEvents{eventServer: srv, block: block}))
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	subscribed := make(chan struct{})
@@ -151,9 +168,10 @@ func (b *blockingEvents) Subscribe(req *eventsapi.SubscribeRequest, srv eventsap
 }
 
 func TestWatchChangesWithoutContainerdsEventsIsUnsupported(t *testing.T) {
-	// A CRI runtime that is not containerd: no event service.
+	// A CRI runtime that is not containerd: no event service, no version
+	// service; it never looks subscribed.
 	conn := serveEvents(t, func(*grpc.Server) {})
-	err := watchChanges(context.Background(), conn, func() {}, func() { t.Error("a change reported") })
+	err := watchChanges(context.Background(), conn, func() { t.Error("subscribed") }, func() { t.Error("a change reported") })
 	if !errors.Is(err, ErrNoEvents) || !errors.Is(err, errors.ErrUnsupported) {
 		t.Errorf("WatchChanges returned %v, want ErrNoEvents (errors.ErrUnsupported)", err)
 	}
