@@ -275,6 +275,9 @@ func staticServiceEnv(env func(context.Context, *corev1.Pod) (map[string]string,
 	}
 }
 
+// containerd's events tell the relister when to list the runtime.
+var _ pleg.ChangeWatcher = (*cri.Client)(nil)
+
 // staticServiceEnvTimeout bounds the wait of a static pod's start for the
 // Services of its namespace.
 const staticServiceEnvTimeout = 5 * time.Second

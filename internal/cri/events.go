@@ -18,15 +18,6 @@ import (
 // It wraps errors.ErrUnsupported.
 var ErrNoEvents = fmt.Errorf("the runtime serves no containerd events: %w", errors.ErrUnsupported)
 
-// ChangeWatcher is what a relister needs of the runtime to list it only
-// when something changed; Client implements it for containerd.
-type ChangeWatcher interface {
-	// WatchChanges calls subscribed once the subscription is sent, then changed for every change it reports, until ctx
-	// ends or the stream fails; it returns why it stopped. It returns an
-	// error wrapping ErrNoEvents when the runtime has no events to offer.
-	WatchChanges(ctx context.Context, subscribed, changed func()) error
-}
-
 // The event and version services of containerd, on the same socket as its
 // CRI plugin.
 const (
@@ -63,8 +54,13 @@ var subscribeRequest = func() encoded {
 	return b
 }()
 
-// WatchChanges implements ChangeWatcher over the client's brief connection
-// (a unix socket): containerd serves its event service on the CRI socket.
+// WatchChanges tells a relister when the runtime changed (it implements
+// pleg.ChangeWatcher), over the client's brief connection (a unix socket):
+// containerd serves its event service on the CRI socket. It calls
+// subscribed once the subscription is sent, then changed for every change
+// reported, until ctx ends or the stream fails, and returns why it
+// stopped: an error wrapping ErrNoEvents when the runtime has no events to
+// offer.
 func (c *Client) WatchChanges(ctx context.Context, subscribed, changed func()) error {
 	if c.brief == nil {
 		return fmt.Errorf("watching the runtime's events: %w", ErrNoEvents)
