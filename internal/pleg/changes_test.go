@@ -96,6 +96,7 @@ func TestStartWithChangesRelistsWhenTheRuntimeChangedAndRarelyOtherwise(t *testi
 	// CRI service shows the change), then quiet again.
 	step(g, e, 5*time.Second, 3)
 	changes.changes <- struct{}{}
+	g.Consistently(e.r.Listed, 50*time.Millisecond).Should(Equal(uint64(3)), "a relist before the runtime handled the change")
 	step(g, e, changeSettle, 4)
 	step(g, e, time.Second, 5)
 	step(g, e, time.Second, 6)
