@@ -12,4 +12,9 @@
 // (MADV_RANDOM: no read-ahead) and drops the binary's pages that no process
 // maps from the page cache (POSIX_FADV_DONTNEED). What runs afterwards
 // brings back the pages it touches, one page per fault.
+//
+// The kernel reads code ahead whatever the advice, up to the end of the
+// mapping, and maps a fault's cached neighbours within the mapping too, so
+// Release also cuts the code's mapping into 8 KiB chunks: a fault on code
+// maps at most two pages.
 package residency

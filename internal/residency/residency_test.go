@@ -16,6 +16,7 @@ import (
 func TestBinaryRegions(t *testing.T) {
 	maps := `00400000-01713000 r-xp 00000000 fe:01 1234 /usr/local/bin/nodelet
 01713000-02bcf000 r--p 01313000 fe:01 1234 /usr/local/bin/nodelet
+02bcf000-02bd1000 r--p 027cd000 fe:01 1234 /usr/local/bin/nodelet
 02bcf000-02c40000 rw-p 027cf000 fe:01 1234 /usr/local/bin/nodelet
 02c40000-02c90000 rw-p 00000000 00:00 0
 03000000-03001000 r--s 00000000 fe:01 1234 /usr/local/bin/nodelet
@@ -30,12 +31,25 @@ garbage line
 		t.Fatal(err)
 	}
 	want := []region{
-		{0x00400000, 0x01713000},
-		{0x01713000, 0x02bcf000},
-		{0x7f0000000000, 0x7f0000001000},
+		{0x00400000, 0x01713000, true},
+		{0x01713000, 0x02bd1000, false},
+		{0x7f0000000000, 0x7f0000001000, true},
 	}
 	if !reflect.DeepEqual(got, want) {
-		t.Errorf("binaryRegions = %#v, want %#v (writable, shared, other files and devices left out)", got, want)
+		t.Errorf("binaryRegions = %#v, want %#v (writable, shared, other files and devices left out, contiguous mappings of a kind joined)", got, want)
+	}
+	// The code in chunks, as Release leaves it, is one region again.
+	chunks := `00400000-00402000 r-xp 00000000 fe:01 1234 /usr/local/bin/nodelet
+00402000-00404000 r-xp 00002000 fe:01 1234 /usr/local/bin/nodelet
+00404000-00405000 r-xp 00004000 fe:01 1234 /usr/local/bin/nodelet
+00405000-00406000 r--p 00005000 fe:01 1234 /usr/local/bin/nodelet
+`
+	got, err = binaryRegions(strings.NewReader(chunks), unix.Mkdev(0xfe, 0x01), 1234)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []region{{0x00400000, 0x00405000, true}, {0x00405000, 0x00406000, false}}; !reflect.DeepEqual(got, want) {
+		t.Errorf("binaryRegions of split code = %#v, want %#v", got, want)
 	}
 	if _, err := binaryRegions(strings.NewReader("zz-01 r-xp 0 fe:01 1234 /x\n"), unix.Mkdev(0xfe, 0x01), 1234); err == nil {
 		t.Error("binaryRegions accepted an unparsable address")
@@ -120,6 +134,51 @@ func TestReleaseMarksTheBinaryForRandomAccess(t *testing.T) {
 	}
 	if readOnly == 0 || marked != readOnly {
 		t.Errorf("%d of the binary's %d read-only mappings marked for random access, want all", marked, readOnly)
+	}
+}
+
+// After Release the binary's code is mapped in chunks of codeChunk, so a
+// fault's read-ahead and fault-around stay within one chunk; the code
+// still runs.
+func TestReleaseSplitsTheCode(t *testing.T) {
+	for range 2 {
+		if _, err := Release(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var st unix.Stat_t
+	if err := unix.Stat("/proc/self/exe", &st); err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile("/proc/self/maps")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ino := strconv.FormatUint(st.Ino, 10)
+	chunk := max(codeChunk, uint64(os.Getpagesize()))
+	var code, bytes uint64
+	for line := range strings.SplitSeq(string(data), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 5 || f[4] != ino || f[1] != "r-xp" {
+			continue
+		}
+		lo, hi, _ := strings.Cut(f[0], "-")
+		start, err1 := strconv.ParseUint(lo, 16, 64)
+		end, err2 := strconv.ParseUint(hi, 16, 64)
+		if err1 != nil || err2 != nil {
+			t.Fatalf("parsing %q", line)
+		}
+		if end-start > chunk {
+			t.Errorf("code mapping %s is %d bytes, want at most %d", f[0], end-start, chunk)
+		}
+		code++
+		bytes += end - start
+	}
+	if code < 2 || bytes/chunk > code {
+		t.Errorf("the binary's %d bytes of code in %d mappings, want one per %d bytes", bytes, code, chunk)
+	}
+	if s := strconv.Itoa(12345); s != "12345" {
+		t.Errorf("code after the split computed %q", s)
 	}
 }
 
