@@ -30,6 +30,7 @@ import (
 	"github.com/nodelet/nodelet/internal/nodeinfo"
 	"github.com/nodelet/nodelet/internal/options"
 	"github.com/nodelet/nodelet/internal/residency"
+	"github.com/nodelet/nodelet/internal/residency/atinit"
 	"github.com/nodelet/nodelet/internal/server"
 	"github.com/nodelet/nodelet/internal/version"
 )
@@ -75,6 +76,10 @@ func Run(args []string, reg controller.Registry) int {
 	}
 	// What init and the flag and configuration parsing touched of the
 	// binary need not stay resident; again once the caches have synced.
+	// (Package atinit released them once already, early in init.)
+	if atinit.Err != nil {
+		log.Error(atinit.Err, "Unable to release start-up pages of the binary", "after", "early init")
+	}
 	releaseStartupPages(log, "init")
 
 	ctx := ctrl.SetupSignalHandler()
