@@ -78,13 +78,13 @@ build() {
 	e2e.test)
 		# go test -c needs the test-only dependencies in go.mod too.
 		go get "k8s.io/kubernetes/test/e2e@v$K8S_VERSION" >&2
-		timed e2e.test go test -c -o "$OUT/$b.tmp" k8s.io/kubernetes/test/e2e
+		timed e2e.test go test -c -ldflags "-s -w" -o "$OUT/$b.tmp" k8s.io/kubernetes/test/e2e
 		;;
 	ginkgo)
 		local v
 		v="$(awk '$1=="github.com/onsi/ginkgo/v2"{print $2; exit}' "$(go env GOMODCACHE)/k8s.io/kubernetes@v$K8S_VERSION/go.mod")"
 		go get -tool "github.com/onsi/ginkgo/v2/ginkgo@$v" >&2
-		timed "ginkgo $v" go build -o "$OUT/$b.tmp" github.com/onsi/ginkgo/v2/ginkgo
+		timed "ginkgo $v" go build -ldflags "-s -w" -o "$OUT/$b.tmp" github.com/onsi/ginkgo/v2/ginkgo
 		;;
 	kubelet)
 		# The one kubelet build of the project (version-stamped, cached),
@@ -101,7 +101,7 @@ build() {
 		# (a static glibc cannot load its name services). CGO_ENABLED=0
 		# would compile all of Kubernetes again (~5 min on 2 cores).
 		timed "agnhost (static)" go build -tags osusergo,netgo \
-			-ldflags="-s -linkmode=external -extldflags=-static" \
+			-ldflags="-s -w -linkmode=external -extldflags=-static" \
 			-o "$OUT/$b.tmp" k8s.io/kubernetes/test/images/agnhost
 		;;
 	*)

@@ -56,7 +56,7 @@ build() {
 		chmod -R u+w "$dir"
 	fi
 	log "building $bin $ver (several minutes the first time)"
-	(cd "$dir" && go build -o "$OUT/$bin.tmp" "$pkg") >&2
+	(cd "$dir" && go build -ldflags "-s -w" -o "$OUT/$bin.tmp" "$pkg") >&2
 	mv "$OUT/$bin.tmp" "$OUT/$bin"
 	log "built $bin in $((SECONDS - start))s"
 }

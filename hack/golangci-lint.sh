@@ -12,7 +12,7 @@ if [[ ! -x "$BIN" ]]; then
 	echo "golangci-lint: building $VERSION (a few minutes the first time)" >&2
 	mkdir -p "$BIN_DIR"
 	GOFLAGS="-buildvcs=false" GOTOOLCHAIN="${GOTOOLCHAIN:-local}" GOBIN="$BIN_DIR.tmp" \
-		go install "github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$VERSION" >&2
+		go install -ldflags "-s -w" "github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$VERSION" >&2
 	mv "$BIN_DIR.tmp/golangci-lint" "$BIN"
 	rmdir "$BIN_DIR.tmp"
 fi

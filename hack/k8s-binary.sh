@@ -59,11 +59,11 @@ log "building $CMD (several minutes the first time)"
 start=$(date +%s)
 # Stamp the version as Kubernetes' release build does, so that the binary
 # reports v$K8S_VERSION (a kubelet's Node its kubeletVersion), not
-# v0.0.0-master.
+# v0.0.0-master. No symbol table or DWARF (-s -w), as in hack/envtest.sh.
 v=k8s.io/component-base/version
 minor=${K8S_VERSION#*.}
 minor=${minor%%.*}
-go build -ldflags "-X $v.gitVersion=v$K8S_VERSION -X $v.gitMajor=${K8S_VERSION%%.*} -X $v.gitMinor=$minor -X $v.gitTreeState=clean $EXTRA_LDFLAGS" \
+go build -ldflags "-X $v.gitVersion=v$K8S_VERSION -X $v.gitMajor=${K8S_VERSION%%.*} -X $v.gitMinor=$minor -X $v.gitTreeState=clean -s -w $EXTRA_LDFLAGS" \
 	-o "$BIN.tmp" "k8s.io/kubernetes/cmd/$CMD" >&2
 mv "$BIN.tmp" "$BIN"
 log "built $BIN in $(($(date +%s) - start)) s"

@@ -5,4 +5,4 @@
 # (test/utils/addons_images.go). A no-op when the binary is already there.
 # Prints the binary's path on stdout.
 set -euo pipefail
-exec bash "$(dirname "$0")/k8s-binary.sh" kube-proxy "-s -w"
+exec bash "$(dirname "$0")/k8s-binary.sh" kube-proxy
