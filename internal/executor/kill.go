@@ -37,31 +37,41 @@ func (e *Executor) Terminate(ctx context.Context, pod *v1.Pod, rt state.PodRunti
 		mu   sync.Mutex
 		errs []error
 	)
-	for _, stop := range tp.Stop {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if h, ok := hooks[stop.ContainerID]; ok {
-				e.runPreStop(ctx, pod, rt, h.ContainerID, h.Name, h.Handler, h.Timeout)
-				mu.Lock()
-				st.RecordPreStopDone(h.ContainerID, e.now())
-				mu.Unlock()
-			}
+	stopOne := func(stop plan.ContainerStop) {
+		if h, ok := hooks[stop.ContainerID]; ok {
+			e.runPreStop(ctx, pod, rt, h.ContainerID, h.Name, h.Handler, h.Timeout)
 			mu.Lock()
-			timeout := st.Terminating.StopTimeout(e.now())
+			st.RecordPreStopDone(h.ContainerID, e.now())
 			mu.Unlock()
-			if _, hadHook := hooks[stop.ContainerID]; !hadHook {
-				timeout = stop.Timeout
-			}
-			e.Recorder.Eventf(pod, v1.EventTypeNormal, EventKilling, "Stopping container %s", stop.Name)
-			if err := e.Runtime.StopContainer(ctx, stop.ContainerID, timeout); err != nil && !cri.IsNotFound(err) {
-				mu.Lock()
-				errs = append(errs, fmt.Errorf("stopping container %s: %w", stop.Name, err))
-				mu.Unlock()
-			}
-		}()
+		}
+		mu.Lock()
+		timeout := st.Terminating.StopTimeout(e.now())
+		mu.Unlock()
+		if _, hadHook := hooks[stop.ContainerID]; !hadHook {
+			timeout = stop.Timeout
+		}
+		e.Recorder.Eventf(pod, v1.EventTypeNormal, EventKilling, "Stopping container %s", stop.Name)
+		if err := e.Runtime.StopContainer(ctx, stop.ContainerID, timeout); err != nil && !cri.IsNotFound(err) {
+			mu.Lock()
+			errs = append(errs, fmt.Errorf("stopping container %s: %w", stop.Name, err))
+			mu.Unlock()
+		}
 	}
-	wg.Wait()
+	// A pod of one container (most pods, and every pod of a burst's
+	// teardown) stops it on the worker's goroutine: a goroutine per stop
+	// would be another stack per pod for as long as its grace period.
+	if len(tp.Stop) == 1 {
+		stopOne(tp.Stop[0])
+	} else {
+		for _, stop := range tp.Stop {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				stopOne(stop)
+			}()
+		}
+		wg.Wait()
+	}
 	if len(hooks) > 0 {
 		// Ran hooks are recorded so that a restart does not run them again.
 		if err := save(); err != nil {
