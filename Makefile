@@ -66,7 +66,7 @@ lint: ## golangci-lint (pinned, built into the cache) with .golangci.yml, and a 
 	@bash hack/check-tidy.sh
 
 .PHONY: test
-test: deps envtest prefetch vet lint ## Lint, unit, envtest and e2e tests against a real API server and containerd.
+test: deps envtest vet lint ## Lint, unit, envtest and e2e tests against a real API server and containerd.
 	export KUBEBUILDER_ASSETS="$$(bash hack/envtest.sh)"; \
 	$(GO) test $(GOTESTFLAGS) -timeout $(TEST_TIMEOUT) $(UNIT_PKGS); \
 	$(GO) test -run '^$$' -fuzz FuzzPodPipeline -fuzztime $(TEST_FUZZTIME) ./internal/fuzz/; \
@@ -77,10 +77,6 @@ test: deps envtest prefetch vet lint ## Lint, unit, envtest and e2e tests agains
 	rest=0; wait $$others || rest=$$?; \
 	if [[ $$e2e != 0 || $$rest != 0 ]]; then echo "make test: e2e suite exit $$e2e, other suites under test/ exit $$rest"; exit 1; fi; \
 	$(MAKE) --no-print-directory example
-
-.PHONY: prefetch
-prefetch: ## Start the builds the e2e and conformance suites need (conformance binaries, CSI sidecars, kube-proxy, CoreDNS) in the background.
-	@bash hack/prefetch.sh
 
 .PHONY: e2e-multinode
 e2e-multinode: deps envtest ## The heavy multi-node e2e specs (three nodes: Services, NodePort, drain, node failure), which make test leaves out.
