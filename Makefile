@@ -10,12 +10,11 @@ GOTESTFLAGS ?=
 # The e2e and envtest suites start real API servers and containerds; a
 # generous bound keeps a hung run from eating CI's whole budget.
 TEST_TIMEOUT ?= 45m
-# How long `make test` runs each fuzz target; `make fuzz` takes FUZZTIME.
-# make test counts executions, not seconds: Go 1.26's fuzzing coordinator can
-# report its own wall-clock deadline as a failure ("context deadline
-# exceeded", no failing input) when a loaded machine is mid-execution as the
-# time runs out. A count has no deadline to race.
-TEST_FUZZTIME ?= 3000x
+# How long `make fuzz` runs each fuzz target. make test does not run the
+# coverage-guided fuzzer: its instrumentation compiles every package the
+# targets import again (about 5 minutes on 2 cores with a cold build cache).
+# The unit tests drive the same checks with 2000 mutated seeds per target
+# (internal/fuzz/mutate_test.go).
 FUZZTIME ?= 10m
 
 UNIT_PKGS = $(shell $(GO) list ./... | grep -v /test/)
@@ -69,8 +68,6 @@ lint: ## golangci-lint (pinned, built into the cache) with .golangci.yml, and a 
 test: deps envtest vet lint ## Lint, unit, envtest and e2e tests against a real API server and containerd.
 	export KUBEBUILDER_ASSETS="$$(bash hack/envtest.sh)"; \
 	$(GO) test $(GOTESTFLAGS) -timeout $(TEST_TIMEOUT) $(UNIT_PKGS); \
-	$(GO) test -run '^$$' -fuzz FuzzPodPipeline -fuzztime $(TEST_FUZZTIME) ./internal/fuzz/; \
-	$(GO) test -run '^$$' -fuzz FuzzNodeAPI -fuzztime $(TEST_FUZZTIME) ./internal/fuzz/; \
 	$(GO) build -o bin/ginkgo github.com/onsi/ginkgo/v2/ginkgo; \
 	$(GO) test $(GOTESTFLAGS) -timeout $(TEST_TIMEOUT) -p 1 $(TEST_OTHER_PKGS) & others=$$!; \
 	e2e=0; bin/ginkgo run --procs $(E2E_PROCS) --timeout $(TEST_TIMEOUT) --no-color $(E2E_SUITE) || e2e=$$?; \

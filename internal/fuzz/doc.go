@@ -13,6 +13,9 @@
 // an allowed create on nodes/proxy nor a log without an allowed get, and
 // that no log but the named pod's named container's is ever read.
 //
-// The package has no code of its own; `make test` runs each target for a
-// few seconds and `make fuzz` for longer.
+// The package has no code of its own. `make fuzz` runs each target with
+// the coverage-guided fuzzer; the unit tests run the seed corpora and, in
+// TestPodPipelineMutations and TestNodeAPIMutations, the same checks on
+// inputs mutated from the seeds by a fixed pseudo-random sequence, which
+// needs no instrumented build.
 package fuzz

@@ -378,15 +378,30 @@ func pathSegments(target string) []string {
 // allowed, and never reads a log of another container than the named
 // pod's named container.
 func FuzzNodeAPI(f *testing.F) {
+	for _, seed := range nodeAPISeeds() {
+		f.Add(seed.method, seed.target, seed.headers, seed.body, seed.who)
+	}
+	fx := newAPIFixture(f)
+	f.Fuzz(func(t *testing.T, method, target, headers string, body []byte, who uint8) {
+		fx.check(t, apiInput{method, target, headers, body, who})
+	})
+}
+
+// apiInput is one request of FuzzNodeAPI: its method, target, header lines,
+// body and the identity it is sent as.
+type apiInput struct {
+	method, target, headers string
+	body                    []byte
+	who                     uint8
+}
+
+// nodeAPISeeds are FuzzNodeAPI's seed corpus.
+func nodeAPISeeds() []apiInput {
 	const (
 		upgrade = "Connection: Upgrade\nUpgrade: websocket\nSec-WebSocket-Version: 13\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\nSec-WebSocket-Protocol: v4.channel.k8s.io"
 		spdy    = "Connection: Upgrade\nUpgrade: SPDY/3.1\nX-Stream-Protocol-Version: v4.channel.k8s.io"
 	)
-	for _, seed := range []struct {
-		method, target, headers string
-		body                    []byte
-		who                     uint8
-	}{
+	return []apiInput{
 		{"GET", "/containerLogs/ns/web/app", "", nil, 1},
 		{"GET", "/containerLogs/ns/web/app?previous=true", "", nil, 1},
 		{"GET", "/containerLogs/ns/web/sidecar?previous=1&timestamps=true", "", nil, 2},
@@ -423,89 +438,88 @@ func FuzzNodeAPI(f *testing.F) {
 		{"GET", "/exec/ns/web/app?command=id&output=1", "Authorization: Bearer admin-token", nil, 2},
 		{"GET", "/exec/ns/web/app?command=id&output=1", "Authorization: Basic YWRtaW46eA==", nil, 0},
 		{"POST", "/stats/summary", "Transfer-Encoding: chunked", []byte("5\r\nhello\r\n0\r\n\r\n"), 1},
-	} {
-		f.Add(seed.method, seed.target, seed.headers, seed.body, seed.who)
 	}
-	fx := newAPIFixture(f)
-	f.Fuzz(func(t *testing.T, method, target, headers string, body []byte, who uint8) {
-		raw, framed, ok := rawRequest(method, target, headers, body, who)
-		if !ok {
-			t.Skip()
+}
+
+// check sends one request to the handler and checks what it did.
+func (fx *apiFixture) check(t *testing.T, in apiInput) {
+	raw, framed, ok := rawRequest(in.method, in.target, in.headers, in.body, in.who)
+	if !ok {
+		t.Skip()
+	}
+	fx.take()
+	conn, err := net.DialTimeout("tcp", fx.srv.Listener.Addr().String(), 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A handler answers within its 300 ms; a body shorter than the
+	// length the fuzzer gave keeps the server reading.
+	wait := 5 * time.Second
+	if framed {
+		wait = time.Second
+	}
+	_ = conn.SetDeadline(time.Now().Add(wait))
+	_, _ = conn.Write(raw)
+	resp, rerr := http.ReadResponse(bufio.NewReader(conn), &http.Request{Method: in.method})
+	var answer []byte
+	if rerr == nil {
+		answer, _ = io.ReadAll(io.LimitReader(resp.Body, 512))
+		_ = resp.Body.Close()
+	}
+	_ = conn.Close()
+	done := make(chan struct{})
+	go func() { fx.inflight.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatalf("a handler of %q is still running after its client left", raw)
+	}
+	decisions, calls, panicked, handled := fx.take()
+	if panicked != nil {
+		t.Fatalf("the handler panicked on %q: %v", raw, panicked)
+	}
+	var netErr net.Error
+	if rerr != nil {
+		// The server closed without an answer: a request it cannot
+		// parse it answers itself, so this is a hijacked stream, or it
+		// still waits for the rest of a body.
+		if len(calls) == 0 && (!framed || !errors.As(rerr, &netErr) || !netErr.Timeout()) {
+			t.Fatalf("no answer to %q: %v", raw, rerr)
 		}
-		fx.take()
-		conn, err := net.DialTimeout("tcp", fx.srv.Listener.Addr().String(), 5*time.Second)
-		if err != nil {
-			t.Fatal(err)
+	} else if resp.StatusCode >= 500 && handled > 0 {
+		// net/http answers some requests itself (501 for a transfer
+		// encoding it does not know); the node API never does.
+		t.Fatalf("%s (%q) to %q", resp.Status, answer, raw)
+	}
+	// What the authorizer allowed in this request.
+	allowed := map[string]bool{}
+	for _, d := range decisions {
+		if d.allowed {
+			allowed[d.verb+" "+d.sub] = true
 		}
-		// A handler answers within its 300 ms; a body shorter than the
-		// length the fuzzer gave keeps the server reading.
-		wait := 5 * time.Second
-		if framed {
-			wait = time.Second
-		}
-		_ = conn.SetDeadline(time.Now().Add(wait))
-		_, _ = conn.Write(raw)
-		resp, rerr := http.ReadResponse(bufio.NewReader(conn), &http.Request{Method: method})
-		var answer []byte
-		if rerr == nil {
-			answer, _ = io.ReadAll(io.LimitReader(resp.Body, 512))
-			_ = resp.Body.Close()
-		}
-		_ = conn.Close()
-		done := make(chan struct{})
-		go func() { fx.inflight.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(5 * time.Second):
-			t.Fatalf("a handler of %q is still running after its client left", raw)
-		}
-		decisions, calls, panicked, handled := fx.take()
-		if panicked != nil {
-			t.Fatalf("the handler panicked on %q: %v", raw, panicked)
-		}
-		var netErr net.Error
-		if rerr != nil {
-			// The server closed without an answer: a request it cannot
-			// parse it answers itself, so this is a hijacked stream, or it
-			// still waits for the rest of a body.
-			if len(calls) == 0 && (!framed || !errors.As(rerr, &netErr) || !netErr.Timeout()) {
-				t.Fatalf("no answer to %q: %v", raw, rerr)
+	}
+	segs := pathSegments(strings.SplitN(string(raw), " ", 3)[1])
+	for _, c := range calls {
+		switch c.call {
+		case "exec", "attach", "portforward", "execsync":
+			if !allowed["create proxy"] {
+				t.Fatalf("%s served for %q with only %v allowed", c.call, raw, decisions)
 			}
-		} else if resp.StatusCode >= 500 && handled > 0 {
-			// net/http answers some requests itself (501 for a transfer
-			// encoding it does not know); the node API never does.
-			t.Fatalf("%s (%q) to %q", resp.Status, answer, raw)
-		}
-		// What the authorizer allowed in this request.
-		allowed := map[string]bool{}
-		for _, d := range decisions {
-			if d.allowed {
-				allowed[d.verb+" "+d.sub] = true
+		case "logs":
+			if !allowed["get proxy"] {
+				t.Fatalf("a log served for %q with only %v allowed", raw, decisions)
+			}
+			fx.fake.Lock()
+			ctr, ok := fx.fake.Containers[c.containerID]
+			fx.fake.Unlock()
+			if !ok {
+				t.Fatalf("a log of unknown container %s read for %q", c.containerID, raw)
+			}
+			want := []string{"containerLogs", "", "", ctr.Labels[kubetypes.KubernetesContainerNameLabel]}
+			want[1], want[2], _ = strings.Cut(fx.uids[ctr.Labels[kubetypes.KubernetesPodUIDLabel]], "/")
+			if strings.Join(segs, "\x00") != strings.Join(want, "\x00") {
+				t.Fatalf("the log of %s (%v) read for %q", c.containerID, want, raw)
 			}
 		}
-		segs := pathSegments(strings.SplitN(string(raw), " ", 3)[1])
-		for _, c := range calls {
-			switch c.call {
-			case "exec", "attach", "portforward", "execsync":
-				if !allowed["create proxy"] {
-					t.Fatalf("%s served for %q with only %v allowed", c.call, raw, decisions)
-				}
-			case "logs":
-				if !allowed["get proxy"] {
-					t.Fatalf("a log served for %q with only %v allowed", raw, decisions)
-				}
-				fx.fake.Lock()
-				ctr, ok := fx.fake.Containers[c.containerID]
-				fx.fake.Unlock()
-				if !ok {
-					t.Fatalf("a log of unknown container %s read for %q", c.containerID, raw)
-				}
-				want := []string{"containerLogs", "", "", ctr.Labels[kubetypes.KubernetesContainerNameLabel]}
-				want[1], want[2], _ = strings.Cut(fx.uids[ctr.Labels[kubetypes.KubernetesPodUIDLabel]], "/")
-				if strings.Join(segs, "\x00") != strings.Join(want, "\x00") {
-					t.Fatalf("the log of %s (%v) read for %q", c.containerID, want, raw)
-				}
-			}
-		}
-	})
+	}
 }

@@ -303,7 +303,15 @@ func FuzzPodPipeline(f *testing.F) {
 	if os.Geteuid() != 0 {
 		f.Skip("subPath mounts need root")
 	}
-	for _, seed := range [][]byte{
+	for _, seed := range pipelineSeeds() {
+		f.Add(seed)
+	}
+	f.Fuzz(checkPipeline)
+}
+
+// pipelineSeeds are FuzzPodPipeline's seed corpus.
+func pipelineSeeds() [][]byte {
+	return [][]byte{
 		{},
 		// A link "a" to the host root in v0, an emptyDir mounted with
 		// subPath "a".
@@ -313,19 +321,20 @@ func FuzzPodPipeline(f *testing.F) {
 		{1, 2, 0, 0, 0, 0, 1, 0, 3, 1, 2, 3, 4, 5, 6, 7, 8, 9, 1, 1, 1, 1},
 		[]byte("subPath through a planted link to the host root"),
 		{3, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1},
-	} {
-		f.Add(seed)
 	}
-	f.Fuzz(func(t *testing.T, data []byte) {
-		g := &gen{data: data}
-		links := g.links()
-		hostDir := t.TempDir()
-		if err := os.MkdirAll(filepath.Join(hostDir, "sub"), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		pod := g.pod(hostDir)
-		runPipeline(t, g, pod, links)
-	})
+}
+
+// checkPipeline builds a pod and planted links from data and runs them
+// through the pipeline.
+func checkPipeline(t *testing.T, data []byte) {
+	g := &gen{data: data}
+	links := g.links()
+	hostDir := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(hostDir, "sub"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	pod := g.pod(hostDir)
+	runPipeline(t, g, pod, links)
 }
 
 func runPipeline(t *testing.T, g *gen, pod *v1.Pod, links []link) {
