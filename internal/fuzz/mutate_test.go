@@ -1,6 +1,7 @@
 package fuzz
 
 import (
+	"bytes"
 	"math/rand/v2"
 	"os"
 	"strconv"
@@ -85,10 +86,10 @@ func TestMutateIsDeterministicAndChanges(t *testing.T) {
 	a, b := run(), run()
 	changed := 0
 	for i := range a {
-		if string(a[i]) != string(b[i]) {
+		if !bytes.Equal(a[i], b[i]) {
 			t.Fatalf("input %d differs between two runs of the same seed: %q, %q", i, a[i], b[i])
 		}
-		if string(a[i]) != string(corpus[i%len(corpus)]) {
+		if !bytes.Equal(a[i], corpus[i%len(corpus)]) {
 			changed++
 		}
 	}
