@@ -6,6 +6,13 @@ SHELL := /usr/bin/env bash -o pipefail
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo v0.1.0-dev)
 LDFLAGS := -X github.com/nodelet/nodelet/internal/version.Version=$(VERSION)
 GO ?= go
+# Every Go build of the project is static and pure Go: nodelet, its tests,
+# its image, and the Kubernetes, CSI and CoreDNS builds of hack/ (which set
+# it themselves). One cgo setting everywhere lets them share compiled
+# packages (a package compiled with cgo on or off is a different package
+# to the build cache). -race needs CGO_ENABLED=1.
+CGO_ENABLED ?= 0
+export CGO_ENABLED
 GOTESTFLAGS ?=
 # The e2e and envtest suites start real API servers and containerds; a
 # generous bound keeps a hung run from eating CI's whole budget.

@@ -31,6 +31,11 @@ fi
 mkdir -p "$OUT"
 export GOFLAGS="-buildvcs=false -mod=mod"
 export GOTOOLCHAIN="${GOTOOLCHAIN:-local}"
+# Static, as Kubernetes' release builds are, and with the cgo setting of
+# every other build of the project (the Makefile's), so that they share
+# compiled packages: e2e.test's with agnhost's, all of them with the
+# kubelet's and kube-proxy's.
+export CGO_ENABLED=0
 
 # Only one build at a time per cache: a second caller waits for the first.
 exec 9>"$CACHE_ROOT/conformance.lock"
@@ -95,13 +100,9 @@ build() {
 		;;
 	agnhost)
 		go get -tool "k8s.io/kubernetes/test/images/agnhost@v$K8S_VERSION" >&2
-		# Static for images without a libc, yet with the build settings of
-		# e2e.test (cgo on) so that it reuses its compiled packages: linked
-		# externally and statically, with the pure-Go user and DNS lookups
-		# (a static glibc cannot load its name services). CGO_ENABLED=0
-		# would compile all of Kubernetes again (~5 min on 2 cores).
-		timed "agnhost (static)" go build -tags osusergo,netgo \
-			-ldflags="-s -w -linkmode=external -extldflags=-static" \
+		# Static (CGO_ENABLED=0 above) for images without a libc, with the
+		# build settings of e2e.test, so it reuses its compiled packages.
+		timed "agnhost (static)" go build -ldflags="-s -w" \
 			-o "$OUT/$b.tmp" k8s.io/kubernetes/test/images/agnhost
 		;;
 	*)

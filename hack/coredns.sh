@@ -27,7 +27,7 @@ if have; then
 fi
 
 log() { echo "coredns: $*" >&2; }
-export GOFLAGS="-buildvcs=false -mod=readonly"
+export GOFLAGS="-buildvcs=false -mod=mod"
 export GOTOOLCHAIN="${GOTOOLCHAIN:-local}"
 
 mkdir -p "$OUT"
@@ -44,8 +44,16 @@ cp "$SRC/go.mod" "$SRC/go.sum" "$SRC/main.go" "$dir/"
 cd "$dir"
 log "building CoreDNS $VERSION (a minute or two the first time)"
 start=$(date +%s)
-CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X github.com/coredns/coredns/coremain.GitCommit=$VERSION" \
-	-o "$BIN.tmp" . >&2
+# Static, with the cgo setting and, where they share modules, the versions
+# of nodelet's build (hack/align-deps.sh), so that the packages they share
+# compile once; with hack/coredns's own versions if that build fails.
+export CGO_ENABLED=0
+build() { go build -ldflags "-s -w -X github.com/coredns/coredns/coremain.GitCommit=$VERSION" -o "$BIN.tmp" . >&2; }
+if ! { [[ ${ALIGN_DEPS:-1} != 0 ]] && bash "$SRC/../align-deps.sh" && build; }; then
+	log "building with hack/coredns's own dependency versions"
+	cp "$SRC/go.mod" "$SRC/go.sum" "$dir/"
+	build
+fi
 mv "$BIN.tmp" "$BIN"
 log "built $BIN in $(($(date +%s) - start)) s"
 echo "$BIN"

@@ -7,6 +7,7 @@
 # directory and built there. A no-op when the binaries are already there.
 # Prints the directory on stdout.
 set -euo pipefail
+HACK_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 
 PROVISIONER_VERSION="${CSI_PROVISIONER_VERSION:-v6.4.0}"
 ATTACHER_VERSION="${CSI_ATTACHER_VERSION:-v4.13.0}"
@@ -28,6 +29,9 @@ fi
 mkdir -p "$OUT"
 export GOFLAGS="-buildvcs=false -mod=mod"
 export GOTOOLCHAIN="${GOTOOLCHAIN:-local}"
+# Static, and with the cgo setting of every other build of the project (the
+# Makefile's), so that the packages they share compile once.
+export CGO_ENABLED=0
 
 # Only one build at a time per cache: a second caller waits for the first.
 exec 9>"$CACHE_ROOT/csi.lock"
@@ -36,6 +40,24 @@ if have_all; then
 	echo "$OUT"
 	exit 0
 fi
+
+# aligned_build <output> <package> builds in the current module with
+# nodelet's versions of the modules both use (hack/align-deps.sh), so that
+# the packages they share compile once; if that build fails, with the
+# module's own.
+aligned_build() {
+	local out="$1" pkg="$2"
+	[[ -f go.mod.own ]] || cp go.mod go.mod.own
+	[[ -f go.sum.own ]] || cp go.sum go.sum.own
+	if [[ ${ALIGN_DEPS:-1} != 0 ]] && bash "$HACK_DIR/align-deps.sh" &&
+		go build -ldflags "-s -w" -o "$out" "$pkg"; then
+		return 0
+	fi
+	log "building $pkg with its module's own dependency versions"
+	cp go.mod.own go.mod
+	cp go.sum.own go.sum
+	go build -ldflags "-s -w" -o "$out" "$pkg"
+}
 
 # build <binary> <module> <version> <package inside the module>
 build() {
@@ -56,7 +78,7 @@ build() {
 		chmod -R u+w "$dir"
 	fi
 	log "building $bin $ver (several minutes the first time)"
-	(cd "$dir" && go build -ldflags "-s -w" -o "$OUT/$bin.tmp" "$pkg") >&2
+	(cd "$dir" && aligned_build "$OUT/$bin.tmp" "$pkg") >&2
 	mv "$OUT/$bin.tmp" "$OUT/$bin"
 	log "built $bin in $((SECONDS - start))s"
 }

@@ -27,6 +27,11 @@ fi
 log() { echo "$CMD: $*" >&2; }
 export GOFLAGS="-buildvcs=false -mod=mod"
 export GOTOOLCHAIN="${GOTOOLCHAIN:-local}"
+# Static, as Kubernetes' release builds are, and with the cgo setting of
+# every other build of the project (the Makefile's), so that they share
+# compiled packages: e2e.test's with agnhost's, all of them with the
+# kubelet's and kube-proxy's.
+export CGO_ENABLED=0
 
 # One build at a time in the shared module directory (its go.mod is edited
 # below); a second caller waits for the first. The lock is the kubelet's

@@ -30,6 +30,8 @@ type options struct {
 	version string
 	arch    string
 	epoch   time.Time
+	// trimpath leaves the build machine's paths out of the binary.
+	trimpath bool
 }
 
 func main() {
@@ -67,6 +69,7 @@ func parse(args []string) (options, error) {
 	flags.StringVar(&o.tag, "tag", "", "image name and tag (default: the nodelet image of "+kustomization+")")
 	flags.StringVar(&o.version, "version", "v0.1.0-dev", "nodelet's version, compiled into the binary")
 	flags.StringVar(&o.arch, "arch", runtime.GOARCH, "GOARCH of the image")
+	flags.BoolVar(&o.trimpath, "trimpath", true, "leave the build machine's file paths out of the binary, so that other machines build the same image (false reuses the packages an ordinary build of nodelet compiled)")
 	flags.Int64Var(&epoch, "epoch", sourceDateEpoch(), "time stamp of the files and the image, Unix seconds (default $SOURCE_DATE_EPOCH, else 0)")
 	if err := flags.Parse(args); err != nil {
 		return options{}, err
@@ -128,8 +131,11 @@ func compile(ctx context.Context, o options) ([]byte, error) {
 	}
 	defer os.RemoveAll(dir)
 	out := filepath.Join(dir, "nodelet")
-	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath",
-		"-ldflags", "-s -w -X "+versionPackage+"="+o.version, "-o", out, "./cmd")
+	args := []string{"build", "-ldflags", "-s -w -X " + versionPackage + "=" + o.version, "-o", out}
+	if o.trimpath {
+		args = append(args, "-trimpath")
+	}
+	cmd := exec.CommandContext(ctx, "go", append(args, "./cmd")...)
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH="+o.arch)
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 	if err := cmd.Run(); err != nil {

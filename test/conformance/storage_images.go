@@ -222,7 +222,7 @@ func buildStandIns(ctx context.Context, dir string) error {
 		return err
 	}
 	for bin, pkg := range standInCommands {
-		cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-o", filepath.Join(dir, bin), pkg)
+		cmd := exec.CommandContext(ctx, "go", "build", "-o", filepath.Join(dir, bin), pkg)
 		cmd.Dir = root
 		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 		if out, err := cmd.CombinedOutput(); err != nil {
@@ -264,7 +264,7 @@ func buildMockDriver(ctx context.Context, root, dir string) error {
 	if err := os.WriteFile(filepath.Join(build, "main.go"), src, 0o644); err != nil {
 		return fmt.Errorf("writing the mock driver: %w", err)
 	}
-	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-o", filepath.Join(dir, "csi-mock-driver"), "main.go")
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", filepath.Join(dir, "csi-mock-driver"), "main.go")
 	cmd.Dir = build
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOWORK=off", "GOFLAGS=-mod=mod", "GOTOOLCHAIN=local")
 	if out, err := cmd.CombinedOutput(); err != nil {

@@ -71,7 +71,7 @@ var _ = Describe("nodelet deployed as a DaemonSet beside a real kubelet", Ordere
 		archive := filepath.Join(GinkgoT().TempDir(), "nodelet-image.tar")
 		root, err := utils.RepoRoot()
 		Expect(err).NotTo(HaveOccurred())
-		build := exec.CommandContext(ctx, "go", "run", "./hack/image", "--version", "v0.0.0-e2e", "--output", archive)
+		build := exec.CommandContext(ctx, "go", "run", "./hack/image", "--version", "v0.0.0-e2e", "--trimpath=false", "--output", archive)
 		build.Dir = root
 		out, err := build.CombinedOutput()
 		Expect(err).NotTo(HaveOccurred(), "hack/image:\n%s", out)

@@ -35,7 +35,7 @@ func TestImageRunsInContainerd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	build := exec.CommandContext(ctx, "go", "run", "./hack/image", "--version", testVersion, "--output", archive)
+	build := exec.CommandContext(ctx, "go", "run", "./hack/image", "--version", testVersion, "--trimpath=false", "--output", archive)
 	build.Dir = root
 	out, err := build.CombinedOutput()
 	if err != nil {
