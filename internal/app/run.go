@@ -71,8 +71,13 @@ func Run(args []string, reg controller.Registry) int {
 	setGCTarget(log)
 	// Heap profiles are read only through the profiling handler; without
 	// it, nodelet keeps no record of its allocations (package memprofile).
+	// A profile lists every mapping of the binary: with the code in
+	// chunks (residency.Release) each one would cost megabytes.
 	if cfg.EnableProfilingHandler {
 		memprofile.Enable()
+		if err := residency.JoinCode(); err != nil {
+			log.Error(err, "Unable to join the binary's code mapping for profiling")
+		}
 	}
 	// What init and the flag and configuration parsing touched of the
 	// binary need not stay resident; again once the caches have synced.

@@ -7,6 +7,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -29,6 +30,13 @@ type region struct {
 // about 200 bytes: about 3,500 of them for nodelet's 28 MiB of code.
 const codeChunk = 8 << 10
 
+// code records whether Release splits the code (until JoinCode) and
+// whether it already has.
+var code struct {
+	sync.Mutex
+	whole, split bool
+}
+
 // Release drops the running binary's read-only mappings (code, read-only
 // data, the function tables) from the resident set and returns how many
 // bytes of mappings it advised. Writable mappings (the binary's data and
@@ -42,22 +50,15 @@ const codeChunk = 8 << 10
 // 85 reads one MiB apart in the binary made 56 MiB resident after
 // read-ahead, and 340 KiB when the pages came in one by one.
 func Release() (int64, error) {
-	var st syscall.Stat_t
-	if err := syscall.Stat("/proc/self/exe", &st); err != nil {
-		return 0, fmt.Errorf("reading the binary's inode: %w", err)
-	}
-	f, err := os.Open("/proc/self/maps")
-	if err != nil {
-		return 0, fmt.Errorf("reading the process's mappings: %w", err)
-	}
-	defer f.Close()
-	regions, err := binaryRegions(f, uint64(st.Dev), st.Ino)
+	regions, err := selfRegions()
 	if err != nil {
 		return 0, err
 	}
 	var advised int64
+	code.Lock()
+	defer code.Unlock()
 	for _, r := range regions {
-		if r.exec {
+		if r.exec && !code.whole && !code.split {
 			if err := splitCode(r, max(codeChunk, uint64(os.Getpagesize()))); err != nil {
 				return advised, err
 			}
@@ -71,16 +72,62 @@ func Release() (int64, error) {
 		}
 		advised += int64(r.end - r.start)
 	}
+	if !code.whole {
+		code.split = true
+	}
 	if err := dropCached("/proc/self/exe"); err != nil {
 		return advised, err
 	}
 	return advised, nil
 }
 
+// JoinCode makes the binary's code one mapping again, and Release leave
+// it whole from then on. Profiles need it: runtime/pprof writes an entry
+// for every mapping of the binary into each profile, reading the binary's
+// build ID for each, and for the code in chunks one CPU profile allocated
+// tens of megabytes and took as much CPU time as what it recorded.
+func JoinCode() error {
+	code.Lock()
+	defer code.Unlock()
+	code.whole = true
+	if !code.split {
+		return nil
+	}
+	regions, err := selfRegions()
+	if err != nil {
+		return err
+	}
+	for _, r := range regions {
+		if !r.exec {
+			continue
+		}
+		// Clearing the flag on every chunk lets the kernel merge them.
+		if _, _, errno := unix.Syscall(unix.SYS_MADVISE, uintptr(r.start), uintptr(r.end-r.start), unix.MADV_DODUMP); errno != 0 {
+			return fmt.Errorf("joining the code mapping %#x-%#x: %w", r.start, r.end, errno)
+		}
+	}
+	code.split = false
+	return nil
+}
+
+// selfRegions returns the running binary's read-only mappings.
+func selfRegions() ([]region, error) {
+	var st syscall.Stat_t
+	if err := syscall.Stat("/proc/self/exe", &st); err != nil {
+		return nil, fmt.Errorf("reading the binary's inode: %w", err)
+	}
+	f, err := os.Open("/proc/self/maps")
+	if err != nil {
+		return nil, fmt.Errorf("reading the process's mappings: %w", err)
+	}
+	defer f.Close()
+	return binaryRegions(f, uint64(st.Dev), st.Ino)
+}
+
 // splitCode cuts the code mapping r into mappings of chunk bytes: every
 // other chunk is marked MADV_DONTDUMP, a flag that only core dumps read
 // (which leave out a binary's code anyway), and the kernel does not merge
-// neighbours whose flags differ. Marking chunks again is harmless.
+// neighbours whose flags differ. Release splits the code once.
 func splitCode(r region, chunk uint64) error {
 	for start := r.start + chunk; start < r.end; start += 2 * chunk {
 		end := min(start+chunk, r.end)

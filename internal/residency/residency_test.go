@@ -140,12 +140,10 @@ func TestReleaseMarksTheBinaryForRandomAccess(t *testing.T) {
 // After Release the binary's code is mapped in chunks of codeChunk, so a
 // fault's read-ahead and fault-around stay within one chunk; the code
 // still runs.
-func TestReleaseSplitsTheCode(t *testing.T) {
-	for range 2 {
-		if _, err := Release(); err != nil {
-			t.Fatal(err)
-		}
-	}
+// codeMappings returns how many mappings of the test binary hold code,
+// their bytes in all, and the longest.
+func codeMappings(t *testing.T) (n, bytes, longest uint64) {
+	t.Helper()
 	var st unix.Stat_t
 	if err := unix.Stat("/proc/self/exe", &st); err != nil {
 		t.Fatal(err)
@@ -155,8 +153,6 @@ func TestReleaseSplitsTheCode(t *testing.T) {
 		t.Fatal(err)
 	}
 	ino := strconv.FormatUint(st.Ino, 10)
-	chunk := max(codeChunk, uint64(os.Getpagesize()))
-	var code, bytes uint64
 	for line := range strings.SplitSeq(string(data), "\n") {
 		f := strings.Fields(line)
 		if len(f) < 5 || f[4] != ino || f[1] != "r-xp" {
@@ -168,17 +164,60 @@ func TestReleaseSplitsTheCode(t *testing.T) {
 		if err1 != nil || err2 != nil {
 			t.Fatalf("parsing %q", line)
 		}
-		if end-start > chunk {
-			t.Errorf("code mapping %s is %d bytes, want at most %d", f[0], end-start, chunk)
-		}
-		code++
+		n++
 		bytes += end - start
+		longest = max(longest, end-start)
+	}
+	return n, bytes, longest
+}
+
+func TestReleaseSplitsTheCode(t *testing.T) {
+	for range 2 {
+		if _, err := Release(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	chunk := max(codeChunk, uint64(os.Getpagesize()))
+	code, bytes, longest := codeMappings(t)
+	if longest > chunk {
+		t.Errorf("a code mapping is %d bytes, want at most %d", longest, chunk)
 	}
 	if code < 2 || bytes/chunk > code {
 		t.Errorf("the binary's %d bytes of code in %d mappings, want one per %d bytes", bytes, code, chunk)
 	}
 	if s := strconv.Itoa(12345); s != "12345" {
 		t.Errorf("code after the split computed %q", s)
+	}
+}
+
+func TestJoinCode(t *testing.T) {
+	t.Cleanup(func() {
+		code.Lock()
+		code.whole = false
+		code.Unlock()
+	})
+	if _, err := Release(); err != nil {
+		t.Fatal(err)
+	}
+	chunk := max(codeChunk, uint64(os.Getpagesize()))
+	if n, _, _ := codeMappings(t); n < 2 {
+		t.Fatalf("the code is in %d mappings after Release, want it split", n)
+	}
+	if err := JoinCode(); err != nil {
+		t.Fatal(err)
+	}
+	n, bytes, longest := codeMappings(t)
+	if longest <= chunk || n > 2 {
+		t.Errorf("after JoinCode the binary's %d bytes of code are in %d mappings (longest %d bytes), want one", bytes, n, longest)
+	}
+	if _, err := Release(); err != nil {
+		t.Fatal(err)
+	}
+	if n2, _, _ := codeMappings(t); n2 != n {
+		t.Errorf("Release after JoinCode split the code again: %d mappings, was %d", n2, n)
+	}
+	if s := strconv.Itoa(54321); s != "54321" {
+		t.Errorf("code after the join computed %q", s)
 	}
 }
 
