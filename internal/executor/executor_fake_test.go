@@ -205,6 +205,16 @@ func TestTerminateStopsWhatThePlanListsAfterItsHooks(t *testing.T) {
 
 	// A container already gone is no error.
 	g.Expect(e.Terminate(ctx, pod, obs.Runtime, plan.TerminationPlan{Stop: []plan.ContainerStop{{ContainerID: "gone", Name: "app"}}}, &st, save)).To(Succeed())
+
+	// What the plan lists to remove is removed, and not stopped.
+	stops := count(rs.GetCalls(), "StopContainer")
+	step = plan.TerminationPlan{Remove: []string{idOf(obs.Runtime, "proxy"), "gone"}}
+	g.Expect(step.StopsAnything()).To(BeTrue())
+	g.Expect(e.Terminate(ctx, pod, obs.Runtime, step, &st, save)).To(Succeed())
+	g.Expect(count(rs.GetCalls(), "StopContainer")).To(Equal(stops))
+	obs, err = e.Observe(ctx, pod)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(byName(obs.Runtime)).NotTo(HaveKey("proxy"))
 }
 
 func TestACancelledStartStartsNothing(t *testing.T) {

@@ -25,7 +25,8 @@ import (
 // PodState.BeginTermination); then tp.StopSandboxes. The containers stop
 // in parallel, so that one hook does not eat another's grace period. rt is
 // the pod's observed runtime (the IP an HTTP hook is sent to). Hooks that
-// ran are recorded in st and saved. A container or sandbox already gone
+// ran are recorded in st and saved. The containers of tp.Remove (created,
+// never started) are removed first. A container or sandbox already gone
 // is no error.
 func (e *Executor) Terminate(ctx context.Context, pod *v1.Pod, rt state.PodRuntime, tp plan.TerminationPlan, st *state.PodState, save SaveFunc) error {
 	hooks := map[string]plan.PreStopHook{}
@@ -55,6 +56,11 @@ func (e *Executor) Terminate(ctx context.Context, pod *v1.Pod, rt state.PodRunti
 			mu.Lock()
 			errs = append(errs, fmt.Errorf("stopping container %s: %w", stop.Name, err))
 			mu.Unlock()
+		}
+	}
+	for _, id := range tp.Remove {
+		if err := e.Runtime.RemoveContainer(ctx, id); err != nil && !cri.IsNotFound(err) {
+			errs = append(errs, fmt.Errorf("removing container %s, created but never started: %w", id, err))
 		}
 	}
 	// A pod of one container (most pods, and every pod of a burst's

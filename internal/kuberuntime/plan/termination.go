@@ -16,6 +16,11 @@ type TerminationPlan struct {
 	// (if listed in PreStop) finished. Recompute the timeout after a hook
 	// with state.Termination.StopTimeout.
 	Stop []ContainerStop
+	// Remove lists the IDs of containers created but never started, to
+	// remove now: a runtime cannot stop them (containerd answers a stop
+	// of a created container with success and leaves it created), and
+	// removed they can never start. They get no Killing event.
+	Remove []string
 	// StopSandboxes lists the sandboxes to stop once Stop is done.
 	StopSandboxes []string
 	// RequeueAfter is when to plan again if containers wait for their turn.
@@ -41,9 +46,10 @@ type ContainerStop struct {
 	Timeout int64
 }
 
-// StopsAnything reports whether the step stops a container or a sandbox:
+// StopsAnything reports whether the step stops (or removes) a container or
+// stops a sandbox:
 // then what waited for them may go next, and the pod is planned again at
 // once.
 func (p TerminationPlan) StopsAnything() bool {
-	return len(p.Stop) > 0 || len(p.StopSandboxes) > 0
+	return len(p.Stop) > 0 || len(p.Remove) > 0 || len(p.StopSandboxes) > 0
 }

@@ -94,6 +94,10 @@ func PlanTermination(pod *v1.Pod, rt state.PodRuntime, st state.PodState, now ti
 	overdue := !now.Before(term.Deadline)
 	waiting := false
 	for _, inst := range live {
+		if inst.State == state.ContainerCreated {
+			tp.Remove = append(tp.Remove, inst.ID)
+			continue
+		}
 		spec := criconfig.ContainerSpec(pod, inst.Name)
 		if h := preStopHandler(spec); h != nil && !overdue && !term.PreStopRan(inst.ID) && inst.State == state.ContainerRunning {
 			tp.PreStop = append(tp.PreStop, plan.PreStopHook{ContainerID: inst.ID, Name: inst.Name, Handler: h, Timeout: timeout})

@@ -49,13 +49,13 @@ func TestPlanTermination(t *testing.T) {
 	hooksDone.Terminating = &state.Termination{StartedAt: podtest.At(0), Deadline: podtest.At(30 * time.Second), PreStopDone: []string{"app-0", "proxy-0"}}
 
 	type summary struct {
-		PreStop, Stop, StopSandboxes []string
-		Timeout                      int64
-		RequeueAfter                 time.Duration
-		Done                         bool
+		PreStop, Stop, Remove, StopSandboxes []string
+		Timeout                              int64
+		RequeueAfter                         time.Duration
+		Done                                 bool
 	}
 	summarizeT := func(p plan.TerminationPlan) summary {
-		s := summary{StopSandboxes: p.StopSandboxes, RequeueAfter: p.RequeueAfter, Done: p.Done}
+		s := summary{Remove: p.Remove, StopSandboxes: p.StopSandboxes, RequeueAfter: p.RequeueAfter, Done: p.Done}
 		for _, h := range p.PreStop {
 			s.PreStop = append(s.PreStop, h.Name)
 		}
@@ -87,6 +87,14 @@ func TestPlanTermination(t *testing.T) {
 		{name: "past the deadline everything stops with the minimum timeout",
 			rt: all, st: st, now: podtest.At(31 * time.Second),
 			want: summary{Stop: []string{"log", "proxy", "app", "web"}, Timeout: state.MinimumGracePeriodSeconds}},
+		{name: "a container created but never started is removed, not stopped",
+			rt: statetest.Runtime(ready, statetest.Instance(pod, "app", "s1", 1, state.ContainerCreated), statetest.Exited(pod, "app", "s1", 0, 1, podtest.At(0)), statetest.Running(pod, "web", "s1", 0)),
+			st: hooksDone, now: podtest.At(2 * time.Second),
+			want: summary{Stop: []string{"web"}, Remove: []string{"app-1"}, Timeout: 28}},
+		{name: "a pod whose only live container was never started removes it, then stops its sandboxes",
+			rt: statetest.Runtime(ready, statetest.Instance(pod, "app", "s1", 1, state.ContainerCreated), statetest.Exited(pod, "app", "s1", 0, 1, podtest.At(0))),
+			st: st, now: podtest.At(3 * time.Second),
+			want: summary{Remove: []string{"app-1"}}},
 		{name: "sandboxes stop after the containers",
 			rt: statetest.Runtime(ready, statetest.Exited(pod, "app", "s1", 0, 0, podtest.At(0))), st: st, now: podtest.At(time.Second),
 			want: summary{StopSandboxes: []string{"s1"}}},
