@@ -15,6 +15,8 @@
 //
 // The kernel reads code ahead whatever the advice, up to the end of the
 // mapping, and maps a fault's cached neighbours within the mapping too, so
-// Release also cuts the code's mapping into 8 KiB chunks: a fault on code
-// maps at most two pages.
+// Release also cuts the code's mapping into 8 KiB chunks (once): a fault on
+// code maps at most two pages. JoinCode makes the code one mapping again
+// and keeps it whole, for profiling: runtime/pprof writes an entry per
+// mapping into every profile.
 package residency
