@@ -44,6 +44,11 @@ const (
 	// logDirEnv names a directory the nodelet logs are copied to before the
 	// benchmark removes them, to look into a missed target afterwards.
 	logDirEnv = "NODELET_BENCH_LOG_DIR"
+	// nodeletEnvEnv adds variables to every benchmarked nodelet's
+	// environment and to no other process (space-separated KEY=value, say
+	// "GOGC=25 GOMEMLIMIT=24MiB"), to measure a runtime setting without
+	// changing the benchmark's own process.
+	nodeletEnvEnv = "NODELET_BENCH_NODELET_ENV"
 )
 
 var quietLogger sync.Once
@@ -114,7 +119,11 @@ func (c *cluster) startNodeletWith(b *testing.B, label string, cfg map[string]an
 		}
 		cfg["enableProfilingHandler"] = true
 	}
-	n, err := utils.StartNodelet(b.Context(), utils.NodeletOptions{NodeName: benchNode, API: c.api, Containerd: c.ctrd, Config: cfg})
+	env, err := nodeletEnv()
+	if err != nil {
+		b.Fatal(err)
+	}
+	n, err := utils.StartNodelet(b.Context(), utils.NodeletOptions{NodeName: benchNode, API: c.api, Containerd: c.ctrd, Config: cfg, Env: env})
 	if err != nil {
 		b.Fatalf("starting nodelet: %v", err)
 	}
@@ -130,6 +139,17 @@ func (c *cluster) startNodeletWith(b *testing.B, label string, cfg map[string]an
 	b.Cleanup(stop)
 	c.waitNodeReady(b, "nodelet", n.LogTail)
 	return n, stop
+}
+
+// nodeletEnv returns the KEY=value pairs of $NODELET_BENCH_NODELET_ENV.
+func nodeletEnv() ([]string, error) {
+	fields := strings.Fields(os.Getenv(nodeletEnvEnv))
+	for _, f := range fields {
+		if k, _, ok := strings.Cut(f, "="); !ok || k == "" {
+			return nil, fmt.Errorf("$%s: %q is not KEY=value", nodeletEnvEnv, f)
+		}
+	}
+	return fields, nil
 }
 
 // waitNodeReady waits until benchNode is Ready; logTail is the agent's
