@@ -75,7 +75,7 @@ type Options struct {
 	// (defaults 100ms and 30s); it doubles per consecutive error.
 	BackOffBase, BackOffMax time.Duration
 	// Clock times requeues and back-off; nil means the real clock.
-	Clock clock.WithTicker
+	Clock clock.WithDelayedExecution
 	// Logger logs sync errors; the zero Logger discards.
 	Logger logr.Logger
 	// Settled, when set, is asked before a sync that only Nudge asked for,
@@ -89,8 +89,10 @@ type Options struct {
 type Workers struct {
 	opts Options
 
-	mu      sync.Mutex
-	ctx     context.Context // nil until Start
+	mu  sync.Mutex
+	ctx context.Context // nil until Start
+	// stopped: Start's context ended; no worker starts a goroutine again.
+	stopped bool
 	workers map[types.UID]*worker
 	wg      sync.WaitGroup
 }
@@ -113,13 +115,28 @@ func New(opts Options) (*Workers, error) {
 }
 
 // worker is the state of one pod's worker; fields are guarded by Workers.mu.
+//
+// A worker has a goroutine only while it has something to do: a sync
+// wanted (dirty), or the timer of its last sync fired (due). An idle
+// worker, a running pod's for most of its life, is this struct and maybe
+// a runtime timer, not a goroutine and its stack.
 type worker struct {
 	key Key
 	// pending is the work of the next sync; dirty says one is wanted.
 	pending Work
 	dirty   bool
-	// wake is signalled (capacity 1) when dirty is set.
-	wake chan struct{}
+	// active: a goroutine runs the worker's loop.
+	active bool
+	// timer is the requeue or back-off the last sync asked for; due says
+	// it fired. timerGen tells a stopped timer's late callback from the
+	// current one's.
+	timer    clock.Timer
+	timerGen uint64
+	due      bool
+	// failures counts the syncs that failed in a row (the back-off);
+	// synced says the last sync succeeded and did not finish the pod.
+	failures int
+	synced   bool
 	// running is the work of the sync in flight (nil when idle) and
 	// cancel its context's cancel function.
 	running *Work
@@ -136,10 +153,20 @@ func (p *Workers) Start(ctx context.Context) error {
 	p.mu.Lock()
 	p.ctx = ctx
 	for _, w := range p.workers {
-		p.launch(w)
+		p.wakeLocked(w)
 	}
 	p.mu.Unlock()
 	<-ctx.Done()
+	p.mu.Lock()
+	p.stopped = true
+	for uid, w := range p.workers {
+		p.stopTimerLocked(w)
+		// A worker with a goroutine forgets itself when it returns.
+		if !w.active {
+			delete(p.workers, uid)
+		}
+	}
+	p.mu.Unlock()
 	p.wg.Wait()
 	return nil
 }
@@ -168,10 +195,7 @@ func (p *Workers) Nudge(uid types.UID, mark uint64) bool {
 		w.pending.mark = max(w.pending.mark, mark)
 	}
 	w.dirty = true
-	select {
-	case w.wake <- struct{}{}:
-	default:
-	}
+	p.wakeLocked(w)
 	return true
 }
 
@@ -187,11 +211,8 @@ func (p *Workers) submit(next Work) {
 	defer p.mu.Unlock()
 	w := p.workers[next.Key.UID]
 	if w == nil {
-		w = &worker{key: next.Key, wake: make(chan struct{}, 1)}
+		w = &worker{key: next.Key}
 		p.workers[next.Key.UID] = w
-		if p.ctx != nil {
-			p.launch(w)
-		}
 	}
 	if next.Pod == nil {
 		next.Pod = w.pending.Pod
@@ -203,10 +224,7 @@ func (p *Workers) submit(next Work) {
 		w.cancel()
 	}
 	w.pending, w.dirty = next, true
-	select {
-	case w.wake <- struct{}{}:
-	default:
-	}
+	p.wakeLocked(w)
 }
 
 // shouldCancel reports whether the sync running for running must stop in
@@ -250,8 +268,13 @@ func (p *Workers) Has(uid types.UID) bool {
 	return ok
 }
 
-// launch starts w's goroutine; p.mu is held.
-func (p *Workers) launch(w *worker) {
+// wakeLocked starts w's goroutine unless it has one, or the Workers have
+// not started or have stopped; p.mu is held.
+func (p *Workers) wakeLocked(w *worker) {
+	if w.active || p.ctx == nil || p.stopped {
+		return
+	}
+	w.active = true
 	p.wg.Add(1)
 	go func() {
 		defer p.wg.Done()
@@ -259,46 +282,33 @@ func (p *Workers) launch(w *worker) {
 	}()
 }
 
-// run is w's loop: wait for work or a timer, sync, repeat until the sync
-// says the pod is finished or the Workers stop.
+// run is w's goroutine: sync while there is work or a timer fired, then
+// return, until the sync says the pod is finished or the Workers stop.
 func (p *Workers) run(w *worker) {
 	ctx := p.ctx
-	var (
-		timer    clock.Timer
-		failures int
-		// synced: the last sync succeeded and did not finish the pod.
-		synced bool
-	)
-	defer func() {
-		if timer != nil {
-			timer.Stop()
-		}
-	}()
 	for {
-		var fire <-chan time.Time
-		if timer != nil {
-			fire = timer.C()
-		}
-		woken := false
-		select {
-		case <-ctx.Done():
-			p.remove(w)
-			return
-		case <-w.wake:
-			woken = true
-		case <-fire:
-			timer = nil
-		}
 		p.mu.Lock()
-		if woken && !w.dirty {
-			// The wake of work the last sync took already.
+		if ctx.Err() != nil {
+			p.stopTimerLocked(w)
+			w.active = false
+			if p.workers[w.key.UID] == w {
+				delete(p.workers, w.key.UID)
+			}
 			p.mu.Unlock()
-			continue
+			return
 		}
+		if !w.dirty && !w.due {
+			w.active = false
+			p.mu.Unlock()
+			return
+		}
+		// A requeue or a retry syncs whatever the nudge rules say.
+		timed := w.due
+		w.due = false
 		work := w.pending
 		w.dirty = false
 		w.pending.nudged, w.pending.mark = false, 0
-		if woken && work.nudged && synced && p.opts.Settled != nil {
+		if !timed && work.nudged && w.synced && p.opts.Settled != nil {
 			p.mu.Unlock()
 			if p.opts.Settled(work, work.mark) {
 				// Any timer set by the last sync stays.
@@ -317,47 +327,67 @@ func (p *Workers) run(w *worker) {
 
 		p.mu.Lock()
 		w.running, w.cancel = nil, nil
+		// The sync just run is the one a timer that fired during it
+		// asked for.
+		p.stopTimerLocked(w)
 		if res.Finished && !w.dirty {
+			w.active = false
 			delete(p.workers, w.key.UID)
 			p.mu.Unlock()
 			return
 		}
-		p.mu.Unlock()
-
 		delay := res.RequeueAfter
-		synced = !cancelled && res.Err == nil && !res.Finished
+		w.synced = !cancelled && res.Err == nil && !res.Finished
+		outcome := "ok"
 		switch {
 		case cancelled:
-			metrics.PodWorkerSyncs.WithLabelValues("canceled").Inc()
+			outcome = "canceled"
 		case res.Err != nil:
-			metrics.PodWorkerSyncs.WithLabelValues("error").Inc()
-			failures++
-			delay = p.backOff(failures)
+			outcome = "error"
+			w.failures++
+			delay = p.backOff(w.failures)
 			if res.RetryWithin > 0 {
 				delay = min(delay, res.RetryWithin)
 			}
-			p.opts.Logger.Error(res.Err, "Pod sync failed", "pod", klog.KRef(w.key.Namespace, w.key.Name), "podUID", w.key.UID, "retryIn", delay)
 		default:
-			metrics.PodWorkerSyncs.WithLabelValues("ok").Inc()
-			failures = 0
-		}
-		if timer != nil {
-			timer.Stop()
-			timer = nil
+			w.failures = 0
 		}
 		if delay > 0 {
-			timer = p.opts.Clock.NewTimer(delay)
+			p.armLocked(w, delay)
+		}
+		p.mu.Unlock()
+		metrics.PodWorkerSyncs.WithLabelValues(outcome).Inc()
+		if res.Err != nil && !cancelled {
+			p.opts.Logger.Error(res.Err, "Pod sync failed", "pod", klog.KRef(w.key.Namespace, w.key.Name), "podUID", w.key.UID, "retryIn", delay)
 		}
 	}
 }
 
-// remove forgets w when the Workers stop.
-func (p *Workers) remove(w *worker) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.workers[w.key.UID] == w {
-		delete(p.workers, w.key.UID)
+// armLocked sets w's timer to make it due after d; p.mu is held.
+func (p *Workers) armLocked(w *worker, d time.Duration) {
+	w.timerGen++
+	gen := w.timerGen
+	w.timer = p.opts.Clock.AfterFunc(d, func() {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		if w.timerGen != gen {
+			// Stopped or replaced after it fired.
+			return
+		}
+		w.timer = nil
+		w.due = true
+		p.wakeLocked(w)
+	})
+}
+
+// stopTimerLocked stops w's timer and forgets that it fired; p.mu is held.
+func (p *Workers) stopTimerLocked(w *worker) {
+	if w.timer != nil {
+		w.timer.Stop()
+		w.timer = nil
 	}
+	w.timerGen++
+	w.due = false
 }
 
 func (p *Workers) backOff(failures int) time.Duration {

@@ -3,6 +3,8 @@ package podworkers
 import (
 	"context"
 	"errors"
+	"runtime"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -11,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	testingclock "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 )
 
@@ -304,4 +307,49 @@ func TestNudgeNeverSkipsOtherWork(t *testing.T) {
 	g.Eventually(s.questions).Should(ContainElement(uint64(3)))
 	g.Expect(r.count()).To(Equal(4), "the nudge was settled")
 	g.Eventually(r.count, 2*time.Second).Should(Equal(5), "the requeue still fires")
+}
+
+// Workers between syncs, every running pod's for most of its life, hold no
+// goroutine; a requeue timer or an update starts one again.
+func TestIdleWorkersHoldNoGoroutines(t *testing.T) {
+	g := NewWithT(t)
+	clk := testingclock.NewFakeClock(time.Now())
+	r := &recorder{fn: func(context.Context, Work) Result { return Result{RequeueAfter: time.Minute} }}
+	before := runtime.NumGoroutine()
+	p := startWith(t, Options{Sync: r.sync, Clock: clk})
+	const pods = 50
+	for i := range pods {
+		p.Update(pod(strconv.Itoa(i)))
+	}
+	g.Eventually(r.count).Should(Equal(pods))
+	g.Eventually(runtime.NumGoroutine).Should(BeNumerically("<", before+pods/5), "idle workers")
+	g.Expect(p.Keys()).To(HaveLen(pods))
+
+	clk.Step(time.Minute)
+	g.Eventually(r.count).Should(Equal(2*pods), "each requeue timer starts its worker again")
+	g.Eventually(runtime.NumGoroutine).Should(BeNumerically("<", before+pods/5))
+	p.Update(pod("0"))
+	g.Eventually(r.count).Should(Equal(2*pods + 1), "so does an update")
+}
+
+// Stopping the workers stops the timers of idle ones: nothing syncs after
+// Start returned, and no worker is left.
+func TestStopStopsIdleWorkersTimers(t *testing.T) {
+	g := NewWithT(t)
+	clk := testingclock.NewFakeClock(time.Now())
+	r := &recorder{fn: func(context.Context, Work) Result { return Result{RequeueAfter: time.Minute} }}
+	p, err := New(Options{Sync: r.sync, Clock: clk})
+	g.Expect(err).NotTo(HaveOccurred())
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { _ = p.Start(ctx); close(done) }()
+	p.Update(pod("a"))
+	g.Eventually(r.count).Should(Equal(1))
+	g.Eventually(clk.HasWaiters).Should(BeTrue(), "the requeue timer is set")
+	cancel()
+	g.Eventually(done).Should(BeClosed())
+	g.Expect(clk.HasWaiters()).To(BeFalse(), "the timer was stopped")
+	clk.Step(time.Minute)
+	g.Consistently(r.count, 100*time.Millisecond).Should(Equal(1))
+	g.Expect(p.Has("a")).To(BeFalse())
 }
