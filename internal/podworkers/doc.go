@@ -2,7 +2,10 @@
 // kubelet's pod workers do, so that slow work for one pod (an image pull, a
 // postStart or preStop hook, a grace period waited out in StopContainer, a
 // sandbox teardown) never holds the reconcile workers that every other pod
-// needs.
+// needs. Unlike the kubelet's, a worker holds its goroutine only while it
+// has a sync to run: between syncs (a running pod, most of its life) it is
+// a few fields and perhaps a timer, which starts the goroutine again when
+// it fires.
 //
 // The pod controller's Reconcile only hands the pod to its worker (Update)
 // and returns. A worker runs one sync of its pod at a time, with the latest

@@ -329,7 +329,7 @@ func TestIdleWorkersHoldNoGoroutines(t *testing.T) {
 	g.Eventually(r.count).Should(Equal(2*pods), "each requeue timer starts its worker again")
 	g.Eventually(runtime.NumGoroutine).Should(BeNumerically("<", before+pods/5))
 	p.Update(pod("0"))
-	g.Eventually(r.count).Should(Equal(2*pods + 1), "so does an update")
+	g.Eventually(r.count).Should(Equal(2*pods+1), "so does an update")
 }
 
 // Stopping the workers stops the timers of idle ones: nothing syncs after
