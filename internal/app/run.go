@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/debug"
+	"strconv"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -26,6 +27,7 @@ import (
 	"github.com/nodelet/nodelet/internal/checkpoint"
 	"github.com/nodelet/nodelet/internal/controller"
 	"github.com/nodelet/nodelet/internal/cri"
+	"github.com/nodelet/nodelet/internal/memlimit"
 	"github.com/nodelet/nodelet/internal/memprofile"
 	"github.com/nodelet/nodelet/internal/nodeinfo"
 	"github.com/nodelet/nodelet/internal/options"
@@ -68,7 +70,7 @@ func Run(args []string, reg controller.Registry) int {
 		return 2
 	}
 	log := ctrl.Log.WithName("setup")
-	setGCTarget(log)
+	defer setGCTarget(log).Stop()
 	// Heap profiles are read only through the profiling handler; without
 	// it, nodelet keeps no record of its allocations (package memprofile).
 	// A profile lists every mapping of the binary: with the code in
@@ -286,13 +288,28 @@ func releaseStartupPages(log logr.Logger, after string) {
 // peak for ~5–9% more CPU (docs/benchmarks.md, "Memory").
 const defaultGCPercent = 50
 
-// setGCTarget applies defaultGCPercent unless GOGC is set. GOMEMLIMIT, a
-// ceiling that depends on where nodelet runs, is left to the deployment
-// (the DaemonSet and the systemd unit set it).
-func setGCTarget(log logr.Logger) {
-	if _, set := os.LookupEnv("GOGC"); set {
-		return
+// memoryLimitFloor is the lowest soft memory limit nodelet keeps: below it
+// a collection would come every few allocations.
+const memoryLimitFloor = 16 << 20
+
+// setGCTarget applies defaultGCPercent unless GOGC is set, and keeps a soft
+// memory limit the same headroom over what nodelet has live (package
+// memlimit), under the environment's GOMEMLIMIT if it sets one. GOGC=off
+// or GOMEMLIMIT=off leave the limit to the environment. It returns the
+// limit's keeper, nil when there is none.
+func setGCTarget(log logr.Logger) *memlimit.Keeper {
+	headroom := defaultGCPercent
+	if v, set := os.LookupEnv("GOGC"); set {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 {
+			// off, or a value the runtime itself refused.
+			return nil
+		}
+		headroom = n
+	} else {
+		debug.SetGCPercent(defaultGCPercent)
 	}
-	debug.SetGCPercent(defaultGCPercent)
-	log.V(2).Info("Set the garbage collection target", "gcPercent", defaultGCPercent)
+	k := memlimit.Start(memlimit.Options{HeadroomPercent: headroom, Floor: memoryLimitFloor})
+	log.V(2).Info("Set the garbage collection target", "gcPercent", headroom, "memoryLimitFollowsLiveMemory", k != nil)
+	return k
 }

@@ -47,19 +47,34 @@ func TestImplicitConfig(t *testing.T) {
 
 func TestSetGCTarget(t *testing.T) {
 	prev := debug.SetGCPercent(100)
-	t.Cleanup(func() { debug.SetGCPercent(prev) })
+	prevLimit := debug.SetMemoryLimit(-1)
+	t.Cleanup(func() { debug.SetGCPercent(prev); debug.SetMemoryLimit(prevLimit) })
 
 	t.Setenv("GOGC", "80")
-	setGCTarget(logr.Discard())
+	k := setGCTarget(logr.Discard())
 	if got := debug.SetGCPercent(100); got != 100 {
 		t.Errorf("GOGC=80 set: GC percent %d after setGCTarget, want it left alone (100)", got)
+	}
+	if k == nil {
+		t.Error("GOGC=80 set: no memory limit kept")
+	}
+	k.Stop()
+
+	t.Setenv("GOGC", "off")
+	if k := setGCTarget(logr.Discard()); k != nil {
+		k.Stop()
+		t.Error("GOGC=off: a memory limit kept")
 	}
 
 	if err := os.Unsetenv("GOGC"); err != nil {
 		t.Fatal(err)
 	}
-	setGCTarget(logr.Discard())
+	k = setGCTarget(logr.Discard())
 	if got := debug.SetGCPercent(100); got != defaultGCPercent {
 		t.Errorf("GOGC unset: GC percent %d after setGCTarget, want %d", got, defaultGCPercent)
 	}
+	if k == nil {
+		t.Fatal("GOGC unset: no memory limit kept")
+	}
+	k.Stop()
 }

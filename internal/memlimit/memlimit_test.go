@@ -1,0 +1,122 @@
+package memlimit
+
+import (
+	"runtime"
+	"runtime/debug"
+	"testing"
+	"time"
+)
+
+const mib = 1 << 20
+
+func TestNeededAndLimit(t *testing.T) {
+	// 10 MiB live of 14 MiB of objects, 2 MiB free, 1 MiB released,
+	// 0.5 MiB unused in spans, and 6 MiB outside the heap.
+	s := Sample{LiveHeap: 10 * mib, HeapObjects: 14 * mib, HeapFree: 2 * mib, HeapReleased: mib, HeapUnused: mib / 2}
+	s.Total = s.HeapObjects + s.HeapFree + s.HeapReleased + s.HeapUnused + 6*mib
+	if got, want := s.Needed(), uint64(16*mib); got != want {
+		t.Fatalf("Needed = %d, want %d", got, want)
+	}
+	for _, tc := range []struct {
+		name string
+		o    Options
+		want int64
+	}{
+		{"headroom over what is needed", Options{HeadroomPercent: 50}, 24 * mib},
+		{"no headroom", Options{}, 16 * mib},
+		{"the floor when the process is small", Options{HeadroomPercent: 50, Floor: 32 * mib}, 32 * mib},
+		{"never above the ceiling", Options{HeadroomPercent: 50, Ceiling: 20 * mib}, 20 * mib},
+		{"the ceiling wins over the floor", Options{HeadroomPercent: 50, Floor: 32 * mib, Ceiling: 20 * mib}, 20 * mib},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := Limit(s, tc.o); got != tc.want {
+				t.Errorf("Limit = %.2f MiB, want %.2f MiB", float64(got)/mib, float64(tc.want)/mib)
+			}
+		})
+	}
+	// A runtime that reports less in total than in its heap's classes
+	// (it never should) leaves only the live heap, not a wrapped-around
+	// number.
+	if got := (Sample{LiveHeap: mib, Total: mib, HeapObjects: 2 * mib}).Needed(); got != mib {
+		t.Errorf("Needed of an inconsistent sample = %d, want %d", got, mib)
+	}
+}
+
+// limitAfterGC collects until the keeper has set a limit after the
+// collection, and returns it.
+func limitAfterGC(t *testing.T, k *Keeper) int64 {
+	t.Helper()
+	k.mu.Lock()
+	k.last = 0
+	k.mu.Unlock()
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		runtime.GC()
+		if l := k.Current(); l != 0 {
+			return l
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatal("no limit set after a collection")
+	return 0
+}
+
+var sink [][]byte
+
+func TestKeeperFollowsTheLiveMemory(t *testing.T) {
+	before := debug.SetMemoryLimit(-1)
+	t.Cleanup(func() { debug.SetMemoryLimit(before) })
+	k := Start(Options{HeadroomPercent: 50, Floor: mib})
+	if k == nil {
+		t.Fatal("Start returned no keeper")
+	}
+	t.Cleanup(k.Stop)
+
+	small := limitAfterGC(t, k)
+	if got := debug.SetMemoryLimit(-1); got != small {
+		t.Fatalf("the runtime's limit is %d, the keeper's %d", got, small)
+	}
+	for range 64 {
+		sink = append(sink, make([]byte, mib))
+	}
+	large := limitAfterGC(t, k)
+	if large < small+64*mib*3/2 {
+		t.Errorf("with 64 MiB more live the limit went from %.1f to %.1f MiB, want at least 96 MiB more", float64(small)/mib, float64(large)/mib)
+	}
+	sink = nil
+	after := limitAfterGC(t, k)
+	if after > small+8*mib {
+		t.Errorf("with the 64 MiB gone the limit is %.1f MiB, want about %.1f MiB", float64(after)/mib, float64(small)/mib)
+	}
+
+	k.Stop()
+	if got := debug.SetMemoryLimit(-1); got != before {
+		t.Errorf("after Stop the limit is %d, want the process's own %d", got, before)
+	}
+	runtime.GC()
+	runtime.GC()
+	if got := debug.SetMemoryLimit(-1); got != before {
+		t.Errorf("a collection after Stop set the limit to %d", got)
+	}
+}
+
+func TestGOMEMLIMITOffTurnsItOff(t *testing.T) {
+	t.Setenv("GOMEMLIMIT", "off")
+	if k := Start(Options{HeadroomPercent: 50}); k != nil {
+		k.Stop()
+		t.Fatal("Start kept a limit with GOMEMLIMIT=off")
+	}
+}
+
+func TestStopRestoresTheCeiling(t *testing.T) {
+	before := debug.SetMemoryLimit(-1)
+	t.Cleanup(func() { debug.SetMemoryLimit(before) })
+	k := Start(Options{HeadroomPercent: 50, Ceiling: 512 * mib})
+	if l := limitAfterGC(t, k); l > 512*mib {
+		t.Errorf("limit %d above the ceiling", l)
+	}
+	k.Stop()
+	if got := debug.SetMemoryLimit(-1); got != 512*mib {
+		t.Errorf("after Stop the limit is %d, want the ceiling", got)
+	}
+}
