@@ -82,21 +82,37 @@ type Calculator struct {
 
 	mu   sync.Mutex
 	pods map[types.UID]*podLoop
+	// sched is the scheduler of the measures, started by the first Sync;
+	// wake asks it to look at the pods again; measures counts the
+	// measures in flight.
+	sched    *scheduler
+	measures sync.WaitGroup
 }
 
-// podLoop is one pod's measuring loop and its latest result.
+// scheduler is the one goroutine that starts each pod's measure when it is
+// due.
+type scheduler struct {
+	wake chan struct{}
+	done chan struct{}
+}
+
+// podLoop is one pod's place in the schedule and its latest result. pod,
+// next and measuring are guarded by Calculator.mu.
 type podLoop struct {
-	pod    atomic.Pointer[v1.Pod]
+	pod    *v1.Pod
 	latest atomic.Pointer[PodStats]
-	cancel context.CancelFunc
-	done   chan struct{}
+	// next is when the pod is measured next; measuring says a measure is
+	// in flight.
+	next      time.Time
+	measuring bool
 }
 
 // NeedLeaderElection is false: every node measures its own pods.
 func (c *Calculator) NeedLeaderElection() bool { return false }
 
-// Start lists the node's pods every Period, starting and stopping their
-// measuring loops, until ctx ends; then it stops every loop and returns.
+// Start lists the node's pods every Period, adding them to and dropping
+// them from the schedule, until ctx ends; then it waits for the measures
+// in flight and returns.
 func (c *Calculator) Start(ctx context.Context) error {
 	if c.Period <= 0 {
 		c.Log.Info("Volume stats collection disabled")
@@ -114,10 +130,10 @@ func (c *Calculator) Start(ctx context.Context) error {
 	return nil
 }
 
-// Sync starts a measuring loop for each pod of the node in pods that has
-// none, hands the loops of the others their pod's newest object, and stops
-// the loops of pods not in pods. Loops run until ctx ends or their pod is
-// gone.
+// Sync schedules a measure at once of each pod of the node in pods not
+// measured yet, hands the others' their pod's newest object, and forgets
+// the pods not in pods. Measures run until ctx ends (that of the first
+// Sync).
 func (c *Calculator) Sync(ctx context.Context, pods []v1.Pod) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -125,6 +141,7 @@ func (c *Calculator) Sync(ctx context.Context, pods []v1.Pod) {
 		c.pods = map[types.UID]*podLoop{}
 	}
 	seen := map[types.UID]bool{}
+	now := time.Now()
 	for i := range pods {
 		pod := &pods[i]
 		if pod.Spec.NodeName != c.NodeName {
@@ -132,43 +149,111 @@ func (c *Calculator) Sync(ctx context.Context, pods []v1.Pod) {
 		}
 		seen[pod.UID] = true
 		if l, ok := c.pods[pod.UID]; ok {
-			l.pod.Store(pod)
+			l.pod = pod
 			continue
 		}
-		c.pods[pod.UID] = c.startLoop(ctx, pod)
+		c.pods[pod.UID] = &podLoop{pod: pod, next: now}
 	}
-	for uid, l := range c.pods {
+	for uid := range c.pods {
 		if !seen[uid] {
-			l.cancel()
 			delete(c.pods, uid)
 		}
 	}
+	if c.sched == nil {
+		c.sched = &scheduler{wake: make(chan struct{}, 1), done: make(chan struct{})}
+		go c.schedule(ctx, c.sched)
+	}
+	c.pokeLocked()
 }
 
-func (c *Calculator) startLoop(ctx context.Context, pod *v1.Pod) *podLoop {
-	ctx, cancel := context.WithCancel(ctx)
-	l := &podLoop{cancel: cancel, done: make(chan struct{})}
-	l.pod.Store(pod)
-	go func() {
-		defer close(l.done)
-		wait.JitterUntilWithContext(ctx, func(ctx context.Context) {
-			s := c.MeasurePod(ctx, l.pod.Load())
+// pokeLocked wakes the scheduler; c.mu is held.
+func (c *Calculator) pokeLocked() {
+	if c.sched == nil {
+		return
+	}
+	select {
+	case c.sched.wake <- struct{}{}:
+	default:
+	}
+}
+
+// schedule starts the measures that are due, each on a goroutine of its
+// own for as long as it measures (a walk of a large directory must not
+// hold the others), and sleeps until the next is due, a Sync or a measure
+// ends, or ctx ends.
+func (c *Calculator) schedule(ctx context.Context, s *scheduler) {
+	defer close(s.done)
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	for {
+		after := c.startDue(ctx)
+		var fire <-chan time.Time
+		if after > 0 {
+			timer.Reset(after)
+			fire = timer.C
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-s.wake:
+		case <-fire:
+		}
+	}
+}
+
+// startDue starts the measures that are due and returns how long until
+// the next one is, zero when none is scheduled.
+func (c *Calculator) startDue(ctx context.Context) time.Duration {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if ctx.Err() != nil {
+		return 0
+	}
+	now := time.Now()
+	var after time.Duration
+	for _, l := range c.pods {
+		if l.measuring {
+			continue
+		}
+		if d := l.next.Sub(now); d > 0 {
+			if after == 0 || d < after {
+				after = d
+			}
+			continue
+		}
+		l.measuring = true
+		pod := l.pod
+		c.measures.Add(1)
+		go func() {
+			defer c.measures.Done()
+			s := c.MeasurePod(ctx, pod)
 			l.latest.Store(&s)
-		}, c.Period, 1.0, true)
-	}()
-	return l
+			c.mu.Lock()
+			defer c.mu.Unlock()
+			l.measuring = false
+			// Every period after the last measure ended, with a jitter
+			// of up to one period, as the kubelet's calculators.
+			l.next = time.Now().Add(wait.Jitter(c.Period, 1.0))
+			c.pokeLocked()
+		}()
+	}
+	return after
 }
 
-// stopAll stops every loop and waits for them.
+// stopAll waits for the scheduler and the measures in flight, whose
+// context has ended, and forgets every pod.
 func (c *Calculator) stopAll() {
 	c.mu.Lock()
-	loops := c.pods
-	c.pods = nil
+	s := c.sched
 	c.mu.Unlock()
-	for _, l := range loops {
-		l.cancel()
-		<-l.done
+	if s != nil {
+		<-s.done
 	}
+	c.measures.Wait()
+	c.mu.Lock()
+	c.pods = nil
+	c.sched = nil
+	c.mu.Unlock()
 }
 
 // PodVolumeStats returns the latest measure of the pod's volumes, or false

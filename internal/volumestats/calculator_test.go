@@ -3,7 +3,9 @@ package volumestats
 import (
 	"context"
 	"errors"
+	"fmt"
 	"path/filepath"
+	"runtime"
 	"testing"
 	"time"
 
@@ -171,31 +173,21 @@ func TestIsLocalEphemeral(t *testing.T) {
 	}
 }
 
-// TestSync checks that a pod's loop starts when it is first seen, measures
-// at once, and is stopped with its cache entry when the pod is gone; pods
-// of other nodes are not measured.
+// TestSync checks that a pod is measured at once when it is first seen,
+// and forgotten with its result when the pod is gone; pods of other nodes
+// are not measured.
 func TestSync(t *testing.T) {
 	dir := t.TempDir()
 	c := &Calculator{NodeName: "node", Period: time.Hour, Volumes: fakeSource{{Name: "data", Path: dir, Metrics: KindDu}}}
 	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
 	pod := testPod(v1.Volume{Name: "data", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{}}})
 	other := testPod()
 	other.UID, other.Name, other.Spec.NodeName = "uid-2", "elsewhere", "other-node"
 
 	c.Sync(ctx, []v1.Pod{*pod, *other})
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		if s, ok := c.PodVolumeStats(pod.UID); ok {
-			if len(s.Volumes) != 1 || s.Volumes[0].Name != "data" {
-				t.Fatalf("PodVolumeStats = %+v", s)
-			}
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the pod's volumes were not measured")
-		}
-		time.Sleep(10 * time.Millisecond)
+	waitMeasured(t, c, pod.UID)
+	if s, _ := c.PodVolumeStats(pod.UID); len(s.Volumes) != 1 || s.Volumes[0].Name != "data" {
+		t.Fatalf("PodVolumeStats = %+v", s)
 	}
 	if _, ok := c.PodVolumeStats(other.UID); ok {
 		t.Error("a pod of another node was measured")
@@ -204,17 +196,70 @@ func TestSync(t *testing.T) {
 		t.Errorf("ListPodVolumeStats = %+v", got)
 	}
 
-	c.mu.Lock()
-	loop := c.pods[pod.UID]
-	c.mu.Unlock()
 	c.Sync(ctx, nil)
-	select {
-	case <-loop.done:
-	case <-time.After(10 * time.Second):
-		t.Fatal("the loop of a gone pod did not stop")
-	}
 	if _, ok := c.PodVolumeStats(pod.UID); ok {
 		t.Error("a gone pod's volume stats are still served")
+	}
+	cancel()
+	c.stopAll()
+}
+
+func waitMeasured(t *testing.T, c *Calculator, uid types.UID) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if _, ok := c.PodVolumeStats(uid); ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the volumes of pod %s were not measured", uid)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// One goroutine schedules every pod's measures: pods between measures
+// hold none, and each is measured again a period (and a jitter of up to
+// one) after its last measure.
+func TestPodsBetweenMeasuresHoldNoGoroutines(t *testing.T) {
+	dir := t.TempDir()
+	const period = 300 * time.Millisecond
+	c := &Calculator{NodeName: "node", Period: period, Volumes: fakeSource{{Name: "data", Path: dir, Metrics: KindDu}}}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer func() { cancel(); c.stopAll() }()
+	before := runtime.NumGoroutine()
+	const n = 50
+	pods := make([]v1.Pod, n)
+	for i := range pods {
+		p := testPod(v1.Volume{Name: "data", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{}}})
+		p.UID, p.Name = types.UID(fmt.Sprintf("uid-%d", i)), fmt.Sprintf("pod-%d", i)
+		pods[i] = *p
+	}
+	c.Sync(ctx, pods)
+	for i := range pods {
+		waitMeasured(t, c, pods[i].UID)
+	}
+	first, _ := c.PodVolumeStats(pods[0].UID)
+	deadline := time.Now().Add(5 * time.Second)
+	for runtime.NumGoroutine() >= before+5 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d goroutines with %d pods between measures, %d before", runtime.NumGoroutine(), n, before)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	deadline = time.Now().Add(10 * period)
+	for {
+		again, _ := c.PodVolumeStats(pods[0].UID)
+		if again.Volumes[0].Time.After(first.Volumes[0].Time.Time) {
+			if d := again.Volumes[0].Time.Sub(first.Volumes[0].Time.Time); d < period {
+				t.Errorf("measured again after %s, before a period", d)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the pod was not measured again")
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
 

@@ -3,11 +3,14 @@
 // /stats/summary (the pods' volume list and their ephemeral storage) and
 // the kubelet_volume_stats_* metrics read without measuring.
 //
-// A Calculator lists the node's pods every volumeStatsAggPeriod; it starts
-// one measuring loop per pod it sees for the first time and stops the loop
-// of a pod that is gone, as the kubelet's volume stats calculators do. Each
-// loop measures the pod's volumes once at start and then every period with
-// a jitter of up to one period, and replaces that pod's cached result. A
+// A Calculator lists the node's pods every volumeStatsAggPeriod; it measures
+// a pod's volumes as soon as it sees the pod and then every period, with a
+// jitter of up to one period, after the last measure ended, replacing that
+// pod's cached result, and forgets a pod that is gone, as the kubelet's
+// volume stats calculators do. Unlike the kubelet's, which run a goroutine
+// per pod for the pod's whole life, one goroutine keeps the schedule, and
+// each measure runs on a goroutine of its own only while it measures (a
+// walk of a large directory holds up no other pod). A
 // VolumeSource says where each volume lives on the node and how it is
 // measured (a walk of the directory, statfs of its file system, the CSI
 // driver, or not at all); the volume manager implements it.
