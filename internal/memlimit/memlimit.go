@@ -17,6 +17,7 @@ const (
 	metricHeapFree     = "/memory/classes/heap/free:bytes"
 	metricHeapObjects  = "/memory/classes/heap/objects:bytes"
 	metricHeapUnused   = "/memory/classes/heap/unused:bytes"
+	metricCycles       = "/gc/cycles/total:gc-cycles"
 )
 
 // Sample is the process's memory as the runtime reports it after a
@@ -29,6 +30,9 @@ type Sample struct {
 	// returned, HeapObjects the heap's objects (live and dead) and
 	// HeapUnused the heap reserved for objects but not used by any.
 	Total, HeapReleased, HeapFree, HeapObjects, HeapUnused uint64
+	// Cycles counts the collections completed when it was read: LiveHeap
+	// is the last one's.
+	Cycles uint64
 }
 
 // Needed is what the process holds that a collection cannot give back:
@@ -73,6 +77,7 @@ func Read() Sample {
 	samples := []metrics.Sample{
 		{Name: metricLiveHeap}, {Name: metricTotal}, {Name: metricHeapReleased},
 		{Name: metricHeapFree}, {Name: metricHeapObjects}, {Name: metricHeapUnused},
+		{Name: metricCycles},
 	}
 	metrics.Read(samples)
 	v := make([]uint64, len(samples))
@@ -81,16 +86,19 @@ func Read() Sample {
 			v[i] = s.Value.Uint64()
 		}
 	}
-	return Sample{LiveHeap: v[0], Total: v[1], HeapReleased: v[2], HeapFree: v[3], HeapObjects: v[4], HeapUnused: v[5]}
+	return Sample{LiveHeap: v[0], Total: v[1], HeapReleased: v[2], HeapFree: v[3], HeapObjects: v[4], HeapUnused: v[5], Cycles: v[6]}
 }
 
 // Keeper sets the limit after every garbage collection until stopped.
 type Keeper struct {
 	opts Options
-	// mu orders the updates and Stop; stopped and last are guarded by it.
+	// mu orders the updates and Stop; the fields below are guarded by it.
 	mu      sync.Mutex
 	stopped bool
-	last    int64
+	// last is the limit set last, from a Sample read after cycles
+	// collections.
+	last   int64
+	cycles uint64
 }
 
 // Start keeps the limit with opts, a GOMEMLIMIT of the environment as
@@ -161,13 +169,14 @@ func (k *Keeper) arm() {
 
 // update sets the limit from the memory now; false once stopped.
 func (k *Keeper) update() bool {
-	l := Limit(Read(), k.opts)
+	s := Read()
+	l := Limit(s, k.opts)
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	if k.stopped {
 		return false
 	}
 	debug.SetMemoryLimit(l)
-	k.last = l
+	k.last, k.cycles = l, s.Cycles
 	return true
 }
