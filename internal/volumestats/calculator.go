@@ -83,14 +83,14 @@ type Calculator struct {
 	mu   sync.Mutex
 	pods map[types.UID]*podLoop
 	// sched is the scheduler of the measures, started by the first Sync;
-	// wake asks it to look at the pods again; measures counts the
-	// measures in flight.
+	// measures counts the measures in flight.
 	sched    *scheduler
 	measures sync.WaitGroup
 }
 
 // scheduler is the one goroutine that starts each pod's measure when it is
-// due.
+// due: wake asks it to look at the pods again, done is closed when it has
+// returned.
 type scheduler struct {
 	wake chan struct{}
 	done chan struct{}
@@ -131,7 +131,7 @@ func (c *Calculator) Start(ctx context.Context) error {
 }
 
 // Sync schedules a measure at once of each pod of the node in pods not
-// measured yet, hands the others' their pod's newest object, and forgets
+// measured yet, hands the others their pod's newest object, and forgets
 // the pods not in pods. Measures run until ctx ends (that of the first
 // Sync).
 func (c *Calculator) Sync(ctx context.Context, pods []v1.Pod) {
