@@ -756,9 +756,8 @@ func removeAllSandboxes(endpoint string) error {
 	}
 	var errs []error
 	for _, sb := range sandboxes {
-		_ = rs.StopPodSandbox(ctx, sb.GetId())
-		if err := rs.RemovePodSandbox(ctx, sb.GetId()); err != nil {
-			errs = append(errs, fmt.Errorf("removing sandbox %s: %w", sb.GetId(), err))
+		if err := utils.RemoveSandbox(ctx, rs, sb.GetId()); err != nil {
+			errs = append(errs, err)
 		}
 	}
 	return errors.Join(errs...)

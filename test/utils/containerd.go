@@ -703,28 +703,53 @@ func (c *Containerd) removeSandboxes() error {
 	}
 	var errs []error
 	for _, sb := range sandboxes {
-		if err := rs.StopPodSandbox(quietContext(ctx), sb.GetId()); err != nil {
-			errs = append(errs, fmt.Errorf("stopping sandbox %s: %w", sb.GetId(), err))
-			continue
-		}
-		// The CRI may still see a killed container running until it has
-		// handled the exit ("container is still running, to stop first"):
-		// stop and remove again a few times.
-		var err error
-		for attempt := range 5 {
-			if attempt > 0 {
-				time.Sleep(200 * time.Millisecond)
-				_ = rs.StopPodSandbox(quietContext(ctx), sb.GetId())
-			}
-			if err = rs.RemovePodSandbox(quietContext(ctx), sb.GetId()); err == nil {
-				break
-			}
-		}
-		if err != nil {
-			errs = append(errs, fmt.Errorf("removing sandbox %s: %w", sb.GetId(), err))
+		if err := RemoveSandbox(quietContext(ctx), rs, sb.GetId()); err != nil {
+			errs = append(errs, err)
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// sandboxRemoveWait bounds how long RemoveSandbox retries a sandbox whose
+// containers the runtime still sees running.
+const sandboxRemoveWait = 30 * time.Second
+
+// RemoveSandbox stops and removes the pod sandbox id and its containers.
+// The runtime sees a killed container running until it has handled its
+// exit ("container is still running, to stop first"), which takes longer on
+// a loaded machine or for a container that was starting as the sandbox
+// stopped: until ctx ends or sandboxRemoveWait passes, it stops the
+// sandbox's containers that are not seen exited one by one and tries
+// again.
+func RemoveSandbox(ctx context.Context, rs internalapi.RuntimeService, id string) error {
+	if err := rs.StopPodSandbox(ctx, id); err != nil {
+		return fmt.Errorf("stopping sandbox %s: %w", id, err)
+	}
+	deadline := time.Now().Add(sandboxRemoveWait)
+	pause := 100 * time.Millisecond
+	for {
+		err := rs.RemovePodSandbox(ctx, id)
+		if err == nil {
+			return nil
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return fmt.Errorf("removing sandbox %s: %w", id, err)
+		}
+		cs, lerr := rs.ListContainers(ctx, &runtimeapi.ContainerFilter{PodSandboxId: id})
+		if lerr == nil {
+			for _, c := range cs {
+				if c.GetState() != runtimeapi.ContainerState_CONTAINER_EXITED {
+					_ = rs.StopContainer(ctx, c.GetId(), 0)
+				}
+			}
+		}
+		_ = rs.StopPodSandbox(ctx, id)
+		select {
+		case <-ctx.Done():
+		case <-time.After(pause):
+		}
+		pause = min(2*pause, time.Second)
+	}
 }
 
 // HostIP returns the host's address on the instance's pod bridge (the
