@@ -674,11 +674,16 @@ func (r *PodReconciler) patchStatus(ctx context.Context, s *podScope, want corev
 	if status.Equal(s.pod.Status, want) {
 		return nil
 	}
-	orig := s.pod.DeepCopy()
-	s.pod.Status = want
-	if err := r.Status().Patch(ctx, s.pod, client.StrategicMergeFrom(orig)); err != nil {
-		s.pod.Status = orig.Status
-		if apierrors.IsNotFound(err) {
+	patch, err := status.Patch(s.pod.UID, s.pod.Status, want)
+	if err != nil {
+		return err
+	}
+	prev := s.pod.Status
+	if err := r.Status().Patch(ctx, s.pod, client.RawPatch(types.StrategicMergePatchType, patch)); err != nil {
+		s.pod.Status = prev
+		// Gone, or replaced by a pod of the same name (the UID in the
+		// patch does not match): nothing of this pod to report.
+		if apierrors.IsNotFound(err) || otherUID(err) {
 			return nil
 		}
 		return fmt.Errorf("patching pod status: %w", err)
@@ -690,6 +695,21 @@ func (r *PodReconciler) patchStatus(ctx context.Context, s *podScope, want corev
 	// largest cost of a pod burst.
 	s.state.RecordStatus(want)
 	return nil
+}
+
+// otherUID reports whether the API server refused a status patch because
+// the pod of that name has another UID (the field is immutable).
+func otherUID(err error) bool {
+	var st apierrors.APIStatus
+	if !apierrors.IsInvalid(err) || !errors.As(err, &st) || st.Status().Details == nil {
+		return false
+	}
+	for _, c := range st.Status().Details.Causes {
+		if c.Field == "metadata.uid" {
+			return true
+		}
+	}
+	return false
 }
 
 // stopAll carries the termination plan forward with grace seconds: a step,

@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	fakeruntime "k8s.io/cri-api/pkg/apis/testing"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -20,6 +21,7 @@ import (
 	"github.com/nodelet/nodelet/internal/checkpoint"
 	"github.com/nodelet/nodelet/internal/controller"
 	"github.com/nodelet/nodelet/internal/cri"
+	"github.com/nodelet/nodelet/internal/kuberuntime/status"
 	"github.com/nodelet/nodelet/internal/metrics"
 	"github.com/nodelet/nodelet/test/utils"
 )
@@ -163,6 +165,24 @@ var _ = Describe("Pod reconciler on the CRI fakes", func() {
 		Expect(admin.Create(ctx, utils.BusyboxPod(ns, "next", a.node, "sleep", "3600"))).To(Succeed())
 		Eventually(func(g Gomega) { g.Expect(utils.PodReady(getPod(ctx, ns, "next")(g))).To(BeTrue()) }).
 			WithTimeout(fakePodTimeout).Should(Succeed())
+	})
+
+	It("writes a status patch that the API server refuses for another pod of the same name", func(ctx SpecContext) {
+		ns := newNS(ctx)
+		pod := utils.BusyboxPod(ns, "renamed", "no-such-node", "sleep", "3600")
+		Expect(admin.Create(ctx, pod)).To(Succeed())
+		running := corev1.PodStatus{Phase: corev1.PodRunning}
+		patch, err := status.Patch(pod.UID+"-gone", pod.Status, running)
+		Expect(err).NotTo(HaveOccurred())
+		err = admin.Status().Patch(ctx, pod.DeepCopy(), client.RawPatch(types.StrategicMergePatchType, patch))
+		Expect(apierrors.IsInvalid(err)).To(BeTrue(), "a patch naming another UID: %v", err)
+		Expect(err.Error()).To(ContainSubstring("metadata.uid"))
+		Expect(getPod(ctx, ns, "renamed")(Default).Status.Phase).To(Equal(corev1.PodPending))
+
+		patch, err = status.Patch(pod.UID, pod.Status, running)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(admin.Status().Patch(ctx, pod.DeepCopy(), client.RawPatch(types.StrategicMergePatchType, patch))).To(Succeed())
+		Expect(getPod(ctx, ns, "renamed")(Default).Status.Phase).To(Equal(corev1.PodRunning))
 	})
 
 	It("removes everything of a pod force-deleted from the API server", func(ctx SpecContext) {

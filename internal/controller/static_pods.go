@@ -280,9 +280,11 @@ func (r *PodReconciler) writeMirror(ctx context.Context, pod *corev1.Pod, want c
 	if status.Equal(mirror.Status, want) {
 		return nil
 	}
-	orig := mirror.DeepCopy()
-	mirror.Status = want
-	if err := r.Status().Patch(ctx, mirror, client.StrategicMergeFrom(orig)); err != nil {
+	patch, err := status.Patch(mirror.UID, mirror.Status, want)
+	if err != nil {
+		return err
+	}
+	if err := r.Status().Patch(ctx, mirror, client.RawPatch(types.StrategicMergePatchType, patch)); err != nil {
 		return fmt.Errorf("patching mirror pod status: %w", err)
 	}
 	metrics.PodStatusWrites.Inc()
