@@ -186,8 +186,22 @@ func (briefCodec) Marshal(v any) (mem.BufferSlice, error) {
 	return mem.BufferSlice{mem.SliceBuffer(b)}, nil
 }
 
+// listBuffers holds the contiguous copies of list responses that arrive in
+// several frames. gRPC's default pool rounds anything above 32 KiB up to a
+// 1 MiB buffer: a node's list of 110 sandboxes (about 60 KiB) took a fresh
+// megabyte at every relist whenever a collection had emptied the pool.
+// Tiers at every power of two up to the CRI's 16 MiB message limit round
+// a response up to at most twice its size.
+var listBuffers = func() mem.BufferPool {
+	p, err := mem.NewBinaryTieredBufferPool(12, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24)
+	if err != nil {
+		panic(fmt.Sprintf("brief codec: buffer pool: %v", err))
+	}
+	return p
+}()
+
 func (c briefCodec) Unmarshal(data mem.BufferSlice, v any) error {
-	buf := data.MaterializeToBuffer(mem.DefaultBufferPool())
+	buf := data.MaterializeToBuffer(listBuffers)
 	defer buf.Free()
 	var (
 		sandboxes  *atomic.Pointer[recalled[*runtimeapi.PodSandbox]]

@@ -355,3 +355,39 @@ func TestBriefCodecRecallsUnchangedObjects(t *testing.T) {
 		t.Error("a container no longer listed was still remembered")
 	}
 }
+
+// TestBriefCodecReadsAListInFrames: a large list arrives in several 16 KiB
+// frames and decodes as it does in one piece.
+func TestBriefCodecReadsAListInFrames(t *testing.T) {
+	var sandboxes []*runtimeapi.PodSandbox
+	for i := range 200 {
+		sandboxes = append(sandboxes, fullSandbox(fmt.Sprintf("sb%03d", i), runtimeapi.PodSandboxState_SANDBOX_READY, fullLabels()))
+	}
+	whole, err := proto.Marshal(&runtimeapi.ListPodSandboxResponse{Items: sandboxes})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const frame = 16 << 10
+	if len(whole) <= 2*frame {
+		t.Fatalf("the list is %d bytes, too small for this test", len(whole))
+	}
+	var framed mem.BufferSlice
+	for b := whole; len(b) > 0; b = b[min(frame, len(b)):] {
+		framed = append(framed, mem.SliceBuffer(b[:min(frame, len(b))]))
+	}
+	var inOne, inFrames briefSandboxes
+	if err := (briefCodec{}).Unmarshal(mem.BufferSlice{mem.SliceBuffer(whole)}, &inOne); err != nil {
+		t.Fatal(err)
+	}
+	if err := (briefCodec{}).Unmarshal(framed, &inFrames); err != nil {
+		t.Fatal(err)
+	}
+	if len(inFrames.items) != len(sandboxes) || len(inOne.items) != len(sandboxes) {
+		t.Fatalf("decoded %d sandboxes in frames and %d in one piece, want %d", len(inFrames.items), len(inOne.items), len(sandboxes))
+	}
+	for i := range inOne.items {
+		if !proto.Equal(inOne.items[i], inFrames.items[i]) {
+			t.Errorf("sandbox %d: %v in frames, %v in one piece", i, inFrames.items[i], inOne.items[i])
+		}
+	}
+}
