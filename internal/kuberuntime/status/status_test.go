@@ -337,6 +337,48 @@ func TestEqualIgnoresSubSecondTimes(t *testing.T) {
 	if Equal(a, b) {
 		t.Error("a readiness change compared equal")
 	}
+	b.ContainerStatuses[0].Ready = false
+	for name, change := range map[string]func(s *v1.PodStatus){
+		"a condition's message":         func(s *v1.PodStatus) { s.Conditions[0].Message = "m" },
+		"a condition's transition time": func(s *v1.PodStatus) { s.Conditions[0].LastTransitionTime = metav1.NewTime(podtest.T0.Add(time.Second)) },
+		"a container's start, by 1 s":   func(s *v1.PodStatus) { s.ContainerStatuses[0].State.Running.StartedAt = metav1.NewTime(podtest.T0.Add(time.Second)) },
+		"the pod's start, by 1 s":       func(s *v1.PodStatus) { s.StartTime = &metav1.Time{Time: podtest.T0.Add(time.Second)} },
+		"no start time":                 func(s *v1.PodStatus) { s.StartTime = nil },
+		"another condition":             func(s *v1.PodStatus) { s.Conditions = append(s.Conditions, v1.PodCondition{Type: v1.PodScheduled}) },
+	} {
+		c := *b.DeepCopy()
+		change(&c)
+		if Equal(a, c) || Equal(c, a) {
+			t.Errorf("%s changed, the statuses compared equal", name)
+		}
+	}
+	if !Equal(a, b) {
+		t.Error("the statuses changed under the comparisons")
+	}
+}
+
+func BenchmarkEqual(b *testing.B) {
+	now := metav1.NewTime(podtest.T0)
+	s := v1.PodStatus{
+		Phase: v1.PodRunning, QOSClass: v1.PodQOSBestEffort, HostIP: "10.0.0.1", PodIP: "10.1.0.5", PodIPs: []v1.PodIP{{IP: "10.1.0.5"}}, StartTime: &now,
+		Conditions: []v1.PodCondition{
+			{Type: v1.PodReady, Status: v1.ConditionTrue, LastTransitionTime: now},
+			{Type: v1.ContainersReady, Status: v1.ConditionTrue, LastTransitionTime: now},
+			{Type: v1.PodInitialized, Status: v1.ConditionTrue, LastTransitionTime: now},
+			{Type: v1.PodScheduled, Status: v1.ConditionTrue, LastTransitionTime: now},
+		},
+		ContainerStatuses: []v1.ContainerStatus{{
+			Name: "c", Ready: true, Image: "busybox:1.36", ImageID: "sha256:abc", ContainerID: "containerd://0123456789abcdef",
+			State: v1.ContainerState{Running: &v1.ContainerStateRunning{StartedAt: now}},
+		}},
+	}
+	same := *s.DeepCopy()
+	b.ReportAllocs()
+	for b.Loop() {
+		if !Equal(s, same) {
+			b.Fatal("a copy compared unequal")
+		}
+	}
 }
 
 func TestEphemeralContainerStatus(t *testing.T) {
