@@ -339,12 +339,16 @@ func TestEqualIgnoresSubSecondTimes(t *testing.T) {
 	}
 	b.ContainerStatuses[0].Ready = false
 	for name, change := range map[string]func(s *v1.PodStatus){
-		"a condition's message":         func(s *v1.PodStatus) { s.Conditions[0].Message = "m" },
-		"a condition's transition time": func(s *v1.PodStatus) { s.Conditions[0].LastTransitionTime = metav1.NewTime(podtest.T0.Add(time.Second)) },
-		"a container's start, by 1 s":   func(s *v1.PodStatus) { s.ContainerStatuses[0].State.Running.StartedAt = metav1.NewTime(podtest.T0.Add(time.Second)) },
-		"the pod's start, by 1 s":       func(s *v1.PodStatus) { s.StartTime = &metav1.Time{Time: podtest.T0.Add(time.Second)} },
-		"no start time":                 func(s *v1.PodStatus) { s.StartTime = nil },
-		"another condition":             func(s *v1.PodStatus) { s.Conditions = append(s.Conditions, v1.PodCondition{Type: v1.PodScheduled}) },
+		"a condition's message": func(s *v1.PodStatus) { s.Conditions[0].Message = "m" },
+		"a condition's transition time": func(s *v1.PodStatus) {
+			s.Conditions[0].LastTransitionTime = metav1.NewTime(podtest.T0.Add(time.Second))
+		},
+		"a container's start, by 1 s": func(s *v1.PodStatus) {
+			s.ContainerStatuses[0].State.Running.StartedAt = metav1.NewTime(podtest.T0.Add(time.Second))
+		},
+		"the pod's start, by 1 s": func(s *v1.PodStatus) { s.StartTime = &metav1.Time{Time: podtest.T0.Add(time.Second)} },
+		"no start time":           func(s *v1.PodStatus) { s.StartTime = nil },
+		"another condition":       func(s *v1.PodStatus) { s.Conditions = append(s.Conditions, v1.PodCondition{Type: v1.PodScheduled}) },
 	} {
 		c := *b.DeepCopy()
 		change(&c)
