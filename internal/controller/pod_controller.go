@@ -678,9 +678,9 @@ func (r *PodReconciler) patchStatus(ctx context.Context, s *podScope, want corev
 	if err != nil {
 		return err
 	}
-	prev := s.pod.Status
+	// A failed patch leaves s.pod as it was; a written one is the API
+	// server's answer.
 	if err := r.Status().Patch(ctx, s.pod, client.RawPatch(types.StrategicMergePatchType, patch)); err != nil {
-		s.pod.Status = prev
 		// Gone, or replaced by a pod of the same name (the UID in the
 		// patch does not match): nothing of this pod to report.
 		if apierrors.IsNotFound(err) || otherUID(err) {

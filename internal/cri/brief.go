@@ -190,10 +190,10 @@ func (briefCodec) Marshal(v any) (mem.BufferSlice, error) {
 // several frames. gRPC's default pool rounds anything above 32 KiB up to a
 // 1 MiB buffer: a node's list of 110 sandboxes (about 60 KiB) took a fresh
 // megabyte at every relist whenever a collection had emptied the pool.
-// Tiers at every power of two up to the CRI's 16 MiB message limit round
-// a response up to at most twice its size.
+// Tiers at every power of two from 4 KiB to the brief lists' 16 MiB message
+// limit (briefMaxMessageSize) round a response up to at most twice its size.
 var listBuffers = func() mem.BufferPool {
-	p, err := mem.NewBinaryTieredBufferPool(12, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24)
+	p, err := mem.NewBinaryTieredBufferPool(12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24)
 	if err != nil {
 		panic(fmt.Sprintf("brief codec: buffer pool: %v", err))
 	}
