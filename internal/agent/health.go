@@ -90,15 +90,30 @@ type withHealth struct {
 	// events, for a standalone node (no API server configured), log the
 	// events instead: the manager is never started.
 	events record.EventBroadcaster
+	// sink sends the Events of a node with an API server.
+	sink *eventSink
 }
 
-// GetEventRecorderFor returns the manager's recorder, or on a standalone
-// node one that logs.
+// GetEventRecorderFor returns a recorder of core/v1 Events (those kubectl
+// describe shows) that sends them to the API server, or on a standalone
+// node one that logs them.
 func (m *withHealth) GetEventRecorderFor(name string) record.EventRecorder {
 	if m.events != nil {
 		return m.events.NewRecorder(m.GetScheme(), corev1.EventSource{Component: name})
 	}
+	if m.sink != nil {
+		return m.sink.broadcaster(m.Manager).NewRecorder(m.GetScheme(), corev1.EventSource{Component: name})
+	}
 	return m.Manager.GetEventRecorderFor(name) //nolint:staticcheck // the core/v1 events kubectl describe shows
+}
+
+// Start runs the manager until ctx ends, then stops sending Events.
+func (m *withHealth) Start(ctx context.Context) error {
+	err := m.Manager.Start(ctx)
+	if m.sink != nil {
+		m.sink.shutdown()
+	}
+	return err
 }
 
 // Standalone reports whether mgr is a standalone node's: never started.

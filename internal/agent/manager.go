@@ -109,7 +109,7 @@ func NewManager(restCfg *rest.Config, cfg *v1alpha1.NodeletConfiguration) (ctrl.
 	if err != nil {
 		return nil, fmt.Errorf("creating manager for node %s: %w", cfg.NodeName, err)
 	}
-	m := &withHealth{Manager: mgr, health: NewHealth(cfg.HealthzBindAddress)}
+	m := &withHealth{Manager: mgr, health: NewHealth(cfg.HealthzBindAddress), sink: &eventSink{entries: eventCacheEntries(cfg.MaxPods)}}
 	if err := m.AddHealthzCheck("ping", healthz.Ping); err != nil {
 		return nil, fmt.Errorf("adding healthz check: %w", err)
 	}
@@ -136,6 +136,7 @@ func NewStandaloneManager(cfg *v1alpha1.NodeletConfiguration) (ctrl.Manager, err
 		return nil, err
 	}
 	m := mgr.(*withHealth)
+	m.sink = nil
 	m.events = record.NewBroadcaster()
 	m.events.StartStructuredLogging(standaloneEventVerbosity)
 	return m, nil
