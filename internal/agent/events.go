@@ -35,37 +35,41 @@ func eventCacheEntries(maxPods int32) int {
 
 // eventSink is the broadcaster that sends a node's Events to the API
 // server, made at the first recorder asked for and shut down once the
-// manager stops.
+// manager stops. A recorder asked for later records nothing.
 type eventSink struct {
 	entries int
-	once    sync.Once
+	mu      sync.Mutex
 	b       record.EventBroadcaster
 }
 
 // broadcaster returns the sink's broadcaster, making it over mgr's clients
 // the first time.
 func (s *eventSink) broadcaster(mgr ctrl.Manager) record.EventBroadcaster {
-	s.once.Do(func() {
-		s.b = record.NewBroadcaster(record.WithCorrelatorOptions(record.CorrelatorOptions{LRUCacheSize: s.entries}))
-		// Without a client (a configuration the manager took but this
-		// client refuses) the Events are still logged.
-		cs, err := corev1client.NewForConfigAndClient(mgr.GetConfig(), mgr.GetHTTPClient())
-		if err != nil {
-			mgr.GetLogger().Error(err, "Unable to make the Events' client; Events are only logged")
-		} else {
-			s.b.StartRecordingToSink(&corev1client.EventSinkImpl{Interface: cs.Events("")})
-		}
-		log := mgr.GetLogger().WithName("events")
-		s.b.StartEventWatcher(func(e *corev1.Event) {
-			log.V(1).Info(e.Message, "type", e.Type, "object", e.InvolvedObject, "reason", e.Reason)
-		})
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.b != nil {
+		return s.b
+	}
+	s.b = record.NewBroadcaster(record.WithCorrelatorOptions(record.CorrelatorOptions{LRUCacheSize: s.entries}))
+	// Without a client (a configuration the manager took but this client
+	// refuses) the Events are still logged.
+	cs, err := corev1client.NewForConfigAndClient(mgr.GetConfig(), mgr.GetHTTPClient())
+	if err != nil {
+		mgr.GetLogger().Error(err, "Unable to make the Events' client; Events are only logged")
+	} else {
+		s.b.StartRecordingToSink(&corev1client.EventSinkImpl{Interface: cs.Events("")})
+	}
+	log := mgr.GetLogger().WithName("events")
+	s.b.StartEventWatcher(func(e *corev1.Event) {
+		log.V(1).Info(e.Message, "type", e.Type, "object", e.InvolvedObject, "reason", e.Reason)
 	})
 	return s.b
 }
 
 // shutdown stops the broadcaster, if one was made.
 func (s *eventSink) shutdown() {
-	s.once.Do(func() {})
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	if s.b != nil {
 		s.b.Shutdown()
 	}

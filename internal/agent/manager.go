@@ -136,7 +136,6 @@ func NewStandaloneManager(cfg *v1alpha1.NodeletConfiguration) (ctrl.Manager, err
 		return nil, err
 	}
 	m := mgr.(*withHealth)
-	m.sink = nil
 	m.events = record.NewBroadcaster()
 	m.events.StartStructuredLogging(standaloneEventVerbosity)
 	return m, nil

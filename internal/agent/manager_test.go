@@ -1,6 +1,15 @@
 package agent
 
-import "testing"
+import (
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/rest"
+
+	"github.com/nodelet/nodelet/api/v1alpha1"
+)
 
 func TestEventCacheEntries(t *testing.T) {
 	for _, tc := range []struct {
@@ -16,4 +25,39 @@ func TestEventCacheEntries(t *testing.T) {
 			t.Errorf("eventCacheEntries(%d) = %d, want %d", tc.maxPods, got, tc.want)
 		}
 	}
+}
+
+func TestEventsGoThroughTheNodesSink(t *testing.T) {
+	cfg := &v1alpha1.NodeletConfiguration{}
+	v1alpha1.SetDefaults(cfg)
+	cfg.NodeName, cfg.MaxPods = "node-a", 50
+	cfg.MetricsBindAddress, cfg.HealthzBindAddress = "0", "0"
+	mgr, err := NewManager(&rest.Config{Host: "https://127.0.0.1:1"}, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := mgr.(*withHealth)
+	// A manager stopped before anything asked for a recorder still hands
+	// out one that works.
+	stoppedFirst := &withHealth{Manager: mgr, sink: &eventSink{entries: 10}}
+	stoppedFirst.sink.shutdown()
+	stoppedFirst.GetEventRecorderFor("late").Event(&corev1.Pod{}, corev1.EventTypeNormal, "Started", "no panic")
+	if m.sink == nil || m.sink.entries != 400 {
+		t.Fatalf("the sink of a 50-pod node: %+v, want one of 400 entries", m.sink)
+	}
+	if mgr.GetConfig().ContentType != runtime.ContentTypeProtobuf {
+		t.Errorf("the manager's content type is %q, want protobuf", mgr.GetConfig().ContentType)
+	}
+	rec := mgr.GetEventRecorderFor("nodelet")
+	b := m.sink.b
+	if b == nil {
+		t.Fatal("a recorder was made without the node's sink")
+	}
+	if mgr.GetEventRecorderFor("other"); m.sink.b != b {
+		t.Error("a second recorder made a second broadcaster")
+	}
+	m.sink.shutdown()
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "p"}}
+	rec.Event(pod, corev1.EventTypeNormal, "Started", "after the shutdown")
+	mgr.GetEventRecorderFor("late").Event(pod, corev1.EventTypeNormal, "Started", "a recorder asked for after the shutdown records nothing")
 }
