@@ -48,16 +48,17 @@ func TestEventsGoThroughTheNodesSink(t *testing.T) {
 	if mgr.GetConfig().ContentType != runtime.ContentTypeProtobuf {
 		t.Errorf("the manager's content type is %q, want protobuf", mgr.GetConfig().ContentType)
 	}
-	rec := mgr.GetEventRecorderFor("nodelet")
+	rec := m.GetEventRecorderFor("nodelet")
 	b := m.sink.b
 	if b == nil {
 		t.Fatal("a recorder was made without the node's sink")
 	}
-	if mgr.GetEventRecorderFor("other"); m.sink.b != b {
+	m.GetEventRecorderFor("other")
+	if m.sink.b != b {
 		t.Error("a second recorder made a second broadcaster")
 	}
 	m.sink.shutdown()
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "p"}}
 	rec.Event(pod, corev1.EventTypeNormal, "Started", "after the shutdown")
-	mgr.GetEventRecorderFor("late").Event(pod, corev1.EventTypeNormal, "Started", "a recorder asked for after the shutdown records nothing")
+	m.GetEventRecorderFor("late").Event(pod, corev1.EventTypeNormal, "Started", "a recorder asked for after the shutdown records nothing")
 }
