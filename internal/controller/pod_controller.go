@@ -10,6 +10,7 @@ import (
 
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/record"
@@ -90,6 +91,10 @@ type PodReconciler struct {
 	// written holds, by pod UID, the resourceVersion of nodelet's own last
 	// status write, so the watch event it causes does not sync the pod again.
 	written sync.Map
+	// writing holds, by pod UID, the status of a status write under way:
+	// its watch event may come before the write's answer (and so before
+	// written has its resourceVersion).
+	writing sync.Map
 	// deleted holds the UIDs of the pods nodelet removed and deleted from
 	// the API server; a finalizer may keep such a pod there a while.
 	deleted sync.Map
@@ -118,10 +123,35 @@ type podVolumes interface {
 }
 
 // ownStatusWrite reports whether an update event is the echo of nodelet's
-// own status patch.
-func (r *PodReconciler) ownStatusWrite(pod client.Object) bool {
-	rv, ok := r.written.Load(pod.GetUID())
-	return ok && rv == pod.GetResourceVersion()
+// own status patch: the resourceVersion the patch's answer had, or, while
+// the answer has not come, a change of the status alone to the status being
+// written.
+func (r *PodReconciler) ownStatusWrite(old, pod client.Object) bool {
+	if rv, ok := r.written.Load(pod.GetUID()); ok && rv == pod.GetResourceVersion() {
+		return true
+	}
+	want, ok := r.writing.Load(pod.GetUID())
+	if !ok {
+		return false
+	}
+	oldPod, ok1 := old.(*corev1.Pod)
+	newPod, ok2 := pod.(*corev1.Pod)
+	return ok1 && ok2 && statusOnlyChange(oldPod, newPod) && status.Equal(newPod.Status, want.(corev1.PodStatus))
+}
+
+// statusOnlyChange reports whether an update changed nothing of the pod
+// but its status (and the resourceVersion and managed fields that come
+// with any write).
+func statusOnlyChange(old, pod *corev1.Pod) bool {
+	a, b := &old.ObjectMeta, &pod.ObjectMeta
+	return a.UID == b.UID && a.Generation == b.Generation &&
+		equality.Semantic.DeepEqual(a.Labels, b.Labels) &&
+		equality.Semantic.DeepEqual(a.Annotations, b.Annotations) &&
+		equality.Semantic.DeepEqual(a.DeletionTimestamp, b.DeletionTimestamp) &&
+		equality.Semantic.DeepEqual(a.DeletionGracePeriodSeconds, b.DeletionGracePeriodSeconds) &&
+		equality.Semantic.DeepEqual(a.Finalizers, b.Finalizers) &&
+		equality.Semantic.DeepEqual(a.OwnerReferences, b.OwnerReferences) &&
+		equality.Semantic.DeepEqual(old.Spec, pod.Spec)
 }
 
 // podScope is what one sync of one pod works on, and what its last step
@@ -680,6 +710,8 @@ func (r *PodReconciler) patchStatus(ctx context.Context, s *podScope, want corev
 	}
 	// A failed patch leaves s.pod as it was; a written one is the API
 	// server's answer.
+	r.writing.Store(s.pod.UID, want)
+	defer r.writing.Delete(s.pod.UID)
 	if err := r.Status().Patch(ctx, s.pod, client.RawPatch(types.StrategicMergePatchType, patch)); err != nil {
 		// Gone, or replaced by a pod of the same name (the UID in the
 		// patch does not match): nothing of this pod to report.

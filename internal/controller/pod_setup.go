@@ -221,7 +221,7 @@ func setupPodController(mgr ctrl.Manager, d *Deps) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("pod").
 		For(&corev1.Pod{}, builder.WithPredicates(predicate.Funcs{
-			UpdateFunc: func(e event.UpdateEvent) bool { return !r.ownStatusWrite(e.ObjectNew) },
+			UpdateFunc: func(e event.UpdateEvent) bool { return !r.ownStatusWrite(e.ObjectOld, e.ObjectNew) },
 		})).
 		WatchesRawSource(events.Source()).
 		WatchesRawSource(eng.pods.Source()).
