@@ -574,7 +574,7 @@ func (r *PodReconciler) syncRunning(ctx context.Context, s *podScope) (syncResul
 	settled := quiet(actions)
 	if mutates(actions) {
 		mark := r.listed()
-		obs, err := r.Exec.Observe(ctx, s.pod)
+		obs, err := r.Exec.Reobserve(ctx, s.pod, s.obs, &s.state)
 		if err != nil {
 			return syncResult{}, errors.Join(execErr, err)
 		}
@@ -774,7 +774,7 @@ func (r *PodReconciler) stopAll(ctx context.Context, s *podScope, grace int64) (
 		if done || requeue > 0 {
 			return done, requeue, nil
 		}
-		obs, err := r.Exec.Observe(ctx, s.pod)
+		obs, err := r.Exec.Reobserve(ctx, s.pod, s.obs, &s.state)
 		if err != nil {
 			return false, 0, err
 		}

@@ -5,10 +5,13 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	. "github.com/onsi/gomega"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -444,4 +447,68 @@ func TestTheImageUserComesFromTheStatusReadForThePull(t *testing.T) {
 			g.Expect(count(rs.GetCalls(), "CreateContainer")).To(Equal(0))
 		})
 	}
+}
+
+func TestReobserveSeesWhatObserveSeesWithoutListing(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	e, rs := newFakeExecutor(t)
+	pod := fakePod("app", "web")
+	st := state.NewPodState(pod.UID)
+	before, err := e.Observe(ctx, pod)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(e.Start(ctx, pod, before.Runtime, &st, startPlan(pod), noSave)).To(Succeed())
+
+	n := len(rs.GetCalls())
+	again, err := e.Reobserve(ctx, pod, before, &st)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(rs.GetCalls()[n:]).To(ConsistOf("PodSandboxStatus", "ContainerStatus", "ContainerStatus"), "nothing is listed")
+	listed, err := e.Observe(ctx, pod)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(again.Runtime).To(Equal(listed.Runtime), "the sandbox and containers the start created, in their states")
+	g.Expect(byName(again.Runtime)).To(Equal(map[string]state.ContainerState{"app": state.ContainerRunning, "web": state.ContainerRunning}))
+
+	// A stopped container shows stopped; a removed one is left out.
+	e.Runtime = notFoundRuntime{e.Runtime}
+	g.Expect(rs.StopContainer(ctx, idOf(again.Runtime, "app"), 0)).To(Succeed())
+	g.Expect(rs.StopContainer(ctx, idOf(again.Runtime, "web"), 0)).To(Succeed())
+	g.Expect(rs.RemoveContainer(ctx, idOf(again.Runtime, "web"))).To(Succeed())
+	after, err := e.Reobserve(ctx, pod, again, &st)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(byName(after.Runtime)).To(Equal(map[string]state.ContainerState{"app": state.ContainerExited}))
+	g.Expect(after.Runtime.Sandboxes).To(HaveLen(1))
+}
+
+func TestReobserveListsWhenOtherPodsOfTheNameHaveObjects(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	e, rs := newFakeExecutor(t)
+	old := fakePod("app")
+	oldState := state.NewPodState(old.UID)
+	runPod(t, ctx, e, old, &oldState)
+
+	pod := fakePod("app")
+	pod.UID = "uid-2"
+	st := state.NewPodState(pod.UID)
+	before, err := e.Observe(ctx, pod)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(before.StaleSandboxes).To(HaveLen(1))
+	n := len(rs.GetCalls())
+	again, err := e.Reobserve(ctx, pod, before, &st)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(rs.GetCalls()[n:]).To(ContainElements("ListPodSandbox", "ListContainers"))
+	g.Expect(again.StaleSandboxes).To(HaveLen(1), "the other pod's objects are found again")
+}
+
+// notFoundRuntime answers a status read of an object the fake runtime does
+// not have as containerd does, with the gRPC NotFound code (the fake's
+// error is a plain one).
+type notFoundRuntime struct{ cri.Runtime }
+
+func (r notFoundRuntime) ContainerStatus(ctx context.Context, id string) (*runtimeapi.ContainerStatus, error) {
+	st, err := r.Runtime.ContainerStatus(ctx, id)
+	if err != nil && strings.Contains(err.Error(), "not found") {
+		return nil, status.Error(codes.NotFound, err.Error())
+	}
+	return st, err
 }

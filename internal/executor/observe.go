@@ -3,6 +3,8 @@ package executor
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -71,6 +73,59 @@ func (e *Executor) Observe(ctx context.Context, pod *v1.Pod) (*Observed, error) 
 		cStatuses = append(cStatuses, st)
 	}
 	obs.Runtime = state.FromCRI(sbStatuses, cStatuses)
+	e.fillTerminationMessages(pod, &obs.Runtime)
+	return obs, nil
+}
+
+// Reobserve reads again the status of the pod's objects after a step of its
+// sync that created or stopped some: the objects prev observed and those st
+// records (the newest sandbox, each container's newest instance). It lists
+// nothing. Only the pod's worker creates objects of its UID, so these are
+// all of them, and an object removed meanwhile is left out. With objects of
+// other UIDs in prev it observes afresh, as Observe.
+func (e *Executor) Reobserve(ctx context.Context, pod *v1.Pod, prev *Observed, st *state.PodState) (*Observed, error) {
+	if prev == nil || len(prev.StaleSandboxes) > 0 || len(prev.StaleContainers) > 0 {
+		return e.Observe(ctx, pod)
+	}
+	sandboxIDs := make([]string, 0, len(prev.Runtime.Sandboxes)+1)
+	for _, sb := range prev.Runtime.Sandboxes {
+		sandboxIDs = append(sandboxIDs, sb.ID)
+	}
+	containerIDs := make([]string, 0, len(prev.Runtime.Containers)+len(st.Containers))
+	for _, c := range prev.Runtime.Containers {
+		containerIDs = append(containerIDs, c.ID)
+	}
+	if st.SandboxID != "" && !slices.Contains(sandboxIDs, st.SandboxID) {
+		sandboxIDs = append(sandboxIDs, st.SandboxID)
+	}
+	for _, name := range slices.Sorted(maps.Keys(st.Containers)) {
+		if a := st.Containers[name].Actuated; a != nil && a.ContainerID != "" && !slices.Contains(containerIDs, a.ContainerID) {
+			containerIDs = append(containerIDs, a.ContainerID)
+		}
+	}
+	sbStatuses := make([]*runtimeapi.PodSandboxStatus, 0, len(sandboxIDs))
+	for _, id := range sandboxIDs {
+		s, err := e.Runtime.PodSandboxStatus(ctx, id)
+		if cri.IsNotFound(err) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("reading status of sandbox %s: %w", id, err)
+		}
+		sbStatuses = append(sbStatuses, s)
+	}
+	cStatuses := make([]*runtimeapi.ContainerStatus, 0, len(containerIDs))
+	for _, id := range containerIDs {
+		s, err := e.Runtime.ContainerStatus(ctx, id)
+		if cri.IsNotFound(err) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("reading status of container %s: %w", id, err)
+		}
+		cStatuses = append(cStatuses, s)
+	}
+	obs := &Observed{Runtime: state.FromCRI(sbStatuses, cStatuses)}
 	e.fillTerminationMessages(pod, &obs.Runtime)
 	return obs, nil
 }
