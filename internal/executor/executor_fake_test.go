@@ -512,3 +512,22 @@ func (r notFoundRuntime) ContainerStatus(ctx context.Context, id string) (*runti
 	}
 	return st, err
 }
+
+func TestObserveListsContainersOnlyWhenASandboxIsListed(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	e, rs := newFakeExecutor(t)
+	pod := fakePod("app")
+	obs, err := e.Observe(ctx, pod)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(obs.Runtime.Empty()).To(BeTrue())
+	g.Expect(rs.GetCalls()).To(Equal([]string{"ListPodSandbox"}), "no sandbox of the name, so no container of it")
+
+	st := state.NewPodState(pod.UID)
+	runPod(t, ctx, e, pod, &st)
+	n := len(rs.GetCalls())
+	obs, err = e.Observe(ctx, pod)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(rs.GetCalls()[n:]).To(ContainElements("ListPodSandbox", "ListContainers"))
+	g.Expect(byName(obs.Runtime)).To(Equal(map[string]state.ContainerState{"app": state.ContainerRunning}))
+}

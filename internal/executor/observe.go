@@ -26,7 +26,7 @@ type Observed struct {
 
 // Observe lists the sandboxes and containers nodelet owns for the pod's
 // namespace/name and reads the status of those that belong to the pod's
-// UID; the others are stale.
+// UID; the others are stale. Containers are listed only when a sandbox is.
 func (e *Executor) Observe(ctx context.Context, pod *v1.Pod) (*Observed, error) {
 	namespace, name, uid := pod.Namespace, pod.Name, pod.UID
 	sel := map[string]string{
@@ -37,9 +37,14 @@ func (e *Executor) Observe(ctx context.Context, pod *v1.Pod) (*Observed, error) 
 	if err != nil {
 		return nil, fmt.Errorf("listing sandboxes of %s/%s: %w", namespace, name, err)
 	}
-	containers, err := e.Runtime.ListContainers(ctx, &runtimeapi.ContainerFilter{LabelSelector: sel})
-	if err != nil {
-		return nil, fmt.Errorf("listing containers of %s/%s: %w", namespace, name, err)
+	var containers []*runtimeapi.Container
+	// A container lives in a sandbox, and a sandbox's removal removes its
+	// containers: without a sandbox of the name there is none (a pod's
+	// first sync).
+	if len(sandboxes) > 0 {
+		if containers, err = e.Runtime.ListContainers(ctx, &runtimeapi.ContainerFilter{LabelSelector: sel}); err != nil {
+			return nil, fmt.Errorf("listing containers of %s/%s: %w", namespace, name, err)
+		}
 	}
 	obs := &Observed{}
 	var sbStatuses []*runtimeapi.PodSandboxStatus
