@@ -21,6 +21,11 @@
 // give fails the sandbox with the kubelet's FailedCreatePodSandBox Event and
 // message; the pod stays Pending and is tried again.
 //
+// Observe lists the runtime for the pod's name; after a step of a sync,
+// Reobserve reads the status of the objects the look before the step found
+// and of those the step created (the pod's state records them), listing
+// nothing: only the pod's worker creates objects of its UID.
+//
 // The calls that start pods (a sandbox with its cgroup, a container's
 // creation and start) pass a StartGate: a few at a time, the pod that came
 // first served first, so that a burst's first pods are Ready early and the
