@@ -47,35 +47,24 @@ func (e *Executor) Observe(ctx context.Context, pod *v1.Pod) (*Observed, error) 
 		}
 	}
 	obs := &Observed{}
-	var sbStatuses []*runtimeapi.PodSandboxStatus
+	var sandboxIDs, containerIDs []string
 	for _, sb := range sandboxes {
 		if types.UID(sb.GetLabels()[kubetypes.KubernetesPodUIDLabel]) != uid {
 			obs.StaleSandboxes = append(obs.StaleSandboxes, sb)
 			continue
 		}
-		st, err := e.Runtime.PodSandboxStatus(ctx, sb.Id)
-		if cri.IsNotFound(err) {
-			continue
-		}
-		if err != nil {
-			return nil, fmt.Errorf("reading status of sandbox %s: %w", sb.Id, err)
-		}
-		sbStatuses = append(sbStatuses, st)
+		sandboxIDs = append(sandboxIDs, sb.GetId())
 	}
-	var cStatuses []*runtimeapi.ContainerStatus
 	for _, c := range containers {
 		if types.UID(c.GetLabels()[kubetypes.KubernetesPodUIDLabel]) != uid {
 			obs.StaleContainers = append(obs.StaleContainers, c)
 			continue
 		}
-		st, err := e.Runtime.ContainerStatus(ctx, c.Id)
-		if cri.IsNotFound(err) {
-			continue
-		}
-		if err != nil {
-			return nil, fmt.Errorf("reading status of container %s: %w", c.Id, err)
-		}
-		cStatuses = append(cStatuses, st)
+		containerIDs = append(containerIDs, c.GetId())
+	}
+	sbStatuses, cStatuses, err := e.statuses(ctx, sandboxIDs, containerIDs)
+	if err != nil {
+		return nil, err
 	}
 	obs.Runtime = state.FromCRI(sbStatuses, cStatuses)
 	e.fillTerminationMessages(pod, &obs.Runtime)
@@ -108,29 +97,39 @@ func (e *Executor) Reobserve(ctx context.Context, pod *v1.Pod, prev *Observed, s
 			containerIDs = append(containerIDs, a.ContainerID)
 		}
 	}
-	sbStatuses := make([]*runtimeapi.PodSandboxStatus, 0, len(sandboxIDs))
-	for _, id := range sandboxIDs {
-		s, err := e.Runtime.PodSandboxStatus(ctx, id)
-		if cri.IsNotFound(err) {
-			continue
-		}
-		if err != nil {
-			return nil, fmt.Errorf("reading status of sandbox %s: %w", id, err)
-		}
-		sbStatuses = append(sbStatuses, s)
-	}
-	cStatuses := make([]*runtimeapi.ContainerStatus, 0, len(containerIDs))
-	for _, id := range containerIDs {
-		s, err := e.Runtime.ContainerStatus(ctx, id)
-		if cri.IsNotFound(err) {
-			continue
-		}
-		if err != nil {
-			return nil, fmt.Errorf("reading status of container %s: %w", id, err)
-		}
-		cStatuses = append(cStatuses, s)
+	sbStatuses, cStatuses, err := e.statuses(ctx, sandboxIDs, containerIDs)
+	if err != nil {
+		return nil, err
 	}
 	obs := &Observed{Runtime: state.FromCRI(sbStatuses, cStatuses)}
 	e.fillTerminationMessages(pod, &obs.Runtime)
 	return obs, nil
+}
+
+// statuses reads the status of each sandbox and container by ID, leaving
+// out those the runtime no longer has.
+func (e *Executor) statuses(ctx context.Context, sandboxIDs, containerIDs []string) ([]*runtimeapi.PodSandboxStatus, []*runtimeapi.ContainerStatus, error) {
+	sandboxes := make([]*runtimeapi.PodSandboxStatus, 0, len(sandboxIDs))
+	for _, id := range sandboxIDs {
+		st, err := e.Runtime.PodSandboxStatus(ctx, id)
+		if cri.IsNotFound(err) {
+			continue
+		}
+		if err != nil {
+			return nil, nil, fmt.Errorf("reading status of sandbox %s: %w", id, err)
+		}
+		sandboxes = append(sandboxes, st)
+	}
+	containers := make([]*runtimeapi.ContainerStatus, 0, len(containerIDs))
+	for _, id := range containerIDs {
+		st, err := e.Runtime.ContainerStatus(ctx, id)
+		if cri.IsNotFound(err) {
+			continue
+		}
+		if err != nil {
+			return nil, nil, fmt.Errorf("reading status of container %s: %w", id, err)
+		}
+		containers = append(containers, st)
+	}
+	return sandboxes, containers, nil
 }
