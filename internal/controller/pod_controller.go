@@ -574,7 +574,14 @@ func (r *PodReconciler) syncRunning(ctx context.Context, s *podScope) (syncResul
 	settled := quiet(actions)
 	if mutates(actions) {
 		mark := r.listed()
-		obs, err := r.Exec.Reobserve(ctx, s.pod, s.obs, &s.state)
+		// What the step created is in the state, unless a creation failed
+		// that may have created something all the same (a timeout): then
+		// look for everything.
+		look := func() (*executor.Observed, error) { return r.Exec.Reobserve(ctx, s.pod, s.obs, &s.state) }
+		if execErr != nil || s.state.StartFailed() {
+			look = func() (*executor.Observed, error) { return r.Exec.Observe(ctx, s.pod) }
+		}
+		obs, err := look()
 		if err != nil {
 			return syncResult{}, errors.Join(execErr, err)
 		}
