@@ -577,11 +577,13 @@ func (r *PodReconciler) syncRunning(ctx context.Context, s *podScope) (syncResul
 		// What the step created is in the state, unless a creation failed
 		// that may have created something all the same (a timeout): then
 		// look for everything.
-		look := func() (*executor.Observed, error) { return r.Exec.Reobserve(ctx, s.pod, s.obs, &s.state) }
+		var obs *executor.Observed
+		var err error
 		if execErr != nil || s.state.StartFailed() {
-			look = func() (*executor.Observed, error) { return r.Exec.Observe(ctx, s.pod) }
+			obs, err = r.Exec.Observe(ctx, s.pod)
+		} else {
+			obs, err = r.Exec.Reobserve(ctx, s.pod, s.obs, &s.state)
 		}
-		obs, err := look()
 		if err != nil {
 			return syncResult{}, errors.Join(execErr, err)
 		}
