@@ -24,7 +24,8 @@
 // Observe lists the runtime for the pod's name; after a step of a sync,
 // Reobserve reads the status of the objects the look before the step found
 // and of those the step created (the pod's state records them), listing
-// nothing: only the pod's worker creates objects of its UID.
+// nothing: only the pod's worker creates objects of its UID. When the look
+// before found objects of another pod of the name, it lists as Observe.
 //
 // The calls that start pods (a sandbox with its cgroup, a container's
 // creation and start) pass a StartGate: a few at a time, the pod that came
