@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"sync"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -118,6 +119,10 @@ type Executor struct {
 	// Logs keeps the containers' log links and rotated log files; nil
 	// keeps none.
 	Logs ContainerLogs
+
+	// stopped holds the IDs of the sandboxes this process stopped (a
+	// StopPodSandbox that succeeded) and has not removed yet.
+	stopped sync.Map
 }
 
 // PodCgroups manages one cgroup per pod, the parent of its sandbox

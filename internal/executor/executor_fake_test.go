@@ -167,6 +167,50 @@ func TestStartRunsThePlanAndTerminateStopsEverything(t *testing.T) {
 	sandboxes, err := rs.ListPodSandbox(ctx, nil)
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(sandboxes).To(BeEmpty())
+	g.Expect(count(rs.GetCalls(), "StopPodSandbox")).To(Equal(1), "the sandbox this process stopped is removed without a second stop")
+}
+
+// A sandbox is stopped before its removal unless this process stopped it
+// and the runtime shows it stopped: one another agent stopped, or one this
+// process saw die, is stopped again (for the runtime, that is where the
+// pod's network goes).
+func TestRemovePodStopsSandboxesItHasNotStopped(t *testing.T) {
+	cases := []struct {
+		name          string
+		stopFirst     bool
+		observedReady bool
+		wantStops     int
+	}{
+		{name: "never stopped", wantStops: 1},
+		{name: "stopped by this process", stopFirst: true, wantStops: 1},
+		{name: "stopped, yet shown ready", stopFirst: true, observedReady: true, wantStops: 2},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			g := NewWithT(t)
+			ctx := context.Background()
+			e, rs := newFakeExecutor(t)
+			pod := fakePod("app")
+			st := state.NewPodState(pod.UID)
+			rt := runPod(t, ctx, e, pod, &st)
+			g.Expect(rt.Sandboxes).To(HaveLen(1))
+			st.BeginTermination(1, time.Now())
+			tp := plan.TerminationPlan{Stop: []plan.ContainerStop{{ContainerID: idOf(rt, "app"), Name: "app", Timeout: 1}}}
+			if tc.stopFirst {
+				tp.StopSandboxes = []string{rt.Sandboxes[0].ID}
+			}
+			g.Expect(e.Terminate(ctx, pod, rt, tp, &st, noSave)).To(Succeed())
+			obs, err := e.Observe(ctx, pod)
+			g.Expect(err).NotTo(HaveOccurred())
+			rt = obs.Runtime
+			rt.Sandboxes[0].Ready = tc.observedReady || !tc.stopFirst
+			g.Expect(e.RemovePod(ctx, pod, rt)).To(Succeed())
+			g.Expect(count(rs.GetCalls(), "StopPodSandbox")).To(Equal(tc.wantStops))
+			g.Expect(count(rs.GetCalls(), "RemovePodSandbox")).To(Equal(1))
+			_, left := e.stopped.Load(rt.Sandboxes[0].ID)
+			g.Expect(left).To(BeFalse(), "a removed sandbox is forgotten")
+		})
+	}
 }
 
 func TestTerminateStopsWhatThePlanListsAfterItsHooks(t *testing.T) {

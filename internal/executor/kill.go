@@ -85,11 +85,42 @@ func (e *Executor) Terminate(ctx context.Context, pod *v1.Pod, rt state.PodRunti
 		}
 	}
 	for _, id := range tp.StopSandboxes {
-		if err := e.Runtime.StopPodSandbox(ctx, id); err != nil && !cri.IsNotFound(err) {
-			errs = append(errs, fmt.Errorf("stopping sandbox %s: %w", id, err))
+		if err := e.stopSandbox(ctx, id); err != nil {
+			errs = append(errs, err)
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// stopSandbox stops a sandbox and records that this process stopped it. A
+// sandbox already gone is no error.
+func (e *Executor) stopSandbox(ctx context.Context, id string) error {
+	err := e.Runtime.StopPodSandbox(ctx, id)
+	switch {
+	case err == nil:
+		e.stopped.Store(id, struct{}{})
+	case !cri.IsNotFound(err):
+		return fmt.Errorf("stopping sandbox %s: %w", id, err)
+	}
+	return nil
+}
+
+// removeSandbox removes a sandbox, stopping it first unless this process
+// stopped it already and the runtime shows it not ready. The CRI asks for
+// a stop before a removal, and a runtime's stop of a stopped sandbox is
+// not free: containerd tears the pod's network down again, running the
+// CNI plugins once more. A sandbox already gone is no error.
+func (e *Executor) removeSandbox(ctx context.Context, sb state.Sandbox) error {
+	if _, stopped := e.stopped.Load(sb.ID); !stopped || sb.Ready {
+		if err := e.stopSandbox(ctx, sb.ID); err != nil {
+			return err
+		}
+	}
+	if err := e.Runtime.RemovePodSandbox(ctx, sb.ID); err != nil && !cri.IsNotFound(err) {
+		return fmt.Errorf("removing sandbox %s: %w", sb.ID, err)
+	}
+	e.stopped.Delete(sb.ID)
+	return nil
 }
 
 // killContainer runs the container's preStop hook, if any, then stops it
@@ -129,12 +160,8 @@ func (e *Executor) RemovePod(ctx context.Context, pod *v1.Pod, rt state.PodRunti
 		e.forgetLog(ctx, c.ID, "")
 	}
 	for _, sb := range rt.Sandboxes {
-		if err := e.Runtime.StopPodSandbox(ctx, sb.ID); err != nil && !cri.IsNotFound(err) {
-			errs = append(errs, fmt.Errorf("stopping sandbox %s: %w", sb.ID, err))
-			continue
-		}
-		if err := e.Runtime.RemovePodSandbox(ctx, sb.ID); err != nil && !cri.IsNotFound(err) {
-			errs = append(errs, fmt.Errorf("removing sandbox %s: %w", sb.ID, err))
+		if err := e.removeSandbox(ctx, sb); err != nil {
+			errs = append(errs, err)
 		}
 	}
 	if len(errs) > 0 {
@@ -182,7 +209,9 @@ func (e *Executor) CollectGarbage(ctx context.Context, g plan.Garbage) error {
 	for _, id := range g.Sandboxes {
 		if err := e.Runtime.RemovePodSandbox(ctx, id); err != nil && !cri.IsNotFound(err) {
 			errs = append(errs, fmt.Errorf("removing dead sandbox %s: %w", id, err))
+			continue
 		}
+		e.stopped.Delete(id)
 	}
 	return errors.Join(errs...)
 }
