@@ -27,6 +27,10 @@
 // nothing: only the pod's worker creates objects of its UID. When the look
 // before found objects of another pod of the name, it lists as Observe.
 //
+// RemovePod stops a sandbox before removing it, as the CRI asks, unless
+// this process stopped it already and the runtime shows it stopped: the
+// runtime's stop of a stopped sandbox tears the pod's network down again.
+//
 // The calls that start pods (a sandbox with its cgroup, a container's
 // creation and start) pass a StartGate: a few at a time, the pod that came
 // first served first, so that a burst's first pods are Ready early and the
