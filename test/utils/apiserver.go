@@ -121,7 +121,9 @@ func StartAPIServerWithOptions(ctx context.Context, opts APIServerOptions) (*API
 	env := &envtest.Environment{
 		BinaryAssetsDirectory:    assets,
 		ControlPlaneStartTimeout: 60 * time.Second,
-		ControlPlaneStopTimeout:  20 * time.Second,
+		// The API server drains its requests and watches before it
+		// exits; on a loaded machine that took over 20 s.
+		ControlPlaneStopTimeout: 60 * time.Second,
 	}
 	// envtest's own client certificate CA keeps its key in memory; this one
 	// is on disk, for the controller-manager's CSR signer.
