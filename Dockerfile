@@ -1,4 +1,5 @@
-# Build the nodelet binary.
+# Build the nodelet binary, without gRPC's request tracing (grpcnotrace: see
+# GO_TAGS in the Makefile).
 FROM golang:1.26 AS builder
 ARG TARGETOS
 ARG TARGETARCH
@@ -11,7 +12,7 @@ COPY api/ api/
 COPY internal/ internal/
 COPY pkg/ pkg/
 RUN CGO_ENABLED=0 GOOS=${TARGETOS:-linux} GOARCH=${TARGETARCH} \
-    go build -trimpath -ldflags "-s -w -X github.com/nodelet/nodelet/internal/version.Version=${VERSION}" -o nodelet ./cmd
+    go build -trimpath -tags grpcnotrace -ldflags "-s -w -X github.com/nodelet/nodelet/internal/version.Version=${VERSION}" -o nodelet ./cmd
 
 # nodelet runs as root in a privileged pod: it manages the node's containers
 # through the CRI socket and writes pod logs and state on the host. Without

@@ -32,6 +32,8 @@ type options struct {
 	epoch   time.Time
 	// trimpath leaves the build machine's paths out of the binary.
 	trimpath bool
+	// buildTags are go build's -tags.
+	buildTags string
 }
 
 func main() {
@@ -69,6 +71,7 @@ func parse(args []string) (options, error) {
 	flags.StringVar(&o.tag, "tag", "", "image name and tag (default: the nodelet image of "+kustomization+")")
 	flags.StringVar(&o.version, "version", "v0.1.0-dev", "nodelet's version, compiled into the binary")
 	flags.StringVar(&o.arch, "arch", runtime.GOARCH, "GOARCH of the image")
+	flags.StringVar(&o.buildTags, "build-tags", "grpcnotrace", "go build's -tags, comma-separated (the Makefile's GO_TAGS; grpcnotrace leaves out gRPC's request tracing, see the Makefile)")
 	flags.BoolVar(&o.trimpath, "trimpath", true, "leave the build machine's file paths out of the binary, so that other machines build the same image (false reuses the packages an ordinary build of nodelet compiled)")
 	flags.Int64Var(&epoch, "epoch", sourceDateEpoch(), "time stamp of the files and the image, Unix seconds (default $SOURCE_DATE_EPOCH, else 0)")
 	if err := flags.Parse(args); err != nil {
@@ -131,7 +134,7 @@ func compile(ctx context.Context, o options) ([]byte, error) {
 	}
 	defer os.RemoveAll(dir)
 	out := filepath.Join(dir, "nodelet")
-	args := []string{"build", "-ldflags", "-s -w -X " + versionPackage + "=" + o.version, "-o", out}
+	args := []string{"build", "-ldflags", "-s -w -X " + versionPackage + "=" + o.version, "-tags=" + o.buildTags, "-o", out}
 	if o.trimpath {
 		args = append(args, "-trimpath")
 	}

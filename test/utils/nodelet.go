@@ -125,12 +125,18 @@ func NodeletBinary(ctx context.Context) (string, error) {
 	return buildPath, buildErr
 }
 
+// BuildTags are the build tags of nodelet's binaries, the Makefile's
+// GO_TAGS: grpcnotrace leaves out gRPC's request tracing, whose HTML
+// templates would make the linker keep every exported method (see the
+// Makefile).
+const BuildTags = "grpcnotrace"
+
 // BuildGoBinary runs `go build -o output pkg` in moduleDir, the directory
 // of another Go module's go.mod (one that extends nodelet, say), so that
 // the module's own go.mod and go.sum decide what is built, in the test
 // process's environment (a GOWORK or GOFLAGS it has applies, as it did to
-// the test). output is made absolute first; pkg is as go build takes it
-// ("." or "./cmd/x").
+// the test), with -tags=BuildTags unless GOFLAGS sets the tags. output is
+// made absolute first; pkg is as go build takes it ("." or "./cmd/x").
 //
 // Test packages run side by side and build the same outputs: builds into
 // one directory take turns (a flock on its .build.lock), so that the second
@@ -152,7 +158,11 @@ func BuildGoBinary(ctx context.Context, moduleDir, pkg, output string) error {
 	if err := unix.Flock(int(lock.Fd()), unix.LOCK_EX); err != nil {
 		return fmt.Errorf("building %s of %s: locking: %w", pkg, moduleDir, err)
 	}
-	cmd := exec.CommandContext(ctx, "go", "build", "-o", out, pkg)
+	args := []string{"build", "-o", out}
+	if !strings.Contains(os.Getenv("GOFLAGS"), "-tags") {
+		args = append(args, "-tags="+BuildTags)
+	}
+	cmd := exec.CommandContext(ctx, "go", append(args, pkg)...)
 	cmd.Dir = moduleDir
 	if combined, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("building %s of %s: %w: %s", pkg, moduleDir, err, combined)
