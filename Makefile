@@ -19,8 +19,9 @@ export CGO_ENABLED
 # reflection; a binary that can do that keeps every exported method of every
 # type it may hold in an interface, because the linker cannot tell which
 # ones a template will call. Without it nodelet's binary is a third smaller
-# (about 60 MB, not 88), and a running nodelet maps fewer of its pages
-# (docs/benchmarks.md). Tags of your own go in GO_TAGS, comma-separated.
+# (about 60 MB, not 88) and its start-up reads fewer of its pages
+# (docs/benchmarks.md). Tags of your own go in GO_TAGS beside it,
+# comma-separated.
 GO_TAGS ?= grpcnotrace
 export GOFLAGS := $(strip $(GOFLAGS) -tags=$(GO_TAGS))
 GOTESTFLAGS ?=
