@@ -75,11 +75,11 @@ type FactsReader struct {
 }
 
 // get reads the Node; before the API server is reached it is not found.
-func (f FactsReader) get(ctx context.Context, node *corev1.Node) error {
+func (f FactsReader) get(ctx context.Context, node *corev1.Node, opts ...client.GetOption) error {
 	if f.Ready != nil && !f.Ready() {
 		return apierrors.NewNotFound(corev1.Resource("nodes"), f.Config.NodeName)
 	}
-	return f.Reader.Get(ctx, client.ObjectKey{Name: f.Config.NodeName}, node)
+	return f.Reader.Get(ctx, client.ObjectKey{Name: f.Config.NodeName}, node, opts...)
 }
 
 // Node returns this node's Node, or, before it is registered, the Node
@@ -98,10 +98,14 @@ func (f FactsReader) Node(ctx context.Context) (*corev1.Node, error) {
 
 // Facts reads the Node once. A Node that is not registered yet gives the
 // configured nodeIP and no allocatable resources.
+//
+// Every pod's start and status write read the Facts, so a cache is asked
+// for its own Node, not a deep copy of it (with its image list): Facts
+// only reads that Node, and copies what it returns.
 func (f FactsReader) Facts(ctx context.Context) (Facts, error) {
 	var facts Facts
 	node := &corev1.Node{}
-	err := f.get(ctx, node)
+	err := f.get(ctx, node, client.UnsafeDisableDeepCopy)
 	switch {
 	case err == nil:
 		for _, addr := range node.Status.Addresses {
@@ -109,7 +113,7 @@ func (f FactsReader) Facts(ctx context.Context) (Facts, error) {
 				facts.HostIPs = append(facts.HostIPs, addr.Address)
 			}
 		}
-		facts.Allocatable = node.Status.Allocatable
+		facts.Allocatable = node.Status.Allocatable.DeepCopy()
 	case !apierrors.IsNotFound(err):
 		return Facts{}, fmt.Errorf("reading node %s: %w", f.Config.NodeName, err)
 	}

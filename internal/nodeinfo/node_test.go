@@ -6,7 +6,9 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	"github.com/nodelet/nodelet/api/v1alpha1"
@@ -64,6 +66,55 @@ func TestFactsReader(t *testing.T) {
 	facts, err = r.Facts(ctx)
 	if err != nil || !slices.Equal(facts.HostIPs, []string{"192.0.2.1", "2001:db8::1"}) || facts.Allocatable.Pods().Value() != 42 {
 		t.Errorf("registered: %+v, %v; want the InternalIPs and allocatable", facts, err)
+	}
+}
+
+// sharingReader holds one Node and hands it out without a copy when the
+// caller asks for none (client.UnsafeDisableDeepCopy), as controller-
+// runtime's cache does; otherwise it hands out a deep copy, and counts it.
+type sharingReader struct {
+	client.Reader
+	node   *corev1.Node
+	copies *int
+}
+
+func (s sharingReader) Get(_ context.Context, _ client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	var o client.GetOptions
+	o.ApplyOptions(opts)
+	if o.UnsafeDisableDeepCopy != nil && *o.UnsafeDisableDeepCopy {
+		*obj.(*corev1.Node) = *s.node
+		return nil
+	}
+	*s.copies++
+	s.node.DeepCopyInto(obj.(*corev1.Node))
+	return nil
+}
+
+func TestFactsReadTheCachedNodeWithoutCopyingItAndReturnCopies(t *testing.T) {
+	cfg := factsConfig()
+	node := &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: "n1"},
+		Status: corev1.NodeStatus{
+			Addresses:   []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "192.0.2.1"}},
+			Allocatable: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("2")},
+		},
+	}
+	copies := 0
+	r := FactsReader{Reader: sharingReader{node: node, copies: &copies}, Config: cfg}
+	facts, err := r.Facts(context.Background())
+	if err != nil || !slices.Equal(facts.HostIPs, []string{"192.0.2.1"}) || facts.Allocatable.Cpu().Value() != 2 {
+		t.Fatalf("Facts = %+v, %v; want the Node's InternalIP and allocatable", facts, err)
+	}
+	if copies != 0 {
+		t.Errorf("Facts deep-copied the Node %d times; it only reads it", copies)
+	}
+	facts.Allocatable[corev1.ResourceCPU] = resource.MustParse("64")
+	facts.HostIPs[0] = "203.0.113.1"
+	if got := node.Status.Allocatable.Cpu().Value(); got != 2 {
+		t.Errorf("changing the returned allocatable changed the cached Node's to %d CPUs", got)
+	}
+	if got := node.Status.Addresses[0].Address; got != "192.0.2.1" {
+		t.Errorf("changing the returned host IPs changed the cached Node's address to %s", got)
 	}
 }
 
