@@ -152,7 +152,7 @@ func TestNodeGroup(t *testing.T) {
 	}
 	for _, tc := range cases {
 		got := NodeGroup(tc.name)
-		if !bootstrapGroupPattern.MatchString(got) {
+		if !validBootstrapGroup(got) {
 			t.Errorf("NodeGroup(%q) = %q, which the API server refuses as a bootstrap token group", tc.name, got)
 		}
 		if tc.want != "" && got != tc.want {

@@ -3,7 +3,6 @@ package approver
 import (
 	"crypto/sha256"
 	"encoding/hex"
-	"regexp"
 	"strings"
 )
 
@@ -26,9 +25,32 @@ const (
 	nodesGroup = "system:nodes"
 )
 
-// bootstrapGroupPattern is what the API server accepts as an extra group
-// of a bootstrap token (auth-extra-groups).
-var bootstrapGroupPattern = regexp.MustCompile(`\Asystem:bootstrappers:[a-z0-9:-]{0,255}[a-z0-9]\z`)
+// bootstrapGroupPrefix starts every extra group of a bootstrap token.
+const bootstrapGroupPrefix = "system:bootstrappers:"
+
+// maxBootstrapGroupSuffix is the longest a bootstrap token group may be
+// after bootstrapGroupPrefix.
+const maxBootstrapGroupSuffix = 256
+
+// validBootstrapGroup tells whether the API server accepts g as an extra
+// group of a bootstrap token (auth-extra-groups): the API server's pattern
+// \Asystem:bootstrappers:[a-z0-9:-]{0,255}[a-z0-9]\z, checked by hand, since
+// that pattern compiled is a program of 256 repeated states that every
+// process importing this package would keep from its start.
+func validBootstrapGroup(g string) bool {
+	rest, ok := strings.CutPrefix(g, bootstrapGroupPrefix)
+	if !ok || rest == "" || len(rest) > maxBootstrapGroupSuffix {
+		return false
+	}
+	for i := range len(rest) {
+		c := rest[i]
+		alnum := 'a' <= c && c <= 'z' || '0' <= c && c <= '9'
+		if !alnum && (i == len(rest)-1 || c != ':' && c != '-') {
+			return false
+		}
+	}
+	return true
+}
 
 // NodeGroup is the group that binds a nodelet bootstrap token to node
 // name: system:bootstrappers:nodelet:node:<name> when that is a valid
@@ -36,7 +58,7 @@ var bootstrapGroupPattern = regexp.MustCompile(`\Asystem:bootstrappers:[a-z0-9:-
 // system:bootstrappers:nodelet:node-sha256:<hex SHA-256 of the name>.
 // hack/bootstrap-token.sh computes the same.
 func NodeGroup(name string) string {
-	if g := nodeGroupPrefix + name; bootstrapGroupPattern.MatchString(g) {
+	if g := nodeGroupPrefix + name; validBootstrapGroup(g) {
 		return g
 	}
 	sum := sha256.Sum256([]byte(name))

@@ -3,22 +3,19 @@ package controller
 import (
 	"fmt"
 	"maps"
-	"regexp"
 
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/tools/record"
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/nodelet/nodelet/internal/objectstore"
 )
 
-// reconcilerName is what a registered name may look like: a lower-case
-// DNS label, so that --controllers can spell it and "-name" disables it.
-var reconcilerName = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
-
 // With returns a copy of r with setup registered as name. The name must be
-// a lower-case DNS label that r does not hold yet.
+// a lower-case DNS label that r does not hold yet, so that --controllers
+// can spell it and "-name" disables it.
 func (r Registry) With(name string, setup SetupFunc) (Registry, error) {
-	if !reconcilerName.MatchString(name) {
+	if len(validation.IsDNS1123Label(name)) != 0 {
 		return nil, fmt.Errorf("reconciler name %q: must be a lower-case DNS label (a-z, 0-9, '-')", name)
 	}
 	if _, ok := r[name]; ok {

@@ -29,6 +29,10 @@ func TestRegistry(t *testing.T) {
 		{name: "disabling prefix", extra: []Reconciler{{Name: "-x", Setup: setup}}, wantErr: `must be a lower-case DNS label`},
 		{name: "star", extra: []Reconciler{{Name: "*", Setup: setup}}, wantErr: `must be a lower-case DNS label`},
 		{name: "empty", extra: []Reconciler{{Setup: setup}}, wantErr: `must be a lower-case DNS label`},
+		{name: "longest", extra: []Reconciler{{Name: "a" + strings.Repeat("-", 61) + "b", Setup: setup}}, want: "a" + strings.Repeat("-", 61) + "b,configmap,csi,node,pod,podcidr,secret"},
+		{name: "too long", extra: []Reconciler{{Name: strings.Repeat("a", 64), Setup: setup}}, wantErr: `must be a lower-case DNS label`},
+		{name: "trailing dash", extra: []Reconciler{{Name: "a-", Setup: setup}}, wantErr: `must be a lower-case DNS label`},
+		{name: "dot", extra: []Reconciler{{Name: "a.b", Setup: setup}}, wantErr: `must be a lower-case DNS label`},
 		{name: "no setup", extra: []Reconciler{{Name: "x"}}, wantErr: `reconciler "x" has no setup function`},
 	}
 	for _, tc := range cases {
