@@ -100,14 +100,15 @@ func (a *Admitter) Remove(uid types.UID) {
 }
 
 // nodeAndOthers primes the admitted pods and returns the node and the
-// admitted pods a decision about pod weighs it against. a.mu is held.
+// admitted pods a decision about pod weighs it against. a.mu is held. The
+// node is the cache's own: the decision reads it and keeps nothing of it.
 func (a *Admitter) nodeAndOthers(ctx context.Context, pod *corev1.Pod) (*corev1.Node, []*corev1.Pod, error) {
 	if err := a.prime(ctx, pod.UID); err != nil {
 		return nil, nil, err
 	}
 	nodes := a.nodes
 	nodes.Ready = a.APIReady
-	node, err := nodes.Node(ctx)
+	node, err := nodes.SharedNode(ctx)
 	if err != nil {
 		return nil, nil, err
 	}

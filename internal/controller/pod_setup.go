@@ -322,13 +322,7 @@ func podEngineFor(mgr ctrl.Manager, d *Deps) (*podEngine, error) {
 		volume.WithCSI(publisher),
 		volume.WithClusterDomain(cfg.ClusterDomain),
 		volume.WithHostRoot(cfg.HostRoot),
-		volume.WithNodeLabels(func(ctx context.Context) (map[string]string, error) {
-			node, err := nodes.Node(ctx)
-			if err != nil {
-				return nil, err
-			}
-			return node.Labels, nil
-		}),
+		volume.WithNodeLabels(nodes.Labels),
 		volume.WithNodeAllocatable(func() (corev1.ResourceList, error) {
 			facts, err := nodes.Facts(context.Background())
 			return facts.Allocatable, err

@@ -3,6 +3,7 @@ package nodeinfo
 import (
 	"context"
 	"fmt"
+	"maps"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -85,8 +86,30 @@ func (f FactsReader) get(ctx context.Context, node *corev1.Node, opts ...client.
 // Node returns this node's Node, or, before it is registered, the Node
 // nodelet would register (NewNode), as the kubelet admits against.
 func (f FactsReader) Node(ctx context.Context) (*corev1.Node, error) {
+	return f.node(ctx)
+}
+
+// SharedNode is Node without a copy: a cache hands over its own Node, the
+// one every reader of the cache shares. The caller only reads it and keeps
+// nothing of it. Admission weighs every pod against the Node, whose image
+// list alone is tens of KB on a node that holds many images.
+func (f FactsReader) SharedNode(ctx context.Context) (*corev1.Node, error) {
+	return f.node(ctx, client.UnsafeDisableDeepCopy)
+}
+
+// Labels returns a copy of the labels of this node's Node, or, before it is
+// registered, of those it would register with.
+func (f FactsReader) Labels(ctx context.Context) (map[string]string, error) {
+	node, err := f.SharedNode(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return maps.Clone(node.Labels), nil
+}
+
+func (f FactsReader) node(ctx context.Context, opts ...client.GetOption) (*corev1.Node, error) {
 	node := &corev1.Node{}
-	err := f.get(ctx, node)
+	err := f.get(ctx, node, opts...)
 	switch {
 	case err == nil:
 		return node, nil

@@ -2,6 +2,7 @@ package nodeinfo
 
 import (
 	"context"
+	"maps"
 	"slices"
 	"testing"
 
@@ -115,6 +116,45 @@ func TestFactsReadTheCachedNodeWithoutCopyingItAndReturnCopies(t *testing.T) {
 	}
 	if got := node.Status.Addresses[0].Address; got != "192.0.2.1" {
 		t.Errorf("changing the returned host IPs changed the cached Node's address to %s", got)
+	}
+}
+
+func TestSharedNodeAndLabelsReadTheCachedNodeWithoutCopyingIt(t *testing.T) {
+	cfg := factsConfig()
+	ctx := context.Background()
+	node := &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: "n1", Labels: map[string]string{"zone": "a"}},
+		Status: corev1.NodeStatus{
+			Images: []corev1.ContainerImage{{Names: []string{"busybox"}, SizeBytes: 1}},
+		},
+	}
+	copies := 0
+	r := FactsReader{Reader: sharingReader{node: node, copies: &copies}, Config: cfg}
+	shared, err := r.SharedNode(ctx)
+	if err != nil || shared.Labels["zone"] != "a" || len(shared.Status.Images) != 1 {
+		t.Fatalf("SharedNode = %v, %v; want the cached Node", shared, err)
+	}
+	labels, err := r.Labels(ctx)
+	if err != nil || !maps.Equal(labels, map[string]string{"zone": "a"}) {
+		t.Fatalf("Labels = %v, %v; want the cached Node's", labels, err)
+	}
+	if copies != 0 {
+		t.Errorf("SharedNode and Labels deep-copied the Node %d times", copies)
+	}
+	labels["zone"] = "b"
+	if got := node.Labels["zone"]; got != "a" {
+		t.Errorf("changing the returned labels changed the cached Node's to %q", got)
+	}
+	if _, err := r.Node(ctx); err != nil || copies != 1 {
+		t.Errorf("Node: %v and %d copies; want its own copy", err, copies)
+	}
+
+	empty := FactsReader{Reader: fake.NewClientBuilder().Build(), Config: cfg}
+	if node, err := empty.SharedNode(ctx); err != nil || node.Labels[corev1.LabelHostname] != "n1" {
+		t.Errorf("SharedNode before registration = %v, %v; want the Node to register", node, err)
+	}
+	if labels, err := empty.Labels(ctx); err != nil || labels[corev1.LabelHostname] != "n1" {
+		t.Errorf("Labels before registration = %v, %v; want those the Node registers with", labels, err)
 	}
 }
 
