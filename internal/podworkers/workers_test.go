@@ -13,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/clock"
 	testingclock "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 )
@@ -311,9 +312,19 @@ func TestNudgeNeverSkipsOtherWork(t *testing.T) {
 
 // Workers between syncs, every running pod's for most of its life, hold no
 // goroutine; a requeue timer or an update starts one again.
+// asyncClock is a fake clock whose AfterFunc callbacks run on goroutines of
+// their own, as the real clock's do. The fake clock runs them in Step,
+// holding its lock, which a worker arming its timer under the workers'
+// lock also takes: the two would deadlock, which the real clock cannot.
+type asyncClock struct{ *testingclock.FakeClock }
+
+func (c asyncClock) AfterFunc(d time.Duration, f func()) clock.Timer {
+	return c.FakeClock.AfterFunc(d, func() { go f() })
+}
+
 func TestIdleWorkersHoldNoGoroutines(t *testing.T) {
 	g := NewWithT(t)
-	clk := testingclock.NewFakeClock(time.Now())
+	clk := asyncClock{testingclock.NewFakeClock(time.Now())}
 	r := &recorder{fn: func(context.Context, Work) Result { return Result{RequeueAfter: time.Minute} }}
 	before := runtime.NumGoroutine()
 	p := startWith(t, Options{Sync: r.sync, Clock: clk})
@@ -336,7 +347,7 @@ func TestIdleWorkersHoldNoGoroutines(t *testing.T) {
 // Start returned, and no worker is left.
 func TestStopStopsIdleWorkersTimers(t *testing.T) {
 	g := NewWithT(t)
-	clk := testingclock.NewFakeClock(time.Now())
+	clk := asyncClock{testingclock.NewFakeClock(time.Now())}
 	r := &recorder{fn: func(context.Context, Work) Result { return Result{RequeueAfter: time.Minute} }}
 	p, err := New(Options{Sync: r.sync, Clock: clk})
 	g.Expect(err).NotTo(HaveOccurred())
