@@ -218,8 +218,8 @@ func (r *PodReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.R
 	if pod != nil {
 		keep = pod.UID
 	}
-	for _, k := range r.Workers.Keys() {
-		if k.Namespace == req.Namespace && k.Name == req.Name && k.UID != keep {
+	for _, k := range r.Workers.Named(req.Namespace, req.Name) {
+		if k.UID != keep {
 			// Its requests stop counting in admission now, as the
 			// kubelet's do once a pod leaves the API server (and the
 			// scheduler's), not once its containers have stopped.

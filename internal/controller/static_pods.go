@@ -232,8 +232,8 @@ func (r *PodReconciler) podFor(ctx context.Context, w podworkers.Work) (*corev1.
 // kubelet, a static pod starts only once its predecessor has stopped
 // (they share host ports, data directories and locks).
 func (r *PodReconciler) olderStaticPod(pod *corev1.Pod) bool {
-	for _, k := range r.Workers.Keys() {
-		if k.Namespace == pod.Namespace && k.Name == pod.Name && k.UID != pod.UID {
+	for _, k := range r.Workers.Named(pod.Namespace, pod.Name) {
+		if k.UID != pod.UID {
 			return true
 		}
 	}

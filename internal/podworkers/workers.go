@@ -3,6 +3,7 @@ package podworkers
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"time"
 
@@ -94,7 +95,11 @@ type Workers struct {
 	// stopped: Start's context ended; no worker starts a goroutine again.
 	stopped bool
 	workers map[types.UID]*worker
-	wg      sync.WaitGroup
+	// named indexes workers by their pod's namespace/name, which pods of
+	// other UIDs may share (a pod deleted and created again): Named
+	// answers without a look at every worker, per watch event of a pod.
+	named map[types.NamespacedName][]types.UID
+	wg    sync.WaitGroup
 }
 
 // New returns Workers running opts.Sync.
@@ -111,7 +116,7 @@ func New(opts Options) (*Workers, error) {
 	if opts.Clock == nil {
 		opts.Clock = clock.RealClock{}
 	}
-	return &Workers{opts: opts, workers: map[types.UID]*worker{}}, nil
+	return &Workers{opts: opts, workers: map[types.UID]*worker{}, named: map[types.NamespacedName][]types.UID{}}, nil
 }
 
 // worker is the state of one pod's worker; fields are guarded by Workers.mu.
@@ -159,11 +164,11 @@ func (p *Workers) Start(ctx context.Context) error {
 	<-ctx.Done()
 	p.mu.Lock()
 	p.stopped = true
-	for uid, w := range p.workers {
+	for _, w := range p.workers {
 		p.stopTimerLocked(w)
 		// A worker with a goroutine forgets itself when it returns.
 		if !w.active {
-			delete(p.workers, uid)
+			p.removeLocked(w)
 		}
 	}
 	p.mu.Unlock()
@@ -212,7 +217,7 @@ func (p *Workers) submit(next Work) {
 	w := p.workers[next.Key.UID]
 	if w == nil {
 		w = &worker{key: next.Key}
-		p.workers[next.Key.UID] = w
+		p.addLocked(w)
 	}
 	if next.Pod == nil {
 		next.Pod = w.pending.Pod
@@ -260,6 +265,42 @@ func (p *Workers) Keys() []Key {
 	return keys
 }
 
+// Named returns the keys of the pods of namespace/name that have a
+// worker: usually one, more while a pod of the name is replaced by one
+// with another UID.
+func (p *Workers) Named(namespace, name string) []Key {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	uids := p.named[types.NamespacedName{Namespace: namespace, Name: name}]
+	if len(uids) == 0 {
+		return nil
+	}
+	keys := make([]Key, 0, len(uids))
+	for _, uid := range uids {
+		keys = append(keys, p.workers[uid].key)
+	}
+	return keys
+}
+
+// addLocked adds w; p.mu is held.
+func (p *Workers) addLocked(w *worker) {
+	p.workers[w.key.UID] = w
+	n := types.NamespacedName{Namespace: w.key.Namespace, Name: w.key.Name}
+	p.named[n] = append(p.named[n], w.key.UID)
+}
+
+// removeLocked removes w; p.mu is held.
+func (p *Workers) removeLocked(w *worker) {
+	delete(p.workers, w.key.UID)
+	n := types.NamespacedName{Namespace: w.key.Namespace, Name: w.key.Name}
+	uids := slices.DeleteFunc(p.named[n], func(uid types.UID) bool { return uid == w.key.UID })
+	if len(uids) == 0 {
+		delete(p.named, n)
+	} else {
+		p.named[n] = uids
+	}
+}
+
 // Has reports whether the pod with uid has a worker.
 func (p *Workers) Has(uid types.UID) bool {
 	p.mu.Lock()
@@ -292,7 +333,7 @@ func (p *Workers) run(w *worker) {
 			p.stopTimerLocked(w)
 			w.active = false
 			if p.workers[w.key.UID] == w {
-				delete(p.workers, w.key.UID)
+				p.removeLocked(w)
 			}
 			p.mu.Unlock()
 			return
@@ -332,7 +373,7 @@ func (p *Workers) run(w *worker) {
 		p.stopTimerLocked(w)
 		if res.Finished && !w.dirty {
 			w.active = false
-			delete(p.workers, w.key.UID)
+			p.removeLocked(w)
 			p.mu.Unlock()
 			return
 		}

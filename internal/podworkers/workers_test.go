@@ -364,3 +364,49 @@ func TestStopStopsIdleWorkersTimers(t *testing.T) {
 	g.Consistently(r.count, 100*time.Millisecond).Should(Equal(1))
 	g.Expect(p.Has("a")).To(BeFalse())
 }
+
+func TestNamedFollowsTheWorkersOfAName(t *testing.T) {
+	g := NewWithT(t)
+	release := make(chan struct{})
+	r := &recorder{fn: func(ctx context.Context, w Work) Result {
+		if w.Gone {
+			return Result{Finished: true}
+		}
+		select {
+		case <-release:
+		case <-ctx.Done():
+		}
+		return Result{}
+	}}
+	p := start(t, r)
+	named := func(uid string) *corev1.Pod {
+		pd := pod(uid)
+		pd.Name = "web"
+		return pd
+	}
+	p.Update(named("a"))
+	p.Update(named("b"))
+	p.Update(pod("c"))
+	uids := func() []types.UID {
+		var out []types.UID
+		for _, k := range p.Named("ns", "web") {
+			g.Expect(k.Namespace).To(Equal("ns"))
+			g.Expect(k.Name).To(Equal("web"))
+			out = append(out, k.UID)
+		}
+		return out
+	}
+	g.Expect(uids()).To(ConsistOf(types.UID("a"), types.UID("b")))
+	g.Expect(p.Named("ns", "p-c")).To(ConsistOf(Key{Namespace: "ns", Name: "p-c", UID: "c"}))
+	g.Expect(p.Named("other", "web")).To(BeEmpty())
+
+	close(release)
+	p.Gone(KeyOf(named("a")), nil)
+	g.Eventually(uids).Should(ConsistOf(types.UID("b")))
+	p.Gone(KeyOf(named("b")), nil)
+	g.Eventually(uids).Should(BeEmpty())
+	g.Expect(p.named).NotTo(HaveKey(types.NamespacedName{Namespace: "ns", Name: "web"}))
+	// A new pod of the name gets a worker, and is named, again.
+	p.Update(named("d"))
+	g.Expect(uids()).To(ConsistOf(types.UID("d")))
+}
