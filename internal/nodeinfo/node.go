@@ -75,26 +75,32 @@ type FactsReader struct {
 	Ready func() bool
 }
 
-// get reads the Node; before the API server is reached it is not found.
-func (f FactsReader) get(ctx context.Context, node *corev1.Node, opts ...client.GetOption) error {
+// get reads the Node as the reader holds it: a cache hands over its own
+// object, not a deep copy, which callers only read. Before the API server
+// is reached the Node is not found.
+func (f FactsReader) get(ctx context.Context, node *corev1.Node) error {
 	if f.Ready != nil && !f.Ready() {
 		return apierrors.NewNotFound(corev1.Resource("nodes"), f.Config.NodeName)
 	}
-	return f.Reader.Get(ctx, client.ObjectKey{Name: f.Config.NodeName}, node, opts...)
+	return f.Reader.Get(ctx, client.ObjectKey{Name: f.Config.NodeName}, node, client.UnsafeDisableDeepCopy)
 }
 
-// Node returns this node's Node, or, before it is registered, the Node
-// nodelet would register (NewNode), as the kubelet admits against.
-func (f FactsReader) Node(ctx context.Context) (*corev1.Node, error) {
-	return f.node(ctx)
-}
-
-// SharedNode is Node without a copy: a cache hands over its own Node, the
-// one every reader of the cache shares. The caller only reads it and keeps
-// nothing of it. Admission weighs every pod against the Node, whose image
-// list alone is tens of KB on a node that holds many images.
+// SharedNode returns this node's Node, or, before it is registered, the
+// Node nodelet would register (NewNode), as the kubelet admits against. A
+// cache hands over its own Node, the one every reader of the cache shares,
+// without a copy: the caller only reads it and keeps nothing of it.
+// Admission weighs every pod against the Node, whose image list alone is
+// tens of KB on a node that holds many images.
 func (f FactsReader) SharedNode(ctx context.Context) (*corev1.Node, error) {
-	return f.node(ctx, client.UnsafeDisableDeepCopy)
+	node := &corev1.Node{}
+	err := f.get(ctx, node)
+	switch {
+	case err == nil:
+		return node, nil
+	case apierrors.IsNotFound(err):
+		return NewNode(f.Config), nil
+	}
+	return nil, fmt.Errorf("reading node %s: %w", f.Config.NodeName, err)
 }
 
 // Labels returns a copy of the labels of this node's Node, or, before it is
@@ -107,18 +113,6 @@ func (f FactsReader) Labels(ctx context.Context) (map[string]string, error) {
 	return maps.Clone(node.Labels), nil
 }
 
-func (f FactsReader) node(ctx context.Context, opts ...client.GetOption) (*corev1.Node, error) {
-	node := &corev1.Node{}
-	err := f.get(ctx, node, opts...)
-	switch {
-	case err == nil:
-		return node, nil
-	case apierrors.IsNotFound(err):
-		return NewNode(f.Config), nil
-	}
-	return nil, fmt.Errorf("reading node %s: %w", f.Config.NodeName, err)
-}
-
 // Facts reads the Node once. A Node that is not registered yet gives the
 // configured nodeIP and no allocatable resources.
 //
@@ -128,7 +122,7 @@ func (f FactsReader) node(ctx context.Context, opts ...client.GetOption) (*corev
 func (f FactsReader) Facts(ctx context.Context) (Facts, error) {
 	var facts Facts
 	node := &corev1.Node{}
-	err := f.get(ctx, node, client.UnsafeDisableDeepCopy)
+	err := f.get(ctx, node)
 	switch {
 	case err == nil:
 		for _, addr := range node.Status.Addresses {
