@@ -27,6 +27,9 @@ PACKAGES=(
 	busybox-static              # /bin/busybox, the only layer of the test image
 	bash-static                 # /bin/bash-static, the shell of the conformance suite's busybox stand-in
 	bind9-dnsutils              # dig, for the conformance suite's DNS probes in agnhost and glibc-dns-testing
+	libseccomp-dev              # runc's seccomp support, built by hack/runtime.sh (cgo, linked statically)
+	pkg-config                  # finds libseccomp for that build
+	xz-utils                    # compresses the binaries hack/cgroupv2-check.sh carries
 )
 
 log() { echo "install-deps: $*" >&2; }
