@@ -158,10 +158,8 @@ func writeArchive(ctx context.Context, image, path string, build imageBuild, agn
 // ImportImages imports the archives into the containerd's k8s.io namespace,
 // where the CRI finds them.
 func ImportImages(ctx context.Context, c *utils.Containerd, archives map[string]string) error {
-	socket := c.Endpoint()[len("unix://"):]
 	for image, path := range archives {
-		cmd := exec.CommandContext(ctx, "ctr", "--address", socket, "--namespace", "k8s.io",
-			"images", "import", "--all-platforms", "--snapshotter", "overlayfs", path)
+		cmd := c.Ctr(ctx, "images", "import", "--all-platforms", "--snapshotter", "overlayfs", path)
 		if out, err := cmd.CombinedOutput(); err != nil {
 			return fmt.Errorf("importing %s: %w\n%s", image, err, out)
 		}

@@ -78,8 +78,7 @@ var _ = Describe("nodelet deployed as a DaemonSet beside a real kubelet", Ordere
 
 		By("starting the kubelet's containerd, with nodelet's image imported")
 		hostCtrd = utils.MustStartContainerd(ctx, utils.ContainerdOptions{Images: []string{utils.PauseImage}})
-		imp := exec.CommandContext(ctx, "ctr", "--address", strings.TrimPrefix(hostCtrd.Endpoint(), "unix://"),
-			"--namespace", "k8s.io", "images", "import", "--snapshotter", "overlayfs", archive)
+		imp := hostCtrd.Ctr(ctx, "images", "import", "--snapshotter", "overlayfs", archive)
 		out, err = imp.CombinedOutput()
 		Expect(err).NotTo(HaveOccurred(), "ctr images import:\n%s", out)
 

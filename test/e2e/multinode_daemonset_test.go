@@ -559,6 +559,8 @@ systemctl() {
 		local unit="${3%.service}" file line
 		file="/etc/systemd/system/$unit.service"
 		line="$(sed -n 's/^ExecStart=//p' "$file" | tail -n 1)"
+		# The host's containerd is the runtime the tests run, first on PATH.
+		line="${line/#\/usr\/bin\/containerd /containerd }"
 		if [[ -z "$line" ]]; then
 			echo "systemctl (test): no ExecStart in $file" >&2
 			return 1
@@ -581,7 +583,9 @@ func runOnHost(ctx context.Context, n *utils.ClusterNode, root, unitDir, script 
 	GinkgoHelper()
 	GinkgoWriter.Printf("on host %s:\n%s", n.Name, script)
 	cmd := n.Mounts.Command(root, "bash", "-c", hostPreamble+script)
-	cmd.Env = append(os.Environ(), "NODELET_E2E_UNITS="+unitDir)
+	env, err := utils.RuntimePathEnv(ctx, os.Environ())
+	Expect(err).NotTo(HaveOccurred())
+	cmd.Env = append(env, "NODELET_E2E_UNITS="+unitDir)
 	out, err := runWithContext(ctx, cmd)
 	Expect(err).NotTo(HaveOccurred(), "on host %s:\n%s\n%s", n.Name, script, out)
 }
@@ -625,7 +629,10 @@ export -f kubectl __e2e_host ssh scp
 `
 	GinkgoWriter.Printf("as the cluster admin:\n%s", script)
 	cmd := controlPlane.Command(root, "bash", "-c", preamble+script)
-	cmd.Env = append(os.Environ(),
+	// The docs' ctr is the selected runtime's, first on PATH.
+	env, err := utils.RuntimePathEnv(ctx, os.Environ())
+	Expect(err).NotTo(HaveOccurred())
+	cmd.Env = append(env,
 		"NODELET_E2E_KUBECTL="+filepath.Join(c.API.Env.BinaryAssetsDirectory, "kubectl"),
 		"NODELET_E2E_KUBECONFIG="+kubeconfig,
 		"KUBECONFIG="+kubeconfig)
@@ -692,7 +699,9 @@ func preloadNodeletImages(ctx context.Context, n *utils.ClusterNode) {
 	}).WithContext(ctx).WithTimeout(time.Minute).WithPolling(time.Second).Should(Succeed(), "nodelet-containerd on %s", n.Name)
 	ctr := func(args ...string) {
 		GinkgoHelper()
-		out, err := exec.CommandContext(ctx, "ctr", append([]string{"--address", socket, "--namespace", "k8s.io"}, args...)...).CombinedOutput()
+		ctrPath, err := utils.RuntimeBinary(ctx, "ctr")
+		Expect(err).NotTo(HaveOccurred())
+		out, err := exec.CommandContext(ctx, ctrPath, append([]string{"--address", socket, "--namespace", "k8s.io"}, args...)...).CombinedOutput()
 		Expect(err).NotTo(HaveOccurred(), "ctr %s: %s", strings.Join(args, " "), out)
 	}
 	for _, image := range []string{utils.PauseImage, utils.BusyboxImage, utils.WebImage} {

@@ -1,6 +1,7 @@
 package manifests
 
 import (
+	"context"
 	"net"
 	"os"
 	"os/exec"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/nodelet/nodelet/api/v1alpha1"
 	"github.com/nodelet/nodelet/internal/options"
+	"github.com/nodelet/nodelet/test/utils"
 )
 
 // hostPorts are the ports a node's own agents listen on in the host
@@ -367,8 +369,9 @@ func checkHostContainerd(t *testing.T, socket string) {
 	if len(m) != 2 || string(m[1]) != socket {
 		t.Fatalf("config/host/config.toml listens on %q, nodelet dials %s", m, socket)
 	}
-	if _, err := exec.LookPath("containerd"); err != nil {
-		t.Skip("containerd is not installed")
+	containerd, err := utils.RuntimeBinary(context.Background(), "containerd")
+	if err != nil {
+		t.Fatal(err)
 	}
 	// Load it with every path moved under a temporary directory, so that
 	// nothing of the host is touched.
@@ -378,7 +381,7 @@ func checkHostContainerd(t *testing.T, socket string) {
 	if err := os.WriteFile(path, moved, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	out, err := exec.Command("containerd", "--config", path, "config", "dump").CombinedOutput()
+	out, err := exec.Command(containerd, "--config", path, "config", "dump").CombinedOutput()
 	if err != nil {
 		t.Fatalf("containerd does not load config/host/config.toml: %v\n%s", err, out)
 	}

@@ -52,9 +52,7 @@ func TestImageRunsInContainerd(t *testing.T) {
 			t.Error(err)
 		}
 	})
-	socket := strings.TrimPrefix(c.Endpoint(), "unix://")
-	imp := exec.CommandContext(ctx, "ctr", "--address", socket, "--namespace", "k8s.io",
-		"images", "import", "--snapshotter", "overlayfs", archive)
+	imp := c.Ctr(ctx, "images", "import", "--snapshotter", "overlayfs", archive)
 	if out, err := imp.CombinedOutput(); err != nil {
 		t.Fatalf("ctr images import: %v\n%s", err, out)
 	}
