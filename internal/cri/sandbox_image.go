@@ -9,8 +9,11 @@ import (
 )
 
 // SandboxImage returns the image the runtime runs pod sandboxes with, as
-// its verbose status tells it (containerd's CRI: info "config", field
-// sandboxImage), so that image GC never removes it.
+// its verbose status tells it (containerd 1.6's CRI: info "config", field
+// sandboxImage), so that image GC never removes it. It returns "" for a
+// runtime whose config names none: containerd 2 keeps the sandbox image in
+// its image service's configuration (pinned_images.sandbox), which its
+// status does not show, and lists the image as pinned instead.
 func (c *Client) SandboxImage(ctx context.Context) (_ string, err error) {
 	defer func(start time.Time) { observe("status", start, err) }(time.Now())
 	ctx, cancel := c.timeout(ctx)
@@ -23,7 +26,7 @@ func (c *Client) SandboxImage(ctx context.Context) (_ string, err error) {
 }
 
 // SandboxImageFromInfo reads the sandbox image from a verbose runtime
-// status's info.
+// status's info: "" when its config names none.
 func SandboxImageFromInfo(info map[string]string) (string, error) {
 	var config struct {
 		SandboxImage string `json:"sandboxImage"`
@@ -34,9 +37,6 @@ func SandboxImageFromInfo(info map[string]string) (string, error) {
 	}
 	if err := json.Unmarshal([]byte(raw), &config); err != nil {
 		return "", fmt.Errorf("reading the runtime's sandbox image: %w", err)
-	}
-	if config.SandboxImage == "" {
-		return "", errors.New("reading the runtime's sandbox image: its config names none")
 	}
 	return config.SandboxImage, nil
 }

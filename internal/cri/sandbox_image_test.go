@@ -11,7 +11,9 @@ func TestSandboxImageFromInfo(t *testing.T) {
 	}{
 		{name: "containerd's config", info: map[string]string{"config": `{"sandboxImage":"registry.k8s.io/pause:3.6","enableSelinux":false}`}, want: "registry.k8s.io/pause:3.6"},
 		{name: "no config", info: map[string]string{"golang": "go1.20"}, wantErr: true},
-		{name: "config without it", info: map[string]string{"config": `{}`}, wantErr: true},
+		// containerd 2: the sandbox image is the image service's, and
+		// listed as pinned.
+		{name: "config without it", info: map[string]string{"config": `{"containerd":{"defaultRuntimeName":"runc"},"enableSelinux":false}`}, want: ""},
 		{name: "not JSON", info: map[string]string{"config": `sandboxImage`}, wantErr: true},
 	}
 	for _, tc := range cases {

@@ -58,7 +58,9 @@ type ImageGC struct {
 	Policy  ImagePolicy
 	Period  time.Duration
 	// SandboxImage is the image sandboxes run with; when empty it is asked
-	// of Runtime (SandboxImageSource) until it answers.
+	// of Runtime (SandboxImageSource) until it answers. A runtime that
+	// names none (containerd 2) lists its sandbox image as pinned, which
+	// image GC never removes either.
 	SandboxImage string
 	// Recorder and Node receive the Node events.
 	Recorder record.EventRecorder
@@ -70,6 +72,8 @@ type ImageGC struct {
 	mu         sync.Mutex
 	records    map[string]*ImageRecord
 	prevFailed bool
+	// sandboxImageAsked is set once Runtime has answered SandboxImage.
+	sandboxImageAsked bool
 }
 
 // NeedLeaderElection implements manager.LeaderElectionRunnable.
@@ -238,13 +242,14 @@ func (g *ImageGC) detect(ctx context.Context) ([]ImageRecord, error) {
 	if err != nil {
 		return nil, fmt.Errorf("detecting images: %w", err)
 	}
-	if g.SandboxImage == "" {
+	if g.SandboxImage == "" && !g.sandboxImageAsked {
 		if src, ok := g.Runtime.(SandboxImageSource); ok {
 			img, err := src.SandboxImage(ctx)
 			if err != nil {
 				return nil, fmt.Errorf("detecting images: %w", err)
 			}
-			g.SandboxImage = img
+			// "" from a runtime that pins its sandbox image instead.
+			g.SandboxImage, g.sandboxImageAsked = img, true
 		}
 	}
 	if g.records == nil {
