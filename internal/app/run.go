@@ -166,7 +166,29 @@ func buildDeps(ctx context.Context, cfg *v1alpha1.NodeletConfiguration) (*contro
 	if err != nil {
 		return nil, err
 	}
+	useRuntimeCgroupDriver(ctx, cfg, runtime)
 	return &controller.Deps{Config: cfg, Runtime: runtime, Checkpoints: store}, nil
+}
+
+// useRuntimeCgroupDriver sets cfg's cgroup driver to the one the runtime
+// reports (CRI RuntimeConfig), as the kubelet has done by default since
+// 1.31: pods' cgroups must be named the way the runtime names its
+// containers'. A runtime without RuntimeConfig (containerd 1.6) leaves
+// the configured driver, and so does one that cannot be asked now.
+func useRuntimeCgroupDriver(ctx context.Context, cfg *v1alpha1.NodeletConfiguration, runtime *cri.Client) {
+	log := ctrl.Log.WithName("setup")
+	driver, err := runtime.CgroupDriver(ctx)
+	switch {
+	case err != nil:
+		log.Error(err, "Unable to read the runtime's cgroup driver, using the configured one", "cgroupDriver", cfg.CgroupDriver)
+	case driver == "":
+		log.Info("The runtime does not report its cgroup driver, using the configured one", "cgroupDriver", cfg.CgroupDriver)
+	case driver != cfg.CgroupDriver:
+		log.Info("Using the cgroup driver the runtime reports", "cgroupDriver", driver, "configured", cfg.CgroupDriver)
+		cfg.CgroupDriver = driver
+	default:
+		log.V(1).Info("The runtime reports the configured cgroup driver", "cgroupDriver", driver)
+	}
 }
 
 // loadClient returns the API server client of --kubeconfig, after a TLS

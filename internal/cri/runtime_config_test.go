@@ -24,3 +24,38 @@ func TestUpdateRuntimeConfig(t *testing.T) {
 	g.Expect(err).To(MatchError(ContainSubstring(`pod CIDR "10.244.1.0/24"`)))
 	g.Expect(status.Code(err)).To(Equal(codes.Unavailable), "the gRPC status stays reachable")
 }
+
+func TestCgroupDriver(t *testing.T) {
+	ctx := context.Background()
+	cases := []struct {
+		name    string
+		linux   *runtimeapi.LinuxRuntimeConfiguration
+		err     error
+		want    string
+		wantErr bool
+	}{
+		{name: "cgroupfs (containerd 2, SystemdCgroup false)", linux: &runtimeapi.LinuxRuntimeConfiguration{CgroupDriver: runtimeapi.CgroupDriver_CGROUPFS}, want: "cgroupfs"},
+		{name: "systemd", linux: &runtimeapi.LinuxRuntimeConfiguration{CgroupDriver: runtimeapi.CgroupDriver_SYSTEMD}, want: "systemd"},
+		{name: "no Linux part", want: ""},
+		{name: "not implemented (containerd 1.6)", err: status.Error(codes.Unimplemented, "unknown method RuntimeConfig"), want: ""},
+		{name: "unknown driver", linux: &runtimeapi.LinuxRuntimeConfiguration{CgroupDriver: 7}, wantErr: true},
+		{name: "runtime down", err: status.Error(codes.Unavailable, "runtime down"), wantErr: true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			g := NewWithT(t)
+			c, rs, _ := newTestClient(t)
+			rs.FakeLinuxConfiguration = tc.linux
+			if tc.err != nil {
+				rs.InjectError("RuntimeConfig", tc.err)
+			}
+			got, err := c.CgroupDriver(ctx)
+			if tc.wantErr {
+				g.Expect(err).To(HaveOccurred())
+				return
+			}
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(got).To(Equal(tc.want))
+		})
+	}
+}
