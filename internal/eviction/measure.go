@@ -17,10 +17,13 @@ import (
 	"github.com/nodelet/nodelet/internal/volumestats"
 )
 
-// Files of the root memory cgroup (cgroup v1) memory.available is read from.
+// Files of the root memory cgroup memory.available is read from: cgroup
+// v1's usage and stat, or cgroup v2's stat (the v2 root has no
+// memory.current).
 const (
 	MemoryCgroupUsagePath = "/sys/fs/cgroup/memory/memory.usage_in_bytes"
 	MemoryCgroupStatPath  = "/sys/fs/cgroup/memory/memory.stat"
+	UnifiedMemoryStatPath = "/sys/fs/cgroup/memory.stat"
 )
 
 // ImageFs says where the runtime keeps its images.
@@ -59,9 +62,38 @@ func ParseWorkingSet(usage, stat []byte) (int64, error) {
 	return max(u-inactive, 0), nil
 }
 
+// ParseUnifiedWorkingSet returns the working set of the root of a cgroup
+// v2 hierarchy from its memory.stat, as the kubelet measures it there
+// (cAdvisor over runc's cgroup library, which emulates the usage the root
+// lacks): its anonymous and file pages (anon + file, what v1's usage
+// counts) minus its inactive file pages, never below zero. Kernel memory
+// (slab, page tables, stacks) is not in it, as it is not in the kubelet's.
+func ParseUnifiedWorkingSet(stat []byte) (int64, error) {
+	fields := map[string]int64{"anon": -1, "file": -1, "inactive_file": -1}
+	sc := bufio.NewScanner(bytes.NewReader(stat))
+	for sc.Scan() {
+		k, v, ok := strings.Cut(sc.Text(), " ")
+		if _, want := fields[k]; !ok || !want {
+			continue
+		}
+		n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("parsing %s of memory.stat: %w", k, err)
+		}
+		fields[k] = n
+	}
+	for _, k := range []string{"anon", "file", "inactive_file"} {
+		if fields[k] < 0 {
+			return 0, fmt.Errorf("memory.stat has no %s", k)
+		}
+	}
+	return max(fields["anon"]+fields["file"]-fields["inactive_file"], 0), nil
+}
+
 // observeMemory measures memory.available: the machine's memory minus the
-// root memory cgroup's working set, as the kubelet does on cgroup v1; where
-// that cgroup cannot be read, MemAvailable.
+// root memory cgroup's working set, as the kubelet does (cgroup v1's
+// usage minus inactive file pages, or the same from cgroup v2's root
+// memory.stat); where neither can be read, MemAvailable.
 func observeMemory(host nodeinfo.Host) (Observation, error) {
 	data, err := host.ReadFile(nodeinfo.MeminfoPath)
 	if err != nil {
@@ -71,14 +103,22 @@ func observeMemory(host nodeinfo.Host) (Observation, error) {
 	if err != nil {
 		return Observation{}, err
 	}
+	var ws int64
 	usage, uerr := host.ReadFile(MemoryCgroupUsagePath)
 	stat, serr := host.ReadFile(MemoryCgroupStatPath)
-	if uerr != nil || serr != nil {
-		return Observation{Available: mem.AvailableBytes, Capacity: mem.TotalBytes}, nil
-	}
-	ws, err := ParseWorkingSet(usage, stat)
-	if err != nil {
-		return Observation{}, err
+	switch {
+	case uerr == nil && serr == nil:
+		if ws, err = ParseWorkingSet(usage, stat); err != nil {
+			return Observation{}, err
+		}
+	default:
+		unified, err := host.ReadFile(UnifiedMemoryStatPath)
+		if err != nil {
+			return Observation{Available: mem.AvailableBytes, Capacity: mem.TotalBytes}, nil
+		}
+		if ws, err = ParseUnifiedWorkingSet(unified); err != nil {
+			return Observation{}, err
+		}
 	}
 	return Observation{Available: max(mem.TotalBytes-ws, 0), Capacity: mem.TotalBytes}, nil
 }

@@ -54,6 +54,13 @@ func TestObserveMemoryAndPIDs(t *testing.T) {
 		{name: "capacity minus the root cgroup's working set",
 			files: map[string]string{nodeinfo.MeminfoPath: meminfo, MemoryCgroupUsagePath: "400000000", MemoryCgroupStatPath: "total_inactive_file 100000000"},
 			want:  Observation{Available: 1<<30 - 300000000, Capacity: 1 << 30}},
+		{name: "cgroup v2: capacity minus anon and file pages less inactive file pages of the root",
+			files: map[string]string{nodeinfo.MeminfoPath: meminfo, UnifiedMemoryStatPath: "anon 300000000\nfile 200000000\nkernel 90000000\nactive_file 50000000\ninactive_file 150000000\n"},
+			want:  Observation{Available: 1<<30 - 350000000, Capacity: 1 << 30}},
+		{name: "cgroup v1 wins over a v2 hierarchy beside it",
+			files: map[string]string{nodeinfo.MeminfoPath: meminfo, MemoryCgroupUsagePath: "400000000", MemoryCgroupStatPath: "total_inactive_file 100000000",
+				UnifiedMemoryStatPath: "anon 1\nfile 1\ninactive_file 0\n"},
+			want: Observation{Available: 1<<30 - 300000000, Capacity: 1 << 30}},
 		{name: "no memory cgroup: MemAvailable",
 			files: map[string]string{nodeinfo.MeminfoPath: meminfo},
 			want:  Observation{Available: 512 << 20, Capacity: 1 << 30}},
@@ -65,6 +72,9 @@ func TestObserveMemoryAndPIDs(t *testing.T) {
 				t.Errorf("observeMemory = %+v, %v; want %+v", got, err, tt.want)
 			}
 		})
+	}
+	if _, err := observeMemory(fakeHost{files: map[string]string{nodeinfo.MeminfoPath: meminfo, UnifiedMemoryStatPath: "anon 1\nfile 2\n"}}); err == nil {
+		t.Error("observeMemory with a v2 memory.stat lacking inactive_file: want an error")
 	}
 	got, err := observePIDs(fakeHost{files: map[string]string{nodeinfo.PIDMaxPath: "4194304\n", nodeinfo.LoadavgPath: "0.01 0.14 0.22 2/300 1234\n"}})
 	if err != nil || got != (Observation{Available: 4194304 - 300, Capacity: 4194304}) {
