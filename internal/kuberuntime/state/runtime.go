@@ -76,6 +76,16 @@ type Container struct {
 	// LogPath is the container's log file on the host, as the runtime
 	// reports it.
 	LogPath string
+	// User is the identity the container's process runs as (UID, GID,
+	// supplementary groups), as the runtime reports it; nil from a
+	// runtime that does not (containerd 1.6).
+	User *LinuxUser
+}
+
+// LinuxUser is the identity a container's first process runs as.
+type LinuxUser struct {
+	UID, GID           int64
+	SupplementalGroups []int64
 }
 
 // FromCRI converts CRI sandbox and container statuses of one pod into a
@@ -148,7 +158,16 @@ func ContainerFromCRI(s *runtimeapi.ContainerStatus) Container {
 		SandboxID:  s.GetLabels()[SandboxIDLabel],
 		Hash:       s.GetLabels()[ContainerHashLabel],
 		LogPath:    s.GetLogPath(),
+		User:       linuxUserFromCRI(s.GetUser()),
 	}
+}
+
+func linuxUserFromCRI(u *runtimeapi.ContainerUser) *LinuxUser {
+	l := u.GetLinux()
+	if l == nil {
+		return nil
+	}
+	return &LinuxUser{UID: l.GetUid(), GID: l.GetGid(), SupplementalGroups: l.GetSupplementalGroups()}
 }
 
 func containerStateFromCRI(s runtimeapi.ContainerState) ContainerState {

@@ -27,6 +27,7 @@ func TestFromCRI(t *testing.T) {
 			Image: &runtimeapi.ImageSpec{Image: "sha256:abc", UserSpecifiedImage: "busybox:1"}, ImageRef: "docker.io/library/busybox@sha256:abc",
 			Reason: "Error", Message: "boom",
 			Labels: map[string]string{SandboxIDLabel: "new", ContainerHashLabel: "beef"},
+			User:   &runtimeapi.ContainerUser{Linux: &runtimeapi.LinuxContainerUser{Uid: 1000, Gid: 1000, SupplementalGroups: []int64{1000, 4000}}},
 		}},
 	)
 	want := PodRuntime{
@@ -38,6 +39,7 @@ func TestFromCRI(t *testing.T) {
 			ID: "c1", Name: "app", Attempt: 2, State: ContainerExited, ExitCode: 1, Reason: "Error", Message: "boom",
 			CreatedAt: podtest.At(time.Second), StartedAt: podtest.At(2 * time.Second), FinishedAt: podtest.At(3 * time.Second),
 			Image: "busybox:1", ImageRef: "docker.io/library/busybox@sha256:abc", SandboxID: "new", Hash: "beef",
+			User: &LinuxUser{UID: 1000, GID: 1000, SupplementalGroups: []int64{1000, 4000}},
 		}},
 	}
 	if diff := cmp.Diff(want, rt); diff != "" {

@@ -2,6 +2,7 @@ package status
 
 import (
 	"net"
+	"slices"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -302,6 +303,11 @@ func (b *statusBuilder) observedContainerStatus(c *v1.Container, insts []state.C
 		ImageID:      latest.ImageRef,
 		ContainerID:  b.containerID(latest.ID),
 		RestartCount: int32(latest.Attempt),
+	}
+	if u := latest.User; u != nil {
+		// As the kubelet does (supplementalGroupsPolicy): who the
+		// container's process runs as, from a runtime that says.
+		cs.User = &v1.ContainerUser{Linux: &v1.LinuxContainerUser{UID: u.UID, GID: u.GID, SupplementalGroups: slices.Clone(u.SupplementalGroups)}}
 	}
 	switch latest.State {
 	case state.ContainerRunning:

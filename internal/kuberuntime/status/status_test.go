@@ -186,6 +186,7 @@ func TestComputePodStatusDetails(t *testing.T) {
 		statetest.Exited(pod, "app", "s1", 0, 2, podtest.At(3*time.Second)),
 		statetest.Running(pod, "app", "s1", 1))
 	rt.Containers[1].Reason, rt.Containers[1].Message = "OOMKilled", "killed"
+	rt.Containers[2].User = &state.LinuxUser{UID: 1000, GID: 3000, SupplementalGroups: []int64{3000, 4000}}
 	in := Inputs{Now: podtest.At(10 * time.Second), HostIPs: []string{"192.168.1.2"}}
 	s := ComputePodStatus(pod, rt, state.PodState{}, in)
 
@@ -204,6 +205,7 @@ func TestComputePodStatusDetails(t *testing.T) {
 		ContainerID:  "containerd://app-1",
 		Started:      &started,
 		Resources:    &v1.ResourceRequirements{},
+		User:         &v1.ContainerUser{Linux: &v1.LinuxContainerUser{UID: 1000, GID: 3000, SupplementalGroups: []int64{3000, 4000}}},
 	}
 	if diff := cmp.Diff([]v1.ContainerStatus{wantApp}, s.ContainerStatuses); diff != "" {
 		t.Errorf("container statuses (-want +got):\n%s", diff)
