@@ -41,6 +41,16 @@ UNIT_PKGS = $(shell $(GO) list ./... | grep -v /test/)
 # API server), beside the other packages under test/, one at a time.
 E2E_PROCS ?= 2
 E2E_SUITE = ./test/e2e
+# The container runtime every suite, make run, make conformance and make
+# bench run: containerd2 (containerd 2.4 and runc 1.5, built from the Go
+# module proxy by hack/runtime.sh into the cache) or containerd1.6
+# (Debian 12's containerd 1.6 and runc 1.1). make test then runs the
+# specs labelled runtime-smoke (a pod's lifecycle, adoption after a
+# restart, exec and logs, what the runtime reports) on SMOKE_RUNTIME, the
+# other one; SMOKE_RUNTIME= leaves that out.
+RUNTIME ?= containerd2
+export RUNTIME
+SMOKE_RUNTIME ?= $(if $(filter containerd1.6,$(RUNTIME)),containerd2,containerd1.6)
 TEST_OTHER_PKGS = $(shell $(GO) list ./test/... | grep -v '/test/e2e$$')
 # A module of its own that extends nodelet through pkg/nodelet: the root
 # module's ./... does not reach into it.
@@ -61,6 +71,11 @@ deps: ## Install the Debian packages the tests and the local run need (idempoten
 .PHONY: envtest
 envtest: ## Build kube-apiserver, etcd and kubectl into the cache (a no-op when present).
 	@bash hack/envtest.sh >/dev/null
+
+.PHONY: runtime
+runtime: deps ## Build containerd 2 and runc into the cache (a no-op when present), and resolve RUNTIME's binaries.
+	@bash hack/runtime.sh containerd2 >/dev/null
+	@bash hack/runtime.sh $(RUNTIME) >/dev/null
 
 .PHONY: generate
 generate: ## Regenerate deepcopy functions of the configuration API.
@@ -83,14 +98,17 @@ lint: ## golangci-lint (pinned, built into the cache) with .golangci.yml, and a 
 	@bash hack/check-tidy.sh
 
 .PHONY: test
-test: deps envtest vet lint ## Lint, unit, envtest and e2e tests against a real API server and containerd.
+test: deps envtest runtime vet lint ## Lint, unit, envtest and e2e tests against a real API server and containerd (RUNTIME=containerd2|containerd1.6), and a smoke on SMOKE_RUNTIME.
 	export KUBEBUILDER_ASSETS="$$(bash hack/envtest.sh)"; \
 	$(GO) test $(GOTESTFLAGS) -timeout $(TEST_TIMEOUT) $(UNIT_PKGS); \
 	$(GO) build -o bin/ginkgo github.com/onsi/ginkgo/v2/ginkgo; \
 	$(GO) test $(GOTESTFLAGS) -timeout $(TEST_TIMEOUT) -p 1 $(TEST_OTHER_PKGS) & others=$$!; \
 	e2e=0; bin/ginkgo run --procs $(E2E_PROCS) --timeout $(TEST_TIMEOUT) --no-color $(E2E_SUITE) || e2e=$$?; \
+	smoke=0; if [[ -n "$(SMOKE_RUNTIME)" ]]; then \
+		RUNTIME=$(SMOKE_RUNTIME) bin/ginkgo run --procs $(E2E_PROCS) --timeout $(TEST_TIMEOUT) --no-color --label-filter=runtime-smoke $(E2E_SUITE) || smoke=$$?; \
+	fi; \
 	rest=0; wait $$others || rest=$$?; \
-	if [[ $$e2e != 0 || $$rest != 0 ]]; then echo "make test: e2e suite exit $$e2e, other suites under test/ exit $$rest"; exit 1; fi; \
+	if [[ $$e2e != 0 || $$smoke != 0 || $$rest != 0 ]]; then echo "make test: e2e suite exit $$e2e, runtime smoke on $(SMOKE_RUNTIME) exit $$smoke, other suites under test/ exit $$rest"; exit 1; fi; \
 	$(MAKE) --no-print-directory example
 
 .PHONY: e2e-multinode
@@ -112,7 +130,7 @@ example: deps envtest ## Build and test the example extension module.
 CONFORMANCE_SUITES ?= $(if $(FOCUS),node,node storage)
 
 .PHONY: conformance
-conformance: deps envtest ## Kubernetes' node, volume and CSI mock specs on nodelet and on the real kubelet (NODE=nodelet|kubelet for one, FOCUS=regexp, CONFORMANCE_SUITES).
+conformance: deps envtest runtime ## Kubernetes' node, volume and CSI mock specs on nodelet and on the real kubelet (NODE=nodelet|kubelet for one, FOCUS=regexp, CONFORMANCE_SUITES).
 	export KUBEBUILDER_ASSETS="$$(bash hack/envtest.sh)"; \
 	rc=0; for suite in $(CONFORMANCE_SUITES); do \
 		$(GO) run ./hack/conformance -suite $$suite $(CONFORMANCE_FLAGS) || rc=$$?; \
@@ -171,7 +189,7 @@ test-down: ## Clean up after tests and benchmarks that were killed: their contai
 	$(GO) run ./hack/reap
 
 .PHONY: bench
-bench: deps envtest ## Benchmarks, printed as tables.
+bench: deps envtest runtime ## Benchmarks, printed as tables.
 	export KUBEBUILDER_ASSETS="$$(bash hack/envtest.sh)"; \
 	$(GO) test -run '^$$' -bench . -benchmem $(UNIT_PKGS); \
 	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout 60m ./test/bench/; \

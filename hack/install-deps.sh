@@ -17,8 +17,8 @@
 set -euo pipefail
 
 PACKAGES=(
-	containerd                  # containerd 1.6 and ctr (pulls runc)
-	runc                        # the OCI runtime the CRI plugin runs
+	containerd                  # containerd 1.6 and ctr, the runtime of RUNTIME=containerd1.6 (pulls runc)
+	runc                        # runc 1.1, containerd 1.6's OCI runtime (containerd 2 runs the runc hack/runtime.sh builds)
 	containernetworking-plugins # bridge, host-local, portmap, loopback in /usr/lib/cni
 	iptables                    # bridge ipMasq and portmap program iptables
 	iproute2                    # ip, to remove a CNI bridge left behind

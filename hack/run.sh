@@ -10,7 +10,9 @@
 # everything else on the machine are left as they are.
 #
 # Without it, make run installs the Debian packages (hack/install-deps.sh),
-# builds the Kubernetes binaries (hack/envtest.sh) and runs hack/localup: a
+# builds the Kubernetes binaries (hack/envtest.sh) and the container runtime
+# RUNTIME selects (hack/runtime.sh: containerd2, the default, or
+# containerd1.6) and runs hack/localup: a
 # local cluster of etcd, kube-apiserver, kube-controller-manager,
 # kube-scheduler, a private containerd and nodelet, with a demo; with
 # NODES=n (n > 1), n nodes, each a network namespace with its own
@@ -49,6 +51,9 @@ fi
 
 bash hack/install-deps.sh 2> >(progress install-deps >&2)
 assets=$(bash hack/envtest.sh 2> >(progress envtest >&2))
+# The container runtime RUNTIME selects (containerd2 by default: built
+# into the cache the first time); the local cluster runs it.
+bash hack/runtime.sh "${RUNTIME:-containerd2}" 2> >(progress runtime >&2) >/dev/null
 step "building the local cluster runner (bin/nodelet-localup)"
 build_localup
 KUBEBUILDER_ASSETS=$assets exec bin/nodelet-localup
