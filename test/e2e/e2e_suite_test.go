@@ -33,6 +33,12 @@ const (
 	pollInterval = 100 * time.Millisecond
 )
 
+// runtimeSmokeLabel marks the few specs make test runs once more on the
+// runtime that is not the default (RUNTIME=containerd1.6,
+// -ginkgo.label-filter=runtime-smoke): the pod lifecycle, adoption after a
+// restart, exec and logs, and what the runtime reports.
+const runtimeSmokeLabel = "runtime-smoke"
+
 var (
 	ctrd      *utils.Containerd
 	apiServer *utils.APIServer

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"strconv"
 	"strings"
 	"time"
 
@@ -14,6 +15,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/nodelet/nodelet/internal/cri"
 	"github.com/nodelet/nodelet/test/utils"
 )
 
@@ -83,7 +85,31 @@ var _ = Describe("Pod isolation requests", Ordered, func() {
 		})
 	}
 
+	// userNamespaces reports whether the runtime's default handler says it
+	// runs pods in user namespaces (Status runtime_handlers features), as
+	// nodelet reads it.
+	userNamespaces := func(ctx SpecContext) bool {
+		GinkgoHelper()
+		rs, _ := newCRIClients(ctx)
+		st, err := rs.Status(ctx, false)
+		Expect(err).NotTo(HaveOccurred())
+		return cri.FeaturesFromStatus(st).UserNamespaces("")
+	}
+	// execIn runs command in the pod's first container and returns its
+	// standard output.
+	execIn := func(ctx SpecContext, p *corev1.Pod, command ...string) string {
+		GinkgoHelper()
+		rs, _ := newCRIClients(ctx)
+		id := strings.TrimPrefix(p.Status.ContainerStatuses[0].ContainerID, "containerd://")
+		stdout, stderr, err := rs.ExecSync(ctx, id, command, criTimeout)
+		Expect(err).NotTo(HaveOccurred(), "%v: %s", command, stderr)
+		return string(stdout)
+	}
+
 	It("refuses a pod with hostUsers: false on a runtime without user namespaces, and keeps running others", func(ctx SpecContext) {
+		if userNamespaces(ctx) {
+			Skip("the runtime's default handler reports user namespaces (containerd 2 on this kernel: runtime handler feature user_namespaces): it has no refusal to show; the next spec runs such a pod")
+		}
 		ns := utils.NewNamespace(ctx, env.Admin)
 		userns := utils.BusyboxPod(ns, "userns", isolationNode, "sleep", "3600")
 		userns.Spec.HostUsers = ptr.To(false)
@@ -95,6 +121,45 @@ var _ = Describe("Pod isolation requests", Ordered, func() {
 		Expect(env.Admin.Create(ctx, utils.BusyboxPod(ns, "other", isolationNode, "sleep", "3600"))).To(Succeed())
 		expectReady(ctx, ns, "other")
 		Expect(env.Nodelet.Running()).To(BeTrue(), "nodelet keeps running")
+	})
+
+	It("runs a pod with hostUsers: false in a user namespace of its own on a runtime with them", func(ctx SpecContext) {
+		if !userNamespaces(ctx) {
+			Skip("the runtime's default handler does not report user namespaces (containerd 1.6 reports no runtime handler features at all): the previous spec checks the refusal")
+		}
+		ns := utils.NewNamespace(ctx, env.Admin)
+		userns := utils.BusyboxPod(ns, "userns", isolationNode, "sleep", "3600")
+		userns.Spec.HostUsers = ptr.To(false)
+		userns.Spec.SecurityContext = &corev1.PodSecurityContext{RunAsUser: ptr.To[int64](0)}
+		Expect(env.Admin.Create(ctx, userns)).To(Succeed())
+		var ready *corev1.Pod
+		denied := ""
+		Eventually(func(g Gomega) {
+			p := utils.GetPod(ctx, env.Admin, ns, "userns")(g)
+			if utils.PodReady(p) {
+				ready = p
+				return
+			}
+			// runc 1.5 sets up a user-namespaced pod's rootfs with a
+			// propagation remount that a host may deny: then no runtime
+			// runs such a pod there, whatever the agent.
+			if msg := eventFor(ctx, g, ns, "userns", "FailedCreatePodSandBox"); strings.Contains(msg, "remount-propagation") && strings.Contains(msg, "permission denied") {
+				denied = msg
+				return
+			}
+			g.Expect(utils.PodReady(p)).To(BeTrue(), "pod userns ready")
+		}).WithContext(ctx).WithTimeout(isolationTimeout).WithPolling(pollInterval).Should(Succeed())
+		if denied != "" {
+			Skip("the runtime reports user namespaces, but runc cannot set up a user-namespaced rootfs on this host: " + denied)
+		}
+
+		By("root in the pod is an unprivileged range of the host's IDs")
+		fields := strings.Fields(execIn(ctx, ready, "cat", "/proc/self/uid_map"))
+		Expect(fields).To(HaveLen(3), "one mapping")
+		Expect(fields[0]).To(Equal("0"))
+		Expect(fields[1]).NotTo(Equal("0"), "container root is not the host's root")
+		Expect(fields[2]).To(Equal("65536"))
+		Expect(strings.Fields(execIn(ctx, ready, "id", "-u"))).To(Equal([]string{"0"}))
 	})
 
 	It("runs a pod on its RuntimeClass's handler, not on a handler named like the class", func(ctx SpecContext) {
@@ -140,6 +205,9 @@ var _ = Describe("Pod isolation requests", Ordered, func() {
 	})
 
 	It("refuses a pod with supplementalGroupsPolicy: Strict on a runtime without it", func(ctx SpecContext) {
+		if utils.IsContainerd2() {
+			Skip("containerd 2 reports the supplemental_groups_policy runtime feature: it has no refusal to show; the next spec runs such a pod")
+		}
 		ns := utils.NewNamespace(ctx, env.Admin)
 		strict := utils.BusyboxPod(ns, "strict", isolationNode, "sleep", "3600")
 		strict.Spec.SecurityContext = &corev1.PodSecurityContext{
@@ -171,5 +239,42 @@ var _ = Describe("Pod isolation requests", Ordered, func() {
 			names = append(names, s.GetMetadata().GetName())
 		}
 		Expect(strings.Join(names, ",")).To(Equal("merge"))
+	})
+
+	It("runs a pod with supplementalGroupsPolicy: Strict on a runtime with it, and reports the container's user", func(ctx SpecContext) {
+		if !utils.IsContainerd2() {
+			Skip("containerd 1.6 has no supplemental_groups_policy runtime feature: the previous spec checks the refusal")
+		}
+		ns := utils.NewNamespace(ctx, env.Admin)
+		for _, policy := range []corev1.SupplementalGroupsPolicy{corev1.SupplementalGroupsPolicyStrict, corev1.SupplementalGroupsPolicyMerge} {
+			name := strings.ToLower(string(policy))
+			pod := utils.BusyboxPod(ns, name, isolationNode, "sleep", "3600")
+			pod.Spec.SecurityContext = &corev1.PodSecurityContext{
+				RunAsUser: ptr.To[int64](1000), RunAsGroup: ptr.To[int64](3000), SupplementalGroups: []int64{4000},
+				SupplementalGroupsPolicy: ptr.To(policy),
+			}
+			Expect(env.Admin.Create(ctx, pod)).To(Succeed())
+		}
+		for _, name := range []string{"strict", "merge"} {
+			ready := expectReady(ctx, ns, name)
+			user := ready.Status.ContainerStatuses[0].User
+			Expect(user).NotTo(BeNil(), "pod %s: containerStatuses[0].user", name)
+			Expect(user.Linux).NotTo(BeNil())
+			Expect(user.Linux.UID).To(BeEquivalentTo(1000))
+			Expect(user.Linux.GID).To(BeEquivalentTo(3000))
+			Expect(user.Linux.SupplementalGroups).To(ContainElement(int64(4000)))
+			By("the reported groups are the process's (" + name + ")")
+			groups := map[int64]bool{}
+			for _, f := range strings.Fields(execIn(ctx, ready, "id", "-G")) {
+				g, err := strconv.ParseInt(f, 10, 64)
+				Expect(err).NotTo(HaveOccurred())
+				groups[g] = true
+			}
+			reported := map[int64]bool{user.Linux.GID: true}
+			for _, g := range user.Linux.SupplementalGroups {
+				reported[g] = true
+			}
+			Expect(groups).To(Equal(reported))
+		}
 	})
 })

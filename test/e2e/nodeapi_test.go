@@ -114,7 +114,7 @@ var _ = Describe("The node API through the API server", Ordered, ContinueOnFailu
 		Expect(nodelet.ServerAddr).To(HaveSuffix(fmt.Sprintf(":%d", node.Status.DaemonEndpoints.KubeletEndpoint.Port)))
 	})
 
-	It("serves kubectl logs with --tail, --timestamps and --limit-bytes", func(ctx SpecContext) {
+	It("serves kubectl logs with --tail, --timestamps and --limit-bytes", Label(runtimeSmokeLabel), func(ctx SpecContext) {
 		startPod(ctx, sh("logs", "for i in $(seq 1 20); do echo line $i; done; sleep 3600"))
 		var want strings.Builder
 		for i := 1; i <= 20; i++ {
@@ -215,7 +215,7 @@ var _ = Describe("The node API through the API server", Ordered, ContinueOnFailu
 			startPod(ctx, utils.BusyboxPod(ns, "shell", nodeAPINode, "sleep", "3600"))
 		}, NodeTimeout(podStartTimeout))
 
-		It("prints exactly what the command prints", func(ctx SpecContext) {
+		It("prints exactly what the command prints", Label(runtimeSmokeLabel), func(ctx SpecContext) {
 			out, errOut, code := kubectl(ctx, nil, "exec", "-n", ns, "shell", "--", "echo", "hi")
 			Expect(code).To(BeZero(), errOut)
 			Expect(out).To(Equal("hi\n"))

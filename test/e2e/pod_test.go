@@ -39,7 +39,7 @@ var _ = Describe("Pod lifecycle", Ordered, func() {
 		return utils.WaitForPod(ctx, env.Admin, ns, name, timeout, check)
 	}
 
-	It("runs a busybox pod to Running and Ready", func(ctx SpecContext) {
+	It("runs a busybox pod to Running and Ready", Label(runtimeSmokeLabel), func(ctx SpecContext) {
 		ns := utils.NewNamespace(ctx, env.Admin)
 		Expect(env.Admin.Create(ctx, utils.BusyboxPod(ns, "sleeper", podNode, "sleep", "3600"))).To(Succeed())
 		p := waitFor(ctx, ns, "sleeper", podStartTimeout, func(g Gomega, p *corev1.Pod) {
@@ -59,7 +59,7 @@ var _ = Describe("Pod lifecycle", Ordered, func() {
 		Expect(cs.State.Running).NotTo(BeNil())
 	})
 
-	It("runs a pod to completion and reports Succeeded with exit code 0", func(ctx SpecContext) {
+	It("runs a pod to completion and reports Succeeded with exit code 0", Label(runtimeSmokeLabel), func(ctx SpecContext) {
 		ns := utils.NewNamespace(ctx, env.Admin)
 		pod := utils.BusyboxPod(ns, "once", podNode, "sh", "-c", "echo done")
 		pod.Spec.RestartPolicy = corev1.RestartPolicyNever
@@ -300,7 +300,7 @@ var _ = Describe("Pod lifecycle", Ordered, func() {
 		}).WithTimeout(5 * time.Second).WithPolling(500 * time.Millisecond).Should(Succeed())
 	})
 
-	It("adopts its running pods after being killed: no restart, same sandboxes, no status write", func(ctx SpecContext) {
+	It("adopts its running pods after being killed: no restart, same sandboxes, no status write", Label(runtimeSmokeLabel), func(ctx SpecContext) {
 		ns := utils.NewNamespace(ctx, env.Admin)
 		const n = 10
 		for i := range n {
