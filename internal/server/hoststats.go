@@ -6,6 +6,9 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 )
 
 // userHZ is the unit of /proc/stat's CPU times (USER_HZ, 100 on Linux).
@@ -123,4 +126,77 @@ func ParseBootTime(data []byte) (int64, error) {
 		}
 	}
 	return 0, fmt.Errorf("parsing /proc/stat: no btime line")
+}
+
+// ParsePressure reads a pressure stall information file (a cgroup v2
+// cgroup's cpu.pressure, memory.pressure or io.pressure, or
+// /proc/pressure/*): a "some" and an optional "full" line of avg10, avg60,
+// avg300 (percent) and total (microseconds, converted to the summary API's
+// nanoseconds). A missing "full" line (cpu.pressure before Linux 5.13)
+// reads as zeros.
+func ParsePressure(data []byte) (*statsapi.PSIStats, error) {
+	var psi statsapi.PSIStats
+	var some bool
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		if len(f) == 0 {
+			continue
+		}
+		var d *statsapi.PSIData
+		switch f[0] {
+		case "some":
+			d, some = &psi.Some, true
+		case "full":
+			d = &psi.Full
+		default:
+			return nil, fmt.Errorf("parsing pressure: unknown line %q", f[0])
+		}
+		seen := 0
+		for _, kv := range f[1:] {
+			k, v, ok := strings.Cut(kv, "=")
+			if !ok {
+				return nil, fmt.Errorf("parsing pressure %s: field %q", f[0], kv)
+			}
+			var err error
+			switch k {
+			case "avg10":
+				d.Avg10, err = strconv.ParseFloat(v, 64)
+			case "avg60":
+				d.Avg60, err = strconv.ParseFloat(v, 64)
+			case "avg300":
+				d.Avg300, err = strconv.ParseFloat(v, 64)
+			case "total":
+				var us uint64
+				us, err = strconv.ParseUint(v, 10, 64)
+				d.Total = us * 1000
+			default:
+				continue
+			}
+			if err != nil {
+				return nil, fmt.Errorf("parsing pressure %s %s: %w", f[0], k, err)
+			}
+			seen++
+		}
+		if seen != 4 {
+			return nil, fmt.Errorf("parsing pressure %s: want avg10, avg60, avg300 and total", f[0])
+		}
+	}
+	if !some {
+		return nil, fmt.Errorf("parsing pressure: no some line")
+	}
+	return &psi, nil
+}
+
+// criPSI converts the runtime's pressure stall information (nanoseconds
+// already) to the summary API's; nil when the runtime reported none
+// (cgroup v1, or a runtime that does not read it).
+func criPSI(p *runtimeapi.PsiStats) *statsapi.PSIStats {
+	if p == nil || (p.GetSome() == nil && p.GetFull() == nil) {
+		return nil
+	}
+	conv := func(d *runtimeapi.PsiData) statsapi.PSIData {
+		return statsapi.PSIData{Total: d.GetTotal(), Avg10: d.GetAvg10(), Avg60: d.GetAvg60(), Avg300: d.GetAvg300()}
+	}
+	return &statsapi.PSIStats{Some: conv(p.GetSome()), Full: conv(p.GetFull())}
 }

@@ -24,6 +24,11 @@ import (
 	"github.com/nodelet/nodelet/internal/nodeinfo"
 )
 
+// UnifiedCgroupRoot is where the root of a cgroup v2 hierarchy is mounted
+// on a host that boots cgroup v2 alone: the node's pressure files
+// (cpu.pressure, memory.pressure, io.pressure) are read there.
+const UnifiedCgroupRoot = "/sys/fs/cgroup"
+
 // StatsProvider computes the node's resource usage summary from the CRI
 // stats calls and the host.
 type StatsProvider struct {
@@ -129,8 +134,13 @@ func (p *StatsProvider) nodeStats(ctx context.Context, onlyCPUAndMemory bool) (*
 		Time: ts, AvailableBytes: ptr.To(mem.Available), UsageBytes: ptr.To(mem.Usage),
 		WorkingSetBytes: ptr.To(mem.WorkingSet), RSSBytes: ptr.To(mem.RSS),
 	}
+	n.CPU.PSI = p.rootPressure("cpu")
+	n.Memory.PSI = p.rootPressure("memory")
 	if onlyCPUAndMemory {
 		return n, nil
+	}
+	if psi := p.rootPressure("io"); psi != nil {
+		n.IO = &statsapi.IOStats{Time: ts, PSI: psi}
 	}
 	if dev, err := p.Host.ReadFile("/proc/net/dev"); err == nil {
 		route, _ := p.Host.ReadFile("/proc/net/route")
@@ -162,6 +172,21 @@ func (p *StatsProvider) nodeStats(ctx context.Context, onlyCPUAndMemory bool) (*
 	}
 	n.Rlimit = rl
 	return n, nil
+}
+
+// rootPressure is the pressure stall information of the root cgroup for
+// resource ("cpu", "memory", "io"), as the kubelet reports the node's:
+// nil where the root cgroup has none (cgroup v1, a kernel without PSI).
+func (p *StatsProvider) rootPressure(resource string) *statsapi.PSIStats {
+	data, err := p.Host.ReadFile(filepath.Join(UnifiedCgroupRoot, resource+".pressure"))
+	if err != nil {
+		return nil
+	}
+	psi, err := ParsePressure(data)
+	if err != nil {
+		return nil
+	}
+	return psi
 }
 
 func networkStats(ts metav1.Time, dev []byte, defaultIface string) *statsapi.NetworkStats {
@@ -279,7 +304,7 @@ func (p *StatsProvider) podStats(ctx context.Context, onlyCPUAndMemory bool) ([]
 				if cpu.GetUsageNanoCores() != nil {
 					rate = ptr.To(cpu.GetUsageNanoCores().GetValue())
 				}
-				cs.CPU = &statsapi.CPUStats{Time: metav1.NewTime(at), UsageCoreNanoSeconds: ptr.To(total), UsageNanoCores: rate}
+				cs.CPU = &statsapi.CPUStats{Time: metav1.NewTime(at), UsageCoreNanoSeconds: ptr.To(total), UsageNanoCores: rate, PSI: criPSI(cpu.GetPsi())}
 				cpuTotal += total
 				haveCPU = true
 				if rate != nil {
@@ -295,6 +320,7 @@ func (p *StatsProvider) podStats(ctx context.Context, onlyCPUAndMemory bool) ([]
 				haveMem = true
 			}
 			if !onlyCPUAndMemory {
+				cs.IO = ioStats(s.GetIo())
 				if wl := s.GetWritableLayer(); wl != nil {
 					rootfs := &statsapi.FsStats{Time: ts}
 					if wl.GetTimestamp() > 0 {
@@ -410,6 +436,7 @@ func applySandboxStats(ps *statsapi.PodStats, sb *runtimeapi.PodSandboxStats, on
 			Time:                 metav1.NewTime(time.Unix(0, cpu.GetTimestamp())),
 			UsageCoreNanoSeconds: ptr.To(cpu.GetUsageCoreNanoSeconds().GetValue()),
 			UsageNanoCores:       optUint(cpu.GetUsageNanoCores()),
+			PSI:                  criPSI(cpu.GetPsi()),
 		}
 	}
 	if mem := l.GetMemory(); mem != nil && mem.GetWorkingSetBytes() != nil {
@@ -419,6 +446,7 @@ func applySandboxStats(ps *statsapi.PodStats, sb *runtimeapi.PodSandboxStats, on
 	if onlyCPUAndMemory {
 		return
 	}
+	ps.IO = ioStats(l.GetIo())
 	if net := l.GetNetwork(); net != nil {
 		ns := &statsapi.NetworkStats{Time: metav1.NewTime(time.Unix(0, net.GetTimestamp()))}
 		conv := func(i *runtimeapi.NetworkInterfaceUsage) statsapi.InterfaceStats {
@@ -488,5 +516,16 @@ func memoryStats(mem *runtimeapi.MemoryUsage) *statsapi.MemoryStats {
 		RSSBytes:        optUint(mem.GetRssBytes()),
 		PageFaults:      optUint(mem.GetPageFaults()),
 		MajorPageFaults: optUint(mem.GetMajorPageFaults()),
+		PSI:             criPSI(mem.GetPsi()),
 	}
+}
+
+// ioStats converts the runtime's I/O usage, of which the summary API has
+// the pressure stall information alone: nil without it.
+func ioStats(io *runtimeapi.IoUsage) *statsapi.IOStats {
+	psi := criPSI(io.GetPsi())
+	if psi == nil {
+		return nil
+	}
+	return &statsapi.IOStats{Time: metav1.NewTime(time.Unix(0, io.GetTimestamp())), PSI: psi}
 }

@@ -104,6 +104,9 @@ func TestSummaryEndpoint(t *testing.T) {
 	g.Expect(n.Runtime.ImageFs.InodesUsed).To(Equal(ptr.To[uint64](25)))
 	g.Expect(n.Rlimit).NotTo(BeNil())
 	g.Expect(n.Rlimit.MaxPID).To(BeNil(), "pid_max is not readable here")
+	g.Expect(n.CPU.PSI).To(BeNil(), "no pressure files: a cgroup v1 host")
+	g.Expect(n.Memory.PSI).To(BeNil())
+	g.Expect(n.IO).To(BeNil())
 
 	g.Expect(sum.Pods).To(HaveLen(2))
 	g.Expect([]string{sum.Pods[0].PodRef.Name, sum.Pods[1].PodRef.Name}).To(ConsistOf("web", "idle"))
@@ -256,4 +259,86 @@ func TestNetworkStats(t *testing.T) {
 	ns = networkStats(ts, dev, "")
 	g.Expect(ns.Name).To(Equal("eth0"), "without a default route, the first one")
 	g.Expect(networkStats(ts, []byte("h|h\nh|h\n    lo: 1 1 0 0 0 0 0 0 1 1 0 0 0 0 0 0\n"), "lo")).To(BeNil())
+}
+
+// On a cgroup v2 host the summary carries pressure stall information: the
+// node's from the root cgroup's pressure files, a container's from the
+// runtime's stats. A cgroup v1 host (TestSummaryEndpoint) has none.
+func TestSummaryPressure(t *testing.T) {
+	g := NewWithT(t)
+	f, h := summaryServer(t)
+	host := f.provider.Host.(fakeHost)
+	host["/sys/fs/cgroup/cpu.pressure"] = "some avg10=1.50 avg60=0.50 avg300=0.10 total=2000\nfull avg10=0.00 avg60=0.00 avg300=0.00 total=0\n"
+	host["/sys/fs/cgroup/memory.pressure"] = "some avg10=0.00 avg60=0.00 avg300=0.00 total=7\nfull avg10=0.00 avg60=0.00 avg300=0.00 total=3\n"
+	host["/sys/fs/cgroup/io.pressure"] = "some avg10=2.00 avg60=1.00 avg300=0.25 total=90\nfull avg10=1.00 avg60=0.50 avg300=0.12 total=40\n"
+	now := f.clock.Now().UnixNano()
+	psi := func(some, full uint64) *runtimeapi.PsiStats {
+		return &runtimeapi.PsiStats{Some: &runtimeapi.PsiData{Total: some, Avg10: 3.5}, Full: &runtimeapi.PsiData{Total: full}}
+	}
+	f.rs.SetFakeContainerStats([]*runtimeapi.ContainerStats{{
+		Attributes: &runtimeapi.ContainerAttributes{Id: f.ctrID, Metadata: &runtimeapi.ContainerMetadata{Name: "app"}, Labels: cri.OwnerLabels(statsNode)},
+		Cpu: &runtimeapi.CpuUsage{Timestamp: now, UsageCoreNanoSeconds: &runtimeapi.UInt64Value{Value: 1}, Psi: psi(100, 10)},
+		Memory: &runtimeapi.MemoryUsage{Timestamp: now, WorkingSetBytes: &runtimeapi.UInt64Value{Value: 1},
+			Psi: psi(200, 20)},
+		Io: &runtimeapi.IoUsage{Timestamp: now, Psi: psi(300, 30)},
+	}})
+
+	sum, _ := getSummary(t, h, http.MethodGet, "/stats/summary")
+	n := sum.Node
+	g.Expect(n.CPU.PSI).To(Equal(&statsapi.PSIStats{
+		Some: statsapi.PSIData{Avg10: 1.5, Avg60: 0.5, Avg300: 0.1, Total: 2_000_000}, Full: statsapi.PSIData{}}), "microseconds become nanoseconds")
+	g.Expect(n.Memory.PSI.Full.Total).To(BeEquivalentTo(3000))
+	g.Expect(n.IO).NotTo(BeNil())
+	g.Expect(n.IO.PSI.Some).To(Equal(statsapi.PSIData{Avg10: 2, Avg60: 1, Avg300: 0.25, Total: 90_000}))
+
+	var web statsapi.PodStats
+	for _, p := range sum.Pods {
+		if p.PodRef.Name == "web" {
+			web = p
+		}
+	}
+	g.Expect(web.Containers).To(HaveLen(1))
+	c := web.Containers[0]
+	g.Expect(c.CPU.PSI).To(Equal(&statsapi.PSIStats{Some: statsapi.PSIData{Total: 100, Avg10: 3.5}, Full: statsapi.PSIData{Total: 10}}), "the runtime's, already nanoseconds")
+	g.Expect(c.Memory.PSI.Some.Total).To(BeEquivalentTo(200))
+	g.Expect(c.IO).NotTo(BeNil())
+	g.Expect(c.IO.PSI.Full.Total).To(BeEquivalentTo(30))
+
+	only, _ := getSummary(t, h, http.MethodGet, "/stats/summary?only_cpu_and_memory=true")
+	g.Expect(only.Node.CPU.PSI).NotTo(BeNil())
+	g.Expect(only.Node.IO).To(BeNil(), "only CPU and memory")
+}
+
+func TestParsePressure(t *testing.T) {
+	for _, tc := range []struct {
+		name, in string
+		want     *statsapi.PSIStats
+		wantErr  bool
+	}{
+		{name: "some and full", in: "some avg10=0.36 avg60=0.06 avg300=0.01 total=52747\nfull avg10=0.10 avg60=0.02 avg300=0.00 total=1000\n",
+			want: &statsapi.PSIStats{Some: statsapi.PSIData{Avg10: 0.36, Avg60: 0.06, Avg300: 0.01, Total: 52_747_000},
+				Full: statsapi.PSIData{Avg10: 0.1, Avg60: 0.02, Total: 1_000_000}}},
+		{name: "cpu before 5.13: some alone", in: "some avg10=1.00 avg60=2.00 avg300=3.00 total=5\n",
+			want: &statsapi.PSIStats{Some: statsapi.PSIData{Avg10: 1, Avg60: 2, Avg300: 3, Total: 5000}}},
+		{name: "unknown fields skipped", in: "some avg10=0.00 avg60=0.00 avg300=0.00 total=1 extra=9\n",
+			want: &statsapi.PSIStats{Some: statsapi.PSIData{Total: 1000}}},
+		{name: "empty", in: "", wantErr: true},
+		{name: "full alone", in: "full avg10=0.00 avg60=0.00 avg300=0.00 total=1\n", wantErr: true},
+		{name: "missing total", in: "some avg10=0.00 avg60=0.00 avg300=0.00\n", wantErr: true},
+		{name: "bad number", in: "some avg10=x avg60=0.00 avg300=0.00 total=1\n", wantErr: true},
+		{name: "negative total", in: "some avg10=0 avg60=0 avg300=0 total=-1\n", wantErr: true},
+		{name: "unknown line", in: "most avg10=0 avg60=0 avg300=0 total=1\n", wantErr: true},
+		{name: "no equals", in: "some avg10\n", wantErr: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := NewWithT(t)
+			got, err := ParsePressure([]byte(tc.in))
+			if tc.wantErr {
+				g.Expect(err).To(HaveOccurred())
+				return
+			}
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(got).To(Equal(tc.want))
+		})
+	}
 }
