@@ -468,6 +468,9 @@ func (e *Executor) containerConfig(ctx context.Context, pod *v1.Pod, c *v1.Conta
 	if opts.Mounts, err = e.Volumes.Mounts(pod, c, int32(s.RestartCount), opts.Env); err != nil {
 		return nil, err
 	}
+	if err := e.recursiveReadOnly(ctx, pod, c, opts.Mounts); err != nil {
+		return nil, err
+	}
 	devices, err := e.Volumes.Devices(pod, c)
 	if err != nil {
 		return nil, err

@@ -71,6 +71,23 @@ func (e *Executor) runtimeHandler(ctx context.Context, pod *v1.Pod) (string, err
 	return rc.Handler, nil
 }
 
+// recursiveReadOnly marks the mounts of c that its volume mounts ask to be
+// read-only recursively, where the pod's runtime handler can make them so
+// (criconfig.RecursiveReadOnly). A runtime whose features cannot be read
+// supports none.
+func (e *Executor) recursiveReadOnly(ctx context.Context, pod *v1.Pod, c *v1.Container, mounts []*runtimeapi.Mount) error {
+	if !criconfig.WantsRecursiveReadOnly(c) {
+		return nil
+	}
+	handler, err := e.runtimeHandler(ctx, pod)
+	if err != nil {
+		return err
+	}
+	features, err := e.features(ctx)
+	supported := err == nil && features.Handlers[handler].RecursiveReadOnlyMounts
+	return criconfig.ApplyRecursiveReadOnly(c, mounts, supported)
+}
+
 func (e *Executor) features(ctx context.Context) (cri.Features, error) {
 	if e.Features == nil {
 		return cri.Features{}, cri.ErrFeaturesUnknown

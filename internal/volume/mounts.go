@@ -1,7 +1,6 @@
 package volume
 
 import (
-	"errors"
 	"fmt"
 	"io/fs"
 	"path/filepath"
@@ -99,9 +98,6 @@ func containerSubPath(vm *v1.VolumeMount, env []criconfig.EnvVar) (string, error
 // volumeMount is the CRI mount of vm, whose subPath (already expanded and
 // checked) is subPath.
 func (m *Manager) volumeMount(pod *v1.Pod, container string, index int, vol *v1.Volume, vm *v1.VolumeMount, subPath string) (*runtimeapi.Mount, error) {
-	if vm.RecursiveReadOnly != nil && *vm.RecursiveReadOnly == v1.RecursiveReadOnlyEnabled {
-		return nil, errors.New("recursiveReadOnly Enabled is not supported by nodelet")
-	}
 	vp, err := m.hostVolume(pod, vol)
 	if err != nil {
 		return nil, err
