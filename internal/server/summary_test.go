@@ -277,7 +277,7 @@ func TestSummaryPressure(t *testing.T) {
 	}
 	f.rs.SetFakeContainerStats([]*runtimeapi.ContainerStats{{
 		Attributes: &runtimeapi.ContainerAttributes{Id: f.ctrID, Metadata: &runtimeapi.ContainerMetadata{Name: "app"}, Labels: cri.OwnerLabels(statsNode)},
-		Cpu: &runtimeapi.CpuUsage{Timestamp: now, UsageCoreNanoSeconds: &runtimeapi.UInt64Value{Value: 1}, Psi: psi(100, 10)},
+		Cpu:        &runtimeapi.CpuUsage{Timestamp: now, UsageCoreNanoSeconds: &runtimeapi.UInt64Value{Value: 1}, Psi: psi(100, 10)},
 		Memory: &runtimeapi.MemoryUsage{Timestamp: now, WorkingSetBytes: &runtimeapi.UInt64Value{Value: 1},
 			Psi: psi(200, 20)},
 		Io: &runtimeapi.IoUsage{Timestamp: now, Psi: psi(300, 30)},
