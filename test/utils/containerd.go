@@ -109,7 +109,7 @@ const (
 	runtimeSubnetPrefix = "10.249"
 	// daemonStopTimeout is how long containerd gets between SIGTERM and SIGKILL.
 	daemonStopTimeout = 10 * time.Second
-	// cleanupTimeout bounds removing the pod sandboxes left at Stop.
+	// cleanupTimeout bounds removing each pod sandbox left at Stop.
 	cleanupTimeout = 60 * time.Second
 	// criCallTimeout bounds one CRI call of the harness.
 	criCallTimeout = 10 * time.Second
@@ -812,7 +812,10 @@ func (c *Containerd) Stop() error {
 }
 
 // removeSandboxes stops and removes every pod sandbox (and so every
-// container) of this instance. Every sandbox here is the test's own.
+// container) of this instance, a few at a time, each within
+// cleanupTimeout: containerd 2 takes a second or more to stop a sandbox on
+// a loaded machine, and a suite may leave dozens. Every sandbox here is the
+// test's own.
 func (c *Containerd) removeSandboxes() error {
 	ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
 	defer cancel()
@@ -825,14 +828,24 @@ func (c *Containerd) removeSandboxes() error {
 	if err != nil {
 		return fmt.Errorf("listing sandboxes: %w", err)
 	}
-	var errs []error
-	for _, sb := range sandboxes {
-		if err := RemoveSandbox(quietContext(ctx), rs, sb.GetId()); err != nil {
-			errs = append(errs, err)
-		}
+	errs := make([]error, len(sandboxes))
+	var wg sync.WaitGroup
+	slots := make(chan struct{}, sandboxRemovers)
+	for i, sb := range sandboxes {
+		wg.Go(func() {
+			slots <- struct{}{}
+			defer func() { <-slots }()
+			ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
+			defer cancel()
+			errs[i] = RemoveSandbox(quietContext(ctx), rs, sb.GetId())
+		})
 	}
+	wg.Wait()
 	return errors.Join(errs...)
 }
+
+// sandboxRemovers is how many sandboxes removeSandboxes removes at once.
+const sandboxRemovers = 4
 
 // sandboxRemoveWait bounds how long RemoveSandbox retries a sandbox whose
 // containers the runtime still sees running.
