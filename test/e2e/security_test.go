@@ -146,11 +146,15 @@ var _ = Describe("Security", Ordered, func() {
 		hostDirs := []string{"/", "/etc", "/usr", "/var", "/root", "/tmp"}
 		modesBefore := modesOf(hostDirs)
 		ns := utils.NewNamespace(ctx, env.Admin)
-		// Bursts of swaps as fast as the shell goes, then a short rest as a
-		// directory, so that some starts find a directory that stays.
+		// Bursts of swaps as fast as the shell goes, then a rest as a
+		// directory, so that some starts find a directory that stays from
+		// nodelet's bind mount to runc's. runc 1.2 and later refuse to
+		// mount a bind whose directory was removed meanwhile (runc 1.1
+		// mounted it), so a start only succeeds when a rest covers both:
+		// 3 s, not 1, on a loaded machine.
 		pod := utils.BusyboxPod(ns, "swap", securityNode, "sh", "-c", `cd /shared; while true; do
 			i=0; while [ $i -lt 100 ]; do rm -rf dir; ln -s / dir; rm -f dir; mkdir dir; i=$((i+1)); done
-			sleep 1
+			sleep 3
 		done`)
 		pod.Spec.Containers[0].Name = "swapper"
 		pod.Spec.Containers[0].VolumeMounts = []corev1.VolumeMount{{Name: "shared", MountPath: "/shared"}}
