@@ -25,6 +25,7 @@ import (
 	"github.com/nodelet/nodelet/internal/checkpoint"
 	"github.com/nodelet/nodelet/internal/cri"
 	"github.com/nodelet/nodelet/internal/executor"
+	"github.com/nodelet/nodelet/internal/kuberuntime/criconfig"
 	"github.com/nodelet/nodelet/internal/kuberuntime/plan"
 	"github.com/nodelet/nodelet/internal/kuberuntime/planner"
 	"github.com/nodelet/nodelet/internal/kuberuntime/state"
@@ -695,12 +696,38 @@ func (r *PodReconciler) writeStatus(ctx context.Context, s *podScope) error {
 		MaxCrashLoopBackOff: r.maxCrashLoopBackOff(),
 		Eviction:            r.eviction(s.pod.UID),
 	}
+	if r.Exec != nil && wantsRecursiveReadOnly(s.pod) {
+		in.RecursiveReadOnly = r.Exec.SupportsRecursiveReadOnly(ctx, s.pod)
+	}
 	st := status.ComputePodStatus(s.pod, s.obs.Runtime, s.state, in)
 	if err := r.patchStatus(ctx, s, st); err != nil {
 		return err
 	}
 	r.Metrics.observeStart(s.pod, st, r.now())
 	return nil
+}
+
+// wantsRecursiveReadOnly reports whether a container of the pod asks for
+// a recursive read-only mount: only then does its status depend on the
+// runtime handler's features.
+func wantsRecursiveReadOnly(pod *corev1.Pod) bool {
+	for i := range pod.Spec.InitContainers {
+		if criconfig.WantsRecursiveReadOnly(&pod.Spec.InitContainers[i]) {
+			return true
+		}
+	}
+	for i := range pod.Spec.Containers {
+		if criconfig.WantsRecursiveReadOnly(&pod.Spec.Containers[i]) {
+			return true
+		}
+	}
+	for i := range pod.Spec.EphemeralContainers {
+		c := corev1.Container{VolumeMounts: pod.Spec.EphemeralContainers[i].VolumeMounts}
+		if criconfig.WantsRecursiveReadOnly(&c) {
+			return true
+		}
+	}
+	return false
 }
 
 // patchStatus writes status with one strategic-merge patch of the status

@@ -79,13 +79,22 @@ func (e *Executor) recursiveReadOnly(ctx context.Context, pod *v1.Pod, c *v1.Con
 	if !criconfig.WantsRecursiveReadOnly(c) {
 		return nil
 	}
-	handler, err := e.runtimeHandler(ctx, pod)
-	if err != nil {
+	if _, err := e.runtimeHandler(ctx, pod); err != nil {
 		return err
 	}
+	return criconfig.ApplyRecursiveReadOnly(c, mounts, e.SupportsRecursiveReadOnly(ctx, pod))
+}
+
+// SupportsRecursiveReadOnly reports whether the pod's runtime handler
+// makes recursive read-only mounts; false when its RuntimeClass or the
+// runtime's features cannot be read.
+func (e *Executor) SupportsRecursiveReadOnly(ctx context.Context, pod *v1.Pod) bool {
+	handler, err := e.runtimeHandler(ctx, pod)
+	if err != nil {
+		return false
+	}
 	features, err := e.features(ctx)
-	supported := err == nil && features.Handlers[handler].RecursiveReadOnlyMounts
-	return criconfig.ApplyRecursiveReadOnly(c, mounts, supported)
+	return err == nil && features.Handlers[handler].RecursiveReadOnlyMounts
 }
 
 func (e *Executor) features(ctx context.Context) (cri.Features, error) {

@@ -76,6 +76,14 @@ var _ = Describe("Recursive read-only mounts", Ordered, func() {
 		p := utils.WaitForPod(ctx, env.Admin, ns, "ifpossible", rroTimeout, func(g Gomega, p *corev1.Pod) {
 			g.Expect(utils.PodReady(p)).To(BeTrue())
 		})
+		want := corev1.RecursiveReadOnlyDisabled
+		if supported(ctx) {
+			want = corev1.RecursiveReadOnlyEnabled
+		}
+		Expect(p.Status.ContainerStatuses[0].VolumeMounts).To(Equal([]corev1.VolumeMountStatus{
+			{Name: "host", MountPath: "/plain", ReadOnly: true, RecursiveReadOnly: ptr.To(corev1.RecursiveReadOnlyDisabled)},
+			{Name: "host", MountPath: "/rro", ReadOnly: true, RecursiveReadOnly: ptr.To(want)},
+		}), "the kubelet's volume mount status")
 		Expect(touch(ctx, p, "/plain/top")).To(ContainSubstring("Read-only file system"), "the top of a read-only mount")
 		Expect(touch(ctx, p, "/plain/sub/a")).To(BeEmpty(), "a plain read-only mount leaves the filesystem below it writable")
 		Expect(touch(ctx, p, "/rro/top")).To(ContainSubstring("Read-only file system"))

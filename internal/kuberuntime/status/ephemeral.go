@@ -66,5 +66,6 @@ func (b *statusBuilder) ephemeralStatus(c *v1.Container, hasInit bool) v1.Contai
 	}
 	cs.RestartCount = 0
 	cs.Ready, cs.Started = false, nil
+	b.setVolumeMounts(c, &cs)
 	return cs
 }

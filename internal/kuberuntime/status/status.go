@@ -40,6 +40,10 @@ type Inputs struct {
 	// Eviction is set once the eviction manager evicted the pod (the
 	// planner's Inputs.Eviction).
 	Eviction *planner.Eviction
+	// RecursiveReadOnly is whether the pod's runtime handler makes
+	// recursive read-only mounts: the volume mounts' status says which
+	// are.
+	RecursiveReadOnly bool
 }
 
 // statusBuilder holds what one status computation reads.
@@ -253,7 +257,31 @@ func (b *statusBuilder) containerStatus(c *v1.Container, init, hasInit bool) v1.
 		b.applyWaiting(c, &cs, insts)
 	}
 	b.setStartedReady(c, init, &cs, insts)
+	b.setVolumeMounts(c, &cs)
 	return cs
+}
+
+// setVolumeMounts reports the container's volume mounts as the kubelet
+// does: each with its name, path and read-only flag and, for a read-only
+// one, whether it is read-only recursively (Enabled) or not (Disabled). A
+// status kept from a terminated container keeps what it said.
+func (b *statusBuilder) setVolumeMounts(c *v1.Container, cs *v1.ContainerStatus) {
+	if cs.VolumeMounts != nil || len(c.VolumeMounts) == 0 {
+		return
+	}
+	cs.VolumeMounts = make([]v1.VolumeMountStatus, 0, len(c.VolumeMounts))
+	for i := range c.VolumeMounts {
+		vm := &c.VolumeMounts[i]
+		vs := v1.VolumeMountStatus{Name: vm.Name, MountPath: vm.MountPath, ReadOnly: vm.ReadOnly}
+		if vm.ReadOnly {
+			mode := v1.RecursiveReadOnlyDisabled
+			if rro, err := criconfig.RecursiveReadOnly(vm, b.in.RecursiveReadOnly); err == nil && rro {
+				mode = v1.RecursiveReadOnlyEnabled
+			}
+			vs.RecursiveReadOnly = &mode
+		}
+		cs.VolumeMounts = append(cs.VolumeMounts, vs)
+	}
 }
 
 // missingContainerStatus is the status of a container the runtime does not

@@ -7,7 +7,9 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	"github.com/nodelet/nodelet/internal/kuberuntime/planner"
 	"github.com/nodelet/nodelet/internal/kuberuntime/podtest"
@@ -510,4 +512,51 @@ func TestEphemeralContainerStatus(t *testing.T) {
 			t.Errorf("statuses differ: %s", cmp.Diff(first, again))
 		}
 	})
+}
+
+func TestVolumeMountStatus(t *testing.T) {
+	mounts := []v1.VolumeMount{
+		{Name: "data", MountPath: "/data"},
+		{Name: "cfg", MountPath: "/cfg", ReadOnly: true},
+		{Name: "rro", MountPath: "/rro", ReadOnly: true, RecursiveReadOnly: ptr.To(v1.RecursiveReadOnlyIfPossible)},
+		{Name: "on", MountPath: "/on", ReadOnly: true, RecursiveReadOnly: ptr.To(v1.RecursiveReadOnlyEnabled)},
+		{Name: "bad", MountPath: "/bad", ReadOnly: true, RecursiveReadOnly: ptr.To(v1.RecursiveReadOnlyEnabled),
+			MountPropagation: ptr.To(v1.MountPropagationBidirectional)},
+	}
+	pod := podtest.NewPod(podtest.Modify("app", func(c *v1.Container) { c.VolumeMounts = mounts }))
+	ready := []state.Sandbox{statetest.Sandbox("s1", 0)}
+	disabled, enabled := ptr.To(v1.RecursiveReadOnlyDisabled), ptr.To(v1.RecursiveReadOnlyEnabled)
+	for _, tc := range []struct {
+		name      string
+		rt        state.PodRuntime
+		supported bool
+		want      []v1.VolumeMountStatus
+	}{
+		{name: "running, runtime with recursive read-only mounts", rt: statetest.Runtime(ready, statetest.Running(pod, "app", "s1", 0)), supported: true,
+			want: []v1.VolumeMountStatus{{Name: "data", MountPath: "/data"},
+				{Name: "cfg", MountPath: "/cfg", ReadOnly: true, RecursiveReadOnly: disabled},
+				{Name: "rro", MountPath: "/rro", ReadOnly: true, RecursiveReadOnly: enabled},
+				{Name: "on", MountPath: "/on", ReadOnly: true, RecursiveReadOnly: enabled},
+				{Name: "bad", MountPath: "/bad", ReadOnly: true, RecursiveReadOnly: disabled}}},
+		{name: "waiting, runtime without", rt: statetest.Runtime(ready),
+			want: []v1.VolumeMountStatus{{Name: "data", MountPath: "/data"},
+				{Name: "cfg", MountPath: "/cfg", ReadOnly: true, RecursiveReadOnly: disabled},
+				{Name: "rro", MountPath: "/rro", ReadOnly: true, RecursiveReadOnly: disabled},
+				{Name: "on", MountPath: "/on", ReadOnly: true, RecursiveReadOnly: disabled},
+				{Name: "bad", MountPath: "/bad", ReadOnly: true, RecursiveReadOnly: disabled}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := ComputePodStatus(pod, tc.rt, state.PodState{}, Inputs{Now: podtest.At(1), RecursiveReadOnly: tc.supported})
+			if len(s.ContainerStatuses) != 1 {
+				t.Fatalf("container statuses: %v", s.ContainerStatuses)
+			}
+			if got := s.ContainerStatuses[0].VolumeMounts; !equality.Semantic.DeepEqual(got, tc.want) {
+				t.Errorf("volume mounts:\n got %+v\nwant %+v", got, tc.want)
+			}
+		})
+	}
+	plain := ComputePodStatus(podtest.NewPod(), statetest.Runtime(ready), state.PodState{}, Inputs{Now: podtest.At(1)})
+	if vm := plain.ContainerStatuses[0].VolumeMounts; vm != nil {
+		t.Errorf("a container without volume mounts reports %v", vm)
+	}
 }
