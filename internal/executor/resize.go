@@ -53,7 +53,13 @@ func (e *Executor) resizeContainers(ctx context.Context, pod *v1.Pod, resizes []
 	var updated bool
 	for _, r := range resizes {
 		c := r.Spec(pod)
-		if err = e.Runtime.UpdateContainerResources(ctx, r.ID, criconfig.ContainerResources(pod, c, node.Allocatable)); err != nil {
+		resources := criconfig.ContainerResources(pod, c, node.Allocatable)
+		if e.OOMGroupKill {
+			// As the container was created: an update without it would
+			// leave the runtime's recorded resources without it.
+			criconfig.OOMGroupKill(resources)
+		}
+		if err = e.Runtime.UpdateContainerResources(ctx, r.ID, resources); err != nil {
 			break
 		}
 		st.RecordActuated(r.Name, r.ID, c.Resources)

@@ -35,6 +35,37 @@ func (r *resizingRuntime) UpdateContainerResources(ctx context.Context, id strin
 	return nil
 }
 
+func TestResizeKeepsOOMGroupKill(t *testing.T) {
+	ctx := context.Background()
+	g := NewWithT(t)
+	e, _ := newFakeExecutor(t)
+	e.OOMGroupKill = true
+	rs := &resizingRuntime{FakeRuntimeService: fakeruntime.NewFakeRuntimeService(), updated: map[string]*runtimeapi.LinuxContainerResources{}}
+	rt, err := cri.New(rs, fakeruntime.NewFakeImageService(), cri.Options{NodeName: fakeNode})
+	g.Expect(err).NotTo(HaveOccurred())
+	e.Runtime = rt
+	pod := fakePod("app")
+	pod.Spec.Containers[0].Resources = memoryLimits("100m", "64Mi")
+	st := state.NewPodState(pod.UID)
+	st.InitAllocation(pod)
+	running := runPod(t, ctx, e, pod, &st)
+	id := running.Containers[0].ID
+	rs.Lock()
+	created := rs.Containers[id].LinuxResources
+	rs.Unlock()
+	g.Expect(created.GetUnified()).To(HaveKeyWithValue("memory.oom.group", "1"), "created with it")
+	rs.SetFakeContainerStats([]*runtimeapi.ContainerStats{{
+		Attributes: &runtimeapi.ContainerAttributes{Id: id, Labels: cri.OwnerLabels(fakeNode)},
+		Memory:     &runtimeapi.MemoryUsage{UsageBytes: &runtimeapi.UInt64Value{Value: 1 << 20}},
+	}})
+	resized := pod.DeepCopy()
+	resized.Generation = 2
+	resized.Spec.Containers[0].Resources = memoryLimits("200m", "128Mi")
+	st.AcceptResize(resized, time.Now())
+	g.Expect(e.Resize(ctx, resized, []plan.ContainerResize{{Name: "app", ID: id}}, &st, func() error { return nil })).To(Succeed())
+	g.Expect(rs.updated[id].Unified).To(HaveKeyWithValue("memory.oom.group", "1"), "kept by the update")
+}
+
 func memoryLimits(cpu, memory string) v1.ResourceRequirements {
 	q := v1.ResourceList{v1.ResourceCPU: resource.MustParse(cpu), v1.ResourceMemory: resource.MustParse(memory)}
 	return v1.ResourceRequirements{Requests: q, Limits: q}
@@ -95,6 +126,7 @@ func TestResizeUpdatesRunningContainersInPlace(t *testing.T) {
 			g.Expect(rs.updated).To(HaveKey(id))
 			g.Expect(rs.updated[id].MemoryLimitInBytes).To(Equal(tc.wantLimit))
 			g.Expect(rs.updated[id].CpuQuota).To(Equal(tc.want.Limits.Cpu().MilliValue() * 100))
+			g.Expect(rs.updated[id].Unified).To(BeEmpty(), "no memory.oom.group unless asked")
 			g.Expect(st.Containers["app"].Actuated).To(Equal(&state.Actuated{ContainerID: id, Resources: tc.want}), "the update is recorded")
 			g.Expect(e.Resize(ctx, resized, nil, &st, func() error { saves++; return nil })).To(Succeed())
 			g.Expect(saves).To(Equal(1), "an empty plan does nothing")

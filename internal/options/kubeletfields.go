@@ -93,7 +93,7 @@ var kubeletFields = []kubeletField{
 	{name: "cgroupsPerQOS", support: mapped},
 	{name: "cgroupDriver", support: mapped},
 	{name: "cpuManagerPolicy", support: refused, accepted: []string{`"none"`}, note: "no CPU manager"},
-	{name: "singleProcessOOMKill", support: refused, note: "no memory.oom.group choice"},
+	{name: "singleProcessOOMKill", support: refused, note: "an OOM kill ends the whole container on cgroup v2 (memory.oom.group), the kubelet's default"},
 	{name: "cpuManagerPolicyOptions", support: refused, note: "no CPU manager"},
 	{name: "cpuManagerReconcilePeriod", support: ignored, note: "no CPU manager to reconcile"},
 	{name: "memoryManagerPolicy", support: refused, accepted: []string{`"None"`}, note: "no memory manager"},

@@ -215,6 +215,27 @@ func TestContainerResources(t *testing.T) {
 	}
 }
 
+func TestContainerConfigOOMGroupKill(t *testing.T) {
+	pod := podtest.NewPod()
+	for _, group := range []bool{false, true} {
+		got, err := ContainerConfig(pod, &pod.Spec.Containers[0], ContainerOptions{SandboxID: "s1", OOMGroupKill: group})
+		if err != nil {
+			t.Fatalf("ContainerConfig: %v", err)
+		}
+		unified := got.GetLinux().GetResources().GetUnified()
+		if group && unified["memory.oom.group"] != "1" {
+			t.Errorf("OOMGroupKill: unified %v, want memory.oom.group 1", unified)
+		}
+		if !group && len(unified) != 0 {
+			t.Errorf("no OOMGroupKill: unified %v, want none (cgroup v1 has no memory.oom.group)", unified)
+		}
+	}
+	r := OOMGroupKill(&runtimeapi.LinuxContainerResources{Unified: map[string]string{"memory.high": "max"}})
+	if diff := cmp.Diff(map[string]string{"memory.high": "max", "memory.oom.group": "1"}, r.Unified); diff != "" {
+		t.Errorf("OOMGroupKill keeps other unified settings (-want +got):\n%s", diff)
+	}
+}
+
 func TestComputePodQOS(t *testing.T) {
 	req := func(cpu, mem string) v1.ResourceList {
 		l := v1.ResourceList{}

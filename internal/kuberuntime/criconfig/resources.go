@@ -29,6 +29,20 @@ func ContainerResources(pod *v1.Pod, c *v1.Container, nodeAllocatable v1.Resourc
 	return r
 }
 
+// OOMGroupKill has an OOM kill in the container end every process in it
+// (cgroup v2's memory.oom.group), not only the one the kernel picks, as
+// the kubelet asks on cgroup v2 unless singleProcessOOMKill is set: a
+// container whose PID 1 survives the kill of a child would go on running
+// without the memory it was killed for, and never be reported OOMKilled.
+// r is returned.
+func OOMGroupKill(r *runtimeapi.LinuxContainerResources) *runtimeapi.LinuxContainerResources {
+	if r.Unified == nil {
+		r.Unified = map[string]string{}
+	}
+	r.Unified["memory.oom.group"] = "1"
+	return r
+}
+
 // linuxResources are CPU shares from the CPU request (the limit when only
 // that is set), a CFS quota from the CPU limit, and the memory limit.
 func linuxResources(requests, limits v1.ResourceList) *runtimeapi.LinuxContainerResources {
