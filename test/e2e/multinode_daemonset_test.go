@@ -583,9 +583,9 @@ func runOnHost(ctx context.Context, n *utils.ClusterNode, root, unitDir, script 
 	GinkgoHelper()
 	GinkgoWriter.Printf("on host %s:\n%s", n.Name, script)
 	cmd := n.Mounts.Command(root, "bash", "-c", hostPreamble+script)
-	env, err := utils.RuntimePathEnv(ctx, os.Environ())
+	env, err := utils.RuntimePathEnv(ctx, os.Environ(), "NODELET_E2E_UNITS="+unitDir)
 	Expect(err).NotTo(HaveOccurred())
-	cmd.Env = append(env, "NODELET_E2E_UNITS="+unitDir)
+	cmd.Env = env
 	out, err := runWithContext(ctx, cmd)
 	Expect(err).NotTo(HaveOccurred(), "on host %s:\n%s\n%s", n.Name, script, out)
 }
@@ -630,12 +630,12 @@ export -f kubectl __e2e_host ssh scp
 	GinkgoWriter.Printf("as the cluster admin:\n%s", script)
 	cmd := controlPlane.Command(root, "bash", "-c", preamble+script)
 	// The docs' ctr is the selected runtime's, first on PATH.
-	env, err := utils.RuntimePathEnv(ctx, os.Environ())
-	Expect(err).NotTo(HaveOccurred())
-	cmd.Env = append(env,
+	env, err := utils.RuntimePathEnv(ctx, os.Environ(),
 		"NODELET_E2E_KUBECTL="+filepath.Join(c.API.Env.BinaryAssetsDirectory, "kubectl"),
 		"NODELET_E2E_KUBECONFIG="+kubeconfig,
 		"KUBECONFIG="+kubeconfig)
+	Expect(err).NotTo(HaveOccurred())
+	cmd.Env = env
 	out, err := runWithContext(ctx, cmd)
 	Expect(err).NotTo(HaveOccurred(), "as the cluster admin:\n%s\n%s", script, out)
 	GinkgoWriter.Printf("%s", out)

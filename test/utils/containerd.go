@@ -570,11 +570,11 @@ func (c *Containerd) StartProcess(ctx context.Context) error {
 	cmd := exec.Command(args[0], args[1:]...)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	cmd.Dir = c.Dir
-	env, err := RuntimePathEnv(ctx, os.Environ())
+	env, err := RuntimePathEnv(ctx, os.Environ(), "TMPDIR="+os.TempDir())
 	if err != nil {
 		return fmt.Errorf("starting containerd: %w", err)
 	}
-	cmd.Env = append(env, "TMPDIR="+os.TempDir())
+	cmd.Env = env
 	cmd.SysProcAttr = &syscall.SysProcAttr{
 		// Out of the test's process group: a ^C reaches the test, whose
 		// cleanup stops containerd in order.

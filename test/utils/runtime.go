@@ -97,15 +97,15 @@ func RuntimeBinary(ctx context.Context, name string) (string, error) {
 }
 
 // RuntimePathEnv returns env with the selected runtime's directory first
-// on PATH: containerd finds containerd-shim-runc-v2 there, and the shim
-// finds runc.
-func RuntimePathEnv(ctx context.Context, env []string) ([]string, error) {
+// on PATH (containerd finds containerd-shim-runc-v2 there, and the shim
+// finds runc), and then extra.
+func RuntimePathEnv(ctx context.Context, env []string, extra ...string) ([]string, error) {
 	dir, err := RuntimeBinDir(ctx)
 	if err != nil {
 		return nil, err
 	}
 	path := "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
-	out := make([]string, 0, len(env)+1)
+	out := make([]string, 0, len(env)+1+len(extra))
 	for _, kv := range env {
 		if v, ok := strings.CutPrefix(kv, "PATH="); ok {
 			path = v
@@ -113,5 +113,6 @@ func RuntimePathEnv(ctx context.Context, env []string) ([]string, error) {
 		}
 		out = append(out, kv)
 	}
-	return append(out, "PATH="+dir+string(os.PathListSeparator)+path), nil
+	out = append(out, "PATH="+dir+string(os.PathListSeparator)+path)
+	return append(out, extra...), nil
 }
