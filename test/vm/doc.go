@@ -21,5 +21,7 @@
 // (10.253.0.1, which the guest reaches through qemu's NAT) and the
 // guest's own, on which qemu forwards the node API's port into the guest,
 // so that the API server reaches the Node's InternalIP for kubectl logs,
-// exec and the stats proxy as it would on a real network.
+// exec and the stats proxy as it would on a real network. (The host's
+// connections to GuestIP leave from APIServerIP: qemu passes their source
+// address on, and the guest drops packets from its own.)
 package vm

@@ -29,6 +29,13 @@ var _ = Describe("nodelet under systemd on cgroup v2", Ordered, func() {
 		"guaranteed": corev1.PodQOSGuaranteed, "burstable": corev1.PodQOSBurstable, "besteffort": corev1.PodQOSBestEffort,
 	}
 
+	JustAfterEach(func(ctx SpecContext) {
+		if CurrentSpecReport().Failed() {
+			out, err := inGuest(ctx, "journalctl -u nodelet --no-pager | tail -n 60; systemctl status containerd --no-pager | head -5")
+			GinkgoWriter.Printf("nodelet's journal in the guest (%v):\n%s\n", err, out)
+		}
+	})
+
 	It("joins by TLS bootstrap as a systemd service and reports Ready", func(ctx SpecContext) {
 		node := &corev1.Node{}
 		Eventually(func(g Gomega) {
@@ -171,7 +178,7 @@ var _ = Describe("nodelet under systemd on cgroup v2", Ordered, func() {
 		By("logs")
 		Eventually(func(g Gomega) {
 			logs, err := clientset.CoreV1().Pods(ns).GetLogs("talker", &corev1.PodLogOptions{}).DoRaw(ctx)
-			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(err).NotTo(HaveOccurred(), "body: %s", logs)
 			g.Expect(string(logs)).To(Equal("hello from the VM\n"))
 		}).WithTimeout(apiTimeout).WithPolling(pollInterval).Should(Succeed())
 

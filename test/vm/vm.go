@@ -242,6 +242,12 @@ func SetUpHostLink() (func() error, error) {
 		ip("addr", "add", APIServerIP+"/32", "dev", HostLink),
 		ip("addr", "add", GuestIP+"/32", "dev", HostLink),
 		ip("link", "set", HostLink, "up"),
+		// The host's connections to GuestIP (the API server's to the node
+		// API) leave from APIServerIP, not from GuestIP itself: qemu hands
+		// them to the guest with their source address, and a packet from
+		// its own address is one the guest drops.
+		ip("route", "replace", "local", GuestIP, "dev", HostLink, "table", "local",
+			"proto", "kernel", "scope", "host", "src", APIServerIP),
 	)
 	if err != nil {
 		_ = remove()
