@@ -81,6 +81,13 @@ func setupGarbageCollection(mgr ctrl.Manager, d *Deps, r *PodReconciler) error {
 		Node:  &corev1.ObjectReference{Kind: "Node", Name: cfg.NodeName, UID: types.UID(cfg.NodeName)},
 		Clock: clock.RealClock{},
 		Log:   log.WithName("images"),
+		VolumeImages: func(ctx context.Context) ([]string, error) {
+			var pods corev1.PodList
+			if err := mgr.GetClient().List(ctx, &pods, client.UnsafeDisableDeepCopy); err != nil {
+				return nil, fmt.Errorf("listing this node's pods: %w", err)
+			}
+			return volumeImages(pods.Items), nil
+		},
 	}
 	for _, run := range []manager.Runnable{containers, images} {
 		if err := mgr.Add(run); err != nil {
@@ -89,6 +96,23 @@ func setupGarbageCollection(mgr ctrl.Manager, d *Deps, r *PodReconciler) error {
 	}
 	eng.gc = &GarbageCollectors{Containers: containers, Images: images}
 	return nil
+}
+
+// volumeImages are the references of the image volumes of pods that have
+// not finished, which image GC must keep.
+func volumeImages(pods []corev1.Pod) []string {
+	var refs []string
+	for i := range pods {
+		if p := pods[i].Status.Phase; p == corev1.PodSucceeded || p == corev1.PodFailed {
+			continue
+		}
+		for _, vol := range pods[i].Spec.Volumes {
+			if vol.Image != nil {
+				refs = append(refs, vol.Image.Reference)
+			}
+		}
+	}
+	return refs
 }
 
 // containerPolicy is the containerGC section of cfg.

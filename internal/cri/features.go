@@ -7,13 +7,14 @@ import (
 	"sync"
 	"time"
 
+	utilversion "k8s.io/apimachinery/pkg/util/version"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/utils/clock"
 )
 
 // Features is what the runtime says it can do, from its Status response:
 // the runtime handlers it has, with their features, and its runtime-wide
-// features. A runtime that reports neither (containerd 1.6) supports none
+// features (and, from its version, whether it mounts image volumes). A runtime that reports neither (containerd 1.6) supports none
 // of them; nothing is assumed.
 type Features struct {
 	// HandlersReported is whether the runtime lists its handlers; only
@@ -30,6 +31,10 @@ type Features struct {
 	// UserNamespacesHostNetwork is whether a pod may have a user namespace
 	// and the host's network at once.
 	UserNamespacesHostNetwork bool
+	// ImageVolumes is whether the runtime mounts OCI images as volumes
+	// (CRI Mount.image). No CRI field says so; it is read from the
+	// runtime's name and version (ImageVolumesFromVersion).
+	ImageVolumes bool
 }
 
 // HandlerFeatures is what one runtime handler supports.
@@ -76,13 +81,50 @@ func (f Features) UserNamespaces(handler string) bool {
 	return f.Handlers[handler].UserNamespaces
 }
 
+// imageVolumeRuntimes are the first versions of the runtimes known to mount
+// image volumes; a runtime older than its entry ignores CRI Mount.image and
+// would mount nothing where the volume should be.
+var imageVolumeRuntimes = map[string]*utilversion.Version{
+	"containerd": utilversion.MustParseGeneric("2.1.0"),
+	"cri-o":      utilversion.MustParseGeneric("1.31.0"),
+}
+
+// ImageVolumesFromVersion reports whether the runtime that answered v
+// mounts image volumes: containerd from 2.1, CRI-O from 1.31. A runtime not
+// in that list, or a version that does not parse, is trusted to refuse
+// what it cannot do.
+func ImageVolumesFromVersion(v *runtimeapi.VersionResponse) bool {
+	first, known := imageVolumeRuntimes[v.GetRuntimeName()]
+	if !known {
+		return true
+	}
+	have, err := utilversion.ParseGeneric(v.GetRuntimeVersion())
+	if err != nil {
+		return true
+	}
+	return have.AtLeast(first)
+}
+
 // FeatureSource reads the runtime's features; Client implements it.
 type FeatureSource interface {
 	Features(ctx context.Context) (Features, error)
 }
 
-// Features implements FeatureSource with one Status call.
-func (c *Client) Features(ctx context.Context) (_ Features, err error) {
+// Features implements FeatureSource with one Status and one Version call.
+func (c *Client) Features(ctx context.Context) (Features, error) {
+	f, err := c.statusFeatures(ctx)
+	if err != nil {
+		return Features{}, err
+	}
+	v, err := c.Version(ctx)
+	if err != nil {
+		return Features{}, fmt.Errorf("getting runtime features: %w", err)
+	}
+	f.ImageVolumes = ImageVolumesFromVersion(v)
+	return f, nil
+}
+
+func (c *Client) statusFeatures(ctx context.Context) (_ Features, err error) {
 	defer func(start time.Time) { observe("status", start, err) }(time.Now())
 	ctx, cancel := c.timeout(ctx)
 	defer cancel()

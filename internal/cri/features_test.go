@@ -104,3 +104,25 @@ func TestClientFeatures(t *testing.T) {
 		t.Errorf("fake runtime reports nothing, got %+v", f)
 	}
 }
+
+func TestImageVolumesFromVersion(t *testing.T) {
+	for _, tc := range []struct {
+		name, version string
+		want          bool
+	}{
+		{"containerd", "v1.6.20", false},
+		{"containerd", "1.7.27", false},
+		{"containerd", "v2.0.5", false},
+		{"containerd", "v2.1.0", true},
+		{"containerd", "2.4.2+unknown", true},
+		{"containerd", "not a version", true},
+		{"cri-o", "1.30.4", false},
+		{"cri-o", "1.31.0", true},
+		{"some-runtime", "0.1.0", true},
+	} {
+		v := &runtimeapi.VersionResponse{RuntimeName: tc.name, RuntimeVersion: tc.version}
+		if got := ImageVolumesFromVersion(v); got != tc.want {
+			t.Errorf("ImageVolumesFromVersion(%s %s) = %v, want %v", tc.name, tc.version, got, tc.want)
+		}
+	}
+}

@@ -42,6 +42,10 @@ const (
 // (nil otherwise: the executor then reads it for the image's user).
 type ImageManager interface {
 	EnsureImage(ctx context.Context, pod *v1.Pod, c *v1.Container, pullSecrets []*v1.Secret, sandboxCfg *runtimeapi.PodSandboxConfig) (string, *runtimeapi.Image, error)
+	// EnsureVolumeImage makes the image of an image volume that c mounts
+	// present, as EnsureImage does the container's, and returns the
+	// reference the runtime mounts it by.
+	EnsureVolumeImage(ctx context.Context, pod *v1.Pod, c *v1.Container, vol *v1.ImageVolumeSource, pullSecrets []*v1.Secret, sandboxCfg *runtimeapi.PodSandboxConfig) (string, error)
 }
 
 // ImageErrorReason maps an ImageManager error to a container waiting
@@ -61,8 +65,10 @@ type VolumeManager interface {
 	Update(ctx context.Context, pod *v1.Pod, volumes []string) error
 	WriteEtcHosts(pod *v1.Pod, podIPs []string) error
 	// Mounts prepares and returns the container's mounts for one start;
-	// env, the container's resolved environment, expands subPathExpr.
-	Mounts(pod *v1.Pod, c *v1.Container, restartCount int32, env []criconfig.EnvVar) ([]*runtimeapi.Mount, error)
+	// env, the container's resolved environment, expands subPathExpr;
+	// images are the references of the image volumes it mounts, by
+	// volume name.
+	Mounts(pod *v1.Pod, c *v1.Container, restartCount int32, env []criconfig.EnvVar, images map[string]string) ([]*runtimeapi.Mount, error)
 	// Devices returns the block devices of the container's volumeDevices.
 	Devices(pod *v1.Pod, c *v1.Container) ([]*runtimeapi.Device, error)
 	TerminationMessagePath(pod *v1.Pod, containerName string, restartCount int32) string
@@ -374,7 +380,18 @@ func (e *Executor) startContainer(ctx context.Context, pod *v1.Pod, sb *sandbox,
 		e.Recorder.Eventf(pod, v1.EventTypeWarning, EventFailed, "Error: %s", reason)
 		return fail(reason, message)
 	}
-	cfg, err := e.containerConfig(ctx, pod, c, sb, s, imageRef, img)
+	volumeImages, err := e.volumeImages(ctx, pod, c, pullSecrets, sb.config)
+	if err != nil {
+		var refused *imageVolumesRefused
+		if errors.As(err, &refused) {
+			e.Recorder.Eventf(pod, v1.EventTypeWarning, EventFailed, "Error: %v", err)
+			return fail(state.ReasonCreateContainerConfigError, err.Error())
+		}
+		reason, message := e.ImageReason(err)
+		e.Recorder.Eventf(pod, v1.EventTypeWarning, EventFailed, "Error: %s", reason)
+		return fail(reason, message)
+	}
+	cfg, err := e.containerConfig(ctx, pod, c, sb, s, imageRef, img, volumeImages)
 	if err != nil {
 		e.Recorder.Eventf(pod, v1.EventTypeWarning, EventFailed, "Error: %v", err)
 		return fail(state.ReasonCreateContainerConfigError, err.Error())
@@ -422,8 +439,9 @@ func (e *Executor) startContainer(ctx context.Context, pod *v1.Pod, sb *sandbox,
 }
 
 // containerConfig builds the CRI config of one container start; img is the
-// status of the image imageRef names when the caller has it, nil to read it.
-func (e *Executor) containerConfig(ctx context.Context, pod *v1.Pod, c *v1.Container, sb *sandbox, s plan.ContainerStart, imageRef string, img *runtimeapi.Image) (*runtimeapi.ContainerConfig, error) {
+// status of the image imageRef names when the caller has it, nil to read it;
+// volumeImages are the references of the image volumes c mounts.
+func (e *Executor) containerConfig(ctx context.Context, pod *v1.Pod, c *v1.Container, sb *sandbox, s plan.ContainerStart, imageRef string, img *runtimeapi.Image, volumeImages map[string]string) (*runtimeapi.ContainerConfig, error) {
 	target, err := s.Target(pod)
 	if err != nil {
 		return nil, err
@@ -469,7 +487,7 @@ func (e *Executor) containerConfig(ctx context.Context, pod *v1.Pod, c *v1.Conta
 	if opts.Env, err = criconfig.ResolveEnv(pod, c, opts); err != nil {
 		return nil, err
 	}
-	if opts.Mounts, err = e.Volumes.Mounts(pod, c, int32(s.RestartCount), opts.Env); err != nil {
+	if opts.Mounts, err = e.Volumes.Mounts(pod, c, int32(s.RestartCount), opts.Env, volumeImages); err != nil {
 		return nil, err
 	}
 	if err := e.recursiveReadOnly(ctx, pod, c, opts.Mounts); err != nil {

@@ -40,7 +40,7 @@ func (noVolumes) TearDown(context.Context, types.UID) error                    {
 func (noVolumes) NextRefresh(types.UID) (time.Time, bool)                      { return time.Time{}, false }
 func (noVolumes) TerminationMessagePath(*v1.Pod, string, int32) string         { return "" }
 func (noVolumes) Devices(*v1.Pod, *v1.Container) ([]*runtimeapi.Device, error) { return nil, nil }
-func (noVolumes) Mounts(*v1.Pod, *v1.Container, int32, []criconfig.EnvVar) ([]*runtimeapi.Mount, error) {
+func (noVolumes) Mounts(*v1.Pod, *v1.Container, int32, []criconfig.EnvVar, map[string]string) ([]*runtimeapi.Mount, error) {
 	return nil, nil
 }
 
@@ -49,6 +49,10 @@ type presentImages struct{}
 
 func (presentImages) EnsureImage(_ context.Context, _ *v1.Pod, c *v1.Container, _ []*v1.Secret, _ *runtimeapi.PodSandboxConfig) (string, *runtimeapi.Image, error) {
 	return c.Image, nil, nil
+}
+
+func (presentImages) EnsureVolumeImage(_ context.Context, _ *v1.Pod, _ *v1.Container, vol *v1.ImageVolumeSource, _ []*v1.Secret, _ *runtimeapi.PodSandboxConfig) (string, error) {
+	return "sha256:" + vol.Reference, nil
 }
 
 func newFakeExecutor(t *testing.T) (*Executor, *fakeruntime.FakeRuntimeService) {
@@ -455,6 +459,10 @@ type statusImages struct{ img *runtimeapi.Image }
 
 func (s statusImages) EnsureImage(_ context.Context, _ *v1.Pod, c *v1.Container, _ []*v1.Secret, _ *runtimeapi.PodSandboxConfig) (string, *runtimeapi.Image, error) {
 	return c.Image, s.img, nil
+}
+
+func (statusImages) EnsureVolumeImage(_ context.Context, _ *v1.Pod, _ *v1.Container, vol *v1.ImageVolumeSource, _ []*v1.Secret, _ *runtimeapi.PodSandboxConfig) (string, error) {
+	return vol.Reference, nil
 }
 
 // The image's user comes from the status the image manager read to decide

@@ -63,7 +63,7 @@ func (rc runtimeClasses) RuntimeClass(_ context.Context, name string) (*nodev1.R
 // mountOne is a VolumeManager giving every container one mount.
 type mountOne struct{ noVolumes }
 
-func (mountOne) Mounts(*v1.Pod, *v1.Container, int32, []criconfig.EnvVar) ([]*runtimeapi.Mount, error) {
+func (mountOne) Mounts(*v1.Pod, *v1.Container, int32, []criconfig.EnvVar, map[string]string) ([]*runtimeapi.Mount, error) {
 	return []*runtimeapi.Mount{{ContainerPath: "/data", HostPath: "/pods/uid-1/volumes/data"}}, nil
 }
 

@@ -380,7 +380,7 @@ func runPipeline(t *testing.T, g *gen, pod *v1.Pod, links []link) {
 			continue
 		}
 		envs[c.Name] = opts.Env
-		if opts.Mounts, err = m.Mounts(pod, c, 0, opts.Env); err != nil {
+		if opts.Mounts, err = m.Mounts(pod, c, 0, opts.Env, nil); err != nil {
 			continue
 		}
 		checkMounts(t, m, pod, envs, opts.Mounts)
@@ -549,7 +549,7 @@ func TestLinkToTheHostIsNotMounted(t *testing.T) {
 	for i, vm := range pod.Spec.Containers[0].VolumeMounts {
 		c := pod.Spec.Containers[0]
 		c.VolumeMounts = []v1.VolumeMount{vm}
-		mounts, err := m.Mounts(pod, &c, 0, envs["c0"])
+		mounts, err := m.Mounts(pod, &c, 0, envs["c0"], nil)
 		if err == nil {
 			checkMounts(t, m, pod, envs, mounts)
 			t.Fatalf("mount %d: subPath %q%s through a link to / was mounted", i, vm.SubPath, vm.SubPathExpr)

@@ -68,6 +68,10 @@ type ImageGC struct {
 	Clock    clock.Clock
 	Stat     FsStat
 	Log      logr.Logger
+	// VolumeImages lists the references of the image volumes of the
+	// node's pods, which image GC keeps as in use (the runtime lists
+	// only containers' own images); nil lists none.
+	VolumeImages func(ctx context.Context) ([]string, error)
 
 	mu         sync.Mutex
 	records    map[string]*ImageRecord
@@ -241,6 +245,16 @@ func (g *ImageGC) detect(ctx context.Context) ([]ImageRecord, error) {
 	inUse, err := g.Runtime.ImagesInUse(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("detecting images: %w", err)
+	}
+	if g.VolumeImages != nil {
+		refs, err := g.VolumeImages(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("detecting images: %w", err)
+		}
+		for _, ref := range refs {
+			inUse[ref] = true
+			inUse[NormalizeReference(ref)] = true
+		}
 	}
 	if g.SandboxImage == "" && !g.sandboxImageAsked {
 		if src, ok := g.Runtime.(SandboxImageSource); ok {

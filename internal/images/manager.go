@@ -87,8 +87,20 @@ func NewManager(images ImageService, recorder Recorder, opts Options) *Manager {
 // pull. Errors wrap one of the Err* reasons (see Reason); the matching
 // events are already recorded.
 func (m *Manager) EnsureImage(ctx context.Context, pod *corev1.Pod, container *corev1.Container, pullSecrets []*corev1.Secret, sandboxConfig *runtimeapi.PodSandboxConfig) (string, *runtimeapi.Image, error) {
-	ev := m.eventsFor(pod, container)
-	image := container.Image
+	return m.ensure(ctx, container.Image, pullPolicy(container.ImagePullPolicy, container.Image), pullSecrets, sandboxConfig, m.eventsFor(pod, container))
+}
+
+// EnsureVolumeImage makes the image of an image volume present according
+// to the volume's pull policy (defaulted as the API server defaults it)
+// for container, a container of pod that mounts the volume, and returns
+// the image reference to mount. It pulls with the pod's pull secrets and
+// records its events on the container, as EnsureImage does.
+func (m *Manager) EnsureVolumeImage(ctx context.Context, pod *corev1.Pod, container *corev1.Container, vol *corev1.ImageVolumeSource, pullSecrets []*corev1.Secret, sandboxConfig *runtimeapi.PodSandboxConfig) (string, error) {
+	ref, _, err := m.ensure(ctx, vol.Reference, pullPolicy(vol.PullPolicy, vol.Reference), pullSecrets, sandboxConfig, m.eventsFor(pod, container))
+	return ref, err
+}
+
+func (m *Manager) ensure(ctx context.Context, image string, policy corev1.PullPolicy, pullSecrets []*corev1.Secret, sandboxConfig *runtimeapi.PodSandboxConfig, ev eventFunc) (string, *runtimeapi.Image, error) {
 	tagged, err := applyDefaultTag(image)
 	if err != nil {
 		msg := fmt.Sprintf("Failed to apply default image tag %q: %v", image, err)
@@ -103,7 +115,7 @@ func (m *Manager) EnsureImage(ctx context.Context, pod *corev1.Pod, container *c
 		ev(corev1.EventTypeWarning, EventInspectFailed, msg)
 		return "", nil, &imageError{reason: ErrImageInspect, message: msg, cause: err}
 	}
-	if !shouldPull(pullPolicy(container.ImagePullPolicy, image), present != nil) {
+	if !shouldPull(policy, present != nil) {
 		if present == nil {
 			msg := fmt.Sprintf("Container image %q is not present with pull policy of Never", image)
 			ev(corev1.EventTypeWarning, EventNeverPull, msg)

@@ -186,7 +186,7 @@ func TestMountsOfHostPathUnderHostRoot(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			c := &pod.Spec.Containers[0]
 			c.VolumeMounts = []v1.VolumeMount{{Name: "host", MountPath: "/mnt", SubPath: tt.subPath}}
-			mounts, err := e.m.Mounts(pod, c, 0, nil)
+			mounts, err := e.m.Mounts(pod, c, 0, nil, nil)
 			if tt.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
 					t.Fatalf("Mounts error = %v, want it to contain %q", err, tt.wantErr)

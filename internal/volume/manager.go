@@ -319,6 +319,10 @@ func (m *Manager) setUpVolume(ctx context.Context, pod *v1.Pod, vol *v1.Volume) 
 		return m.setUpEmptyDir(pod, vol.Name, src.EmptyDir)
 	case src.HostPath != nil:
 		return checkHostPath(m.hostRoot, src.HostPath)
+	case src.Image != nil:
+		// Nothing on the host: the runtime mounts the image, which the
+		// executor pulls before each container that mounts it starts.
+		return nil
 	case src.ConfigMap != nil:
 		return m.setUpContent(ctx, pod, vol.Name, configMapPlugin, false, func() (payload, error) {
 			return m.configMapVolumePayload(ctx, pod, src.ConfigMap)

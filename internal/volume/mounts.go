@@ -29,13 +29,15 @@ const (
 // and the termination-message file, which it creates empty (mode 0666) at
 // TerminationMessagePath. A subPathExpr is expanded with env, the
 // container's resolved environment for this start, and the result is
-// mounted exactly as a literal subPath. These are errors: a volumeMount
+// mounted exactly as a literal subPath. An image volume is mounted by the
+// runtime from images[volume name], the reference the executor pulled it
+// as; its subPath goes to the runtime as is. These are errors: a volumeMount
 // that names no volume of the pod, a subPathExpr naming a variable that is
 // unset or empty, a subPath (literal or expanded) that is absolute or
 // contains "..", each with the kubelet's message as it is; a subPath that
 // resolves outside its volume. Call it after SetUp, just before creating
 // the container.
-func (m *Manager) Mounts(pod *v1.Pod, c *v1.Container, restartCount int32, env []criconfig.EnvVar) ([]*runtimeapi.Mount, error) {
+func (m *Manager) Mounts(pod *v1.Pod, c *v1.Container, restartCount int32, env []criconfig.EnvVar, images map[string]string) ([]*runtimeapi.Mount, error) {
 	volumes := make(map[string]*v1.Volume, len(pod.Spec.Volumes))
 	for i := range pod.Spec.Volumes {
 		volumes[pod.Spec.Volumes[i].Name] = &pod.Spec.Volumes[i]
@@ -52,7 +54,12 @@ func (m *Manager) Mounts(pod *v1.Pod, c *v1.Container, restartCount int32, env [
 		if err != nil {
 			return nil, err
 		}
-		mnt, err := m.volumeMount(pod, c.Name, i, vol, vm, subPath)
+		var mnt *runtimeapi.Mount
+		if vol.Image != nil {
+			mnt, err = imageMount(vol, vm, subPath, images[vol.Name])
+		} else {
+			mnt, err = m.volumeMount(pod, c.Name, i, vol, vm, subPath)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("mounting volume %q into container %q: %w", vm.Name, c.Name, err)
 		}
@@ -124,6 +131,27 @@ func (m *Manager) volumeMount(pod *v1.Pod, container string, index int, vol *v1.
 		HostPath:      hostPath,
 		Readonly:      vm.ReadOnly || vp.ReadOnly,
 		Propagation:   propagation,
+	}, nil
+}
+
+// imageMount is the CRI mount of vm, a mount of the image volume vol whose
+// image the runtime knows as ref: always read-only, the image's subPath
+// (already expanded and checked) handed to the runtime, which refuses one
+// the image does not have.
+func imageMount(vol *v1.Volume, vm *v1.VolumeMount, subPath, ref string) (*runtimeapi.Mount, error) {
+	if ref == "" {
+		return nil, fmt.Errorf("the image of volume %q has not been pulled", vol.Name)
+	}
+	propagation, err := mountPropagation(vm.MountPropagation)
+	if err != nil {
+		return nil, err
+	}
+	return &runtimeapi.Mount{
+		ContainerPath: vm.MountPath,
+		Readonly:      true,
+		Propagation:   propagation,
+		Image:         &runtimeapi.ImageSpec{Image: ref, UserSpecifiedImage: vol.Image.Reference},
+		ImageSubPath:  subPath,
 	}, nil
 }
 
@@ -199,6 +227,8 @@ func (m *Manager) volumePath(pod *v1.Pod, vol *v1.Volume) (string, error) {
 		return m.volumeDir(pod.UID, downwardAPIPlugin, vol.Name), nil
 	case src.Projected != nil:
 		return m.volumeDir(pod.UID, projectedPlugin, vol.Name), nil
+	case src.Image != nil:
+		return "", fmt.Errorf("image volume %q has no directory on the host: the runtime mounts it", vol.Name)
 	default:
 		return "", fmt.Errorf("volume source %s is not supported by nodelet", sourceKind(src))
 	}

@@ -203,6 +203,27 @@ func TestMounts(t *testing.T) {
 		},
 		wantErr: `subPath "escape/x" resolves outside the volume`,
 	}, {
+		name: "image volumes: always read-only, mounted by the runtime from the pulled reference, subPath handed over",
+		mounts: []v1.VolumeMount{
+			{Name: "img", MountPath: "/img"},
+			{Name: "img", MountPath: "/img-logs", SubPathExpr: "$(DIR)", MountPropagation: &hostToContainer},
+		},
+		want: func(e *testEnv, pod *v1.Pod) []*runtimeapi.Mount {
+			spec := &runtimeapi.ImageSpec{Image: "sha256:4f2e", UserSpecifiedImage: "registry.example/data:1"}
+			return []*runtimeapi.Mount{
+				{ContainerPath: "/img", Readonly: true, Image: spec},
+				{ContainerPath: "/img-logs", Readonly: true, Image: spec, ImageSubPath: "logs", Propagation: runtimeapi.MountPropagation_PROPAGATION_HOST_TO_CONTAINER},
+			}
+		},
+	}, {
+		name:    "an image volume whose image was not pulled",
+		mounts:  []v1.VolumeMount{{Name: "img-unpulled", MountPath: "/x"}},
+		wantErr: `the image of volume "img-unpulled" has not been pulled`,
+	}, {
+		name:    "an image volume's subPath is checked like any other",
+		mounts:  []v1.VolumeMount{{Name: "img", MountPath: "/x", SubPathExpr: "$(UP)"}},
+		wantErr: "..",
+	}, {
 		name:    "unknown volume",
 		mounts:  []v1.VolumeMount{{Name: "nope", MountPath: "/x"}},
 		wantErr: `cannot find volume "nope" to mount into container "c"`,
@@ -219,6 +240,8 @@ func TestMounts(t *testing.T) {
 				v1.Volume{Name: "scratch", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{}}},
 				v1.Volume{Name: "host", VolumeSource: v1.VolumeSource{HostPath: &v1.HostPathVolumeSource{Path: hostDir}}},
 				configMapVolume("cfg", "app", nil, nil, nil),
+				v1.Volume{Name: "img", VolumeSource: v1.VolumeSource{Image: &v1.ImageVolumeSource{Reference: "registry.example/data:1"}}},
+				v1.Volume{Name: "img-unpulled", VolumeSource: v1.VolumeSource{Image: &v1.ImageVolumeSource{Reference: "registry.example/other:1"}}},
 			)
 			pod.Spec.Containers[0].VolumeMounts = tt.mounts
 			if err := e.m.SetUp(context.Background(), pod); err != nil {
@@ -232,7 +255,7 @@ func TestMounts(t *testing.T) {
 					t.Errorf("tearing down subPath mounts: %v", err)
 				}
 			})
-			got, err := e.m.Mounts(pod, &pod.Spec.Containers[0], 0, env)
+			got, err := e.m.Mounts(pod, &pod.Spec.Containers[0], 0, env, map[string]string{"img": "sha256:4f2e"})
 			if tt.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.wantErr) || tt.exactErr && err.Error() != tt.wantErr {
 					t.Fatalf("Mounts error = %v, want %q (exact: %v)", err, tt.wantErr, tt.exactErr)
@@ -318,7 +341,7 @@ func TestMountsSubPathExprPerStart(t *testing.T) {
 	vol := e.m.volumeDir(pod.UID, emptyDirPlugin, "scratch")
 	for restart, dir := range []string{"mypath", "mynewpath"} {
 		env := []criconfig.EnvVar{{Name: "POD_NAME", Value: "foo"}, {Name: "ANNOTATION", Value: dir}}
-		mounts, err := e.m.Mounts(pod, c, int32(restart), env)
+		mounts, err := e.m.Mounts(pod, c, int32(restart), env, nil)
 		if err != nil {
 			t.Fatalf("start %d: Mounts: %v", restart, err)
 		}
@@ -352,7 +375,7 @@ func TestMountsTerminationMessage(t *testing.T) {
 	}
 	c := &pod.Spec.Containers[0]
 
-	mounts, err := e.m.Mounts(pod, c, 3, nil)
+	mounts, err := e.m.Mounts(pod, c, 3, nil, nil)
 	if err != nil {
 		t.Fatalf("Mounts: %v", err)
 	}
@@ -371,7 +394,7 @@ func TestMountsTerminationMessage(t *testing.T) {
 		t.Fatal(err)
 	}
 	c.TerminationMessagePath = "/tmp/msg"
-	mounts, err = e.m.Mounts(pod, c, 4, nil)
+	mounts, err = e.m.Mounts(pod, c, 4, nil, nil)
 	if err != nil {
 		t.Fatalf("Mounts: %v", err)
 	}
@@ -384,7 +407,7 @@ func TestMountsTerminationMessage(t *testing.T) {
 
 	// A volumeMount at that path wins.
 	c.VolumeMounts = []v1.VolumeMount{{Name: "logs", MountPath: "/tmp/msg"}}
-	mounts, err = e.m.Mounts(pod, c, 5, nil)
+	mounts, err = e.m.Mounts(pod, c, 5, nil, nil)
 	if err != nil {
 		t.Fatalf("Mounts: %v", err)
 	}
@@ -455,7 +478,7 @@ func TestEtcHosts(t *testing.T) {
 				}
 				assertMode(t, file, 0o644)
 			}
-			mounts, err := e.m.Mounts(pod, &pod.Spec.Containers[0], 0, nil)
+			mounts, err := e.m.Mounts(pod, &pod.Spec.Containers[0], 0, nil, nil)
 			if err != nil {
 				t.Fatalf("Mounts: %v", err)
 			}

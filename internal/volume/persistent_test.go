@@ -288,7 +288,7 @@ func TestLocalPersistentVolume(t *testing.T) {
 			if len(mps) != 1 || mps[0].Device != local || mps[0].Path != dir || !slices.Equal(mps[0].Opts, tt.wantOpts) {
 				t.Fatalf("mounts = %+v, want %s on %s with %v", mps, local, dir, tt.wantOpts)
 			}
-			mounts, err := e.m.Mounts(pod, &pod.Spec.Containers[0], 0, nil)
+			mounts, err := e.m.Mounts(pod, &pod.Spec.Containers[0], 0, nil, nil)
 			if err != nil {
 				t.Fatalf("Mounts: %v", err)
 			}
@@ -400,7 +400,7 @@ func TestHostPathPersistentVolume(t *testing.T) {
 			t.Errorf("TearDown: %v", err)
 		}
 	})
-	mounts, err := e.m.Mounts(pod, &pod.Spec.Containers[0], 0, nil)
+	mounts, err := e.m.Mounts(pod, &pod.Spec.Containers[0], 0, nil, nil)
 	if err != nil {
 		t.Fatalf("Mounts: %v", err)
 	}
@@ -494,7 +494,7 @@ func TestCSIVolumes(t *testing.T) {
 		!slices.Equal(persistent.AccessModes, pv.Spec.AccessModes) || persistent.NodeStageSecretRef.Name != "stage" {
 		t.Errorf("persistent volume = %+v", persistent)
 	}
-	mounts, err := e.m.Mounts(pod, &pod.Spec.Containers[0], 0, nil)
+	mounts, err := e.m.Mounts(pod, &pod.Spec.Containers[0], 0, nil, nil)
 	if err != nil {
 		t.Fatalf("Mounts: %v", err)
 	}

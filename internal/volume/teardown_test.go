@@ -28,7 +28,7 @@ func TestTearDown(t *testing.T) {
 	if err := e.m.SetUp(ctx, pod); err != nil {
 		t.Fatalf("SetUp: %v", err)
 	}
-	if _, err := e.m.Mounts(pod, &pod.Spec.Containers[0], 0, nil); err != nil {
+	if _, err := e.m.Mounts(pod, &pod.Spec.Containers[0], 0, nil, nil); err != nil {
 		t.Fatalf("Mounts: %v", err)
 	}
 	if err := e.m.WriteEtcHosts(pod, []string{"10.0.0.2"}); err != nil {
