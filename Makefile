@@ -32,7 +32,7 @@ TEST_TIMEOUT ?= 45m
 # coverage-guided fuzzer: its instrumentation compiles every package the
 # targets import again (about 5 minutes on 2 cores with a cold build cache).
 # The unit tests drive the same checks with 2000 mutated seeds per target
-# (internal/fuzz/mutate_test.go).
+# (internal/fuzz/mutate_test.go, internal/approver/fuzz_test.go).
 FUZZTIME ?= 10m
 
 UNIT_PKGS = $(shell $(GO) list ./... | grep -v /test/)
@@ -182,9 +182,10 @@ conformance-smoke: deps envtest ## The conformance smoke subset that make test r
 	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) -run TestSmoke -v ./test/conformance/
 
 .PHONY: fuzz
-fuzz: ## Fuzz the pod pipeline (admission, plan, volumes, CRI configs, status) and the node API's request handling, each for $$FUZZTIME (10m).
+fuzz: ## Fuzz the pod pipeline (admission, plan, volumes, CRI configs, status), the node API's request handling and the CSR approver's decoding and decisions, each for $$FUZZTIME (10m).
 	$(GO) test -run '^$$' -fuzz FuzzPodPipeline -fuzztime $(FUZZTIME) ./internal/fuzz/
 	$(GO) test -run '^$$' -fuzz FuzzNodeAPI -fuzztime $(FUZZTIME) ./internal/fuzz/
+	$(GO) test -run '^$$' -fuzz FuzzCSRDecoding -fuzztime $(FUZZTIME) ./internal/approver/
 
 # Without KUBECONFIG, hack/run.sh installs the packages and builds the
 # Kubernetes binaries itself, with a progress line for each step; with it,

@@ -9,7 +9,7 @@ import (
 	"github.com/spf13/pflag"
 	certificatesv1 "k8s.io/api/certificates/v1"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/labels"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
@@ -28,6 +28,7 @@ const Command = "csr-approver"
 // commandOptions are the approver's flags.
 type commandOptions struct {
 	kubeconfig          string
+	config              string
 	leaderElect         bool
 	leaderElectionNS    string
 	leaderElectionID    string
@@ -43,6 +44,7 @@ func Main(args []string) int {
 	zapOpts := zap.Options{}
 	fs := pflag.NewFlagSet("nodelet "+Command, pflag.ContinueOnError)
 	fs.StringVar(&opts.kubeconfig, "kubeconfig", "", "kubeconfig of the approver's identity; empty: the in-cluster ServiceAccount, or $KUBECONFIG")
+	fs.StringVar(&opts.config, "config", "", "configuration file (kind "+ConfigurationKind+"): the names a node's serving certificate may hold; empty: no serving certificate is approved")
 	fs.BoolVar(&opts.leaderElect, "leader-elect", true, "elect a leader with a Lease, so that only one replica decides")
 	fs.StringVar(&opts.leaderElectionNS, "leader-election-namespace", "", "namespace of the leader election Lease; empty: the pod's namespace")
 	fs.StringVar(&opts.leaderElectionID, "leader-election-id", "nodelet-csr-approver", "name of the leader election Lease")
@@ -72,6 +74,15 @@ func Main(args []string) int {
 }
 
 func run(opts commandOptions) error {
+	var policy ServingPolicy
+	if opts.config != "" {
+		c, err := LoadConfiguration(opts.config)
+		if err != nil {
+			return err
+		}
+		// Valid: LoadConfiguration checked it.
+		policy, _ = c.ServingCertificates.Policy(nil)
+	}
 	cfg, err := restConfig(opts.kubeconfig)
 	if err != nil {
 		return err
@@ -88,17 +99,21 @@ func run(opts commandOptions) error {
 		LeaderElectionNamespace:       opts.leaderElectionNS,
 		LeaderElectionID:              opts.leaderElectionID,
 		LeaderElectionReleaseOnCancel: true,
-		// Only nodelet's Nodes matter (DecideServing): the others are not
-		// cached.
-		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{
-			&corev1.Node{}: {Label: labels.SelectorFromSet(labels.Set{agentLabel: agentValue})},
-		}},
+		// Every Node is cached, for the addresses other Nodes report
+		// (DecideServing), but only what the decisions read of it.
+		Cache: cache.Options{
+			DefaultTransform: cache.TransformStripManagedFields(),
+			ByObject: map[client.Object]cache.ByObject{
+				&corev1.Node{}: {Transform: nodeAddressesOnly},
+			},
+		},
 	})
 	if err != nil {
 		return fmt.Errorf("creating the manager: %w", err)
 	}
 	ctx := ctrl.SetupSignalHandler()
-	if err := (&Reconciler{Client: mgr.GetClient()}).SetupWithManager(ctx, mgr); err != nil {
+	r := &Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Policy: policy}
+	if err := r.SetupWithManager(ctx, mgr); err != nil {
 		return err
 	}
 	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
@@ -107,11 +122,31 @@ func run(opts commandOptions) error {
 	if err := mgr.AddReadyzCheck("ping", healthz.Ping); err != nil {
 		return fmt.Errorf("adding the readiness check: %w", err)
 	}
-	ctrl.Log.WithName("setup").Info("Starting the CSR approver", "signer", certificatesv1.KubeAPIServerClientKubeletSignerName, "leaderElection", opts.leaderElect)
+	ctrl.Log.WithName("setup").Info("Starting the CSR approver", "signers",
+		[]string{certificatesv1.KubeAPIServerClientKubeletSignerName, certificatesv1.KubeletServingSignerName},
+		"leaderElection", opts.leaderElect, "servingDNSNamePatterns", policy.DNSNamePatterns,
+		"servingIPCIDRs", policy.IPCIDRs, "serviceCIDRs", policy.ServiceCIDRs)
 	if err := mgr.Start(ctx); err != nil {
 		return fmt.Errorf("running the manager: %w", err)
 	}
 	return nil
+}
+
+// nodeAddressesOnly keeps of a cached Node its name, labels and addresses:
+// all the approver reads of it.
+func nodeAddressesOnly(o any) (any, error) {
+	node, ok := o.(*corev1.Node)
+	if !ok {
+		return o, nil
+	}
+	return &corev1.Node{
+		TypeMeta: node.TypeMeta,
+		ObjectMeta: metav1.ObjectMeta{
+			Name: node.Name, UID: node.UID, ResourceVersion: node.ResourceVersion,
+			Labels: node.Labels, DeletionTimestamp: node.DeletionTimestamp,
+		},
+		Status: corev1.NodeStatus{Addresses: node.Status.Addresses},
+	}, nil
 }
 
 // restConfig is the approver's identity: --kubeconfig, else the

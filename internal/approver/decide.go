@@ -1,8 +1,6 @@
 package approver
 
 import (
-	"crypto/x509"
-	"encoding/pem"
 	"fmt"
 	"slices"
 	"strings"
@@ -49,14 +47,47 @@ const (
 	// ReasonTokenAlreadyUsed: the token already had a request approved,
 	// or made an earlier one that is waiting.
 	ReasonTokenAlreadyUsed = "TokenAlreadyUsed"
+	// ReasonNotAuthorized: the token lacks the permission
+	// SubresourceNodeClient.
+	ReasonNotAuthorized = "NotAuthorized"
+)
+
+// The permissions the approver checks with a SubjectAccessReview before
+// it approves, as the controller-manager's approver checks create on
+// certificatesigningrequests/nodeclient and /selfnodeclient in
+// certificates.k8s.io: verb PermissionVerb on PermissionResource, with
+// one of the subresources below, in PermissionGroup. The group is
+// nodelet's own, so that granting one of them never lets another approver
+// act: the controller-manager approves a bootstrap token's nodeclient
+// request for any node name.
+const (
+	PermissionGroup    = "certificates.nodelet.io"
+	PermissionResource = "certificatesigningrequests"
+	PermissionVerb     = "create"
+	// SubresourceNodeClient: a bootstrap token's request for the client
+	// certificate of the node it is bound to.
+	SubresourceNodeClient = "nodeclient"
+	// SubresourceSelfNodeClient: a node's renewal of its own client
+	// certificate.
+	SubresourceSelfNodeClient = "selfnodeclient"
+	// SubresourceSelfNodeServing: a node's request for its own serving
+	// certificate.
+	SubresourceSelfNodeServing = "selfnodeserving"
 )
 
 // Decision is the verdict on a CSR with the reason and message of the
-// condition to set (empty for Ignore).
+// condition to set (for Ignore, Reason is empty and Message may say why),
+// and for Approve the permission the requester needs for the approval to
+// stand.
 type Decision struct {
 	Verdict Verdict
 	Reason  string
 	Message string
+	// Permission is the subresource of PermissionResource in
+	// PermissionGroup that the requester must be allowed to
+	// PermissionVerb (a SubjectAccessReview) for an Approve to be carried
+	// out; empty otherwise.
+	Permission string
 }
 
 // nodeClientUsages are the usage sets of a node client certificate: RSA
@@ -77,7 +108,8 @@ var nodeClientUsages = [][]certificatesv1.KeyUsage{
 // waiting; anything else from such a token is denied. From a node
 // (system:node:<name> in system:nodes) a node client request for its own
 // name is approved; any other is left alone, as is every request from
-// anyone else.
+// anyone else. An approval of a token's request needs the token's
+// permission SubresourceNodeClient, of a node's SubresourceSelfNodeClient.
 func Decide(csr *certificatesv1.CertificateSigningRequest, others []certificatesv1.CertificateSigningRequest) Decision {
 	if csr.Spec.SignerName != certificatesv1.KubeAPIServerClientKubeletSignerName || decided(csr) {
 		return Decision{}
@@ -93,7 +125,7 @@ func Decide(csr *certificatesv1.CertificateSigningRequest, others []certificates
 		if err != nil || csr.Spec.Username != nodeUserPrefix+name {
 			return Decision{}
 		}
-		return Decision{Verdict: Approve, Reason: ReasonAutoApproved,
+		return Decision{Verdict: Approve, Reason: ReasonAutoApproved, Permission: SubresourceSelfNodeClient,
 			Message: fmt.Sprintf("Auto approving the renewal of node %s's own client certificate", name)}
 	}
 	return Decision{}
@@ -122,7 +154,7 @@ func checkBootstrap(csr *certificatesv1.CertificateSigningRequest) Decision {
 		return Decision{Verdict: Deny, Reason: ReasonNodeNameMismatch,
 			Message: fmt.Sprintf("Bootstrap token user %s is bound to another node (group %s) and may not get a certificate for node %s", csr.Spec.Username, bindings[0], name)}
 	}
-	return Decision{Verdict: Approve, Reason: ReasonAutoApproved,
+	return Decision{Verdict: Approve, Reason: ReasonAutoApproved, Permission: SubresourceNodeClient,
 		Message: fmt.Sprintf("Auto approving nodelet client certificate for node %s, the node bootstrap token user %s is bound to", name, csr.Spec.Username)}
 }
 
@@ -153,16 +185,9 @@ func firstOfToken(csr *certificatesv1.CertificateSigningRequest, others []certif
 // CN=system:node:<name>, O=system:nodes with a valid node name, it has no
 // subject alternative names, and its usages are a node client's.
 func nodeClientName(csr *certificatesv1.CertificateSigningRequest) (string, error) {
-	block, _ := pem.Decode(csr.Spec.Request)
-	if block == nil || block.Type != "CERTIFICATE REQUEST" {
-		return "", fmt.Errorf("the request is not a PEM CERTIFICATE REQUEST")
-	}
-	req, err := x509.ParseCertificateRequest(block.Bytes)
+	req, err := parseRequest(csr.Spec.Request)
 	if err != nil {
-		return "", fmt.Errorf("parsing the request: %w", err)
-	}
-	if err := req.CheckSignature(); err != nil {
-		return "", fmt.Errorf("checking the request's signature: %w", err)
+		return "", err
 	}
 	name, ok := strings.CutPrefix(req.Subject.CommonName, nodeUserPrefix)
 	if !ok {
@@ -173,6 +198,9 @@ func nodeClientName(csr *certificatesv1.CertificateSigningRequest) (string, erro
 	}
 	if !slices.Equal(req.Subject.Organization, []string{nodesGroup}) {
 		return "", fmt.Errorf("organization %q is not exactly [%s]", req.Subject.Organization, nodesGroup)
+	}
+	if !oneCNOneO(req.Subject) {
+		return "", fmt.Errorf("subject %q has attributes other than one CN and one O", req.Subject)
 	}
 	if n := len(req.DNSNames) + len(req.IPAddresses) + len(req.EmailAddresses) + len(req.URIs); n > 0 {
 		return "", fmt.Errorf("the request has %d subject alternative names, a node client certificate none", n)

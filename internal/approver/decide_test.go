@@ -95,6 +95,7 @@ func TestDecide(t *testing.T) {
 		}, want: Approve, wantReason: ReasonAutoApproved},
 		{name: "the CSR itself in the list", csr: csrOf("c", a, token, tokenGroups("a"), 1), others: []certificatesv1.CertificateSigningRequest{csrOf("c", a, token, tokenGroups("a"), 1)}, want: Approve, wantReason: ReasonAutoApproved},
 		{name: "wrong O", csr: csrOf("c", csrRequest(t, &x509.CertificateRequest{Subject: pkix.Name{CommonName: "system:node:a", Organization: []string{"system:nodes", "system:masters"}}}), token, tokenGroups("a"), 1), want: Deny, wantReason: ReasonInvalidRequest},
+		{name: "extra subject attribute", csr: csrOf("c", csrRequest(t, &x509.CertificateRequest{Subject: pkix.Name{CommonName: "system:node:a", Organization: []string{"system:nodes"}, OrganizationalUnit: []string{"x"}}}), token, tokenGroups("a"), 1), want: Deny, wantReason: ReasonInvalidRequest},
 		{name: "no O", csr: csrOf("c", csrRequest(t, &x509.CertificateRequest{Subject: pkix.Name{CommonName: "system:node:a"}}), token, tokenGroups("a"), 1), want: Deny, wantReason: ReasonInvalidRequest},
 		{name: "CN not a node", csr: csrOf("c", csrRequest(t, &x509.CertificateRequest{Subject: pkix.Name{CommonName: "admin", Organization: []string{"system:nodes"}}}), token, tokenGroups("a"), 1), want: Deny, wantReason: ReasonInvalidRequest},
 		{name: "invalid node name", csr: csrOf("c", nodeRequest(t, "A_b"), token, tokenGroups("A_b"), 1), want: Deny, wantReason: ReasonInvalidRequest},
@@ -133,6 +134,16 @@ func TestDecide(t *testing.T) {
 			}
 			if got.Verdict != Ignore && got.Message == "" {
 				t.Error("no message")
+			}
+			wantPermission := ""
+			if got.Verdict == Approve {
+				wantPermission = SubresourceSelfNodeClient
+				if strings.HasPrefix(csr.Spec.Username, bootstrapUserPrefix) {
+					wantPermission = SubresourceNodeClient
+				}
+			}
+			if got.Permission != wantPermission {
+				t.Errorf("permission %q, want %q", got.Permission, wantPermission)
 			}
 		})
 	}

@@ -168,7 +168,12 @@ var _ = Describe("TLS bootstrap", Ordered, ContinueOnFailure, func() {
 		installed, err := api.InstallNodeletAccess(ctx)
 		Expect(err).NotTo(HaveOccurred())
 		GinkgoWriter.Printf("installed from config/default: %v\n", installed)
-		approver, err = utils.StartCSRApprover(ctx, api)
+		// The serving certificate may name the node and its IP on the
+		// runtime's bridge (NodeletOptions.NodeIP unset), nothing else.
+		approver, err = utils.StartCSRApproverWithOptions(ctx, api, utils.CSRApproverOptions{ServingCertificates: map[string]any{
+			"dnsNamePatterns": []string{bootstrapNode},
+			"ipCIDRs":         []string{ctrd.Subnet.String()},
+		}})
 		Expect(err).NotTo(HaveOccurred())
 		DeferCleanup(approver.Stop)
 
@@ -293,8 +298,33 @@ var _ = Describe("TLS bootstrap", Ordered, ContinueOnFailure, func() {
 		GinkgoWriter.Printf("nodelet start to Node Ready with a bootstrap token: %s\n", time.Since(started).Round(100*time.Millisecond))
 	}, SpecTimeout(bootstrapTimeout))
 
-	It("gets a serving certificate for its own addresses that nodelet's approver approves", func(ctx SpecContext) {
+	It("gets a serving certificate for its own addresses that nodelet's approver approves once an admin opts its Node in", func(ctx SpecContext) {
 		csr := &certificatesv1.CertificateSigningRequest{}
+		By("waiting for the serving CSR, which stays pending while the Node is not opted in")
+		Eventually(func(g Gomega) {
+			list := &certificatesv1.CertificateSigningRequestList{}
+			g.Expect(admin.List(ctx, list)).To(Succeed())
+			i := slices.IndexFunc(list.Items, func(c certificatesv1.CertificateSigningRequest) bool {
+				return c.Spec.SignerName == certificatesv1.KubeletServingSignerName && c.Spec.Username == "system:node:"+bootstrapNode
+			})
+			g.Expect(i).NotTo(Equal(-1), "no serving CSR yet")
+		}).WithTimeout(bootstrapTimeout).WithPolling(pollInterval).Should(Succeed())
+		Eventually(func() []string { return approver.LogLines("Leaving certificate signing request pending") }).
+			WithTimeout(apiTimeout).WithPolling(pollInterval).Should(ContainElement(ContainSubstring(approverpkg.ServingApprovalLabel)))
+		list := &certificatesv1.CertificateSigningRequestList{}
+		Expect(admin.List(ctx, list)).To(Succeed())
+		for _, c := range list.Items {
+			if c.Spec.SignerName == certificatesv1.KubeletServingSignerName {
+				Expect(c.Status.Conditions).To(BeEmpty(), "serving CSR %s decided before the Node was opted in", c.Name)
+			}
+		}
+
+		By("opting the Node in as an admin")
+		node := &corev1.Node{}
+		Expect(admin.Get(ctx, client.ObjectKey{Name: bootstrapNode}, node)).To(Succeed())
+		patch := client.MergeFrom(node.DeepCopy())
+		node.Labels[approverpkg.ServingApprovalLabel] = approverpkg.ServingApprovalValue
+		Expect(admin.Patch(ctx, node, patch)).To(Succeed())
 		Eventually(func(g Gomega) {
 			list := &certificatesv1.CertificateSigningRequestList{}
 			g.Expect(admin.List(ctx, list)).To(Succeed())
@@ -311,7 +341,6 @@ var _ = Describe("TLS bootstrap", Ordered, ContinueOnFailure, func() {
 			HaveField("Message", ContainSubstring("serving certificate of nodelet node "+bootstrapNode)),
 		)))
 		cert := parseCert(Default, csr.Status.Certificate)
-		node := &corev1.Node{}
 		Expect(admin.Get(ctx, client.ObjectKey{Name: bootstrapNode}, node)).To(Succeed())
 		var addresses []string
 		for _, a := range node.Status.Addresses {

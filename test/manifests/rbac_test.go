@@ -277,6 +277,9 @@ func TestBootstrapGrantsOnlyNodeletTokens(t *testing.T) {
 	o := decode(t, render(t, "../../config/default"))
 	const nodeletTokens = "system:bootstrappers:nodelet"
 	for _, b := range o.bindings {
+		if _, ok := approvalPermissions[b.roleRef.Name]; ok {
+			continue // TestApprovalPermissions
+		}
 		for _, s := range b.subjects {
 			if s == o.approver {
 				continue // TestApproverIsLeastPrivileged
@@ -289,6 +292,51 @@ func TestBootstrapGrantsOnlyNodeletTokens(t *testing.T) {
 				t.Errorf("%s %s binds %s to group %s; bootstrap tokens may only create and read CSRs (system:node-bootstrapper)",
 					b.kind, b.name, b.roleRef.Name, s.Name)
 			}
+		}
+	}
+}
+
+// approvalPermissions are config/approver's permission roles, by the
+// group each is bound to: the approver approves a request only when its
+// requester has the role's permission, in nodelet's own API group, which
+// no other approver checks.
+var approvalPermissions = map[string]struct{ subresource, group string }{
+	"nodelet:csr-approval:nodeclient":      {"nodeclient", "system:bootstrappers:nodelet"},
+	"nodelet:csr-approval:selfnodeclient":  {"selfnodeclient", "system:nodes"},
+	"nodelet:csr-approval:selfnodeserving": {"selfnodeserving", "system:nodes"},
+}
+
+// TestApprovalPermissions: each permission role grants create on its
+// subresource of certificatesigningrequests in certificates.nodelet.io
+// and nothing else, and is bound to its group only.
+func TestApprovalPermissions(t *testing.T) {
+	o := decode(t, render(t, "../../config/default"))
+	bound := map[string]bool{}
+	for name, want := range approvalPermissions {
+		rules := []rbacv1.PolicyRule{{APIGroups: []string{"certificates.nodelet.io"},
+			Resources: []string{"certificatesigningrequests/" + want.subresource}, Verbs: []string{"create"}}}
+		if got := o.roles["/"+name]; !equalRules(got, rules) {
+			t.Errorf("ClusterRole %s has rules %+v, want %+v", name, got, rules)
+		}
+	}
+	for _, b := range o.bindings {
+		want, ok := approvalPermissions[b.roleRef.Name]
+		if !ok {
+			continue
+		}
+		if b.roleRef.Kind != "ClusterRole" || b.kind != "ClusterRoleBinding" {
+			t.Errorf("%s %s binds %s %s; want a ClusterRoleBinding", b.kind, b.name, b.roleRef.Kind, b.roleRef.Name)
+		}
+		for _, s := range b.subjects {
+			if s.Kind != rbacv1.GroupKind || s.Name != want.group {
+				t.Errorf("%s %s binds %s to %s %s; want group %s only", b.kind, b.name, b.roleRef.Name, s.Kind, s.Name, want.group)
+			}
+		}
+		bound[b.roleRef.Name] = true
+	}
+	for name := range approvalPermissions {
+		if !bound[name] {
+			t.Errorf("nothing binds ClusterRole %s", name)
 		}
 	}
 }
@@ -314,14 +362,19 @@ func TestNoAutoApprovalByTheControllerManager(t *testing.T) {
 
 // approverRules are all the approver may do: read CSRs, set their
 // approval, approve for the node client and kubelet serving signers only,
-// read Nodes (the addresses a serving certificate may name); in its
-// namespace, hold its leader Lease and record Events.
+// review a requester's permission, read Nodes (the opt-in label, the
+// addresses a serving certificate may name and those of other Nodes),
+// the kubernetes Service and the ServiceCIDRs (Service IPs are never
+// approved); in its namespace, hold its leader Lease and record Events.
 var approverRules = map[string][]rbacv1.PolicyRule{
 	"ClusterRole": {
 		{APIGroups: []string{"certificates.k8s.io"}, Resources: []string{"certificatesigningrequests"}, Verbs: []string{"get", "list", "watch"}},
 		{APIGroups: []string{"certificates.k8s.io"}, Resources: []string{"certificatesigningrequests/approval"}, Verbs: []string{"update"}},
 		{APIGroups: []string{"certificates.k8s.io"}, Resources: []string{"signers"}, ResourceNames: []string{"kubernetes.io/kube-apiserver-client-kubelet", "kubernetes.io/kubelet-serving"}, Verbs: []string{"approve"}},
+		{APIGroups: []string{"authorization.k8s.io"}, Resources: []string{"subjectaccessreviews"}, Verbs: []string{"create"}},
 		{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: []string{"get", "list", "watch"}},
+		{APIGroups: []string{""}, Resources: []string{"services"}, ResourceNames: []string{"kubernetes"}, Verbs: []string{"get"}},
+		{APIGroups: []string{"networking.k8s.io"}, Resources: []string{"servicecidrs"}, Verbs: []string{"list"}},
 	},
 	"Role": {
 		{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"get", "create", "update"}},

@@ -440,12 +440,27 @@ func (a *APIServer) InstallNodeletAccess(ctx context.Context) ([]string, error) 
 	return names, nil
 }
 
+// CSRApproverOptions configure StartCSRApproverWithOptions.
+type CSRApproverOptions struct {
+	// ServingCertificates is the servingCertificates section of the
+	// approver's configuration file (kind CSRApproverConfiguration), as
+	// a YAML or JSON value: the names a node's serving certificate may
+	// hold. Empty: no configuration file, and no serving certificate is
+	// approved.
+	ServingCertificates map[string]any
+}
+
 // StartCSRApprover runs `nodelet csr-approver` from the binary built from
 // this repository against api, as config/approver's ServiceAccount (with
 // a token from the TokenRequest API, so with exactly the RBAC that
 // InstallNodeletAccess applied), with leader election in
 // NodeletNamespace, and returns once its /healthz answers.
 func StartCSRApprover(ctx context.Context, api *APIServer) (*Component, error) {
+	return StartCSRApproverWithOptions(ctx, api, CSRApproverOptions{})
+}
+
+// StartCSRApproverWithOptions is StartCSRApprover with opts.
+func StartCSRApproverWithOptions(ctx context.Context, api *APIServer, opts CSRApproverOptions) (*Component, error) {
 	bin, err := NodeletBinary(ctx)
 	if err != nil {
 		return nil, err
@@ -480,14 +495,30 @@ func StartCSRApprover(ctx context.Context, api *APIServer) (*Component, error) {
 		_ = os.RemoveAll(dir)
 		return nil, err
 	}
-	c := &Component{Name: "nodelet csr-approver", Dir: dir, LogPath: filepath.Join(dir, "csr-approver.log")}
-	if err := c.start(bin, []string{
+	args := []string{
 		"csr-approver",
 		"--kubeconfig=" + kubeconfig,
 		"--leader-election-namespace=" + NodeletNamespace,
 		"--metrics-bind-address=0",
 		"--health-probe-bind-address=127.0.0.1:" + strconv.Itoa(port),
-	}); err != nil {
+	}
+	if opts.ServingCertificates != nil {
+		data, err := yaml.Marshal(map[string]any{
+			"apiVersion":          "config.nodelet.io/v1alpha1",
+			"kind":                "CSRApproverConfiguration",
+			"servingCertificates": opts.ServingCertificates,
+		})
+		if err == nil {
+			err = os.WriteFile(filepath.Join(dir, "config.yaml"), data, 0o600)
+		}
+		if err != nil {
+			_ = os.RemoveAll(dir)
+			return nil, fmt.Errorf("writing the csr-approver configuration: %w", err)
+		}
+		args = append(args, "--config="+filepath.Join(dir, "config.yaml"))
+	}
+	c := &Component{Name: "nodelet csr-approver", Dir: dir, LogPath: filepath.Join(dir, "csr-approver.log")}
+	if err := c.start(bin, args); err != nil {
 		_ = os.RemoveAll(dir)
 		return nil, err
 	}

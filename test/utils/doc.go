@@ -34,7 +34,8 @@
 //     CreateNodeBootstrapToken makes a per-host token bound to one node
 //     name with hack/bootstrap-token.sh, and InstallNodeletAccess and
 //     StartCSRApprover install config/'s RBAC and run `nodelet
-//     csr-approver` as its own ServiceAccount.
+//     csr-approver` as its own ServiceAccount
+//     (StartCSRApproverWithOptions: with the serving names it may approve).
 //   - StartNodelet runs the nodelet binary built from this repository as
 //     system:node:<name> (or, with NodeletOptions.BootstrapKubeconfig,
 //     with only a bootstrap token), with its own free ports for health, metrics and
