@@ -185,7 +185,8 @@ func TestMaxHugePagesAndUnified(t *testing.T) {
 	if diff := cmp.Diff(want, Max(old, next)); diff != "" {
 		t.Errorf("Max (-want +got):\n%s", diff)
 	}
-	if !old.Equal(old) || old.Equal(next) {
+	same := Config{HugePages: map[string]int64{"2MB": 4 * mi, "1GB": 0}, Unified: map[string]string{"memory.high": "100", "memory.low": "50"}}
+	if !old.Equal(same) || old.Equal(next) {
 		t.Error("Equal does not compare huge pages and unified files")
 	}
 	if got := Max(Config{}, Config{}); got.HugePages != nil || got.Unified != nil {
