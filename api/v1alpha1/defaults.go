@@ -109,6 +109,7 @@ func SetDefaults(c *NodeletConfiguration) {
 		c.Controllers = []string{"*"}
 	}
 	setHygieneDefaults(c)
+	setMemoryDefaults(c)
 }
 
 // DefaultNodeName is NODE_NAME, else the host name, lower-cased as the

@@ -84,6 +84,24 @@ type NodeletConfiguration struct {
 	// PodPidsLimit caps the processes of one pod; -1 is no limit.
 	// Default: -1.
 	PodPidsLimit *int64 `json:"podPidsLimit,omitempty"`
+	// FailSwapOn refuses to start when the node has swap on (/proc/swaps
+	// lists a swap area), as the kubelet's field. Default: true.
+	FailSwapOn *bool `json:"failSwapOn,omitempty"`
+	// MemorySwap is the swap the containers may use, as the kubelet's
+	// field.
+	MemorySwap MemorySwapConfiguration `json:"memorySwap,omitempty"`
+	// MemoryThrottlingFactor, with the MemoryQoS feature gate on a cgroup
+	// v2 host, sets each container's memory.high between its memory
+	// request and its limit (or the node's allocatable memory):
+	// request + factor × (limit − request), rounded down to a page. More
+	// than 0, at most 1. Unset: no memory.high, as the kubelet's default.
+	MemoryThrottlingFactor *float64 `json:"memoryThrottlingFactor,omitempty"`
+	// MemoryReservationPolicy, with the MemoryQoS feature gate on a cgroup
+	// v2 host, says which memory requests the kernel protects from reclaim:
+	// None (no memory.min or memory.low) or TieredReservation (memory.min
+	// for Guaranteed pods and containers, memory.low for Burstable ones,
+	// and their sums on the QoS cgroups). Default: None.
+	MemoryReservationPolicy string `json:"memoryReservationPolicy,omitempty"`
 	// EnforceNodeAllocatable lists what is bounded by the node's
 	// allocatable and reservations: "pods" (the kubepods cgroup),
 	// "system-reserved" and "kube-reserved" (the cgroups named by
@@ -362,6 +380,15 @@ type ServerAuthorization struct {
 	// CacheUnauthorizedTTL is how long a deny is reused; 0 asks again on
 	// every request. Default: 30s.
 	CacheUnauthorizedTTL *metav1.Duration `json:"cacheUnauthorizedTTL,omitempty"`
+}
+
+// MemorySwapConfiguration is the swap containers may use.
+type MemorySwapConfiguration struct {
+	// SwapBehavior is NoSwap (containers get no swap) or LimitedSwap
+	// (Burstable pods' containers that request memory get a share of the
+	// node's swap in proportion to their request; cgroup v2 only).
+	// Default: NoSwap.
+	SwapBehavior string `json:"swapBehavior,omitempty"`
 }
 
 // CrashLoopBackOffConfig tunes the crash-loop back-off.

@@ -78,6 +78,7 @@ func Validate(c *NodeletConfiguration) field.ErrorList {
 	errs = append(errs, validateReserved(p("kubeReserved"), c.KubeReserved)...)
 	errs = append(errs, validateEviction(p("evictionHard"), c.EvictionHard)...)
 	errs = append(errs, validateHygiene(c)...)
+	errs = append(errs, validateMemory(c)...)
 	errs = append(errs, validateStaticPods(c)...)
 	switch c.ConfigMapAndSecretChangeDetectionStrategy {
 	case WatchChangeDetectionStrategy, CacheChangeDetectionStrategy, GetChangeDetectionStrategy:

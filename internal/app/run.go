@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	ocgroups "github.com/opencontainers/cgroups"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -24,6 +25,7 @@ import (
 	"github.com/nodelet/nodelet/internal/agent"
 	"github.com/nodelet/nodelet/internal/approver"
 	"github.com/nodelet/nodelet/internal/certificates"
+	"github.com/nodelet/nodelet/internal/cgroups"
 	"github.com/nodelet/nodelet/internal/checkpoint"
 	"github.com/nodelet/nodelet/internal/controller"
 	"github.com/nodelet/nodelet/internal/cri"
@@ -71,6 +73,10 @@ func Run(args []string, reg controller.Registry) int {
 	}
 	log := ctrl.Log.WithName("setup")
 	defer setGCTarget(log).Stop()
+	if err := checkSwap(log, cfg); err != nil {
+		log.Error(err, "Refusing to start")
+		return 1
+	}
 	// Heap profiles are read only through the profiling handler; without
 	// it, nodelet keeps no record of its allocations (package memprofile).
 	// A profile lists every mapping of the binary: with the code in
@@ -334,4 +340,20 @@ func setGCTarget(log logr.Logger) *memlimit.Keeper {
 	k := memlimit.Start(memlimit.Options{HeadroomPercent: headroom, Floor: memoryLimitFloor})
 	log.V(2).Info("Set the garbage collection target", "gcPercent", headroom, "memoryLimitFollowsLiveMemory", k != nil)
 	return k
+}
+
+// checkSwap refuses a host with swap on unless failSwapOn is false, and
+// LimitedSwap on cgroup v1, as the kubelet does at start.
+func checkSwap(log logr.Logger, cfg *v1alpha1.NodeletConfiguration) error {
+	on, err := cgroups.HostSwapOn()
+	if err != nil {
+		return fmt.Errorf("reading whether swap is on: %w", err)
+	}
+	if err := cgroups.CheckSwap(on, cfg.FailSwapOn == nil || *cfg.FailSwapOn, cfg.MemorySwap.SwapBehavior, ocgroups.IsCgroup2UnifiedMode()); err != nil {
+		return err
+	}
+	if on {
+		log.Info("Swap is on", "swapBehavior", cfg.MemorySwap.SwapBehavior)
+	}
+	return nil
 }

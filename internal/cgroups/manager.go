@@ -17,6 +17,8 @@ import (
 	ocmanager "github.com/opencontainers/cgroups/manager"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/nodelet/nodelet/internal/kuberuntime/criconfig"
 )
 
 // Options configure a Manager.
@@ -27,6 +29,14 @@ type Options struct {
 	Root string
 	// PodPidsLimit bounds each pod's processes when positive.
 	PodPidsLimit int64
+	// HugePageSizes are the huge page sizes the host's hugetlb controller
+	// bounds ("2MB", "1GB"; see HugetlbSizes): each pod's cgroup is
+	// bounded by its request of each, 0 when it asks for none. None
+	// bounds no huge pages.
+	HugePageSizes []string
+	// MemoryQoS is the MemoryQoS feature gate and its settings (cgroup v2
+	// only).
+	MemoryQoS criconfig.MemoryQoS
 	// Allocatable bounds kubepods when set (enforceNodeAllocatable has
 	// "pods").
 	Allocatable v1.ResourceList
@@ -42,6 +52,8 @@ type Options struct {
 type Manager struct {
 	opts     Options
 	kubepods Name
+	// settings are what the pods' cgroups take from the node.
+	settings PodSettings
 
 	mu sync.Mutex
 	// pods are the pods whose cgroup the Manager set: what it set and
@@ -53,10 +65,12 @@ type Manager struct {
 	// every controller's mount again for each pod.
 	pathsMu  sync.Mutex
 	qosPaths map[string]map[string]string
-	// burstable is what updateQoS last set on the burstable cgroup, so
-	// that a pod's start or removal that does not change it writes
-	// nothing; nil: not set by this Manager yet.
-	burstable *Config
+	// burstable and kubepodsQoS are what updateQoS last set on the
+	// burstable and kubepods cgroups, so that a pod's start or removal
+	// that does not change them writes nothing; nil: not set by this
+	// Manager yet.
+	burstable   *Config
+	kubepodsQoS *Config
 }
 
 type podEntry struct {
@@ -72,26 +86,35 @@ func New(opts Options) (*Manager, error) {
 	if err != nil {
 		return nil, fmt.Errorf("reading cgroupRoot: %w", err)
 	}
-	return &Manager{opts: opts, kubepods: root.Child(KubepodsName), pods: map[types.UID]podEntry{}}, nil
+	settings := PodSettings{
+		PidsLimit:     opts.PodPidsLimit,
+		HugePageSizes: opts.HugePageSizes,
+		CgroupV2:      ocgroups.IsCgroup2UnifiedMode(),
+		MemoryQoS:     opts.MemoryQoS,
+	}
+	return &Manager{opts: opts, kubepods: root.Child(KubepodsName), settings: settings, pods: map[types.UID]podEntry{}}, nil
 }
 
 // Kubepods is the cgroup that holds every pod.
 func (m *Manager) Kubepods() Name { return m.kubepods }
 
 // Setup makes kubepods, bounded by the node's allocatable, with its
-// burstable and besteffort children, and bounds the reserved cgroups,
-// which must exist. It may be called again; what exists is kept.
+// burstable and besteffort children (see QoSSetup), and bounds the
+// reserved cgroups, which must exist. It may be called again; what
+// exists is kept.
 func (m *Manager) Setup() error {
-	var kp Config
+	kp, burstable, besteffort := QoSSetup(m.settings)
 	if m.opts.Allocatable != nil {
-		kp = NodeConfig(m.opts.Allocatable)
+		bound := NodeConfig(m.opts.Allocatable)
+		bound.Unified = kp.Unified
+		kp = bound
 	}
 	if err := m.ensure(m.kubepods, kp); err != nil {
 		return fmt.Errorf("making the %s cgroup: %w", KubepodsName, err)
 	}
-	burstable, besteffort := QoSConfigs(nil)
 	m.mu.Lock()
-	m.burstable = nil // set again below; the next updateQoS writes its own
+	// Set again below; the next updateQoS writes its own.
+	m.burstable, m.kubepodsQoS = nil, nil
 	m.mu.Unlock()
 	if err := m.ensure(m.kubepods.Child(BurstableName), burstable); err != nil {
 		return fmt.Errorf("making the %s cgroup: %w", BurstableName, err)
@@ -119,7 +142,7 @@ func (m *Manager) bindReserved(cg string, reserved v1.ResourceList) error {
 	if !ocgroups.PathExists(dirOf(lib)) {
 		return fmt.Errorf("bounding reserved cgroup %q: the cgroup does not exist", cg)
 	}
-	if err := lib.Set(resources(NodeConfig(reserved))); err != nil {
+	if err := lib.Set(m.resources(NodeConfig(reserved))); err != nil {
 		return fmt.Errorf("bounding reserved cgroup %q: %w", cg, err)
 	}
 	return nil
@@ -135,7 +158,7 @@ func (m *Manager) PodParent(pod *v1.Pod) string {
 // it exists: one that exists (a pod running before a restart) is adopted
 // and brought to the pod's bounds the first time it is seen.
 func (m *Manager) EnsurePod(pod *v1.Pod) error {
-	name, want := PodName(m.kubepods, pod), PodConfig(pod, m.opts.PodPidsLimit)
+	name, want := PodName(m.kubepods, pod), PodConfig(pod, m.settings)
 	m.mu.Lock()
 	e, known := m.pods[pod.UID]
 	m.mu.Unlock()
@@ -161,7 +184,7 @@ func (m *Manager) EnsurePod(pod *v1.Pod) error {
 // grows is raised before the containers change, one that shrinks is
 // lowered after them. Nothing is written when the bounds are unchanged.
 func (m *Manager) ResizePod(pod *v1.Pod, update func() error) error {
-	name, want := PodName(m.kubepods, pod), PodConfig(pod, m.opts.PodPidsLimit)
+	name, want := PodName(m.kubepods, pod), PodConfig(pod, m.settings)
 	m.mu.Lock()
 	e, known := m.pods[pod.UID]
 	m.mu.Unlock()
@@ -262,7 +285,8 @@ func (m *Manager) setPod(pod *v1.Pod, name Name, c Config) {
 	m.pods[pod.UID] = podEntry{name: name, config: c, qos: QoSPodOf(pod)}
 }
 
-// updateQoS sets the burstable cgroup's shares from the pods it holds.
+// updateQoS sets the burstable cgroup's shares from the pods it holds,
+// and the memory protection of kubepods and burstable (QoSConfigs).
 func (m *Manager) updateQoS() error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -270,7 +294,18 @@ func (m *Manager) updateQoS() error {
 	for _, e := range m.pods {
 		pods = append(pods, e.qos)
 	}
-	burstable, _ := QoSConfigs(pods)
+	kubepods, burstable, _ := QoSConfigs(pods, m.settings)
+	if kubepods.Unified != nil && (m.kubepodsQoS == nil || !m.kubepodsQoS.Equal(kubepods)) {
+		lib, err := m.lib(m.kubepods)
+		if err != nil {
+			return err
+		}
+		if err := m.set(lib, kubepods); err != nil {
+			m.kubepodsQoS = nil
+			return fmt.Errorf("updating the %s cgroup: %w", KubepodsName, err)
+		}
+		m.kubepodsQoS = &kubepods
+	}
 	if m.burstable != nil && m.burstable.Equal(burstable) {
 		return nil
 	}
@@ -305,7 +340,7 @@ func (m *Manager) ensure(n Name, c Config) error {
 
 func (m *Manager) set(lib ocgroups.Manager, c Config) error {
 	start := time.Now()
-	if err := lib.Set(resources(c)); err != nil {
+	if err := lib.Set(m.resources(c)); err != nil {
 		return err
 	}
 	observe(opUpdate, start)
@@ -416,8 +451,15 @@ func dirOf(lib ocgroups.Manager) string {
 	return lib.Path("cpu")
 }
 
-// resources is c for the library.
-func resources(c Config) *ocgroups.Resources {
+// resources is c for the library (see libResources).
+func (m *Manager) resources(c Config) *ocgroups.Resources {
+	return libResources(c, m.opts.HugePageSizes, m.settings.CgroupV2)
+}
+
+// libResources is c for the library: huge page limits only of the sizes
+// the hugetlb controller has (none without it), cgroup v2 files only on
+// cgroup v2, CPU shares as a weight there.
+func libResources(c Config, hugePageSizes []string, cgroupV2 bool) *ocgroups.Resources {
 	r := &ocgroups.Resources{SkipDevices: true, PidsLimit: c.PidsLimit}
 	if c.CPUShares != nil {
 		r.CpuShares = *c.CPUShares
@@ -431,7 +473,15 @@ func resources(c Config) *ocgroups.Resources {
 	if c.Memory != nil {
 		r.Memory = *c.Memory
 	}
-	if ocgroups.IsCgroup2UnifiedMode() && r.CpuShares != 0 {
+	for _, size := range slices.Sorted(maps.Keys(c.HugePages)) {
+		if slices.Contains(hugePageSizes, size) {
+			r.HugetlbLimit = append(r.HugetlbLimit, &ocgroups.HugepageLimit{Pagesize: size, Limit: uint64(max(c.HugePages[size], 0))})
+		}
+	}
+	if cgroupV2 && len(c.Unified) > 0 {
+		r.Unified = maps.Clone(c.Unified)
+	}
+	if cgroupV2 && r.CpuShares != 0 {
 		r.CpuWeight = ocgroups.ConvertCPUSharesToCgroupV2Value(r.CpuShares)
 		r.CpuShares = 0
 	}

@@ -107,7 +107,7 @@ func TestPodConfig(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := PodConfig(tt.pod, tt.pids)
+			got := PodConfig(tt.pod, PodSettings{PidsLimit: tt.pids})
 			if diff := cmp.Diff(tt.want, got); diff != "" {
 				t.Errorf("PodConfig (-want +got):\n%s", diff)
 			}
@@ -147,12 +147,15 @@ func TestQoSConfigs(t *testing.T) {
 		besteffort uint64
 	}{
 		{nil, 2, 2},
-		{[]QoSPod{{v1.PodQOSBestEffort, 0}, {v1.PodQOSGuaranteed, 4000}}, 2, 2},
-		{[]QoSPod{{v1.PodQOSBurstable, 500}, {v1.PodQOSBurstable, 250}, {v1.PodQOSGuaranteed, 1000}}, 768, 2},
-		{[]QoSPod{{v1.PodQOSBurstable, 1000000}}, MaxShares, 2},
+		{[]QoSPod{{Class: v1.PodQOSBestEffort}, {Class: v1.PodQOSGuaranteed, CPURequest: 4000}}, 2, 2},
+		{[]QoSPod{{Class: v1.PodQOSBurstable, CPURequest: 500}, {Class: v1.PodQOSBurstable, CPURequest: 250}, {Class: v1.PodQOSGuaranteed, CPURequest: 1000}}, 768, 2},
+		{[]QoSPod{{Class: v1.PodQOSBurstable, CPURequest: 1000000}}, MaxShares, 2},
 	}
 	for _, tt := range tests {
-		b, be := QoSConfigs(tt.pods)
+		kp, b, be := QoSConfigs(tt.pods, PodSettings{})
+		if !kp.Equal(Config{}) {
+			t.Errorf("QoSConfigs(%v) sets kubepods without MemoryQoS: %+v", tt.pods, kp)
+		}
 		if *b.CPUShares != tt.burstable || *be.CPUShares != tt.besteffort {
 			t.Errorf("QoSConfigs(%v) = %d, %d, want %d, %d", tt.pods, *b.CPUShares, *be.CPUShares, tt.burstable, tt.besteffort)
 		}

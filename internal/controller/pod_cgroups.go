@@ -30,6 +30,7 @@ func setupPodCgroups(mgr ctrl.Manager, cfg *v1alpha1.NodeletConfiguration, exec 
 	if err != nil {
 		return err
 	}
+	opts.HugePageSizes, opts.MemoryQoS = exec.Resources.HugePageSizes, exec.Resources.MemoryQoS
 	opts.Log = mgr.GetLogger().WithName("cgroups")
 	m, err := cgroups.New(opts)
 	if err != nil {
@@ -71,6 +72,13 @@ func cgroupOptions(cfg *v1alpha1.NodeletConfiguration) (cgroups.Options, error) 
 		capacity := corev1.ResourceList{
 			corev1.ResourceCPU:    *resource.NewQuantity(int64(goruntime.NumCPU()), resource.DecimalSI),
 			corev1.ResourceMemory: *resource.NewQuantity(mem.TotalBytes, resource.BinarySI),
+		}
+		// The huge pages of the default size the node has, as its
+		// capacity reports them: kubepods holds no more of them.
+		if mem.HugePageSizeBytes > 0 {
+			size := resource.NewQuantity(mem.HugePageSizeBytes, resource.BinarySI)
+			capacity[corev1.ResourceName(corev1.ResourceHugePagesPrefix+size.String())] =
+				*resource.NewQuantity(mem.HugePagesTotal*mem.HugePageSizeBytes, resource.BinarySI)
 		}
 		opts.Allocatable = cgroups.Allocatable(capacity, sys, kube)
 	}

@@ -10,7 +10,6 @@ import (
 	"runtime"
 	"time"
 
-	ocgroups "github.com/opencontainers/cgroups"
 	corev1 "k8s.io/api/core/v1"
 	nodev1 "k8s.io/api/node/v1"
 	storagev1 "k8s.io/api/storage/v1"
@@ -125,9 +124,9 @@ func setupPodController(mgr ctrl.Manager, d *Deps) error {
 		Features:       features,
 		UserNamespaces: userNamespaces(mgr, cfg),
 		Gate:           executor.NewStartGate(parallelStarts()),
-		// The kubelet's default on cgroup v2 (singleProcessOOMKill unset,
-		// which nodelet's configuration refuses to change).
-		OOMGroupKill: ocgroups.IsCgroup2UnifiedMode(),
+	}
+	if exec.Resources, err = resourceOptions(cfg); err != nil {
+		return err
 	}
 	if err := setupContainerLogs(mgr, d.local(mgr), cfg, d.Runtime, exec); err != nil {
 		return err

@@ -125,9 +125,10 @@ type Executor struct {
 	// Logs keeps the containers' log links and rotated log files; nil
 	// keeps none.
 	Logs ContainerLogs
-	// OOMGroupKill has an OOM kill end the whole container
-	// (criconfig.OOMGroupKill), as the kubelet does on cgroup v2.
-	OOMGroupKill bool
+	// Resources are the node's settings and facts the containers' cgroup
+	// settings depend on (memory.oom.group, swap, MemoryQoS, huge pages):
+	// see criconfig.ContainerResources.
+	Resources criconfig.ResourceOptions
 
 	// stopped holds the IDs of the sandboxes this process stopped (a
 	// StopPodSandbox that succeeded) and has not removed yet.
@@ -480,7 +481,7 @@ func (e *Executor) containerConfig(ctx context.Context, pod *v1.Pod, c *v1.Conta
 		SeccompRoot:       e.Sandbox.SeccompProfileRoot,
 		TargetContainerID: target,
 		UserNamespace:     sb.config.GetLinux().GetSecurityContext().GetNamespaceOptions().GetUsernsOptions(),
-		OOMGroupKill:      e.OOMGroupKill,
+		Resources:         e.Resources,
 	}
 	// The environment is resolved once, before the mounts as the kubelet
 	// does: subPathExpr expands with the variables the container gets.

@@ -53,12 +53,10 @@ func (e *Executor) resizeContainers(ctx context.Context, pod *v1.Pod, resizes []
 	var updated bool
 	for _, r := range resizes {
 		c := r.Spec(pod)
-		resources := criconfig.ContainerResources(pod, c, node.Allocatable)
-		if e.OOMGroupKill {
-			// As the container was created: an update without it would
-			// leave the runtime's recorded resources without it.
-			criconfig.OOMGroupKill(resources)
-		}
+		// As the container was created: an update without memory.oom.group
+		// or the swap and MemoryQoS settings would leave the runtime's
+		// recorded resources without them.
+		resources := criconfig.ContainerResources(pod, c, node.Allocatable, e.Resources)
 		if err = e.Runtime.UpdateContainerResources(ctx, r.ID, resources); err != nil {
 			break
 		}

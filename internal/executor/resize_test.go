@@ -13,6 +13,7 @@ import (
 	fakeruntime "k8s.io/cri-api/pkg/apis/testing"
 
 	"github.com/nodelet/nodelet/internal/cri"
+	"github.com/nodelet/nodelet/internal/kuberuntime/criconfig"
 	"github.com/nodelet/nodelet/internal/kuberuntime/plan"
 	"github.com/nodelet/nodelet/internal/kuberuntime/state"
 )
@@ -35,11 +36,12 @@ func (r *resizingRuntime) UpdateContainerResources(ctx context.Context, id strin
 	return nil
 }
 
-func TestResizeKeepsOOMGroupKill(t *testing.T) {
+func TestResizeKeepsNodeResourceSettings(t *testing.T) {
 	ctx := context.Background()
 	g := NewWithT(t)
 	e, _ := newFakeExecutor(t)
-	e.OOMGroupKill = true
+	e.Resources = criconfig.ResourceOptions{CgroupV2: true, OOMGroupKill: true,
+		Swap: criconfig.Swap{Behavior: criconfig.NoSwap, Controller: true}, HugePageSizes: []string{"2MB"}}
 	rs := &resizingRuntime{FakeRuntimeService: fakeruntime.NewFakeRuntimeService(), updated: map[string]*runtimeapi.LinuxContainerResources{}}
 	rt, err := cri.New(rs, fakeruntime.NewFakeImageService(), cri.Options{NodeName: fakeNode})
 	g.Expect(err).NotTo(HaveOccurred())
@@ -64,6 +66,8 @@ func TestResizeKeepsOOMGroupKill(t *testing.T) {
 	st.AcceptResize(resized, time.Now())
 	g.Expect(e.Resize(ctx, resized, []plan.ContainerResize{{Name: "app", ID: id}}, &st, func() error { return nil })).To(Succeed())
 	g.Expect(rs.updated[id].Unified).To(HaveKeyWithValue("memory.oom.group", "1"), "kept by the update")
+	g.Expect(rs.updated[id].Unified).To(HaveKeyWithValue("memory.swap.max", "0"), "no swap, kept by the update")
+	g.Expect(rs.updated[id].HugepageLimits).To(HaveLen(1), "huge pages bounded, kept by the update")
 }
 
 func memoryLimits(cpu, memory string) v1.ResourceRequirements {

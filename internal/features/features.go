@@ -24,6 +24,12 @@ const (
 	InPlacePodVerticalScaling featuregate.Feature = "InPlacePodVerticalScaling"
 	// KubeletCrashLoopBackOffMax: crashLoopBackOff.maxContainerRestartPeriod.
 	KubeletCrashLoopBackOffMax featuregate.Feature = "KubeletCrashLoopBackOffMax"
+	// MemoryQoS: cgroup v2 memory protection and throttling (memory.min,
+	// memory.low, memory.high) from memory requests and limits, with
+	// memoryThrottlingFactor and memoryReservationPolicy.
+	MemoryQoS featuregate.Feature = "MemoryQoS"
+	// NodeSwap: memorySwap.swapBehavior (NoSwap, LimitedSwap).
+	NodeSwap featuregate.Feature = "NodeSwap"
 	// PodObservedGenerationTracking: observedGeneration in pod status and
 	// conditions.
 	PodObservedGenerationTracking featuregate.Feature = "PodObservedGenerationTracking"
@@ -43,6 +49,8 @@ var specs = map[featuregate.Feature]featuregate.FeatureSpec{
 	ImageVolume:                   {Default: true, PreRelease: featuregate.GA, LockToDefault: true},
 	InPlacePodVerticalScaling:     {Default: true, PreRelease: featuregate.GA, LockToDefault: true},
 	KubeletCrashLoopBackOffMax:    {Default: true, PreRelease: featuregate.Beta},
+	MemoryQoS:                     {Default: true, PreRelease: featuregate.Beta},
+	NodeSwap:                      {Default: true, PreRelease: featuregate.GA, LockToDefault: true},
 	PodObservedGenerationTracking: {Default: true, PreRelease: featuregate.GA, LockToDefault: true},
 	RecursiveReadOnlyMounts:       {Default: true, PreRelease: featuregate.GA, LockToDefault: true},
 	SupplementalGroupsPolicy:      {Default: true, PreRelease: featuregate.GA, LockToDefault: true},

@@ -17,6 +17,8 @@ func TestCheck(t *testing.T) {
 		{name: "GA locked", gates: map[string]bool{"InPlacePodVerticalScaling": false}, wantErr: "InPlacePodVerticalScaling"},
 		{name: "unknown", gates: map[string]bool{"NoSuchGate": true}, wantErr: "NoSuchGate"},
 		{name: "logging gate", gates: map[string]bool{"LoggingBetaOptions": true}},
+		{name: "MemoryQoS off", gates: map[string]bool{"MemoryQoS": false}},
+		{name: "NodeSwap locked", gates: map[string]bool{"NodeSwap": false}, wantErr: "NodeSwap"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := Check(tc.gates)

@@ -18,6 +18,8 @@ type Memory struct {
 	HugePageSizeBytes int64
 	// HugePagesTotal is the number of huge pages of the default size.
 	HugePagesTotal int64
+	// SwapTotalBytes is the swap of the node's swap areas.
+	SwapTotalBytes int64
 }
 
 // ParseMeminfo reads the fields of /proc/meminfo that node status needs.
@@ -51,6 +53,8 @@ func ParseMeminfo(data []byte) (Memory, error) {
 			m.HugePageSizeBytes = n
 		case "HugePages_Total":
 			m.HugePagesTotal = n
+		case "SwapTotal":
+			m.SwapTotalBytes = n
 		}
 	}
 	if !haveTotal {

@@ -15,8 +15,9 @@ func TestParseMeminfo(t *testing.T) {
 		{
 			name: "typical",
 			in: "MemTotal:       16303436 kB\nMemFree:         1000000 kB\nMemAvailable:   12000000 kB\n" +
+				"SwapTotal:       2097148 kB\nSwapFree:        2097148 kB\n" +
 				"HugePages_Total:       4\nHugePages_Free:        4\nHugepagesize:       2048 kB\n",
-			want: Memory{TotalBytes: 16303436 * 1024, AvailableBytes: 12000000 * 1024, HugePageSizeBytes: 2 << 20, HugePagesTotal: 4},
+			want: Memory{TotalBytes: 16303436 * 1024, AvailableBytes: 12000000 * 1024, HugePageSizeBytes: 2 << 20, HugePagesTotal: 4, SwapTotalBytes: 2097148 * 1024},
 		},
 		{name: "no huge pages", in: "MemTotal: 1024 kB\nMemAvailable: 512 kB\n", want: Memory{TotalBytes: 1 << 20, AvailableBytes: 512 << 10}},
 		{name: "no MemTotal", in: "MemFree: 1 kB\n", wantErr: true},

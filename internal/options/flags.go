@@ -32,7 +32,8 @@ func addKubeletFlags(fs *pflag.FlagSet, opts *Options, cfg *v1alpha1.NodeletConf
 	fs.StringVar(&cfg.PodCIDR, "pod-cidr", cfg.PodCIDR, "Pod CIDR(s), comma-separated, handed to the runtime while the Node has no spec.podCIDRs: podCIDR.")
 	fs.StringVar(&cfg.ProviderID, "provider-id", cfg.ProviderID, "Cloud provider's ID of this machine, for the Node's spec.providerID.")
 	fs.StringVar(&opts.CloudProvider, "cloud-provider", opts.CloudProvider, `Empty or "external" (a cloud controller manager initialises the Node).`)
-	fs.BoolVar(&opts.FailSwapOn, "fail-swap-on", true, "Accepted for the kubelet's command line; nodelet does not check swap.")
+	fs.Var(&boolPtr{&cfg.FailSwapOn}, "fail-swap-on", "Refuse to start when the node has swap on: failSwapOn (default true).")
+	fs.Lookup("fail-swap-on").NoOptDefVal = "true"
 	fs.StringVar(&cfg.Server.ClientCAFile, "client-ca-file", cfg.Server.ClientCAFile, "CA bundle of the client certificates the node API accepts: server.clientCAFile.")
 	fs.StringVar(&cfg.Server.TLSCertFile, "tls-cert-file", cfg.Server.TLSCertFile, "Serving certificate of the node API: server.tlsCertFile.")
 	fs.StringVar(&cfg.Server.TLSPrivateKeyFile, "tls-private-key-file", cfg.Server.TLSPrivateKeyFile, "Key of --tls-cert-file: server.tlsPrivateKeyFile.")
@@ -156,6 +157,28 @@ func (v *int32Ptr) Set(s string) error {
 }
 
 func (v *int32Ptr) Type() string { return "int32" }
+
+// boolPtr is an optional bool flag (with NoOptDefVal "true", --name alone
+// is true).
+type boolPtr struct{ v **bool }
+
+func (v *boolPtr) String() string {
+	if v.v == nil || *v.v == nil {
+		return ""
+	}
+	return strconv.FormatBool(**v.v)
+}
+
+func (v *boolPtr) Set(s string) error {
+	b, err := strconv.ParseBool(s)
+	if err != nil {
+		return err
+	}
+	*v.v = &b
+	return nil
+}
+
+func (v *boolPtr) Type() string { return "bool" }
 
 // healthzFlags applies the kubelet's split of the health address to the
 // flags: an IP alone in --healthz-bind-address (as the kubelet's flag

@@ -207,6 +207,10 @@ func fromKubelet(kc *kubeletv1beta1.KubeletConfiguration, rotateSet bool) *v1alp
 	c.SystemReservedCgroup = kc.SystemReservedCgroup
 	c.KubeReservedCgroup = kc.KubeReservedCgroup
 	c.EnforceNodeAllocatable = kc.EnforceNodeAllocatable
+	c.FailSwapOn = kc.FailSwapOn
+	c.MemorySwap.SwapBehavior = kc.MemorySwap.SwapBehavior
+	c.MemoryThrottlingFactor = kc.MemoryThrottlingFactor
+	c.MemoryReservationPolicy = string(kc.MemoryReservationPolicy)
 
 	c.RuntimeRequestTimeout = kc.RuntimeRequestTimeout
 	c.ContainerRuntimeEndpoint = kc.ContainerRuntimeEndpoint

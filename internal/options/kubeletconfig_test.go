@@ -126,8 +126,24 @@ func TestKubeletConfigMapping(t *testing.T) {
 				t.Errorf("logging = %+v", o.Config.Logging)
 			}
 		}},
-		{"refused fields at the kubelet's default", "cpuManagerPolicy: none\ntopologyManagerScope: container\nmemorySwap:\n  swapBehavior: NoSwap\nreadOnlyPort: 0\nshutdownGracePeriod: 0s\nenableDebuggingHandlers: true\n", func(t *testing.T, o *Options) {}},
-		{"ignored fields with any value", "failSwapOn: false\nhairpinMode: hairpin-veth\n", func(t *testing.T, o *Options) {}},
+		{"refused fields at the kubelet's default", "cpuManagerPolicy: none\ntopologyManagerScope: container\nreadOnlyPort: 0\nshutdownGracePeriod: 0s\nenableDebuggingHandlers: true\n", func(t *testing.T, o *Options) {}},
+		{"ignored fields with any value", "hairpinMode: hairpin-veth\n", func(t *testing.T, o *Options) {}},
+		{"swap", "failSwapOn: false\nmemorySwap:\n  swapBehavior: LimitedSwap\n", func(t *testing.T, o *Options) {
+			if c := o.Config; c.FailSwapOn == nil || *c.FailSwapOn || c.MemorySwap.SwapBehavior != "LimitedSwap" {
+				t.Errorf("failSwapOn %v swapBehavior %q", c.FailSwapOn, c.MemorySwap.SwapBehavior)
+			}
+		}},
+		{"swap at the kubelet's defaults", "memorySwap: {}\n", func(t *testing.T, o *Options) {
+			if c := o.Config; !*c.FailSwapOn || c.MemorySwap.SwapBehavior != "NoSwap" {
+				t.Errorf("failSwapOn %v swapBehavior %q", *c.FailSwapOn, c.MemorySwap.SwapBehavior)
+			}
+		}},
+		{"memory QoS", "memoryThrottlingFactor: 0.8\nmemoryReservationPolicy: TieredReservation\n", func(t *testing.T, o *Options) {
+			if c := o.Config; c.MemoryThrottlingFactor == nil || *c.MemoryThrottlingFactor != 0.8 || c.MemoryReservationPolicy != "TieredReservation" {
+				t.Errorf("memoryThrottlingFactor %v memoryReservationPolicy %q", c.MemoryThrottlingFactor, c.MemoryReservationPolicy)
+			}
+		}},
+		{"the previous default factor without MemoryQoS", "memoryThrottlingFactor: 0.9\nfeatureGates:\n  MemoryQoS: false\n", func(t *testing.T, o *Options) {}},
 		{"pod CIDR", "podCIDR: 10.244.0.0/24\n", func(t *testing.T, o *Options) {
 			if o.Config.PodCIDR != "10.244.0.0/24" {
 				t.Errorf("podCIDR = %q, want 10.244.0.0/24", o.Config.PodCIDR)
@@ -201,7 +217,6 @@ var refusedValues = map[string]string{
 	"podsPerCore":                            "10",
 	"enableControllerAttachDetach":           "false",
 	"protectKernelDefaults":                  "true",
-	"memorySwap":                             "{swapBehavior: LimitedSwap}",
 	"reservedSystemCPUs":                     "\"0\"",
 	"showHiddenMetricsForVersion":            "\"1.36\"",
 	"defaultPodSysctls":                      "{net.ipv4.ping_group_range: 0 0}",
@@ -212,7 +227,6 @@ var refusedValues = map[string]string{
 	"shutdownGracePeriodByPodPriority":       "[{priority: 0, shutdownGracePeriodSeconds: 10}]",
 	"reservedMemory":                         "[{numaNode: 0, limits: {memory: 1Gi}}]",
 	"seccompDefault":                         "true",
-	"memoryReservationPolicy":                "TieredReservation",
 	"registerNode":                           "false",
 	"tracing":                                "{endpoint: localhost:4317}",
 	"userNamespaces":                         "{idsPerPod: 131072}",

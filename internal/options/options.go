@@ -44,9 +44,6 @@ type Options struct {
 	// HealthzPort is --healthz-port, the port of healthzBindAddress; -1
 	// when not given.
 	HealthzPort int
-	// FailSwapOn is --fail-swap-on, accepted for the kubelet's command
-	// line: nodelet neither checks swap nor gives it to pods.
-	FailSwapOn bool
 	// Warnings are said once logging is set up: the unknown fields of a
 	// KubeletConfiguration, for example.
 	Warnings []string
@@ -138,6 +135,7 @@ func Complete(cfg *v1alpha1.NodeletConfiguration) error {
 	if err := gate.SetFromMap(cfg.FeatureGates); err != nil {
 		errs = append(errs, field.Invalid(field.NewPath("featureGates"), cfg.FeatureGates, err.Error()))
 	} else {
+		errs = append(errs, v1alpha1.ValidateMemoryQoS(cfg, gate.Enabled(features.MemoryQoS))...)
 		errs = append(errs, logsapi.Validate(&cfg.Logging, gate, field.NewPath("logging"))...)
 	}
 	if len(errs) > 0 {

@@ -43,6 +43,10 @@ func TestParseErrors(t *testing.T) {
 			"server.anonymous.enabled: Forbidden: must not be true with authorization mode AlwaysAllow"},
 		{"zero QPS", header + "kubeAPIQPS: 0\n", nil, "kubeAPIQPS: Invalid value: 0"},
 		{"negative review cache", header + "server:\n  webhook:\n    cacheTTL: -1s\n", nil, "server.webhook.cacheTTL"},
+		{"unknown swap behaviour", header + "memorySwap:\n  swapBehavior: UnlimitedSwap\n", nil, `memorySwap.swapBehavior: Unsupported value: "UnlimitedSwap"`},
+		{"throttling factor out of range", header + "memoryThrottlingFactor: 1.5\n", nil, "memoryThrottlingFactor: Invalid value: \"1.5\": must be greater than 0 and at most 1"},
+		{"throttling factor without MemoryQoS", header + "memoryThrottlingFactor: 0.7\nfeatureGates:\n  MemoryQoS: false\n", nil, "memoryThrottlingFactor: Invalid value: \"0.7\": needs the MemoryQoS feature gate"},
+		{"tiered reservation without MemoryQoS", header + "memoryReservationPolicy: TieredReservation\n", []string{"--feature-gates=MemoryQoS=false"}, "memoryReservationPolicy: Invalid value: \"TieredReservation\": needs the MemoryQoS feature gate"},
 		{"bootstrap without kubeconfig", "", []string{"--node-name=n", "--bootstrap-kubeconfig=/b"}, "--bootstrap-kubeconfig needs --kubeconfig"},
 	}
 	for _, tc := range cases {

@@ -90,3 +90,63 @@ func removeCgroupDir(dir string) error {
 	}
 	return fmt.Errorf("removing cgroup %s: %w", dir, err)
 }
+
+// CgroupV2 reports whether the host runs cgroup v2 alone.
+func CgroupV2() bool {
+	_, err := os.Stat("/sys/fs/cgroup/cgroup.controllers")
+	return err == nil
+}
+
+// HugetlbController reports whether the hugetlb controller can bound huge
+// pages in the hierarchy the host's cgroup version uses: enabled in the
+// v2 root, or mounted at /sys/fs/cgroup/hugetlb on v1 (a hybrid host may
+// leave it to its v2 hierarchy, where v1 cgroups cannot use it).
+func HugetlbController() bool {
+	if CgroupV2() {
+		data, err := os.ReadFile("/sys/fs/cgroup/cgroup.controllers")
+		return err == nil && slices.Contains(strings.Fields(string(data)), "hugetlb")
+	}
+	sizes := HugePageSizes()
+	if len(sizes) == 0 {
+		return false
+	}
+	_, err := os.Stat("/sys/fs/cgroup/hugetlb/hugetlb." + sizes[0] + ".limit_in_bytes")
+	return err == nil
+}
+
+// HugePageSizes are the host's huge page sizes as cgroups name them
+// ("2MB", "1GB"), from /sys/kernel/mm/hugepages.
+func HugePageSizes() []string {
+	entries, _ := os.ReadDir("/sys/kernel/mm/hugepages")
+	var sizes []string
+	for _, e := range entries {
+		kb, ok := strings.CutPrefix(e.Name(), "hugepages-")
+		if !ok {
+			continue
+		}
+		n, err := strconv.ParseInt(strings.TrimSuffix(kb, "kB"), 10, 64)
+		if err != nil {
+			continue
+		}
+		unit := "KB"
+		for _, u := range []string{"MB", "GB", "TB"} {
+			if n%1024 != 0 {
+				break
+			}
+			n, unit = n/1024, u
+		}
+		sizes = append(sizes, strconv.FormatInt(n, 10)+unit)
+	}
+	return sizes
+}
+
+// HugetlbLimit reads the hugetlb limit of the page size (as HugePageSizes
+// names it) of a cgroup (a cgroupfs path), from the file of the host's
+// cgroup version: hugetlb.<size>.limit_in_bytes on v1, hugetlb.<size>.max
+// on v2.
+func HugetlbLimit(cgroup, size string) (string, error) {
+	if CgroupV2() {
+		return CgroupFile("", cgroup, "hugetlb."+size+".max")
+	}
+	return CgroupFile("hugetlb", cgroup, "hugetlb."+size+".limit_in_bytes")
+}

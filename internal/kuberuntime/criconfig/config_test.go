@@ -207,7 +207,7 @@ func TestContainerResources(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			pod := podtest.NewPod(podtest.Modify("app", func(c *v1.Container) { c.Resources = tt.res }))
-			got := ContainerResources(pod, &pod.Spec.Containers[0], node)
+			got := ContainerResources(pod, &pod.Spec.Containers[0], node, ResourceOptions{})
 			if diff := cmp.Diff(tt.want, got, protocmp.Transform()); diff != "" {
 				t.Errorf("resources (-want +got):\n%s", diff)
 			}
@@ -218,7 +218,7 @@ func TestContainerResources(t *testing.T) {
 func TestContainerConfigOOMGroupKill(t *testing.T) {
 	pod := podtest.NewPod()
 	for _, group := range []bool{false, true} {
-		got, err := ContainerConfig(pod, &pod.Spec.Containers[0], ContainerOptions{SandboxID: "s1", OOMGroupKill: group})
+		got, err := ContainerConfig(pod, &pod.Spec.Containers[0], ContainerOptions{SandboxID: "s1", Resources: ResourceOptions{OOMGroupKill: group}})
 		if err != nil {
 			t.Fatalf("ContainerConfig: %v", err)
 		}

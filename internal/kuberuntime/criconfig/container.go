@@ -85,9 +85,9 @@ type ContainerOptions struct {
 	// UserNamespace is the pod's user namespace, the one its sandbox was
 	// created with; nil sends none.
 	UserNamespace *runtimeapi.UserNamespace
-	// OOMGroupKill sets memory.oom.group on the container's cgroup (see
-	// OOMGroupKill): true on cgroup v2 hosts.
-	OOMGroupKill bool
+	// Resources are the node's settings and facts the container's cgroup
+	// settings depend on (see ContainerResources).
+	Resources ResourceOptions
 }
 
 func (o *ContainerOptions) podIPs(pod *v1.Pod) []string {
@@ -148,12 +148,9 @@ func ContainerConfig(pod *v1.Pod, c *v1.Container, opts ContainerOptions) (*runt
 		StdinOnce:   c.StdinOnce,
 		Tty:         c.TTY,
 		Linux: &runtimeapi.LinuxContainerConfig{
-			Resources:       ContainerResources(pod, c, opts.NodeAllocatable),
+			Resources:       ContainerResources(pod, c, opts.NodeAllocatable, opts.Resources),
 			SecurityContext: sc,
 		},
-	}
-	if opts.OOMGroupKill {
-		OOMGroupKill(cfg.Linux.Resources)
 	}
 	shareTargetPID(sc.NamespaceOptions, opts.TargetContainerID)
 	cfg.Mounts = idmapMounts(cfg.Mounts, opts.UserNamespace)

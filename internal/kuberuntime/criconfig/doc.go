@@ -4,7 +4,9 @@
 // user namespace, sysctls, security context, and the pod's resources and
 // overhead) and each container's configuration (environment from the
 // downward API, ConfigMaps, Secrets and service links, with $(VAR)
-// expansion, cgroup resources and OOM score from the pod's QoS class,
+// expansion, cgroup resources and OOM score from the pod's QoS class, huge
+// page limits, swap and MemoryQoS settings from the node's options (see
+// ResourceOptions),
 // security context with runAsNonRoot, seccomp and AppArmor, labels and
 // annotations, mounts idmapped into a pod's own user namespace).
 // CheckUserNamespace decides whether the runtime can give a pod with

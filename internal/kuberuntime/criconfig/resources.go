@@ -20,12 +20,21 @@ const (
 )
 
 // ContainerResources converts a container's requests and limits into Linux
-// cgroup settings: CPU shares from the request (from the limit when only it
-// is set; at least 2), a CFS quota from the limit over a 100 ms period, the
-// memory limit, and an OOM score adjustment from the pod's QoS class.
-func ContainerResources(pod *v1.Pod, c *v1.Container, nodeAllocatable v1.ResourceList) *runtimeapi.LinuxContainerResources {
+// cgroup settings, in the kubelet's order: CPU shares from the request
+// (from the limit when only it is set; at least 2), a CFS quota from the
+// limit over a 100 ms period, the memory limit, memory.oom.group
+// (opts.OOMGroupKill), an OOM score adjustment from the pod's QoS class, a
+// huge page limit for every size the host supports, the container's swap,
+// and the MemoryQoS settings (see the functions of memory.go).
+func ContainerResources(pod *v1.Pod, c *v1.Container, nodeAllocatable v1.ResourceList, opts ResourceOptions) *runtimeapi.LinuxContainerResources {
 	r := linuxResources(c.Resources.Requests, c.Resources.Limits)
+	if opts.OOMGroupKill {
+		OOMGroupKill(r)
+	}
 	r.OomScoreAdj = oomScoreAdj(pod, c, nodeAllocatable.Memory().Value())
+	r.HugepageLimits = ContainerHugepageLimits(pod, c, opts.HugePageSizes)
+	applySwap(r, pod, c, opts)
+	applyMemoryQoS(r, pod, c, nodeAllocatable, opts)
 	return r
 }
 
