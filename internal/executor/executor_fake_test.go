@@ -519,6 +519,10 @@ func TestReobserveSeesWhatObserveSeesWithoutListing(t *testing.T) {
 	g.Expect(rs.GetCalls()[n:]).To(ConsistOf("PodSandboxStatus", "ContainerStatus", "ContainerStatus"), "nothing is listed")
 	listed, err := e.Observe(ctx, pod)
 	g.Expect(err).NotTo(HaveOccurred())
+	// The fake runtime lists containers in map order: compare by ID.
+	byID := func(a, b state.Container) int { return strings.Compare(a.ID, b.ID) }
+	slices.SortFunc(again.Runtime.Containers, byID)
+	slices.SortFunc(listed.Runtime.Containers, byID)
 	g.Expect(again.Runtime).To(Equal(listed.Runtime), "the sandbox and containers the start created, in their states")
 	g.Expect(byName(again.Runtime)).To(Equal(map[string]state.ContainerState{"app": state.ContainerRunning, "web": state.ContainerRunning}))
 
