@@ -53,23 +53,6 @@ var _ = Describe("Pod cgroups", Ordered, func() {
 			g.Expect(utils.PodReady(p)).To(BeTrue(), "pod %s ready", pod.Name)
 		})
 	}
-	// procCgroup is the cgroup of the container's process in the
-	// controller's hierarchy.
-	procCgroup := func(ctx SpecContext, p *corev1.Pod, controller string) string {
-		GinkgoHelper()
-		rs, _ := newCRIClients(ctx)
-		id := strings.TrimPrefix(p.Status.ContainerStatuses[0].ContainerID, "containerd://")
-		data, err := os.ReadFile("/proc/" + strconv.Itoa(containerPid(ctx, rs, id)) + "/cgroup")
-		Expect(err).NotTo(HaveOccurred())
-		for _, line := range strings.Split(string(data), "\n") {
-			parts := strings.SplitN(line, ":", 3)
-			if len(parts) == 3 && slices.Contains(strings.Split(parts[1], ","), controller) {
-				return parts[2]
-			}
-		}
-		Fail("no " + controller + " cgroup in /proc/<pid>/cgroup:\n" + string(data))
-		return ""
-	}
 	// podCgroupUIDs lists the pod cgroups under kubepods and its QoS
 	// children, in the cpu hierarchy.
 	podCgroupUIDs := func() []string {
@@ -119,8 +102,8 @@ var _ = Describe("Pod cgroups", Ordered, func() {
 		Expect(file("cpu", cg, "cpu.cfs_period_us")).To(Equal("100000"))
 		Expect(file("memory", cg, "memory.limit_in_bytes")).To(Equal(strconv.Itoa(64 << 20)))
 		Expect(file("pids", cg, "pids.max")).To(Equal(strconv.Itoa(cgroupsPidsLimit)))
-		Expect(procCgroup(ctx, b, "cpu")).To(HavePrefix(cg+"/"), "the container's cgroup is under its pod's")
-		Expect(procCgroup(ctx, b, "memory")).To(HavePrefix(cg + "/"))
+		Expect(containerProcCgroup(ctx, b, "cpu")).To(HavePrefix(cg+"/"), "the container's cgroup is under its pod's")
+		Expect(containerProcCgroup(ctx, b, "memory")).To(HavePrefix(cg + "/"))
 		By("kubepods bounded by the node's capacity less the reservations")
 		meminfo, err := os.ReadFile("/proc/meminfo")
 		Expect(err).NotTo(HaveOccurred())
@@ -142,13 +125,13 @@ var _ = Describe("Pod cgroups", Ordered, func() {
 		Expect(file("cpu", cg, "cpu.shares")).To(Equal("307"))
 		Expect(file("cpu", cg, "cpu.cfs_quota_us")).To(Equal("30000"))
 		Expect(file("memory", cg, "memory.limit_in_bytes")).To(Equal(strconv.Itoa(32 << 20)))
-		Expect(procCgroup(ctx, g, "cpu")).To(HavePrefix(cg + "/"))
+		Expect(containerProcCgroup(ctx, g, "cpu")).To(HavePrefix(cg + "/"))
 
 		be := ready(ctx, bestEffort)
 		cg = kubepods() + "/besteffort/pod" + string(be.UID)
 		Expect(file("cpu", cg, "cpu.shares")).To(Equal("2"))
 		Expect(file("cpu", cg, "cpu.cfs_quota_us")).To(Equal("-1"))
-		Expect(procCgroup(ctx, be, "pids")).To(HavePrefix(cg + "/"))
+		Expect(containerProcCgroup(ctx, be, "pids")).To(HavePrefix(cg + "/"))
 
 		By("removing a pod's cgroup with the pod")
 		Expect(env.Admin.Delete(ctx, be)).To(Succeed())
@@ -279,7 +262,7 @@ var _ = Describe("Pod cgroups", Ordered, func() {
 		rs, _ := newCRIClients(ctx)
 		keepID := strings.TrimPrefix(k.Status.ContainerStatuses[0].ContainerID, "containerd://")
 		keepPid := containerPid(ctx, rs, keepID)
-		keepProcCg := procCgroup(ctx, k, "cpu")
+		keepProcCg := containerProcCgroup(ctx, k, "cpu")
 
 		Expect(env.Nodelet.Kill()).To(Succeed())
 		By("deleting a pod for good and leaving a stray pod cgroup while nodelet is down")
@@ -302,7 +285,7 @@ var _ = Describe("Pod cgroups", Ordered, func() {
 			g.Expect(v).To(Equal("102"), "the adopted cgroup brought to the pod's bounds")
 		}).WithContext(ctx).WithTimeout(cgroupsTimeout).WithPolling(pollInterval).Should(Succeed())
 		Expect(processAlive(keepPid)).To(BeTrue(), "the adopted pod's process was not restarted")
-		Expect(procCgroup(ctx, k, "cpu")).To(Equal(keepProcCg), "in the same cgroup")
+		Expect(containerProcCgroup(ctx, k, "cpu")).To(Equal(keepProcCg), "in the same cgroup")
 		Expect(file("memory", keepCg, "memory.limit_in_bytes")).To(Equal(strconv.Itoa(48 << 20)))
 		p := utils.GetPod(ctx, env.Admin, ns, "keep")(Default)
 		Expect(p.Status.ContainerStatuses[0].RestartCount).To(BeZero())
@@ -326,3 +309,21 @@ var _ = Describe("Pod cgroups", Ordered, func() {
 		}).WithContext(ctx).WithTimeout(cgroupsTimeout).WithPolling(pollInterval).Should(Succeed())
 	})
 })
+
+// containerProcCgroup is the cgroup of the pod's first container's process
+// in the controller's hierarchy ("" for cgroup v2's unified one).
+func containerProcCgroup(ctx SpecContext, p *corev1.Pod, controller string) string {
+	GinkgoHelper()
+	rs, _ := newCRIClients(ctx)
+	id := strings.TrimPrefix(p.Status.ContainerStatuses[0].ContainerID, "containerd://")
+	data, err := os.ReadFile("/proc/" + strconv.Itoa(containerPid(ctx, rs, id)) + "/cgroup")
+	Expect(err).NotTo(HaveOccurred())
+	for _, line := range strings.Split(string(data), "\n") {
+		parts := strings.SplitN(line, ":", 3)
+		if len(parts) == 3 && (controller == "" && parts[0] == "0" || controller != "" && slices.Contains(strings.Split(parts[1], ","), controller)) {
+			return parts[2]
+		}
+	}
+	Fail("no " + controller + " cgroup in /proc/<pid>/cgroup:\n" + string(data))
+	return ""
+}

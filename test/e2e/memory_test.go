@@ -64,23 +64,6 @@ var _ = Describe("Memory cgroups", Ordered, func() {
 			g.Expect(utils.PodReady(p)).To(BeTrue(), "pod %s ready", pod.Name)
 		})
 	}
-	// containerCgroup is the cgroup of the pod's first container's process
-	// in the controller's hierarchy ("" for cgroup v2's).
-	containerCgroup := func(ctx SpecContext, p *corev1.Pod, controller string) string {
-		GinkgoHelper()
-		rs, _ := newCRIClients(ctx)
-		id := strings.TrimPrefix(p.Status.ContainerStatuses[0].ContainerID, "containerd://")
-		data, err := os.ReadFile("/proc/" + strconv.Itoa(containerPid(ctx, rs, id)) + "/cgroup")
-		Expect(err).NotTo(HaveOccurred())
-		for _, line := range strings.Split(string(data), "\n") {
-			parts := strings.SplitN(line, ":", 3)
-			if len(parts) == 3 && (controller == "" && parts[0] == "0" || controller != "" && slices.Contains(strings.Split(parts[1], ","), controller)) {
-				return parts[2]
-			}
-		}
-		Fail("no " + controller + " cgroup in /proc/<pid>/cgroup:\n" + string(data))
-		return ""
-	}
 	// podCgroup is the pod's cgroup, under whichever QoS cgroup it is.
 	podCgroup := func(p *corev1.Pod) string {
 		GinkgoHelper()
@@ -115,7 +98,7 @@ var _ = Describe("Memory cgroups", Ordered, func() {
 		}
 		// The pod's bound holds its containers: containerd, by default
 		// (disable_hugetlb_controller), sets none of its own.
-		Expect(containerCgroup(ctx, p, controller)).To(HavePrefix(cg+"/"), "the container is under its pod's hugetlb cgroup")
+		Expect(containerProcCgroup(ctx, p, controller)).To(HavePrefix(cg+"/"), "the container is under its pod's hugetlb cgroup")
 		for _, size := range sizes {
 			Expect(utils.HugetlbLimit(cg, size)).To(Equal("0"), "the pod's %s limit", size)
 			Expect(utils.HugetlbLimit(kubepods()+"/besteffort", size)).NotTo(Equal("0"), "the QoS cgroup leaves %s unbounded", size)
@@ -151,7 +134,7 @@ var _ = Describe("Memory cgroups", Ordered, func() {
 		pod := utils.BusyboxPod(ns, "burstable", memoryNode, "sleep", "3600")
 		pod.Spec.Containers[0].Resources = corev1.ResourceRequirements{Requests: rl("memory", "16Mi"), Limits: rl("memory", "64Mi")}
 		p := start(ctx, pod)
-		ctr := containerCgroup(ctx, p, "memory")
+		ctr := containerProcCgroup(ctx, p, "memory")
 		if _, err := os.Stat(filepath.Join("/sys/fs/cgroup/memory", ctr, "memory.memsw.limit_in_bytes")); err != nil {
 			Skip("the memory controller does not account swap here (no memory.memsw.limit_in_bytes): containers get no swap setting, as the kubelet's")
 		}
@@ -167,7 +150,7 @@ var _ = Describe("Memory cgroups", Ordered, func() {
 		pod := utils.BusyboxPod(ns, "burstable", memoryNode, "sleep", "3600")
 		pod.Spec.Containers[0].Resources = corev1.ResourceRequirements{Requests: rl("memory", "64Mi"), Limits: rl("memory", "128Mi")}
 		p := start(ctx, pod)
-		ctr := containerCgroup(ctx, p, "")
+		ctr := containerProcCgroup(ctx, p, "")
 		if _, err := os.Stat(filepath.Join("/sys/fs/cgroup", ctr, "memory.swap.max")); err == nil {
 			Expect(file("", ctr, "memory.swap.max")).To(Equal("0"), "NoSwap")
 		}
