@@ -145,3 +145,33 @@ func TestImageGC(t *testing.T) {
 		t.Fatalf("DeleteUnusedImages = %d, %v, removed %v; want 12 bytes of fresh and other", freed, err, rt.removed)
 	}
 }
+
+// The images of pods' image volumes are in use, by the reference the pod
+// names them with or as the runtime spells it.
+func TestImageGCKeepsTheImagesOfImageVolumes(t *testing.T) {
+	rt := &fakeImages{
+		images: []*runtimeapi.Image{
+			{Id: "data", RepoTags: []string{"docker.io/library/data:1"}, Size: 30},
+			{Id: "models", RepoTags: []string{"registry.example/models:2"}, Size: 30},
+			{Id: "unused", RepoTags: []string{"docker.io/library/unused:1"}, Size: 30},
+		},
+		inUse: map[string]bool{},
+	}
+	g := &ImageGC{
+		Runtime:      rt,
+		Policy:       ImagePolicy{HighThresholdPercent: 80, LowThresholdPercent: 50},
+		Period:       time.Minute,
+		Recorder:     record.NewFakeRecorder(10),
+		Node:         &corev1.ObjectReference{Kind: "Node", Name: "n"},
+		Clock:        clocktesting.NewFakeClock(t0),
+		Stat:         func(string) (int64, int64, error) { return 100, 90, nil },
+		Log:          logr.Discard(),
+		VolumeImages: func(context.Context) ([]string, error) { return []string{"data:1", "registry.example/models:2"}, nil },
+	}
+	if _, err := g.DeleteUnusedImages(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"unused"}; !slices.Equal(rt.removed, want) {
+		t.Fatalf("removed %v, want %v: image volumes' images are in use", rt.removed, want)
+	}
+}
