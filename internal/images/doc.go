@@ -1,7 +1,8 @@
 // Package images makes sure a container's image is present before the pod
 // reconciler creates the container, the way the kubelet's image manager does.
 // Manager.EnsureImage applies the container's pull policy (Always,
-// IfNotPresent, Never; defaulted from the tag when empty), pulls through the
+// IfNotPresent, Never; defaulted from the tag when empty), and
+// EnsureVolumeImage an image volume's, pulls through the
 // CRI with the credentials of the pod's imagePullSecrets (a Keyring matched
 // against the image's registry host and repository path, as docker and the
 // kubelet match them, falling back to an anonymous pull), pulls one image at

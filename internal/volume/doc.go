@@ -5,7 +5,8 @@
 // (volumes/kubernetes.io~<plugin>/<name>, containers/<name>/<restart>,
 // etc-hosts). SetUp creates emptyDir volumes (memory-backed ones on tmpfs,
 // mounted with a system call behind k8s.io/mount-utils' interface), checks
-// hostPath volumes against their type, and
+// hostPath volumes against their type (image volumes need nothing on the
+// host: Mounts hands the runtime the image the executor pulled), and
 // writes the content of configMap, secret, downwardAPI and projected volumes
 // (including bound service account tokens, refreshed at 80% of their lifetime)
 // with an atomic writer: each version lives in its own timestamped data
