@@ -316,6 +316,8 @@ fileCheckFrequency: 2s
 cgroupDriver: cgroupfs
 cgroupRoot: $CG_ROOT
 podPidsLimit: 20
+# The check is about cgroups, not the swap policy: run on a host with swap.
+failSwapOn: false
 resolvConf: ""
 server: {port: 0}
 healthzBindAddress: 127.0.0.1:10348
