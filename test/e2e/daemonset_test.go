@@ -123,7 +123,7 @@ var _ = Describe("nodelet deployed as a DaemonSet beside a real kubelet", Ordere
 			if u.GetKind() == "DaemonSet" {
 				continue // no DaemonSet controller here: the pod is made below
 			}
-			if u.GetKind() == "ConfigMap" {
+			if u.GetKind() == "ConfigMap" && u.GetName() == configMap.GetName() {
 				u = configMap
 			}
 			Expect(admin.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner("e2e"), client.ForceOwnership)).To(Succeed(), "applying %s %s", u.GetKind(), u.GetName())
@@ -325,7 +325,10 @@ func adaptForTest(objs []*unstructured.Unstructured, state, podLogs, hostRootBin
 	for _, u := range objs {
 		switch u.GetKind() {
 		case "ConfigMap":
-			configMap = u.DeepCopy()
+			// nodelet's own, not the CSR approver's.
+			if _, found, _ := unstructured.NestedString(u.Object, "data", "nodelet.yaml"); found {
+				configMap = u.DeepCopy()
+			}
 		case "DaemonSet":
 			Expect(runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, ds)).To(Succeed())
 		}
