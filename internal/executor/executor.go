@@ -212,9 +212,7 @@ func (e *Executor) Start(ctx context.Context, pod *v1.Pod, rt state.PodRuntime, 
 		case state.ReasonCrashLoopBackOff:
 			e.Recorder.Eventf(pod, v1.EventTypeWarning, EventBackOff, "Back-off restarting failed container %s in pod %s", name, criconfig.PodDesc(pod))
 		case state.ReasonImagePullBackOff:
-			if c := criconfig.ContainerSpec(pod, name); c != nil {
-				e.Recorder.Eventf(pod, v1.EventTypeNormal, EventBackOff, "Back-off pulling image %q", c.Image)
-			}
+			e.Recorder.Eventf(pod, v1.EventTypeNormal, EventBackOff, "Back-off pulling image %q", b.Image)
 		}
 	}
 	// Ephemeral containers first, as the kubelet starts them: a debugging
@@ -363,12 +361,18 @@ func (e *Executor) sandboxFailed(ctx context.Context, pod *v1.Pod, st *state.Pod
 // failed; it has been recorded and reported already.
 func (e *Executor) startContainer(ctx context.Context, pod *v1.Pod, sb *sandbox, s plan.ContainerStart, st *state.PodState, save SaveFunc) error {
 	c := s.Spec(pod)
-	fail := func(reason, message string) error {
+	// fail records the failure; image, when set, is the image volume's
+	// image whose pull failed.
+	fail := func(reason, message, image string) error {
 		if err := ctx.Err(); err != nil {
 			// Cancelled (the pod is being deleted): not the container's fault.
 			return err
 		}
-		st.RecordFailure(s.Name, reason, message, e.now())
+		if image != "" {
+			st.RecordVolumeImageFailure(s.Name, image, reason, message, e.now())
+		} else {
+			st.RecordFailure(s.Name, reason, message, e.now())
+		}
 		if err := save(); err != nil {
 			log.FromContext(ctx).Error(err, "Unable to save pod state", "container", s.Name)
 		}
@@ -379,23 +383,27 @@ func (e *Executor) startContainer(ctx context.Context, pod *v1.Pod, sb *sandbox,
 	if err != nil {
 		reason, message := e.ImageReason(err)
 		e.Recorder.Eventf(pod, v1.EventTypeWarning, EventFailed, "Error: %s", reason)
-		return fail(reason, message)
+		return fail(reason, message, "")
 	}
 	volumeImages, err := e.volumeImages(ctx, pod, c, pullSecrets, sb.config)
 	if err != nil {
 		var refused *imageVolumesRefused
 		if errors.As(err, &refused) {
 			e.Recorder.Eventf(pod, v1.EventTypeWarning, EventFailed, "Error: %v", err)
-			return fail(state.ReasonCreateContainerConfigError, err.Error())
+			return fail(state.ReasonCreateContainerConfigError, err.Error(), "")
+		}
+		image := ""
+		if pull := (*volumeImageError)(nil); errors.As(err, &pull) {
+			image = pull.image
 		}
 		reason, message := e.ImageReason(err)
 		e.Recorder.Eventf(pod, v1.EventTypeWarning, EventFailed, "Error: %s", reason)
-		return fail(reason, message)
+		return fail(reason, message, image)
 	}
 	cfg, err := e.containerConfig(ctx, pod, c, sb, s, imageRef, img, volumeImages)
 	if err != nil {
 		e.Recorder.Eventf(pod, v1.EventTypeWarning, EventFailed, "Error: %v", err)
-		return fail(state.ReasonCreateContainerConfigError, err.Error())
+		return fail(state.ReasonCreateContainerConfigError, err.Error(), "")
 	}
 	if err := ctx.Err(); err != nil {
 		return err
@@ -410,12 +418,12 @@ func (e *Executor) startContainer(ctx context.Context, pod *v1.Pod, sb *sandbox,
 			return ctx.Err()
 		}
 		e.Recorder.Eventf(pod, v1.EventTypeWarning, EventFailed, "Error: %v", err)
-		return fail(state.ReasonCreateContainerError, err.Error())
+		return fail(state.ReasonCreateContainerError, err.Error(), "")
 	}
 	st.RecordActuated(s.Name, id, c.Resources)
 	e.linkLog(ctx, pod, c.Name, id, sb.config.GetLogDirectory(), cfg.GetLogPath())
 	if err := save(); err != nil {
-		return fail(state.ReasonCreateContainerError, err.Error())
+		return fail(state.ReasonCreateContainerError, err.Error(), "")
 	}
 	e.Recorder.Eventf(pod, v1.EventTypeNormal, EventCreated, "Created container: %s", c.Name)
 	if err := ctx.Err(); err != nil {
@@ -429,11 +437,11 @@ func (e *Executor) startContainer(ctx context.Context, pod *v1.Pod, sb *sandbox,
 			return ctx.Err()
 		}
 		e.Recorder.Eventf(pod, v1.EventTypeWarning, EventFailed, "Error: %v", err)
-		return fail(state.ReasonRunContainerError, err.Error())
+		return fail(state.ReasonRunContainerError, err.Error(), "")
 	}
 	e.Recorder.Eventf(pod, v1.EventTypeNormal, EventStarted, "Started container %s", c.Name)
 	if err := e.runPostStart(ctx, pod, c, id, sb.ips, s.KillGracePeriodSeconds); err != nil {
-		return fail(state.ReasonPostStartHookError, err.Error())
+		return fail(state.ReasonPostStartHookError, err.Error(), "")
 	}
 	log.FromContext(ctx).V(1).Info("Started container", "container", c.Name, "id", id, "restartCount", s.RestartCount)
 	return nil

@@ -38,11 +38,21 @@ func imageVolumesOf(pod *v1.Pod, c *v1.Container) []*v1.Volume {
 	return out
 }
 
+// volumeImageError is a failed pull of an image volume's image.
+type volumeImageError struct {
+	image string
+	err   error
+}
+
+func (e *volumeImageError) Error() string { return e.err.Error() }
+func (e *volumeImageError) Unwrap() error { return e.err }
+
 // volumeImages makes the images of the image volumes c mounts present, each
 // by its volume's pull policy, as the container's own image is made present
 // just before, and returns their references by volume name (nil when c
-// mounts none). A pull's error is the images package's, for the container's
-// waiting reason; a runtime known not to mount images is refused with
+// mounts none). A pull's error is a *volumeImageError that names the image
+// and wraps the images package's error, for the container's waiting
+// reason; a runtime known not to mount images is refused with
 // *imageVolumesRefused before anything is pulled.
 func (e *Executor) volumeImages(ctx context.Context, pod *v1.Pod, c *v1.Container, pullSecrets []*v1.Secret, sandboxCfg *runtimeapi.PodSandboxConfig) (map[string]string, error) {
 	vols := imageVolumesOf(pod, c)
@@ -58,7 +68,7 @@ func (e *Executor) volumeImages(ctx context.Context, pod *v1.Pod, c *v1.Containe
 	for _, vol := range vols {
 		ref, err := e.Images.EnsureVolumeImage(ctx, pod, c, vol.Image, pullSecrets, sandboxCfg)
 		if err != nil {
-			return nil, err
+			return nil, &volumeImageError{image: vol.Image.Reference, err: err}
 		}
 		refs[vol.Name] = ref
 	}

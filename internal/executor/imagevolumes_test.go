@@ -62,6 +62,9 @@ func TestImageVolumes(t *testing.T) {
 		wantImages map[string]string
 		wantReason string
 		wantMsg    string
+		// wantImage is the image the failure is recorded for, when it is
+		// not the container's own.
+		wantImage string
 	}{{
 		name:       "a runtime that mounts images: pulled by the volume's reference, handed to the mounts",
 		features:   fixedFeatures{f: cri.Features{ImageVolumes: true}},
@@ -84,6 +87,7 @@ func TestImageVolumes(t *testing.T) {
 		images:     failingVolumeImages{},
 		wantReason: state.ReasonErrImagePull,
 		wantMsg:    "manifest unknown",
+		wantImage:  "registry.example/data:1",
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
 			g := NewWithT(t)
@@ -102,7 +106,7 @@ func TestImageVolumes(t *testing.T) {
 				return
 			}
 			g.Expect(vols.images).NotTo(HaveKey("reader"))
-			g.Expect(st.Containers["reader"].Waiting).To(And(HaveField("Reason", tc.wantReason), HaveField("Message", ContainSubstring(tc.wantMsg))))
+			g.Expect(st.Containers["reader"].Waiting).To(And(HaveField("Reason", tc.wantReason), HaveField("Message", ContainSubstring(tc.wantMsg)), HaveField("Image", tc.wantImage)))
 			g.Expect(count(rs.GetCalls(), "StartContainer")).To(Equal(1), "the other container starts")
 		})
 	}

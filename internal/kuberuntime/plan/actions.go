@@ -139,6 +139,9 @@ type BackingOff struct {
 	Reason  string
 	Message string
 	Until   time.Time
+	// Image is the image whose pull backs off, for ReasonImagePullBackOff:
+	// the container's own or an image volume's it mounts.
+	Image string
 }
 
 // ContainerResize is an in-place update of a running container's

@@ -31,10 +31,15 @@ func ContainerBackOff(pod *v1.Pod, c *v1.Container, rt state.PodRuntime, st stat
 	rec := st.Containers[c.Name]
 	if w := rec.Waiting; w != nil && (w.Reason == state.ReasonErrImagePull || w.Reason == state.ReasonImagePullBackOff) {
 		if in, remaining, _ := state.ImagePullBackOff(rec.ImageBackOff, now); in {
+			image := c.Image
+			if w.Image != "" {
+				image = w.Image
+			}
 			return plan.BackingOff{
 				Reason:  state.ReasonImagePullBackOff,
-				Message: imagePullBackOffMessage(c.Image, w),
+				Message: imagePullBackOffMessage(image, w),
 				Until:   now.Add(remaining),
+				Image:   image,
 			}, true
 		}
 	}

@@ -115,3 +115,35 @@ func crashLoopWaits(t *testing.T, n int, limit time.Duration) []time.Duration {
 	}
 	return got
 }
+
+// TestImagePullBackOffNamesTheImageThatFailed: a container whose image
+// volume's image failed to pull backs off naming that image, not its own.
+func TestImagePullBackOffNamesTheImageThatFailed(t *testing.T) {
+	pod := podtest.NewPod()
+	own := pod.Spec.Containers[0].Image
+	for _, tt := range []struct {
+		name, failed, want string
+	}{
+		{name: "the container's own image", failed: "", want: own},
+		{name: "an image volume's image", failed: "registry.example/data:1", want: "registry.example/data:1"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			st := state.NewPodState(pod.UID)
+			if tt.failed == "" {
+				st.RecordFailure("app", state.ReasonErrImagePull, "not found", podtest.T0)
+			} else {
+				st.RecordVolumeImageFailure("app", tt.failed, state.ReasonErrImagePull, "not found", podtest.T0)
+			}
+			b, ok := ContainerBackOff(pod, &pod.Spec.Containers[0], state.PodRuntime{}, st, podtest.T0.Add(time.Second), 0)
+			if !ok || b.Reason != state.ReasonImagePullBackOff {
+				t.Fatalf("got %+v, %v; want an image pull back-off", b, ok)
+			}
+			if b.Image != tt.want {
+				t.Errorf("back-off image %q, want %q", b.Image, tt.want)
+			}
+			if want := `Back-off pulling image "` + tt.want + `": not found`; b.Message != want {
+				t.Errorf("message %q, want %q", b.Message, want)
+			}
+		})
+	}
+}

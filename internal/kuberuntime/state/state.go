@@ -95,6 +95,9 @@ type WaitingReason struct {
 	Reason  string    `json:"reason"`
 	Message string    `json:"message,omitempty"`
 	At      time.Time `json:"at"`
+	// Image is the image a failed pull was of when it is not the
+	// container's own: an image volume's.
+	Image string `json:"image,omitempty"`
 }
 
 // Termination records the progress of stopping a pod for good.
@@ -197,6 +200,16 @@ func (s *PodState) RecordFailure(name, reason, message string, now time.Time) {
 		ReasonCreateContainerConfigError, ReasonCreateContainerError:
 		r.Created = false
 	}
+	s.setRecord(name, r)
+}
+
+// RecordVolumeImageFailure is RecordFailure for the pull of image, the
+// image of an image volume the named container mounts, so that its
+// back-off names the image that failed and not the container's own.
+func (s *PodState) RecordVolumeImageFailure(name, image, reason, message string, now time.Time) {
+	s.RecordFailure(name, reason, message, now)
+	r := s.record(name)
+	r.Waiting.Image = image
 	s.setRecord(name, r)
 }
 
