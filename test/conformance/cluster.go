@@ -45,8 +45,10 @@ type Cluster struct {
 	ControllerManager *utils.Component
 	Scheduler         *utils.Component
 	Containerd        *utils.Containerd
-	Nodelet           *utils.Nodelet
-	Kubelet           *utils.Kubelet
+	// Registry serves the MirroredImages to Containerd.
+	Registry *utils.Registry
+	Nodelet  *utils.Nodelet
+	Kubelet  *utils.Kubelet
 	// Kubeconfig is the admin's kubeconfig, for e2e.test.
 	Kubeconfig string
 }
@@ -135,7 +137,13 @@ func (c *Cluster) startContainerd(ctx context.Context) error {
 		return err
 	}
 	c.Containerd = cd
-	return ImportImages(ctx, cd, c.Options.Images)
+	if err := ImportImages(ctx, cd, c.Options.Images); err != nil {
+		return err
+	}
+	if c.Registry, err = StartMirror(ctx, c.Options.Images); err != nil {
+		return err
+	}
+	return cd.AddMirror(mirroredRegistry, c.Registry.Host())
 }
 
 func (c *Cluster) startNode(ctx context.Context) error {
@@ -236,6 +244,9 @@ func (c *Cluster) Stop() error {
 	}
 	if c.Containerd != nil {
 		errs = append(errs, c.Containerd.Stop())
+	}
+	if c.Registry != nil {
+		errs = append(errs, c.Registry.Stop())
 	}
 	if c.Kubelet != nil {
 		errs = append(errs, c.Kubelet.Stop())

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -62,7 +63,20 @@ const (
 	// (glibc, so that getent goes through glibc's resolver and NSS) and
 	// the DNS tools layer.
 	GlibcDNSTestingImage = "registry.k8s.io/e2e-test-images/glibc-dns-testing:2.1.1"
+	// KittenImage is what the ImageVolume spec mounts, with pull policy
+	// Always: the harness's artifact image (a data.json naming kitten.jpg,
+	// an os-release of Alpine Linux), served by a registry on this machine
+	// that the node's containerd mirrors registry.k8s.io to (MirroredImages).
+	KittenImage = "registry.k8s.io/e2e-test-images/kitten:1.8"
 )
+
+// MirroredImages are the e2e images the suite pulls with policy Always:
+// a pull must reach a registry, so the harness serves them from one of
+// its own in registry.k8s.io's place.
+var MirroredImages = []string{KittenImage}
+
+// mirroredRegistry is the registry the MirroredImages are named after.
+const mirroredRegistry = "registry.k8s.io"
 
 // curlShim stands in for the curl of the real agnhost image (Alpine's), which
 // the suite's hooks run as `curl <url>`: busybox wget fetching the last
@@ -104,6 +118,7 @@ var e2eImages = map[string]imageBuild{
 	NonewprivsImage:  buildNonewprivs,
 
 	GlibcDNSTestingImage: buildGlibcDNSTesting,
+	KittenImage:          harnessImage(utils.ArtifactImage),
 }
 
 // E2EImages are the names of the images ImageArchives builds.
@@ -153,6 +168,40 @@ func writeArchive(ctx context.Context, image, path string, build imageBuild, agn
 		return fmt.Errorf("writing archive of %s: %w", image, err)
 	}
 	return nil
+}
+
+// StartMirror starts a registry on loopback serving the MirroredImages
+// from their archives (ImageArchives), under their names without the
+// domain; a containerd pulls them from it after
+// Containerd.AddMirror("registry.k8s.io", registry.Host()).
+func StartMirror(ctx context.Context, archives map[string]string) (_ *utils.Registry, err error) {
+	reg, err := utils.StartRegistry(ctx, utils.RegistryOptions{})
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			err = errors.Join(err, reg.Stop())
+		}
+	}()
+	for _, image := range MirroredImages {
+		path, ok := archives[image]
+		if !ok {
+			return nil, fmt.Errorf("no archive of %s to mirror", image)
+		}
+		tag, err := name.NewTag(image)
+		if err != nil {
+			return nil, fmt.Errorf("parsing image name %s: %w", image, err)
+		}
+		img, err := imagebuild.ReadArchive(path, tag)
+		if err != nil {
+			return nil, fmt.Errorf("reading archive of %s: %w", image, err)
+		}
+		if _, err := reg.PushImage(ctx, image, img); err != nil {
+			return nil, err
+		}
+	}
+	return reg, nil
 }
 
 // ImportImages imports the archives into the containerd's k8s.io namespace,

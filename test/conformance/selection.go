@@ -55,6 +55,11 @@ var SmokeFocus = []string{
 	regexp.QuoteMeta(`[sig-storage] Projected downwardAPI should provide container's memory limit [Conformance] [NodeConformance]`),
 }
 
+// ImageVolumeSmokeFocus is the image volume spec, which the smoke runs
+// where the runtime mounts image volumes (containerd 2): it pulls its
+// image through the harness's registry mirror.
+var ImageVolumeSmokeFocus = regexp.QuoteMeta(`[sig-node] ImageVolume should succeed with pod and pull policy of Always [LinuxOnly] [MinimumKubeletVersion:1.35] [Conformance]`)
+
 // SkipEntry is a selected spec that is not run, and why: it fails for a
 // reason outside the node agent (no kube-proxy, no cluster DNS, cgroup v1,
 // an image that cannot be built offline), and the kubelet fails it here

@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -37,7 +38,11 @@ func TestSmoke(t *testing.T) {
 	stopOnCleanup(t, c.Stop, Leftovers(c))
 	t.Log(log.String())
 
-	if out, ok := runSmoke(ctx, t, bin, c.Kubeconfig, 1, "SmokeFocus", SmokeFocus); !ok {
+	focus := SmokeFocus
+	if utils.IsContainerd2() {
+		focus = append(slices.Clone(focus), ImageVolumeSmokeFocus)
+	}
+	if out, ok := runSmoke(ctx, t, bin, c.Kubeconfig, 1, "SmokeFocus", focus); !ok {
 		t.Logf("suite output:\n%s\nnodelet log:\n%s", out, c.Nodelet.LogTail(80))
 	}
 }

@@ -242,6 +242,28 @@ func (c *Containerd) AddInsecureRegistry(host string) error {
 	return nil
 }
 
+// AddMirror makes the CRI pull upstream's images ("registry.k8s.io")
+// from mirror ("127.0.0.1:5000", plain HTTP) and from upstream itself only
+// when the mirror does not have them. Like AddInsecureRegistry it writes
+// <Dir>/certs.d/<upstream>/hosts.toml and takes effect at the next pull.
+func (c *Containerd) AddMirror(upstream, mirror string) error {
+	for _, h := range []string{upstream, mirror} {
+		if h == "" || strings.ContainsAny(h, "/\"\\ ") {
+			return fmt.Errorf("adding mirror %s of %s: invalid host %q", mirror, upstream, h)
+		}
+	}
+	dir := filepath.Join(c.Dir, "certs.d", upstream)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("adding mirror %s of %s: %w", mirror, upstream, err)
+	}
+	hosts := fmt.Sprintf("server = %q\n\n[host.%q]\n  capabilities = [\"pull\", \"resolve\"]\n  skip_verify = true\n",
+		"https://"+upstream, "http://"+mirror)
+	if err := os.WriteFile(filepath.Join(dir, "hosts.toml"), []byte(hosts), 0o644); err != nil {
+		return fmt.Errorf("adding mirror %s of %s: %w", mirror, upstream, err)
+	}
+	return nil
+}
+
 // SecondRuntimeHandler is a runtime handler the harness's containerd has
 // besides its default one (runc), on the same runc: a RuntimeClass may
 // name it.

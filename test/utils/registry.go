@@ -18,6 +18,7 @@ import (
 
 	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/google/go-containerregistry/pkg/name"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 )
 
@@ -198,6 +199,15 @@ func (r *Registry) Push(ctx context.Context, image string) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	return r.PushImage(ctx, image, img)
+}
+
+// PushImage writes img into the registry under the repository path and tag
+// of image, without its domain, and returns the reference to pull:
+// "registry.k8s.io/e2e-test-images/kitten:1.8" is served as
+// "127.0.0.1:PORT/e2e-test-images/kitten:1.8", which is also where a
+// containerd that mirrors registry.k8s.io to this registry looks for it.
+func (r *Registry) PushImage(ctx context.Context, image string, img v1.Image) (string, error) {
 	src, err := name.NewTag(image)
 	if err != nil {
 		return "", fmt.Errorf("parsing image name %s: %w", image, err)
