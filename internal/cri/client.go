@@ -407,6 +407,24 @@ func (c *Client) UpdateContainerResources(ctx context.Context, containerID strin
 	return nil
 }
 
+// CheckpointContainer implements Runtime.
+func (c *Client) CheckpointContainer(ctx context.Context, containerID, location string, timeout time.Duration) (err error) {
+	defer func(start time.Time) { observe("checkpoint_container", start, err) }(time.Now())
+	if err := c.checkContainerOwned(ctx, containerID); err != nil {
+		return fmt.Errorf("checkpointing container %s: %w", containerID, err)
+	}
+	if timeout <= 0 {
+		timeout = c.opts.RuntimeRequestTimeout
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	req := &runtimeapi.CheckpointContainerRequest{ContainerId: containerID, Location: location, Timeout: int64(timeout / time.Second)}
+	if err := c.runtime.CheckpointContainer(ctx, req); err != nil {
+		return fmt.Errorf("checkpointing container %s: %w", containerID, err)
+	}
+	return nil
+}
+
 // ContainerStatus implements Runtime.
 func (c *Client) ContainerStatus(ctx context.Context, containerID string) (_ *runtimeapi.ContainerStatus, err error) {
 	defer func(start time.Time) { observe("container_status", start, err) }(time.Now())

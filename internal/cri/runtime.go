@@ -88,6 +88,10 @@ type Runtime interface {
 	// When following, it returns once the container stopped and its log
 	// was read to the end, or when ctx is done.
 	ReadLogs(ctx context.Context, path, containerID string, opts *logs.LogOptions, stdout, stderr io.Writer) error
+	// CheckpointContainer has the runtime write a checkpoint of a running
+	// container (its processes' state, by CRIU, and its changed files) to
+	// the archive at location; timeout 0 is the runtime request timeout.
+	CheckpointContainer(ctx context.Context, containerID, location string, timeout time.Duration) error
 
 	// Exec, Attach and PortForward prepare a streaming session on the
 	// runtime's streaming server and return its URL; the session starts

@@ -12,6 +12,9 @@ import (
 // in the Kubernetes version nodelet implements; docs/configuration.md says
 // what nodelet does with each.
 const (
+	// ContainerCheckpoint: the node API's /checkpoint, a checkpoint of a
+	// running container written by the runtime.
+	ContainerCheckpoint featuregate.Feature = "ContainerCheckpoint"
 	// ContainerRestartRules: restartPolicyRules on containers, restarting
 	// or not by exit code.
 	ContainerRestartRules featuregate.Feature = "ContainerRestartRules"
@@ -44,6 +47,7 @@ const (
 
 // specs are the gates' stages and defaults.
 var specs = map[featuregate.Feature]featuregate.FeatureSpec{
+	ContainerCheckpoint:           {Default: true, PreRelease: featuregate.Beta},
 	ContainerRestartRules:         {Default: true, PreRelease: featuregate.Beta},
 	GracefulNodeShutdown:          {Default: true, PreRelease: featuregate.Beta},
 	ImageVolume:                   {Default: true, PreRelease: featuregate.GA, LockToDefault: true},

@@ -59,6 +59,9 @@ type Options struct {
 	Metrics prometheus.Gatherer
 	// Configz serves /configz.
 	Configz http.Handler
+	// CheckpointDir, when set, is where /checkpoint has the runtime write
+	// container checkpoints (made 0700); unset, /checkpoint is not served.
+	CheckpointDir string
 	// StreamIdleTimeout ends a streaming session without traffic; zero
 	// means 4 hours, as the kubelet's default.
 	StreamIdleTimeout time.Duration
@@ -131,6 +134,9 @@ func (s *Server) routes() http.Handler {
 	}
 	mux.HandleFunc("POST /run/{namespace}/{pod}/{container}", s.serveRun)
 	mux.HandleFunc("POST /run/{namespace}/{pod}/{uid}/{container}", s.serveRun)
+	if s.opts.CheckpointDir != "" {
+		mux.HandleFunc("POST /checkpoint/{namespace}/{pod}/{container}", s.serveCheckpoint)
+	}
 	return s.withAuth(mux)
 }
 

@@ -17,6 +17,7 @@ import (
 	"github.com/nodelet/nodelet/api/v1alpha1"
 	"github.com/nodelet/nodelet/internal/certificates"
 	"github.com/nodelet/nodelet/internal/cri"
+	"github.com/nodelet/nodelet/internal/features"
 	"github.com/nodelet/nodelet/internal/nodeinfo"
 )
 
@@ -96,9 +97,19 @@ func NewFromConfig(cfg *v1alpha1.NodeletConfiguration, mgr ctrl.Manager, rt cri.
 		Metrics:       ctrlmetrics.Registry,
 		Configz:       configz,
 		IdleTimeout:   sc.IdleTimeout.Duration,
+		CheckpointDir: checkpointDir(cfg),
 
 		StreamIdleTimeout: cfg.StreamingConnectionIdleTimeout.Duration,
 	}), nil
+}
+
+// checkpointDir is where /checkpoint writes, or "" when the
+// ContainerCheckpoint gate is off.
+func checkpointDir(cfg *v1alpha1.NodeletConfiguration) string {
+	if !features.Enabled(features.ContainerCheckpoint) {
+		return ""
+	}
+	return filepath.Join(cfg.RootDir, CheckpointDirName)
 }
 
 // clientCAWarning says whether the node API of sc is one the API server

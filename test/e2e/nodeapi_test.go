@@ -26,6 +26,7 @@ import (
 	authnv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -302,6 +303,51 @@ var _ = Describe("The node API through the API server", Ordered, ContinueOnFailu
 			g.Expect(err).NotTo(HaveOccurred())
 			g.Expect(out.String()).To(ContainSubstring("attached-42"))
 		}).WithTimeout(apiTimeout).WithPolling(time.Second).Should(Succeed())
+	}, SpecTimeout(podStartTimeout+2*apiTimeout))
+
+	It("checkpoints a running container with POST /checkpoint, or answers 500 with the runtime's reason", func(ctx SpecContext) {
+		startPod(ctx, utils.BusyboxPod(ns, "frozen", nodeAPINode, "sleep", "3600"))
+		cs, err := kubernetes.NewForConfig(apiServer.Config)
+		Expect(err).NotTo(HaveOccurred())
+		post := func(container string) (int, string) {
+			body, err := cs.CoreV1().RESTClient().Post().
+				AbsPath("/api/v1/nodes", nodeAPINode, "proxy", "checkpoint", ns, "frozen", container).Param("timeout", "30").DoRaw(ctx)
+			if status := apierrors.APIStatus(nil); errors.As(err, &status) {
+				return int(status.Status().Code), err.Error() + " " + string(body)
+			}
+			Expect(err).NotTo(HaveOccurred())
+			return http.StatusOK, string(body)
+		}
+
+		By("a container the pod does not have: 404")
+		code, body := post("nope")
+		Expect(code).To(Equal(http.StatusNotFound), body)
+
+		By("the running container: the runtime writes the archive, or says why it cannot (CRIU)")
+		code, body = post("main")
+		switch code {
+		case http.StatusOK:
+			var resp struct{ Items []string }
+			Expect(json.Unmarshal([]byte(body), &resp)).To(Succeed(), body)
+			Expect(resp.Items).To(HaveLen(1))
+			Expect(filepath.Dir(resp.Items[0])).To(Equal(filepath.Join(nodelet.RootDir, "checkpoints")))
+			st, err := os.Stat(resp.Items[0])
+			Expect(err).NotTo(HaveOccurred())
+			Expect(st.Mode().Perm()).To(Equal(os.FileMode(0o600)))
+			Expect(st.Size()).To(BeNumerically(">", 0))
+		default:
+			Expect(code).To(Equal(http.StatusInternalServerError), body)
+			Expect(body).To(ContainSubstring("checkpointing of " + ns + "/frozen/main failed"))
+			GinkgoWriter.Printf("the runtime cannot checkpoint here: %s\n", body)
+		}
+		dir, err := os.Stat(filepath.Join(nodelet.RootDir, "checkpoints"))
+		Expect(err).NotTo(HaveOccurred())
+		Expect(dir.Mode().Perm()).To(Equal(os.FileMode(0o700)))
+
+		By("the container runs on, never restarted")
+		p := utils.GetPod(ctx, admin, ns, "frozen")(Default)
+		Expect(p.Status.ContainerStatuses[0].State.Running).NotTo(BeNil())
+		Expect(p.Status.ContainerStatuses[0].RestartCount).To(BeZero())
 	}, SpecTimeout(podStartTimeout+2*apiTimeout))
 
 	It("serves /stats/summary with every pod's CPU and memory", func(ctx SpecContext) {
