@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/nodelet/nodelet/api/v1alpha1"
+	"github.com/nodelet/nodelet/internal/admission"
 	"github.com/nodelet/nodelet/internal/kuberuntime/planner"
 	"github.com/nodelet/nodelet/internal/metrics"
 	"github.com/nodelet/nodelet/internal/nodeinfo"
@@ -336,7 +337,7 @@ func (m *Manager) reclaim(ctx context.Context, t Threshold) bool {
 // evicted for a node signal.
 func (m *Manager) evictOne(ctx context.Context, t Threshold, o Observation, usage []PodUsage, at time.Time) {
 	for _, pu := range Rank(t.Signal, usage) {
-		if Critical(pu.Pod) {
+		if admission.CriticalPod(pu.Pod) {
 			continue
 		}
 		grace := GracePeriodSeconds(t, planner.GracePeriodSeconds(pu.Pod), m.cfg.MaxPodGracePeriod)

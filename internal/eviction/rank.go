@@ -125,21 +125,4 @@ func byProcesses(a, b PodUsage) int {
 	return cmp.Compare(n(b), n(a))
 }
 
-// Critical reports whether the pod is never evicted for a node signal: a
-// static or mirror pod, or one of system-node-critical priority or above.
-func Critical(pod *v1.Pod) bool {
-	if src := pod.Annotations["kubernetes.io/config.source"]; src != "" && src != "api" {
-		return true
-	}
-	if _, ok := pod.Annotations[v1.MirrorPodAnnotationKey]; ok {
-		return true
-	}
-	return priority(pod) >= SystemCriticalPriority
-}
-
-// SystemCriticalPriority is the lowest priority the kubelet treats as
-// critical (that of the system-cluster-critical class; system-node-critical
-// is above it).
-const SystemCriticalPriority = 2 * 1000000000
-
 func quantity(v int64) *resource.Quantity { return resource.NewQuantity(v, resource.BinarySI) }

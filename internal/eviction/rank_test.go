@@ -118,33 +118,3 @@ func TestRank(t *testing.T) {
 		})
 	}
 }
-
-func TestCritical(t *testing.T) {
-	tests := []struct {
-		name string
-		pod  *v1.Pod
-		want bool
-	}{
-		{name: "ordinary", pod: testPod("a")},
-		{name: "high but not critical", pod: testPod("a", withPriority(1000000000))},
-		{name: "system-node-critical", pod: testPod("a", withPriority(2000001000)), want: true},
-		{name: "system-cluster-critical", pod: testPod("a", withPriority(2000000000)), want: true},
-		{name: "static", pod: func() *v1.Pod {
-			p := testPod("a")
-			p.Annotations = map[string]string{"kubernetes.io/config.source": "file"}
-			return p
-		}(), want: true},
-		{name: "mirror", pod: func() *v1.Pod {
-			p := testPod("a")
-			p.Annotations = map[string]string{v1.MirrorPodAnnotationKey: "x"}
-			return p
-		}(), want: true},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			if got := Critical(tt.pod); got != tt.want {
-				t.Errorf("Critical = %v, want %v", got, tt.want)
-			}
-		})
-	}
-}
