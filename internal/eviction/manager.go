@@ -76,6 +76,9 @@ type Manager struct {
 	interval time.Duration
 	localFS  bool
 
+	// once remembers what the rounds logged for each active pod.
+	once podOnce
+
 	mu       sync.Mutex
 	state    State
 	decision Decision
@@ -152,6 +155,8 @@ func (m *Manager) Synchronize(ctx context.Context) {
 	pods, err := m.activePods(ctx)
 	if err != nil {
 		logger.Error(err, "Unable to list the pods to evict")
+	} else {
+		m.once.retain(pods)
 	}
 	// The runtime's stats are read only when something needs them: a pod
 	// with an ephemeral-storage limit, or a threshold met.
@@ -334,12 +339,9 @@ func (m *Manager) reclaim(ctx context.Context, t Threshold) bool {
 }
 
 // evictOne evicts the first pod in the signal's ranking that may be
-// evicted for a node signal.
+// evicted (see evict).
 func (m *Manager) evictOne(ctx context.Context, t Threshold, o Observation, usage []PodUsage, at time.Time) {
 	for _, pu := range Rank(t.Signal, usage) {
-		if admission.CriticalPod(pu.Pod) {
-			continue
-		}
 		grace := GracePeriodSeconds(t, planner.GracePeriodSeconds(pu.Pod), m.cfg.MaxPodGracePeriod)
 		if m.evict(ctx, pu.Pod, t.Signal, Message(t, o, pu), grace, at) {
 			return
@@ -350,7 +352,16 @@ func (m *Manager) evictOne(ctx context.Context, t Threshold, o Observation, usag
 
 // evict hands the pod's eviction to its sync, records it, and waits a
 // while for the pod to stop so that the next round measures without it.
+// A critical pod (admission.CriticalPod) is never evicted, for a node
+// signal or for its local storage limits, as the kubelet never evicts one:
+// evict reports false, and says so in the log once for the pod.
 func (m *Manager) evict(ctx context.Context, pod *v1.Pod, signal Signal, msg string, grace int64, at time.Time) bool {
+	if admission.CriticalPod(pod) {
+		if m.once.first(pod.UID, "critical/"+string(signal)) {
+			m.opts.Log.Info("Not evicting a critical pod", "pod", klog.KObj(pod), "podUID", pod.UID, "signal", signal, "message", msg)
+		}
+		return false
+	}
 	if !m.opts.Evictor.Evict(pod, planner.Eviction{Message: msg, GracePeriodSeconds: grace}) {
 		return false
 	}
@@ -386,4 +397,43 @@ func (m *Manager) waitForCleanup(ctx context.Context, pod *v1.Pod) {
 func (m *Manager) nodeRef() *v1.ObjectReference {
 	name := m.opts.Config.NodeName
 	return &v1.ObjectReference{Kind: "Node", Name: name, UID: types.UID(name)}
+}
+
+// podOnce remembers, for each pod, the conditions logged already, so that
+// one that lasts round after round is logged once. Only the rounds use it.
+type podOnce struct {
+	seen map[types.UID]map[string]bool
+}
+
+// first reports whether key is new for the pod, and remembers it.
+func (o *podOnce) first(uid types.UID, key string) bool {
+	if o.seen == nil {
+		o.seen = map[types.UID]map[string]bool{}
+	}
+	keys := o.seen[uid]
+	if keys == nil {
+		keys = map[string]bool{}
+		o.seen[uid] = keys
+	}
+	if keys[key] {
+		return false
+	}
+	keys[key] = true
+	return true
+}
+
+// retain forgets the pods not among pods.
+func (o *podOnce) retain(pods []*v1.Pod) {
+	if len(o.seen) == 0 {
+		return
+	}
+	active := make(map[types.UID]bool, len(pods))
+	for _, p := range pods {
+		active[p.UID] = true
+	}
+	for uid := range o.seen {
+		if !active[uid] {
+			delete(o.seen, uid)
+		}
+	}
 }

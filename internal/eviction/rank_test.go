@@ -29,6 +29,15 @@ func withLimit(name v1.ResourceName, q string) podOpt {
 	}
 }
 
+func withAnnotation(k, v string) podOpt {
+	return func(pod *v1.Pod) {
+		if pod.Annotations == nil {
+			pod.Annotations = map[string]string{}
+		}
+		pod.Annotations[k] = v
+	}
+}
+
 func testPod(name string, opts ...podOpt) *v1.Pod {
 	pod := &v1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ns", UID: types.UID("uid-" + name)},
