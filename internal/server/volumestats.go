@@ -1,6 +1,7 @@
 package server
 
 import (
+	"errors"
 	"path/filepath"
 
 	"k8s.io/apimachinery/pkg/types"
@@ -45,13 +46,14 @@ func podVolumeStats(cache VolumeStatsCache, uid types.UID) ([]statsapi.VolumeSta
 
 // etcHostsUsage is the disk space of the pod's /etc/hosts file, which the
 // kubelet counts in the pod's ephemeral storage too; 0 when it cannot be
-// read. One small file: measured on the request path.
+// read. One small file: measured on the request path. A measure that is
+// not complete is a lower bound, still better than nothing.
 func (p *StatsProvider) etcHostsUsage(uid types.UID) uint64 {
 	if p.RootDir == "" {
 		return 0
 	}
 	u, err := volumestats.DiskUsage(filepath.Join(p.RootDir, "pods", string(uid), "etc-hosts"))
-	if err != nil || u.Bytes < 0 {
+	if (err != nil && !errors.Is(err, volumestats.ErrIncomplete)) || u.Bytes < 0 {
 		return 0
 	}
 	return uint64(u.Bytes)
