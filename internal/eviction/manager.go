@@ -2,6 +2,7 @@ package eviction
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -21,6 +22,7 @@ import (
 	"github.com/nodelet/nodelet/internal/kuberuntime/planner"
 	"github.com/nodelet/nodelet/internal/metrics"
 	"github.com/nodelet/nodelet/internal/nodeinfo"
+	"github.com/nodelet/nodelet/internal/volumestats"
 )
 
 // podCleanupTimeout bounds how long a round waits for the pod it evicted
@@ -54,12 +56,14 @@ type VolumePaths interface {
 // Options are what a Manager works with. Reclaimer may be nil (nothing is
 // reclaimed before evicting); Stats, Volumes and ImageFs may be nil too
 // (pods' usage, emptyDir usage and the image filesystem are then unknown).
+// DiskUsage measures an emptyDir volume (nil: volumestats.DiskUsage).
 type Options struct {
 	Config    *v1alpha1.NodeletConfiguration
 	Host      nodeinfo.Host
 	ImageFs   ImageFs
 	Stats     StatsSource
 	Volumes   VolumePaths
+	DiskUsage func(dir string) (volumestats.Usage, error)
 	Pods      client.Reader
 	Evictor   Evictor
 	Reclaimer NodeReclaimer
@@ -98,6 +102,9 @@ func New(opts Options) (*Manager, error) {
 	}
 	if opts.Host == nil {
 		opts.Host = nodeinfo.OSHost{}
+	}
+	if opts.DiskUsage == nil {
+		opts.DiskUsage = volumestats.DiskUsage
 	}
 	return &Manager{
 		opts: opts,
@@ -279,22 +286,31 @@ func (m *Manager) podUsage(ctx context.Context, pods []*v1.Pod, withStats bool) 
 }
 
 // volumeUsage measures the pod's disk-backed emptyDir volumes: all of
-// them, or only those with a sizeLimit.
-func (m *Manager) volumeUsage(pod *v1.Pod, all bool) map[string]int64 {
+// them, or only those with a sizeLimit. A walk that could not count every
+// entry gives a volume past any limit, logged once for the pod's volume.
+func (m *Manager) volumeUsage(pod *v1.Pod, all bool) map[string]VolumeUsage {
 	if m.opts.Volumes == nil {
 		return nil
 	}
-	out := map[string]int64{}
+	out := map[string]VolumeUsage{}
 	for _, vol := range pod.Spec.Volumes {
 		if vol.EmptyDir == nil || vol.EmptyDir.Medium == v1.StorageMediumMemory || (!all && vol.EmptyDir.SizeLimit == nil) {
 			continue
 		}
-		n, err := DirUsage(m.opts.Volumes.EmptyDirPath(pod.UID, vol.Name))
-		if err != nil {
+		path := m.opts.Volumes.EmptyDirPath(pod.UID, vol.Name)
+		u, err := m.opts.DiskUsage(path)
+		switch {
+		case errors.Is(err, volumestats.ErrIncomplete):
+			if m.once.first(pod.UID, "incomplete/"+vol.Name) {
+				m.opts.Log.Info("EmptyDir usage not fully counted, taking it as past any limit", "pod", klog.KObj(pod),
+					"podUID", pod.UID, "volume", vol.Name, "path", path, "countedBytes", u.Bytes, "countedInodes", u.Inodes, "err", err)
+			}
+			out[vol.Name] = VolumeUsage{Usage: u, Incomplete: true}
+		case err != nil:
 			m.opts.Log.V(1).Info("Unable to measure an emptyDir volume", "pod", klog.KObj(pod), "volume", vol.Name, "err", err)
-			continue
+		default:
+			out[vol.Name] = VolumeUsage{Usage: u}
 		}
-		out[vol.Name] = n
 	}
 	return out
 }

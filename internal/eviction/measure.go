@@ -14,7 +14,6 @@ import (
 	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 
 	"github.com/nodelet/nodelet/internal/nodeinfo"
-	"github.com/nodelet/nodelet/internal/volumestats"
 )
 
 // Files of the root memory cgroup memory.available is read from: cgroup
@@ -164,7 +163,7 @@ func imageFsMountpoint(info *runtimeapi.ImageFsInfoResponse) string {
 // usageFromStats turns a pod's summary stats into its usage; volumes (the
 // disk-backed emptyDir volumes' usage, measured now) are added to its local
 // storage in place of what the summary counted for them.
-func usageFromStats(pod *v1.Pod, ps *statsapi.PodStats, volumes map[string]int64) PodUsage {
+func usageFromStats(pod *v1.Pod, ps *statsapi.PodStats, volumes map[string]VolumeUsage) PodUsage {
 	pu := PodUsage{Pod: pod, Volumes: volumes}
 	if ps == nil {
 		return pu
@@ -201,8 +200,8 @@ func usageFromStats(pod *v1.Pod, ps *statsapi.PodStats, volumes map[string]int64
 			ephemeral = max(ephemeral-int64(*v.UsedBytes), 0)
 		}
 	}
-	for _, n := range volumes {
-		ephemeral += n
+	for _, v := range volumes {
+		ephemeral += v.Bytes
 		known = true
 	}
 	if known {
@@ -212,13 +211,3 @@ func usageFromStats(pod *v1.Pod, ps *statsapi.PodStats, volumes map[string]int64
 }
 
 func ptrInt(v int64) *int64 { return &v }
-
-// DirUsage is the disk space the files under dir take (allocated blocks),
-// counted as volumestats.DiskUsage counts them: without following symbolic
-// links, without crossing into other filesystems, over at most
-// volumestats.MaxWalkEntries entries. A directory that does not exist uses
-// nothing.
-func DirUsage(dir string) (int64, error) {
-	u, err := volumestats.DiskUsage(dir)
-	return u.Bytes, err
-}

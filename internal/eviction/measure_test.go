@@ -2,13 +2,13 @@ package eviction
 
 import (
 	"os"
-	"path/filepath"
 	"testing"
 
 	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 	"k8s.io/utils/ptr"
 
 	"github.com/nodelet/nodelet/internal/nodeinfo"
+	"github.com/nodelet/nodelet/internal/volumestats"
 )
 
 func TestParseWorkingSet(t *testing.T) {
@@ -95,7 +95,7 @@ func TestUsageFromStats(t *testing.T) {
 			Logs:   &statsapi.FsStats{UsedBytes: ptr.To[uint64](400)},
 		}},
 	}
-	pu := usageFromStats(pod, ps, map[string]int64{"scratch": 5000})
+	pu := usageFromStats(pod, ps, map[string]VolumeUsage{"scratch": {Usage: volumestats.Usage{Bytes: 5000}}})
 	if *pu.Memory != 300 || *pu.Ephemeral != 6000 || *pu.Processes != 7 ||
 		*pu.Containers[0].Memory != 250 || *pu.Containers[0].Ephemeral != 1000 {
 		t.Errorf("usage = %+v", pu)
@@ -107,41 +107,11 @@ func TestUsageFromStats(t *testing.T) {
 		{Name: "scratch", FsStats: statsapi.FsStats{UsedBytes: ptr.To[uint64](3000)}},
 		{Name: "config", FsStats: statsapi.FsStats{UsedBytes: ptr.To[uint64](200)}},
 	}
-	if pu := usageFromStats(pod, ps, map[string]int64{"scratch": 5000}); *pu.Ephemeral != 1000+5000+200 {
+	if pu := usageFromStats(pod, ps, map[string]VolumeUsage{"scratch": {Usage: volumestats.Usage{Bytes: 5000}}}); *pu.Ephemeral != 1000+5000+200 {
 		t.Errorf("ephemeral with the summary's volumes = %d, want %d", *pu.Ephemeral, 1000+5000+200)
 	}
 	none := usageFromStats(pod, nil, nil)
 	if none.Memory != nil || none.Ephemeral != nil || none.Pod != pod {
 		t.Errorf("usage without stats = %+v", none)
-	}
-}
-
-func TestDirUsage(t *testing.T) {
-	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, "a"), make([]byte, 64<<10), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Mkdir(filepath.Join(dir, "sub"), 0o700); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "sub", "b"), make([]byte, 64<<10), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	outside := t.TempDir()
-	if err := os.WriteFile(filepath.Join(outside, "big"), make([]byte, 1<<20), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Symlink(outside, filepath.Join(dir, "link")); err != nil {
-		t.Fatal(err)
-	}
-	got, err := DirUsage(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got < 128<<10 || got >= 1<<20 {
-		t.Errorf("DirUsage = %d, want the two files' 128KiB and not the linked directory's 1MiB", got)
-	}
-	if n, err := DirUsage(filepath.Join(dir, "missing")); n != 0 || err != nil {
-		t.Errorf("DirUsage of a missing directory = %d, %v", n, err)
 	}
 }

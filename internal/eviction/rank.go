@@ -2,11 +2,14 @@ package eviction
 
 import (
 	"cmp"
+	"math"
 	"slices"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	resourcehelper "k8s.io/component-helpers/resource"
+
+	"github.com/nodelet/nodelet/internal/volumestats"
 )
 
 // ContainerUsage is what one container of a pod uses.
@@ -31,7 +34,29 @@ type PodUsage struct {
 	Processes  *int64
 	Containers []ContainerUsage
 	// Volumes is the usage of each disk-backed emptyDir volume, by name.
-	Volumes map[string]int64
+	Volumes map[string]VolumeUsage
+}
+
+// VolumeUsage is what one of a pod's volumes uses, as a walk of it
+// counted.
+type VolumeUsage struct {
+	volumestats.Usage
+	// Incomplete says the walk could not count every entry: Usage is a
+	// lower bound, and the volume counts as past any limit.
+	Incomplete bool
+}
+
+// incomplete reports whether a walk of one of the pod's volumes could not
+// count every entry: its local storage usage is then a lower bound, and
+// it counts as past every local storage limit and as the largest user of
+// disk.
+func (p PodUsage) incomplete() bool {
+	for _, v := range p.Volumes {
+		if v.Incomplete {
+			return true
+		}
+	}
+	return false
 }
 
 // Rank orders the candidate pods for evicting for signal, first to go
@@ -62,11 +87,20 @@ func Rank(signal Signal, pods []PodUsage) []PodUsage {
 	return out
 }
 
-func usageOf(p PodUsage, name v1.ResourceName) *int64 {
-	if name == v1.ResourceMemory {
-		return p.Memory
+// usageOf is the pod's usage of name, and whether it is known. A local
+// storage usage a walk could not count in full is the largest there is.
+func usageOf(p PodUsage, name v1.ResourceName) (int64, bool) {
+	u := p.Ephemeral
+	switch {
+	case name == v1.ResourceMemory:
+		u = p.Memory
+	case p.incomplete():
+		return math.MaxInt64, true
 	}
-	return p.Ephemeral
+	if u == nil {
+		return 0, false
+	}
+	return *u, true
 }
 
 func podRequest(pod *v1.Pod, name v1.ResourceName) int64 {
@@ -79,8 +113,8 @@ func podRequest(pod *v1.Pod, name v1.ResourceName) int64 {
 // known, before the others.
 func exceedsRequests(name v1.ResourceName) func(a, b PodUsage) int {
 	over := func(p PodUsage) bool {
-		u := usageOf(p, name)
-		return u == nil || *u > podRequest(p.Pod, name)
+		u, known := usageOf(p, name)
+		return !known || u > podRequest(p.Pod, name)
 	}
 	return func(a, b PodUsage) int {
 		oa, ob := over(a), over(b)
@@ -97,11 +131,11 @@ func exceedsRequests(name v1.ResourceName) func(a, b PodUsage) int {
 // aboveRequests puts the pod using more above its request first.
 func aboveRequests(name v1.ResourceName) func(a, b PodUsage) int {
 	above := func(p PodUsage) int64 {
-		u := usageOf(p, name)
-		if u == nil {
+		u, known := usageOf(p, name)
+		if !known {
 			return 0
 		}
-		return *u - podRequest(p.Pod, name)
+		return u - podRequest(p.Pod, name)
 	}
 	return func(a, b PodUsage) int { return cmp.Compare(above(b), above(a)) }
 }

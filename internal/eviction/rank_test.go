@@ -106,6 +106,14 @@ func TestRank(t *testing.T) {
 				{Pod: testPod("low", withPriority(-1)), Ephemeral: ptr.To(1 * mi)},
 			},
 			want: []string{"low", "big", "small", "under"}},
+		{name: "disk: a pod whose volume could not be fully counted uses the most",
+			signal: SignalNodeFsAvailable,
+			pods: []PodUsage{
+				{Pod: testPod("big"), Ephemeral: ptr.To(100 * mi)},
+				{Pod: testPod("hidden", withRequest(v1.ResourceEphemeralStorage, "1Gi")), Ephemeral: ptr.To(1 * mi),
+					Volumes: incompleteVols("scratch", mi)},
+			},
+			want: []string{"hidden", "big"}},
 		{name: "pids: priority, then processes",
 			signal: SignalPIDAvailable,
 			pods: []PodUsage{
