@@ -108,6 +108,14 @@ func podStats(pod *v1.Pod, mem, ephemeral uint64) statsapi.PodStats {
 	}
 }
 
+// withInodes gives the pod's writable layer n inodes, and its logs one.
+func withInodes(ps statsapi.PodStats, n uint64) statsapi.PodStats {
+	ps.EphemeralStorage.InodesUsed = ptr.To(n + 1)
+	ps.Containers[0].Rootfs.InodesUsed = ptr.To(n)
+	ps.Containers[0].Logs.InodesUsed = ptr.To[uint64](1)
+	return ps
+}
+
 func TestManagerSynchronize(t *testing.T) {
 	const gi = int64(1 << 30)
 	meminfo := "MemTotal: 4194304 kB\nMemAvailable: 4194304 kB\n" // 4Gi
@@ -163,6 +171,21 @@ func TestManagerSynchronize(t *testing.T) {
 			pods: []*v1.Pod{hog}, stats: []statsapi.PodStats{podStats(hog, 0, uint64(gi))},
 			wantEvicted: []string{"hog"}, wantGrace: 1, wantConds: []v1.NodeConditionType{v1.NodeDiskPressure}, wantReclaimed: true,
 			wantMessage: "The node was low on resource: ephemeral-storage. Threshold quantity: 10Gi, available: 5Gi. Container app was using 1Gi, request is 0, has larger consumption of ephemeral-storage. "},
+		{name: "inodes: the pod with the most inodes goes, not the one with the most bytes",
+			hard: map[string]string{"nodefs.inodesFree": "950"}, files: memFiles(gi), fs: roomyDisk,
+			pods: []*v1.Pod{testPod("bytes"), testPod("empty-files")},
+			stats: []statsapi.PodStats{withInodes(podStats(testPod("bytes"), 0, uint64(gi)), 10),
+				withInodes(podStats(testPod("empty-files"), 0, 4<<20), 500)},
+			wantEvicted: []string{"empty-files"}, wantGrace: 1, wantConds: []v1.NodeConditionType{v1.NodeDiskPressure}, wantReclaimed: true,
+			wantMessage: "The node was low on resource: inodes. Threshold quantity: 950, available: 900. "},
+		{name: "inodes: an emptyDir full of empty files counts, measured fresh",
+			hard: map[string]string{"nodefs.inodesFree": "950"}, files: memFiles(gi), fs: roomyDisk,
+			pods: []*v1.Pod{testPod("bytes"), testPod("empty-files", withSizeLimit("scratch", "1Gi"))},
+			stats: []statsapi.PodStats{withInodes(podStats(testPod("bytes"), 0, uint64(gi)), 10),
+				withInodes(podStats(testPod("empty-files"), 0, 4<<20), 3)},
+			volumes:     map[string]volumeMeasure{"uid-empty-files": {u: volumestats.Usage{Bytes: 4 << 20, Inodes: 1 << 20}}},
+			wantEvicted: []string{"empty-files"}, wantGrace: 1, wantConds: []v1.NodeConditionType{v1.NodeDiskPressure}, wantReclaimed: true,
+			wantMessage: "The node was low on resource: inodes. Threshold quantity: 950, available: 900. "},
 		{name: "local storage: a pod past its limit goes at once, without pressure",
 			hard: map[string]string{"memory.available": "100Mi"}, files: memFiles(gi), fs: roomyDisk,
 			pods:        []*v1.Pod{testPod("limited", withLimit(v1.ResourceEphemeralStorage, "1Mi")), small},

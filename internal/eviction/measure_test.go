@@ -115,3 +115,39 @@ func TestUsageFromStats(t *testing.T) {
 		t.Errorf("usage without stats = %+v", none)
 	}
 }
+
+func TestUsageFromStatsInodes(t *testing.T) {
+	pod := testPod("p")
+	ps := &statsapi.PodStats{
+		// Writable layer 40, logs 2, scratch 30 as measured in the
+		// background, config 5.
+		EphemeralStorage: &statsapi.FsStats{UsedBytes: ptr.To[uint64](1000), InodesUsed: ptr.To[uint64](40 + 2 + 30 + 5)},
+		Containers: []statsapi.ContainerStats{{
+			Name:   "app",
+			Rootfs: &statsapi.FsStats{UsedBytes: ptr.To[uint64](600), InodesUsed: ptr.To[uint64](40)},
+			Logs:   &statsapi.FsStats{UsedBytes: ptr.To[uint64](400), InodesUsed: ptr.To[uint64](2)},
+		}},
+		VolumeStats: []statsapi.VolumeStats{
+			{Name: "scratch", FsStats: statsapi.FsStats{UsedBytes: ptr.To[uint64](0), InodesUsed: ptr.To[uint64](30)}},
+			{Name: "config", FsStats: statsapi.FsStats{UsedBytes: ptr.To[uint64](0), InodesUsed: ptr.To[uint64](5)}},
+		},
+	}
+	// The fresh walk found a million empty files in scratch.
+	pu := usageFromStats(pod, ps, map[string]VolumeUsage{"scratch": {Usage: volumestats.Usage{Bytes: 4096, Inodes: 1 << 20}}})
+	if pu.Inodes == nil || *pu.Inodes != 40+2+5+1<<20 {
+		t.Errorf("pod inodes = %v, want the writable layer's, the logs', config's and the fresh scratch count", ptr.Deref(pu.Inodes, -1))
+	}
+	if c := pu.Containers[0]; c.Inodes == nil || *c.Inodes != 42 {
+		t.Errorf("container inodes = %v, want the writable layer's and the logs' 42", ptr.Deref(c.Inodes, -1))
+	}
+	// A runtime that does not report inodes: only the fresh walk is
+	// known.
+	ps.EphemeralStorage.InodesUsed, ps.Containers[0].Rootfs.InodesUsed = nil, nil
+	pu = usageFromStats(pod, ps, map[string]VolumeUsage{"scratch": {Usage: volumestats.Usage{Inodes: 7}}})
+	if pu.Inodes == nil || *pu.Inodes != 7 || pu.Containers[0].Inodes != nil {
+		t.Errorf("inodes without the runtime's = pod %v, container %v; want 7 and unknown", ptr.Deref(pu.Inodes, -1), pu.Containers[0].Inodes)
+	}
+	if pu := usageFromStats(pod, ps, nil); pu.Inodes != nil {
+		t.Errorf("inodes known from nothing: %d", *pu.Inodes)
+	}
+}

@@ -19,6 +19,8 @@ type ContainerUsage struct {
 	Memory *int64
 	// Ephemeral is its writable layer plus its logs, in bytes.
 	Ephemeral *int64
+	// Inodes is the inodes its writable layer and its logs take.
+	Inodes *int64
 }
 
 // PodUsage is what one pod uses, as measured for a round. A nil field is
@@ -30,6 +32,8 @@ type PodUsage struct {
 	// Ephemeral is the pod's local ephemeral storage: its containers'
 	// writable layers and logs and its disk-backed emptyDir volumes.
 	Ephemeral *int64
+	// Inodes is the inodes the same local ephemeral storage takes.
+	Inodes *int64
 	// Processes is the number of processes (and threads) of the pod.
 	Processes  *int64
 	Containers []ContainerUsage
@@ -62,17 +66,21 @@ func (p PodUsage) incomplete() bool {
 // Rank orders the candidate pods for evicting for signal, first to go
 // first, as the kubelet ranks them: for memory, pods using more than they
 // request (or whose usage is unknown) first, then lower priority first,
-// then larger usage above the request first; for disk the same with local
-// ephemeral storage; for processes lower priority first, then more
-// processes first. The input is not modified.
+// then larger usage above the request first; for disk space the same with
+// local ephemeral storage; for inodes (nodefs.inodesFree,
+// imagefs.inodesFree) the same with the inodes that storage takes, of
+// which nothing is requested: pods using any (or not known) first, then
+// lower priority, then more inodes first (the kubelet subtracts the pod's
+// ephemeral-storage request, in bytes, from its inodes; nodelet does not,
+// so that asking for bytes does not shelter a pod that exhausts inodes);
+// for processes lower priority first, then more processes first. The
+// input is not modified.
 func Rank(signal Signal, pods []PodUsage) []PodUsage {
 	out := slices.Clone(pods)
 	var cmps []func(a, b PodUsage) int
-	switch signal.Condition() {
-	case v1.NodeMemoryPressure:
-		cmps = []func(a, b PodUsage) int{exceedsRequests(v1.ResourceMemory), byPriority, aboveRequests(v1.ResourceMemory)}
-	case v1.NodeDiskPressure:
-		cmps = []func(a, b PodUsage) int{exceedsRequests(v1.ResourceEphemeralStorage), byPriority, aboveRequests(v1.ResourceEphemeralStorage)}
+	switch res := signal.Resource(); res {
+	case v1.ResourceMemory, v1.ResourceEphemeralStorage, ResourceInodes:
+		cmps = []func(a, b PodUsage) int{exceedsRequests(res), byPriority, aboveRequests(res)}
 	default:
 		cmps = []func(a, b PodUsage) int{byPriority, byProcesses}
 	}
@@ -87,8 +95,9 @@ func Rank(signal Signal, pods []PodUsage) []PodUsage {
 	return out
 }
 
-// usageOf is the pod's usage of name, and whether it is known. A local
-// storage usage a walk could not count in full is the largest there is.
+// usageOf is the pod's usage of name (memory, ephemeral storage or
+// inodes), and whether it is known. A local storage usage a walk could not
+// count in full is the largest there is.
 func usageOf(p PodUsage, name v1.ResourceName) (int64, bool) {
 	u := p.Ephemeral
 	switch {
@@ -96,6 +105,8 @@ func usageOf(p PodUsage, name v1.ResourceName) (int64, bool) {
 		u = p.Memory
 	case p.incomplete():
 		return math.MaxInt64, true
+	case name == ResourceInodes:
+		u = p.Inodes
 	}
 	if u == nil {
 		return 0, false
