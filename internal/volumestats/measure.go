@@ -108,7 +108,7 @@ func (w *walk) dir(path string) ([]string, bool) {
 		w.fail(path, err)
 		return nil, w.inBudget()
 	}
-	defer f.Close() //nolint:errcheck // read only
+	defer f.Close()
 	fd := int(f.Fd())
 	var subdirs []string
 	for {
