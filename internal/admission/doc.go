@@ -15,5 +15,7 @@
 // reason and message. FitsResize decides the same way whether an admitted
 // pod's in-place resize fits now (Deferred), or can never fit (Infeasible).
 // Requests keeps what the admitted pods request, so that a decision does not
-// sum every admitted pod's containers again (Policy.Requests).
+// sum every admitted pod's containers again (Policy.Requests). CriticalPod is
+// nodelet's one rule for the pods the kubelet treats as critical, which the
+// CRI configuration and the eviction manager read too.
 package admission

@@ -12,10 +12,6 @@ import (
 // kubelet's: the eviction manager refuses it).
 const ReasonEvicted = "Evicted"
 
-// systemCriticalPriority is the lowest priority of a critical pod, which
-// is admitted under any pressure.
-const systemCriticalPriority = 2 * 1000000000
-
 // AdmitUnderPressure decides, as the kubelet's eviction manager does,
 // whether a pod may start while the node reports the given pressure
 // conditions: under memory pressure alone, every pod but a BestEffort one
@@ -29,7 +25,7 @@ func AdmitUnderPressure(pod *v1.Pod, conditions []v1.NodeConditionType) Result {
 			pressure = append(pressure, c)
 		}
 	}
-	if len(pressure) == 0 || criticalPod(pod) {
+	if len(pressure) == 0 || CriticalPod(pod) {
 		return Result{Admit: true}
 	}
 	if len(pressure) == 1 && pressure[0] == v1.NodeMemoryPressure {
@@ -45,16 +41,6 @@ func toleratesMemoryPressure(pod *v1.Pod) bool {
 	return slices.ContainsFunc(pod.Spec.Tolerations, func(t v1.Toleration) bool {
 		return t.ToleratesTaint(klog.Background(), taint, false)
 	})
-}
-
-func criticalPod(pod *v1.Pod) bool {
-	if src := pod.Annotations["kubernetes.io/config.source"]; src != "" && src != "api" {
-		return true
-	}
-	if _, ok := pod.Annotations[v1.MirrorPodAnnotationKey]; ok {
-		return true
-	}
-	return pod.Spec.Priority != nil && *pod.Spec.Priority >= systemCriticalPriority
 }
 
 // bestEffort reports whether no container of the pod requests or limits

@@ -20,7 +20,9 @@ const (
 // "" when it need not. Checked in the kubelet's order: a disk-backed emptyDir volume used
 // past its sizeLimit, the pod's usage past the sum of its containers'
 // ephemeral-storage limits, a container's writable layer and logs past its
-// own limit. Usage not measured is never a violation.
+// own limit. Usage not measured is never a violation; a volume whose walk
+// could not count every entry is past its sizeLimit and makes the pod past
+// its limit: what the walk left out is usage a pod could hide.
 func LocalStorageViolation(p PodUsage) (Signal, string) {
 	pod := p.Pod
 	for _, vol := range pod.Spec.Volumes {
@@ -29,7 +31,7 @@ func LocalStorageViolation(p PodUsage) (Signal, string) {
 			continue
 		}
 		used, ok := p.Volumes[vol.Name]
-		if ok && quantity(used).Cmp(*ed.SizeLimit) > 0 {
+		if ok && (used.Incomplete || quantity(used.Bytes).Cmp(*ed.SizeLimit) > 0) {
 			return SignalEmptyDirFsLimit, fmt.Sprintf(emptyDirMessageFmt, vol.Name, ed.SizeLimit.String())
 		}
 	}
@@ -37,7 +39,7 @@ func LocalStorageViolation(p PodUsage) (Signal, string) {
 	// overhead adds to one): most pods have none, and are checked often.
 	if p.Ephemeral != nil && (hasEphemeralLimit(pod) || pod.Spec.Resources != nil) {
 		limits := resourcehelper.PodLimits(pod, resourcehelper.PodResourcesOptions{})
-		if limit, ok := limits[v1.ResourceEphemeralStorage]; ok && !limit.IsZero() && quantity(*p.Ephemeral).Cmp(limit) > 0 {
+		if limit, ok := limits[v1.ResourceEphemeralStorage]; ok && !limit.IsZero() && (p.incomplete() || quantity(*p.Ephemeral).Cmp(limit) > 0) {
 			return SignalEphemeralPodFsLimit, fmt.Sprintf(podEphemeralStorageMessageFmt, limit.String())
 		}
 	}

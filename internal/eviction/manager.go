@@ -2,6 +2,7 @@ package eviction
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -17,9 +18,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/nodelet/nodelet/api/v1alpha1"
+	"github.com/nodelet/nodelet/internal/admission"
 	"github.com/nodelet/nodelet/internal/kuberuntime/planner"
 	"github.com/nodelet/nodelet/internal/metrics"
 	"github.com/nodelet/nodelet/internal/nodeinfo"
+	"github.com/nodelet/nodelet/internal/volumestats"
 )
 
 // podCleanupTimeout bounds how long a round waits for the pod it evicted
@@ -53,12 +56,14 @@ type VolumePaths interface {
 // Options are what a Manager works with. Reclaimer may be nil (nothing is
 // reclaimed before evicting); Stats, Volumes and ImageFs may be nil too
 // (pods' usage, emptyDir usage and the image filesystem are then unknown).
+// DiskUsage measures an emptyDir volume (nil: volumestats.DiskUsage).
 type Options struct {
 	Config    *v1alpha1.NodeletConfiguration
 	Host      nodeinfo.Host
 	ImageFs   ImageFs
 	Stats     StatsSource
 	Volumes   VolumePaths
+	DiskUsage func(dir string) (volumestats.Usage, error)
 	Pods      client.Reader
 	Evictor   Evictor
 	Reclaimer NodeReclaimer
@@ -74,6 +79,9 @@ type Manager struct {
 	cfg      Config
 	interval time.Duration
 	localFS  bool
+
+	// once remembers what the rounds logged for each active pod.
+	once podOnce
 
 	mu       sync.Mutex
 	state    State
@@ -94,6 +102,9 @@ func New(opts Options) (*Manager, error) {
 	}
 	if opts.Host == nil {
 		opts.Host = nodeinfo.OSHost{}
+	}
+	if opts.DiskUsage == nil {
+		opts.DiskUsage = volumestats.DiskUsage
 	}
 	return &Manager{
 		opts: opts,
@@ -151,6 +162,8 @@ func (m *Manager) Synchronize(ctx context.Context) {
 	pods, err := m.activePods(ctx)
 	if err != nil {
 		logger.Error(err, "Unable to list the pods to evict")
+	} else {
+		m.once.retain(pods)
 	}
 	// The runtime's stats are read only when something needs them: a pod
 	// with an ephemeral-storage limit, or a threshold met.
@@ -273,22 +286,31 @@ func (m *Manager) podUsage(ctx context.Context, pods []*v1.Pod, withStats bool) 
 }
 
 // volumeUsage measures the pod's disk-backed emptyDir volumes: all of
-// them, or only those with a sizeLimit.
-func (m *Manager) volumeUsage(pod *v1.Pod, all bool) map[string]int64 {
+// them, or only those with a sizeLimit. A walk that could not count every
+// entry gives a volume past any limit, logged once for the pod's volume.
+func (m *Manager) volumeUsage(pod *v1.Pod, all bool) map[string]VolumeUsage {
 	if m.opts.Volumes == nil {
 		return nil
 	}
-	out := map[string]int64{}
+	out := map[string]VolumeUsage{}
 	for _, vol := range pod.Spec.Volumes {
 		if vol.EmptyDir == nil || vol.EmptyDir.Medium == v1.StorageMediumMemory || (!all && vol.EmptyDir.SizeLimit == nil) {
 			continue
 		}
-		n, err := DirUsage(m.opts.Volumes.EmptyDirPath(pod.UID, vol.Name))
-		if err != nil {
+		path := m.opts.Volumes.EmptyDirPath(pod.UID, vol.Name)
+		u, err := m.opts.DiskUsage(path)
+		switch {
+		case errors.Is(err, volumestats.ErrIncomplete):
+			if m.once.first(pod.UID, "incomplete/"+vol.Name) {
+				m.opts.Log.Info("EmptyDir usage not fully counted, taking it as past any limit", "pod", klog.KObj(pod),
+					"podUID", pod.UID, "volume", vol.Name, "path", path, "countedBytes", u.Bytes, "countedInodes", u.Inodes, "err", err)
+			}
+			out[vol.Name] = VolumeUsage{Usage: u, Incomplete: true}
+		case err != nil:
 			m.opts.Log.V(1).Info("Unable to measure an emptyDir volume", "pod", klog.KObj(pod), "volume", vol.Name, "err", err)
-			continue
+		default:
+			out[vol.Name] = VolumeUsage{Usage: u}
 		}
-		out[vol.Name] = n
 	}
 	return out
 }
@@ -333,12 +355,9 @@ func (m *Manager) reclaim(ctx context.Context, t Threshold) bool {
 }
 
 // evictOne evicts the first pod in the signal's ranking that may be
-// evicted for a node signal.
+// evicted (see evict).
 func (m *Manager) evictOne(ctx context.Context, t Threshold, o Observation, usage []PodUsage, at time.Time) {
 	for _, pu := range Rank(t.Signal, usage) {
-		if Critical(pu.Pod) {
-			continue
-		}
 		grace := GracePeriodSeconds(t, planner.GracePeriodSeconds(pu.Pod), m.cfg.MaxPodGracePeriod)
 		if m.evict(ctx, pu.Pod, t.Signal, Message(t, o, pu), grace, at) {
 			return
@@ -349,7 +368,16 @@ func (m *Manager) evictOne(ctx context.Context, t Threshold, o Observation, usag
 
 // evict hands the pod's eviction to its sync, records it, and waits a
 // while for the pod to stop so that the next round measures without it.
+// A critical pod (admission.CriticalPod) is never evicted, for a node
+// signal or for its local storage limits, as the kubelet never evicts one:
+// evict reports false, and says so in the log once for the pod.
 func (m *Manager) evict(ctx context.Context, pod *v1.Pod, signal Signal, msg string, grace int64, at time.Time) bool {
+	if admission.CriticalPod(pod) {
+		if m.once.first(pod.UID, "critical/"+string(signal)) {
+			m.opts.Log.Info("Not evicting a critical pod", "pod", klog.KObj(pod), "podUID", pod.UID, "signal", signal, "message", msg)
+		}
+		return false
+	}
 	if !m.opts.Evictor.Evict(pod, planner.Eviction{Message: msg, GracePeriodSeconds: grace}) {
 		return false
 	}
@@ -385,4 +413,43 @@ func (m *Manager) waitForCleanup(ctx context.Context, pod *v1.Pod) {
 func (m *Manager) nodeRef() *v1.ObjectReference {
 	name := m.opts.Config.NodeName
 	return &v1.ObjectReference{Kind: "Node", Name: name, UID: types.UID(name)}
+}
+
+// podOnce remembers, for each pod, the conditions logged already, so that
+// one that lasts round after round is logged once. Only the rounds use it.
+type podOnce struct {
+	seen map[types.UID]map[string]bool
+}
+
+// first reports whether key is new for the pod, and remembers it.
+func (o *podOnce) first(uid types.UID, key string) bool {
+	if o.seen == nil {
+		o.seen = map[types.UID]map[string]bool{}
+	}
+	keys := o.seen[uid]
+	if keys == nil {
+		keys = map[string]bool{}
+		o.seen[uid] = keys
+	}
+	if keys[key] {
+		return false
+	}
+	keys[key] = true
+	return true
+}
+
+// retain forgets the pods not among pods.
+func (o *podOnce) retain(pods []*v1.Pod) {
+	if len(o.seen) == 0 {
+		return
+	}
+	active := make(map[types.UID]bool, len(pods))
+	for _, p := range pods {
+		active[p.UID] = true
+	}
+	for uid := range o.seen {
+		if !active[uid] {
+			delete(o.seen, uid)
+		}
+	}
 }

@@ -2,6 +2,9 @@ package eviction
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -20,6 +23,7 @@ import (
 	"github.com/nodelet/nodelet/api/v1alpha1"
 	"github.com/nodelet/nodelet/internal/kuberuntime/planner"
 	"github.com/nodelet/nodelet/internal/nodeinfo"
+	"github.com/nodelet/nodelet/internal/volumestats"
 )
 
 // scene is a node for one manager round.
@@ -72,6 +76,27 @@ func (f *fakeReclaimer) DeleteUnusedImages(context.Context) (int64, error) {
 	return 0, nil
 }
 
+// fakeVolumePaths puts a pod's emptyDir volumes under a directory named
+// by its UID.
+type fakeVolumePaths struct{}
+
+func (fakeVolumePaths) EmptyDirPath(uid types.UID, name string) string {
+	return filepath.Join("/pods", string(uid), name)
+}
+
+// volumeMeasure is what a walk of a volume returns.
+type volumeMeasure struct {
+	u   volumestats.Usage
+	err error
+}
+
+func withSizeLimit(name, limit string) podOpt {
+	return func(pod *v1.Pod) {
+		pod.Spec.Volumes = append(pod.Spec.Volumes, v1.Volume{Name: name, VolumeSource: v1.VolumeSource{
+			EmptyDir: &v1.EmptyDirVolumeSource{SizeLimit: ptr.To(resource.MustParse(limit))}}})
+	}
+}
+
 func podStats(pod *v1.Pod, mem, ephemeral uint64) statsapi.PodStats {
 	return statsapi.PodStats{
 		PodRef:           statsapi.PodReference{Name: pod.Name, Namespace: pod.Namespace, UID: string(pod.UID)},
@@ -81,6 +106,14 @@ func podStats(pod *v1.Pod, mem, ephemeral uint64) statsapi.PodStats {
 			Memory: &statsapi.MemoryStats{WorkingSetBytes: ptr.To(mem)},
 			Rootfs: &statsapi.FsStats{UsedBytes: ptr.To(ephemeral)}, Logs: &statsapi.FsStats{UsedBytes: ptr.To[uint64](0)}}},
 	}
+}
+
+// withInodes gives the pod's writable layer n inodes, and its logs one.
+func withInodes(ps statsapi.PodStats, n uint64) statsapi.PodStats {
+	ps.EphemeralStorage.InodesUsed = ptr.To(n + 1)
+	ps.Containers[0].Rootfs.InodesUsed = ptr.To(n)
+	ps.Containers[0].Logs.InodesUsed = ptr.To[uint64](1)
+	return ps
 }
 
 func TestManagerSynchronize(t *testing.T) {
@@ -112,6 +145,9 @@ func TestManagerSynchronize(t *testing.T) {
 		wantMessage   string
 		wantConds     []v1.NodeConditionType
 		wantReclaimed bool
+		// volumes is what a walk of each pod's emptyDir finds, by pod
+		// UID.
+		volumes map[string]volumeMeasure
 	}{
 		{name: "nothing met, nothing evicted",
 			hard: map[string]string{"memory.available": "1Gi"}, files: memFiles(gi), fs: roomyDisk,
@@ -135,10 +171,67 @@ func TestManagerSynchronize(t *testing.T) {
 			pods: []*v1.Pod{hog}, stats: []statsapi.PodStats{podStats(hog, 0, uint64(gi))},
 			wantEvicted: []string{"hog"}, wantGrace: 1, wantConds: []v1.NodeConditionType{v1.NodeDiskPressure}, wantReclaimed: true,
 			wantMessage: "The node was low on resource: ephemeral-storage. Threshold quantity: 10Gi, available: 5Gi. Container app was using 1Gi, request is 0, has larger consumption of ephemeral-storage. "},
+		{name: "inodes: the pod with the most inodes goes, not the one with the most bytes",
+			hard: map[string]string{"nodefs.inodesFree": "950"}, files: memFiles(gi), fs: roomyDisk,
+			pods: []*v1.Pod{testPod("bytes"), testPod("empty-files")},
+			stats: []statsapi.PodStats{withInodes(podStats(testPod("bytes"), 0, uint64(gi)), 10),
+				withInodes(podStats(testPod("empty-files"), 0, 4<<20), 500)},
+			wantEvicted: []string{"empty-files"}, wantGrace: 1, wantConds: []v1.NodeConditionType{v1.NodeDiskPressure}, wantReclaimed: true,
+			wantMessage: "The node was low on resource: inodes. Threshold quantity: 950, available: 900. "},
+		{name: "inodes: an emptyDir full of empty files counts, measured fresh",
+			hard: map[string]string{"nodefs.inodesFree": "950"}, files: memFiles(gi), fs: roomyDisk,
+			pods: []*v1.Pod{testPod("bytes"), testPod("empty-files", withSizeLimit("scratch", "1Gi"))},
+			stats: []statsapi.PodStats{withInodes(podStats(testPod("bytes"), 0, uint64(gi)), 10),
+				withInodes(podStats(testPod("empty-files"), 0, 4<<20), 3)},
+			volumes:     map[string]volumeMeasure{"uid-empty-files": {u: volumestats.Usage{Bytes: 4 << 20, Inodes: 1 << 20}}},
+			wantEvicted: []string{"empty-files"}, wantGrace: 1, wantConds: []v1.NodeConditionType{v1.NodeDiskPressure}, wantReclaimed: true,
+			wantMessage: "The node was low on resource: inodes. Threshold quantity: 950, available: 900. "},
 		{name: "local storage: a pod past its limit goes at once, without pressure",
 			hard: map[string]string{"memory.available": "100Mi"}, files: memFiles(gi), fs: roomyDisk,
 			pods:        []*v1.Pod{testPod("limited", withLimit(v1.ResourceEphemeralStorage, "1Mi")), small},
 			stats:       []statsapi.PodStats{podStats(testPod("limited"), 0, 2<<20), podStats(small, 0, 2<<20)},
+			wantEvicted: []string{"limited"}, wantGrace: 1,
+			wantMessage: "Pod ephemeral local storage usage exceeds the total limit of containers 1Mi. "},
+		{name: "local storage: an emptyDir past its sizeLimit goes at once",
+			hard: map[string]string{"memory.available": "100Mi"}, files: memFiles(gi), fs: roomyDisk,
+			pods:        []*v1.Pod{testPod("writer", withSizeLimit("scratch", "1Mi")), testPod("quiet", withSizeLimit("scratch", "1Mi"))},
+			volumes:     map[string]volumeMeasure{"uid-writer": {u: volumestats.Usage{Bytes: 2 * mi}}, "uid-quiet": {u: volumestats.Usage{Bytes: mi / 2}}},
+			wantEvicted: []string{"writer"}, wantGrace: 1,
+			wantMessage: `Usage of EmptyDir volume "scratch" exceeds the limit "1Mi". `},
+		{name: "local storage: an emptyDir the walk could not fully count is past its sizeLimit",
+			hard: map[string]string{"memory.available": "100Mi"}, files: memFiles(gi), fs: roomyDisk,
+			pods: []*v1.Pod{testPod("hider", withSizeLimit("scratch", "1Gi"))},
+			volumes: map[string]volumeMeasure{"uid-hider": {u: volumestats.Usage{Bytes: mi, Inodes: 1 << 20},
+				err: fmt.Errorf("%w: walk stopped", volumestats.ErrIncomplete)}},
+			wantEvicted: []string{"hider"}, wantGrace: 1,
+			wantMessage: `Usage of EmptyDir volume "scratch" exceeds the limit "1Gi". `},
+		{name: "local storage: an emptyDir that cannot be measured at all is no violation",
+			hard: map[string]string{"memory.available": "100Mi"}, files: memFiles(gi), fs: roomyDisk,
+			pods:    []*v1.Pod{testPod("unmeasured", withSizeLimit("scratch", "1Mi"))},
+			volumes: map[string]volumeMeasure{"uid-unmeasured": {err: errors.New("lstat: permission denied")}}},
+		{name: "local storage: a critical pod past its emptyDir sizeLimit is never evicted",
+			hard: map[string]string{"memory.available": "100Mi"}, files: memFiles(gi), fs: roomyDisk,
+			pods:    []*v1.Pod{testPod("critical", withSizeLimit("scratch", "1Mi"), withPriority(2000001000))},
+			volumes: map[string]volumeMeasure{"uid-critical": {u: volumestats.Usage{Bytes: 2 * mi}}}},
+		{name: "local storage: a critical pod past its pod limit is never evicted",
+			hard: map[string]string{"memory.available": "100Mi"}, files: memFiles(gi), fs: roomyDisk,
+			pods:  []*v1.Pod{testPod("limited", withLimit(v1.ResourceEphemeralStorage, "1Mi"), withPriority(2000001000))},
+			stats: []statsapi.PodStats{podStats(testPod("limited"), 0, 2<<20)}},
+		{name: "local storage: a static pod past its limit is never evicted",
+			hard: map[string]string{"memory.available": "100Mi"}, files: memFiles(gi), fs: roomyDisk,
+			pods: []*v1.Pod{testPod("static", withLimit(v1.ResourceEphemeralStorage, "1Mi"),
+				withAnnotation("kubernetes.io/config.source", "file"))},
+			stats: []statsapi.PodStats{podStats(testPod("static"), 0, 2<<20)}},
+		{name: "local storage: a mirror pod past its limit is never evicted",
+			hard: map[string]string{"memory.available": "100Mi"}, files: memFiles(gi), fs: roomyDisk,
+			pods: []*v1.Pod{testPod("mirror", withLimit(v1.ResourceEphemeralStorage, "1Mi"),
+				withAnnotation(v1.MirrorPodAnnotationKey, "x"))},
+			stats: []statsapi.PodStats{podStats(testPod("mirror"), 0, 2<<20)}},
+		{name: "local storage: the critical pod stays, the ordinary one past its limit goes",
+			hard: map[string]string{"memory.available": "100Mi"}, files: memFiles(gi), fs: roomyDisk,
+			pods: []*v1.Pod{testPod("critical", withLimit(v1.ResourceEphemeralStorage, "1Mi"), withPriority(2000000000)),
+				testPod("limited", withLimit(v1.ResourceEphemeralStorage, "1Mi"))},
+			stats:       []statsapi.PodStats{podStats(testPod("critical"), 0, 2<<20), podStats(testPod("limited"), 0, 2<<20)},
 			wantEvicted: []string{"limited"}, wantGrace: 1,
 			wantMessage: "Pod ephemeral local storage usage exceeds the total limit of containers 1Mi. "},
 	}
@@ -168,6 +261,10 @@ func TestManagerSynchronize(t *testing.T) {
 				EvictionPressureTransitionPeriod: metav1.Duration{Duration: time.Minute},
 				EvictionMonitoringInterval:       metav1.Duration{Duration: time.Second}}
 			m, err := New(Options{Config: cfg, Host: scene{fakeHost: fakeHost{files: tt.files}, fs: fs},
+				Volumes: fakeVolumePaths{}, DiskUsage: func(dir string) (volumestats.Usage, error) {
+					v := tt.volumes[filepath.Base(filepath.Dir(dir))]
+					return v.u, v.err
+				},
 				Stats: fakeStats{pods: tt.stats}, Pods: c, Evictor: ev, Reclaimer: rec,
 				Recorder: record.NewFakeRecorder(10), Clock: clocktesting.NewFakeClock(time.Now()), Log: logr.Discard()})
 			if err != nil {

@@ -14,7 +14,6 @@ import (
 	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 
 	"github.com/nodelet/nodelet/internal/nodeinfo"
-	"github.com/nodelet/nodelet/internal/volumestats"
 )
 
 // Files of the root memory cgroup memory.available is read from: cgroup
@@ -163,8 +162,8 @@ func imageFsMountpoint(info *runtimeapi.ImageFsInfoResponse) string {
 
 // usageFromStats turns a pod's summary stats into its usage; volumes (the
 // disk-backed emptyDir volumes' usage, measured now) are added to its local
-// storage in place of what the summary counted for them.
-func usageFromStats(pod *v1.Pod, ps *statsapi.PodStats, volumes map[string]int64) PodUsage {
+// storage, bytes and inodes, in place of what the summary counted for them.
+func usageFromStats(pod *v1.Pod, ps *statsapi.PodStats, volumes map[string]VolumeUsage) PodUsage {
 	pu := PodUsage{Pod: pod, Volumes: volumes}
 	if ps == nil {
 		return pu
@@ -175,50 +174,69 @@ func usageFromStats(pod *v1.Pod, ps *statsapi.PodStats, volumes map[string]int64
 	if p := ps.ProcessStats; p != nil && p.ProcessCount != nil {
 		pu.Processes = ptrInt(int64(*p.ProcessCount))
 	}
-	var ephemeral int64
-	known := false
-	if e := ps.EphemeralStorage; e != nil && e.UsedBytes != nil {
-		ephemeral, known = int64(*e.UsedBytes), true
-	}
 	for _, c := range ps.Containers {
 		cu := ContainerUsage{Name: c.Name}
 		if c.Memory != nil && c.Memory.WorkingSetBytes != nil {
 			cu.Memory = ptrInt(int64(*c.Memory.WorkingSetBytes))
 		}
-		if c.Rootfs != nil && c.Rootfs.UsedBytes != nil {
-			n := int64(*c.Rootfs.UsedBytes)
-			if c.Logs != nil && c.Logs.UsedBytes != nil {
-				n += int64(*c.Logs.UsedBytes)
+		if c.Rootfs != nil {
+			var logBytes, logInodes *uint64
+			if c.Logs != nil {
+				logBytes, logInodes = c.Logs.UsedBytes, c.Logs.InodesUsed
 			}
-			cu.Ephemeral = &n
+			cu.Ephemeral = sumKnown(c.Rootfs.UsedBytes, logBytes)
+			cu.Inodes = sumKnown(c.Rootfs.InodesUsed, logInodes)
 		}
 		pu.Containers = append(pu.Containers, cu)
 	}
-	// The summary's ephemeral storage counts the volumes as last measured
-	// in the background; the fresh measures replace those numbers.
-	for _, v := range ps.VolumeStats {
-		if _, fresh := volumes[v.Name]; fresh && known && v.UsedBytes != nil {
-			ephemeral = max(ephemeral-int64(*v.UsedBytes), 0)
-		}
+	var summaryBytes, summaryInodes *uint64
+	if e := ps.EphemeralStorage; e != nil {
+		summaryBytes, summaryInodes = e.UsedBytes, e.InodesUsed
 	}
-	for _, n := range volumes {
-		ephemeral += n
-		known = true
-	}
-	if known {
-		pu.Ephemeral = &ephemeral
-	}
+	pu.Ephemeral = freshTotal(summaryBytes, ps.VolumeStats, volumes,
+		func(f statsapi.FsStats) *uint64 { return f.UsedBytes }, func(v VolumeUsage) int64 { return v.Bytes })
+	pu.Inodes = freshTotal(summaryInodes, ps.VolumeStats, volumes,
+		func(f statsapi.FsStats) *uint64 { return f.InodesUsed }, func(v VolumeUsage) int64 { return v.Inodes })
 	return pu
 }
 
-func ptrInt(v int64) *int64 { return &v }
-
-// DirUsage is the disk space the files under dir take (allocated blocks),
-// counted as volumestats.DiskUsage counts them: without following symbolic
-// links, without crossing into other filesystems, over at most
-// volumestats.MaxWalkEntries entries. A directory that does not exist uses
-// nothing.
-func DirUsage(dir string) (int64, error) {
-	u, err := volumestats.DiskUsage(dir)
-	return u.Bytes, err
+// sumKnown is the writable layer's number plus the logs' (when known); nil
+// when the writable layer's is not known.
+func sumKnown(layer, logs *uint64) *int64 {
+	if layer == nil {
+		return nil
+	}
+	n := int64(*layer)
+	if logs != nil {
+		n += int64(*logs)
+	}
+	return &n
 }
+
+// freshTotal is the pod's summary total (bytes or inodes) with the fresh
+// measures of volumes in place of the summary's numbers for them, which
+// it counted as last measured in the background; nil when neither is
+// known.
+func freshTotal(summary *uint64, summaryVolumes []statsapi.VolumeStats, volumes map[string]VolumeUsage,
+	field func(statsapi.FsStats) *uint64, fresh func(VolumeUsage) int64) *int64 {
+	var total int64
+	known := summary != nil
+	if known {
+		total = int64(*summary)
+		for _, v := range summaryVolumes {
+			if _, ok := volumes[v.Name]; ok && field(v.FsStats) != nil {
+				total = max(total-int64(*field(v.FsStats)), 0)
+			}
+		}
+	}
+	for _, v := range volumes {
+		total += fresh(v)
+		known = true
+	}
+	if !known {
+		return nil
+	}
+	return &total
+}
+
+func ptrInt(v int64) *int64 { return &v }

@@ -2,13 +2,13 @@ package eviction
 
 import (
 	"os"
-	"path/filepath"
 	"testing"
 
 	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 	"k8s.io/utils/ptr"
 
 	"github.com/nodelet/nodelet/internal/nodeinfo"
+	"github.com/nodelet/nodelet/internal/volumestats"
 )
 
 func TestParseWorkingSet(t *testing.T) {
@@ -95,7 +95,7 @@ func TestUsageFromStats(t *testing.T) {
 			Logs:   &statsapi.FsStats{UsedBytes: ptr.To[uint64](400)},
 		}},
 	}
-	pu := usageFromStats(pod, ps, map[string]int64{"scratch": 5000})
+	pu := usageFromStats(pod, ps, map[string]VolumeUsage{"scratch": {Usage: volumestats.Usage{Bytes: 5000}}})
 	if *pu.Memory != 300 || *pu.Ephemeral != 6000 || *pu.Processes != 7 ||
 		*pu.Containers[0].Memory != 250 || *pu.Containers[0].Ephemeral != 1000 {
 		t.Errorf("usage = %+v", pu)
@@ -107,7 +107,7 @@ func TestUsageFromStats(t *testing.T) {
 		{Name: "scratch", FsStats: statsapi.FsStats{UsedBytes: ptr.To[uint64](3000)}},
 		{Name: "config", FsStats: statsapi.FsStats{UsedBytes: ptr.To[uint64](200)}},
 	}
-	if pu := usageFromStats(pod, ps, map[string]int64{"scratch": 5000}); *pu.Ephemeral != 1000+5000+200 {
+	if pu := usageFromStats(pod, ps, map[string]VolumeUsage{"scratch": {Usage: volumestats.Usage{Bytes: 5000}}}); *pu.Ephemeral != 1000+5000+200 {
 		t.Errorf("ephemeral with the summary's volumes = %d, want %d", *pu.Ephemeral, 1000+5000+200)
 	}
 	none := usageFromStats(pod, nil, nil)
@@ -116,32 +116,38 @@ func TestUsageFromStats(t *testing.T) {
 	}
 }
 
-func TestDirUsage(t *testing.T) {
-	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, "a"), make([]byte, 64<<10), 0o600); err != nil {
-		t.Fatal(err)
+func TestUsageFromStatsInodes(t *testing.T) {
+	pod := testPod("p")
+	ps := &statsapi.PodStats{
+		// Writable layer 40, logs 2, scratch 30 as measured in the
+		// background, config 5.
+		EphemeralStorage: &statsapi.FsStats{UsedBytes: ptr.To[uint64](1000), InodesUsed: ptr.To[uint64](40 + 2 + 30 + 5)},
+		Containers: []statsapi.ContainerStats{{
+			Name:   "app",
+			Rootfs: &statsapi.FsStats{UsedBytes: ptr.To[uint64](600), InodesUsed: ptr.To[uint64](40)},
+			Logs:   &statsapi.FsStats{UsedBytes: ptr.To[uint64](400), InodesUsed: ptr.To[uint64](2)},
+		}},
+		VolumeStats: []statsapi.VolumeStats{
+			{Name: "scratch", FsStats: statsapi.FsStats{UsedBytes: ptr.To[uint64](0), InodesUsed: ptr.To[uint64](30)}},
+			{Name: "config", FsStats: statsapi.FsStats{UsedBytes: ptr.To[uint64](0), InodesUsed: ptr.To[uint64](5)}},
+		},
 	}
-	if err := os.Mkdir(filepath.Join(dir, "sub"), 0o700); err != nil {
-		t.Fatal(err)
+	// The fresh walk found a million empty files in scratch.
+	pu := usageFromStats(pod, ps, map[string]VolumeUsage{"scratch": {Usage: volumestats.Usage{Bytes: 4096, Inodes: 1 << 20}}})
+	if pu.Inodes == nil || *pu.Inodes != 40+2+5+1<<20 {
+		t.Errorf("pod inodes = %v, want the writable layer's, the logs', config's and the fresh scratch count", ptr.Deref(pu.Inodes, -1))
 	}
-	if err := os.WriteFile(filepath.Join(dir, "sub", "b"), make([]byte, 64<<10), 0o600); err != nil {
-		t.Fatal(err)
+	if c := pu.Containers[0]; c.Inodes == nil || *c.Inodes != 42 {
+		t.Errorf("container inodes = %v, want the writable layer's and the logs' 42", ptr.Deref(c.Inodes, -1))
 	}
-	outside := t.TempDir()
-	if err := os.WriteFile(filepath.Join(outside, "big"), make([]byte, 1<<20), 0o600); err != nil {
-		t.Fatal(err)
+	// A runtime that does not report inodes: only the fresh walk is
+	// known.
+	ps.EphemeralStorage.InodesUsed, ps.Containers[0].Rootfs.InodesUsed = nil, nil
+	pu = usageFromStats(pod, ps, map[string]VolumeUsage{"scratch": {Usage: volumestats.Usage{Inodes: 7}}})
+	if pu.Inodes == nil || *pu.Inodes != 7 || pu.Containers[0].Inodes != nil {
+		t.Errorf("inodes without the runtime's = pod %v, container %v; want 7 and unknown", ptr.Deref(pu.Inodes, -1), pu.Containers[0].Inodes)
 	}
-	if err := os.Symlink(outside, filepath.Join(dir, "link")); err != nil {
-		t.Fatal(err)
-	}
-	got, err := DirUsage(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got < 128<<10 || got >= 1<<20 {
-		t.Errorf("DirUsage = %d, want the two files' 128KiB and not the linked directory's 1MiB", got)
-	}
-	if n, err := DirUsage(filepath.Join(dir, "missing")); n != 0 || err != nil {
-		t.Errorf("DirUsage of a missing directory = %d, %v", n, err)
+	if pu := usageFromStats(pod, ps, nil); pu.Inodes != nil {
+		t.Errorf("inodes known from nothing: %d", *pu.Inodes)
 	}
 }

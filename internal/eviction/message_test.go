@@ -6,6 +6,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/utils/ptr"
+
+	"github.com/nodelet/nodelet/internal/volumestats"
 )
 
 func TestMessage(t *testing.T) {
@@ -57,6 +59,17 @@ func TestAdmissionAndEventMessages(t *testing.T) {
 	}
 }
 
+// vols is one volume's complete measure.
+func vols(name string, bytes int64) map[string]VolumeUsage {
+	return map[string]VolumeUsage{name: {Usage: volumestats.Usage{Bytes: bytes, Inodes: 1}}}
+}
+
+// incompleteVols is one volume's measure by a walk that could not count
+// every entry: bytes were counted before it stopped.
+func incompleteVols(name string, bytes int64) map[string]VolumeUsage {
+	return map[string]VolumeUsage{name: {Usage: volumestats.Usage{Bytes: bytes, Inodes: 1}, Incomplete: true}}
+}
+
 func TestLocalStorageViolation(t *testing.T) {
 	withEmptyDir := func(name, limit string, medium v1.StorageMedium) podOpt {
 		return func(pod *v1.Pod) {
@@ -72,14 +85,14 @@ func TestLocalStorageViolation(t *testing.T) {
 		p    PodUsage
 		want string
 	}{
-		{name: "no limits", p: PodUsage{Pod: testPod("x", withEmptyDir("scratch", "", "")), Volumes: map[string]int64{"scratch": 1 << 30}}},
+		{name: "no limits", p: PodUsage{Pod: testPod("x", withEmptyDir("scratch", "", "")), Volumes: vols("scratch", 1<<30)}},
 		{name: "emptyDir within its limit",
-			p: PodUsage{Pod: testPod("x", withEmptyDir("scratch", "1Mi", "")), Volumes: map[string]int64{"scratch": mi}}},
+			p: PodUsage{Pod: testPod("x", withEmptyDir("scratch", "1Mi", "")), Volumes: vols("scratch", mi)}},
 		{name: "emptyDir past its limit",
-			p:    PodUsage{Pod: testPod("x", withEmptyDir("scratch", "1Mi", "")), Volumes: map[string]int64{"scratch": mi + 1}},
+			p:    PodUsage{Pod: testPod("x", withEmptyDir("scratch", "1Mi", "")), Volumes: vols("scratch", mi+1)},
 			want: `Usage of EmptyDir volume "scratch" exceeds the limit "1Mi". `},
 		{name: "memory-backed emptyDir is not local storage",
-			p: PodUsage{Pod: testPod("x", withEmptyDir("shm", "1Mi", v1.StorageMediumMemory)), Volumes: map[string]int64{"shm": 10 * mi}}},
+			p: PodUsage{Pod: testPod("x", withEmptyDir("shm", "1Mi", v1.StorageMediumMemory)), Volumes: vols("shm", 10*mi)}},
 		{name: "emptyDir not measured",
 			p: PodUsage{Pod: testPod("x", withEmptyDir("scratch", "1Mi", ""))}},
 		{name: "pod past the sum of its containers' limits",
@@ -92,6 +105,16 @@ func TestLocalStorageViolation(t *testing.T) {
 					Limits: v1.ResourceList{v1.ResourceEphemeralStorage: resource.MustParse("10Mi")}}}}
 			}), Ephemeral: ptr.To(11 * mi)},
 			want: "Pod ephemeral local storage usage exceeds the total limit of containers 10Mi. "},
+		{name: "emptyDir not fully counted, within its limit so far, is past it",
+			p:    PodUsage{Pod: testPod("x", withEmptyDir("scratch", "1Gi", "")), Volumes: incompleteVols("scratch", mi)},
+			want: `Usage of EmptyDir volume "scratch" exceeds the limit "1Gi". `},
+		{name: "emptyDir not fully counted, without a limit, is no violation",
+			p: PodUsage{Pod: testPod("x", withEmptyDir("scratch", "", "")), Volumes: incompleteVols("scratch", mi)}},
+		{name: "pod with an emptyDir not fully counted is past its limit",
+			p: PodUsage{Pod: testPod("x", withLimit(v1.ResourceEphemeralStorage, "1Gi"), withEmptyDir("scratch", "", "")),
+				Ephemeral: ptr.To(2 * mi), Volumes: incompleteVols("scratch", mi),
+				Containers: []ContainerUsage{{Name: "app", Ephemeral: ptr.To(mi)}}},
+			want: "Pod ephemeral local storage usage exceeds the total limit of containers 1Gi. "},
 		{name: "container past its own limit",
 			p: PodUsage{Pod: testPod("x", withLimit(v1.ResourceEphemeralStorage, "10Mi")), Ephemeral: ptr.To(10 * mi),
 				Containers: []ContainerUsage{{Name: "app", Ephemeral: ptr.To(10*mi + 1)}}},

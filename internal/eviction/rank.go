@@ -2,11 +2,14 @@ package eviction
 
 import (
 	"cmp"
+	"math"
 	"slices"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	resourcehelper "k8s.io/component-helpers/resource"
+
+	"github.com/nodelet/nodelet/internal/volumestats"
 )
 
 // ContainerUsage is what one container of a pod uses.
@@ -16,6 +19,8 @@ type ContainerUsage struct {
 	Memory *int64
 	// Ephemeral is its writable layer plus its logs, in bytes.
 	Ephemeral *int64
+	// Inodes is the inodes its writable layer and its logs take.
+	Inodes *int64
 }
 
 // PodUsage is what one pod uses, as measured for a round. A nil field is
@@ -27,27 +32,55 @@ type PodUsage struct {
 	// Ephemeral is the pod's local ephemeral storage: its containers'
 	// writable layers and logs and its disk-backed emptyDir volumes.
 	Ephemeral *int64
+	// Inodes is the inodes the same local ephemeral storage takes.
+	Inodes *int64
 	// Processes is the number of processes (and threads) of the pod.
 	Processes  *int64
 	Containers []ContainerUsage
 	// Volumes is the usage of each disk-backed emptyDir volume, by name.
-	Volumes map[string]int64
+	Volumes map[string]VolumeUsage
+}
+
+// VolumeUsage is what one of a pod's volumes uses, as a walk of it
+// counted.
+type VolumeUsage struct {
+	volumestats.Usage
+	// Incomplete says the walk could not count every entry: Usage is a
+	// lower bound, and the volume counts as past any limit.
+	Incomplete bool
+}
+
+// incomplete reports whether a walk of one of the pod's volumes could not
+// count every entry: its local storage usage is then a lower bound, and
+// it counts as past every local storage limit and as the largest user of
+// disk.
+func (p PodUsage) incomplete() bool {
+	for _, v := range p.Volumes {
+		if v.Incomplete {
+			return true
+		}
+	}
+	return false
 }
 
 // Rank orders the candidate pods for evicting for signal, first to go
 // first, as the kubelet ranks them: for memory, pods using more than they
 // request (or whose usage is unknown) first, then lower priority first,
-// then larger usage above the request first; for disk the same with local
-// ephemeral storage; for processes lower priority first, then more
-// processes first. The input is not modified.
+// then larger usage above the request first; for disk space the same with
+// local ephemeral storage; for inodes (nodefs.inodesFree,
+// imagefs.inodesFree) the same with the inodes that storage takes, of
+// which nothing is requested: pods using any (or not known) first, then
+// lower priority, then more inodes first (the kubelet subtracts the pod's
+// ephemeral-storage request, in bytes, from its inodes; nodelet does not,
+// so that asking for bytes does not shelter a pod that exhausts inodes);
+// for processes lower priority first, then more processes first. The
+// input is not modified.
 func Rank(signal Signal, pods []PodUsage) []PodUsage {
 	out := slices.Clone(pods)
 	var cmps []func(a, b PodUsage) int
-	switch signal.Condition() {
-	case v1.NodeMemoryPressure:
-		cmps = []func(a, b PodUsage) int{exceedsRequests(v1.ResourceMemory), byPriority, aboveRequests(v1.ResourceMemory)}
-	case v1.NodeDiskPressure:
-		cmps = []func(a, b PodUsage) int{exceedsRequests(v1.ResourceEphemeralStorage), byPriority, aboveRequests(v1.ResourceEphemeralStorage)}
+	switch res := signal.Resource(); res {
+	case v1.ResourceMemory, v1.ResourceEphemeralStorage, ResourceInodes:
+		cmps = []func(a, b PodUsage) int{exceedsRequests(res), byPriority, aboveRequests(res)}
 	default:
 		cmps = []func(a, b PodUsage) int{byPriority, byProcesses}
 	}
@@ -62,11 +95,23 @@ func Rank(signal Signal, pods []PodUsage) []PodUsage {
 	return out
 }
 
-func usageOf(p PodUsage, name v1.ResourceName) *int64 {
-	if name == v1.ResourceMemory {
-		return p.Memory
+// usageOf is the pod's usage of name (memory, ephemeral storage or
+// inodes), and whether it is known. A local storage usage a walk could not
+// count in full is the largest there is.
+func usageOf(p PodUsage, name v1.ResourceName) (int64, bool) {
+	u := p.Ephemeral
+	switch {
+	case name == v1.ResourceMemory:
+		u = p.Memory
+	case p.incomplete():
+		return math.MaxInt64, true
+	case name == ResourceInodes:
+		u = p.Inodes
 	}
-	return p.Ephemeral
+	if u == nil {
+		return 0, false
+	}
+	return *u, true
 }
 
 func podRequest(pod *v1.Pod, name v1.ResourceName) int64 {
@@ -79,8 +124,8 @@ func podRequest(pod *v1.Pod, name v1.ResourceName) int64 {
 // known, before the others.
 func exceedsRequests(name v1.ResourceName) func(a, b PodUsage) int {
 	over := func(p PodUsage) bool {
-		u := usageOf(p, name)
-		return u == nil || *u > podRequest(p.Pod, name)
+		u, known := usageOf(p, name)
+		return !known || u > podRequest(p.Pod, name)
 	}
 	return func(a, b PodUsage) int {
 		oa, ob := over(a), over(b)
@@ -97,11 +142,11 @@ func exceedsRequests(name v1.ResourceName) func(a, b PodUsage) int {
 // aboveRequests puts the pod using more above its request first.
 func aboveRequests(name v1.ResourceName) func(a, b PodUsage) int {
 	above := func(p PodUsage) int64 {
-		u := usageOf(p, name)
-		if u == nil {
+		u, known := usageOf(p, name)
+		if !known {
 			return 0
 		}
-		return *u - podRequest(p.Pod, name)
+		return u - podRequest(p.Pod, name)
 	}
 	return func(a, b PodUsage) int { return cmp.Compare(above(b), above(a)) }
 }
@@ -124,22 +169,5 @@ func byProcesses(a, b PodUsage) int {
 	}
 	return cmp.Compare(n(b), n(a))
 }
-
-// Critical reports whether the pod is never evicted for a node signal: a
-// static or mirror pod, or one of system-node-critical priority or above.
-func Critical(pod *v1.Pod) bool {
-	if src := pod.Annotations["kubernetes.io/config.source"]; src != "" && src != "api" {
-		return true
-	}
-	if _, ok := pod.Annotations[v1.MirrorPodAnnotationKey]; ok {
-		return true
-	}
-	return priority(pod) >= SystemCriticalPriority
-}
-
-// SystemCriticalPriority is the lowest priority the kubelet treats as
-// critical (that of the system-cluster-critical class; system-node-critical
-// is above it).
-const SystemCriticalPriority = 2 * 1000000000
 
 func quantity(v int64) *resource.Quantity { return resource.NewQuantity(v, resource.BinarySI) }

@@ -29,6 +29,15 @@ func withLimit(name v1.ResourceName, q string) podOpt {
 	}
 }
 
+func withAnnotation(k, v string) podOpt {
+	return func(pod *v1.Pod) {
+		if pod.Annotations == nil {
+			pod.Annotations = map[string]string{}
+		}
+		pod.Annotations[k] = v
+	}
+}
+
 func testPod(name string, opts ...podOpt) *v1.Pod {
 	pod := &v1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ns", UID: types.UID("uid-" + name)},
@@ -97,6 +106,52 @@ func TestRank(t *testing.T) {
 				{Pod: testPod("low", withPriority(-1)), Ephemeral: ptr.To(1 * mi)},
 			},
 			want: []string{"low", "big", "small", "under"}},
+		{name: "disk: a pod whose volume could not be fully counted uses the most",
+			signal: SignalNodeFsAvailable,
+			pods: []PodUsage{
+				{Pod: testPod("big"), Ephemeral: ptr.To(100 * mi)},
+				{Pod: testPod("hidden", withRequest(v1.ResourceEphemeralStorage, "1Gi")), Ephemeral: ptr.To(1 * mi),
+					Volumes: incompleteVols("scratch", mi)},
+			},
+			want: []string{"hidden", "big"}},
+		{name: "inodes: the pod using the most inodes goes first, not the one using the most bytes",
+			signal: SignalNodeFsInodesFree,
+			pods: []PodUsage{
+				{Pod: testPod("bytes"), Ephemeral: ptr.To(900 * mi), Inodes: ptr.To[int64](12)},
+				{Pod: testPod("empty-files"), Ephemeral: ptr.To(4 * mi), Inodes: ptr.To[int64](1 << 20)},
+				{Pod: testPod("some-files"), Ephemeral: ptr.To(10 * mi), Inodes: ptr.To[int64](5000)},
+			},
+			want: []string{"empty-files", "some-files", "bytes"}},
+		{name: "inodes on the image filesystem rank the same way",
+			signal: SignalImageFsInodesFree,
+			pods: []PodUsage{
+				{Pod: testPod("bytes"), Ephemeral: ptr.To(900 * mi), Inodes: ptr.To[int64](12)},
+				{Pod: testPod("empty-files"), Ephemeral: ptr.To(4 * mi), Inodes: ptr.To[int64](1 << 20)},
+			},
+			want: []string{"empty-files", "bytes"}},
+		{name: "inodes: an ephemeral-storage request does not shelter a pod's inodes",
+			signal: SignalNodeFsInodesFree,
+			pods: []PodUsage{
+				{Pod: testPod("bytes"), Ephemeral: ptr.To(900 * mi), Inodes: ptr.To[int64](12)},
+				{Pod: testPod("requested", withRequest(v1.ResourceEphemeralStorage, "10Gi")), Ephemeral: ptr.To(4 * mi), Inodes: ptr.To[int64](1 << 20)},
+			},
+			want: []string{"requested", "bytes"}},
+		{name: "inodes: any usage is above the request there is none of, then priority, then inodes",
+			signal: SignalNodeFsInodesFree,
+			pods: []PodUsage{
+				{Pod: testPod("none"), Ephemeral: ptr.To(mi), Inodes: ptr.To[int64](0)},
+				{Pod: testPod("many-high", withPriority(10)), Inodes: ptr.To[int64](1 << 20)},
+				{Pod: testPod("few-low", withPriority(-10)), Inodes: ptr.To[int64](3)},
+				{Pod: testPod("unknown")},
+			},
+			want: []string{"few-low", "unknown", "many-high", "none"}},
+		{name: "inodes: a pod whose volume could not be fully counted uses the most",
+			signal: SignalNodeFsInodesFree,
+			pods: []PodUsage{
+				{Pod: testPod("many"), Inodes: ptr.To[int64](1 << 20)},
+				{Pod: testPod("hidden"), Inodes: ptr.To[int64](10), Volumes: incompleteVols("scratch", mi)},
+			},
+			want: []string{"hidden", "many"}},
 		{name: "pids: priority, then processes",
 			signal: SignalPIDAvailable,
 			pods: []PodUsage{
@@ -114,36 +169,6 @@ func TestRank(t *testing.T) {
 			}
 			if !slices.Equal(names(in), names(tt.pods)) {
 				t.Error("Rank reordered its input")
-			}
-		})
-	}
-}
-
-func TestCritical(t *testing.T) {
-	tests := []struct {
-		name string
-		pod  *v1.Pod
-		want bool
-	}{
-		{name: "ordinary", pod: testPod("a")},
-		{name: "high but not critical", pod: testPod("a", withPriority(1000000000))},
-		{name: "system-node-critical", pod: testPod("a", withPriority(2000001000)), want: true},
-		{name: "system-cluster-critical", pod: testPod("a", withPriority(2000000000)), want: true},
-		{name: "static", pod: func() *v1.Pod {
-			p := testPod("a")
-			p.Annotations = map[string]string{"kubernetes.io/config.source": "file"}
-			return p
-		}(), want: true},
-		{name: "mirror", pod: func() *v1.Pod {
-			p := testPod("a")
-			p.Annotations = map[string]string{v1.MirrorPodAnnotationKey: "x"}
-			return p
-		}(), want: true},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			if got := Critical(tt.pod); got != tt.want {
-				t.Errorf("Critical = %v, want %v", got, tt.want)
 			}
 		})
 	}

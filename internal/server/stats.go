@@ -290,7 +290,9 @@ func (p *StatsProvider) podStats(ctx context.Context, onlyCPUAndMemory bool) ([]
 		var cpuTotal, memWS, memUsage, memRSS uint64
 		var cpuRate *uint64
 		var haveCPU, haveMem bool
-		var ephemeral uint64
+		// ephemeral is the pod's local ephemeral storage: writable layers,
+		// logs, local volumes and /etc/hosts, bytes and inodes.
+		var ephemeral fsUsage
 		for _, c := range byPod[string(pod.UID)] {
 			s := byID[c.GetId()]
 			cs := statsapi.ContainerStats{
@@ -333,7 +335,7 @@ func (p *StatsProvider) podStats(ctx context.Context, onlyCPUAndMemory bool) ([]
 					rootfs.UsedBytes = optUint(wl.GetUsedBytes())
 					rootfs.InodesUsed = optUint(wl.GetInodesUsed())
 					cs.Rootfs = rootfs
-					ephemeral += wl.GetUsedBytes().GetValue()
+					ephemeral.add(rootfs.UsedBytes, rootfs.InodesUsed)
 				}
 				logDir := filepath.Join(criconfig.PodLogDirectory(p.PodLogsDir, pod), cs.Name)
 				used, inodes := dirUsage(logDir)
@@ -343,7 +345,7 @@ func (p *StatsProvider) podStats(ctx context.Context, onlyCPUAndMemory bool) ([]
 					logs.Inodes, logs.InodesFree = logsCap.Inodes, logsCap.InodesFree
 				}
 				cs.Logs = logs
-				ephemeral += used
+				ephemeral.add(&used, &inodes)
 			}
 			ps.Containers = append(ps.Containers, cs)
 		}
@@ -359,10 +361,12 @@ func (p *StatsProvider) podStats(ctx context.Context, onlyCPUAndMemory bool) ([]
 			ps.Network = p.sandboxNetwork(ctx, ts, id)
 		}
 		if !onlyCPUAndMemory {
-			var volumesUsed uint64
-			ps.VolumeStats, volumesUsed = podVolumeStats(p.Volumes, pod.UID)
-			ephemeral += volumesUsed + p.etcHostsUsage(pod.UID)
-			ps.EphemeralStorage = &statsapi.FsStats{Time: ts, UsedBytes: ptr.To(ephemeral)}
+			var volumes fsUsage
+			ps.VolumeStats, volumes = podVolumeStats(p.Volumes, pod.UID)
+			hosts := p.etcHostsUsage(pod.UID)
+			ephemeral.add(&volumes.bytes, &volumes.inodes)
+			ephemeral.add(&hosts.bytes, &hosts.inodes)
+			ps.EphemeralStorage = &statsapi.FsStats{Time: ts, UsedBytes: ptr.To(ephemeral.bytes), InodesUsed: ptr.To(ephemeral.inodes)}
 			if logsCap != nil {
 				ps.EphemeralStorage.CapacityBytes, ps.EphemeralStorage.AvailableBytes = logsCap.CapacityBytes, logsCap.AvailableBytes
 			}

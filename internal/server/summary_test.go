@@ -136,6 +136,7 @@ func TestSummaryEndpoint(t *testing.T) {
 	g.Expect(web.CPU.UsageNanoCores).To(Equal(ptr.To[uint64](250_000_000)))
 	g.Expect(web.Memory.WorkingSetBytes).To(Equal(ptr.To[uint64](4096)))
 	g.Expect(web.EphemeralStorage.UsedBytes).To(Equal(ptr.To[uint64](350)), "writable layer and logs")
+	g.Expect(web.EphemeralStorage.InodesUsed).To(Equal(ptr.To[uint64](3+2)), "the writable layer's inodes, the log directory and its file")
 	g.Expect(web.EphemeralStorage.CapacityBytes).To(Equal(ptr.To[uint64](1000)))
 
 	post, _ := getSummary(t, h, http.MethodPost, "/stats/summary")

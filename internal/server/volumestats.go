@@ -1,6 +1,7 @@
 package server
 
 import (
+	"errors"
 	"path/filepath"
 
 	"k8s.io/apimachinery/pkg/types"
@@ -17,25 +18,24 @@ type VolumeStatsCache interface {
 
 // podVolumeStats returns the pod's volume list as the summary shows it,
 // the local ephemeral volumes first and then the others (those of claims),
-// each group in the order of the pod's spec, and the bytes the local
-// ephemeral ones use, which count towards the pod's ephemeral storage.
-// It returns nil, 0 before the pod's volumes were first measured.
-func podVolumeStats(cache VolumeStatsCache, uid types.UID) ([]statsapi.VolumeStats, uint64) {
+// each group in the order of the pod's spec, and the bytes and inodes the
+// local ephemeral ones use, which count towards the pod's ephemeral
+// storage. It returns nil, zero before the pod's volumes were first
+// measured.
+func podVolumeStats(cache VolumeStatsCache, uid types.UID) ([]statsapi.VolumeStats, fsUsage) {
+	var used fsUsage
 	if cache == nil {
-		return nil, 0
+		return nil, used
 	}
 	ps, ok := cache.PodVolumeStats(uid)
 	if !ok {
-		return nil, 0
+		return nil, used
 	}
 	var ephemeral, persistent []statsapi.VolumeStats
-	var used uint64
 	for _, v := range ps.Volumes {
 		if v.LocalEphemeral {
 			ephemeral = append(ephemeral, v.VolumeStats)
-			if v.UsedBytes != nil {
-				used += *v.UsedBytes
-			}
+			used.add(v.UsedBytes, v.InodesUsed)
 		} else {
 			persistent = append(persistent, v.VolumeStats)
 		}
@@ -43,16 +43,31 @@ func podVolumeStats(cache VolumeStatsCache, uid types.UID) ([]statsapi.VolumeSta
 	return append(ephemeral, persistent...), used
 }
 
-// etcHostsUsage is the disk space of the pod's /etc/hosts file, which the
-// kubelet counts in the pod's ephemeral storage too; 0 when it cannot be
-// read. One small file: measured on the request path.
-func (p *StatsProvider) etcHostsUsage(uid types.UID) uint64 {
+// fsUsage adds up the bytes and inodes of a pod's ephemeral storage.
+type fsUsage struct{ bytes, inodes uint64 }
+
+// add adds what is known of bytes and inodes.
+func (u *fsUsage) add(bytes, inodes *uint64) {
+	if bytes != nil {
+		u.bytes += *bytes
+	}
+	if inodes != nil {
+		u.inodes += *inodes
+	}
+}
+
+// etcHostsUsage is the disk space and inodes of the pod's /etc/hosts file,
+// which the kubelet counts in the pod's ephemeral storage too; zero when
+// it cannot be read. One small file: measured on the request path. A
+// measure that is not complete is a lower bound, still better than
+// nothing.
+func (p *StatsProvider) etcHostsUsage(uid types.UID) fsUsage {
 	if p.RootDir == "" {
-		return 0
+		return fsUsage{}
 	}
 	u, err := volumestats.DiskUsage(filepath.Join(p.RootDir, "pods", string(uid), "etc-hosts"))
-	if err != nil || u.Bytes < 0 {
-		return 0
+	if (err != nil && !errors.Is(err, volumestats.ErrIncomplete)) || u.Bytes < 0 || u.Inodes < 0 {
+		return fsUsage{}
 	}
-	return uint64(u.Bytes)
+	return fsUsage{bytes: uint64(u.Bytes), inodes: uint64(u.Inodes)}
 }

@@ -59,6 +59,8 @@ func TestSummaryVolumes(t *testing.T) {
 	g.Expect(web.VolumeStats[0].CapacityBytes).To(Equal(ptr.To[uint64](1 << 30)))
 	g.Expect(web.EphemeralStorage.UsedBytes).To(Equal(ptr.To[uint64](350+1000+20)),
 		"writable layer, logs and the local ephemeral volumes, not the secret's tmpfs or the claim")
+	g.Expect(web.EphemeralStorage.InodesUsed).To(Equal(ptr.To[uint64](3+2+10+10)),
+		"the inodes of the same: writable layer, logs, data and config")
 	g.Expect(byName["idle"].VolumeStats).To(BeNil(), "a pod not measured yet has no volume list")
 
 	only, _ := getSummary(t, h, http.MethodGet, "/stats/summary?only_cpu_and_memory=true")
@@ -81,6 +83,7 @@ func TestSummaryCountsEtcHosts(t *testing.T) {
 	for _, p := range sum.Pods {
 		if p.PodRef.Name == "web" {
 			g.Expect(p.EphemeralStorage.UsedBytes).To(Equal(ptr.To(350+uint64(u.Bytes))), "writable layer, logs and /etc/hosts")
+			g.Expect(p.EphemeralStorage.InodesUsed).To(Equal(ptr.To[uint64](3+2+1)), "writable layer, logs and /etc/hosts")
 		}
 	}
 }

@@ -82,6 +82,9 @@ type Calculator struct {
 
 	mu   sync.Mutex
 	pods map[types.UID]*podLoop
+	// incomplete are the volumes, by pod, whose walk was logged as
+	// incomplete already.
+	incomplete map[types.UID]map[string]bool
 	// sched is the scheduler of the measures, started by the first Sync;
 	// measures counts the measures in flight.
 	sched    *scheduler
@@ -157,6 +160,7 @@ func (c *Calculator) Sync(ctx context.Context, pods []v1.Pod) {
 	for uid := range c.pods {
 		if !seen[uid] {
 			delete(c.pods, uid)
+			delete(c.incomplete, uid)
 		}
 	}
 	if c.sched == nil {
@@ -252,6 +256,7 @@ func (c *Calculator) stopAll() {
 	c.measures.Wait()
 	c.mu.Lock()
 	c.pods = nil
+	c.incomplete = nil
 	c.sched = nil
 	c.mu.Unlock()
 }
@@ -352,8 +357,14 @@ func (c *Calculator) measure(ctx context.Context, pod *v1.Pod, pv PodVolume) (*M
 		}
 		if pv.Metrics == KindDu {
 			u, err := DiskUsage(pv.Path)
-			if err != nil {
+			if err != nil && !errors.Is(err, ErrIncomplete) {
 				return nil, fmt.Errorf("measuring %s: %w", pv.Path, err)
+			}
+			if err != nil {
+				// What was counted is a lower bound, better shown than
+				// nothing; limits are enforced by the eviction manager's
+				// own walk, which takes an incomplete one as past them.
+				c.logIncomplete(pod, pv, err)
 			}
 			f.UsedBytes, f.InodesUsed = uint64(max(u.Bytes, 0)), uint64(max(u.Inodes, 0))
 		}
@@ -369,6 +380,28 @@ func (c *Calculator) measure(ctx context.Context, pod *v1.Pod, pv PodVolume) (*M
 		return &m, nil
 	default:
 		return nil, nil
+	}
+}
+
+// logIncomplete says, once for each volume of a pod, that its walk did
+// not count every entry.
+func (c *Calculator) logIncomplete(pod *v1.Pod, pv PodVolume, err error) {
+	c.mu.Lock()
+	first := !c.incomplete[pod.UID][pv.Name]
+	// Only a pod in the schedule is remembered: Sync forgets it with it.
+	if _, scheduled := c.pods[pod.UID]; first && scheduled {
+		if c.incomplete == nil {
+			c.incomplete = map[types.UID]map[string]bool{}
+		}
+		if c.incomplete[pod.UID] == nil {
+			c.incomplete[pod.UID] = map[string]bool{}
+		}
+		c.incomplete[pod.UID][pv.Name] = true
+	}
+	c.mu.Unlock()
+	if first {
+		c.Log.Info("Volume usage not fully counted, reporting a lower bound", "pod", klog.KObj(pod), "podUID", pod.UID,
+			"volume", pv.Name, "path", pv.Path, "err", err)
 	}
 }
 

@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr/funcr"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -274,5 +276,35 @@ func TestStartDisabled(t *testing.T) {
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("a disabled calculator kept running")
+	}
+}
+
+// TestMeasurePodIncompleteWalk checks that a walk that could not count
+// every entry still reports what it counted (a lower bound, not a volume
+// gone from the pod's stats) and is logged once for the pod's volume.
+func TestMeasurePodIncompleteWalk(t *testing.T) {
+	dir := t.TempDir()
+	for i := range 3 * walkBatch {
+		writeFile(t, filepath.Join(dir, fmt.Sprintf("f-%05d", i)), 0)
+	}
+	defer func(b time.Duration) { walkBudget = b }(walkBudget)
+	walkBudget = 0
+
+	var logged []string
+	log := funcr.New(func(prefix, args string) { logged = append(logged, args) }, funcr.Options{})
+	pod := testPod(v1.Volume{Name: "data", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{}}})
+	c := &Calculator{Volumes: fakeSource{{Name: "data", Path: dir, Metrics: KindDu}}, Log: log,
+		pods: map[types.UID]*podLoop{pod.UID: {pod: pod}}}
+	for range 2 {
+		got := c.MeasurePod(context.Background(), pod)
+		if len(got.Volumes) != 1 {
+			t.Fatalf("got %+v, want the volume with what was counted", got.Volumes)
+		}
+		if n := *got.Volumes[0].InodesUsed; n == 0 || n > 3*walkBatch {
+			t.Errorf("InodesUsed = %d, want some of the %d entries", n, 3*walkBatch+1)
+		}
+	}
+	if len(logged) != 1 || !strings.Contains(logged[0], `"volume"="data"`) {
+		t.Errorf("logged %q, want one line naming the volume", logged)
 	}
 }

@@ -16,5 +16,9 @@
 // driver, or not at all); the volume manager implements it.
 //
 // DiskUsage and Statfs are the measurement primitives: DiskUsage walks a
-// directory without following symbolic links or crossing mount points.
+// directory without following symbolic links or crossing mount points,
+// counting every entry within a time budget (DefaultWalkBudget); a walk that
+// could not count them all returns what it counted with ErrIncomplete, which
+// a caller enforcing a limit takes as past it. The Calculator keeps such a
+// lower bound and logs it once for the pod's volume.
 package volumestats

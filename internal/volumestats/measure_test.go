@@ -1,9 +1,14 @@
 package volumestats
 
 import (
+	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 func writeFile(t *testing.T, path string, size int) {
@@ -56,5 +61,89 @@ func TestStatfs(t *testing.T) {
 	}
 	if _, err := Statfs(filepath.Join(t.TempDir(), "missing")); err == nil {
 		t.Error("Statfs of a missing path succeeded")
+	}
+}
+
+func TestDiskUsageCountsEveryEntry(t *testing.T) {
+	// More entries than one read of a directory takes, in two levels, and
+	// the data in the file the walk reaches last.
+	dir := t.TempDir()
+	const files = 3 * 1024
+	for i := range files {
+		sub := "a"
+		if i%2 == 1 {
+			sub = "b"
+		}
+		writeFile(t, filepath.Join(dir, sub, fmt.Sprintf("empty-%05d", i)), 0)
+	}
+	writeFile(t, filepath.Join(dir, "b", "zz-data"), 1<<20)
+	u, err := DiskUsage(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// dir, a, b, the empty files and the data.
+	if want := int64(3 + files + 1); u.Inodes != want {
+		t.Errorf("Inodes = %d, want %d", u.Inodes, want)
+	}
+	if u.Bytes < 1<<20 {
+		t.Errorf("Bytes = %d, want at least the data's 1MiB", u.Bytes)
+	}
+}
+
+func TestDiskUsageIncomplete(t *testing.T) {
+	dir := t.TempDir()
+	for i := range 3 * 1024 {
+		writeFile(t, filepath.Join(dir, fmt.Sprintf("f-%05d", i)), 0)
+	}
+	full, err := DiskUsage(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// A walk that runs out of time says so, with what it counted.
+	defer func(b time.Duration) { walkBudget = b }(walkBudget)
+	walkBudget = 0
+	u, err := DiskUsage(dir)
+	if !errors.Is(err, ErrIncomplete) {
+		t.Fatalf("DiskUsage past its budget = %+v, %v; want ErrIncomplete", u, err)
+	}
+	if u.Inodes <= 0 || u.Inodes >= full.Inodes {
+		t.Errorf("Inodes = %d, want what was counted before the budget ran out: some of %d", u.Inodes, full.Inodes)
+	}
+}
+
+func TestDiskUsageUnreadableIsIncomplete(t *testing.T) {
+	// Data deeper than a path may name (PATH_MAX) cannot be reached by
+	// path: the walk must not report the tree without it as complete.
+	dir := t.TempDir()
+	fd, err := unix.Open(dir, unix.O_DIRECTORY|unix.O_RDONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 2100 {
+		if err := unix.Mkdirat(fd, "d", 0o755); err != nil {
+			t.Fatal(err)
+		}
+		next, err := unix.Openat(fd, "d", unix.O_DIRECTORY|unix.O_RDONLY, 0)
+		unix.Close(fd)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fd = next
+	}
+	data, err := unix.Openat(fd, "data", unix.O_CREAT|unix.O_WRONLY, 0o644)
+	unix.Close(fd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := unix.Write(data, make([]byte, 1<<20)); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Close(data); err != nil {
+		t.Fatal(err)
+	}
+	u, err := DiskUsage(dir)
+	if !errors.Is(err, ErrIncomplete) {
+		t.Errorf("DiskUsage of a tree deeper than PATH_MAX = %+v, %v; want ErrIncomplete", u, err)
 	}
 }

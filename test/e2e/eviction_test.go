@@ -12,6 +12,7 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	"github.com/onsi/gomega/types"
+	"golang.org/x/sys/unix"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/utils/ptr"
@@ -58,6 +59,12 @@ func podEvent(ctx SpecContext, g Gomega, c client.Client, ns, name, reason, typ 
 // a Warning Evicted Event.
 func expectEvicted(ctx SpecContext, c client.Client, ns, name string, msg types.GomegaMatcher) {
 	GinkgoHelper()
+	expectEvictedWithin(ctx, c, ns, name, msg, evictionTimeout)
+}
+
+// expectEvictedWithin is expectEvicted with its own timeout.
+func expectEvictedWithin(ctx SpecContext, c client.Client, ns, name string, msg types.GomegaMatcher, timeout time.Duration) {
+	GinkgoHelper()
 	Eventually(func(g Gomega) {
 		p := utils.GetPod(ctx, c, ns, name)(g)
 		g.Expect(p.Status.Phase).To(Equal(corev1.PodFailed))
@@ -69,7 +76,34 @@ func expectEvicted(ctx SpecContext, c client.Client, ns, name string, msg types.
 			HaveField("Reason", "TerminationByKubelet"),
 			HaveField("Message", msg))))
 		g.Expect(podEvent(ctx, g, c, ns, name, "Evicted", corev1.EventTypeWarning)).To(msg)
-	}).WithContext(ctx).WithTimeout(evictionTimeout).WithPolling(pollInterval).Should(Succeed())
+	}).WithContext(ctx).WithTimeout(timeout).WithPolling(pollInterval).Should(Succeed())
+}
+
+// podEvicted reports whether the pod's status says it was evicted.
+func podEvicted(p *corev1.Pod) bool {
+	return p.Status.Phase == corev1.PodFailed && p.Status.Reason == "Evicted"
+}
+
+// freeInodes is the number of free inodes of the file system that holds
+// path.
+func freeInodes(path string) int64 {
+	GinkgoHelper()
+	var st unix.Statfs_t
+	Expect(unix.Statfs(path, &st)).To(Succeed())
+	return int64(st.Ffree) //nolint:gosec // far below 2^63
+}
+
+// scratchPod is a busybox pod running script with an emptyDir of
+// sizeLimit limit ("" for none) at /scratch.
+func scratchPod(ns, name, node, limit, script string) *corev1.Pod {
+	p := utils.BusyboxPod(ns, name, node, "sh", "-c", script)
+	ed := &corev1.EmptyDirVolumeSource{}
+	if limit != "" {
+		ed.SizeLimit = ptr.To(resource.MustParse(limit))
+	}
+	p.Spec.Volumes = []corev1.Volume{{Name: "scratch", VolumeSource: corev1.VolumeSource{EmptyDir: ed}}}
+	p.Spec.Containers[0].VolumeMounts = []corev1.VolumeMount{{Name: "scratch", MountPath: "/scratch"}}
+	return p
 }
 
 func expectRunning(ctx SpecContext, c client.Client, ns, name string) {
@@ -169,6 +203,134 @@ var _ = Describe("Eviction", func() {
 			metrics, err := env.Nodelet.Metrics(ctx)
 			Expect(err).NotTo(HaveOccurred())
 			Expect(metrics).To(ContainSubstring(`kubelet_evictions{eviction_signal="emptydirfs.limit"} 1`))
+		})
+
+		It("never evicts a critical pod for its local storage limits", func(ctx SpecContext) {
+			ns := utils.NewNamespace(ctx, env.Admin)
+			const script = "dd if=/dev/zero of=/scratch/fill bs=1M count=2 && sync && touch /scratch/written && sleep 3600"
+			critical := scratchPod(ns, "critical", node, "1Mi", script)
+			critical.Spec.PriorityClassName = "system-node-critical"
+			critical.Spec.Containers[0].Resources.Limits = corev1.ResourceList{corev1.ResourceEphemeralStorage: resource.MustParse("1Mi")}
+			Expect(env.Admin.Create(ctx, critical)).To(Succeed())
+			Expect(env.Admin.Create(ctx, scratchPod(ns, "ordinary", node, "1Mi", script))).To(Succeed())
+
+			// Both wrote past their sizeLimit (and the critical one past its
+			// ephemeral-storage limit); the rounds see both.
+			expectEvicted(ctx, env.Admin, ns, "ordinary", Equal(`Usage of EmptyDir volume "scratch" exceeds the limit "1Mi". `))
+			p := utils.GetPod(ctx, env.Admin, ns, "critical")(Default)
+			Expect(p.Spec.Priority).To(HaveValue(BeNumerically(">=", 2000000000)), "the API server gave the class's priority")
+			Consistently(func(g Gomega) {
+				c := utils.GetPod(ctx, env.Admin, ns, "critical")(g)
+				g.Expect(c.Status.Phase).To(Equal(corev1.PodRunning))
+				g.Expect(c.Status.ContainerStatuses).To(HaveLen(1))
+				g.Expect(c.Status.ContainerStatuses[0].RestartCount).To(BeZero())
+				g.Expect(c.Status.Conditions).NotTo(ContainElement(HaveField("Type", corev1.DisruptionTarget)))
+				g.Expect(podEvent(ctx, g, env.Admin, ns, "critical", "Evicted", corev1.EventTypeWarning)).To(BeEmpty())
+			}).WithContext(ctx).WithTimeout(5 * time.Second).WithPolling(500 * time.Millisecond).Should(Succeed())
+			Eventually(func() string { return env.Nodelet.LogTail(2000) }).WithContext(ctx).WithTimeout(evictionTimeout).WithPolling(pollInterval).
+				Should(ContainSubstring("Not evicting a critical pod"), "a round measured it past its limits")
+		})
+
+		It("counts every file of an emptyDir: data behind 2^20 empty files is not hidden from its sizeLimit", func(ctx SpecContext) {
+			// The walk used to stop at 2^20 entries: a pod that made that
+			// many empty files first hid whatever it wrote after them.
+			// Here 2^20 empty files (their directory takes about 24Mi) come
+			// first in the walk's old (lexical) order, then 96Mi of data
+			// past a 64Mi sizeLimit. Measured on a loaded 2-core machine:
+			// about 30 s to make the files, 5 s to walk them.
+			ns := utils.NewNamespace(ctx, env.Admin)
+			hider := scratchPod(ns, "hider", node, "64Mi",
+				"cd /scratch && seq -w 1 1048576 | xargs touch && dd if=/dev/zero of=zz-data bs=1M count=96 && sync && sleep 3600")
+			Expect(env.Admin.Create(ctx, hider)).To(Succeed())
+			expectEvictedWithin(ctx, env.Admin, ns, "hider", Equal(`Usage of EmptyDir volume "scratch" exceeds the limit "64Mi". `), 4*time.Minute)
+			Expect(env.Nodelet.Running()).To(BeTrue(), "nodelet keeps running")
+		})
+	})
+
+	Describe("under inode pressure", Ordered, func() {
+		const node = "e2e-eviction-inodes"
+		var (
+			admin   client.Client
+			nodelet *utils.Nodelet
+			ns      string
+		)
+		BeforeAll(func(ctx SpecContext) {
+			var err error
+			admin, err = apiServer.AdminClient()
+			Expect(err).NotTo(HaveOccurred())
+		})
+		JustAfterEach(func(ctx SpecContext) {
+			if !CurrentSpecReport().Failed() || nodelet == nil {
+				return
+			}
+			GinkgoWriter.Printf("free inodes now: %d\n", freeInodes(nodelet.RootDir))
+			var pods corev1.PodList
+			if err := admin.List(ctx, &pods, client.InNamespace(ns)); err == nil {
+				for _, p := range pods.Items {
+					GinkgoWriter.Printf("pod %s: %s %s %q\n", p.Name, p.Status.Phase, p.Status.Reason, p.Status.Message)
+				}
+			}
+			GinkgoWriter.Printf("nodelet log (%s):\n%s\n", nodelet.LogPath, nodelet.LogTail(300))
+		})
+
+		It("evicts the pod that made the most files first, not the one that wrote the most bytes", func(ctx SpecContext) {
+			// The threshold is inodeMargin below the inodes free now, on
+			// the file system of the node's rootDir (a temporary directory):
+			// the hog's empty files cross it, other work on the machine
+			// would have to make inodeMargin files meanwhile to.
+			const inodeMargin = 200000
+			threshold := freeInodes(os.TempDir()) - inodeMargin
+			Expect(threshold).To(BeNumerically(">", 0), "the file system has room for the hog's files")
+			var err error
+			nodelet, err = utils.StartNodelet(ctx, utils.NodeletOptions{NodeName: node, API: apiServer, Containerd: ctrd, Config: map[string]any{
+				"evictionHard":               map[string]string{"memory.available": "100Mi", "nodefs.inodesFree": strconv.FormatInt(threshold, 10)},
+				"evictionMonitoringInterval": "1s",
+				"nodeStatusUpdateFrequency":  "1s",
+				// The pressure lasts: reclaim must not remove the suite's
+				// test images once the pods are gone.
+				"imageMinimumGCAge": "1h",
+			}})
+			if nodelet != nil {
+				DeferCleanup(nodelet.Cleanup)
+			}
+			Expect(err).NotTo(HaveOccurred())
+			ns = utils.NewNamespace(ctx, admin)
+
+			// Bytes: 64Mi of data in a few inodes, running before the
+			// pressure (under DiskPressure no pod is admitted).
+			Expect(admin.Create(ctx, scratchPod(ns, "bytes", node, "",
+				"dd if=/dev/zero of=/scratch/data bs=1M count=64 && sync && touch /scratch/written && sleep 3600"))).To(Succeed())
+			Eventually(func(g Gomega) {
+				p := utils.GetPod(ctx, admin, ns, "bytes")(g)
+				g.Expect(p.Status.Phase).To(Equal(corev1.PodRunning))
+				g.Expect(nodeCondition(ctx, g, admin, node, corev1.NodeDiskPressure).Status).To(Equal(corev1.ConditionFalse))
+			}).WithContext(ctx).WithTimeout(evictionTimeout).WithPolling(pollInterval).Should(Succeed())
+
+			// The hog: empty files, twice the margin; a few megabytes of
+			// directory blocks, far fewer bytes than the other pod's.
+			Expect(admin.Create(ctx, scratchPod(ns, "hog", node, "",
+				fmt.Sprintf("cd /scratch && seq 1 %d | xargs touch && sleep 3600", 2*inodeMargin)))).To(Succeed())
+
+			// The manager evicts one pod a round and waits for it to stop
+			// before the next; the hog's files stay until its pod is
+			// deleted, so the pressure may go on and evict the other pod
+			// next. What matters is the order: the hog first.
+			Eventually(func(g Gomega) {
+				hog := utils.GetPod(ctx, admin, ns, "hog")(g)
+				other := utils.GetPod(ctx, admin, ns, "bytes")(g)
+				if podEvicted(other) && !podEvicted(hog) {
+					StopTrying("the pod holding bytes was evicted before the one holding inodes").
+						Wrap(fmt.Errorf("%s: %s", other.Name, other.Status.Message)).Now()
+				}
+				g.Expect(podEvicted(hog)).To(BeTrue())
+			}).WithContext(ctx).WithTimeout(2 * evictionTimeout).WithPolling(pollInterval).Should(Succeed())
+			expectEvicted(ctx, admin, ns, "hog", And(
+				HavePrefix("The node was low on resource: inodes. Threshold quantity: "),
+				Not(ContainSubstring("Container"))))
+			Expect(nodeCondition(ctx, Default, admin, node, corev1.NodeDiskPressure).Status).To(Equal(corev1.ConditionTrue))
+			Eventually(func(g Gomega) {
+				g.Expect(podEvent(ctx, g, admin, "default", node, "EvictionThresholdMet", corev1.EventTypeWarning)).To(Equal("Attempting to reclaim inodes"))
+			}).WithContext(ctx).WithTimeout(apiTimeout).WithPolling(pollInterval).Should(Succeed())
 		})
 	})
 

@@ -11,6 +11,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	resourcehelper "k8s.io/component-helpers/resource"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/nodelet/nodelet/internal/admission"
 )
 
 // The cgroup v2 files of the memory settings the kubelet sets through
@@ -95,7 +97,7 @@ func setUnified(r *runtimeapi.LinuxContainerResources, key, value string) {
 // container of a Burstable pod that is not critical and asks for memory
 // with a request other than its limit; NoSwap for every other.
 func ContainerSwapBehavior(pod *v1.Pod, c *v1.Container, o ResourceOptions) string {
-	if o.Swap.Behavior != LimitedSwap || !o.Swap.Controller || !o.CgroupV2 || CriticalPod(pod) || PodQOS(pod) != v1.PodQOSBurstable {
+	if o.Swap.Behavior != LimitedSwap || !o.Swap.Controller || !o.CgroupV2 || admission.CriticalPod(pod) || PodQOS(pod) != v1.PodQOSBurstable {
 		return NoSwap
 	}
 	req, lim := c.Resources.Requests.Memory(), c.Resources.Limits.Memory()
@@ -256,25 +258,3 @@ func ContainerHugepageLimits(pod *v1.Pod, c *v1.Container, sizes []string) []*ru
 	}
 	return out
 }
-
-// CriticalPod reports whether the kubelet treats the pod as critical: a
-// static or mirror pod, or one of system-cluster-critical priority or
-// above. Critical pods get no swap.
-func CriticalPod(pod *v1.Pod) bool {
-	if src := pod.Annotations[kubeletConfigSourceAnnotation]; src != "" && src != "api" {
-		return true
-	}
-	if _, ok := pod.Annotations[v1.MirrorPodAnnotationKey]; ok {
-		return true
-	}
-	return pod.Spec.Priority != nil && *pod.Spec.Priority >= systemCriticalPriority
-}
-
-const (
-	// kubeletConfigSourceAnnotation says where a pod came from: "api",
-	// or "file" and "http" for static pods.
-	kubeletConfigSourceAnnotation = "kubernetes.io/config.source"
-	// systemCriticalPriority is the lowest priority the kubelet treats as
-	// critical.
-	systemCriticalPriority = 2 * 1000000000
-)
