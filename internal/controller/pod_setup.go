@@ -118,6 +118,7 @@ func setupPodController(mgr ctrl.Manager, d *Deps) error {
 		Recorder:   eng.recorder,
 		Clock:      clock.RealClock{},
 		Sandbox:    sandbox,
+		NodeName:   cfg.NodeName,
 		Node:       eng.nodes.Facts,
 
 		RuntimeClasses: runtimeClassReader{reader: mgr.GetClient()},
