@@ -206,6 +206,7 @@ func setupPodController(mgr ctrl.Manager, d *Deps) error {
 		dirs:     eng.volumes,
 		store:    store,
 		logsDir:  cfg.PodLogsDir,
+		node:     cfg.NodeName,
 		workers:  workers,
 		static:   r.Static,
 		memory:   r,
