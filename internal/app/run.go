@@ -77,6 +77,10 @@ func Run(args []string, reg controller.Registry) int {
 		log.Error(err, "Refusing to start")
 		return 1
 	}
+	if err := checkKubeletPaths(cfg); err != nil {
+		log.Error(err, "Refusing to start")
+		return 1
+	}
 	// Heap profiles are read only through the profiling handler; without
 	// it, nodelet keeps no record of its allocations (package memprofile).
 	// A profile lists every mapping of the binary: with the code in

@@ -36,6 +36,10 @@ type Options struct {
 	PodLogsDir string
 	// LinksDir holds the log links; "" makes none.
 	LinksDir string
+	// NodeName is the node nodelet runs: a sweep removes the links of
+	// removed containers only into pod log directories whose marker names
+	// it (see PodDirMarker), or into pod log directories that are gone.
+	NodeName string
 	// MaxSize is the size (bytes) at which a log is rotated.
 	MaxSize int64
 	// MaxFiles is how many files of a log remain, the current one included
@@ -119,9 +123,10 @@ func (m *Manager) Start(ctx context.Context) error {
 
 // Sync rotates every running container's log that reached MaxSize, with up
 // to MaxWorkers at once, then makes the missing links of the containers the
-// runtime holds and removes links into PodLogsDir of containers it no
-// longer holds. A failed rotation is logged and counted, and tried again
-// next time.
+// runtime holds and removes the links of containers it no longer holds
+// that point into pod log directories this node's nodelet made, or that
+// are gone (sweepLinks). A failed rotation is logged and counted, and
+// tried again next time.
 //
 // The sizes are read here, one stat per log; only the logs that may need
 // rotating go to workers, started for them. A node whose logs are all
@@ -527,17 +532,24 @@ func (m *Manager) readLinks() ([]fs.DirEntry, error) {
 
 // sweepLinks makes the links of want (name → log path) that are missing,
 // for logs that exist, and removes those of links (read before keep was)
-// that point into PodLogsDir and are not to be kept. Links that point
-// elsewhere are never touched.
+// that PlanLinkSweep gives: links of containers the runtime no longer
+// holds, into pod log directories this node's nodelet made or that are
+// gone. Links into others' pod log directories, and links elsewhere, are
+// never touched.
 func (m *Manager) sweepLinks(links []fs.DirEntry, keep map[string]bool, want map[string]string) {
 	if m.opts.LinksDir == "" {
 		return
 	}
+	var states []LinkState
+	owners := map[string]LinkState{}
 	for _, e := range links {
 		if !keep[e.Name()] {
-			if err := m.removeLink(e); err != nil {
-				m.opts.Logger.Error(err, "Unable to remove the log link of a removed container", "link", e.Name())
-			}
+			states = append(states, m.linkState(e, owners))
+		}
+	}
+	for _, name := range PlanLinkSweep(states, keep, m.opts.NodeName) {
+		if err := m.removeLinkNamed(name); err != nil {
+			m.opts.Logger.Error(err, "Unable to remove the log link of a removed container", "link", name)
 		}
 	}
 	for name, logPath := range want {
@@ -555,6 +567,40 @@ func (m *Manager) sweepLinks(links []fs.DirEntry, keep map[string]bool, want map
 		linksRepaired.Inc()
 		m.opts.Logger.V(1).Info("Made a missing log link", "link", name, "path", logPath)
 	}
+}
+
+// linkState reads what PlanLinkSweep needs of the entry e of the links
+// directory: the pod log directory its target lies in and that
+// directory's marker. owners caches the markers read, by directory, for
+// one sweep. A marker that cannot be read is logged and counts as none.
+func (m *Manager) linkState(e fs.DirEntry, owners map[string]LinkState) LinkState {
+	st := LinkState{Name: e.Name()}
+	if e.Type()&fs.ModeSymlink == 0 {
+		return st
+	}
+	target, err := os.Readlink(filepath.Join(m.opts.LinksDir, e.Name()))
+	if err != nil {
+		return st
+	}
+	rel, ok := m.inLogsDir(target)
+	if !ok {
+		return st
+	}
+	st.PodDir, _, _ = strings.Cut(rel, string(filepath.Separator))
+	if known, ok := owners[st.PodDir]; ok {
+		st.Owner, st.DirGone = known.Owner, known.DirGone
+		return st
+	}
+	owner, err := PodDirOwner(filepath.Join(m.opts.PodLogsDir, st.PodDir))
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		st.DirGone = true
+	case err != nil:
+		m.opts.Logger.Error(err, "Unable to read whose pod log directory a log link points into", "link", e.Name())
+	}
+	st.Owner = owner
+	owners[st.PodDir] = st
+	return st
 }
 
 // makeLink makes link point to logPath, in a links directory made if

@@ -79,11 +79,14 @@ func (f *fakeRuntime) ReopenContainerLog(_ context.Context, id string) error {
 	return os.WriteFile(f.containers[id].LogPath, nil, 0o640)
 }
 
+// testNode is the node the managers of the tests run.
+const testNode = "node-a"
+
 func newManager(t *testing.T, rt Runtime, clk *clocktesting.FakeClock, maxFiles int) (*Manager, string, string) {
 	t.Helper()
 	base := t.TempDir()
 	logs, links := filepath.Join(base, "pods"), filepath.Join(base, "containers")
-	m, err := New(rt, Options{PodLogsDir: logs, LinksDir: links, MaxSize: 100, MaxFiles: maxFiles, MaxWorkers: 2,
+	m, err := New(rt, Options{PodLogsDir: logs, LinksDir: links, NodeName: testNode, MaxSize: 100, MaxFiles: maxFiles, MaxWorkers: 2,
 		MonitorInterval: time.Second, Clock: clk, Logger: logr.Discard()})
 	if err != nil {
 		t.Fatal(err)
@@ -291,11 +294,33 @@ func TestLinksAndSweep(t *testing.T) {
 	if err := m.Link("p", "ns", "c", "x", "/etc/passwd"); err == nil {
 		t.Error("made a link to a file outside the pod log directory")
 	}
-	// Someone else's link, one of a removed container, and a missing one.
+	if err := MarkPodDir(filepath.Join(logs, "ns_p_uid"), testNode); err != nil {
+		t.Fatal(err)
+	}
+	// A link elsewhere; one of a removed container, into this node's pod
+	// log directory; a missing one; a kubelet's, into its own pod log
+	// directory in the same root (no marker); another node's; and one
+	// into a pod log directory that is gone.
 	if err := os.Symlink("/var/log/pods/other/0.log", filepath.Join(links, "q_ns_c-other.log")); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.Symlink(filepath.Join(logs, "ns_p_uid", "c", "1.log"), filepath.Join(links, "p_ns_c-gone.log")); err != nil {
+		t.Fatal(err)
+	}
+	kubelet := filepath.Join(logs, "ns_k_kuid", "c", "0.log")
+	writeLog(t, kubelet, 1)
+	if err := os.Symlink(kubelet, filepath.Join(links, "k_ns_c-kubelet.log")); err != nil {
+		t.Fatal(err)
+	}
+	other := filepath.Join(logs, "ns_o_ouid", "c", "0.log")
+	writeLog(t, other, 1)
+	if err := MarkPodDir(filepath.Dir(filepath.Dir(other)), "node-b"); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(other, filepath.Join(links, "o_ns_c-othernode.log")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(filepath.Join(logs, "ns_g_guid", "c", "0.log"), filepath.Join(links, "g_ns_c-dangling.log")); err != nil {
 		t.Fatal(err)
 	}
 	live2 := filepath.Join(logs, "ns_p_uid", "d", "0.log")
@@ -304,7 +329,7 @@ func TestLinksAndSweep(t *testing.T) {
 	if err := m.Sync(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"p_ns_c-live.log", "p_ns_d-live2.log", "q_ns_c-other.log"}
+	want := []string{"k_ns_c-kubelet.log", "o_ns_c-othernode.log", "p_ns_c-live.log", "p_ns_d-live2.log", "q_ns_c-other.log"}
 	if got := names(t, links); !slices.Equal(got, want) {
 		t.Errorf("links after a sweep: %v, want %v", got, want)
 	}
@@ -317,8 +342,9 @@ func TestLinksAndSweep(t *testing.T) {
 	if err := m.Forget("live", live); err != nil {
 		t.Fatal(err)
 	}
-	if got := names(t, links); !slices.Equal(got, want[1:]) {
-		t.Errorf("links after Forget: %v, want %v", got, want[1:])
+	want = slices.DeleteFunc(want, func(n string) bool { return n == "p_ns_c-live.log" })
+	if got := names(t, links); !slices.Equal(got, want) {
+		t.Errorf("links after Forget: %v, want %v", got, want)
 	}
 	if got := names(t, filepath.Dir(live)); !slices.Equal(got, []string{"0.log"}) {
 		t.Errorf("files after Forget: %v, want only the current log, the remover's", got)

@@ -124,3 +124,38 @@ func LinkName(pod, namespace, container, containerID string) string {
 	}
 	return stem + linkSuffix
 }
+
+// LinkState is what a sweep knows of one entry of the links directory.
+type LinkState struct {
+	// Name is the entry's name.
+	Name string
+	// PodDir is the name of the pod log directory the link points into:
+	// the first component of its target's path under the pod log
+	// directory; "" for an entry that is no link, or a link elsewhere.
+	PodDir string
+	// Owner is the node that PodDir's marker names ("" for none);
+	// DirGone says that PodDir does not exist.
+	Owner   string
+	DirGone bool
+}
+
+// PlanLinkSweep lists, sorted, the links a sweep removes: those not in
+// keep (the links of the containers the runtime holds) that point into a
+// pod log directory node made (its marker names node) or into one that is
+// gone, whose pod's logs are gone with it (a kubelet removes such dangling
+// links too). A link into a pod log directory someone else made (a
+// kubelet's, where podLogsDir is shared), a link elsewhere and anything
+// that is no link are never removed.
+func PlanLinkSweep(links []LinkState, keep map[string]bool, node string) []string {
+	var out []string
+	for _, l := range links {
+		if keep[l.Name] || l.PodDir == "" {
+			continue
+		}
+		if l.DirGone || (node != "" && l.Owner == node) {
+			out = append(out, l.Name)
+		}
+	}
+	slices.Sort(out)
+	return out
+}

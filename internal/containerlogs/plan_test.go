@@ -119,3 +119,63 @@ func TestLinkName(t *testing.T) {
 		})
 	}
 }
+
+func TestPlanLinkSweep(t *testing.T) {
+	const node = "node-a"
+	ours := func(name string) LinkState { return LinkState{Name: name, PodDir: "ns_p_uid", Owner: node} }
+	for _, tc := range []struct {
+		name  string
+		links []LinkState
+		keep  []string
+		node  string
+		want  []string
+	}{{
+		name:  "a removed container's link into a directory this node made goes",
+		links: []LinkState{ours("p_ns_c-gone.log")},
+		want:  []string{"p_ns_c-gone.log"},
+	}, {
+		name:  "a held container's link stays",
+		links: []LinkState{ours("p_ns_c-live.log")},
+		keep:  []string{"p_ns_c-live.log"},
+	}, {
+		name:  "a link into an unmarked directory (a kubelet's) stays",
+		links: []LinkState{{Name: "k_ns_c-kubelet.log", PodDir: "ns_k_kuid"}},
+	}, {
+		name:  "a link into another node's directory stays",
+		links: []LinkState{{Name: "q_ns_c-other.log", PodDir: "ns_q_quid", Owner: "node-b"}},
+	}, {
+		name:  "a dangling link into a directory that is gone goes, whoever made it",
+		links: []LinkState{{Name: "k_ns_c-dead.log", PodDir: "ns_k_kuid", DirGone: true}},
+		want:  []string{"k_ns_c-dead.log"},
+	}, {
+		name:  "a held container's link stays even when its directory is gone",
+		links: []LinkState{{Name: "p_ns_c-live.log", PodDir: "ns_p_uid", DirGone: true}},
+		keep:  []string{"p_ns_c-live.log"},
+	}, {
+		name:  "no link, or a link elsewhere, stays",
+		links: []LinkState{{Name: "file.log"}, {Name: "elsewhere.log", DirGone: true}},
+	}, {
+		name:  "without a node name no marker is this node's",
+		links: []LinkState{{Name: "x.log", PodDir: "ns_x_uid"}},
+		node:  "-",
+	}, {
+		name:  "several, sorted",
+		links: []LinkState{ours("b.log"), {Name: "k.log", PodDir: "ns_k_kuid"}, ours("a.log"), ours("c.log")},
+		keep:  []string{"c.log"},
+		want:  []string{"a.log", "b.log"},
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			keep := map[string]bool{}
+			for _, k := range tc.keep {
+				keep[k] = true
+			}
+			n := node
+			if tc.node == "-" {
+				n = ""
+			}
+			if diff := cmp.Diff(tc.want, PlanLinkSweep(tc.links, keep, n), cmpopts.EquateEmpty()); diff != "" {
+				t.Errorf("PlanLinkSweep (-want +got):\n%s", diff)
+			}
+		})
+	}
+}

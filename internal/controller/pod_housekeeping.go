@@ -22,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/nodelet/nodelet/internal/checkpoint"
+	"github.com/nodelet/nodelet/internal/containerlogs"
 	"github.com/nodelet/nodelet/internal/cri"
 	"github.com/nodelet/nodelet/internal/podworkers"
 )
@@ -71,10 +72,12 @@ type podMemory interface {
 // cleanups: right after start (once the cache has synced) and then
 // periodically it finds what pods no longer in the API server left on the
 // node — runtime objects, pod directories and their mounts, checkpoints, log
-// directories, admission slots, probe workers — and removes it. Runtime
-// objects go to a gone-pod worker, which stops them with the kubelet's
-// grace period rules first. Nothing of a pod that is in the API server, or
-// whose worker still runs, is ever touched (see planSweep).
+// directories, cgroups, admission slots, probe workers — and removes it.
+// Runtime objects go to a gone-pod worker, which stops them with the
+// kubelet's grace period rules first. Nothing of a pod that is in the API
+// server, or whose worker still runs, is ever touched, and nothing nodelet
+// did not make: the paths it shares with a kubelet by default (podLogsDir,
+// the kubepods cgroup) hold the kubelet's pods too (see planSweep).
 type housekeeper struct {
 	// pods lists this node's pods, from the cache, which Start waits for.
 	pods    client.Reader
@@ -83,6 +86,9 @@ type housekeeper struct {
 	dirs    podDirs
 	store   checkpoint.Manager
 	logsDir string
+	// node is the node nodelet runs: the pod log directories whose marker
+	// names it are nodelet's (containerlogs.PodDirMarker).
+	node    string
 	workers podWorkerSet
 	// static are the node's static pods (nil: none).
 	static *staticPods
@@ -129,14 +135,26 @@ func (h *housekeeper) Start(ctx context.Context) error {
 
 // leftovers is what the node holds, by pod UID, read before the API
 // server's pods so that a pod created meanwhile is never taken for gone.
+// The runtime objects (those with nodelet's ownership label), pod
+// directories and checkpoints (under rootDir) and the reconciler's memory
+// are nodelet's records of its pods; the pod log directories and pod
+// cgroups are what is found in podLogsDir and under kubepods, which may
+// hold a kubelet's pods too.
 type leftovers struct {
 	runtime map[types.UID]podworkers.Key
 	dirs    []types.UID
 	ckpts   []types.UID
-	logDirs map[types.UID]string
+	logDirs map[types.UID]podLogDir
 	cgroups []types.UID
 	// held and noted are the reconciler's memory (podMemory).
 	held, noted []types.UID
+}
+
+// podLogDir is a pod log directory found in podLogsDir.
+type podLogDir struct {
+	path string
+	// marked says its marker names this node: nodelet made it.
+	marked bool
 }
 
 // sweepPlan is what one sweep removes.
@@ -151,6 +169,10 @@ type sweepPlan struct {
 	// cgroups are the pod cgroups to remove (what is left in them killed).
 	cgroups         []types.UID
 	release, forget []types.UID
+	// mark are the pod log directories of nodelet's pods that stay and
+	// carry no marker of this node (made before nodelet marked them): they
+	// get one, so that the log manager sweeps the links into them.
+	mark []string
 }
 
 // planSweep decides what a sweep removes of what the node holds (left):
@@ -158,14 +180,31 @@ type sweepPlan struct {
 // nor with a worker (busy). Their runtime objects are handed to gone-pod
 // workers, which stop them before they remove them; everything else of a
 // gone pod goes only once the runtime holds nothing of it, for the worker
-// that stops it still needs its volumes, checkpoint and logs. The lists are
-// sorted by UID.
+// that stops it still needs its volumes, checkpoint and logs.
+//
+// A pod log directory or a pod cgroup goes only when nodelet made it: a
+// kubelet beside nodelet keeps its pods' log directories in the same
+// podLogsDir by default, and its pod cgroups may be where nodelet looks.
+// A pod log directory is nodelet's when its marker names this node, or when
+// nodelet has a record of its pod (runtime objects, a pod directory, a
+// checkpoint, memory): the pods it ran before it marked them. A pod cgroup
+// cannot carry a marker: it is nodelet's when nodelet has a record of its
+// pod. The checkpoint is the record that outlives the others (sweep
+// removes it last), so a cgroup whose removal fails is tried again. The
+// lists are sorted by UID.
 func planSweep(left leftovers, live, busy map[types.UID]bool) sweepPlan {
 	gone := func(uid types.UID) bool { return !live[uid] && !busy[uid] }
 	clean := func(uid types.UID) bool {
 		_, inRuntime := left.runtime[uid]
 		return gone(uid) && !inRuntime
 	}
+	recorded := map[types.UID]bool{}
+	for _, uids := range [][]types.UID{slices.Collect(maps.Keys(left.runtime)), left.dirs, left.ckpts, left.held, left.noted} {
+		for _, uid := range uids {
+			recorded[uid] = true
+		}
+	}
+	ours := func(uid types.UID) bool { return recorded[uid] || live[uid] || busy[uid] }
 	var p sweepPlan
 	for _, uid := range slices.Sorted(maps.Keys(left.runtime)) {
 		if gone(uid) {
@@ -183,10 +222,20 @@ func planSweep(left leftovers, live, busy map[types.UID]bool) sweepPlan {
 	}
 	p.tearDown = cleanOf(left.dirs)
 	p.checkpoints = cleanOf(left.ckpts)
-	for _, uid := range cleanOf(slices.Collect(maps.Keys(left.logDirs))) {
-		p.logDirs = append(p.logDirs, left.logDirs[uid])
+	for _, uid := range slices.Sorted(maps.Keys(left.logDirs)) {
+		d := left.logDirs[uid]
+		switch {
+		case clean(uid) && (d.marked || recorded[uid]):
+			p.logDirs = append(p.logDirs, d.path)
+		case !d.marked && ours(uid) && !clean(uid):
+			p.mark = append(p.mark, d.path)
+		}
 	}
-	p.cgroups = cleanOf(left.cgroups)
+	for _, uid := range cleanOf(left.cgroups) {
+		if recorded[uid] {
+			p.cgroups = append(p.cgroups, uid)
+		}
+	}
 	p.release = cleanOf(left.held)
 	p.forget = cleanOf(left.noted)
 	return p
@@ -222,25 +271,26 @@ func (h *housekeeper) sweep(ctx context.Context) error {
 			h.workers.Gone(key, nil)
 		}
 	}
+	// The checkpoint goes last, and stays while anything else of its pod
+	// could not be removed: it is the record that makes the log directory
+	// and the cgroup nodelet's to remove at the next sweep.
 	var errs []error
+	failed := map[types.UID]bool{}
+	fail := func(uid types.UID, err error) {
+		errs = append(errs, err)
+		failed[uid] = true
+	}
 	for _, uid := range p.tearDown {
 		if !started(uid) {
 			if err := h.dirs.TearDown(ctx, uid); err != nil {
-				errs = append(errs, err)
-			}
-		}
-	}
-	for _, uid := range p.checkpoints {
-		if !started(uid) {
-			if err := h.store.RemoveCheckpoint(checkpointKey(uid)); err != nil {
-				errs = append(errs, fmt.Errorf("removing checkpoint of gone pod %s: %w", uid, err))
+				fail(uid, err)
 			}
 		}
 	}
 	for _, dir := range p.logDirs {
 		if uid := logDirUID(filepath.Base(dir)); !started(uid) {
 			if err := os.RemoveAll(dir); err != nil {
-				errs = append(errs, fmt.Errorf("removing log directory of gone pod %s: %w", uid, err))
+				fail(uid, fmt.Errorf("removing log directory of gone pod %s: %w", uid, err))
 			}
 		}
 	}
@@ -248,8 +298,20 @@ func (h *housekeeper) sweep(ctx context.Context) error {
 		if !started(uid) && h.cgroups != nil {
 			log.FromContext(ctx).Info("Removing the cgroup of a pod gone from the node", "podUID", uid)
 			if err := h.cgroups.RemovePod(ctx, uid); err != nil {
-				errs = append(errs, err)
+				fail(uid, err)
 			}
+		}
+	}
+	for _, uid := range p.checkpoints {
+		if !started(uid) && !failed[uid] {
+			if err := h.store.RemoveCheckpoint(checkpointKey(uid)); err != nil {
+				errs = append(errs, fmt.Errorf("removing checkpoint of gone pod %s: %w", uid, err))
+			}
+		}
+	}
+	for _, dir := range p.mark {
+		if err := containerlogs.MarkPodDir(dir, h.node); err != nil && !errors.Is(err, os.ErrNotExist) {
+			errs = append(errs, err)
 		}
 	}
 	for _, uid := range p.release {
@@ -282,10 +344,10 @@ func logDirUID(name string) types.UID {
 }
 
 // read lists what the node holds of pods: runtime objects nodelet owns,
-// pod directories, checkpoints, log directories, pod cgroups, and the
-// reconciler's memory.
+// pod directories, checkpoints, log directories (whose marker it reads),
+// pod cgroups, and the reconciler's memory.
 func (h *housekeeper) read(ctx context.Context) (leftovers, error) {
-	left := leftovers{runtime: map[types.UID]podworkers.Key{}, logDirs: map[types.UID]string{}}
+	left := leftovers{runtime: map[types.UID]podworkers.Key{}, logDirs: map[types.UID]podLogDir{}}
 	add := func(labels map[string]string) {
 		uid := types.UID(labels[kubetypes.KubernetesPodUIDLabel])
 		if uid != "" {
@@ -327,9 +389,20 @@ func (h *housekeeper) read(ctx context.Context) (leftovers, error) {
 		return left, fmt.Errorf("listing pod log directories: %w", err)
 	}
 	for _, e := range entries {
-		if uid := logDirUID(e.Name()); e.IsDir() && uid != "" {
-			left.logDirs[uid] = filepath.Join(h.logsDir, e.Name())
+		uid := logDirUID(e.Name())
+		if !e.IsDir() || uid == "" {
+			continue
 		}
+		dir := filepath.Join(h.logsDir, e.Name())
+		owner, err := containerlogs.PodDirOwner(dir)
+		if errors.Is(err, os.ErrNotExist) {
+			continue // removed since it was listed
+		}
+		if err != nil {
+			// Counted as unmarked: nodelet's only by a record of its pod.
+			log.FromContext(ctx).Error(err, "Unable to read whose pod log directory this is", "path", dir)
+		}
+		left.logDirs[uid] = podLogDir{path: dir, marked: h.node != "" && owner == h.node}
 	}
 	if h.cgroups != nil {
 		if left.cgroups, err = h.cgroups.PodUIDs(); err != nil {

@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"slices"
@@ -17,6 +18,7 @@ import (
 	fakeclient "sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	"github.com/nodelet/nodelet/internal/checkpoint"
+	"github.com/nodelet/nodelet/internal/containerlogs"
 	"github.com/nodelet/nodelet/internal/cri"
 	"github.com/nodelet/nodelet/internal/kuberuntime/state"
 	"github.com/nodelet/nodelet/internal/podworkers"
@@ -46,18 +48,29 @@ func keyOf(uid string) podworkers.Key {
 // a pod directory, a checkpoint, a log directory, a cgroup and the
 // reconciler's memory of it.
 func everything(pods ...string) leftovers {
-	left := leftovers{runtime: map[types.UID]podworkers.Key{}, logDirs: map[types.UID]string{}}
+	left := leftovers{runtime: map[types.UID]podworkers.Key{}, logDirs: map[types.UID]podLogDir{}}
 	for _, p := range pods {
 		uid := types.UID(p)
 		left.runtime[uid] = keyOf(p)
 		left.dirs = append(left.dirs, uid)
 		left.ckpts = append(left.ckpts, uid)
 		left.cgroups = append(left.cgroups, uid)
-		left.logDirs[uid] = "/logs/ns_pod-" + p + "_" + p
+		left.logDirs[uid] = podLogDir{path: logDirOf(p), marked: true}
 		left.held = append(left.held, uid)
 		left.noted = append(left.noted, uid)
 	}
 	return left
+}
+
+func logDirOf(uid string) string { return "/logs/ns_pod-" + uid + "_" + uid }
+
+// logDirs are the log directories of pods, marked or not.
+func logDirs(marked bool, pods ...string) map[types.UID]podLogDir {
+	out := map[types.UID]podLogDir{}
+	for _, p := range pods {
+		out[types.UID(p)] = podLogDir{path: logDirOf(p), marked: marked}
+	}
+	return out
 }
 
 // noRuntime is everything but runtime objects.
@@ -71,7 +84,7 @@ func noRuntime(pods ...string) leftovers {
 func cleaned(pods ...string) sweepPlan {
 	p := sweepPlan{tearDown: uids(pods...), checkpoints: uids(pods...), cgroups: uids(pods...), release: uids(pods...), forget: uids(pods...)}
 	for _, pod := range pods {
-		p.logDirs = append(p.logDirs, "/logs/ns_pod-"+pod+"_"+pod)
+		p.logDirs = append(p.logDirs, logDirOf(pod))
 	}
 	return p
 }
@@ -94,10 +107,32 @@ func TestPlanSweep(t *testing.T) {
 			left: everything("a"), busy: set("a")},
 		{name: "a pod in the API server keeps its checkpoint without runtime objects",
 			left: noRuntime("a"), live: set("a")},
-		{name: "an orphaned cgroup alone is removed",
-			left: leftovers{cgroups: uids("a")}, want: sweepPlan{cgroups: uids("a")}},
+		{name: "a log directory and a cgroup of a pod nodelet has no record of (a kubelet's) are left alone",
+			left: leftovers{logDirs: logDirs(false, "k"), cgroups: uids("k")}},
+		{name: "a log directory marked as this node's is removed without any other record",
+			left: leftovers{logDirs: logDirs(true, "a")}, want: sweepPlan{logDirs: []string{logDirOf("a")}}},
+		{name: "a cgroup with a checkpoint is removed, the checkpoint with it",
+			left: leftovers{cgroups: uids("a"), ckpts: uids("a")}, want: sweepPlan{cgroups: uids("a"), checkpoints: uids("a")}},
+		{name: "a cgroup with a pod directory is removed",
+			left: leftovers{cgroups: uids("a"), dirs: uids("a")}, want: sweepPlan{cgroups: uids("a"), tearDown: uids("a")}},
+		{name: "a cgroup the reconciler remembers is removed",
+			left: leftovers{cgroups: uids("a"), held: uids("a")}, want: sweepPlan{cgroups: uids("a"), release: uids("a")}},
+		{name: "a pod nodelet ran before it marked log directories is removed by its checkpoint",
+			left: leftovers{ckpts: uids("a"), logDirs: logDirs(false, "a"), cgroups: uids("a")},
+			want: sweepPlan{checkpoints: uids("a"), logDirs: []string{logDirOf("a")}, cgroups: uids("a")}},
+		{name: "nodelet's pods' unmarked log directories that stay get a marker, a kubelet's none",
+			left: func() leftovers {
+				left := leftovers{runtime: map[types.UID]podworkers.Key{"run": keyOf("run")}, ckpts: uids("live", "busy"),
+					logDirs: logDirs(false, "live", "busy", "run", "api", "k")}
+				left.logDirs["done"] = podLogDir{path: logDirOf("done"), marked: true}
+				return left
+			}(),
+			live: set("live", "api", "done"), busy: set("busy"),
+			want: sweepPlan{stop: []podworkers.Key{keyOf("run")},
+				mark: []string{logDirOf("api"), logDirOf("busy"), logDirOf("live"), logDirOf("run")}}},
 		{name: "the cgroup of a pod in the API server is kept (adopted)",
-			left: leftovers{cgroups: uids("a", "b")}, live: set("a"), want: sweepPlan{cgroups: uids("b")}},
+			left: leftovers{cgroups: uids("a", "b"), ckpts: uids("a", "b")}, live: set("a"),
+			want: sweepPlan{cgroups: uids("b"), checkpoints: uids("b")}},
 		{name: "the cgroup of a gone pod still in the runtime waits for its worker",
 			left: leftovers{cgroups: uids("a"), runtime: map[types.UID]podworkers.Key{"a": keyOf("a")}},
 			want: sweepPlan{stop: []podworkers.Key{keyOf("a")}}},
@@ -184,12 +219,32 @@ func keys(m map[types.UID]bool) []types.UID {
 	return out
 }
 
+// fakeCgroups are pod cgroups: those of fail cannot be removed.
+type fakeCgroups struct {
+	uids    []types.UID
+	fail    map[types.UID]bool
+	removed []types.UID
+}
+
+func (f *fakeCgroups) PodUIDs() ([]types.UID, error) { return slices.Clone(f.uids), nil }
+
+func (f *fakeCgroups) RemovePod(_ context.Context, uid types.UID) error {
+	if f.fail[uid] {
+		return errors.New("device or resource busy")
+	}
+	f.removed = append(f.removed, uid)
+	f.uids = slices.DeleteFunc(f.uids, func(u types.UID) bool { return u == uid })
+	return nil
+}
+
 // TestHousekeepingSweep sweeps a node holding something of five pods: one
 // in the API server, one whose worker runs, one whose worker started while
 // the sweep ran, one gone with runtime objects left and one gone with
 // nothing left in the runtime. Only the last two are touched: the runtime
 // objects of the first go to a gone-pod worker, everything of the second
-// is removed.
+// is removed. A kubelet's pod beside them, of which nodelet has no record
+// but whose log directory and cgroup are where nodelet's are, is never
+// touched.
 func TestHousekeepingSweep(t *testing.T) {
 	g := gm.NewWithT(t)
 	ctx := context.Background()
@@ -232,6 +287,15 @@ func TestHousekeepingSweep(t *testing.T) {
 	}
 	// A file in the log root is not a pod's log directory.
 	g.Expect(os.WriteFile(filepath.Join(logsDir, "ns_x_y"), nil, 0o600)).To(gm.Succeed())
+	// A kubelet's pod: a log directory without a marker, a cgroup.
+	g.Expect(os.MkdirAll(filepath.Join(logsDir, "ns_kube_kuid", "app"), 0o755)).To(gm.Succeed())
+	// What a crash left of a pod of nodelet's: a marked log directory.
+	g.Expect(os.MkdirAll(filepath.Join(logsDir, "ns_left_left", "app"), 0o755)).To(gm.Succeed())
+	g.Expect(containerlogs.MarkPodDir(filepath.Join(logsDir, "ns_left_left"), node)).To(gm.Succeed())
+	// Another node's marked one.
+	g.Expect(os.MkdirAll(filepath.Join(logsDir, "ns_other_ouid"), 0o755)).To(gm.Succeed())
+	g.Expect(containerlogs.MarkPodDir(filepath.Join(logsDir, "ns_other_ouid"), "node-b")).To(gm.Succeed())
+	cgroups := &fakeCgroups{uids: uids("live", "stale", "cleared", "kuid", "ouid")}
 
 	livePod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "pod-live", UID: "live"}}
 	workers := &fakeWorkers{keys: []podworkers.Key{keyOf("busy")}, started: set("late")}
@@ -241,8 +305,10 @@ func TestHousekeepingSweep(t *testing.T) {
 		dirs:    dirs,
 		store:   store,
 		logsDir: logsDir,
+		node:    node,
 		workers: workers,
 		memory:  memory,
+		cgroups: cgroups,
 	}
 	g.Expect(h.sweep(ctx)).To(gm.Succeed())
 
@@ -257,7 +323,14 @@ func TestHousekeepingSweep(t *testing.T) {
 	for _, e := range entries {
 		names = append(names, e.Name())
 	}
-	g.Expect(names).To(gm.ConsistOf("ns_pod-live_live", "ns_pod-busy_busy", "ns_pod-late_late", "ns_pod-stale_stale", "ns_x_y"))
+	g.Expect(names).To(gm.ConsistOf("ns_pod-live_live", "ns_pod-busy_busy", "ns_pod-late_late", "ns_pod-stale_stale", "ns_x_y",
+		"ns_kube_kuid", "ns_other_ouid"))
+	g.Expect(cgroups.removed).To(gm.Equal(uids("cleared")))
+	for _, p := range []string{"live", "busy", "stale"} {
+		g.Expect(containerlogs.PodDirOwner(filepath.Join(logsDir, "ns_pod-"+p+"_"+p))).To(gm.Equal(node),
+			"nodelet's pod %s's log directory, made before markers, gets one", p)
+	}
+	g.Expect(containerlogs.PodDirOwner(filepath.Join(logsDir, "ns_kube_kuid"))).To(gm.BeEmpty(), "a kubelet's gets none")
 	g.Expect(memory.released).To(gm.Equal(uids("cleared")))
 	g.Expect(memory.forgoten).To(gm.Equal(uids("cleared")))
 	sandboxes, err := rs.ListPodSandbox(ctx, nil)
@@ -271,13 +344,25 @@ func TestHousekeepingSweep(t *testing.T) {
 			g.Expect(rs.RemovePodSandbox(ctx, sb.GetId())).To(gm.Succeed())
 		}
 	}
+	// Its cgroup cannot be removed yet: its checkpoint stays, the record
+	// that makes the cgroup nodelet's at the next sweep.
 	workers.gone = nil
-	g.Expect(h.sweep(ctx)).To(gm.Succeed())
+	cgroups.fail = map[types.UID]bool{"stale": true}
+	g.Expect(h.sweep(ctx)).NotTo(gm.Succeed())
 	g.Expect(workers.gone).To(gm.BeEmpty())
 	g.Expect(dirs.tornDown).To(gm.Equal(uids("cleared", "stale")))
 	g.Expect(memory.released).To(gm.Equal(uids("cleared", "stale")))
+	g.Expect(filepath.Join(logsDir, "ns_pod-stale_stale")).NotTo(gm.BeADirectory())
+	ckpts, err = store.ListCheckpoints()
+	g.Expect(err).NotTo(gm.HaveOccurred())
+	g.Expect(ckpts).To(gm.ConsistOf("pod-live", "pod-busy", "pod-late", "pod-stale"))
+
+	cgroups.fail = nil
+	g.Expect(h.sweep(ctx)).To(gm.Succeed())
+	g.Expect(cgroups.removed).To(gm.Equal(uids("cleared", "stale")))
 	ckpts, err = store.ListCheckpoints()
 	g.Expect(err).NotTo(gm.HaveOccurred())
 	g.Expect(ckpts).To(gm.ConsistOf("pod-live", "pod-busy", "pod-late"))
-	g.Expect(filepath.Join(logsDir, "ns_pod-stale_stale")).NotTo(gm.BeADirectory())
+	g.Expect(cgroups.uids).To(gm.ConsistOf(uids("live", "kuid", "ouid")), "the kubelet's and the other node's cgroups stay")
+	g.Expect(filepath.Join(logsDir, "ns_kube_kuid", "app")).To(gm.BeADirectory())
 }

@@ -30,6 +30,7 @@ func setupContainerLogs(mgr ctrl.Manager, run Runner, cfg *v1alpha1.NodeletConfi
 	m, err := containerlogs.New(briefLogRuntime{Runtime: rt, list: cri.BriefOf(rt)}, containerlogs.Options{
 		PodLogsDir:      cfg.PodLogsDir,
 		LinksDir:        linksDir,
+		NodeName:        cfg.NodeName,
 		MaxSize:         maxSize.Value(),
 		MaxFiles:        int(cfg.ContainerLogMaxFiles),
 		MaxWorkers:      int(cfg.ContainerLogMaxWorkers),

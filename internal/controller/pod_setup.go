@@ -118,6 +118,7 @@ func setupPodController(mgr ctrl.Manager, d *Deps) error {
 		Recorder:   eng.recorder,
 		Clock:      clock.RealClock{},
 		Sandbox:    sandbox,
+		NodeName:   cfg.NodeName,
 		Node:       eng.nodes.Facts,
 
 		RuntimeClasses: runtimeClassReader{reader: mgr.GetClient()},
@@ -205,6 +206,7 @@ func setupPodController(mgr ctrl.Manager, d *Deps) error {
 		dirs:     eng.volumes,
 		store:    store,
 		logsDir:  cfg.PodLogsDir,
+		node:     cfg.NodeName,
 		workers:  workers,
 		static:   r.Static,
 		memory:   r,

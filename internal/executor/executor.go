@@ -16,6 +16,7 @@ import (
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
+	"github.com/nodelet/nodelet/internal/containerlogs"
 	"github.com/nodelet/nodelet/internal/cri"
 	"github.com/nodelet/nodelet/internal/kuberuntime/criconfig"
 	"github.com/nodelet/nodelet/internal/kuberuntime/plan"
@@ -104,6 +105,10 @@ type Executor struct {
 	Clock      clock.Clock
 	// Sandbox holds the node-wide sandbox options; Attempt is set per call.
 	Sandbox criconfig.SandboxOptions
+	// NodeName is the node the pods run on: the marker written into each
+	// pod log directory made names it (containerlogs.PodDirMarker), so
+	// that nodelet removes only the pod log directories it made.
+	NodeName string
 	// Node returns what container configs need of the node.
 	Node func(ctx context.Context) (nodeinfo.Facts, error)
 	// RuntimeClasses reads the RuntimeClass a pod names, for its runtime
@@ -286,6 +291,9 @@ func (e *Executor) ensureSandbox(ctx context.Context, pod *v1.Pod, rt state.PodR
 	}
 	if err := os.MkdirAll(cfg.LogDirectory, 0o755); err != nil {
 		return nil, e.sandboxFailed(ctx, pod, st, save, fmt.Errorf("creating pod log directory: %w", err))
+	}
+	if err := containerlogs.MarkPodDir(cfg.LogDirectory, e.NodeName); err != nil {
+		return nil, e.sandboxFailed(ctx, pod, st, save, err)
 	}
 	var id string
 	var createErr error

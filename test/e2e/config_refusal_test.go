@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -79,5 +80,51 @@ var _ = Describe("The kubelet's configuration file", func() {
 		code, out = run(ctx, append(kubeadm, []byte("cpuManagerPolicy: static\n")...))
 		Expect(code).To(Equal(2), "refused as a configuration error:\n%s", out)
 		Expect(out).To(ContainSubstring(`"cpuManagerPolicy"`))
+	})
+})
+
+// On a host where a kubelet runs, nodelet refuses to keep its pods where
+// the kubelet would remove them: the kubelet's pod log directory and
+// kubepods cgroup, nodelet's defaults too.
+var _ = Describe("Beside a running kubelet", func() {
+	run := func(ctx context.Context, hostRoot, config string) (int, string) {
+		GinkgoHelper()
+		bin, err := utils.NodeletBinary(ctx)
+		Expect(err).NotTo(HaveOccurred())
+		dir := GinkgoT().TempDir()
+		file := filepath.Join(dir, "nodelet.yaml")
+		Expect(os.WriteFile(file, []byte("apiVersion: config.nodelet.io/v1alpha1\nkind: NodeletConfiguration\nhostRoot: "+hostRoot+"\n"+config), 0o600)).To(Succeed())
+		runCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		var out bytes.Buffer
+		// A kubeconfig that does not exist: a start that is not refused
+		// fails on it, before anything is made on the host.
+		cmd := exec.CommandContext(runCtx, bin, "--config", file, "--node-name", "e2e-beside-refused",
+			"--kubeconfig", filepath.Join(dir, "absent.kubeconfig"))
+		cmd.Stdout, cmd.Stderr = &out, &out
+		err = cmd.Run()
+		var exitErr *exec.ExitError
+		Expect(errors.As(err, &exitErr)).To(BeTrue(), "nodelet did not fail: %v\n%s", err, out.String())
+		return exitErr.ExitCode(), out.String()
+	}
+
+	It("refuses the kubelet's pod log directory and kubepods cgroup, and starts with paths of its own", func(ctx SpecContext) {
+		host := GinkgoT().TempDir()
+		sock := filepath.Join(host, "var/lib/kubelet/pod-resources/kubelet.sock")
+		Expect(os.MkdirAll(filepath.Dir(sock), 0o755)).To(Succeed())
+		l, err := net.Listen("unix", sock)
+		Expect(err).NotTo(HaveOccurred())
+		DeferCleanup(l.Close)
+
+		code, out := run(ctx, host, "")
+		Expect(code).To(Equal(1), "output:\n%s", out)
+		Expect(out).To(ContainSubstring("a kubelet runs on this host"))
+		Expect(out).To(ContainSubstring(`podLogsDir \"/var/log/pods\"`))
+		Expect(out).To(ContainSubstring("kubepods cgroup is /kubepods"))
+
+		code, out = run(ctx, host, "podLogsDir: "+filepath.Join(host, "nodelet-pods")+"\ncgroupRoot: "+utils.E2ECgroupParent+"/beside-refused\n")
+		Expect(code).To(Equal(1), "output:\n%s", out)
+		Expect(out).NotTo(ContainSubstring("a kubelet runs on this host"))
+		Expect(out).To(ContainSubstring("absent.kubeconfig"), "went on to read its kubeconfig")
 	})
 })
