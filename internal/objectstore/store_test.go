@@ -226,8 +226,12 @@ var _ = Describe("Store across API server outages", Ordered, func() {
 		req, ok := nextRequest(cmFeed, feedTimeout)
 		Expect(ok).To(BeTrue())
 		Expect(req.Name).To(Equal("survivor"))
-		Expect(metricValue("nodelet_object_store_lists_total", "configmaps")).To(BeNumerically(">", listsBefore),
-			"the watch must have relisted after its resource version expired")
+		// Usually the watch had to relist, its resource version gone; but
+		// a bookmark that reached it before the outage carries the newest
+		// revision, from which it may resume without one. Either way, no
+		// update may be lost, which is what this spec holds it to.
+		GinkgoWriter.Printf("lists of configmaps during the outage: %v\n",
+			metricValue("nodelet_object_store_lists_total", "configmaps")-listsBefore)
 
 		// And it is a live watch again.
 		start := time.Now()
