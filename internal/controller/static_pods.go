@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -198,8 +199,25 @@ func (r *PodReconciler) reportManifest(source string) func(staticpod.Problem) {
 		r.Static.reported(source)
 		r.Log.Error(p.Err, "Ignoring a static pod manifest", "source", p.Source, "origin", p.Origin)
 		r.Recorder.Eventf(r.nodeRef(), corev1.EventTypeWarning, EventFailedValidation,
-			"Error validating static pod manifest %s from %s, ignoring: %v", p.Origin, p.Source, p.Err)
+			"Error validating static pod manifest %s from %s, ignoring: %s", p.Origin, p.Source, shortened(p.Err.Error(), maxManifestErrorInEvent))
 	}
+}
+
+// maxManifestErrorInEvent bounds the part of a manifest's error an Event
+// carries: a validation error quotes the values it refuses, and every Node
+// Event is readable in the default namespace.
+const maxManifestErrorInEvent = 512
+
+// shortened is s cut to at most n bytes, on a rune boundary, marked when cut.
+func shortened(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	cut := n
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "… (shortened)"
 }
 
 // nodeRef is the kubelet's reference to its Node in events.

@@ -48,16 +48,30 @@ const uidLength = 32
 // ignored; an unknown kind, bad YAML or a pod that fails Validate is an
 // error that names origin and, for validation, the field paths.
 func Decode(data []byte, source, origin, nodeName string) ([]*corev1.Pod, error) {
+	return decode(data, source, origin, origin, nodeName)
+}
+
+// decode is Decode with the origin that makes the UIDs apart from the one
+// errors name (a URL without its credentials).
+func decode(data []byte, source, origin, shown, nodeName string) ([]*corev1.Pod, error) {
+	pods, err := decodePods(data, source, origin, nodeName)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", shown, err)
+	}
+	return pods, nil
+}
+
+func decodePods(data []byte, source, origin, nodeName string) ([]*corev1.Pod, error) {
 	if len(bytes.TrimSpace(data)) == 0 {
-		return nil, fmt.Errorf("%s: empty manifest", origin)
+		return nil, errors.New("empty manifest")
 	}
 	js, err := yaml.YAMLToJSON(data)
 	if err != nil {
-		return nil, fmt.Errorf("%s: parsing manifest: %w", origin, err)
+		return nil, fmt.Errorf("parsing manifest: %w", bodyless(err))
 	}
 	obj, gvk, err := scheme.Codecs.UniversalDeserializer().Decode(js, nil, nil)
 	if err != nil {
-		return nil, fmt.Errorf("%s: decoding manifest: %w", origin, err)
+		return nil, fmt.Errorf("decoding manifest: %w", bodyless(err))
 	}
 	var items []*corev1.Pod
 	isList := true
@@ -73,21 +87,21 @@ func Decode(data []byte, source, origin, nodeName string) ([]*corev1.Pod, error)
 		for i, raw := range o.Items {
 			pod, err := decodeListItem(raw)
 			if err != nil {
-				return nil, fmt.Errorf("%s: items[%d]: %w", origin, i, err)
+				return nil, fmt.Errorf("items[%d]: %w", i, err)
 			}
 			items = append(items, pod)
 		}
 	default:
-		return nil, fmt.Errorf("%s: not a Pod, PodList or List of pods: kind %q", origin, gvk.Kind)
+		return nil, fmt.Errorf("not a Pod, PodList or List of pods: kind %q", gvk.Kind)
 	}
 
 	pods := make([]*corev1.Pod, 0, len(items))
 	for i, pod := range items {
 		if err := prepare(pod, source, origin, nodeName); err != nil {
 			if isList {
-				return nil, fmt.Errorf("%s: items[%d]: %w", origin, i, err)
+				return nil, fmt.Errorf("items[%d]: %w", i, err)
 			}
-			return nil, fmt.Errorf("%s: %w", origin, err)
+			return nil, err
 		}
 		pods = append(pods, pod)
 	}
@@ -104,13 +118,26 @@ func decodeListItem(raw runtime.RawExtension) (*corev1.Pod, error) {
 	}
 	obj, gvk, err := scheme.Codecs.UniversalDeserializer().Decode(raw.Raw, nil, nil)
 	if err != nil {
-		return nil, fmt.Errorf("decoding item: %w", err)
+		return nil, fmt.Errorf("decoding item: %w", bodyless(err))
 	}
 	pod, ok := obj.(*corev1.Pod)
 	if !ok {
 		return nil, fmt.Errorf("not a Pod: kind %q", gvk.Kind)
 	}
 	return pod, nil
+}
+
+// bodyless is a decoding error without the document it failed on, which
+// the decoder quotes whole for a missing kind or version: a manifest's
+// content (a URL's answer may be any page) does not go into Events.
+func bodyless(err error) error {
+	switch {
+	case runtime.IsMissingKind(err):
+		return errors.New("the object has no kind")
+	case runtime.IsMissingVersion(err):
+		return errors.New("the object has no apiVersion")
+	}
+	return err
 }
 
 // prepare defaults, names and validates one decoded pod in place.

@@ -45,6 +45,7 @@ func TestDecode(t *testing.T) {
 		name, data, source string
 		wantNames          []string
 		wantErr            string
+		notIn              string // must not be in the error
 	}{
 		{name: "yaml pod", data: podYAML, source: SourceFile, wantNames: []string{"default/web-node-a"}},
 		{name: "json pod keeps its namespace", data: podJSON, source: SourceHTTP, wantNames: []string{"kube-system/web-node-a"}},
@@ -52,7 +53,11 @@ func TestDecode(t *testing.T) {
 		{name: "v1 list", data: listYAML, source: SourceFile, wantNames: []string{"default/a-node-a"}},
 		{name: "empty", data: "  \n", wantErr: "empty manifest"},
 		{name: "bad yaml", data: "kind: Pod\n  metadata: [", wantErr: "parsing manifest"},
-		{name: "no kind", data: `{"metadata":{"name":"x"}}`, wantErr: "Kind"},
+		{name: "no kind", data: `{"metadata":{"name":"x"}}`, wantErr: "has no kind"},
+		{name: "a page without a kind is not quoted", data: `{"secret-token":"s3cr3t","html":"<html>"}`, wantErr: "has no kind", notIn: "s3cr3t"},
+		{name: "a UID that climbs out of the pods directory", data: "apiVersion: v1\nkind: Pod\nmetadata: {name: x, uid: ../../etc}\nspec: {containers: [{name: c, image: x}]}\n", wantErr: "metadata.uid: Invalid value"},
+		{name: "a UID with a slash", data: "apiVersion: v1\nkind: Pod\nmetadata: {name: x, uid: a/b}\nspec: {containers: [{name: c, image: x}]}\n", wantErr: "metadata.uid: Invalid value"},
+		{name: "a UID with an underscore, the log directory's separator", data: "apiVersion: v1\nkind: Pod\nmetadata: {name: x, uid: a_b}\nspec: {containers: [{name: c, image: x}]}\n", wantErr: "metadata.uid: Invalid value"},
 		{name: "not a pod", data: "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\n", wantErr: `not a Pod, PodList or List of pods: kind "ConfigMap"`},
 		{name: "list of a non-pod", data: "apiVersion: v1\nkind: List\nitems:\n- {apiVersion: v1, kind: Service, metadata: {name: x}}\n", wantErr: "items[0]: not a Pod"},
 		{name: "invalid pod names the field", data: "apiVersion: v1\nkind: Pod\nmetadata: {name: x}\nspec: {containers: [{name: c}]}\n", wantErr: "spec.containers[0].image: Required value"},
@@ -68,6 +73,9 @@ func TestDecode(t *testing.T) {
 				}
 				if !strings.Contains(err.Error(), "/etc/manifests/web.yaml") {
 					t.Errorf("error %q does not name the file", err)
+				}
+				if tc.notIn != "" && strings.Contains(err.Error(), tc.notIn) {
+					t.Errorf("error %q quotes the manifest's %q", err, tc.notIn)
 				}
 				return
 			}

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -240,7 +241,7 @@ func (s *FileSource) list() ([]string, error) {
 // load reads one file and decodes it unless its content is unchanged. It
 // returns nil for a file that is gone.
 func (s *FileSource) load(path string) *manifest {
-	data, err := os.ReadFile(path)
+	data, err := readManifest(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil
 	}
@@ -258,6 +259,25 @@ func (s *FileSource) load(path string) *manifest {
 	}
 	pods, err := Decode(data, SourceFile, path, s.NodeName)
 	return &manifest{sum: sum, pods: pods, err: err, reported: map[string]bool{}}
+}
+
+// readManifest reads a manifest file of at most maxManifestBytes: a file
+// that grows without end (a log written into the directory by mistake, a
+// device) is refused, not read into memory.
+func readManifest(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, maxManifestBytes+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(data) > maxManifestBytes {
+		return nil, fmt.Errorf("larger than %d bytes", maxManifestBytes)
+	}
+	return data, nil
 }
 
 // report hands a problem of a file to Report once per content and kind.

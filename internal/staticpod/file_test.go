@@ -274,3 +274,23 @@ func TestFileSourcePolls(t *testing.T) {
 	write(t, filepath.Join(dir, "a.yaml"), manifestOf("a", "busybox:1"))
 	r.waitFor(t, "a-node")
 }
+
+// A manifest file past maxManifestBytes is reported and not read; the
+// other files of the directory still run.
+func TestFileSourceRefusesAHugeFile(t *testing.T) {
+	dir := t.TempDir()
+	write(t, filepath.Join(dir, "a.yaml"), manifestOf("a", "busybox:1"))
+	huge := manifestOf("huge", "busybox:1") + "# " + strings.Repeat("x", maxManifestBytes) + "\n"
+	write(t, filepath.Join(dir, "huge.yaml"), huge)
+	r := newRecorder()
+	s := &FileSource{Path: dir, NodeName: "node", Period: time.Hour, Update: r.update, Report: r.report, Log: logr.Discard()}
+	s.files = map[string]*manifest{}
+	s.sync()
+	last, _, problems := r.state()
+	if last != "a-node" {
+		t.Errorf("pods %q, want a-node alone", last)
+	}
+	if len(problems) != 1 || !strings.Contains(problems[0].Err.Error(), "larger than") {
+		t.Errorf("problems %v, want one saying huge.yaml is too large", problems)
+	}
+}

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
+	"strings"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -14,7 +16,8 @@ import (
 
 const (
 	defaultURLTimeout = 10 * time.Second
-	// maxManifestBytes bounds what URLSource reads of a response.
+	// maxManifestBytes bounds what a source reads of a manifest file or a
+	// response.
 	maxManifestBytes = 10 << 20
 )
 
@@ -52,10 +55,12 @@ func (s *URLSource) Start(ctx context.Context) error {
 	if s.Period <= 0 {
 		return fmt.Errorf("static pod URL check period %v is not positive", s.Period)
 	}
-	client := s.Client
-	if client == nil {
-		client = &http.Client{Timeout: defaultURLTimeout}
+	client := &http.Client{Timeout: defaultURLTimeout}
+	if s.Client != nil {
+		c := *s.Client
+		client = &c
 	}
+	client.CheckRedirect = s.checkRedirect
 	ticker := time.NewTicker(s.Period)
 	defer ticker.Stop()
 	for {
@@ -81,9 +86,9 @@ func (s *URLSource) sync(ctx context.Context, client *http.Client) {
 		}
 		if msg := err.Error(); msg != s.lastFailed {
 			s.lastFailed = msg
-			s.Log.Info("Could not read static pods from URL", "url", s.URL, "error", msg)
+			s.Log.Info("Could not read static pods from URL", "url", redactURL(s.URL), "error", msg)
 			if s.Report != nil {
-				s.Report(Problem{Source: SourceHTTP, Origin: s.URL, Err: err})
+				s.Report(Problem{Source: SourceHTTP, Origin: redactURL(s.URL), Err: err})
 			}
 		}
 		return
@@ -97,17 +102,19 @@ func (s *URLSource) update(pods []*corev1.Pod) {
 	if !s.sent.changed(pods) {
 		return
 	}
-	s.Log.V(2).Info("Static pods of URL changed", "url", s.URL, "pods", len(pods))
+	s.Log.V(2).Info("Static pods of URL changed", "url", redactURL(s.URL), "pods", len(pods))
 	if s.Update != nil {
 		s.Update(pods)
 	}
 }
 
-// fetch gets and decodes the manifest at the URL.
+// fetch gets and decodes the manifest at the URL. Its errors name the URL
+// without credentials (see redactURL): they go into Events.
 func (s *URLSource) fetch(ctx context.Context, client *http.Client) ([]*corev1.Pod, error) {
+	shown := redactURL(s.URL)
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.URL, http.NoBody)
 	if err != nil {
-		return nil, fmt.Errorf("%s: building request: %w", s.URL, err)
+		return nil, fmt.Errorf("%s: building request: %w", shown, unwrapURLError(err))
 	}
 	for k, vs := range s.Header {
 		for _, v := range vs {
@@ -120,20 +127,73 @@ func (s *URLSource) fetch(ctx context.Context, client *http.Client) ([]*corev1.P
 	}
 	resp, err := client.Do(req)
 	if err != nil {
-		return nil, fmt.Errorf("%s: requesting static pods: %w", s.URL, err)
+		return nil, fmt.Errorf("%s: requesting static pods: %w", shown, unwrapURLError(err))
 	}
 	defer resp.Body.Close()
 	data, err := io.ReadAll(io.LimitReader(resp.Body, maxManifestBytes+1))
 	if err != nil {
-		return nil, fmt.Errorf("%s: reading response: %w", s.URL, err)
+		return nil, fmt.Errorf("%s: reading response: %w", shown, err)
 	}
 	switch {
 	case resp.StatusCode != http.StatusOK:
-		return nil, fmt.Errorf("%s: response status %s", s.URL, resp.Status)
+		return nil, fmt.Errorf("%s: response status %s", shown, resp.Status)
 	case len(data) == 0:
-		return nil, fmt.Errorf("%s: %w", s.URL, errEmptyBody)
+		return nil, fmt.Errorf("%s: %w", shown, errEmptyBody)
 	case len(data) > maxManifestBytes:
-		return nil, fmt.Errorf("%s: response larger than %d bytes", s.URL, maxManifestBytes)
+		return nil, fmt.Errorf("%s: response larger than %d bytes", shown, maxManifestBytes)
 	}
-	return Decode(data, SourceHTTP, s.URL, s.NodeName)
+	// The whole URL makes the UIDs, as before; errors show it redacted.
+	return decode(data, SourceHTTP, s.URL, shown, s.NodeName)
+}
+
+// maxRedirects is how many redirects a fetch follows, as Go's default.
+const maxRedirects = 10
+
+// checkRedirect follows a redirect of the static pod URL, but never from
+// https to http (a manifest runs as root on the node: its answer must not
+// come over plain HTTP once TLS was asked for), and without the configured
+// headers (staticPodURLHeader, which often carry a token) to any host but
+// the URL's own. Go itself drops only Authorization, Cookie and
+// WWW-Authenticate there.
+func (s *URLSource) checkRedirect(req *http.Request, via []*http.Request) error {
+	if len(via) >= maxRedirects {
+		return fmt.Errorf("stopped after %d redirects", maxRedirects)
+	}
+	first := via[0].URL
+	if first.Scheme == "https" && req.URL.Scheme != "https" {
+		return fmt.Errorf("refusing a redirect from https to %s", req.URL.Scheme)
+	}
+	if !strings.EqualFold(req.URL.Host, first.Host) {
+		for k := range s.Header {
+			req.Header.Del(k)
+		}
+	}
+	return nil
+}
+
+// redactURL is raw for Events and logs: without its user information and
+// query, either of which may hold a credential.
+func redactURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "(unparsable URL)"
+	}
+	if u.User != nil {
+		u.User = url.User("redacted")
+	}
+	if u.RawQuery != "" {
+		u.RawQuery = "redacted"
+	}
+	u.Fragment, u.RawFragment = "", ""
+	return u.String()
+}
+
+// unwrapURLError drops the *url.Error around err, which repeats the URL
+// with its query (Go strips only a password).
+func unwrapURLError(err error) error {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		return fmt.Errorf("%s: %w", ue.Op, ue.Err)
+	}
+	return err
 }

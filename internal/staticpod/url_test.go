@@ -111,3 +111,98 @@ func TestURLSourceUnreachable(t *testing.T) {
 		t.Errorf("%d updates and problems %v, want none and one", n, problems)
 	}
 }
+
+// fetchOnce runs one fetch of s with its redirect rules.
+func fetchOnce(s *URLSource) error {
+	client := &http.Client{Timeout: time.Second, CheckRedirect: s.checkRedirect}
+	_, err := s.fetch(context.Background(), client)
+	return err
+}
+
+// The configured headers go to the URL's own host, also through a
+// redirect, but never to another host; https is never given up for http.
+func TestURLSourceRedirects(t *testing.T) {
+	var mu sync.Mutex
+	got := map[string]http.Header{}
+	record := func(name string) http.HandlerFunc {
+		return func(w http.ResponseWriter, req *http.Request) {
+			mu.Lock()
+			got[name] = req.Header.Clone()
+			mu.Unlock()
+			_, _ = w.Write([]byte(manifestOf("a", "busybox:1")))
+		}
+	}
+	other := httptest.NewServer(record("other"))
+	defer other.Close()
+	var origin *httptest.Server
+	origin = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		switch req.URL.Path {
+		case "/same":
+			http.Redirect(w, req, origin.URL+"/final", http.StatusFound)
+		case "/away":
+			http.Redirect(w, req, other.URL+"/final", http.StatusFound)
+		default:
+			record("origin")(w, req)
+		}
+	}))
+	defer origin.Close()
+	header := http.Header{"X-Manifest-Token": {"s3cr3t"}, "Authorization": {"Bearer s3cr3t"}}
+
+	if err := fetchOnce(&URLSource{URL: origin.URL + "/same", Header: header, NodeName: "node"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := fetchOnce(&URLSource{URL: origin.URL + "/away", Header: header, NodeName: "node"}); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	if got["origin"].Get("X-Manifest-Token") != "s3cr3t" {
+		t.Errorf("a redirect to the same host lost the configured headers: %v", got["origin"])
+	}
+	if h := got["other"]; h == nil || h.Get("X-Manifest-Token") != "" || h.Get("Authorization") != "" {
+		t.Errorf("another host got %v, want it fetched without the configured headers", h)
+	}
+	mu.Unlock()
+
+	tlsSrv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		http.Redirect(w, req, other.URL+"/plain", http.StatusFound)
+	}))
+	defer tlsSrv.Close()
+	s := &URLSource{URL: tlsSrv.URL, Header: header, NodeName: "node"}
+	client := tlsSrv.Client()
+	client.CheckRedirect = s.checkRedirect
+	if _, err := s.fetch(context.Background(), client); err == nil || !strings.Contains(err.Error(), "from https to http") {
+		t.Errorf("a redirect from https to http: error %v", err)
+	}
+}
+
+// What a source reports (it becomes an Event) names the URL without its
+// user information or query, and never quotes the answer.
+func TestURLSourceReportsNoCredentials(t *testing.T) {
+	body := `{"token":"body-s3cr3t"}`
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		_, _ = w.Write([]byte(body))
+	}))
+	defer srv.Close()
+	withCreds := strings.Replace(srv.URL, "http://", "http://user:pass-s3cr3t@", 1) + "/pods?token=query-s3cr3t"
+	closed := httptest.NewServer(http.NotFoundHandler())
+	unreachable := strings.Replace(closed.URL, "http://", "http://user:pass-s3cr3t@", 1) + "/pods?token=query-s3cr3t"
+	closed.Close()
+	for _, u := range []string{withCreds, unreachable} {
+		r := newRecorder()
+		s := &URLSource{URL: u, NodeName: "node", Period: time.Hour, Update: r.update, Report: r.report, Log: logr.Discard()}
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		go func() { _ = s.Start(ctx) }()
+		problems := r.waitProblems(t, 1)
+		cancel()
+		p := problems[0]
+		text := p.Origin + " " + p.Err.Error()
+		for _, secret := range []string{"pass-s3cr3t", "query-s3cr3t", "body-s3cr3t", "user:"} {
+			if strings.Contains(text, secret) {
+				t.Errorf("the problem %q shows %q", text, secret)
+			}
+		}
+		if !strings.Contains(text, "/pods") {
+			t.Errorf("the problem %q does not name the URL's path", text)
+		}
+	}
+}

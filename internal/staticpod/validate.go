@@ -39,6 +39,9 @@ func Validate(pod *corev1.Pod) field.ErrorList {
 			errs = append(errs, field.Invalid(meta.Child("name"), pod.Name, msg))
 		}
 	}
+	if msg := checkUID(string(pod.UID)); pod.UID != "" && msg != "" {
+		errs = append(errs, field.Invalid(meta.Child("uid"), string(pod.UID), msg))
+	}
 	if pod.Namespace == "" {
 		errs = append(errs, field.Required(meta.Child("namespace"), ""))
 	} else {
@@ -47,6 +50,25 @@ func Validate(pod *corev1.Pod) field.ErrorList {
 		}
 	}
 	return append(errs, validateSpec(&pod.Spec, field.NewPath("spec"))...)
+}
+
+// maxUIDLength bounds a manifest's own UID: a UUID has 36 characters.
+const maxUIDLength = 128
+
+// checkUID says what is wrong with a static pod's UID, or "". A manifest
+// may set its own UID, which then names the pod's directory, log directory
+// (<namespace>_<name>_<uid>) and cgroup: only letters, digits and '-' are
+// safe in all three.
+func checkUID(uid string) string {
+	if uid == "" || len(uid) > maxUIDLength {
+		return fmt.Sprintf("must have 1 to %d characters", maxUIDLength)
+	}
+	for _, r := range uid {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-') {
+			return "must consist of letters, digits and '-'"
+		}
+	}
+	return ""
 }
 
 func validateSpec(spec *corev1.PodSpec, path *field.Path) field.ErrorList {
