@@ -254,7 +254,8 @@ type NodeletConfiguration struct {
 	Server ServerConfig `json:"server,omitempty"`
 	// HealthzBindAddress serves /healthz and /readyz; "0" disables. Default: 127.0.0.1:10248.
 	HealthzBindAddress string `json:"healthzBindAddress,omitempty"`
-	// MetricsBindAddress serves /metrics and /configz; "0" disables. Default: 127.0.0.1:10249.
+	// MetricsBindAddress serves /metrics, without authentication; "0"
+	// disables. Default: 127.0.0.1:10249.
 	MetricsBindAddress string `json:"metricsBindAddress,omitempty"`
 
 	// KubeAPIQPS is the steady rate of requests to the API server; a negative
@@ -282,8 +283,10 @@ type NodeletConfiguration struct {
 	// session that carried no data for this long. Default: 4h.
 	StreamingConnectionIdleTimeout metav1.Duration `json:"streamingConnectionIdleTimeout,omitempty"`
 
-	// EnableProfilingHandler serves Go's /debug/pprof on the metrics
-	// address; its heap profiles hold what was allocated after start-up.
+	// EnableProfilingHandler serves Go's /debug/pprof on the node API
+	// (authorized as nodes/proxy) and, when MetricsBindAddress is a
+	// loopback address, on it too; its heap profiles hold what was
+	// allocated after start-up.
 	// Default: false.
 	EnableProfilingHandler bool `json:"enableProfilingHandler,omitempty"`
 

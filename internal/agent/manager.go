@@ -3,6 +3,7 @@ package agent
 import (
 	"encoding/json"
 	"fmt"
+	"net"
 	"net/http"
 	"net/http/pprof"
 	"time"
@@ -24,9 +25,6 @@ import (
 
 	"github.com/nodelet/nodelet/api/v1alpha1"
 )
-
-// ConfigzPath is where the effective configuration is served.
-const ConfigzPath = "/configz"
 
 // NewScheme returns the scheme nodelet's clients use: the built-in API
 // types and the configuration API.
@@ -56,10 +54,6 @@ func CacheOptions(nodeName string) cache.Options {
 
 // NewManager builds the manager for cfg, which must be defaulted and valid.
 func NewManager(restCfg *rest.Config, cfg *v1alpha1.NodeletConfiguration) (ctrl.Manager, error) {
-	configz, err := ConfigzHandler(cfg)
-	if err != nil {
-		return nil, err
-	}
 	restCfg = rest.CopyConfig(restCfg)
 	if restCfg.ContentType == "" {
 		// As the kubelet: built-in kinds, all nodelet reads and writes,
@@ -76,8 +70,12 @@ func NewManager(restCfg *rest.Config, cfg *v1alpha1.NodeletConfiguration) (ctrl.
 	if cfg.KubeAPIBurst > 0 {
 		restCfg.Burst = int(cfg.KubeAPIBurst)
 	}
-	extra := map[string]http.Handler{ConfigzPath: configz}
-	if cfg.EnableProfilingHandler {
+	// The metrics address has no authentication: /configz (which holds
+	// staticPodURLHeader) is served on the node API alone, and pprof only
+	// here when the address is a loopback one (the node API serves it too,
+	// to those allowed nodes/proxy).
+	extra := map[string]http.Handler{}
+	if cfg.EnableProfilingHandler && IsLoopbackAddress(cfg.MetricsBindAddress) {
 		extra["/debug/pprof/"] = http.HandlerFunc(pprof.Index)
 		extra["/debug/pprof/cmdline"] = http.HandlerFunc(pprof.Cmdline)
 		extra["/debug/pprof/profile"] = http.HandlerFunc(pprof.Profile)
@@ -139,6 +137,20 @@ func NewStandaloneManager(cfg *v1alpha1.NodeletConfiguration) (ctrl.Manager, err
 	m.events = record.NewBroadcaster()
 	m.events.StartStructuredLogging(standaloneEventVerbosity)
 	return m, nil
+}
+
+// IsLoopbackAddress reports whether a host:port address listens on a
+// loopback IP or on "localhost" only.
+func IsLoopbackAddress(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 // ConfigzHandler serves cfg as the kubelet serves its configz: a JSON object

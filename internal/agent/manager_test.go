@@ -1,6 +1,9 @@
 package agent
 
 import (
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -61,4 +64,40 @@ func TestEventsGoThroughTheNodesSink(t *testing.T) {
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "p"}}
 	rec.Event(pod, corev1.EventTypeNormal, "Started", "after the shutdown")
 	m.GetEventRecorderFor("late").Event(pod, corev1.EventTypeNormal, "Started", "a recorder asked for after the shutdown records nothing")
+}
+
+func TestConfigzHandler(t *testing.T) {
+	cfg := &v1alpha1.NodeletConfiguration{NodeName: "node-a", MaxPods: 110}
+	cfg.APIVersion, cfg.Kind = "config.nodelet.io/v1alpha1", "NodeletConfiguration"
+	h, err := ConfigzHandler(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/configz", http.NoBody))
+	var body struct {
+		Config v1alpha1.NodeletConfiguration `json:"nodeletconfig"`
+	}
+	if err := json.NewDecoder(w.Body).Decode(&body); err != nil || w.Header().Get("Content-Type") != "application/json" {
+		t.Fatalf("decoding /configz: %v, content type %q", err, w.Header().Get("Content-Type"))
+	}
+	if body.Config.NodeName != "node-a" || body.Config.MaxPods != 110 || body.Config.Kind != "NodeletConfiguration" {
+		t.Errorf("/configz served %+v", body.Config)
+	}
+	w = httptest.NewRecorder()
+	h.ServeHTTP(w, httptest.NewRequest(http.MethodPost, "/configz", http.NoBody))
+	if w.Code != http.StatusMethodNotAllowed {
+		t.Errorf("POST /configz: %d", w.Code)
+	}
+}
+
+func TestIsLoopbackAddress(t *testing.T) {
+	for addr, want := range map[string]bool{
+		"127.0.0.1:10249": true, "[::1]:10249": true, "localhost:1": true,
+		"0.0.0.0:10249": false, ":10249": false, "10.0.0.1:10249": false, "0": false,
+	} {
+		if got := IsLoopbackAddress(addr); got != want {
+			t.Errorf("IsLoopbackAddress(%q) = %v, want %v", addr, got, want)
+		}
+	}
 }

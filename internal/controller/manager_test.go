@@ -2,7 +2,6 @@ package controller_test
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -101,29 +100,23 @@ var _ = Describe("The node-scoped manager", func() {
 		Expect(apierrors.IsForbidden(err)).To(BeTrue(), "deleting another node's pod: %v", err)
 	})
 
-	It("serves the effective configuration on /configz", func(ctx SpecContext) {
+	It("serves /metrics on the metrics address, and not /configz, which only the node API serves, behind its authorization", func(ctx SpecContext) {
 		l, err := net.Listen("tcp", "127.0.0.1:0")
 		Expect(err).NotTo(HaveOccurred())
 		addr := l.Addr().String()
 		Expect(l.Close()).To(Succeed())
-		name := nodeName()
-		bareManager(name, addr)
+		bareManager(nodeName(), addr)
 
-		var body struct {
-			Config v1alpha1.NodeletConfiguration `json:"nodeletconfig"`
-		}
-		Eventually(func(g Gomega) {
-			resp, err := http.Get(fmt.Sprintf("http://%s%s", addr, agent.ConfigzPath))
+		get := func(g Gomega, path string) int {
+			resp, err := http.Get(fmt.Sprintf("http://%s%s", addr, path))
 			g.Expect(err).NotTo(HaveOccurred())
 			defer resp.Body.Close()
-			g.Expect(resp.StatusCode).To(Equal(http.StatusOK))
-			g.Expect(resp.Header.Get("Content-Type")).To(Equal("application/json"))
-			g.Expect(json.NewDecoder(resp.Body).Decode(&body)).To(Succeed())
+			return resp.StatusCode
+		}
+		Eventually(func(g Gomega) {
+			g.Expect(get(g, "/metrics")).To(Equal(http.StatusOK))
 		}).WithTimeout(startTimeout).Should(Succeed())
-		Expect(body.Config.APIVersion).To(Equal("config.nodelet.io/v1alpha1"))
-		Expect(body.Config.Kind).To(Equal("NodeletConfiguration"))
-		Expect(body.Config.NodeName).To(Equal(name))
-		Expect(body.Config.MaxPods).To(BeEquivalentTo(110))
-		Expect(body.Config.MetricsBindAddress).To(Equal(addr))
+		Expect(get(Default, "/configz")).To(Equal(http.StatusNotFound))
+		Expect(get(Default, "/debug/pprof/")).To(Equal(http.StatusNotFound))
 	})
 })

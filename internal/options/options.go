@@ -238,7 +238,7 @@ func newFlagSet(opts *Options, cfg *v1alpha1.NodeletConfiguration, extra func(*p
 	fs.StringSliceVar(&cfg.ClusterDNS, "cluster-dns", cfg.ClusterDNS, "DNS server addresses for ClusterFirst pods.")
 	fs.StringVar(&cfg.ClusterDomain, "cluster-domain", cfg.ClusterDomain, "Cluster DNS domain.")
 	fs.StringVar(&cfg.HealthzBindAddress, "healthz-bind-address", cfg.HealthzBindAddress, "Address of /healthz and /readyz; 0 disables.")
-	fs.StringVar(&cfg.MetricsBindAddress, "metrics-bind-address", cfg.MetricsBindAddress, "Address of /metrics and /configz; 0 disables.")
+	fs.StringVar(&cfg.MetricsBindAddress, "metrics-bind-address", cfg.MetricsBindAddress, "Address of /metrics; 0 disables.")
 	fs.StringSliceVar(&cfg.Controllers, "controllers", cfg.Controllers, "Reconcilers to run: * for all, name to add one, -name to remove one.")
 	fs.DurationVar(&cfg.RuntimeRequestTimeout.Duration, "runtime-request-timeout", cfg.RuntimeRequestTimeout.Duration, "Timeout of CRI calls but image pulls.")
 	fs.DurationVar(&cfg.NodeStatusUpdateFrequency.Duration, "node-status-update-frequency", cfg.NodeStatusUpdateFrequency.Duration, "How often the Node status is computed.")

@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"strconv"
 	"time"
 
@@ -62,6 +63,9 @@ type Options struct {
 	// CheckpointDir, when set, is where /checkpoint has the runtime write
 	// container checkpoints (made 0700); unset, /checkpoint is not served.
 	CheckpointDir string
+	// Profiling serves Go's /debug/pprof handlers (authorized as
+	// nodes/proxy, as the kubelet's).
+	Profiling bool
 	// StreamIdleTimeout ends a streaming session without traffic; zero
 	// means 4 hours, as the kubelet's default.
 	StreamIdleTimeout time.Duration
@@ -136,6 +140,14 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("POST /run/{namespace}/{pod}/{uid}/{container}", s.serveRun)
 	if s.opts.CheckpointDir != "" {
 		mux.HandleFunc("POST /checkpoint/{namespace}/{pod}/{container}", s.serveCheckpoint)
+	}
+	if s.opts.Profiling {
+		mux.HandleFunc("GET /debug/pprof/", pprof.Index)
+		mux.HandleFunc("GET /debug/pprof/cmdline", pprof.Cmdline)
+		mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("GET /debug/pprof/symbol", pprof.Symbol)
+		mux.HandleFunc("POST /debug/pprof/symbol", pprof.Symbol)
+		mux.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
 	}
 	return s.withAuth(mux)
 }

@@ -369,6 +369,30 @@ func TestRoutes(t *testing.T) {
 	}
 }
 
+// With enableProfilingHandler, Go's pprof handlers are on the node API,
+// where a request to them needs nodes/proxy.
+func TestProfilingRoutes(t *testing.T) {
+	f := newAPIFixture(t)
+	f.opts.Profiling = true
+	for _, tc := range []struct {
+		method, path string
+		code         int
+	}{
+		{"GET", "/debug/pprof/", http.StatusOK},
+		{"GET", "/debug/pprof/heap", http.StatusOK},
+		{"GET", "/debug/pprof/cmdline", http.StatusOK},
+		{"DELETE", "/debug/pprof/", http.StatusMethodNotAllowed},
+	} {
+		w := f.do(tc.method, tc.path)
+		if w.Code != tc.code {
+			t.Errorf("%s %s: %d, want %d", tc.method, tc.path, w.Code, tc.code)
+		}
+	}
+	if a := RequestAttributes(http.MethodGet, "/debug/pprof/heap"); a.Verb != "get" || len(a.Subresources) != 1 || a.Subresources[0] != "proxy" {
+		t.Errorf("/debug/pprof/heap is authorized as %+v, want get nodes/proxy", a)
+	}
+}
+
 func TestUncleanPathsAreRedirectedNotServed(t *testing.T) {
 	// Authorization looks at the path as sent: a path that reaches another
 	// handler once cleaned must not be served under the first one's

@@ -98,6 +98,7 @@ func NewFromConfig(cfg *v1alpha1.NodeletConfiguration, mgr ctrl.Manager, rt cri.
 		Configz:       configz,
 		IdleTimeout:   sc.IdleTimeout.Duration,
 		CheckpointDir: checkpointDir(cfg),
+		Profiling:     cfg.EnableProfilingHandler,
 
 		StreamIdleTimeout: cfg.StreamingConnectionIdleTimeout.Duration,
 	}), nil
