@@ -287,6 +287,7 @@ var _ = Describe("Static control plane", Ordered, ContinueOnFailure, func() {
 	})
 
 	It("reports manifests it cannot use as Warning Events on the Node and keeps running the others", func(ctx SpecContext) {
+		const noKindSecret = "e2e-manifest-s3cr3t"
 		ids := map[string]string{}
 		Eventually(func(g Gomega) {
 			for _, c := range utils.ControlPlaneComponents {
@@ -302,6 +303,11 @@ var _ = Describe("Static control plane", Ordered, ContinueOnFailure, func() {
 				"spec: {containers: [{name: Not_A_DNS_Label, image: " + utils.BusyboxImage + "}]}\n",
 			"zz-duplicate.yaml": "apiVersion: v1\nkind: Pod\nmetadata: {name: kube-scheduler, namespace: kube-system}\n" +
 				"spec: {containers: [{name: sleep, image: " + utils.BusyboxImage + ", command: [sleep, '3600']}]}\n",
+			// Its UID would name the pod's directory and cgroup.
+			"climbing-uid.yaml": "apiVersion: v1\nkind: Pod\nmetadata: {name: climbing, namespace: kube-system, uid: ../../../../tmp/climbed}\n" +
+				"spec: {containers: [{name: sleep, image: " + utils.BusyboxImage + ", command: [sleep, '3600']}]}\n",
+			// A document without a kind, which the decoder would quote whole.
+			"no-kind.json": `{"metadata": {"name": "no-kind"}, "token": "` + noKindSecret + `"}`,
 		}
 		for name, content := range bad {
 			path := filepath.Join(cp.ManifestDir, name)
@@ -322,6 +328,8 @@ var _ = Describe("Static control plane", Ordered, ContinueOnFailure, func() {
 			for name := range bad {
 				g.Expect(messages).To(ContainElement(ContainSubstring(filepath.Join(cp.ManifestDir, name))), "an Event for %s", name)
 			}
+			g.Expect(messages).To(ContainElement(ContainSubstring("metadata.uid: Invalid value")), "the climbing UID is named")
+			g.Expect(messages).NotTo(ContainElement(ContainSubstring(noKindSecret)), "an Event quotes a manifest's content")
 			log := nodelet.LogTail(100000)
 			for name := range bad {
 				g.Expect(log).To(MatchRegexp(`Ignoring (a )?static pod manifest.*`+regexp.QuoteMeta(name)), "a log line for %s", name)
@@ -333,10 +341,12 @@ var _ = Describe("Static control plane", Ordered, ContinueOnFailure, func() {
 				g.Expect(running(ctx, g, c).Id).To(Equal(ids[c]), "%s keeps running", c)
 				g.Expect(mirror(ctx, g, c).Annotations).To(HaveKey(mirrorAnnotation))
 			}
-			pods, err := rs.ListPodSandbox(ctx, &runtimeapi.PodSandboxFilter{
-				LabelSelector: map[string]string{"io.kubernetes.pod.name": "invalid"}})
-			g.Expect(err).NotTo(HaveOccurred())
-			g.Expect(pods).To(BeEmpty(), "no sandbox for the invalid pod")
+			for _, name := range []string{"invalid-" + staticCPNode, "climbing-" + staticCPNode} {
+				pods, err := rs.ListPodSandbox(ctx, &runtimeapi.PodSandboxFilter{
+					LabelSelector: map[string]string{"io.kubernetes.pod.name": name}})
+				g.Expect(err).NotTo(HaveOccurred())
+				g.Expect(pods).To(BeEmpty(), "no sandbox for %s", name)
+			}
 		}).WithContext(ctx).WithTimeout(5 * time.Second).WithPolling(time.Second).Should(Succeed())
 	})
 })
