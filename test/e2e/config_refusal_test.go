@@ -21,22 +21,9 @@ import (
 var _ = Describe("Unsafe configurations", func() {
 	DescribeTable("are refused at start, naming the field",
 		func(ctx SpecContext, config, field string) {
-			bin, err := utils.NodeletBinary(ctx)
-			Expect(err).NotTo(HaveOccurred())
-			dir := GinkgoT().TempDir()
-			file := filepath.Join(dir, "nodelet.yaml")
-			Expect(os.WriteFile(file, []byte("apiVersion: config.nodelet.io/v1alpha1\nkind: NodeletConfiguration\n"+config), 0o600)).To(Succeed())
-			runCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
-			defer cancel()
-			var stderr bytes.Buffer
-			cmd := exec.CommandContext(runCtx, bin, "--config", file, "--node-name", "e2e-refused",
-				"--kubeconfig", filepath.Join(dir, "absent.kubeconfig"))
-			cmd.Stdout, cmd.Stderr = &stderr, &stderr
-			err = cmd.Run()
-			var exitErr *exec.ExitError
-			Expect(errors.As(err, &exitErr)).To(BeTrue(), "nodelet did not fail: %v\n%s", err, stderr.String())
-			Expect(exitErr.ExitCode()).To(Equal(2), "output:\n%s", stderr.String())
-			Expect(stderr.String()).To(ContainSubstring(field))
+			code, out := runToExit(ctx, "e2e-refused", config)
+			Expect(code).To(Equal(2), "output:\n%s", out)
+			Expect(out).To(ContainSubstring(field))
 		},
 		Entry("anonymous requests with AlwaysAllow (anyone could exec into every pod)",
 			"server:\n  anonymous:\n    enabled: true\n  authorization:\n    mode: AlwaysAllow\n", "server.anonymous.enabled"),
@@ -89,23 +76,7 @@ var _ = Describe("The kubelet's configuration file", func() {
 var _ = Describe("Beside a running kubelet", func() {
 	run := func(ctx context.Context, hostRoot, config string) (int, string) {
 		GinkgoHelper()
-		bin, err := utils.NodeletBinary(ctx)
-		Expect(err).NotTo(HaveOccurred())
-		dir := GinkgoT().TempDir()
-		file := filepath.Join(dir, "nodelet.yaml")
-		Expect(os.WriteFile(file, []byte("apiVersion: config.nodelet.io/v1alpha1\nkind: NodeletConfiguration\nhostRoot: "+hostRoot+"\n"+config), 0o600)).To(Succeed())
-		runCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		defer cancel()
-		var out bytes.Buffer
-		// A kubeconfig that does not exist: a start that is not refused
-		// fails on it, before anything is made on the host.
-		cmd := exec.CommandContext(runCtx, bin, "--config", file, "--node-name", "e2e-beside-refused",
-			"--kubeconfig", filepath.Join(dir, "absent.kubeconfig"))
-		cmd.Stdout, cmd.Stderr = &out, &out
-		err = cmd.Run()
-		var exitErr *exec.ExitError
-		Expect(errors.As(err, &exitErr)).To(BeTrue(), "nodelet did not fail: %v\n%s", err, out.String())
-		return exitErr.ExitCode(), out.String()
+		return runToExit(ctx, "e2e-beside-refused", "hostRoot: "+hostRoot+"\n"+config)
 	}
 
 	It("refuses the kubelet's pod log directory and kubepods cgroup, and starts with paths of its own", func(ctx SpecContext) {
@@ -128,3 +99,26 @@ var _ = Describe("Beside a running kubelet", func() {
 		Expect(out).To(ContainSubstring("absent.kubeconfig"), "went on to read its kubeconfig")
 	})
 })
+
+// runToExit runs nodelet as node with config (NodeletConfiguration fields)
+// and a kubeconfig that does not exist, so that a start that is not refused
+// fails on it before anything is made on the host; it returns the exit code
+// and the output.
+func runToExit(ctx context.Context, node, config string) (int, string) {
+	GinkgoHelper()
+	bin, err := utils.NodeletBinary(ctx)
+	Expect(err).NotTo(HaveOccurred())
+	dir := GinkgoT().TempDir()
+	file := filepath.Join(dir, "nodelet.yaml")
+	Expect(os.WriteFile(file, []byte("apiVersion: config.nodelet.io/v1alpha1\nkind: NodeletConfiguration\n"+config), 0o600)).To(Succeed())
+	runCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	var out bytes.Buffer
+	cmd := exec.CommandContext(runCtx, bin, "--config", file, "--node-name", node,
+		"--kubeconfig", filepath.Join(dir, "absent.kubeconfig"))
+	cmd.Stdout, cmd.Stderr = &out, &out
+	err = cmd.Run()
+	var exitErr *exec.ExitError
+	Expect(errors.As(err, &exitErr)).To(BeTrue(), "nodelet did not fail: %v\n%s", err, out.String())
+	return exitErr.ExitCode(), out.String()
+}
