@@ -24,6 +24,7 @@ import (
 	"github.com/nodelet/nodelet/internal/checkpoint"
 	"github.com/nodelet/nodelet/internal/containerlogs"
 	"github.com/nodelet/nodelet/internal/cri"
+	"github.com/nodelet/nodelet/internal/nomount"
 	"github.com/nodelet/nodelet/internal/podworkers"
 )
 
@@ -289,7 +290,7 @@ func (h *housekeeper) sweep(ctx context.Context) error {
 	}
 	for _, dir := range p.logDirs {
 		if uid := logDirUID(filepath.Base(dir)); !started(uid) {
-			if err := os.RemoveAll(dir); err != nil {
+			if err := nomount.RemoveAll(dir); err != nil {
 				fail(uid, fmt.Errorf("removing log directory of gone pod %s: %w", uid, err))
 			}
 		}

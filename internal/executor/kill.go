@@ -15,6 +15,7 @@ import (
 	"github.com/nodelet/nodelet/internal/kuberuntime/criconfig"
 	"github.com/nodelet/nodelet/internal/kuberuntime/plan"
 	"github.com/nodelet/nodelet/internal/kuberuntime/state"
+	"github.com/nodelet/nodelet/internal/nomount"
 )
 
 // Terminate carries out one step of stopping every container and sandbox
@@ -170,7 +171,7 @@ func (e *Executor) RemovePod(ctx context.Context, pod *v1.Pod, rt state.PodRunti
 	if err := e.Volumes.TearDown(ctx, pod.UID); err != nil {
 		return fmt.Errorf("tearing down volumes: %w", err)
 	}
-	if err := os.RemoveAll(criconfig.PodLogDirectory(e.Sandbox.PodLogsDir, pod)); err != nil {
+	if err := nomount.RemoveAll(criconfig.PodLogDirectory(e.Sandbox.PodLogsDir, pod)); err != nil {
 		return fmt.Errorf("removing pod log directory: %w", err)
 	}
 	if e.Cgroups != nil {

@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/nodelet/nodelet/internal/nomount"
 )
 
 const (
@@ -69,7 +71,7 @@ func (w atomicWriter) write(p payload) (bool, error) {
 		return false, err
 	}
 	if err := w.swapDataLink(next); err != nil {
-		_ = os.RemoveAll(filepath.Join(w.dir, next))
+		_ = nomount.RemoveAll(filepath.Join(w.dir, next))
 		return false, err
 	}
 	return true, w.tidy(next, p)
@@ -170,12 +172,12 @@ func (w atomicWriter) writeDataDir(p payload) (string, error) {
 	}
 	for path, f := range p {
 		if err := writeFile(filepath.Join(tmp, filepath.FromSlash(path)), f); err != nil {
-			_ = os.RemoveAll(tmp)
+			_ = nomount.RemoveAll(tmp)
 			return "", fmt.Errorf("writing %s: %w", path, err)
 		}
 	}
 	if err := w.fixOwnership(tmp); err != nil {
-		_ = os.RemoveAll(tmp)
+		_ = nomount.RemoveAll(tmp)
 		return "", err
 	}
 	return filepath.Base(tmp), nil
@@ -283,7 +285,7 @@ func (w atomicWriter) removeStale(e fs.DirEntry, current string, want map[string
 	case name == dataLinkName || name == current:
 		return nil
 	case strings.HasPrefix(name, "..") && e.IsDir():
-		if err := os.RemoveAll(path); err != nil {
+		if err := nomount.RemoveAll(path); err != nil {
 			return fmt.Errorf("removing old data directory %s: %w", name, err)
 		}
 	case !strings.HasPrefix(name, "..") && !want[name] && e.Type()&fs.ModeSymlink != 0:

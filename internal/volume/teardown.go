@@ -13,6 +13,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/mount-utils"
 	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/nodelet/nodelet/internal/nomount"
 )
 
 // TearDown unpublishes the pod's CSI volumes (CSI.UnpublishPod; if that
@@ -20,7 +22,9 @@ import (
 // the pod's directory (the bind mounts of subPaths and local PVs, the tmpfs
 // of memory-backed volumes) and removes the directory, forgetting the pod's
 // tokens. If an unmount fails, nothing is removed, so the content of a
-// mounted file system is never deleted through it. It needs only the UID, so
+// mounted file system is never deleted through it; nor is one that was
+// mounted after the listing: the removal stops at any mount point
+// (nomount.RemoveAll). It needs only the UID, so
 // it also cleans up after pods the API server no longer has (ListPodDirs);
 // it is idempotent. Call it after all of the pod's containers and its
 // sandbox are gone.
@@ -49,7 +53,7 @@ func (m *Manager) TearDown(ctx context.Context, uid types.UID) error {
 	if err := m.unmountUnder(dir); err != nil {
 		return fmt.Errorf("tearing down volumes of pod %s: %w", uid, err)
 	}
-	if err := os.RemoveAll(dir); err != nil {
+	if err := nomount.RemoveAll(dir); err != nil {
 		return fmt.Errorf("removing directory of pod %s: %w", uid, err)
 	}
 	m.tokens.forget(uid)

@@ -13,6 +13,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/mount-utils"
+
+	"github.com/nodelet/nodelet/internal/nomount"
 )
 
 func TestTearDown(t *testing.T) {
@@ -155,4 +157,55 @@ func mountsUnder(t *testing.T, dir string) int {
 		}
 	}
 	return n
+}
+
+// TestTearDownNeverRemovesThroughAMountItDidNotList bind-mounts a host
+// directory into a pod's emptyDir after the mounts were listed (here: a
+// mounter that lists none, as a mount made since the listing): the
+// removal stops at it and the host's files stay; once it is gone the
+// next TearDown removes the pod's directory.
+func TestTearDownNeverRemovesThroughAMountItDidNotList(t *testing.T) {
+	e := newTestEnv(t, WithMounter(mount.NewFakeMounter(nil)))
+	pod := testPod(v1.Volume{Name: "scratch", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{}}})
+	ctx := context.Background()
+	if err := e.m.SetUp(ctx, pod); err != nil {
+		t.Fatalf("SetUp: %v", err)
+	}
+	host := t.TempDir()
+	if err := os.WriteFile(filepath.Join(host, "data"), []byte("host data"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	target := filepath.Join(e.m.volumeDir(pod.UID, emptyDirPlugin, "scratch"), "mnt")
+	if err := os.Mkdir(target, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Mount(host, target, "", unix.MS_BIND, ""); err != nil {
+		if errors.Is(err, unix.EPERM) {
+			t.Skipf("mounting is not permitted here: %v", err)
+		}
+		t.Fatal(err)
+	}
+	unmounted := false
+	t.Cleanup(func() {
+		if !unmounted {
+			_ = unix.Unmount(target, unix.MNT_DETACH)
+		}
+	})
+
+	if err := e.m.TearDown(ctx, pod.UID); !errors.Is(err, nomount.ErrMountPoint) {
+		t.Fatalf("TearDown = %v, want an error naming the mount point", err)
+	}
+	if got, err := os.ReadFile(filepath.Join(host, "data")); err != nil || string(got) != "host data" {
+		t.Fatalf("host file after TearDown = %q, %v: removed through the mount", got, err)
+	}
+	if err := unix.Unmount(target, 0); err != nil {
+		t.Fatal(err)
+	}
+	unmounted = true
+	if err := e.m.TearDown(ctx, pod.UID); err != nil {
+		t.Fatalf("TearDown once the mount is gone: %v", err)
+	}
+	if _, err := os.Stat(e.m.PodDir(pod.UID)); !os.IsNotExist(err) {
+		t.Errorf("pod directory still exists: %v", err)
+	}
 }
