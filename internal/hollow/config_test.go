@@ -9,8 +9,10 @@ import (
 	"slices"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/rest"
 	certutil "k8s.io/client-go/util/cert"
+	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
 
 	"github.com/nodelet/nodelet/api/v1alpha1"
@@ -81,6 +83,35 @@ func TestNodeConfig(t *testing.T) {
 			}
 		},
 	}, {
+		name: "registers with the hollow taint",
+		check: func(t *testing.T, c *v1alpha1.NodeletConfiguration) {
+			if want := []corev1.Taint{Taint()}; !slices.EqualFunc(c.RegisterWithTaints, want, taintEqual) {
+				t.Errorf("taints %v, want %v", c.RegisterWithTaints, want)
+			}
+		},
+	}, {
+		name: "adds the hollow taint to the caller's",
+		mutate: func(c *v1alpha1.NodeletConfiguration) {
+			c.RegisterWithTaints = []corev1.Taint{{Key: "dedicated", Value: "bench", Effect: corev1.TaintEffectNoExecute}}
+		},
+		check: func(t *testing.T, c *v1alpha1.NodeletConfiguration) {
+			want := []corev1.Taint{{Key: "dedicated", Value: "bench", Effect: corev1.TaintEffectNoExecute}, Taint()}
+			if !slices.EqualFunc(c.RegisterWithTaints, want, taintEqual) {
+				t.Errorf("taints %v, want %v", c.RegisterWithTaints, want)
+			}
+		},
+	}, {
+		name: "keeps the hollow taint once when the caller sets it",
+		mutate: func(c *v1alpha1.NodeletConfiguration) {
+			c.RegisterWithTaints = []corev1.Taint{{Key: TaintKey, Value: "bench", Effect: corev1.TaintEffectNoSchedule}}
+		},
+		check: func(t *testing.T, c *v1alpha1.NodeletConfiguration) {
+			want := []corev1.Taint{{Key: TaintKey, Value: "bench", Effect: corev1.TaintEffectNoSchedule}}
+			if !slices.EqualFunc(c.RegisterWithTaints, want, taintEqual) {
+				t.Errorf("taints %v, want %v", c.RegisterWithTaints, want)
+			}
+		},
+	}, {
 		name:    "refuses an invalid configuration",
 		mutate:  func(c *v1alpha1.NodeletConfiguration) { c.MaxPods = -1 },
 		wantErr: true,
@@ -94,6 +125,15 @@ func TestNodeConfig(t *testing.T) {
 				tc.check(t, c)
 			}
 		})
+	}
+}
+
+func taintEqual(a, b corev1.Taint) bool { return a.MatchTaint(&b) && a.Value == b.Value }
+
+func TestToleration(t *testing.T) {
+	taint, tol := Taint(), Toleration()
+	if !tol.ToleratesTaint(klog.Background(), &taint, false) {
+		t.Errorf("%v does not tolerate %v", tol, taint)
 	}
 }
 

@@ -7,5 +7,6 @@
 // reconcilers of controller.Default, its own state directory; only the CRI
 // is the in-memory fake of k8s.io/cri-api/pkg/apis/testing, whose sandboxes
 // and containers start at once and run until stopped. NodeConfig is the
-// configuration every hollow node runs with, Start builds and runs a Fleet.
+// configuration every hollow node runs with (registered with Taint, which
+// only pods that carry Toleration pass); New builds a Fleet, Run runs it.
 package hollow

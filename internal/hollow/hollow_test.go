@@ -35,7 +35,7 @@ func TestHollow(t *testing.T) {
 }
 
 var _ = Describe("Hollow nodes", func() {
-	It("run three nodes in one process, each Ready with a pod Running, as their own node users", func(ctx SpecContext) {
+	It("run three nodes in one process, each Ready, tainted, with a pod Running, as their own node users", func(ctx SpecContext) {
 		ctrl.SetLogger(zap.New(zap.WriteTo(GinkgoWriter), zap.UseDevMode(true)))
 		api := utils.MustStartAPIServer(ctx)
 		admin, err := api.AdminClient()
@@ -61,13 +61,18 @@ var _ = Describe("Hollow nodes", func() {
 		ns := "hollow"
 		Expect(utils.CreateNamespace(ctx, admin, ns)).To(Succeed())
 		for _, n := range names {
-			Expect(admin.Create(ctx, utils.BusyboxPod(ns, "pod-on-"+n, n, "sleep", "3600"))).To(Succeed())
+			pod := utils.BusyboxPod(ns, "pod-on-"+n, n, "sleep", "3600")
+			pod.Spec.Tolerations = append(pod.Spec.Tolerations, hollow.Toleration())
+			Expect(admin.Create(ctx, pod)).To(Succeed())
 		}
 		for _, n := range names {
 			Eventually(func(g Gomega) {
 				node := &corev1.Node{}
 				g.Expect(admin.Get(ctx, client.ObjectKey{Name: n}, node)).To(Succeed())
 				g.Expect(utils.NodeReady(node)).To(BeTrue(), "node %s is not Ready", n)
+				g.Expect(node.Spec.Taints).To(ContainElement(SatisfyAll(
+					HaveField("Key", hollow.TaintKey), HaveField("Value", "true"),
+					HaveField("Effect", corev1.TaintEffectNoSchedule))), "node %s's taints", n)
 			}).WithTimeout(readyTimeout).Should(Succeed())
 			Eventually(func(g Gomega) {
 				p := utils.GetPod(ctx, admin, ns, "pod-on-"+n)(g)

@@ -342,7 +342,9 @@ func nodesReady(ctx context.Context, cs kubernetes.Interface, n int) (bool, stri
 	return ready >= n, fmt.Sprintf("%d of %d nodes registered, %d Ready", len(list.Items), n, ready), nil
 }
 
-// createPods creates hollowPodsPerNode pods bound to each node in ns.
+// createPods creates hollowPodsPerNode pods bound to each node in ns. They
+// tolerate the hollow nodes' taint, which nodelet's admission enforces on
+// bound pods too (the hollow kubelets register untainted).
 func createPods(ctx context.Context, cs kubernetes.Interface, ns string, nodes []string) error {
 	pods := make(chan *corev1.Pod)
 	var (
@@ -370,7 +372,9 @@ func createPods(ctx context.Context, cs kubernetes.Interface, ns string, nodes [
 	}
 	for _, node := range nodes {
 		for i := range hollowPodsPerNode {
-			pods <- utils.BusyboxPod(ns, fmt.Sprintf("%s-%d", node, i), node, "sleep", "3600")
+			p := utils.BusyboxPod(ns, fmt.Sprintf("%s-%d", node, i), node, "sleep", "3600")
+			p.Spec.Tolerations = append(p.Spec.Tolerations, hollow.Toleration())
+			pods <- p
 		}
 	}
 	close(pods)
