@@ -9,7 +9,10 @@
 // With the API server's client CA, each node authenticates as
 // system:node:<name> in system:nodes with a certificate of its own, so the
 // Node authorizer and NodeRestriction treat it as the node it is. Without
-// it, every node uses the kubeconfig's own credentials. It is a separate
+// it the command refuses to start, unless --shared-credentials runs every
+// node with the kubeconfig's own credentials (an identity the Node
+// authorizer does not restrict, often cluster-admin). Every node registers
+// with the nodelet.io/hollow NoSchedule taint (hollow.Taint). It is a separate
 // command, not a nodelet subcommand, so that the fake runtime never ships
 // in the nodelet binary.
 package main

@@ -26,6 +26,9 @@ type options struct {
 	rootDir     string
 	controllers string
 	maxPods     int
+	// shared lets every node use the kubeconfig's own credentials when
+	// no client CA is given.
+	shared bool
 }
 
 func main() {
@@ -46,6 +49,8 @@ func parse(args []string) (*options, error) {
 	fs.StringVar(&o.rootDir, "root-dir", "", "where the nodes keep their state (default: a new temporary directory)")
 	fs.StringVar(&o.controllers, "controllers", "*", "the reconcilers every node runs, as nodelet's --controllers")
 	fs.IntVar(&o.maxPods, "max-pods", 110, "the pods each node admits")
+	fs.BoolVar(&o.shared, "shared-credentials", false, "without --client-ca-cert, run every node with the kubeconfig's own credentials: "+
+		"every hollow node then acts with the kubeconfig's identity, which the Node authorizer does not restrict")
 	klog.InitFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return nil, err
@@ -55,6 +60,10 @@ func parse(args []string) (*options, error) {
 	}
 	if (o.caCert == "") != (o.caKey == "") {
 		return nil, errors.New("--client-ca-cert and --client-ca-key go together")
+	}
+	if o.caCert == "" && !o.shared {
+		return nil, errors.New("--client-ca-cert and --client-ca-key are required, for each node to act as system:node:<name>; " +
+			"--shared-credentials runs every node with the kubeconfig's own identity instead")
 	}
 	if o.nodes < 1 {
 		return nil, fmt.Errorf("--nodes %d: at least one", o.nodes)
@@ -75,8 +84,11 @@ func run(args []string) error {
 	if err != nil {
 		return fmt.Errorf("reading %s: %w", o.kubeconfig, err)
 	}
-	credentials := func(string) (*rest.Config, error) { return rest.CopyConfig(base), nil }
-	if o.caCert != "" {
+	var credentials func(string) (*rest.Config, error)
+	if o.caCert == "" {
+		klog.Warningf("--shared-credentials: every hollow node acts with the identity of %s, which the Node authorizer does not restrict", o.kubeconfig)
+		credentials = func(string) (*rest.Config, error) { return rest.CopyConfig(base), nil }
+	} else {
 		cert, err := os.ReadFile(o.caCert)
 		if err != nil {
 			return err

@@ -1,29 +1,42 @@
 package main
 
-import "testing"
+import (
+	"strings"
+	"testing"
+)
 
 func TestParse(t *testing.T) {
+	ca := []string{"--kubeconfig", "k", "--client-ca-cert", "c", "--client-ca-key", "k"}
 	for _, tc := range []struct {
 		name    string
 		args    []string
-		wantErr bool
+		wantErr string // a part of the error; empty for none
 		nodes   int
+		shared  bool
 	}{
-		{"defaults", []string{"--kubeconfig", "k"}, false, 10},
-		{"nodes", []string{"--kubeconfig", "k", "--nodes", "500"}, false, 500},
-		{"no kubeconfig", []string{"--nodes", "5"}, true, 0},
-		{"a CA without its key", []string{"--kubeconfig", "k", "--client-ca-cert", "c"}, true, 0},
-		{"a CA with its key", []string{"--kubeconfig", "k", "--client-ca-cert", "c", "--client-ca-key", "k"}, false, 10},
-		{"no nodes", []string{"--kubeconfig", "k", "--nodes", "0"}, true, 0},
-		{"too many pods", []string{"--kubeconfig", "k", "--max-pods", "3000000000"}, true, 0},
+		{name: "a CA with its key", args: ca, nodes: 10},
+		{name: "nodes", args: append([]string{"--nodes", "500"}, ca...), nodes: 500},
+		{name: "shared credentials", args: []string{"--kubeconfig", "k", "--shared-credentials"}, nodes: 10, shared: true},
+		{name: "no CA and no shared credentials", args: []string{"--kubeconfig", "k"}, wantErr: "--client-ca-cert"},
+		{name: "no kubeconfig", args: []string{"--nodes", "5", "--shared-credentials"}, wantErr: "--kubeconfig"},
+		{name: "a CA without its key", args: []string{"--kubeconfig", "k", "--client-ca-cert", "c"}, wantErr: "--client-ca-key"},
+		{name: "a key without its CA", args: []string{"--kubeconfig", "k", "--client-ca-key", "k", "--shared-credentials"}, wantErr: "--client-ca-cert"},
+		{name: "no nodes", args: append([]string{"--nodes", "0"}, ca...), wantErr: "--nodes"},
+		{name: "too many pods", args: append([]string{"--max-pods", "3000000000"}, ca...), wantErr: "--max-pods"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			o, err := parse(tc.args)
-			if (err != nil) != tc.wantErr {
-				t.Fatalf("parse(%v) error = %v, want an error: %v", tc.args, err, tc.wantErr)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("parse(%v) error = %v, want one naming %s", tc.args, err, tc.wantErr)
+				}
+				return
 			}
-			if err == nil && o.nodes != tc.nodes {
-				t.Errorf("nodes = %d, want %d", o.nodes, tc.nodes)
+			if err != nil {
+				t.Fatalf("parse(%v): %v", tc.args, err)
+			}
+			if o.nodes != tc.nodes || o.shared != tc.shared {
+				t.Errorf("nodes = %d, shared = %v, want %d, %v", o.nodes, o.shared, tc.nodes, tc.shared)
 			}
 		})
 	}
