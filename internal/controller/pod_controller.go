@@ -80,6 +80,9 @@ type PodReconciler struct {
 	// API says whether the API server has been reached (nil: always).
 	Static *staticPods
 	API    *apiGate
+	// APIReader reads from the API server what the node's cache cannot
+	// have: the pod, bound elsewhere, that holds a static pod's name.
+	APIReader client.Reader
 	// Relisted is the relister whose events nudge the pod workers; its
 	// events for changes a sync has seen are skipped (nil: none is).
 	Relisted relisted
@@ -108,6 +111,9 @@ type PodReconciler struct {
 	// settledSyncs holds, by UID, the settledSync of a pod whose last sync
 	// left nothing to do.
 	settledSyncs sync.Map
+	// nameHolders holds, by static pod UID, the nameHolder last seen
+	// holding the name of its mirror pod.
+	nameHolders sync.Map
 }
 
 // podVolumes is what a sync needs of the volume manager besides what the
@@ -204,7 +210,13 @@ func (r *PodReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.R
 	}
 	if sp, ok := r.Static.Get(req.Namespace, req.Name); ok {
 		// The name is a static pod's: the API server's pod of the name
-		// is its mirror pod, which the static pod's sync keeps.
+		// is its mirror pod, which the static pod's sync keeps, or a pod
+		// that holds the name, which it deletes. Whatever of such a pod
+		// runs stops now.
+		if pod != nil && !staticpod.IsMirror(pod) && pod.UID != sp.UID && r.Workers.Has(pod.UID) {
+			r.Admit.Remove(pod.UID)
+			r.Workers.Gone(podworkers.Key{Namespace: pod.Namespace, Name: pod.Name, UID: pod.UID}, nil)
+		}
 		r.Workers.Update(sp)
 		return ctrl.Result{}, nil
 	}

@@ -138,6 +138,7 @@ func setupStaticPods(mgr ctrl.Manager, d *Deps, r *PodReconciler) error {
 		return nil
 	}
 	r.Static = newStaticPods(sources...)
+	r.APIReader = mgr.GetAPIReader()
 	logger := mgr.GetLogger().WithName("staticpods")
 	if cfg.StaticPodPath != "" {
 		src := &staticpod.FileSource{
@@ -275,7 +276,11 @@ func (r *PodReconciler) writeStaticStatus(ctx context.Context, s *podScope, want
 	if r.API == nil || !r.API.Ready() {
 		return nil
 	}
-	if err := r.writeMirror(ctx, s.pod, want); err != nil {
+	switch err := r.writeMirror(ctx, s.pod, want); {
+	case errors.Is(err, errMirrorPending):
+		log.FromContext(ctx).V(1).Info("Mirror pod pending, retrying", "retryAfter", mirrorRetryPeriod)
+		s.retryMirror = true
+	case err != nil:
 		log.FromContext(ctx).Info("Unable to write the mirror pod, retrying", "err", err.Error(), "retryAfter", mirrorRetryPeriod)
 		s.retryMirror = true
 	}
@@ -315,9 +320,9 @@ var errMirrorPending = errors.New("mirror pod pending")
 
 // ensureMirror returns the current mirror pod of a static pod, creating
 // it when there is none and replacing one of another version. It returns
-// none, and retry, while the Node is not registered or the replaced mirror
-// pod is not gone; none, without retry, when a pod of the name that is not
-// a mirror pod holds the name.
+// none, and retry, while the Node is not registered, the replaced mirror
+// pod is not gone, or another pod holds the name (deleted when it is bound
+// to this node, reported when it is not).
 func (r *PodReconciler) ensureMirror(ctx context.Context, pod *corev1.Pod) (mirror *corev1.Pod, retry bool, err error) {
 	mirror = &corev1.Pod{}
 	switch err := r.Get(ctx, client.ObjectKeyFromObject(pod), mirror); {
@@ -328,7 +333,9 @@ func (r *PodReconciler) ensureMirror(ctx context.Context, pod *corev1.Pod) (mirr
 	}
 	if mirror != nil {
 		if !staticpod.IsMirror(mirror) {
-			return nil, false, nil
+			// A pod bound to this node holds the static pod's name: it
+			// goes, and the mirror pod is made once it is gone.
+			return nil, true, r.deleteNameHolder(ctx, pod, mirror)
 		}
 		if staticpod.MirrorCurrent(pod, mirror) {
 			return mirror, false, nil
@@ -344,16 +351,114 @@ func (r *PodReconciler) ensureMirror(ctx context.Context, pod *corev1.Pod) (mirr
 	case err != nil:
 		return nil, false, fmt.Errorf("reading node: %w", err)
 	}
+	if r.nameHeld(pod) {
+		return nil, true, nil
+	}
 	m := staticpod.Mirror(pod, node)
 	if err := r.Create(ctx, m); err != nil {
 		if apierrors.IsAlreadyExists(err) {
-			// The replaced one is still going, or the cache is behind.
+			// The replaced one is still going, the cache is behind, or a
+			// pod bound elsewhere holds the name.
+			r.checkNameHolder(ctx, pod)
 			return nil, true, nil
 		}
 		return nil, false, fmt.Errorf("creating mirror pod: %w", err)
 	}
+	r.nameHolders.Delete(pod.UID)
 	log.FromContext(ctx).Info("Created mirror pod", "mirrorUID", m.UID)
 	return m, false, nil
+}
+
+// EventStaticPodNameConflict is the Warning Event of a pod that holds a
+// static pod's name without being its mirror pod: on the holder when it is
+// bound to this node (and deleted), on the static pod when it is not (and
+// the node cannot delete it).
+const EventStaticPodNameConflict = "StaticPodNameConflict"
+
+// nameHolderRecheck is how long a static pod whose name a pod bound
+// elsewhere holds waits before trying to create its mirror pod again.
+const nameHolderRecheck = time.Minute
+
+// nameHolder is a pod, bound to another node or to none, seen holding a
+// static pod's name.
+type nameHolder struct {
+	uid  types.UID
+	seen time.Time
+}
+
+// deleteNameHolder deletes holder, a pod bound to this node that is not
+// the mirror pod of static although it has its name, and stops whatever of
+// it runs: the name is the static pod's on this node (its full name keys
+// the pod's worker, logs and checkpoint), and while the holder is there the
+// API server never shows the static pod. The deletion is at once and of
+// that pod only (its UID); nodelet never ran its spec.
+func (r *PodReconciler) deleteNameHolder(ctx context.Context, static, holder *corev1.Pod) error {
+	if holder.DeletionTimestamp != nil && holder.DeletionGracePeriodSeconds != nil && *holder.DeletionGracePeriodSeconds == 0 {
+		return nil
+	}
+	if r.Workers.Has(holder.UID) {
+		r.Admit.Remove(holder.UID)
+		r.Workers.Gone(podworkers.Key{Namespace: holder.Namespace, Name: holder.Name, UID: holder.UID}, nil)
+	}
+	r.Recorder.Eventf(holder, corev1.EventTypeWarning, EventStaticPodNameConflict,
+		"Pod %s has the name of static pod %s of node %s and is not its mirror pod: the node deletes it",
+		klog.KObj(holder), static.UID, r.Config.NodeName)
+	uid := holder.UID
+	err := r.Delete(ctx, holder, client.GracePeriodSeconds(0), client.Preconditions{UID: &uid})
+	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+		return fmt.Errorf("deleting pod %s that holds a static pod's name: %w", klog.KObj(holder), err)
+	}
+	log.FromContext(ctx).Info("Deleted a pod that holds a static pod's name", "holder", klog.KObj(holder), "holderUID", uid)
+	return nil
+}
+
+// nameHeld reports whether a pod bound elsewhere was seen holding the
+// static pod's name less than nameHolderRecheck ago: its mirror pod is
+// not tried again before.
+func (r *PodReconciler) nameHeld(static *corev1.Pod) bool {
+	v, ok := r.nameHolders.Load(static.UID)
+	return ok && r.Clock.Since(v.(nameHolder).seen) < nameHolderRecheck
+}
+
+// checkNameHolder reads the pod of the static pod's name from the API
+// server after the mirror pod could not be created: one that is not a
+// mirror pod and not bound to this node (which the node may not delete)
+// gets a Warning Event on the static pod, once per holder, and holds the
+// mirror pod back for nameHolderRecheck.
+func (r *PodReconciler) checkNameHolder(ctx context.Context, static *corev1.Pod) {
+	if r.APIReader == nil {
+		return
+	}
+	holder := &corev1.Pod{}
+	err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(static), holder)
+	var uid types.UID
+	var msg string
+	switch {
+	case err == nil && (staticpod.IsMirror(holder) || holder.Spec.NodeName == r.Config.NodeName):
+		return // a replaced mirror pod still going, or the cache behind
+	case err == nil:
+		uid = holder.UID
+		where := "bound to node " + holder.Spec.NodeName
+		if holder.Spec.NodeName == "" {
+			where = "not bound to a node"
+		}
+		msg = fmt.Sprintf("Pod %s (UID %s), %s, holds the name of this static pod's mirror pod: the static pod runs, but the API server does not show it until that pod is deleted",
+			klog.KObj(holder), uid, where)
+	case apierrors.IsForbidden(err):
+		uid = "forbidden"
+		// The Node authorizer lets a node read only its own pods.
+		msg = fmt.Sprintf("Pod %s exists, is not bound to this node (a node may read only its own pods) and is not this static pod's mirror pod: the static pod runs, but the API server does not show it until that pod is deleted",
+			klog.KObj(static))
+	default:
+		return
+	}
+	prev, seen := r.nameHolders.Load(static.UID)
+	r.nameHolders.Store(static.UID, nameHolder{uid: uid, seen: r.Clock.Now()})
+	if seen && prev.(nameHolder).uid == uid {
+		return
+	}
+	r.Recorder.Event(static, corev1.EventTypeWarning, EventStaticPodNameConflict, msg)
+	log.FromContext(ctx).Info("A pod bound elsewhere holds the mirror pod's name", "holderUID", uid)
 }
 
 // deleteMirror deletes a mirror pod at once, only that one (its UID). A

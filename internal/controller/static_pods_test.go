@@ -6,6 +6,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -15,6 +16,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	fakeruntime "k8s.io/cri-api/pkg/apis/testing"
@@ -205,6 +207,81 @@ var _ = Describe("Static pods on the CRI fakes", func() {
 			return apierrors.IsNotFound(err)
 		}).WithTimeout(fakePodTimeout).Should(BeTrue())
 		Eventually(a.readySandboxes).WithTimeout(fakePodTimeout).Should(BeEmpty())
+	})
+
+	It("takes its name back from a pod that holds it, and reports one it may not delete", func(ctx SpecContext) {
+		node := nodeName()
+		By("a tenant's pod bound to the node with the static pod's name, made before the manifest")
+		bound := &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "web-" + node},
+			Spec: corev1.PodSpec{NodeName: node, Containers: []corev1.Container{{Name: "c", Image: "busybox:1.35", Command: []string{"sleep", "3600"}}}},
+		}
+		Expect(admin.Create(ctx, bound)).To(Succeed())
+		By("another with the name of a second static pod, bound to another node")
+		elsewhere := &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "db-" + node},
+			Spec:       corev1.PodSpec{NodeName: node + "-other", Containers: []corev1.Container{{Name: "c", Image: "busybox:1.35"}}},
+		}
+		Expect(admin.Create(ctx, elsewhere)).To(Succeed())
+		DeferCleanup(func(ctx SpecContext) { _ = admin.Delete(ctx, elsewhere, client.GracePeriodSeconds(0)) })
+
+		a := startStaticAgent(nodeConfig(node), node)
+		manifest := func(name string) []byte {
+			return []byte(strings.ReplaceAll(string(staticManifest(name, "3600")), "namespace: kube-system", "namespace: default"))
+		}
+		a.write("web.yaml", manifest("web"))
+		a.write("db.yaml", manifest("db"))
+		Eventually(a.readySandboxes).WithTimeout(fakePodTimeout).Should(And(HaveKey("web-"+node), HaveKey("db-"+node)),
+			"both static pods run, whoever holds their names")
+
+		events := func(g Gomega, name string) []corev1.Event {
+			var list corev1.EventList
+			g.Expect(admin.List(ctx, &list, client.InNamespace("default"),
+				client.MatchingFieldsSelector{Selector: fields.OneTermEqualSelector("involvedObject.name", name)})).To(Succeed())
+			return list.Items
+		}
+		By("deleting the pod bound to the node, with an Event on it, and making the mirror pod")
+		Eventually(func(g Gomega) {
+			p := &corev1.Pod{}
+			g.Expect(admin.Get(ctx, client.ObjectKeyFromObject(bound), p)).To(Succeed())
+			g.Expect(p.UID).NotTo(Equal(bound.UID))
+			g.Expect(p.Annotations).To(HaveKey(corev1.MirrorPodAnnotationKey))
+		}).WithTimeout(fakePodTimeout).Should(Succeed())
+		Eventually(func(g Gomega) []corev1.Event { return events(g, bound.Name) }).WithTimeout(fakePodTimeout).Should(ContainElement(And(
+			HaveField("Reason", controller.EventStaticPodNameConflict),
+			HaveField("Type", corev1.EventTypeWarning),
+			HaveField("InvolvedObject.UID", bound.UID),
+		)))
+		Eventually(func() []string {
+			var uids []string
+			for _, sb := range a.readySandboxes() {
+				uids = append(uids, sb.Metadata.Uid)
+			}
+			return uids
+		}).WithTimeout(fakePodTimeout).ShouldNot(ContainElement(string(bound.UID)), "whatever of the holder ran (before the manifest was read) stopped")
+
+		By("reporting the pod bound elsewhere on the static pod, and leaving it")
+		Eventually(func(g Gomega) []corev1.Event { return events(g, elsewhere.Name) }).WithTimeout(fakePodTimeout).Should(ContainElement(And(
+			HaveField("Reason", controller.EventStaticPodNameConflict),
+			HaveField("Type", corev1.EventTypeWarning),
+			HaveField("InvolvedObject.UID", Equal(types.UID(a.readySandboxes()["db-"+node].Metadata.Uid))),
+			// The Node authorizer lets a node read only its own pods.
+			HaveField("Message", And(ContainSubstring("default/db-"+node), ContainSubstring("not bound to this node"))),
+		)))
+		p := &corev1.Pod{}
+		Expect(admin.Get(ctx, client.ObjectKeyFromObject(elsewhere), p)).To(Succeed())
+		Expect(p.UID).To(Equal(elsewhere.UID), "a node may not delete another node's pod")
+		conflicts := func(g Gomega) []corev1.Event {
+			var out []corev1.Event
+			for _, e := range events(g, elsewhere.Name) {
+				if e.Reason == controller.EventStaticPodNameConflict {
+					out = append(out, e)
+				}
+			}
+			return out
+		}
+		Consistently(conflicts).WithTimeout(3*time.Second).Should(
+			And(HaveLen(1), HaveEach(HaveField("Count", BeNumerically("<=", 1)))), "one Event for one holder, not one a retry")
 	})
 
 	It("reports a manifest it cannot use on the Node and runs the others", func(ctx SpecContext) {
