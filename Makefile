@@ -28,7 +28,8 @@ GOTESTFLAGS ?=
 # The e2e and envtest suites start real API servers and containerds; a
 # generous bound keeps a hung run from eating CI's whole budget.
 TEST_TIMEOUT ?= 45m
-# How long `make fuzz` runs each fuzz target. make test does not run the
+# How long `make fuzz` runs each fuzz target (the pod pipeline, static pod
+# manifests, the node API, the CSR approver). make test does not run the
 # coverage-guided fuzzer: its instrumentation compiles every package the
 # targets import again (about 5 minutes on 2 cores with a cold build cache).
 # The unit tests drive the same checks with 2000 mutated seeds per target
@@ -181,9 +182,13 @@ conformance-smoke: deps envtest ## The conformance smoke subset that make test r
 	export KUBEBUILDER_ASSETS="$$(bash hack/envtest.sh)"; \
 	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) -run TestSmoke -v ./test/conformance/
 
+# A manifest is a few KB and each run takes about a millisecond: minimizing
+# every new interesting manifest for the default 60s would leave no time to
+# fuzz, hence FuzzStaticManifest's -fuzzminimizetime.
 .PHONY: fuzz
-fuzz: ## Fuzz the pod pipeline (admission, plan, volumes, CRI configs, status), the node API's request handling and the CSR approver's decoding and decisions, each for $$FUZZTIME (10m).
+fuzz: ## Fuzz the pod pipeline (admission, plan, volumes, CRI configs, status), static pod manifests through it, the node API's request handling and the CSR approver's decoding and decisions, each for $$FUZZTIME (10m).
 	$(GO) test -run '^$$' -fuzz FuzzPodPipeline -fuzztime $(FUZZTIME) ./internal/fuzz/
+	$(GO) test -run '^$$' -fuzz FuzzStaticManifest -fuzztime $(FUZZTIME) -fuzzminimizetime 1s ./internal/fuzz/
 	$(GO) test -run '^$$' -fuzz FuzzNodeAPI -fuzztime $(FUZZTIME) ./internal/fuzz/
 	$(GO) test -run '^$$' -fuzz FuzzCSRDecoding -fuzztime $(FUZZTIME) ./internal/approver/
 

@@ -6,6 +6,12 @@
 // that no container is ever given a mount source outside its pod's
 // directory or a hostPath volume the pod declared.
 //
+// FuzzStaticManifest decodes static pod manifests (YAML or JSON, a Pod, a
+// PodList or a List) as the file source does, checks that every pod it
+// returns validates, is named for the node, is static and has a UID that is
+// safe as a directory name, and that no error quotes a password given as
+// an env value, then runs each pod through FuzzPodPipeline's checks.
+//
 // FuzzNodeAPI sends arbitrary requests (method, path, query, headers,
 // upgrade requests, body) over a real connection to the node API's handler
 // and checks that nothing panics, that a malformed request gets a 4xx and
@@ -15,7 +21,7 @@
 //
 // The package has no code of its own. `make fuzz` runs each target with
 // the coverage-guided fuzzer; the unit tests run the seed corpora and, in
-// TestPodPipelineMutations and TestNodeAPIMutations, the same checks on
-// inputs mutated from the seeds by a fixed pseudo-random sequence, which
-// needs no instrumented build.
+// TestPodPipelineMutations, TestStaticManifestMutations and
+// TestNodeAPIMutations, the same checks on inputs mutated from the seeds by
+// a fixed pseudo-random sequence, which needs no instrumented build.
 package fuzz

@@ -121,6 +121,27 @@ func TestPodPipelineMutations(t *testing.T) {
 	}
 }
 
+// TestStaticManifestMutations runs FuzzStaticManifest's checks on mutated
+// seeds.
+func TestStaticManifestMutations(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("subPath mounts need root")
+	}
+	seeds := staticManifestSeeds()
+	r := rand.New(rand.NewPCG(mutationSeed(t), 0))
+	for i := range mutationInputs {
+		data := mutate(r, seeds[r.IntN(len(seeds))], seeds)
+		t.Run(strconv.Itoa(i), func(t *testing.T) {
+			t.Cleanup(func() {
+				if t.Failed() {
+					t.Logf("input: %q", data)
+				}
+			})
+			checkStaticManifest(t, data)
+		})
+	}
+}
+
 // TestNodeAPIMutations runs FuzzNodeAPI's checks on requests whose parts
 // are mutated from the seeds'.
 func TestNodeAPIMutations(t *testing.T) {
