@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"regexp"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -127,9 +128,14 @@ func decodeListItem(raw runtime.RawExtension) (*corev1.Pod, error) {
 	return pod, nil
 }
 
-// bodyless is a decoding error without the document it failed on, which
-// the decoder quotes whole for a missing kind or version: a manifest's
-// content (a URL's answer may be any page) does not go into Events.
+// bodyless is a parsing or decoding error without any of the document it
+// failed on: a manifest's content (a password in an env value, or a whole
+// page a URL answered with) does not go into Events and logs. The decoders
+// quote the document whole for a missing kind or version, a map with a
+// null key, and a value of the wrong type or tag; such a message is
+// replaced by one that keeps only the line, when it has one. A message
+// that quotes nothing (the parser's "yaml: line N: ..." and the decoder's
+// field paths) is kept.
 func bodyless(err error) error {
 	switch {
 	case runtime.IsMissingKind(err):
@@ -137,8 +143,21 @@ func bodyless(err error) error {
 	case runtime.IsMissingVersion(err):
 		return errors.New("the object has no apiVersion")
 	}
-	return err
+	msg := err.Error()
+	if len(msg) <= maxDecodeMessage && !strings.ContainsAny(msg, "`'\"\n") && !strings.Contains(msg, "map[") {
+		return err
+	}
+	if m := errorLine.FindStringSubmatch(msg); m != nil {
+		return fmt.Errorf("not a valid document at line %s (the parser's message quotes the manifest and is left out)", m[1])
+	}
+	return errors.New("not a valid document (the decoder's message quotes the manifest and is left out)")
 }
+
+// maxDecodeMessage is the longest decoding error kept as it is.
+const maxDecodeMessage = 256
+
+// errorLine finds the line a parser's message names.
+var errorLine = regexp.MustCompile(`\bline (\d+)\b`)
 
 // prepare defaults, names and validates one decoded pod in place.
 func prepare(pod *corev1.Pod, source, origin, nodeName string) error {
