@@ -103,31 +103,22 @@ func TestMutateIsDeterministicAndChanges(t *testing.T) {
 
 // TestPodPipelineMutations runs FuzzPodPipeline's checks on mutated seeds.
 func TestPodPipelineMutations(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("subPath mounts need root")
-	}
-	seeds := pipelineSeeds()
-	r := rand.New(rand.NewPCG(mutationSeed(t), 0))
-	for i := range mutationInputs {
-		data := mutate(r, seeds[r.IntN(len(seeds))], seeds)
-		t.Run(strconv.Itoa(i), func(t *testing.T) {
-			t.Cleanup(func() {
-				if t.Failed() {
-					t.Logf("input: %q", data)
-				}
-			})
-			checkPipeline(t, data)
-		})
-	}
+	runMutations(t, pipelineSeeds(), checkPipeline)
 }
 
 // TestStaticManifestMutations runs FuzzStaticManifest's checks on mutated
 // seeds.
 func TestStaticManifestMutations(t *testing.T) {
+	runMutations(t, staticManifestSeeds(), checkStaticManifest)
+}
+
+// runMutations runs check on mutationInputs inputs mutated from seeds, each
+// a subtest that logs its input when it fails. The checks make subPath
+// mounts, which need root.
+func runMutations(t *testing.T, seeds [][]byte, check func(*testing.T, []byte)) {
 	if os.Geteuid() != 0 {
 		t.Skip("subPath mounts need root")
 	}
-	seeds := staticManifestSeeds()
 	r := rand.New(rand.NewPCG(mutationSeed(t), 0))
 	for i := range mutationInputs {
 		data := mutate(r, seeds[r.IntN(len(seeds))], seeds)
@@ -137,7 +128,7 @@ func TestStaticManifestMutations(t *testing.T) {
 					t.Logf("input: %q", data)
 				}
 			})
-			checkStaticManifest(t, data)
+			check(t, data)
 		})
 	}
 }
