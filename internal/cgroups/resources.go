@@ -244,6 +244,17 @@ func PodConfig(pod *v1.Pod, s PodSettings) Config {
 	return c
 }
 
+// PodMemoryLimit is the memory limit PodConfig gives the pod's cgroup, and
+// whether it has one: a pod-level limit, else the containers' when every
+// one declares a limit.
+func PodMemoryLimit(pod *v1.Pod) (int64, bool) {
+	c := PodConfig(pod, PodSettings{})
+	if c.Memory == nil || *c.Memory <= 0 {
+		return 0, false
+	}
+	return *c.Memory, true
+}
+
 // hugePageBounds are the hugetlb limits of each size: the huge pages of
 // that size in requests, else 0. Sizes the host lacks are left out.
 func hugePageBounds(requests v1.ResourceList, sizes []string) map[string]int64 {

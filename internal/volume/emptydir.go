@@ -12,6 +12,8 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+
+	"github.com/nodelet/nodelet/internal/cgroups"
 )
 
 // emptyDirMode is the mode the kubelet gives an emptyDir, so that containers
@@ -56,7 +58,7 @@ func (m *Manager) setUpEmptyDir(pod *v1.Pod, name string, src *v1.EmptyDirVolume
 		if !mounted {
 			// A fresh file system: whatever was set up before is gone.
 			done = false
-			if err := m.ensureTmpfs(dir, src.SizeLimit); err != nil {
+			if err := m.ensureTmpfs(dir, m.memoryVolumeSize(pod, src.SizeLimit)); err != nil {
 				return err
 			}
 		}
@@ -106,6 +108,38 @@ func setEmptyDirOwnership(dir string, pod *v1.Pod) error {
 		return nil
 	}
 	return err
+}
+
+// memoryVolumeSize is the size of a memory-backed emptyDir's tmpfs, as the
+// kubelet sizes it: the node's allocatable memory, or the pod's memory
+// limit when that is smaller, or the volume's sizeLimit when that is
+// smaller still. Without one the tmpfs gets the host's default size (half
+// the machine's memory), which a pod's own limit may well exceed.
+func (m *Manager) memoryVolumeSize(pod *v1.Pod, sizeLimit *resource.Quantity) *resource.Quantity {
+	var allocatable *resource.Quantity
+	if m.nodeAllocatable != nil {
+		if alloc, err := m.nodeAllocatable(); err == nil {
+			if q, ok := alloc[v1.ResourceMemory]; ok {
+				allocatable = &q
+			}
+		}
+	}
+	var podLimit *resource.Quantity
+	if n, ok := cgroups.PodMemoryLimit(pod); ok {
+		podLimit = resource.NewQuantity(n, resource.BinarySI)
+	}
+	return smallestSize(allocatable, podLimit, sizeLimit)
+}
+
+// smallestSize is the smallest positive one of sizes, nil when none is.
+func smallestSize(sizes ...*resource.Quantity) *resource.Quantity {
+	var out *resource.Quantity
+	for _, s := range sizes {
+		if s != nil && s.Sign() > 0 && (out == nil || s.Cmp(*out) < 0) {
+			out = s
+		}
+	}
+	return out
 }
 
 // ensureTmpfs mounts a tmpfs on dir unless one is already mounted there,

@@ -3,6 +3,7 @@ package volume
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -208,4 +209,74 @@ func TestTearDownNeverRemovesThroughAMountItDidNotList(t *testing.T) {
 	if _, err := os.Stat(e.m.PodDir(pod.UID)); !os.IsNotExist(err) {
 		t.Errorf("pod directory still exists: %v", err)
 	}
+}
+
+func TestMemoryVolumeSize(t *testing.T) {
+	q := func(s string) *resource.Quantity { v := resource.MustParse(s); return &v }
+	limited := func(limits ...string) *v1.Pod {
+		pod := testPod()
+		pod.Spec.Containers = nil
+		for i, l := range limits {
+			c := v1.Container{Name: fmt.Sprintf("c%d", i)}
+			if l != "" {
+				c.Resources.Limits = v1.ResourceList{v1.ResourceMemory: resource.MustParse(l)}
+			}
+			pod.Spec.Containers = append(pod.Spec.Containers, c)
+		}
+		return pod
+	}
+	for _, tc := range []struct {
+		name        string
+		allocatable string // "" unknown
+		pod         *v1.Pod
+		sizeLimit   *resource.Quantity
+		want        string // "" the host's default
+	}{
+		{"no limit anywhere: the node's allocatable", "4Gi", limited(""), nil, "4Gi"},
+		{"the pod's limit, every container limited", "4Gi", limited("1Gi", "512Mi"), nil, "1536Mi"},
+		{"one container unlimited: no pod limit", "4Gi", limited("1Gi", ""), nil, "4Gi"},
+		{"a smaller sizeLimit", "4Gi", limited("1Gi"), q("64Mi"), "64Mi"},
+		{"a sizeLimit past the pod's limit is not used", "4Gi", limited("1Gi"), q("2Gi"), "1Gi"},
+		{"a pod limit past allocatable is not used", "1Gi", limited("2Gi"), nil, "1Gi"},
+		{"allocatable unknown: the pod's limit", "", limited("256Mi"), nil, "256Mi"},
+		{"allocatable unknown and no limits: the host's default", "", limited(""), nil, ""},
+		{"a zero sizeLimit counts as none", "4Gi", limited(""), q("0"), "4Gi"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := &Manager{}
+			if tc.allocatable != "" {
+				m.nodeAllocatable = func() (v1.ResourceList, error) {
+					return v1.ResourceList{v1.ResourceMemory: resource.MustParse(tc.allocatable)}, nil
+				}
+			}
+			got := m.memoryVolumeSize(tc.pod, tc.sizeLimit)
+			switch {
+			case tc.want == "" && got != nil:
+				t.Fatalf("size %s, want the host's default", got)
+			case tc.want != "" && (got == nil || got.Cmp(resource.MustParse(tc.want)) != 0):
+				t.Fatalf("size %v, want %s", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestMemoryEmptyDirSizedByThePodLimit mounts a real tmpfs for a pod whose
+// container is limited and whose volume has no sizeLimit: it is the pod's
+// limit, not half the machine's memory.
+func TestMemoryEmptyDirSizedByThePodLimit(t *testing.T) {
+	e := newTestEnv(t, WithMounter(mount.New("")), WithNodeAllocatable(func() (v1.ResourceList, error) {
+		return v1.ResourceList{v1.ResourceMemory: resource.MustParse("8Gi")}, nil
+	}))
+	pod := testPod(v1.Volume{Name: "mem", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{Medium: v1.StorageMediumMemory}}})
+	pod.Spec.Containers[0].Resources.Limits = v1.ResourceList{v1.ResourceMemory: resource.MustParse("24Mi")}
+	ctx := context.Background()
+	err := e.m.SetUp(ctx, pod)
+	if errors.Is(err, ErrMountNotPermitted) {
+		t.Skipf("skipping: mounting tmpfs is not permitted here: %v", err)
+	}
+	if err != nil {
+		t.Fatalf("SetUp: %v", err)
+	}
+	t.Cleanup(func() { _ = e.m.TearDown(ctx, pod.UID) })
+	assertTmpfs(t, e.m.volumeDir(pod.UID, emptyDirPlugin, "mem"), 24<<20)
 }
