@@ -308,9 +308,23 @@ var _ = Describe("nodelet under systemd on cgroup v2", Ordered, func() {
 		threshold := resource.MustParse(evictionThreshold)
 		fill := (available - threshold.Value() + 192<<20) >> 20
 		Expect(fill).To(BeNumerically(">", 0))
-		GinkgoWriter.Printf("memory.available %d MiB, threshold %s: filling %d MiB\n", available>>20, evictionThreshold, fill)
-		limit := resource.MustParse(fmt.Sprintf("%dMi", fill+64))
-		hog := utils.BusyboxPod(ns, "hog", nodeName, "sh", "-c", fmt.Sprintf("dd if=/dev/zero of=/fill/zeros bs=1M count=%d; sleep 100000", fill))
+		// The pod's limit must fit the node's allocatable, which the
+		// eviction threshold and the reservations make smaller than
+		// what is available: what is left over is written to the guest's
+		// own tmpfs, as memory used outside the pods.
+		node := &corev1.Node{}
+		Expect(admin.Get(ctx, client.ObjectKey{Name: nodeName}, node)).To(Succeed())
+		allocatable := node.Status.Allocatable.Memory().Value() >> 20
+		inPod := min(fill, allocatable-128)
+		outside := fill - inPod
+		GinkgoWriter.Printf("memory.available %d MiB, threshold %s, allocatable %d MiB: filling %d MiB in the pod, %d MiB outside\n",
+			available>>20, evictionThreshold, allocatable, inPod, outside)
+		if outside > 0 {
+			DeferCleanup(func(ctx SpecContext) { _, _ = inGuest(ctx, "rm -f /dev/shm/nodelet-e2e-fill") })
+			mustInGuest(ctx, fmt.Sprintf("dd if=/dev/zero of=/dev/shm/nodelet-e2e-fill bs=1M count=%d status=none", outside))
+		}
+		limit := resource.MustParse(fmt.Sprintf("%dMi", inPod+64))
+		hog := utils.BusyboxPod(ns, "hog", nodeName, "sh", "-c", fmt.Sprintf("dd if=/dev/zero of=/fill/zeros bs=1M count=%d; sleep 100000", inPod))
 		hog.Spec.Containers[0].Resources = corev1.ResourceRequirements{
 			Limits: corev1.ResourceList{corev1.ResourceMemory: limit, corev1.ResourceCPU: resource.MustParse("500m")},
 		}
@@ -319,14 +333,18 @@ var _ = Describe("nodelet under systemd on cgroup v2", Ordered, func() {
 		Expect(admin.Create(ctx, hog)).To(Succeed())
 
 		By("the node reports MemoryPressure and evicts the BestEffort pod while the Guaranteed one runs")
+		var seen string
 		Eventually(func(g Gomega) {
+			if h := utils.GetPod(ctx, admin, ns, "hog")(g); h != nil {
+				avail, _ := MemoryAvailable(mustInGuest(ctx, "cat /proc/meminfo"), mustInGuest(ctx, "cat "+CgroupRoot+"/memory.stat"))
+				seen = fmt.Sprintf("last seen: memory.available %d MiB; hog %s, containers %+v", avail>>20, h.Status.Phase, h.Status.ContainerStatuses)
+			}
 			p := utils.GetPod(ctx, admin, ns, "idle")(g)
 			g.Expect(p.Status.Phase).To(Equal(corev1.PodFailed))
 			g.Expect(p.Status.Reason).To(Equal("Evicted"))
 			h := utils.GetPod(ctx, admin, ns, "hog")(g)
 			g.Expect(h.Status.Reason).NotTo(Equal("Evicted"), "the Guaranteed pod was evicted before the BestEffort one")
-		}).WithTimeout(evictionTimeout).WithPolling(pollInterval).Should(Succeed())
-		node := &corev1.Node{}
+		}).WithTimeout(evictionTimeout).WithPolling(pollInterval).Should(Succeed(), func() string { return seen })
 		Expect(admin.Get(ctx, client.ObjectKey{Name: nodeName}, node)).To(Succeed())
 		Expect(node.Status.Conditions).To(ContainElement(And(
 			HaveField("Type", corev1.NodeMemoryPressure), HaveField("Status", corev1.ConditionTrue))))
