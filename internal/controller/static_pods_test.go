@@ -214,7 +214,7 @@ var _ = Describe("Static pods on the CRI fakes", func() {
 		By("a tenant's pod bound to the node with the static pod's name, made before the manifest")
 		bound := &corev1.Pod{
 			ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "web-" + node},
-			Spec: corev1.PodSpec{NodeName: node, Containers: []corev1.Container{{Name: "c", Image: "busybox:1.35", Command: []string{"sleep", "3600"}}}},
+			Spec:       corev1.PodSpec{NodeName: node, Containers: []corev1.Container{{Name: "c", Image: "busybox:1.35", Command: []string{"sleep", "3600"}}}},
 		}
 		Expect(admin.Create(ctx, bound)).To(Succeed())
 		By("another with the name of a second static pod, bound to another node")

@@ -39,7 +39,7 @@ func RemoveAll(path string) error {
 	if err != nil {
 		return &fs.PathError{Op: "open", Path: filepath.Dir(path), Err: err}
 	}
-	defer unix.Close(parent) //nolint:errcheck // a read-only descriptor.
+	defer unix.Close(parent)
 	return removeEntry(parent, filepath.Base(path), path)
 }
 
@@ -84,7 +84,7 @@ func removeEntry(dirfd int, name, path string) error {
 // removeContent removes every entry of the directory fd, which it closes.
 func removeContent(fd int, path string) error {
 	dir := os.NewFile(uintptr(fd), path)
-	defer dir.Close() //nolint:errcheck // a read-only directory.
+	defer dir.Close()
 	for {
 		names, err := dir.Readdirnames(readBatch)
 		if len(names) == 0 {
