@@ -96,14 +96,7 @@ func TestMemoryEmptyDirOnTmpfs(t *testing.T) {
 		secretVolume("sec", "creds", nil, nil, nil),
 	)
 	ctx := context.Background()
-	err := e.m.SetUp(ctx, pod)
-	if errors.Is(err, ErrMountNotPermitted) {
-		t.Skipf("skipping: mounting tmpfs is not permitted here: %v", err)
-	}
-	if err != nil {
-		t.Fatalf("SetUp: %v", err)
-	}
-	t.Cleanup(func() { _ = e.m.TearDown(ctx, pod.UID) })
+	setUpTmpfsOrSkip(t, e, pod)
 
 	mem := e.m.volumeDir(pod.UID, emptyDirPlugin, "mem")
 	assertTmpfs(t, mem, 16<<20)
@@ -269,6 +262,14 @@ func TestMemoryEmptyDirSizedByThePodLimit(t *testing.T) {
 	}))
 	pod := testPod(v1.Volume{Name: "mem", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{Medium: v1.StorageMediumMemory}}})
 	pod.Spec.Containers[0].Resources.Limits = v1.ResourceList{v1.ResourceMemory: resource.MustParse("24Mi")}
+	setUpTmpfsOrSkip(t, e, pod)
+	assertTmpfs(t, e.m.volumeDir(pod.UID, emptyDirPlugin, "mem"), 24<<20)
+}
+
+// setUpTmpfsOrSkip sets up pod's volumes on real tmpfs file systems and
+// tears them down at cleanup; without the privilege to mount it skips.
+func setUpTmpfsOrSkip(t *testing.T, e *testEnv, pod *v1.Pod) {
+	t.Helper()
 	ctx := context.Background()
 	err := e.m.SetUp(ctx, pod)
 	if errors.Is(err, ErrMountNotPermitted) {
@@ -278,5 +279,4 @@ func TestMemoryEmptyDirSizedByThePodLimit(t *testing.T) {
 		t.Fatalf("SetUp: %v", err)
 	}
 	t.Cleanup(func() { _ = e.m.TearDown(ctx, pod.UID) })
-	assertTmpfs(t, e.m.volumeDir(pod.UID, emptyDirPlugin, "mem"), 24<<20)
 }
