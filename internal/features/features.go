@@ -3,14 +3,17 @@ package features
 import (
 	"fmt"
 	"sort"
+	"strings"
 
 	"k8s.io/component-base/featuregate"
 	logsapi "k8s.io/component-base/logs/api/v1"
 )
 
-// The kubelet's gates nodelet knows. The stage and default are the kubelet's
-// in the Kubernetes version nodelet implements; docs/configuration.md says
-// what nodelet does with each.
+// The kubelet's gates nodelet acts on. The stage and default are the
+// kubelet's in the Kubernetes version nodelet implements (a test checks them
+// against kubeletGates); docs/configuration.md says what nodelet does with
+// each. Every other gate of the kubelet is known too (kubeletGates), so a
+// kubelet's configuration never stops nodelet, but changes nothing.
 const (
 	// ContainerCheckpoint: the node API's /checkpoint, a checkpoint of a
 	// running container written by the runtime.
@@ -45,7 +48,7 @@ const (
 	UserNamespacesSupport featuregate.Feature = "UserNamespacesSupport"
 )
 
-// specs are the gates' stages and defaults.
+// specs are the stages and defaults of the gates nodelet acts on.
 var specs = map[featuregate.Feature]featuregate.FeatureSpec{
 	ContainerCheckpoint:           {Default: true, PreRelease: featuregate.Beta},
 	ContainerRestartRules:         {Default: true, PreRelease: featuregate.Beta},
@@ -61,8 +64,10 @@ var specs = map[featuregate.Feature]featuregate.FeatureSpec{
 	UserNamespacesSupport:         {Default: true, PreRelease: featuregate.GA, LockToDefault: true},
 }
 
-// New returns a gate with every feature nodelet knows at its default,
-// the logging gates of k8s.io/component-base included.
+// New returns a gate with every feature the kubelet knows at the kubelet's
+// default: those nodelet acts on (specs), the logging gates of
+// k8s.io/component-base, which nodelet's logging reads, and the rest of
+// kubeletGates.
 func New() featuregate.MutableFeatureGate {
 	g := featuregate.NewFeatureGate()
 	if err := g.Add(specs); err != nil {
@@ -71,7 +76,57 @@ func New() featuregate.MutableFeatureGate {
 	if err := logsapi.AddFeatureGates(g); err != nil {
 		panic(fmt.Sprintf("logging feature gates: %v", err))
 	}
+	known := g.GetAll()
+	rest := map[featuregate.Feature]featuregate.FeatureSpec{}
+	for name, spec := range kubeletGates {
+		if _, ok := known[name]; !ok {
+			rest[name] = spec
+		}
+	}
+	if err := g.Add(rest); err != nil {
+		panic(fmt.Sprintf("kubelet feature gates: %v", err))
+	}
 	return g
+}
+
+// Implemented reports whether nodelet acts on the gate name: one of specs
+// or a logging gate.
+func Implemented(name string) bool {
+	if _, ok := specs[featuregate.Feature(name)]; ok {
+		return true
+	}
+	_, ok := loggingGates()[featuregate.Feature(name)]
+	return ok
+}
+
+// loggingGates are the gates of k8s.io/component-base's logging.
+func loggingGates() map[featuregate.Feature]featuregate.FeatureSpec {
+	g := featuregate.NewFeatureGate()
+	if err := logsapi.AddFeatureGates(g); err != nil {
+		panic(fmt.Sprintf("logging feature gates: %v", err))
+	}
+	all := g.GetAll()
+	delete(all, "AllAlpha")
+	delete(all, "AllBeta")
+	return all
+}
+
+// Unimplemented returns a warning for each gate of m that the kubelet knows
+// but nodelet does not act on, set against the kubelet's default: nodelet
+// accepts it, as a kubelet's configuration sets it, and behaves as the
+// kubelet does at the default. Sorted by name.
+func Unimplemented(m map[string]bool) []string {
+	var out []string
+	for name, on := range m {
+		spec, ok := kubeletGates[featuregate.Feature(name)]
+		if !ok || Implemented(name) || on == spec.Default {
+			continue
+		}
+		out = append(out, fmt.Sprintf("feature gate %s=%t is the kubelet's (%s, default %t) but nodelet does not implement it: nodelet behaves as with %s=%t",
+			name, on, strings.ToLower(string(spec.PreRelease)), spec.Default, name, spec.Default))
+	}
+	sort.Strings(out)
+	return out
 }
 
 // Gate is the process's feature gate, set once at start-up by Set.
@@ -93,7 +148,8 @@ func Set(m map[string]bool) error {
 	return Gate.SetFromMap(m)
 }
 
-// Known lists the names of the gates nodelet knows, sorted.
+// Known lists the names of the gates nodelet knows (every gate the
+// kubelet knows), sorted.
 func Known() []string {
 	var names []string
 	for name := range New().GetAll() {

@@ -25,7 +25,7 @@ func addKubeletFlags(fs *pflag.FlagSet, opts *Options, cfg *v1alpha1.NodeletConf
 	fs.StringVar(&cfg.CgroupDriver, "cgroup-driver", cfg.CgroupDriver, "cgroupfs or systemd; must match the runtime's.")
 	fs.StringVar(&cfg.CgroupRoot, "cgroup-root", cfg.CgroupRoot, "Cgroup under which pods run.")
 	fs.Var(&optionalString{&cfg.ResolvConf}, "resolv-conf", "Resolver file of pods with dnsPolicy Default; empty disables it.")
-	fs.Var(cliflag.NewMapStringBool(&cfg.FeatureGates), "feature-gates", "Feature gates, A=true,B=false; each overrides the config file's. Known: see docs/configuration.md.")
+	fs.Var(cliflag.NewMapStringBool(&cfg.FeatureGates), "feature-gates", "Feature gates, A=true,B=false; each overrides the config file's. Every gate of the kubelet is known; see docs/configuration.md for those nodelet implements.")
 	fs.StringVar(&cfg.StaticPodPath, "pod-manifest-path", cfg.StaticPodPath, "Directory (or file) of static pod manifests: staticPodPath.")
 	fs.StringVar(&cfg.StaticPodURL, "manifest-url", cfg.StaticPodURL, "URL of static pod manifests: staticPodURL.")
 	fs.Var(cliflag.NewColonSeparatedMultimapStringString(&cfg.StaticPodURLHeader), "manifest-url-header", "HTTP headers of --manifest-url requests, key:value,key:value; may repeat.")

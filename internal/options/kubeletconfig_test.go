@@ -121,6 +121,11 @@ func TestKubeletConfigMapping(t *testing.T) {
 				t.Errorf("featureGates %v providerID %q", o.Config.FeatureGates, o.Config.ProviderID)
 			}
 		}},
+		{"a kubelet's gates nodelet does not implement", "featureGates:\n  RotateKubeletServerCertificate: true\n  DynamicResourceAllocation: true\n  APIServingWithRoutine: true\n", func(t *testing.T, o *Options) {
+			if len(o.Warnings) != 1 || !strings.Contains(o.Warnings[0], "APIServingWithRoutine=true") {
+				t.Errorf("warnings %q, want one for APIServingWithRoutine, set against its default", o.Warnings)
+			}
+		}},
 		{"logging", "logging:\n  format: json\n  verbosity: 3\n", func(t *testing.T, o *Options) {
 			if o.Config.Logging.Format != "json" || o.Config.Logging.Verbosity != 3 {
 				t.Errorf("logging = %+v", o.Config.Logging)

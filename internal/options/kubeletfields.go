@@ -130,7 +130,7 @@ var kubeletFields = []kubeletField{
 	{name: "makeIPTablesUtilChains", support: ignored, note: "iptables chains are the proxy's"},
 	{name: "iptablesMasqueradeBit", support: ignored, note: "iptables chains are the proxy's"},
 	{name: "iptablesDropBit", support: ignored, note: "iptables chains are the proxy's"},
-	{name: "featureGates", support: mapped, note: "only gates nodelet knows; others are refused by name"},
+	{name: "featureGates", support: mapped, note: "every gate the kubelet knows, at its stage and default; a gate nodelet does not implement, set against its default, is logged as a warning; an unknown gate is refused by name"},
 	{name: "failSwapOn", support: mapped},
 	{name: "memorySwap", support: mapped, note: "swapBehavior: NoSwap, or LimitedSwap (cgroup v2)"},
 	{name: "containerLogMaxSize", support: mapped},

@@ -108,6 +108,7 @@ func Parse(args []string, extra func(*pflag.FlagSet)) (*Options, error) {
 	if err := Complete(cfg); err != nil {
 		return nil, err
 	}
+	opts.Warnings = append(opts.Warnings, features.Unimplemented(cfg.FeatureGates)...)
 	if opts.CertDir == "" {
 		opts.CertDir = filepath.Join(cfg.RootDir, DefaultCertDirName)
 	}
