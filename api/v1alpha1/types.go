@@ -329,6 +329,19 @@ type ServerConfig struct {
 	// both are empty a self-signed one is made under RootDir.
 	TLSCertFile       string `json:"tlsCertFile,omitempty"`
 	TLSPrivateKeyFile string `json:"tlsPrivateKeyFile,omitempty"`
+	// TLSCipherSuites are the cipher suites the node API offers with TLS 1.2,
+	// by the names of Go's crypto/tls constants (TLS 1.3 suites are not
+	// configurable). Empty: Go's defaults.
+	TLSCipherSuites []string `json:"tlsCipherSuites,omitempty"`
+	// TLSMinVersion is the oldest TLS version the node API accepts:
+	// VersionTLS10, VersionTLS11, VersionTLS12 or VersionTLS13. Default:
+	// VersionTLS12.
+	TLSMinVersion string `json:"tlsMinVersion,omitempty"`
+	// TLSCurvePreferences are the key exchange mechanisms the node API
+	// allows, by the numbers of Go's tls.CurveID (23 P-256, 24 P-384, 25
+	// P-521, 29 X25519, 4588 X25519MLKEM768, ...); Go chooses among them in
+	// its own order. Empty: Go's defaults.
+	TLSCurvePreferences []int32 `json:"tlsCurvePreferences,omitempty"`
 	// ClientCAFile authenticates clients by certificate: a client
 	// certificate signed by one of its CAs names the user (common name) and
 	// groups (organizations). Empty: no certificate authentication. The

@@ -1,15 +1,16 @@
 package v1alpha1
 
 import (
-	"time"
-
+	"crypto/tls"
 	"fmt"
+	"math"
 	"net"
 	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -17,6 +18,7 @@ import (
 	metavalidation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	cliflag "k8s.io/component-base/cli/flag"
 )
 
 // ReservableResources are the resource names SystemReserved and KubeReserved accept.
@@ -264,6 +266,19 @@ func validateServer(fp *field.Path, s *ServerConfig) field.ErrorList {
 			errs = append(errs, validateAbsPath(fp.Child(f.name), f.path)...)
 		}
 	}
+	if _, err := cliflag.TLSCipherSuites(s.TLSCipherSuites); err != nil {
+		errs = append(errs, field.Invalid(fp.Child("tlsCipherSuites"), s.TLSCipherSuites, err.Error()))
+	}
+	if s.TLSMinVersion != "" {
+		if _, err := cliflag.TLSVersion(s.TLSMinVersion); err != nil {
+			errs = append(errs, field.NotSupported(fp.Child("tlsMinVersion"), s.TLSMinVersion, cliflag.TLSPossibleVersions()))
+		}
+	}
+	for i, c := range s.TLSCurvePreferences {
+		if !KnownCurve(c) {
+			errs = append(errs, field.Invalid(fp.Child("tlsCurvePreferences").Index(i), c, "not a key exchange Go knows (a tls.CurveID such as 23 for P-256 or 29 for X25519)"))
+		}
+	}
 	if s.IdleTimeout.Duration <= 0 {
 		errs = append(errs, field.Invalid(fp.Child("idleTimeout"), s.IdleTimeout.String(), "must be a positive duration"))
 	}
@@ -280,6 +295,11 @@ func validateServer(fp *field.Path, s *ServerConfig) field.ErrorList {
 	errs = append(errs, validateTTL(authz.Child("cacheAuthorizedTTL"), s.Authorization.CacheAuthorizedTTL)...)
 	errs = append(errs, validateTTL(authz.Child("cacheUnauthorizedTTL"), s.Authorization.CacheUnauthorizedTTL)...)
 	return errs
+}
+
+// KnownCurve reports whether id is a tls.CurveID that Go names.
+func KnownCurve(id int32) bool {
+	return id > 0 && id <= math.MaxUint16 && !strings.HasPrefix(tls.CurveID(id).String(), "CurveID(")
 }
 
 // validateTTL checks a cache lifetime, where 0 means no caching.

@@ -106,6 +106,14 @@ func TestValidate(t *testing.T) {
 		{"pod CIDR trailing comma", func(c *NodeletConfiguration) { c.PodCIDR = "10.244.1.0/24," }, "podCIDR"},
 		{"endpoint without scheme", func(c *NodeletConfiguration) { c.ContainerRuntimeEndpoint = "/run/x.sock" }, "containerRuntimeEndpoint"},
 		{"image endpoint bad", func(c *NodeletConfiguration) { c.ImageServiceEndpoint = "http://x" }, "imageServiceEndpoint"},
+		{"CIS cipher suites", func(c *NodeletConfiguration) {
+			c.Server.TLSCipherSuites = []string{"TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256", "TLS_RSA_WITH_AES_256_GCM_SHA384"}
+		}, ""},
+		{"unknown cipher suite", func(c *NodeletConfiguration) { c.Server.TLSCipherSuites = []string{"TLS_RC4"} }, "server.tlsCipherSuites"},
+		{"TLS 1.3 minimum", func(c *NodeletConfiguration) { c.Server.TLSMinVersion = "VersionTLS13" }, ""},
+		{"unknown TLS version", func(c *NodeletConfiguration) { c.Server.TLSMinVersion = "TLS1.2" }, "server.tlsMinVersion"},
+		{"curves", func(c *NodeletConfiguration) { c.Server.TLSCurvePreferences = []int32{23, 29, 4588} }, ""},
+		{"unknown curve", func(c *NodeletConfiguration) { c.Server.TLSCurvePreferences = []int32{23, 7} }, "server.tlsCurvePreferences[1]"},
 		{"relative root dir", func(c *NodeletConfiguration) { c.RootDir = "var/lib" }, "rootDir"},
 		{"relative logs dir", func(c *NodeletConfiguration) { c.PodLogsDir = "logs" }, "podLogsDir"},
 		{"negative max pods", func(c *NodeletConfiguration) { c.MaxPods = -1 }, "maxPods"},

@@ -328,6 +328,16 @@ func (in *ServerConfig) DeepCopyInto(out *ServerConfig) {
 		*out = new(int32)
 		**out = **in
 	}
+	if in.TLSCipherSuites != nil {
+		in, out := &in.TLSCipherSuites, &out.TLSCipherSuites
+		*out = make([]string, len(*in))
+		copy(*out, *in)
+	}
+	if in.TLSCurvePreferences != nil {
+		in, out := &in.TLSCurvePreferences, &out.TLSCurvePreferences
+		*out = make([]int32, len(*in))
+		copy(*out, *in)
+	}
 	out.IdleTimeout = in.IdleTimeout
 	out.Anonymous = in.Anonymous
 	in.Webhook.DeepCopyInto(&out.Webhook)

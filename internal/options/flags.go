@@ -37,6 +37,8 @@ func addKubeletFlags(fs *pflag.FlagSet, opts *Options, cfg *v1alpha1.NodeletConf
 	fs.StringVar(&cfg.Server.ClientCAFile, "client-ca-file", cfg.Server.ClientCAFile, "CA bundle of the client certificates the node API accepts: server.clientCAFile.")
 	fs.StringVar(&cfg.Server.TLSCertFile, "tls-cert-file", cfg.Server.TLSCertFile, "Serving certificate of the node API: server.tlsCertFile.")
 	fs.StringVar(&cfg.Server.TLSPrivateKeyFile, "tls-private-key-file", cfg.Server.TLSPrivateKeyFile, "Key of --tls-cert-file: server.tlsPrivateKeyFile.")
+	fs.StringSliceVar(&cfg.Server.TLSCipherSuites, "tls-cipher-suites", cfg.Server.TLSCipherSuites, "Cipher suites of the node API with TLS 1.2, comma-separated Go names: server.tlsCipherSuites.")
+	fs.StringVar(&cfg.Server.TLSMinVersion, "tls-min-version", cfg.Server.TLSMinVersion, "Oldest TLS version of the node API (VersionTLS12, VersionTLS13): server.tlsMinVersion.")
 	fs.StringVar(&cfg.Server.Address, "address", cfg.Server.Address, "IP address the node API listens on: server.address.")
 	fs.Var(&int32Ptr{&cfg.Server.Port}, "port", "Port of the node API (0 disables it): server.port.")
 	fs.IntVar(&opts.HealthzPort, "healthz-port", opts.HealthzPort, "Port of /healthz and /readyz, on the address of --healthz-bind-address (0 disables them; default: that address's port, else 10248).")

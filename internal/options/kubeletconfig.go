@@ -167,6 +167,9 @@ func fromKubelet(kc *kubeletv1beta1.KubeletConfiguration, rotateSet bool) *v1alp
 	}
 	c.Server.TLSCertFile = kc.TLSCertFile
 	c.Server.TLSPrivateKeyFile = kc.TLSPrivateKeyFile
+	c.Server.TLSCipherSuites = kc.TLSCipherSuites
+	c.Server.TLSMinVersion = kc.TLSMinVersion
+	c.Server.TLSCurvePreferences = kc.TLSCurvePreferences
 	c.Server.ClientCAFile = kc.Authentication.X509.ClientCAFile
 	if kc.Authentication.Anonymous.Enabled != nil {
 		c.Server.Anonymous.Enabled = *kc.Authentication.Anonymous.Enabled

@@ -80,6 +80,10 @@ func NewFromConfig(cfg *v1alpha1.NodeletConfiguration, mgr ctrl.Manager, rt cri.
 	if sc.Port != nil {
 		port = *sc.Port
 	}
+	tlsConfig, err := TLSConfig(serving.GetCertificate, &sc)
+	if err != nil {
+		return nil, err
+	}
 	stats := &StatsProvider{
 		NodeName: cfg.NodeName, Pods: mgr.GetClient(), Runtime: rt, Host: nodeinfo.OSHost{},
 		RootDir: cfg.RootDir, PodLogsDir: cfg.PodLogsDir, Volumes: volumes,
@@ -87,7 +91,7 @@ func NewFromConfig(cfg *v1alpha1.NodeletConfiguration, mgr ctrl.Manager, rt cri.
 	return New(Options{
 		Address:       sc.Address,
 		Port:          port,
-		TLS:           TLSConfig(serving.GetCertificate),
+		TLS:           tlsConfig,
 		Authenticator: NewAuthenticator(authn),
 		Authorizer:    NewAuthorizer(authz),
 		NodeName:      cfg.NodeName,

@@ -133,7 +133,11 @@ func TestIdleConnectionsAreClosed(t *testing.T) {
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, key.Public(), key)
 	g.Expect(err).NotTo(HaveOccurred())
 	cert := &tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
-	f.opts.TLS = TLSConfig(func(*tls.ClientHelloInfo) (*tls.Certificate, error) { return cert, nil })
+	tlsConfig, err := TLSConfig(func(*tls.ClientHelloInfo) (*tls.Certificate, error) { return cert, nil }, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.opts.TLS = tlsConfig
 	f.opts.Address = "127.0.0.1"
 	s := f.server()
 	g.Expect(s.Listen()).To(Succeed())
