@@ -296,6 +296,11 @@ type NodeletConfiguration struct {
 	// per pod are accepted: kernel.shm*, kernel.msg*, kernel.sem,
 	// fs.mqueue.*, net.*. A pod setting any other sysctl is rejected.
 	AllowedUnsafeSysctls []string `json:"allowedUnsafeSysctls,omitempty"`
+	// SeccompDefault runs containers whose pod and container security
+	// contexts name no seccomp profile with the runtime's default profile
+	// (RuntimeDefault) instead of Unconfined, as the kubelet's field.
+	// Default: false.
+	SeccompDefault bool `json:"seccompDefault,omitempty"`
 
 	// Controllers lists the reconcilers to run: "*" for all, a name to add
 	// one, "-name" to remove one. Default: ["*"].

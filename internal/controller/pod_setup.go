@@ -100,6 +100,7 @@ func setupPodController(mgr ctrl.Manager, d *Deps) error {
 		ExtraLabels:   cri.OwnerLabels(cfg.NodeName),
 	}
 	sandbox.SeccompProfileRoot = filepath.Join(cfg.RootDir, "seccomp")
+	sandbox.SeccompDefault = cfg.SeccompDefault
 	if sandbox.HostDNS, err = hostDNS(cfg); err != nil {
 		return err
 	}

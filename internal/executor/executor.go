@@ -495,6 +495,7 @@ func (e *Executor) containerConfig(ctx context.Context, pod *v1.Pod, c *v1.Conta
 		NodeAllocatable:   node.Allocatable,
 		ExtraLabels:       e.Sandbox.ExtraLabels,
 		SeccompRoot:       e.Sandbox.SeccompProfileRoot,
+		SeccompDefault:    e.Sandbox.SeccompDefault,
 		TargetContainerID: target,
 		UserNamespace:     sb.config.GetLinux().GetSecurityContext().GetNamespaceOptions().GetUsernsOptions(),
 		Resources:         e.Resources,

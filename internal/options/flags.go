@@ -34,6 +34,7 @@ func addKubeletFlags(fs *pflag.FlagSet, opts *Options, cfg *v1alpha1.NodeletConf
 	fs.StringVar(&opts.CloudProvider, "cloud-provider", opts.CloudProvider, `Empty or "external" (a cloud controller manager initialises the Node).`)
 	fs.Var(&boolPtr{&cfg.FailSwapOn}, "fail-swap-on", "Refuse to start when the node has swap on: failSwapOn (default true).")
 	fs.Lookup("fail-swap-on").NoOptDefVal = "true"
+	fs.BoolVar(&cfg.SeccompDefault, "seccomp-default", cfg.SeccompDefault, "Run containers without a seccomp profile with the runtime's default one: seccompDefault.")
 	fs.StringVar(&cfg.Server.ClientCAFile, "client-ca-file", cfg.Server.ClientCAFile, "CA bundle of the client certificates the node API accepts: server.clientCAFile.")
 	fs.StringVar(&cfg.Server.TLSCertFile, "tls-cert-file", cfg.Server.TLSCertFile, "Serving certificate of the node API: server.tlsCertFile.")
 	fs.StringVar(&cfg.Server.TLSPrivateKeyFile, "tls-private-key-file", cfg.Server.TLSPrivateKeyFile, "Key of --tls-cert-file: server.tlsPrivateKeyFile.")

@@ -168,6 +168,7 @@ func fromKubelet(kc *kubeletv1beta1.KubeletConfiguration, rotateSet bool) *v1alp
 	c.Server.TLSCertFile = kc.TLSCertFile
 	c.Server.TLSPrivateKeyFile = kc.TLSPrivateKeyFile
 	c.Server.TLSCipherSuites = kc.TLSCipherSuites
+	c.SeccompDefault = kc.SeccompDefault != nil && *kc.SeccompDefault
 	c.Server.TLSMinVersion = kc.TLSMinVersion
 	c.Server.TLSCurvePreferences = kc.TLSCurvePreferences
 	c.Server.ClientCAFile = kc.Authentication.X509.ClientCAFile

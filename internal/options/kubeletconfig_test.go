@@ -126,6 +126,11 @@ func TestKubeletConfigMapping(t *testing.T) {
 				t.Errorf("warnings %q, want one for APIServingWithRoutine, set against its default", o.Warnings)
 			}
 		}},
+		{"seccomp default", "seccompDefault: true\n", func(t *testing.T, o *Options) {
+			if !o.Config.SeccompDefault {
+				t.Errorf("seccompDefault = false, want true")
+			}
+		}},
 		{"logging", "logging:\n  format: json\n  verbosity: 3\n", func(t *testing.T, o *Options) {
 			if o.Config.Logging.Format != "json" || o.Config.Logging.Verbosity != 3 {
 				t.Errorf("logging = %+v", o.Config.Logging)

@@ -160,7 +160,7 @@ var kubeletFields = []kubeletField{
 	{name: "reservedMemory", support: refused, note: "no memory manager"},
 	{name: "enableProfilingHandler", support: mapped},
 	{name: "enableDebugFlagsHandler", support: ignored, note: "no /debug/flags/v handler; -v sets the verbosity"},
-	{name: "seccompDefault", support: refused, accepted: []string{"false"}, note: "containers without a seccomp profile run Unconfined"},
+	{name: "seccompDefault", support: mapped},
 	{name: "memoryThrottlingFactor", support: mapped, note: "with the MemoryQoS gate (cgroup v2)"},
 	{name: "memoryReservationPolicy", support: mapped, note: "with the MemoryQoS gate (cgroup v2)"},
 	{name: "registerWithTaints", support: mapped},

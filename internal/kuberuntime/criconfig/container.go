@@ -76,6 +76,9 @@ type ContainerOptions struct {
 	NodeAllocatable v1.ResourceList
 	// SeccompRoot is the directory of Localhost seccomp profiles.
 	SeccompRoot string
+	// SeccompDefault gives a container whose pod and container name no
+	// seccomp profile RuntimeDefault instead of Unconfined.
+	SeccompDefault bool
 	// ExtraLabels are added to the container's labels (the ownership label).
 	ExtraLabels map[string]string
 	// TargetContainerID is the container whose process namespace an

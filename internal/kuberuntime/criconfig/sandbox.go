@@ -40,6 +40,9 @@ type SandboxOptions struct {
 	// SeccompProfileRoot is the directory Localhost seccomp profiles of
 	// the node's containers are resolved under (<rootDir>/seccomp).
 	SeccompProfileRoot string
+	// SeccompDefault gives containers without a seccomp profile the
+	// runtime's default one instead of none (the kubelet's seccompDefault).
+	SeccompDefault bool
 	// UserNamespace of the pod (UserNamespaceOptions), set per call; nil
 	// sends none.
 	UserNamespace *runtimeapi.UserNamespace

@@ -47,7 +47,7 @@ func containerSecurityContext(pod *v1.Pod, c *v1.Container, opts ContainerOption
 	if err := verifyRunAsNonRoot(pod, c, sc, opts.ImageUID, opts.ImageUser); err != nil {
 		return nil, err
 	}
-	seccomp, err := seccompProfile(sc.SeccompProfile, opts.SeccompRoot)
+	seccomp, err := seccompProfile(sc.SeccompProfile, opts.SeccompRoot, opts.SeccompDefault)
 	if err != nil {
 		return nil, err
 	}
@@ -140,10 +140,13 @@ func appArmorProfile(p *v1.AppArmorProfile) (*runtimeapi.SecurityProfile, string
 	}
 }
 
-// seccompProfile converts a seccomp profile; none means unconfined, as the
-// kubelet does without SeccompDefault.
-func seccompProfile(p *v1.SeccompProfile, root string) (*runtimeapi.SecurityProfile, error) {
+// seccompProfile converts a seccomp profile; none means the runtime's
+// default with seccompDefault, else unconfined, as the kubelet does.
+func seccompProfile(p *v1.SeccompProfile, root string, seccompDefault bool) (*runtimeapi.SecurityProfile, error) {
 	if p == nil {
+		if seccompDefault {
+			return &runtimeapi.SecurityProfile{ProfileType: runtimeapi.SecurityProfile_RuntimeDefault}, nil
+		}
 		return &runtimeapi.SecurityProfile{ProfileType: runtimeapi.SecurityProfile_Unconfined}, nil
 	}
 	switch p.Type {

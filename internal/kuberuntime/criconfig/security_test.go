@@ -14,22 +14,26 @@ func TestLocalhostSeccompProfileUnderRoot(t *testing.T) {
 		return &v1.SeccompProfile{Type: v1.SeccompProfileTypeLocalhost, LocalhostProfile: ptr.To(path)}
 	}
 	tests := []struct {
-		name    string
-		profile *v1.SeccompProfile
-		want    *runtimeapi.SecurityProfile // nil: a *ConfigError
+		name           string
+		profile        *v1.SeccompProfile
+		seccompDefault bool
+		want           *runtimeapi.SecurityProfile // nil: a *ConfigError
 	}{
-		{"none is unconfined", nil, &runtimeapi.SecurityProfile{ProfileType: runtimeapi.SecurityProfile_Unconfined}},
-		{"runtime default", &v1.SeccompProfile{Type: v1.SeccompProfileTypeRuntimeDefault},
+		{"none is unconfined", nil, false, &runtimeapi.SecurityProfile{ProfileType: runtimeapi.SecurityProfile_Unconfined}},
+		{"none is the runtime's default with seccompDefault", nil, true, &runtimeapi.SecurityProfile{ProfileType: runtimeapi.SecurityProfile_RuntimeDefault}},
+		{"unconfined asked for stays unconfined with seccompDefault", &v1.SeccompProfile{Type: v1.SeccompProfileTypeUnconfined}, true,
+			&runtimeapi.SecurityProfile{ProfileType: runtimeapi.SecurityProfile_Unconfined}},
+		{"runtime default", &v1.SeccompProfile{Type: v1.SeccompProfileTypeRuntimeDefault}, false,
 			&runtimeapi.SecurityProfile{ProfileType: runtimeapi.SecurityProfile_RuntimeDefault}},
-		{"localhost under the root", localhost("profiles/deny-mkdir.json"),
+		{"localhost under the root", localhost("profiles/deny-mkdir.json"), false,
 			&runtimeapi.SecurityProfile{ProfileType: runtimeapi.SecurityProfile_Localhost, LocalhostRef: "/var/lib/nodelet/seccomp/profiles/deny-mkdir.json"}},
-		{"localhost escaping the root", localhost("../../../etc/x.json"), nil},
-		{"localhost absolute", localhost("/etc/x.json"), nil},
-		{"localhost empty", localhost(""), nil},
+		{"localhost escaping the root", localhost("../../../etc/x.json"), false, nil},
+		{"localhost absolute", localhost("/etc/x.json"), false, nil},
+		{"localhost empty", localhost(""), true, nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := seccompProfile(tt.profile, "/var/lib/nodelet/seccomp")
+			got, err := seccompProfile(tt.profile, "/var/lib/nodelet/seccomp", tt.seccompDefault)
 			if tt.want == nil {
 				var ce *ConfigError
 				if !errors.As(err, &ce) {
