@@ -25,6 +25,8 @@ const (
 	DefaultMetricsBindAddress       = "127.0.0.1:10249"
 	DefaultKubeAPIQPS               = 50
 	DefaultKubeAPIBurst             = 100
+	DefaultRegistryPullQPS          = 5
+	DefaultRegistryBurst            = 10
 )
 
 // DefaultEvictionHard are the kubelet's hard eviction thresholds.
@@ -52,6 +54,14 @@ func SetDefaults(c *NodeletConfiguration) {
 	if c.SerializeImagePulls == nil {
 		t := true
 		c.SerializeImagePulls = &t
+	}
+	if c.RegistryPullQPS == nil {
+		q := int32(DefaultRegistryPullQPS)
+		c.RegistryPullQPS = &q
+	}
+	if c.RegistryBurst == nil {
+		b := int32(DefaultRegistryBurst)
+		c.RegistryBurst = &b
 	}
 	setString(&c.RootDir, DefaultRootDir)
 	setString(&c.PodLogsDir, DefaultPodLogsDir)

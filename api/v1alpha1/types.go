@@ -50,6 +50,18 @@ type NodeletConfiguration struct {
 	RuntimeRequestTimeout metav1.Duration `json:"runtimeRequestTimeout,omitempty"`
 	// SerializeImagePulls pulls one image at a time when true. Default: true.
 	SerializeImagePulls *bool `json:"serializeImagePulls,omitempty"`
+	// MaxParallelImagePulls bounds the pulls running at once when they are
+	// not serialized; nil: no bound. At least 1, and at most 1 with
+	// SerializeImagePulls.
+	MaxParallelImagePulls *int32 `json:"maxParallelImagePulls,omitempty"`
+	// RegistryPullQPS bounds image pulls per second; a pull beyond it
+	// fails at once (ErrImagePull, "pull QPS exceeded") and is retried
+	// after the image pull back-off, as the kubelet's. 0: no bound.
+	// Default: 5.
+	RegistryPullQPS *int32 `json:"registryPullQPS,omitempty"`
+	// RegistryBurst is how many pulls may go beyond RegistryPullQPS at
+	// once. Default: 10.
+	RegistryBurst *int32 `json:"registryBurst,omitempty"`
 
 	// RootDir holds nodelet's state: checkpoints and pod directories.
 	// Default: /var/lib/nodelet.

@@ -50,6 +50,20 @@ func Validate(c *NodeletConfiguration) field.ErrorList {
 	errs = append(errs, validateAbsPath(p("rootDir"), c.RootDir)...)
 	errs = append(errs, validateAbsPath(p("podLogsDir"), c.PodLogsDir)...)
 	errs = append(errs, validateAbsPath(p("hostRoot"), c.HostRoot)...)
+	if m := c.MaxParallelImagePulls; m != nil {
+		switch {
+		case *m < 1:
+			errs = append(errs, field.Invalid(p("maxParallelImagePulls"), *m, "must be at least 1"))
+		case *m > 1 && c.SerializeImagePulls != nil && *c.SerializeImagePulls:
+			errs = append(errs, field.Invalid(p("maxParallelImagePulls"), *m, "must be 1 or unset when serializeImagePulls is true"))
+		}
+	}
+	if q := c.RegistryPullQPS; q != nil && *q < 0 {
+		errs = append(errs, field.Invalid(p("registryPullQPS"), *q, "must not be negative"))
+	}
+	if b := c.RegistryBurst; b != nil && *b < 0 {
+		errs = append(errs, field.Invalid(p("registryBurst"), *b, "must not be negative"))
+	}
 	if c.MaxPods <= 0 {
 		errs = append(errs, field.Invalid(p("maxPods"), c.MaxPods, "must be greater than 0"))
 	}

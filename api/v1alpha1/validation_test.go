@@ -1,6 +1,7 @@
 package v1alpha1
 
 import (
+	"k8s.io/utils/ptr"
 	"strings"
 	"testing"
 	"time"
@@ -114,6 +115,17 @@ func TestValidate(t *testing.T) {
 		{"unknown TLS version", func(c *NodeletConfiguration) { c.Server.TLSMinVersion = "TLS1.2" }, "server.tlsMinVersion"},
 		{"curves", func(c *NodeletConfiguration) { c.Server.TLSCurvePreferences = []int32{23, 29, 4588} }, ""},
 		{"unknown curve", func(c *NodeletConfiguration) { c.Server.TLSCurvePreferences = []int32{23, 7} }, "server.tlsCurvePreferences[1]"},
+		{"parallel pulls", func(c *NodeletConfiguration) {
+			c.SerializeImagePulls = ptr.To(false)
+			c.MaxParallelImagePulls = ptr.To[int32](4)
+		}, ""},
+		{"parallel pulls while serialized", func(c *NodeletConfiguration) { c.MaxParallelImagePulls = ptr.To[int32](4) }, "maxParallelImagePulls"},
+		{"no parallel pulls", func(c *NodeletConfiguration) {
+			c.SerializeImagePulls = ptr.To(false)
+			c.MaxParallelImagePulls = ptr.To[int32](0)
+		}, "maxParallelImagePulls"},
+		{"negative pull QPS", func(c *NodeletConfiguration) { c.RegistryPullQPS = ptr.To[int32](-1) }, "registryPullQPS"},
+		{"negative pull burst", func(c *NodeletConfiguration) { c.RegistryBurst = ptr.To[int32](-1) }, "registryBurst"},
 		{"relative root dir", func(c *NodeletConfiguration) { c.RootDir = "var/lib" }, "rootDir"},
 		{"relative logs dir", func(c *NodeletConfiguration) { c.PodLogsDir = "logs" }, "podLogsDir"},
 		{"negative max pods", func(c *NodeletConfiguration) { c.MaxPods = -1 }, "maxPods"},

@@ -97,6 +97,21 @@ func (in *NodeletConfiguration) DeepCopyInto(out *NodeletConfiguration) {
 		*out = new(bool)
 		**out = **in
 	}
+	if in.MaxParallelImagePulls != nil {
+		in, out := &in.MaxParallelImagePulls, &out.MaxParallelImagePulls
+		*out = new(int32)
+		**out = **in
+	}
+	if in.RegistryPullQPS != nil {
+		in, out := &in.RegistryPullQPS, &out.RegistryPullQPS
+		*out = new(int32)
+		**out = **in
+	}
+	if in.RegistryBurst != nil {
+		in, out := &in.RegistryBurst, &out.RegistryBurst
+		*out = new(int32)
+		**out = **in
+	}
 	if in.CgroupsPerQOS != nil {
 		in, out := &in.CgroupsPerQOS, &out.CgroupsPerQOS
 		*out = new(bool)

@@ -91,7 +91,12 @@ func setupPodController(mgr ctrl.Manager, d *Deps) error {
 	}
 	admit.LoadedAppArmorProfiles = admission.SysAppArmor{}.Loaded
 	admit.RuntimeFeatures = features
-	imageManager := images.NewManager(d.Runtime, eng.recorder, images.Options{SerializeImagePulls: *cfg.SerializeImagePulls})
+	imageManager := images.NewManager(d.Runtime, eng.recorder, images.Options{
+		SerializeImagePulls:   *cfg.SerializeImagePulls,
+		MaxParallelImagePulls: int(ptr.Deref(cfg.MaxParallelImagePulls, 0)),
+		PullQPS:               float32(ptr.Deref(cfg.RegistryPullQPS, 0)),
+		PullBurst:             int(ptr.Deref(cfg.RegistryBurst, 0)),
+	})
 	sandbox := criconfig.SandboxOptions{
 		PodLogsDir:    cfg.PodLogsDir,
 		ClusterDNS:    cfg.ClusterDNS,

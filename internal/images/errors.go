@@ -17,6 +17,10 @@ var (
 	ErrImageInspect = errors.New("ImageInspectError")
 )
 
+// ErrPullQPSExceeded is a pull refused by registryPullQPS; the container
+// waits with ErrImagePull and is retried after the image pull back-off.
+var ErrPullQPSExceeded = errors.New("pull QPS exceeded")
+
 var reasons = []error{ErrImagePull, ErrImageNeverPull, ErrInvalidImageName, ErrImageInspect}
 
 // imageError is an EnsureImage failure: a reason, the message shown to the

@@ -10,6 +10,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/name"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/util/flowcontrol"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/log"
@@ -45,6 +46,11 @@ type Options struct {
 	// MaxParallelImagePulls bounds concurrent pulls when they are not
 	// serialized; zero means no bound.
 	MaxParallelImagePulls int
+	// PullQPS bounds pulls per second, with bursts of PullBurst: a pull
+	// beyond them fails at once with ErrPullQPSExceeded, as the kubelet's
+	// registryPullQPS and registryBurst. Zero: no bound.
+	PullQPS   float32
+	PullBurst int
 	// Clock times pulls; nil means the real clock.
 	Clock clock.Clock
 }
@@ -74,7 +80,7 @@ func NewManager(images ImageService, recorder Recorder, opts Options) *Manager {
 		images:   images,
 		recorder: recorder,
 		clock:    opts.Clock,
-		puller:   newPuller(images, opts.Clock, slots),
+		puller:   newPuller(images, opts.Clock, slots, pullLimiter(opts.PullQPS, opts.PullBurst)),
 	}
 }
 
@@ -147,6 +153,14 @@ func (m *Manager) pull(ctx context.Context, spec *runtimeapi.ImageSpec, pullSecr
 		"Successfully pulled image %q in %v (%v including waiting). Image size: %d bytes.",
 		image, res.pulling.Truncate(time.Millisecond), res.total.Truncate(time.Millisecond), res.size))
 	return res.ref, nil
+}
+
+// pullLimiter is the token bucket of qps and burst, or nil when qps is 0.
+func pullLimiter(qps float32, burst int) flowcontrol.RateLimiter {
+	if qps <= 0 {
+		return nil
+	}
+	return flowcontrol.NewTokenBucketRateLimiter(qps, max(burst, 1))
 }
 
 // credentials returns the pull secrets' credentials for image; secrets that

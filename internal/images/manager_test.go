@@ -468,3 +468,41 @@ func (b *blockingImages) PullImage(ctx context.Context, image *runtimeapi.ImageS
 	}
 	return b.fakeImages.PullImage(ctx, image, auth, sb)
 }
+
+func TestMaxParallelImagePullsBoundsPullsAtOnce(t *testing.T) {
+	g := NewWithT(t)
+	fi := newFakeImages()
+	fi.release = make(chan struct{})
+	m := NewManager(fi, nil, Options{MaxParallelImagePulls: 2})
+
+	done := ensureConcurrently(m, "a:1", "b:1", "c:1")
+	g.Eventually(fi.inFlightNow).Should(Equal(2))
+	g.Consistently(fi.inFlightNow, 100*time.Millisecond).Should(Equal(2))
+	close(fi.release)
+	for range 3 {
+		g.Eventually(done).Should(Receive(BeNil()))
+	}
+	g.Expect(fi.pullCount()).To(Equal(3))
+}
+
+func TestPullsBeyondTheQPSFailAsTheKubelets(t *testing.T) {
+	g := NewWithT(t)
+	fi := newFakeImages()
+	rec := record.NewFakeRecorder(20)
+	// One pull a minute with a burst of two: the third pull in a row is
+	// refused without reaching the runtime.
+	m := NewManager(fi, rec, Options{PullQPS: 1.0 / 60, PullBurst: 2})
+	for i, image := range []string{"a:1", "b:1"} {
+		c := corev1.Container{Name: "app", Image: image}
+		_, _, err := m.EnsureImage(context.Background(), testPod(fmt.Sprint("u", i), c), &c, nil, nil)
+		g.Expect(err).NotTo(HaveOccurred())
+	}
+	c := corev1.Container{Name: "app", Image: "c:1"}
+	_, _, err := m.EnsureImage(context.Background(), testPod("u3", c), &c, nil, nil)
+	g.Expect(err).To(MatchError(ErrPullQPSExceeded))
+	reason, message := Reason(err)
+	g.Expect(reason).To(Equal("ErrImagePull"))
+	g.Expect(message).To(Equal("pull QPS exceeded"))
+	g.Expect(fi.pullCount()).To(Equal(2), "the refused pull reached the runtime")
+	g.Expect(drainEvents(rec)).To(ContainElement(`Warning Failed Failed to pull image "c:1": pull QPS exceeded`))
+}

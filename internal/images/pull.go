@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"k8s.io/client-go/util/flowcontrol"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/log"
@@ -25,7 +26,9 @@ type puller struct {
 	images ImageService
 	clock  clock.Clock
 	slots  chan struct{} // nil when unbounded
-	locks  keylock.Map
+	// limiter bounds pulls per second; nil when unbounded.
+	limiter flowcontrol.RateLimiter
+	locks   keylock.Map
 
 	mu      sync.Mutex
 	flights map[string]*flight
@@ -48,8 +51,8 @@ type pullResult struct {
 	total   time.Duration // including waiting for a slot or the image's lock
 }
 
-func newPuller(images ImageService, clk clock.Clock, slots int) *puller {
-	p := &puller{images: images, clock: clk, flights: map[string]*flight{}}
+func newPuller(images ImageService, clk clock.Clock, slots int, limiter flowcontrol.RateLimiter) *puller {
+	p := &puller{images: images, clock: clk, limiter: limiter, flights: map[string]*flight{}}
 	if slots > 0 {
 		p.slots = make(chan struct{}, slots)
 	}
@@ -113,6 +116,9 @@ func (p *puller) pullExclusive(ctx context.Context, spec *runtimeapi.ImageSpec, 
 	defer unlock()
 	if err := ctx.Err(); err != nil {
 		return pullResult{}, fmt.Errorf("pulling image %q: %w", spec.GetImage(), err)
+	}
+	if p.limiter != nil && !p.limiter.TryAccept() {
+		return pullResult{}, ErrPullQPSExceeded
 	}
 
 	start := p.clock.Now()

@@ -35,6 +35,11 @@ func addKubeletFlags(fs *pflag.FlagSet, opts *Options, cfg *v1alpha1.NodeletConf
 	fs.Var(&boolPtr{&cfg.FailSwapOn}, "fail-swap-on", "Refuse to start when the node has swap on: failSwapOn (default true).")
 	fs.Lookup("fail-swap-on").NoOptDefVal = "true"
 	fs.BoolVar(&cfg.SeccompDefault, "seccomp-default", cfg.SeccompDefault, "Run containers without a seccomp profile with the runtime's default one: seccompDefault.")
+	fs.Var(&boolPtr{&cfg.SerializeImagePulls}, "serialize-image-pulls", "Pull one image at a time: serializeImagePulls (default true).")
+	fs.Lookup("serialize-image-pulls").NoOptDefVal = "true"
+	fs.Var(&int32Ptr{&cfg.MaxParallelImagePulls}, "max-parallel-image-pulls", "Most image pulls at once when they are not serialized: maxParallelImagePulls.")
+	fs.Var(&int32Ptr{&cfg.RegistryPullQPS}, "registry-qps", "Image pulls per second, 0 for no bound: registryPullQPS (default 5).")
+	fs.Var(&int32Ptr{&cfg.RegistryBurst}, "registry-burst", "Image pulls beyond --registry-qps at once: registryBurst (default 10).")
 	fs.StringVar(&cfg.Server.ClientCAFile, "client-ca-file", cfg.Server.ClientCAFile, "CA bundle of the client certificates the node API accepts: server.clientCAFile.")
 	fs.StringVar(&cfg.Server.TLSCertFile, "tls-cert-file", cfg.Server.TLSCertFile, "Serving certificate of the node API: server.tlsCertFile.")
 	fs.StringVar(&cfg.Server.TLSPrivateKeyFile, "tls-private-key-file", cfg.Server.TLSPrivateKeyFile, "Key of --tls-cert-file: server.tlsPrivateKeyFile.")

@@ -220,6 +220,11 @@ func fromKubelet(kc *kubeletv1beta1.KubeletConfiguration, rotateSet bool) *v1alp
 	c.ContainerRuntimeEndpoint = kc.ContainerRuntimeEndpoint
 	c.ImageServiceEndpoint = kc.ImageServiceEndpoint
 	c.SerializeImagePulls = kc.SerializeImagePulls
+	c.MaxParallelImagePulls = kc.MaxParallelImagePulls
+	c.RegistryPullQPS = kc.RegistryPullQPS
+	if kc.RegistryBurst != 0 { // the kubelet's 0 is its default, 10
+		c.RegistryBurst = ptrTo(kc.RegistryBurst)
+	}
 	c.MaxPods = kc.MaxPods
 	c.PodCIDR = kc.PodCIDR
 

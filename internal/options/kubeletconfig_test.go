@@ -131,6 +131,17 @@ func TestKubeletConfigMapping(t *testing.T) {
 				t.Errorf("seccompDefault = false, want true")
 			}
 		}},
+		{"image pull limits", "serializeImagePulls: false\nmaxParallelImagePulls: 3\nregistryPullQPS: 0\nregistryBurst: 20\n", func(t *testing.T, o *Options) {
+			c := o.Config
+			if *c.SerializeImagePulls || *c.MaxParallelImagePulls != 3 || *c.RegistryPullQPS != 0 || *c.RegistryBurst != 20 {
+				t.Errorf("serialize %v parallel %v qps %v burst %v", *c.SerializeImagePulls, c.MaxParallelImagePulls, *c.RegistryPullQPS, *c.RegistryBurst)
+			}
+		}},
+		{"image pull limits at the kubelet's defaults", "registryBurst: 0\n", func(t *testing.T, o *Options) {
+			if c := o.Config; *c.RegistryPullQPS != 5 || *c.RegistryBurst != 10 {
+				t.Errorf("qps %v burst %v, want 5 and 10", *c.RegistryPullQPS, *c.RegistryBurst)
+			}
+		}},
 		{"logging", "logging:\n  format: json\n  verbosity: 3\n", func(t *testing.T, o *Options) {
 			if o.Config.Logging.Format != "json" || o.Config.Logging.Verbosity != 3 {
 				t.Errorf("logging = %+v", o.Config.Logging)
