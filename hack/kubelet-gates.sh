@@ -2,8 +2,10 @@
 # Writes internal/features/kubelet_gates.go: every feature gate the pinned
 # kubelet knows, with its stage, default and lock at the kubelet's own
 # version, read from the kubelet's code in the Go module proxy (the module
-# directory of hack/k8s-binary.sh, whose compiled packages it reuses).
-# Run it after a change of K8S_VERSION; the generated file is committed.
+# directory of hack/k8s-binary.sh, whose compiled packages it reuses); and
+# internal/options/testdata/kubelet-flags.txt, the names of the kubelet's
+# flags from its --help, which a test holds nodelet's flags to.
+# Run it after a change of K8S_VERSION; the generated files are committed.
 set -euo pipefail
 
 K8S_VERSION="${K8S_VERSION:-1.37.0}"
@@ -12,7 +14,12 @@ ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 OUT="$ROOT/internal/features/kubelet_gates.go"
 
 # The module directory exists once the kubelet was built.
-bash "$ROOT/hack/kubelet.sh" >/dev/null
+kubelet="$(bash "$ROOT/hack/kubelet.sh")"
+flags="$ROOT/internal/options/testdata/kubelet-flags.txt"
+{
+	echo "# The flags of the kubelet v$K8S_VERSION (kubelet --help), written by hack/kubelet-gates.sh."
+	"$kubelet" --help 2>&1 | grep -oE '^\s+(-[a-z], )?--[a-z0-9-]+' | sed 's/.*--//' | grep -vx help | sort -u
+} >"$flags"
 dir="$CACHE_ROOT/build/kubelet-$K8S_VERSION"
 export GOFLAGS="-buildvcs=false -mod=mod"
 export GOTOOLCHAIN="${GOTOOLCHAIN:-local}"

@@ -313,6 +313,13 @@ type NodeletConfiguration struct {
 	// (RuntimeDefault) instead of Unconfined, as the kubelet's field.
 	// Default: false.
 	SeccompDefault bool `json:"seccompDefault,omitempty"`
+	// ProtectKernelDefaults refuses to start unless the kernel's settings
+	// are those the kubelet expects (vm.overcommit_memory=1,
+	// vm.panic_on_oom=0, kernel.panic=10, kernel.panic_on_oops=1,
+	// kernel.keys.root_maxkeys=1000000, kernel.keys.root_maxbytes=25000000),
+	// as the kubelet's field. False leaves them as they are (the kubelet
+	// sets them). Default: false.
+	ProtectKernelDefaults bool `json:"protectKernelDefaults,omitempty"`
 
 	// Controllers lists the reconcilers to run: "*" for all, a name to add
 	// one, "-name" to remove one. Default: ["*"].
@@ -342,6 +349,14 @@ type ServerConfig struct {
 	Address string `json:"address,omitempty"`
 	// Port to listen on; 0 disables the server. Default: 10250.
 	Port *int32 `json:"port,omitempty"`
+	// ReadOnlyPort, when not 0, also serves what the kubelet's read-only
+	// port serves, on Address, in plain HTTP and without authentication
+	// or authorization: /healthz, /pods (every pod of the node, with its
+	// environment variables as written in the spec), /metrics,
+	// /metrics/probes, /metrics/resource and /stats/summary. Off by
+	// default, as the kubelet's; turn it on only on a network no one
+	// untrusted reaches.
+	ReadOnlyPort int32 `json:"readOnlyPort,omitempty"`
 	// TLSCertFile and TLSPrivateKeyFile are the serving certificate; when
 	// both are empty a self-signed one is made under RootDir.
 	TLSCertFile       string `json:"tlsCertFile,omitempty"`

@@ -268,6 +268,11 @@ func validateServer(fp *field.Path, s *ServerConfig) field.ErrorList {
 	if s.Port != nil && (*s.Port < 0 || *s.Port > 65535) {
 		errs = append(errs, field.Invalid(fp.Child("port"), *s.Port, "must be between 0 and 65535"))
 	}
+	if s.ReadOnlyPort < 0 || s.ReadOnlyPort > 65535 {
+		errs = append(errs, field.Invalid(fp.Child("readOnlyPort"), s.ReadOnlyPort, "must be between 0 and 65535"))
+	} else if s.ReadOnlyPort != 0 && s.Port != nil && *s.Port == s.ReadOnlyPort {
+		errs = append(errs, field.Invalid(fp.Child("readOnlyPort"), s.ReadOnlyPort, "must differ from port"))
+	}
 	if (s.TLSCertFile == "") != (s.TLSPrivateKeyFile == "") {
 		errs = append(errs, field.Invalid(fp.Child("tlsPrivateKeyFile"), s.TLSPrivateKeyFile,
 			"tlsCertFile and tlsPrivateKeyFile must be set together"))

@@ -77,6 +77,12 @@ func Run(args []string, reg controller.Registry) int {
 		log.Error(err, "Refusing to start")
 		return 1
 	}
+	if cfg.ProtectKernelDefaults {
+		if err := nodeinfo.CheckKernelDefaults("/proc/sys"); err != nil {
+			log.Error(err, "Refusing to start")
+			return 1
+		}
+	}
 	if err := checkKubeletPaths(cfg); err != nil {
 		log.Error(err, "Refusing to start")
 		return 1
@@ -139,6 +145,12 @@ func Run(args []string, reg controller.Registry) int {
 		}
 		if err := mgr.Add(srv); err != nil {
 			log.Error(err, "Unable to add the node API server")
+			return 1
+		}
+	}
+	if ro := server.NewReadOnlyFromConfig(cfg, mgr, deps.Runtime, deps.VolumeStats()); ro != nil {
+		if err := mgr.Add(ro); err != nil {
+			log.Error(err, "Unable to add the node API's read-only port")
 			return 1
 		}
 	}

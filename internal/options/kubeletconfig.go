@@ -49,7 +49,7 @@ func DecodeKubelet(data []byte) (*v1alpha1.NodeletConfiguration, []string, error
 	if err != nil {
 		return nil, nil, err
 	}
-	var warnings []string
+	warnings := warnKubeletFields(raw)
 	for _, e := range strictErrs {
 		warnings = append(warnings, "kubelet config file: "+e.Error())
 	}
@@ -75,9 +75,32 @@ func checkKubeletFields(raw map[string]json.RawMessage) error {
 		if !ok || f.support != refused || emptyJSON(raw[name]) || acceptedJSON(raw[name], f.accepted) {
 			continue
 		}
-		return fmt.Errorf("kubelet config field %q: %s is not supported by nodelet (supported: %s)", name, compactJSON(raw[name]), supportedText(f))
+		return &refusedFieldError{name: name, value: compactJSON(raw[name]), supported: supportedText(f)}
 	}
 	return nil
+}
+
+// warnKubeletFields returns a warning for each warned field set to a value
+// other than empty.
+func warnKubeletFields(raw map[string]json.RawMessage) []string {
+	var out []string
+	for _, f := range kubeletFields {
+		v, ok := raw[f.name]
+		if !ok || f.support != warned || emptyJSON(v) {
+			continue
+		}
+		out = append(out, fmt.Sprintf("kubelet config field %q: %s is accepted but changes nothing: %s", f.name, compactJSON(v), f.note))
+	}
+	return out
+}
+
+// refusedFieldError is a KubeletConfiguration field nodelet cannot honour.
+type refusedFieldError struct {
+	name, value, supported string
+}
+
+func (e *refusedFieldError) Error() string {
+	return fmt.Sprintf("kubelet config field %q: %s is not supported by nodelet (supported: %s)", e.name, e.value, e.supported)
 }
 
 // supportedText says which values of a refused field nodelet accepts.
@@ -168,7 +191,9 @@ func fromKubelet(kc *kubeletv1beta1.KubeletConfiguration, rotateSet bool) *v1alp
 	c.Server.TLSCertFile = kc.TLSCertFile
 	c.Server.TLSPrivateKeyFile = kc.TLSPrivateKeyFile
 	c.Server.TLSCipherSuites = kc.TLSCipherSuites
+	c.Server.ReadOnlyPort = kc.ReadOnlyPort
 	c.SeccompDefault = kc.SeccompDefault != nil && *kc.SeccompDefault
+	c.ProtectKernelDefaults = kc.ProtectKernelDefaults
 	c.Server.TLSMinVersion = kc.TLSMinVersion
 	c.Server.TLSCurvePreferences = kc.TLSCurvePreferences
 	c.Server.ClientCAFile = kc.Authentication.X509.ClientCAFile

@@ -14,6 +14,10 @@ const (
 	// refused fields are accepted only unset, empty, zero or at the
 	// kubelet's default; any other value is an error naming the field.
 	refused
+	// warned fields are accepted whatever their value, which nodelet does
+	// not act on; a value other than empty is logged as a warning. They
+	// change nothing a pod or a user of the cluster sees.
+	warned
 )
 
 func (s fieldSupport) String() string {
@@ -22,6 +26,8 @@ func (s fieldSupport) String() string {
 		return "mapped"
 	case ignored:
 		return "ignored"
+	case warned:
+		return "accepted with a warning"
 	default:
 		return "refused unless default"
 	}
@@ -55,7 +61,7 @@ var kubeletFields = []kubeletField{
 	{name: "staticPodURLHeader", support: mapped},
 	{name: "address", support: mapped, note: "server.address"},
 	{name: "port", support: mapped, note: "server.port"},
-	{name: "readOnlyPort", support: refused, note: "nodelet has no unauthenticated read-only port"},
+	{name: "readOnlyPort", support: mapped, note: "server.readOnlyPort"},
 	{name: "tlsCertFile", support: mapped, note: "server.tlsCertFile"},
 	{name: "tlsPrivateKeyFile", support: mapped, note: "server.tlsPrivateKeyFile"},
 	{name: "tlsCipherSuites", support: mapped, note: "server.tlsCipherSuites"},
@@ -87,8 +93,8 @@ var kubeletFields = []kubeletField{
 	{name: "imageGCHighThresholdPercent", support: mapped},
 	{name: "imageGCLowThresholdPercent", support: mapped},
 	{name: "volumeStatsAggPeriod", support: mapped, note: "a negative value disables volume stats (0 in nodelet's configuration)"},
-	{name: "kubeletCgroups", support: refused, note: "nodelet stays in the cgroup it was started in"},
-	{name: "systemCgroups", support: refused, note: "nodelet moves no system processes"},
+	{name: "kubeletCgroups", support: warned, note: "nodelet stays in the cgroup its unit started it in"},
+	{name: "systemCgroups", support: warned, note: "nodelet moves no system processes"},
 	{name: "cgroupRoot", support: mapped},
 	{name: "cgroupsPerQOS", support: mapped},
 	{name: "cgroupDriver", support: mapped},
@@ -126,7 +132,7 @@ var kubeletFields = []kubeletField{
 	{name: "mergeDefaultEvictionSettings", support: refused, accepted: []string{"false"}, note: "evictionHard replaces the default thresholds"},
 	{name: "podsPerCore", support: refused, note: "maxPods alone bounds the pods"},
 	{name: "enableControllerAttachDetach", support: refused, accepted: []string{"true"}, note: "the attach/detach controller attaches volumes"},
-	{name: "protectKernelDefaults", support: refused, accepted: []string{"false"}, note: "kernel settings are not checked"},
+	{name: "protectKernelDefaults", support: mapped, note: "true refuses to start on other kernel settings; false leaves them as they are (the kubelet sets them)"},
 	{name: "makeIPTablesUtilChains", support: ignored, note: "iptables chains are the proxy's"},
 	{name: "iptablesMasqueradeBit", support: ignored, note: "iptables chains are the proxy's"},
 	{name: "iptablesDropBit", support: ignored, note: "iptables chains are the proxy's"},
@@ -165,7 +171,7 @@ var kubeletFields = []kubeletField{
 	{name: "memoryReservationPolicy", support: mapped, note: "with the MemoryQoS gate (cgroup v2)"},
 	{name: "registerWithTaints", support: mapped},
 	{name: "registerNode", support: refused, accepted: []string{"true"}, note: "nodelet always registers its Node"},
-	{name: "tracing", support: refused, note: "no OpenTelemetry tracing"},
+	{name: "tracing", support: warned, note: "nodelet exports no OpenTelemetry traces"},
 	{name: "localStorageCapacityIsolation", support: mapped},
 	{name: "containerRuntimeEndpoint", support: mapped},
 	{name: "imageServiceEndpoint", support: mapped},

@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	cliflag "k8s.io/component-base/cli/flag"
 	logsapi "k8s.io/component-base/logs/api/v1"
 	"sigs.k8s.io/yaml"
 
@@ -44,6 +45,12 @@ type Options struct {
 	// HealthzPort is --healthz-port, the port of healthzBindAddress; -1
 	// when not given.
 	HealthzPort int
+	// ConfigDir is --config-dir: the kubelet's drop-ins.
+	ConfigDir string
+	// ImageCredentialProviderConfig and ImageCredentialProviderBinDir are
+	// the kubelet's image credential provider flags.
+	ImageCredentialProviderConfig string
+	ImageCredentialProviderBinDir string
 	// Warnings are said once logging is set up: the unknown fields of a
 	// KubeletConfiguration, for example.
 	Warnings []string
@@ -63,7 +70,8 @@ var ErrVersion = errors.New("version requested")
 func Parse(args []string, extra func(*pflag.FlagSet)) (*Options, error) {
 	// First pass: only to learn --config and --kubeconfig.
 	opts := &Options{HealthzPort: -1}
-	first := newFlagSet(opts, &v1alpha1.NodeletConfiguration{}, extra)
+	overlay := newKubeletOverlay()
+	first := newFlagSet(opts, &v1alpha1.NodeletConfiguration{}, overlay, extra)
 	if err := first.Parse(args); err != nil {
 		return nil, err
 	}
@@ -71,18 +79,18 @@ func Parse(args []string, extra func(*pflag.FlagSet)) (*Options, error) {
 		return nil, ErrVersion
 	}
 
-	cfg := &v1alpha1.NodeletConfiguration{}
-	if opts.ConfigFile != "" {
-		var err error
-		if cfg, opts.Warnings, err = LoadFile(opts.ConfigFile); err != nil {
-			return nil, err
-		}
+	// The configuration: the file, the kubelet's drop-ins and the
+	// kubelet's flags for its fields, merged as the kubelet merges them.
+	cfg, warnings, err := loadConfigs(opts.ConfigFile, opts.ConfigDir, overlay)
+	if err != nil {
+		return nil, err
 	}
-	// Second pass: flags that were set override the file; feature gates
-	// given as a flag override the file's one by one.
+	opts.Warnings = warnings
+	// Second pass: nodelet's flags that were set override the file;
+	// feature gates given as a flag override the file's one by one.
 	fileGates := cfg.FeatureGates
 	cfg.FeatureGates = nil
-	second := newFlagSet(opts, cfg, nil)
+	second := newFlagSet(opts, cfg, newKubeletOverlay(), nil)
 	second.ParseErrorsAllowlist.UnknownFlags = true
 	if err := second.Parse(args); err != nil {
 		return nil, err
@@ -195,18 +203,11 @@ func Decode(data []byte) (*v1alpha1.NodeletConfiguration, error) {
 // DecodeKubelet), which also returns warnings. It does not default or
 // validate; Parse and Complete do.
 func LoadFile(path string) (*v1alpha1.NodeletConfiguration, []string, error) {
-	data, err := os.ReadFile(path)
+	data, isKubelet, err := readConfigFile(path)
 	if err != nil {
-		return nil, nil, fmt.Errorf("reading config file: %w", err)
+		return nil, nil, err
 	}
-	if strings.TrimSpace(string(data)) == "" {
-		return nil, nil, errors.New("config file " + path + " is empty")
-	}
-	var tm metav1.TypeMeta
-	if err := yaml.Unmarshal(data, &tm); err != nil {
-		return nil, nil, fmt.Errorf("decoding config file %s: %w", path, err)
-	}
-	if tm.APIVersion == KubeletConfigGroupVersion && tm.Kind == KubeletConfigKind {
+	if isKubelet {
 		cfg, warnings, err := DecodeKubelet(data)
 		if err != nil {
 			return nil, nil, fmt.Errorf("decoding config file %s: %w", path, err)
@@ -220,9 +221,29 @@ func LoadFile(path string) (*v1alpha1.NodeletConfiguration, []string, error) {
 	return cfg, nil, nil
 }
 
-func newFlagSet(opts *Options, cfg *v1alpha1.NodeletConfiguration, extra func(*pflag.FlagSet)) *pflag.FlagSet {
+// readConfigFile reads a configuration file and says whether it is a
+// KubeletConfiguration.
+func readConfigFile(path string) ([]byte, bool, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, false, fmt.Errorf("reading config file: %w", err)
+	}
+	if strings.TrimSpace(string(data)) == "" {
+		return nil, false, errors.New("config file " + path + " is empty")
+	}
+	var tm metav1.TypeMeta
+	if err := yaml.Unmarshal(data, &tm); err != nil {
+		return nil, false, fmt.Errorf("decoding config file %s: %w", path, err)
+	}
+	return data, tm.APIVersion == KubeletConfigGroupVersion && tm.Kind == KubeletConfigKind, nil
+}
+
+func newFlagSet(opts *Options, cfg *v1alpha1.NodeletConfiguration, overlay *kubeletOverlay, extra func(*pflag.FlagSet)) *pflag.FlagSet {
 	fs := pflag.NewFlagSet("nodelet", pflag.ContinueOnError)
-	fs.StringVar(&opts.ConfigFile, "config", opts.ConfigFile, "Path to a NodeletConfiguration file. Flags that are set override it.")
+	fs.StringVar(&opts.ConfigFile, "config", opts.ConfigFile, "Path to a NodeletConfiguration or KubeletConfiguration file. Flags that are set override it.")
+	fs.StringVar(&opts.ConfigDir, "config-dir", opts.ConfigDir, "Directory of KubeletConfiguration drop-ins (files ending in .conf, in lexical order), merged over --config as the kubelet's.")
+	fs.StringVar(&opts.ImageCredentialProviderConfig, "image-credential-provider-config", opts.ImageCredentialProviderConfig, "File or directory of the kubelet's CredentialProviderConfig: the image credential provider plugins.")
+	fs.StringVar(&opts.ImageCredentialProviderBinDir, "image-credential-provider-bin-dir", opts.ImageCredentialProviderBinDir, "Directory of the image credential provider plugins' binaries.")
 	fs.BoolVar(&opts.Version, "version", opts.Version, "Print nodelet's version and the Kubernetes version it implements, and exit.")
 	fs.StringVar(&opts.Kubeconfig, "kubeconfig", opts.Kubeconfig, "Path to the kubeconfig nodelet authenticates with (as system:node:<name>). With --bootstrap-kubeconfig, written after a TLS bootstrap.")
 	fs.StringVar(&opts.BootstrapKubeconfig, "bootstrap-kubeconfig", opts.BootstrapKubeconfig, "Path to a kubeconfig (usually a bootstrap token) used to request a client certificate when --kubeconfig does not exist or its certificate is missing or expired.")
@@ -235,7 +256,7 @@ func newFlagSet(opts *Options, cfg *v1alpha1.NodeletConfiguration, extra func(*p
 	fs.StringVar(&cfg.RootDir, "root-dir", cfg.RootDir, "Directory for nodelet's state.")
 	fs.StringVar(&cfg.PodLogsDir, "pod-logs-dir", cfg.PodLogsDir, "Directory for container logs.")
 	fs.Int32Var(&cfg.MaxPods, "max-pods", cfg.MaxPods, "Number of pods this node runs at most.")
-	fs.StringToStringVar(&cfg.NodeLabels, "node-labels", cfg.NodeLabels, "Labels added to the Node at registration, key=value,...")
+	fs.Var(cliflag.NewMapStringString(&cfg.NodeLabels), "node-labels", "Labels added to the Node at registration, key=value,... (may repeat; empty adds none).")
 	fs.StringSliceVar(&cfg.ClusterDNS, "cluster-dns", cfg.ClusterDNS, "DNS server addresses for ClusterFirst pods.")
 	fs.StringVar(&cfg.ClusterDomain, "cluster-domain", cfg.ClusterDomain, "Cluster DNS domain.")
 	fs.StringVar(&cfg.HealthzBindAddress, "healthz-bind-address", cfg.HealthzBindAddress, "Address of /healthz and /readyz; 0 disables.")
@@ -244,6 +265,7 @@ func newFlagSet(opts *Options, cfg *v1alpha1.NodeletConfiguration, extra func(*p
 	fs.DurationVar(&cfg.RuntimeRequestTimeout.Duration, "runtime-request-timeout", cfg.RuntimeRequestTimeout.Duration, "Timeout of CRI calls but image pulls.")
 	fs.DurationVar(&cfg.NodeStatusUpdateFrequency.Duration, "node-status-update-frequency", cfg.NodeStatusUpdateFrequency.Duration, "How often the Node status is computed.")
 	addKubeletFlags(fs, opts, cfg)
+	overlay.addFlags(fs)
 	if extra != nil {
 		extra(fs)
 	}

@@ -4,6 +4,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestRealNodeConfigurations parses the kubelet command line and
@@ -30,26 +31,50 @@ func TestRealNodeConfigurations(t *testing.T) {
 		// wantErr is a part of the first error Parse returns; empty when
 		// the command line parses.
 		wantErr string
+		// check, when the command line parses, checks what it maps to.
+		check func(t *testing.T, o *Options)
 	}{
 		{
 			name: "eks-al2023", config: "config.json", configDir: "config.json.d",
-			// nodelet refuses this today; the drop-in work removes it
-			wantErr: "unknown flag: --runtime-cgroups",
+			// nodelet refuses this today: it has no node shutdown manager yet
+			wantErr: `"shutdownGracePeriod": "2m30s" is not supported`,
 		},
 		{
 			name: "gce-kube-up", config: "config.yaml", nodeName: "kubernetes-minion-group-7xkz",
-			// nodelet refuses this today; the drop-in work removes it
-			wantErr: "unknown flag: --experimental-mounter-path",
+			check: func(t *testing.T, o *Options) {
+				if o.Config.Server.ReadOnlyPort != 10255 || o.Config.CgroupDriver != "systemd" || o.ImageCredentialProviderBinDir != "/home/kubernetes/bin" {
+					t.Errorf("readOnlyPort %d, cgroupDriver %q, credential provider bin dir %q", o.Config.Server.ReadOnlyPort, o.Config.CgroupDriver, o.ImageCredentialProviderBinDir)
+				}
+				if !strings.Contains(strings.Join(o.Warnings, "\n"), "--experimental-mounter-path") {
+					t.Errorf("no warning for --experimental-mounter-path in %q", o.Warnings)
+				}
+			},
 		},
 		{
 			name: "aks-ubuntu", config: "config.json", nodeName: "aks-nodepool1-12345678-vmss000000",
-			// nodelet refuses this today; the drop-in work removes it
-			wantErr: "unknown flag: --enable-server",
+			check: func(t *testing.T, o *Options) {
+				c := o.Config
+				if len(c.Server.TLSCipherSuites) != 8 || !c.ProtectKernelDefaults || c.RuntimeRequestTimeout.Duration != 15*time.Minute {
+					t.Errorf("tlsCipherSuites %v, protectKernelDefaults %v, runtimeRequestTimeout %v", c.Server.TLSCipherSuites, c.ProtectKernelDefaults, c.RuntimeRequestTimeout)
+				}
+				if c.NodeLabels["kubernetes.azure.com/mode"] != "system" {
+					t.Errorf("node labels %v", c.NodeLabels)
+				}
+			},
 		},
 		{
 			name: "k3s", configDir: "kubelet.conf.d",
-			// nodelet refuses this today; the drop-in work removes it
-			wantErr: "unknown flag: --config-dir",
+			check: func(t *testing.T, o *Options) {
+				c := o.Config
+				// From the drop-in: k3s passes no --config.
+				if c.ContainerRuntimeEndpoint != "unix:///run/k3s/containerd/containerd.sock" || c.StaticPodPath != "/var/lib/rancher/k3s/agent/pod-manifests" ||
+					c.EvictionHard["nodefs.available"] != "5%" || *c.SerializeImagePulls {
+					t.Errorf("runtime %q, staticPodPath %q, evictionHard %v, serializeImagePulls %v", c.ContainerRuntimeEndpoint, c.StaticPodPath, c.EvictionHard, *c.SerializeImagePulls)
+				}
+				if c.NodeName != "worker-1" || c.NodeIP != "10.0.0.21" || len(c.NodeLabels) != 0 {
+					t.Errorf("node %q, IP %q, labels %v", c.NodeName, c.NodeIP, c.NodeLabels)
+				}
+			},
 		},
 	}
 	for _, tc := range cases {
@@ -74,6 +99,9 @@ func TestRealNodeConfigurations(t *testing.T) {
 				t.Fatalf("Parse(%q) succeeded, want an error containing %q", args, tc.wantErr)
 			case tc.wantErr != "" && !strings.Contains(err.Error(), tc.wantErr):
 				t.Fatalf("error %q does not contain %q", err, tc.wantErr)
+			}
+			if err == nil && tc.check != nil {
+				tc.check(t, opts)
 			}
 		})
 	}

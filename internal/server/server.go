@@ -44,6 +44,11 @@ type Options struct {
 	Port    int32
 	// TLS is the serving configuration (TLSConfig).
 	TLS *tls.Config
+	// ReadOnly serves, in plain HTTP and to anyone, only what the
+	// kubelet's read-only port serves: /healthz, /pods, /metrics,
+	// /metrics/probes, /metrics/resource and GET /stats/summary. TLS, the
+	// Authenticator and the Authorizer are not used.
+	ReadOnly bool
 	// Authenticator and Authorizer guard every request.
 	Authenticator *Authenticator
 	Authorizer    *Authorizer
@@ -106,24 +111,16 @@ func New(opts Options) *Server {
 func (s *Server) Handler() http.Handler { return s.handler }
 
 func (s *Server) routes() http.Handler {
+	if s.opts.ReadOnly {
+		return s.readOnlyRoutes()
+	}
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		_, _ = w.Write([]byte("ok"))
-	})
-	mux.HandleFunc("GET /pods", s.servePods)
-	mux.HandleFunc("GET /pods/{$}", s.servePods)
+	s.readRoutes(mux)
+	if s.opts.Stats != nil {
+		mux.HandleFunc("POST /stats/summary", s.serveSummary)
+	}
 	if s.opts.Configz != nil {
 		mux.Handle("GET /configz", s.opts.Configz)
-	}
-	if s.opts.Metrics != nil {
-		mux.Handle("GET /metrics", promhttp.HandlerFor(s.opts.Metrics, promhttp.HandlerOpts{}))
-		mux.Handle("GET /metrics/probes", promhttp.HandlerFor(proberGatherer{s.opts.Metrics}, promhttp.HandlerOpts{}))
-	}
-	if s.opts.Stats != nil {
-		mux.HandleFunc("GET /stats/summary", s.serveSummary)
-		mux.HandleFunc("POST /stats/summary", s.serveSummary)
-		mux.Handle("GET /metrics/resource", promhttp.HandlerFor(s.opts.Stats.ResourceRegistry(), promhttp.HandlerOpts{}))
 	}
 
 	mux.HandleFunc("GET /containerLogs/{namespace}/{pod}/{container}", s.serveContainerLogs)
@@ -150,6 +147,32 @@ func (s *Server) routes() http.Handler {
 		mux.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
 	}
 	return s.withAuth(mux)
+}
+
+// readRoutes adds the routes that only read: the read-only port's.
+func (s *Server) readRoutes(mux *http.ServeMux) {
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		_, _ = w.Write([]byte("ok"))
+	})
+	mux.HandleFunc("GET /pods", s.servePods)
+	mux.HandleFunc("GET /pods/{$}", s.servePods)
+	if s.opts.Metrics != nil {
+		mux.Handle("GET /metrics", promhttp.HandlerFor(s.opts.Metrics, promhttp.HandlerOpts{}))
+		mux.Handle("GET /metrics/probes", promhttp.HandlerFor(proberGatherer{s.opts.Metrics}, promhttp.HandlerOpts{}))
+	}
+	if s.opts.Stats != nil {
+		mux.HandleFunc("GET /stats/summary", s.serveSummary)
+		mux.Handle("GET /metrics/resource", promhttp.HandlerFor(s.opts.Stats.ResourceRegistry(), promhttp.HandlerOpts{}))
+	}
+}
+
+// readOnlyRoutes are the read-only port's: the routes that only read,
+// without authentication, as the kubelet's readOnlyPort serves them.
+func (s *Server) readOnlyRoutes() http.Handler {
+	mux := http.NewServeMux()
+	s.readRoutes(mux)
+	return mux
 }
 
 // getOrPost serves only GET and POST: a GET route also matches HEAD, which
@@ -248,6 +271,11 @@ func (s *Server) Start(ctx context.Context) error {
 	}
 	errs := make(chan error, 1)
 	go func() {
+		if s.opts.ReadOnly {
+			s.log.Info("Serving the node API's read-only port, without authentication", "address", s.listener.Addr().String())
+			errs <- srv.Serve(s.listener)
+			return
+		}
 		s.log.Info("Serving the node API", "address", s.listener.Addr().String())
 		errs <- srv.ServeTLS(s.listener, "", "")
 	}()

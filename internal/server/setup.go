@@ -108,6 +108,28 @@ func NewFromConfig(cfg *v1alpha1.NodeletConfiguration, mgr ctrl.Manager, rt cri.
 	}), nil
 }
 
+// NewReadOnlyFromConfig builds the read-only port's server of cfg, or
+// returns nil when server.readOnlyPort is 0.
+func NewReadOnlyFromConfig(cfg *v1alpha1.NodeletConfiguration, mgr ctrl.Manager, rt cri.Runtime, volumes VolumeStatsCache) *Server {
+	if cfg.Server.ReadOnlyPort == 0 {
+		return nil
+	}
+	return New(Options{
+		Address:  cfg.Server.Address,
+		Port:     cfg.Server.ReadOnlyPort,
+		ReadOnly: true,
+		NodeName: cfg.NodeName,
+		Pods:     mgr.GetClient(),
+		Runtime:  rt,
+		Stats: &StatsProvider{
+			NodeName: cfg.NodeName, Pods: mgr.GetClient(), Runtime: rt, Host: nodeinfo.OSHost{},
+			RootDir: cfg.RootDir, PodLogsDir: cfg.PodLogsDir, Volumes: volumes,
+		},
+		Metrics:     ctrlmetrics.Registry,
+		IdleTimeout: cfg.Server.IdleTimeout.Duration,
+	})
+}
+
 // checkpointDir is where /checkpoint writes, or "" when the
 // ContainerCheckpoint gate is off.
 func checkpointDir(cfg *v1alpha1.NodeletConfiguration) string {
