@@ -313,6 +313,13 @@ type NodeletConfiguration struct {
 	// (RuntimeDefault) instead of Unconfined, as the kubelet's field.
 	// Default: false.
 	SeccompDefault bool `json:"seccompDefault,omitempty"`
+	// ImageCredentialProviderConfig is the kubelet's
+	// CredentialProviderConfig (a file, or a directory of them): the image
+	// credential provider plugins that give registry credentials for the
+	// images they match, tried after a pod's pull secrets. Empty: none.
+	ImageCredentialProviderConfig string `json:"imageCredentialProviderConfig,omitempty"`
+	// ImageCredentialProviderBinDir holds the plugins' binaries.
+	ImageCredentialProviderBinDir string `json:"imageCredentialProviderBinDir,omitempty"`
 	// ProtectKernelDefaults refuses to start unless the kernel's settings
 	// are those the kubelet expects (vm.overcommit_memory=1,
 	// vm.panic_on_oom=0, kernel.panic=10, kernel.panic_on_oops=1,

@@ -91,12 +91,20 @@ func setupPodController(mgr ctrl.Manager, d *Deps) error {
 	}
 	admit.LoadedAppArmorProfiles = admission.SysAppArmor{}.Loaded
 	admit.RuntimeFeatures = features
-	imageManager := images.NewManager(d.Runtime, eng.recorder, images.Options{
+	providers, err := credentialProviders(mgr, cfg)
+	if err != nil {
+		return err
+	}
+	imageOpts := images.Options{
 		SerializeImagePulls:   *cfg.SerializeImagePulls,
 		MaxParallelImagePulls: int(ptr.Deref(cfg.MaxParallelImagePulls, 0)),
 		PullQPS:               float32(ptr.Deref(cfg.RegistryPullQPS, 0)),
 		PullBurst:             int(ptr.Deref(cfg.RegistryBurst, 0)),
-	})
+	}
+	if providers != nil { // a nil *Providers in the interface would not be nil
+		imageOpts.Providers = providers
+	}
+	imageManager := images.NewManager(d.Runtime, eng.recorder, imageOpts)
 	sandbox := criconfig.SandboxOptions{
 		PodLogsDir:    cfg.PodLogsDir,
 		ClusterDNS:    cfg.ClusterDNS,

@@ -14,6 +14,8 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/nodelet/nodelet/internal/credentialprovider"
 )
 
 // The event reasons the Manager records, as the kubelet's.
@@ -51,8 +53,17 @@ type Options struct {
 	// registryPullQPS and registryBurst. Zero: no bound.
 	PullQPS   float32
 	PullBurst int
+	// Providers are the image credential provider plugins, whose
+	// credentials are tried after the pull secrets'; nil: none.
+	Providers CredentialProviders
 	// Clock times pulls; nil means the real clock.
 	Clock clock.Clock
+}
+
+// CredentialProviders gives an image's credentials from the kubelet's
+// image credential provider plugins (credentialprovider.Providers).
+type CredentialProviders interface {
+	Credentials(ctx context.Context, image string, pod *corev1.Pod) ([]credentialprovider.Credential, error)
 }
 
 // Manager makes sure images are present before containers are created. It
@@ -60,10 +71,11 @@ type Options struct {
 // a failure is part of the pod's plan (the image pull back-off of
 // internal/kuberuntime/plan, kept in the pod's checkpoint).
 type Manager struct {
-	images   ImageService
-	recorder Recorder
-	clock    clock.Clock
-	puller   *puller
+	images    ImageService
+	recorder  Recorder
+	clock     clock.Clock
+	puller    *puller
+	providers CredentialProviders
 }
 
 // NewManager returns a Manager pulling through images and recording events
@@ -77,10 +89,11 @@ func NewManager(images ImageService, recorder Recorder, opts Options) *Manager {
 		slots = 1
 	}
 	return &Manager{
-		images:   images,
-		recorder: recorder,
-		clock:    opts.Clock,
-		puller:   newPuller(images, opts.Clock, slots, pullLimiter(opts.PullQPS, opts.PullBurst)),
+		images:    images,
+		recorder:  recorder,
+		clock:     opts.Clock,
+		puller:    newPuller(images, opts.Clock, slots, pullLimiter(opts.PullQPS, opts.PullBurst)),
+		providers: opts.Providers,
 	}
 }
 
@@ -93,7 +106,7 @@ func NewManager(images ImageService, recorder Recorder, opts Options) *Manager {
 // pull. Errors wrap one of the Err* reasons (see Reason); the matching
 // events are already recorded.
 func (m *Manager) EnsureImage(ctx context.Context, pod *corev1.Pod, container *corev1.Container, pullSecrets []*corev1.Secret, sandboxConfig *runtimeapi.PodSandboxConfig) (string, *runtimeapi.Image, error) {
-	return m.ensure(ctx, container.Image, pullPolicy(container.ImagePullPolicy, container.Image), pullSecrets, sandboxConfig, m.eventsFor(pod, container))
+	return m.ensure(ctx, pod, container.Image, pullPolicy(container.ImagePullPolicy, container.Image), pullSecrets, sandboxConfig, m.eventsFor(pod, container))
 }
 
 // EnsureVolumeImage makes the image of an image volume present according
@@ -102,11 +115,11 @@ func (m *Manager) EnsureImage(ctx context.Context, pod *corev1.Pod, container *c
 // the image reference to mount. It pulls with the pod's pull secrets and
 // records its events on the container, as EnsureImage does.
 func (m *Manager) EnsureVolumeImage(ctx context.Context, pod *corev1.Pod, container *corev1.Container, vol *corev1.ImageVolumeSource, pullSecrets []*corev1.Secret, sandboxConfig *runtimeapi.PodSandboxConfig) (string, error) {
-	ref, _, err := m.ensure(ctx, vol.Reference, pullPolicy(vol.PullPolicy, vol.Reference), pullSecrets, sandboxConfig, m.eventsFor(pod, container))
+	ref, _, err := m.ensure(ctx, pod, vol.Reference, pullPolicy(vol.PullPolicy, vol.Reference), pullSecrets, sandboxConfig, m.eventsFor(pod, container))
 	return ref, err
 }
 
-func (m *Manager) ensure(ctx context.Context, image string, policy corev1.PullPolicy, pullSecrets []*corev1.Secret, sandboxConfig *runtimeapi.PodSandboxConfig, ev eventFunc) (string, *runtimeapi.Image, error) {
+func (m *Manager) ensure(ctx context.Context, pod *corev1.Pod, image string, policy corev1.PullPolicy, pullSecrets []*corev1.Secret, sandboxConfig *runtimeapi.PodSandboxConfig, ev eventFunc) (string, *runtimeapi.Image, error) {
 	tagged, err := applyDefaultTag(image)
 	if err != nil {
 		msg := fmt.Sprintf("Failed to apply default image tag %q: %v", image, err)
@@ -131,14 +144,15 @@ func (m *Manager) ensure(ctx context.Context, image string, policy corev1.PullPo
 		ref := present.GetId()
 		return ref, present, nil
 	}
-	ref, err := m.pull(ctx, spec, pullSecrets, sandboxConfig, ev)
+	ref, err := m.pull(ctx, pod, spec, pullSecrets, sandboxConfig, ev)
 	return ref, nil, err
 }
 
 // pull pulls spec, recording the outcome.
-func (m *Manager) pull(ctx context.Context, spec *runtimeapi.ImageSpec, pullSecrets []*corev1.Secret, sandboxConfig *runtimeapi.PodSandboxConfig, ev eventFunc) (string, error) {
+func (m *Manager) pull(ctx context.Context, pod *corev1.Pod, spec *runtimeapi.ImageSpec, pullSecrets []*corev1.Secret, sandboxConfig *runtimeapi.PodSandboxConfig, ev eventFunc) (string, error) {
 	image := spec.GetUserSpecifiedImage()
 	creds := m.credentials(ctx, spec.GetImage(), pullSecrets)
+	creds = append(creds, m.providerCredentials(ctx, spec.GetImage(), pod)...)
 	ev(corev1.EventTypeNormal, EventPulling, fmt.Sprintf("Pulling image %q", image))
 	res, err := m.puller.pull(ctx, spec, creds, sandboxConfig)
 	if err != nil && ctx.Err() != nil {
@@ -161,6 +175,48 @@ func pullLimiter(qps float32, burst int) flowcontrol.RateLimiter {
 		return nil
 	}
 	return flowcontrol.NewTokenBucketRateLimiter(qps, max(burst, 1))
+}
+
+// providerCredentials returns the credentials the image credential
+// provider plugins give for image, after the pull secrets' as the
+// kubelet's keyring orders them; a failing provider is logged and gives
+// none.
+func (m *Manager) providerCredentials(ctx context.Context, image string, pod *corev1.Pod) []Credential {
+	if m.providers == nil {
+		return nil
+	}
+	repo, err := providerImage(image)
+	if err != nil {
+		return nil
+	}
+	found, err := m.providers.Credentials(ctx, repo, pod)
+	if err != nil {
+		log.FromContext(ctx).Error(err, "Image credential provider failed; pulling without its credentials", "image", repo)
+	}
+	out := make([]Credential, 0, len(found))
+	for _, c := range found {
+		out = append(out, Credential{
+			Registry: c.Registry,
+			Source:   "credential provider " + c.Provider,
+			auth:     &runtimeapi.AuthConfig{Username: c.Username, Password: c.Password},
+		})
+	}
+	return out
+}
+
+// providerImage is the image as the kubelet names it to its credential
+// provider plugins: the repository, without tag or digest, with Docker
+// Hub as docker.io.
+func providerImage(image string) (string, error) {
+	ref, err := name.ParseReference(image)
+	if err != nil {
+		return "", err
+	}
+	repo := ref.Context().Name()
+	if rest, ok := strings.CutPrefix(repo, name.DefaultRegistry+"/"); ok {
+		repo = dockerHubHost + "/" + rest
+	}
+	return repo, nil
 }
 
 // credentials returns the pull secrets' credentials for image; secrets that

@@ -24,6 +24,8 @@ import (
 	testingclock "k8s.io/utils/clock/testing"
 
 	"github.com/nodelet/nodelet/internal/cri"
+
+	"github.com/nodelet/nodelet/internal/credentialprovider"
 )
 
 func testPod(uid string, containers ...corev1.Container) *corev1.Pod {
@@ -505,4 +507,50 @@ func TestPullsBeyondTheQPSFailAsTheKubelets(t *testing.T) {
 	g.Expect(message).To(Equal("pull QPS exceeded"))
 	g.Expect(fi.pullCount()).To(Equal(2), "the refused pull reached the runtime")
 	g.Expect(drainEvents(rec)).To(ContainElement(`Warning Failed Failed to pull image "c:1": pull QPS exceeded`))
+}
+
+// fakeProviders stands in for the credential provider plugins.
+type fakeProviders struct {
+	images []string
+	pods   []string
+	creds  []credentialprovider.Credential
+	err    error
+}
+
+func (f *fakeProviders) Credentials(_ context.Context, image string, pod *corev1.Pod) ([]credentialprovider.Credential, error) {
+	f.images = append(f.images, image)
+	f.pods = append(f.pods, string(pod.UID))
+	return f.creds, f.err
+}
+
+func TestProviderCredentialsComeAfterThePullSecrets(t *testing.T) {
+	g := NewWithT(t)
+	fi := newFakeImages()
+	fi.failPull = func(_ string, a *runtimeapi.AuthConfig) error {
+		if a.GetUsername() != "AWS" {
+			return status.Error(codes.Unauthenticated, "denied")
+		}
+		return nil
+	}
+	fp := &fakeProviders{creds: []credentialprovider.Credential{{Provider: "ecr", Registry: "123.dkr.ecr.us-west-2.amazonaws.com", Username: "AWS", Password: "pw-token"}}}
+	m := NewManager(fi, nil, Options{Providers: fp})
+	secrets := []*corev1.Secret{configJSONSecret("a", "123.dkr.ecr.us-west-2.amazonaws.com")}
+	c := corev1.Container{Name: "app", Image: "123.dkr.ecr.us-west-2.amazonaws.com/team/app:1"}
+	_, _, err := m.EnsureImage(context.Background(), testPod("u1", c), &c, secrets, nil)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(fi.pullUsers()).To(Equal([]string{"123.dkr.ecr.us-west-2.amazonaws.com", "AWS"}))
+	g.Expect(fp.images).To(Equal([]string{"123.dkr.ecr.us-west-2.amazonaws.com/team/app"}), "the plugin gets the repository without the tag")
+	g.Expect(fp.pods).To(Equal([]string{"u1"}))
+}
+
+func TestAFailingProviderLeavesThePullToTheOthers(t *testing.T) {
+	g := NewWithT(t)
+	fi := newFakeImages()
+	fp := &fakeProviders{err: errors.New("provider ecr: exit status 1")}
+	m := NewManager(fi, nil, Options{Providers: fp})
+	c := corev1.Container{Name: "app", Image: "nginx:1.27"}
+	_, _, err := m.EnsureImage(context.Background(), testPod("u1", c), &c, nil, nil)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(fi.pullUsers()).To(Equal([]string{""}), "an anonymous pull after the provider failed")
+	g.Expect(fp.images).To(Equal([]string{"docker.io/library/nginx"}), "Docker Hub is named as the kubelet names it to plugins")
 }

@@ -47,10 +47,6 @@ type Options struct {
 	HealthzPort int
 	// ConfigDir is --config-dir: the kubelet's drop-ins.
 	ConfigDir string
-	// ImageCredentialProviderConfig and ImageCredentialProviderBinDir are
-	// the kubelet's image credential provider flags.
-	ImageCredentialProviderConfig string
-	ImageCredentialProviderBinDir string
 	// Warnings are said once logging is set up: the unknown fields of a
 	// KubeletConfiguration, for example.
 	Warnings []string
@@ -242,8 +238,8 @@ func newFlagSet(opts *Options, cfg *v1alpha1.NodeletConfiguration, overlay *kube
 	fs := pflag.NewFlagSet("nodelet", pflag.ContinueOnError)
 	fs.StringVar(&opts.ConfigFile, "config", opts.ConfigFile, "Path to a NodeletConfiguration or KubeletConfiguration file. Flags that are set override it.")
 	fs.StringVar(&opts.ConfigDir, "config-dir", opts.ConfigDir, "Directory of KubeletConfiguration drop-ins (files ending in .conf, in lexical order), merged over --config as the kubelet's.")
-	fs.StringVar(&opts.ImageCredentialProviderConfig, "image-credential-provider-config", opts.ImageCredentialProviderConfig, "File or directory of the kubelet's CredentialProviderConfig: the image credential provider plugins.")
-	fs.StringVar(&opts.ImageCredentialProviderBinDir, "image-credential-provider-bin-dir", opts.ImageCredentialProviderBinDir, "Directory of the image credential provider plugins' binaries.")
+	fs.StringVar(&cfg.ImageCredentialProviderConfig, "image-credential-provider-config", cfg.ImageCredentialProviderConfig, "File or directory of the kubelet's CredentialProviderConfig: the image credential provider plugins.")
+	fs.StringVar(&cfg.ImageCredentialProviderBinDir, "image-credential-provider-bin-dir", cfg.ImageCredentialProviderBinDir, "Directory of the image credential provider plugins' binaries.")
 	fs.BoolVar(&opts.Version, "version", opts.Version, "Print nodelet's version and the Kubernetes version it implements, and exit.")
 	fs.StringVar(&opts.Kubeconfig, "kubeconfig", opts.Kubeconfig, "Path to the kubeconfig nodelet authenticates with (as system:node:<name>). With --bootstrap-kubeconfig, written after a TLS bootstrap.")
 	fs.StringVar(&opts.BootstrapKubeconfig, "bootstrap-kubeconfig", opts.BootstrapKubeconfig, "Path to a kubeconfig (usually a bootstrap token) used to request a client certificate when --kubeconfig does not exist or its certificate is missing or expired.")

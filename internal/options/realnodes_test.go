@@ -42,8 +42,8 @@ func TestRealNodeConfigurations(t *testing.T) {
 		{
 			name: "gce-kube-up", config: "config.yaml", nodeName: "kubernetes-minion-group-7xkz",
 			check: func(t *testing.T, o *Options) {
-				if o.Config.Server.ReadOnlyPort != 10255 || o.Config.CgroupDriver != "systemd" || o.ImageCredentialProviderBinDir != "/home/kubernetes/bin" {
-					t.Errorf("readOnlyPort %d, cgroupDriver %q, credential provider bin dir %q", o.Config.Server.ReadOnlyPort, o.Config.CgroupDriver, o.ImageCredentialProviderBinDir)
+				if o.Config.Server.ReadOnlyPort != 10255 || o.Config.CgroupDriver != "systemd" || o.Config.ImageCredentialProviderBinDir != "/home/kubernetes/bin" {
+					t.Errorf("readOnlyPort %d, cgroupDriver %q, credential provider bin dir %q", o.Config.Server.ReadOnlyPort, o.Config.CgroupDriver, o.Config.ImageCredentialProviderBinDir)
 				}
 				if !strings.Contains(strings.Join(o.Warnings, "\n"), "--experimental-mounter-path") {
 					t.Errorf("no warning for --experimental-mounter-path in %q", o.Warnings)

@@ -15,8 +15,8 @@
 //	                      registry)
 //	PLUGIN_PASSWORD       the password of every entry (default
 //	                      "secret-password")
-//
-// The username of every entry is the image the request named.
+//	PLUGIN_USERNAME       the username of every entry (default: the image
+//	                      the request named)
 package main
 
 import (
@@ -116,7 +116,7 @@ func run() error {
 	}
 	registry, _, _ := strings.Cut(req.Image, "/")
 	for _, k := range strings.Split(envOr("PLUGIN_AUTH_KEYS", registry), ",") {
-		resp.Auth[k] = authConfig{Username: req.Image, Password: password}
+		resp.Auth[k] = authConfig{Username: envOr("PLUGIN_USERNAME", req.Image), Password: password}
 	}
 	return json.NewEncoder(os.Stdout).Encode(resp)
 }
