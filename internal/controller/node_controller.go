@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
@@ -19,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
@@ -64,8 +66,16 @@ func setupNodeController(mgr ctrl.Manager, deps *Deps) error {
 	}
 	r.VolumesInUse = volumesInUseFor(deps)
 	r.Kick = deps.nodeKick
+	r.Recorder = mgr.GetEventRecorderFor("nodelet") //nolint:staticcheck // the core/v1 events kubectl describe shows
 	if err := r.SetupWithManager(mgr); err != nil {
 		return err
+	}
+	// The kubelet's Starting event, once the manager runs.
+	if err := mgr.Add(manager.RunnableFunc(func(context.Context) error {
+		r.Recorder.Event(nodeRef(cfg.NodeName), corev1.EventTypeNormal, nodeinfo.EventStarting, "Starting nodelet.")
+		return nil
+	})); err != nil {
+		return fmt.Errorf("adding the start event: %w", err)
 	}
 	leaseLog := mgr.GetLogger().WithName("lease").WithValues("node", cfg.NodeName)
 	if err := mgr.Add(lease.New(lease.Options{
@@ -105,6 +115,9 @@ type NodeReconciler struct {
 	VolumesInUse VolumesInUseTracker
 	// Kick, when set, asks for a status write now (a volume became in use).
 	Kick <-chan event.GenericEvent
+	// Recorder, when set, records the kubelet's Node events of condition
+	// changes (NodeReady, NodeHasSufficientMemory, ...).
+	Recorder record.EventRecorder
 
 	// adoptedUID is the Node object whose labels were last reconciled;
 	// labels are added once per Node object so that an admin may remove
@@ -279,6 +292,11 @@ func (r *NodeReconciler) updateStatus(ctx context.Context, node *corev1.Node) (t
 		return 0, fmt.Errorf("patching status of node %s: %w", node.Name, err)
 	}
 	r.markReported(status)
+	if r.Recorder != nil {
+		for _, e := range nodeinfo.ConditionEvents(node.Name, node.Status.Conditions, status.Conditions) {
+			r.Recorder.Event(nodeRef(node.Name), e.Type, e.Reason, e.Message)
+		}
+	}
 	metrics.NodeStatusPatches.Inc()
 	log.FromContext(ctx).V(1).Info("Patched node status", "node", node.Name, "changed", changed,
 		"ready", readyStatus(status))
@@ -309,6 +327,13 @@ func (r *NodeReconciler) markReported(status corev1.NodeStatus) {
 	if r.VolumesInUse != nil {
 		r.VolumesInUse.MarkReported(status.VolumesInUse)
 	}
+}
+
+// nodeRef is the Node as the kubelet names it in its events: the node's
+// name for its UID too, so that they do not depend on which Node object
+// the name has.
+func nodeRef(name string) *corev1.ObjectReference {
+	return &corev1.ObjectReference{Kind: "Node", Name: name, UID: types.UID(name)}
 }
 
 func readyStatus(s corev1.NodeStatus) corev1.ConditionStatus {

@@ -208,6 +208,15 @@ var _ = Describe("Node controller", func() {
 
 		Expect(containerd.StartProcess(ctx)).To(Succeed())
 		waitReady(name, runtimeRecoveryTimeout)
+
+		By("recording the kubelet's Node events for each transition, and at start")
+		Eventually(func(g Gomega) {
+			reasons := nodeEventReasons(g, name)
+			for _, r := range []string{nodeinfo.EventStarting, nodeinfo.EventNodeHasSufficientMemory, nodeinfo.EventNodeHasNoDiskPressure,
+				nodeinfo.EventNodeHasSufficientPID, nodeinfo.EventNodeReady, nodeinfo.EventNodeNotReady} {
+				g.Expect(reasons).To(ContainElement(r))
+			}
+		}).WithTimeout(startTimeout).Should(Succeed())
 	})
 
 	It("renews its Lease every renew interval, owned by its Node", func(ctx SpecContext) {
@@ -311,6 +320,22 @@ func getNode(g Gomega, name string) *corev1.Node {
 	node := &corev1.Node{}
 	g.Expect(admin.Get(suiteCtx, types.NamespacedName{Name: name}, node)).To(Succeed())
 	return node
+}
+
+// nodeEventReasons lists the reasons of the Events recorded on the Node
+// name, which the kubelet names by the node's name as its UID too.
+func nodeEventReasons(g Gomega, name string) []string {
+	GinkgoHelper()
+	var events corev1.EventList
+	g.Expect(admin.List(suiteCtx, &events, client.InNamespace(corev1.NamespaceDefault))).To(Succeed())
+	var out []string
+	for _, e := range events.Items {
+		if e.InvolvedObject.Kind == "Node" && e.InvolvedObject.Name == name && string(e.InvolvedObject.UID) == name {
+			g.Expect(e.Message).To(Or(HavePrefix("Node "+name+" status is now: "), Equal("Starting nodelet.")))
+			out = append(out, e.Reason)
+		}
+	}
+	return out
 }
 
 func getLease(g Gomega, name string) *coordinationv1.Lease {
