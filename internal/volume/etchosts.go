@@ -11,15 +11,14 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/nodelet/nodelet/internal/kuberuntime/criconfig"
 )
 
 const (
-	etcHostsMode fs.FileMode = 0o644
-	// maxHostnameLength is the longest hostname the kernel accepts.
-	maxHostnameLength = 63
-
-	managedHostsHeader            = "# Kubernetes-managed hosts file.\n"
-	managedHostNetworkHostsHeader = "# Kubernetes-managed hosts file (host network).\n"
+	etcHostsMode                  fs.FileMode = 0o644
+	managedHostsHeader                        = "# Kubernetes-managed hosts file.\n"
+	managedHostNetworkHostsHeader             = "# Kubernetes-managed hosts file (host network).\n"
 )
 
 // WriteEtcHosts writes the pod's /etc/hosts, which Mounts then mounts into
@@ -78,7 +77,10 @@ func (m *Manager) etcHostsContent(pod *v1.Pod, podIPs []string) ([]byte, error) 
 		b.WriteString("fe00::0\tip6-mcastprefix\n")
 		b.WriteString("fe00::1\tip6-allnodes\n")
 		b.WriteString("fe00::2\tip6-allrouters\n")
-		hostname, domain := m.hostnameAndDomain(pod)
+		hostname, domain, err := m.hostnameAndDomain(pod)
+		if err != nil {
+			return nil, err
+		}
 		names := hostname
 		if domain != "" {
 			names = hostname + "." + domain + "\t" + hostname
@@ -96,21 +98,10 @@ func (m *Manager) etcHostsContent(pod *v1.Pod, podIPs []string) ([]byte, error) 
 	return b.Bytes(), nil
 }
 
-// hostnameAndDomain returns the pod's hostname (spec.hostname or its name,
-// cut to 63 characters) and, when it has a subdomain, its domain
-// <subdomain>.<namespace>.svc.<cluster domain>.
-func (m *Manager) hostnameAndDomain(pod *v1.Pod) (string, string) {
-	hostname := pod.Name
-	if pod.Spec.Hostname != "" {
-		hostname = pod.Spec.Hostname
-	}
-	if len(hostname) > maxHostnameLength {
-		hostname = strings.TrimRight(hostname[:maxHostnameLength], "-.")
-	}
-	if pod.Spec.Subdomain == "" || m.clusterDomain == "" {
-		return hostname, ""
-	}
-	return hostname, fmt.Sprintf("%s.%s.svc.%s", pod.Spec.Subdomain, pod.Namespace, m.clusterDomain)
+// hostnameAndDomain returns the pod's hostname and domain as its sandbox
+// has them (criconfig.PodHostnameAndDomain).
+func (m *Manager) hostnameAndDomain(pod *v1.Pod) (string, string, error) {
+	return criconfig.PodHostnameAndDomain(pod, m.clusterDomain)
 }
 
 // etcHostsMount mounts the pod's hosts file at /etc/hosts if WriteEtcHosts

@@ -2,6 +2,7 @@ package volume
 
 import (
 	"context"
+	"k8s.io/utils/ptr"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -444,6 +445,15 @@ func TestEtcHosts(t *testing.T) {
 			"fe00::0\tip6-localnet\nfe00::0\tip6-mcastprefix\nfe00::1\tip6-allnodes\nfe00::2\tip6-allrouters\n" +
 			"10.244.0.5\tweb-0.web.ns.svc.cluster.local\tweb-0\n" +
 			"\n# Entries added by HostAliases.\n10.1.1.1\tdb\tdb.local\n",
+	}, {
+		name: "hostnameOverride, without the subdomain's name",
+		pod: func(p *v1.Pod) {
+			p.Spec.Hostname, p.Spec.Subdomain, p.Spec.HostnameOverride = "web-0", "web", ptr.To("db-0.example.internal")
+		},
+		ips: []string{"10.244.0.5"},
+		want: managedHostsHeader + "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n" +
+			"fe00::0\tip6-localnet\nfe00::0\tip6-mcastprefix\nfe00::1\tip6-allnodes\nfe00::2\tip6-allrouters\n" +
+			"10.244.0.5\tdb-0.example.internal\n",
 	}, {
 		name: "host network copies the node's file",
 		pod:  func(p *v1.Pod) { p.Spec.HostNetwork, p.Spec.HostAliases = true, aliases },

@@ -104,6 +104,13 @@ func TestPodHostname(t *testing.T) {
 		{"spec hostname", podtest.NewPod(func(p *v1.Pod) { p.Spec.Hostname = "h" }), "h", false},
 		{"truncated without trailing dash", podtest.NewPod(func(p *v1.Pod) { p.Name = long }), strings.Repeat("a", 62), false},
 		{"FQDN", podtest.NewPod(func(p *v1.Pod) { p.Spec.Subdomain, p.Spec.SetHostnameAsFQDN = "sub", ptr.To(true) }), "web.sub.default.svc.cluster.local", false},
+		{"hostnameOverride wins, without a domain", podtest.NewPod(func(p *v1.Pod) {
+			p.Spec.Hostname, p.Spec.Subdomain, p.Spec.SetHostnameAsFQDN = "h", "sub", ptr.To(true)
+			p.Spec.HostnameOverride = ptr.To("db-0.example.internal")
+		}), "db-0.example.internal", false},
+		{"hostnameOverride not a DNS subdomain", podtest.NewPod(func(p *v1.Pod) { p.Spec.HostnameOverride = ptr.To("Not_Valid") }), "", true},
+		{"hostnameOverride cut to 63", podtest.NewPod(func(p *v1.Pod) { p.Spec.HostnameOverride = ptr.To(strings.Repeat("a", 62) + ".b") }),
+			strings.Repeat("a", 62), false},
 		{"FQDN too long", podtest.NewPod(func(p *v1.Pod) {
 			p.Spec.Hostname, p.Spec.Subdomain, p.Spec.SetHostnameAsFQDN = strings.Repeat("h", 40), "sub", ptr.To(true)
 		}), "", true},
