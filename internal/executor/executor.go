@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"sync"
 	"time"
@@ -12,12 +13,14 @@ import (
 	nodev1 "k8s.io/api/node/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/record"
+	"k8s.io/component-base/featuregate"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/nodelet/nodelet/internal/containerlogs"
 	"github.com/nodelet/nodelet/internal/cri"
+	"github.com/nodelet/nodelet/internal/features"
 	"github.com/nodelet/nodelet/internal/kuberuntime/criconfig"
 	"github.com/nodelet/nodelet/internal/kuberuntime/plan"
 	"github.com/nodelet/nodelet/internal/kuberuntime/state"
@@ -77,7 +80,13 @@ type VolumeManager interface {
 	// NextRefresh is when the earliest service account token of the pod is
 	// due for refresh, if it has one.
 	NextRefresh(uid types.UID) (time.Time, bool)
+	// OpenVolumeFile opens a file in an emptyDir volume of the pod (the
+	// env file of a fileKeyRef), resolved inside the volume.
+	OpenVolumeFile(pod *v1.Pod, volume, path string) (*os.File, error)
 }
+
+// envFilesGate is the kubelet's gate of fileKeyRef env vars.
+const envFilesGate featuregate.Feature = "EnvFiles"
 
 // ObjectReader reads the ConfigMaps and Secrets a pod names (the
 // referenced-object store: no API request once it holds them).
@@ -499,6 +508,11 @@ func (e *Executor) containerConfig(ctx context.Context, pod *v1.Pod, c *v1.Conta
 		TargetContainerID: target,
 		UserNamespace:     sb.config.GetLinux().GetSecurityContext().GetNamespaceOptions().GetUsernsOptions(),
 		Resources:         e.Resources,
+	}
+	if features.Enabled(envFilesGate) {
+		opts.OpenVolumeFile = func(volume, path string) (io.ReadCloser, error) {
+			return e.Volumes.OpenVolumeFile(pod, volume, path)
+		}
 	}
 	// The environment is resolved once, before the mounts as the kubelet
 	// does: subPathExpr expands with the variables the container gets.

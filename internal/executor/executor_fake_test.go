@@ -2,6 +2,7 @@ package executor
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -42,6 +43,9 @@ func (noVolumes) TerminationMessagePath(*v1.Pod, string, int32) string         {
 func (noVolumes) Devices(*v1.Pod, *v1.Container) ([]*runtimeapi.Device, error) { return nil, nil }
 func (noVolumes) Mounts(*v1.Pod, *v1.Container, int32, []criconfig.EnvVar, map[string]string) ([]*runtimeapi.Mount, error) {
 	return nil, nil
+}
+func (noVolumes) OpenVolumeFile(_ *v1.Pod, volume, _ string) (*os.File, error) {
+	return nil, fmt.Errorf("pod has no emptyDir volume %q", volume)
 }
 
 // presentImages finds every image present.

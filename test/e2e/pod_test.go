@@ -13,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -147,6 +148,45 @@ var _ = Describe("Pod lifecycle", Ordered, func() {
 			b, err := os.ReadFile(logFile)
 			return string(b), err
 		}).WithTimeout(containerTimeout).Should(MatchRegexp(`(?s)stdout F first\n.*stdout F second\n`))
+	})
+
+	It("gives a container env vars from the file an init container wrote (fileKeyRef), and refuses a link out of the volume", func(ctx SpecContext) {
+		ns := utils.NewNamespace(ctx, env.Admin)
+		envFrom := func(name, key, path string) corev1.EnvVar {
+			return corev1.EnvVar{Name: name, ValueFrom: &corev1.EnvVarSource{FileKeyRef: &corev1.FileKeySelector{
+				VolumeName: "work", Path: path, Key: key}}}
+		}
+		pod := utils.BusyboxPod(ns, "envfile", podNode, "sh", "-c", `echo "token=$TOKEN"; sleep 3600`)
+		pod.Spec.Volumes = []corev1.Volume{{Name: "work", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}}
+		mount := []corev1.VolumeMount{{Name: "work", MountPath: "/work"}}
+		pod.Spec.InitContainers = []corev1.Container{{Name: "write", Image: utils.BusyboxImage, VolumeMounts: mount,
+			Command: []string{"sh", "-c", "printf \"# written at start\\nTOKEN='s3cr3t value'\\n\" > /work/config.env"}}}
+		pod.Spec.Containers[0].Env = []corev1.EnvVar{envFrom("TOKEN", "TOKEN", "config.env")}
+		Expect(env.Admin.Create(ctx, pod)).To(Succeed())
+		waitFor(ctx, ns, "envfile", podStartTimeout, func(g Gomega, p *corev1.Pod) {
+			g.Expect(p.Status.Phase).To(Equal(corev1.PodRunning))
+		})
+		cs, err := kubernetes.NewForConfig(apiServer.Config)
+		Expect(err).NotTo(HaveOccurred())
+		Eventually(func(g Gomega) {
+			out, err := cs.CoreV1().Pods(ns).GetLogs("envfile", &corev1.PodLogOptions{Container: "main"}).DoRaw(ctx)
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(string(out)).To(Equal("token=s3cr3t value\n"))
+		}).WithTimeout(containerTimeout).Should(Succeed())
+
+		By("refusing an env file that is a link to a node's file")
+		bad := utils.BusyboxPod(ns, "envlink", podNode, "sh", "-c", "sleep 3600")
+		bad.Spec.Volumes = pod.Spec.Volumes
+		bad.Spec.InitContainers = []corev1.Container{{Name: "write", Image: utils.BusyboxImage, VolumeMounts: mount,
+			Command: []string{"sh", "-c", "ln -s /etc/os-release /work/config.env"}}}
+		bad.Spec.Containers[0].Env = []corev1.EnvVar{envFrom("NAME", "NAME", "config.env")}
+		Expect(env.Admin.Create(ctx, bad)).To(Succeed())
+		waitFor(ctx, ns, "envlink", podStartTimeout, func(g Gomega, p *corev1.Pod) {
+			g.Expect(p.Status.ContainerStatuses).To(HaveLen(1))
+			w := p.Status.ContainerStatuses[0].State.Waiting
+			g.Expect(w).NotTo(BeNil())
+			g.Expect(w.Reason).To(Equal("CreateContainerConfigError"))
+		})
 	})
 
 	It("never starts the main container when an init container fails", func(ctx SpecContext) {

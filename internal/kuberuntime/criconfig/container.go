@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"maps"
 	"strconv"
 
@@ -76,6 +77,10 @@ type ContainerOptions struct {
 	NodeAllocatable v1.ResourceList
 	// SeccompRoot is the directory of Localhost seccomp profiles.
 	SeccompRoot string
+	// OpenVolumeFile opens a file in one of the pod's emptyDir volumes,
+	// for fileKeyRef env vars; nil (the EnvFiles gate off) sets such a
+	// variable empty, as the kubelet does.
+	OpenVolumeFile func(volume, path string) (io.ReadCloser, error)
 	// SeccompDefault gives a container whose pod and container name no
 	// seccomp profile RuntimeDefault instead of Unconfined.
 	SeccompDefault bool

@@ -209,6 +209,8 @@ func (r *envResolver) valueFrom(src *v1.EnvVarSource) (value string, skip bool, 
 		return r.configMapKey(src.ConfigMapKeyRef)
 	case src.SecretKeyRef != nil:
 		return r.secretKey(src.SecretKeyRef)
+	case src.FileKeyRef != nil:
+		return r.fileKey(src.FileKeyRef)
 	}
 	return "", false, &ConfigError{Err: errors.New("unsupported valueFrom source")}
 }
@@ -261,6 +263,33 @@ func (r *envResolver) secretKey(ref *v1.SecretKeySelector) (string, bool, error)
 		return "", true, nil
 	}
 	return "", false, &ConfigError{Err: fmt.Errorf("couldn't find key %s in Secret %s/%s", ref.Key, r.pod.Namespace, ref.Name)}
+}
+
+// fileKey resolves a fileKeyRef: key in the env file at path in an
+// emptyDir volume of the pod, which an init container wrote. A key that is
+// missing or empty skips an optional variable, as the kubelet's.
+func (r *envResolver) fileKey(ref *v1.FileKeySelector) (string, bool, error) {
+	optional := ref.Optional != nil && *ref.Optional
+	if r.opts.OpenVolumeFile == nil {
+		// The EnvFiles gate is off: the kubelet sets the variable empty.
+		return "", false, nil
+	}
+	f, err := r.opts.OpenVolumeFile(ref.VolumeName, ref.Path)
+	if err != nil {
+		return "", false, &ConfigError{Err: fmt.Errorf("reading the env file of FileKeyRef %s: %w", ref.Key, err)}
+	}
+	defer f.Close()
+	v, err := envFileValue(f, ref.Key)
+	if err != nil {
+		return "", false, &ConfigError{Err: fmt.Errorf("couldn't parse env file %s in volume %q: %w", ref.Path, ref.VolumeName, err)}
+	}
+	if v == "" {
+		if optional {
+			return "", true, nil
+		}
+		return "", false, &ConfigError{Err: fmt.Errorf("environment variable key %q not found in file %q of volume %q", ref.Key, ref.Path, ref.VolumeName)}
+	}
+	return v, false, nil
 }
 
 // fieldRef resolves a downward API field of the pod.
