@@ -106,7 +106,8 @@ type PodReconciler struct {
 	// deferred, to sync when room is made.
 	deferred sync.Map
 	// evictions holds, by UID, the planner.Eviction of the pods the
-	// eviction manager evicted, until their status is terminal.
+	// eviction manager evicted or the node shutdown manager stopped, until
+	// their status is terminal.
 	evictions sync.Map
 	// settledSyncs holds, by UID, the settledSync of a pod whose last sync
 	// left nothing to do.
@@ -546,8 +547,9 @@ func (r *PodReconciler) syncRunning(ctx context.Context, s *podScope) (syncResul
 		s.writeStatus = true
 		return syncResult{}, err
 	}
-	// The eviction manager records its own Event.
-	if actions.KillPodReason != "" && actions.KillPodReason != planner.ReasonEvicted && s.state.Terminating == nil {
+	// The eviction manager records its own Event; a pod stopped for a node
+	// shutdown gets none, as in the kubelet.
+	if actions.KillPodReason != "" && !planner.Evicted(s.pod, eviction) && s.state.Terminating == nil {
 		log.FromContext(ctx).Info("Stopping pod for good", "reason", actions.KillPodReason)
 		r.Recorder.Event(s.pod, corev1.EventTypeNormal, actions.KillPodReason, actions.KillPodMessage)
 	}

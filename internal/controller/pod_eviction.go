@@ -78,8 +78,9 @@ func (e engineReclaimer) DeleteUnusedImages(ctx context.Context) (int64, error) 
 	return 0, nil
 }
 
-// Evict hands the eviction manager's decision to the pod's sync, which
-// stops the pod for good and reports it Failed with reason Evicted. It
+// Evict hands the eviction manager's decision (or the node shutdown
+// manager's) to the pod's sync, which stops the pod for good and reports it
+// Failed with the eviction's reason (Evicted unless it names another). It
 // reports false when the pod was evicted already.
 func (r *PodReconciler) Evict(pod *corev1.Pod, ev planner.Eviction) bool {
 	if _, loaded := r.evictions.LoadOrStore(pod.UID, &ev); loaded {

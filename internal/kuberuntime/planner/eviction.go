@@ -8,14 +8,30 @@ import (
 // (the kubelet's).
 const ReasonEvicted = "Evicted"
 
-// Eviction is the eviction manager's decision to stop a pod for good: the
-// per-pod fact the pod's sync holds and the plan and status read.
+// Eviction is the decision of the eviction manager, or of the node
+// shutdown manager, to stop a pod for good: the per-pod fact the pod's sync
+// holds and the plan and status read. The pod ends Failed with Reason and
+// Message and a DisruptionTarget condition (TerminationByKubelet, Message),
+// as the kubelet reports the pods it evicts or stops for a node shutdown.
 type Eviction struct {
-	// Message is the kubelet's eviction message.
+	// Reason is the pod's status reason once stopped; empty is
+	// ReasonEvicted.
+	Reason string
+	// Message is the kubelet's message: the eviction's, or the node
+	// shutdown's.
 	Message string
 	// GracePeriodSeconds is how long the pod's containers may take to
 	// stop (at least one second).
 	GracePeriodSeconds int64
+}
+
+// ReasonOrEvicted is the eviction's reason, ReasonEvicted when it names
+// none.
+func (e *Eviction) ReasonOrEvicted() string {
+	if e.Reason == "" {
+		return ReasonEvicted
+	}
+	return e.Reason
 }
 
 // Evicted reports whether a pod that is not finished yet must be stopped

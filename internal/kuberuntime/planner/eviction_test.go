@@ -34,6 +34,9 @@ func TestComputePodActionsEvicted(t *testing.T) {
 		{name: "evicted and stopped: done, nothing restarts",
 			pod: pod, rt: statetest.Runtime(stopped, statetest.Exited(pod, "app", "s1", 0, 137, podtest.At(0))), ev: ev,
 			wantDone: true, wantReason: ReasonEvicted},
+		{name: "stopped for a node shutdown: killed for good with the shutdown's reason",
+			pod: pod, rt: statetest.Runtime(ready, statetest.Running(pod, "app", "s1", 0)),
+			ev: &Eviction{Reason: "Terminated", Message: ev.Message, GracePeriodSeconds: 20}, wantKill: true, wantReason: "Terminated"},
 		{name: "a pod already failed keeps its own end",
 			pod: podtest.NewPod(podtest.Phase(v1.PodFailed)), rt: statetest.Runtime(stopped), ev: ev, wantDone: true},
 	}
@@ -44,7 +47,7 @@ func TestComputePodActionsEvicted(t *testing.T) {
 				t.Errorf("KillPod, Done, reason, starts = %v, %v, %q, %v; want %v, %v, %q, %v",
 					a.KillPod, a.Done, a.KillPodReason, a.Starts(), tt.wantKill, tt.wantDone, tt.wantReason, tt.wantStarting)
 			}
-			if tt.wantReason == ReasonEvicted && a.KillPodMessage != ev.Message {
+			if tt.wantReason != "" && a.KillPodMessage != ev.Message {
 				t.Errorf("message = %q", a.KillPodMessage)
 			}
 		})

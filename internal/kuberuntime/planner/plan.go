@@ -33,7 +33,8 @@ type Inputs struct {
 	// crashLoopBackOff.maxContainerRestartPeriod); zero is the kubelet's
 	// state.MaxCrashLoopBackOff.
 	MaxCrashLoopBackOff time.Duration
-	// Eviction is set once the eviction manager evicted the pod.
+	// Eviction is set once the eviction manager evicted the pod, or the
+	// node shutdown manager stopped it.
 	Eviction *Eviction
 }
 
@@ -80,7 +81,7 @@ func (p *actionPlanner) plan() {
 	}
 	if Evicted(p.pod, p.eviction) {
 		p.a.KillPod = p.rt.HasLiveResources()
-		p.a.KillPodReason, p.a.KillPodMessage = ReasonEvicted, p.eviction.Message
+		p.a.KillPodReason, p.a.KillPodMessage = p.eviction.ReasonOrEvicted(), p.eviction.Message
 		p.a.Done = !p.a.KillPod
 		return
 	}

@@ -5,13 +5,15 @@ import (
 )
 
 // ReasonTerminationByKubelet is the reason of the DisruptionTarget
-// condition of an evicted pod (the kubelet's).
+// condition of a pod evicted or stopped for a node shutdown (the
+// kubelet's).
 const ReasonTerminationByKubelet = "TerminationByKubelet"
 
 // disruptionTarget adds, to the conditions kept, the DisruptionTarget
 // condition of an evicted pod (True, TerminationByKubelet, the eviction
-// message), as the kubelet sets it when it evicts, replacing one someone
-// else set; a pod not evicted keeps what it has.
+// message), as the kubelet sets it when it evicts or stops a pod for a
+// node shutdown, replacing one someone else set; a pod not evicted keeps
+// what it has.
 func (b *statusBuilder) disruptionTarget(conds []v1.PodCondition) []v1.PodCondition {
 	if !b.evicted {
 		return conds

@@ -17,6 +17,7 @@ func TestComputePodStatusEvicted(t *testing.T) {
 	ready := []state.Sandbox{statetest.Sandbox("s1", 0)}
 	stopped := []state.Sandbox{statetest.NotReady(statetest.Sandbox("s1", 0))}
 	ev := &planner.Eviction{Message: `Usage of EmptyDir volume "scratch" exceeds the limit "1Mi". `, GracePeriodSeconds: 1}
+	shutdown := &planner.Eviction{Reason: "Terminated", Message: "Pod was terminated in response to imminent node shutdown.", GracePeriodSeconds: 20}
 	tests := []struct {
 		name       string
 		rt         state.PodRuntime
@@ -35,6 +36,9 @@ func TestComputePodStatusEvicted(t *testing.T) {
 		{name: "a container that succeeded does not make an evicted pod succeed",
 			rt: statetest.Runtime(stopped, statetest.Exited(pod, "app", "s1", 0, 0, podtest.At(time.Second))), ev: ev,
 			wantPhase: v1.PodFailed, wantReason: planner.ReasonEvicted, wantTarget: true},
+		{name: "stopped for a node shutdown: Failed, the shutdown's reason and message",
+			rt: statetest.Runtime(stopped, statetest.Exited(pod, "app", "s1", 0, 0, podtest.At(time.Second))), ev: shutdown,
+			wantPhase: v1.PodFailed, wantReason: "Terminated", wantTarget: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -42,14 +46,14 @@ func TestComputePodStatusEvicted(t *testing.T) {
 			if s.Phase != tt.wantPhase || s.Reason != tt.wantReason {
 				t.Errorf("phase, reason = %s, %q; want %s, %q", s.Phase, s.Reason, tt.wantPhase, tt.wantReason)
 			}
-			if tt.wantReason != "" && s.Message != ev.Message {
+			if tt.wantReason != "" && s.Message != tt.ev.Message {
 				t.Errorf("message = %q", s.Message)
 			}
 			c := findCondition(s.Conditions, v1.DisruptionTarget)
 			if (c != nil) != tt.wantTarget {
 				t.Fatalf("DisruptionTarget = %+v, want one: %v", c, tt.wantTarget)
 			}
-			if c != nil && (c.Status != v1.ConditionTrue || c.Reason != ReasonTerminationByKubelet || c.Message != ev.Message) {
+			if c != nil && (c.Status != v1.ConditionTrue || c.Reason != ReasonTerminationByKubelet || c.Message != tt.ev.Message) {
 				t.Errorf("DisruptionTarget = %+v", c)
 			}
 		})

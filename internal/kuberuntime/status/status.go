@@ -37,8 +37,8 @@ type Inputs struct {
 	// shows (the planner's Inputs.MaxCrashLoopBackOff); zero is the kubelet's
 	// state.MaxCrashLoopBackOff.
 	MaxCrashLoopBackOff time.Duration
-	// Eviction is set once the eviction manager evicted the pod (the
-	// planner's Inputs.Eviction).
+	// Eviction is set once the eviction manager evicted the pod, or the
+	// node shutdown manager stopped it (the planner's Inputs.Eviction).
 	Eviction *planner.Eviction
 	// RecursiveReadOnly is whether the pod's runtime handler makes
 	// recursive read-only mounts: the volume mounts' status says which
@@ -106,7 +106,7 @@ func ComputePodStatus(pod *v1.Pod, rt state.PodRuntime, st state.PodState, in In
 	}
 	switch {
 	case b.evicted && s.Phase == v1.PodFailed:
-		s.Reason, s.Message = planner.ReasonEvicted, in.Eviction.Message
+		s.Reason, s.Message = in.Eviction.ReasonOrEvicted(), in.Eviction.Message
 	case b.deadline && s.Phase == v1.PodFailed:
 		s.Reason, s.Message = planner.ReasonDeadlineExceeded, planner.MessageDeadlineExceeded
 	}
