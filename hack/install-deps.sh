@@ -30,6 +30,7 @@ PACKAGES=(
 	libseccomp-dev              # runc's seccomp support, built by hack/runtime.sh (cgo, linked statically)
 	pkg-config                  # finds libseccomp for that build
 	xz-utils                    # compresses the binaries hack/cgroupv2-check.sh carries
+	dbus-daemon                 # a private bus for the stand-in systemd-logind of the node shutdown tests
 )
 
 log() { echo "install-deps: $*" >&2; }
