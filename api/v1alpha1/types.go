@@ -248,6 +248,27 @@ type NodeletConfiguration struct {
 	// Default: true.
 	LocalStorageCapacityIsolation *bool `json:"localStorageCapacityIsolation,omitempty"`
 
+	// ShutdownGracePeriod is how long the node's shutdown is delayed, with
+	// a systemd-logind "delay" inhibitor lock, for its pods to stop, as the
+	// kubelet's field (feature gate GracefulNodeShutdown): when logind
+	// announces the shutdown, the node turns NotReady, new pods are
+	// rejected, and the running ones are stopped, those below
+	// system-cluster-critical priority first. 0 or at least 1s; 0 lets
+	// the node go down at once. Default: 0.
+	ShutdownGracePeriod metav1.Duration `json:"shutdownGracePeriod,omitempty"`
+	// ShutdownGracePeriodCriticalPods is the part of ShutdownGracePeriod
+	// kept for the pods of system-cluster-critical priority or above, which
+	// stop last. At most ShutdownGracePeriod; 0 or at least 1s. Default: 0.
+	ShutdownGracePeriodCriticalPods metav1.Duration `json:"shutdownGracePeriodCriticalPods,omitempty"`
+	// ShutdownGracePeriodByPodPriority, in place of the two fields above
+	// (feature gate GracefulNodeShutdownBasedOnPodPriority), gives each
+	// range of pod priorities its own grace period: a pod belongs to the
+	// entry of the highest priority at or below its own (the lowest entry
+	// when its priority is below all), the groups stop from the lowest
+	// priority up, and the node's shutdown is delayed by the sum of the
+	// periods. Empty: the two fields above decide.
+	ShutdownGracePeriodByPodPriority []ShutdownGracePeriodByPodPriority `json:"shutdownGracePeriodByPodPriority,omitempty"`
+
 	// ConfigMapAndSecretChangeDetectionStrategy is Watch, Cache or Get. Default: Watch.
 	ConfigMapAndSecretChangeDetectionStrategy ChangeDetectionStrategy `json:"configMapAndSecretChangeDetectionStrategy,omitempty"`
 	// ConfigMapAndSecretCacheTTL is how long the Cache strategy uses an object
@@ -444,6 +465,16 @@ type MemorySwapConfiguration struct {
 	// node's swap in proportion to their request; cgroup v2 only).
 	// Default: NoSwap.
 	SwapBehavior string `json:"swapBehavior,omitempty"`
+}
+
+// ShutdownGracePeriodByPodPriority is the shutdown grace period of the
+// pods of a range of priorities, as the kubelet's type of the same name.
+type ShutdownGracePeriodByPodPriority struct {
+	// Priority is the lowest pod priority of the range; it reaches up to
+	// the next entry's.
+	Priority int32 `json:"priority"`
+	// ShutdownGracePeriodSeconds is how long the range's pods get to stop.
+	ShutdownGracePeriodSeconds int64 `json:"shutdownGracePeriodSeconds"`
 }
 
 // CrashLoopBackOffConfig tunes the crash-loop back-off.

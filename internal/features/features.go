@@ -21,9 +21,14 @@ const (
 	// ContainerRestartRules: restartPolicyRules on containers, restarting
 	// or not by exit code.
 	ContainerRestartRules featuregate.Feature = "ContainerRestartRules"
-	// GracefulNodeShutdown: the kubelet's node shutdown manager. nodelet has
-	// none; shutdownGracePeriod must stay 0.
+	// GracefulNodeShutdown: the kubelet's node shutdown manager, which
+	// delays the machine's shutdown with a systemd-logind inhibitor lock
+	// (shutdownGracePeriod, shutdownGracePeriodCriticalPods) to stop the
+	// pods in order.
 	GracefulNodeShutdown featuregate.Feature = "GracefulNodeShutdown"
+	// GracefulNodeShutdownBasedOnPodPriority: shutdownGracePeriodByPodPriority,
+	// grace periods by ranges of pod priority.
+	GracefulNodeShutdownBasedOnPodPriority featuregate.Feature = "GracefulNodeShutdownBasedOnPodPriority"
 	// ImageVolume: volumes of type image, an OCI image mounted read-only.
 	ImageVolume featuregate.Feature = "ImageVolume"
 	// InPlacePodVerticalScaling: resizing a running pod's containers.
@@ -57,16 +62,17 @@ var specs = map[featuregate.Feature]featuregate.FeatureSpec{
 	ContainerCheckpoint:                              {Default: true, PreRelease: featuregate.Beta},
 	ContainerRestartRules:                            {Default: true, PreRelease: featuregate.Beta},
 	GracefulNodeShutdown:                             {Default: true, PreRelease: featuregate.Beta},
+	GracefulNodeShutdownBasedOnPodPriority:           {Default: true, PreRelease: featuregate.Beta},
 	ImageVolume:                                      {Default: true, PreRelease: featuregate.GA, LockToDefault: true},
 	InPlacePodVerticalScaling:                        {Default: true, PreRelease: featuregate.GA, LockToDefault: true},
 	KubeletCrashLoopBackOffMax:                       {Default: true, PreRelease: featuregate.Beta},
 	KubeletServiceAccountTokenForCredentialProviders: {Default: true, PreRelease: featuregate.Beta},
-	MemoryQoS:                                        {Default: true, PreRelease: featuregate.Beta},
-	NodeSwap:                                         {Default: true, PreRelease: featuregate.GA, LockToDefault: true},
-	PodObservedGenerationTracking:                    {Default: true, PreRelease: featuregate.GA, LockToDefault: true},
-	RecursiveReadOnlyMounts:                          {Default: true, PreRelease: featuregate.GA, LockToDefault: true},
-	SupplementalGroupsPolicy:                         {Default: true, PreRelease: featuregate.GA, LockToDefault: true},
-	UserNamespacesSupport:                            {Default: true, PreRelease: featuregate.GA, LockToDefault: true},
+	MemoryQoS:                     {Default: true, PreRelease: featuregate.Beta},
+	NodeSwap:                      {Default: true, PreRelease: featuregate.GA, LockToDefault: true},
+	PodObservedGenerationTracking: {Default: true, PreRelease: featuregate.GA, LockToDefault: true},
+	RecursiveReadOnlyMounts:       {Default: true, PreRelease: featuregate.GA, LockToDefault: true},
+	SupplementalGroupsPolicy:      {Default: true, PreRelease: featuregate.GA, LockToDefault: true},
+	UserNamespacesSupport:         {Default: true, PreRelease: featuregate.GA, LockToDefault: true},
 }
 
 // New returns a gate with every feature the kubelet knows at the kubelet's

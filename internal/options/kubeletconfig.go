@@ -281,6 +281,13 @@ func fromKubelet(kc *kubeletv1beta1.KubeletConfiguration, rotateSet bool) *v1alp
 	c.AllowedUnsafeSysctls = kc.AllowedUnsafeSysctls
 	c.RegisterWithTaints = kc.RegisterWithTaints
 	c.CrashLoopBackOff.MaxContainerRestartPeriod = kc.CrashLoopBackOff.MaxContainerRestartPeriod
+	c.ShutdownGracePeriod = kc.ShutdownGracePeriod
+	c.ShutdownGracePeriodCriticalPods = kc.ShutdownGracePeriodCriticalPods
+	for _, p := range kc.ShutdownGracePeriodByPodPriority {
+		c.ShutdownGracePeriodByPodPriority = append(c.ShutdownGracePeriodByPodPriority, v1alpha1.ShutdownGracePeriodByPodPriority{
+			Priority: p.Priority, ShutdownGracePeriodSeconds: p.ShutdownGracePeriodSeconds,
+		})
+	}
 	if kc.EnableProfilingHandler != nil {
 		c.EnableProfilingHandler = *kc.EnableProfilingHandler
 	}

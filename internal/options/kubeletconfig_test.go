@@ -9,6 +9,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
+
+	"github.com/nodelet/nodelet/api/v1alpha1"
 )
 
 const kubeletHeader = "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n"
@@ -185,6 +187,17 @@ func TestKubeletConfigMapping(t *testing.T) {
 				t.Errorf("volumeStatsAggPeriod = %v, want 0 (disabled)", d)
 			}
 		}},
+		{"graceful node shutdown", "shutdownGracePeriod: 30s\nshutdownGracePeriodCriticalPods: 10s\n", func(t *testing.T, o *Options) {
+			if c := o.Config; c.ShutdownGracePeriod.Duration != 30*time.Second || c.ShutdownGracePeriodCriticalPods.Duration != 10*time.Second {
+				t.Errorf("shutdownGracePeriod %v shutdownGracePeriodCriticalPods %v", c.ShutdownGracePeriod, c.ShutdownGracePeriodCriticalPods)
+			}
+		}},
+		{"graceful node shutdown by pod priority", "shutdownGracePeriodByPodPriority:\n- priority: 100000\n  shutdownGracePeriodSeconds: 20\n- priority: 0\n  shutdownGracePeriodSeconds: 30\n", func(t *testing.T, o *Options) {
+			want := []v1alpha1.ShutdownGracePeriodByPodPriority{{Priority: 100000, ShutdownGracePeriodSeconds: 20}, {Priority: 0, ShutdownGracePeriodSeconds: 30}}
+			if diff := cmp.Diff(want, o.Config.ShutdownGracePeriodByPodPriority); diff != "" {
+				t.Errorf("shutdownGracePeriodByPodPriority (-want +got):\n%s", diff)
+			}
+		}},
 		{"unknown fields warn", "noSuchField: 1\nauthentication:\n  x509:\n    clientCAFile: /ca\n    crlFile: /crl\nStaticPodPath: /m\n", func(t *testing.T, o *Options) {
 			all := strings.Join(o.Warnings, "\n")
 			for _, want := range []string{`"noSuchField"`, `"authentication.x509.crlFile"`, `"StaticPodPath"`} {
@@ -243,9 +256,6 @@ var refusedValues = map[string]string{
 	"defaultPodSysctls":                      "{net.ipv4.ping_group_range: 0 0}",
 	"kernelMemcgNotification":                "true",
 	"enableSystemLogQuery":                   "true",
-	"shutdownGracePeriod":                    "30s",
-	"shutdownGracePeriodCriticalPods":        "10s",
-	"shutdownGracePeriodByPodPriority":       "[{priority: 0, shutdownGracePeriodSeconds: 10}]",
 	"reservedMemory":                         "[{numaNode: 0, limits: {memory: 1Gi}}]",
 	"seccompDefault":                         "true",
 	"registerNode":                           "false",

@@ -141,6 +141,8 @@ func Complete(cfg *v1alpha1.NodeletConfiguration) error {
 		errs = append(errs, field.Invalid(field.NewPath("featureGates"), cfg.FeatureGates, err.Error()))
 	} else {
 		errs = append(errs, v1alpha1.ValidateMemoryQoS(cfg, gate.Enabled(features.MemoryQoS))...)
+		errs = append(errs, v1alpha1.ValidateShutdown(cfg, gate.Enabled(features.GracefulNodeShutdown),
+			gate.Enabled(features.GracefulNodeShutdownBasedOnPodPriority))...)
 		errs = append(errs, logsapi.Validate(&cfg.Logging, gate, field.NewPath("logging"))...)
 	}
 	if len(errs) > 0 {

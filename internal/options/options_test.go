@@ -47,6 +47,12 @@ func TestParseErrors(t *testing.T) {
 		{"throttling factor out of range", header + "memoryThrottlingFactor: 1.5\n", nil, "memoryThrottlingFactor: Invalid value: \"1.5\": must be greater than 0 and at most 1"},
 		{"throttling factor without MemoryQoS", header + "memoryThrottlingFactor: 0.7\nfeatureGates:\n  MemoryQoS: false\n", nil, "memoryThrottlingFactor: Invalid value: \"0.7\": needs the MemoryQoS feature gate"},
 		{"tiered reservation without MemoryQoS", header + "memoryReservationPolicy: TieredReservation\n", []string{"--feature-gates=MemoryQoS=false"}, "memoryReservationPolicy: Invalid value: \"TieredReservation\": needs the MemoryQoS feature gate"},
+		{"critical pods' shutdown part above the whole", header + "shutdownGracePeriod: 10s\nshutdownGracePeriodCriticalPods: 20s\n", nil,
+			`shutdownGracePeriodCriticalPods: Invalid value: "20s": must be at most shutdownGracePeriod (10s)`},
+		{"shutdown without GracefulNodeShutdown", kubeletHeader + "shutdownGracePeriod: 30s\n", []string{"--feature-gates=GracefulNodeShutdown=false"},
+			"shutdownGracePeriod: Forbidden: needs the GracefulNodeShutdown feature gate"},
+		{"both shutdown forms", kubeletHeader + "shutdownGracePeriod: 30s\nshutdownGracePeriodByPodPriority:\n- priority: 0\n  shutdownGracePeriodSeconds: 10\n", nil,
+			"shutdownGracePeriodByPodPriority: Forbidden: must be empty when shutdownGracePeriod or shutdownGracePeriodCriticalPods is set"},
 		{"bootstrap without kubeconfig", "", []string{"--node-name=n", "--bootstrap-kubeconfig=/b"}, "--bootstrap-kubeconfig needs --kubeconfig"},
 	}
 	for _, tc := range cases {

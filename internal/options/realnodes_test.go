@@ -36,8 +36,13 @@ func TestRealNodeConfigurations(t *testing.T) {
 	}{
 		{
 			name: "eks-al2023", config: "config.json", configDir: "config.json.d",
-			// nodelet refuses this today: it has no node shutdown manager yet
-			wantErr: `"shutdownGracePeriod": "2m30s" is not supported`,
+			check: func(t *testing.T, o *Options) {
+				c := o.Config
+				if c.ShutdownGracePeriod.Duration != 150*time.Second || c.ShutdownGracePeriodCriticalPods.Duration != 30*time.Second || len(c.ShutdownGracePeriodByPodPriority) != 0 {
+					t.Errorf("shutdownGracePeriod %v, shutdownGracePeriodCriticalPods %v, shutdownGracePeriodByPodPriority %v",
+						c.ShutdownGracePeriod.Duration, c.ShutdownGracePeriodCriticalPods.Duration, c.ShutdownGracePeriodByPodPriority)
+				}
+			},
 		},
 		{
 			name: "gce-kube-up", config: "config.yaml", nodeName: "kubernetes-minion-group-7xkz",
