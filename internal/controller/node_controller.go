@@ -63,9 +63,10 @@ func setupNodeController(mgr ctrl.Manager, deps *Deps) error {
 		Observer:  observer,
 		Clock:     clock.RealClock{},
 		Pressure:  func() (nodeinfo.Pressure, bool) { return nodePressure(deps) },
+		Problems:  func() []string { return shutdownProblems(deps) },
 	}
 	r.VolumesInUse = volumesInUseFor(deps)
-	r.Kick = deps.nodeKick
+	r.Kick = nodeKickFor(deps)
 	r.Recorder = mgr.GetEventRecorderFor("nodelet") //nolint:staticcheck // the core/v1 events kubectl describe shows
 	if err := r.SetupWithManager(mgr); err != nil {
 		return err
@@ -113,8 +114,12 @@ type NodeReconciler struct {
 	// VolumesInUse, when set, gives the status's volumesInUse and learns
 	// what each status write listed.
 	VolumesInUse VolumesInUseTracker
-	// Kick, when set, asks for a status write now (a volume became in use).
+	// Kick, when set, asks for a status write now (a volume became in use,
+	// the node shuts down).
 	Kick <-chan event.GenericEvent
+	// Problems, when set, adds to the runtime's the reasons the node is
+	// not Ready (the node shutdown manager's).
+	Problems func() []string
 	// Recorder, when set, records the kubelet's Node events of condition
 	// changes (NodeReady, NodeHasSufficientMemory, ...).
 	Recorder record.EventRecorder
@@ -275,6 +280,9 @@ func (r *NodeReconciler) updateStatus(ctx context.Context, node *corev1.Node) (t
 		if p, ok := r.Pressure(); ok {
 			observed.Pressure = p
 		}
+	}
+	if r.Problems != nil {
+		observed.RuntimeProblems = append(observed.RuntimeProblems, r.Problems()...)
 	}
 	if r.VolumesInUse != nil {
 		observed.VolumesInUse, observed.VolumesInUseKnown = r.volumesInUse(ctx, node), true

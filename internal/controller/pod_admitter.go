@@ -44,6 +44,9 @@ type Admitter struct {
 	// Pressure returns the node's pressure conditions as the eviction
 	// manager reports them, for every decision; nil: none.
 	Pressure func() []corev1.NodeConditionType
+	// ShuttingDown reports whether the node shuts down (the node shutdown
+	// manager): every new pod is then rejected; nil: never.
+	ShuttingDown func() bool
 
 	mu       sync.Mutex
 	primed   bool
@@ -91,6 +94,18 @@ func (a *Admitter) UIDs() []types.UID {
 	return slices.Collect(maps.Keys(a.admitted))
 }
 
+// Pods returns the admitted pods, as they were admitted: the pods that run
+// or have yet to finish.
+func (a *Admitter) Pods() []*corev1.Pod {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	out := make([]*corev1.Pod, 0, len(a.admitted))
+	for _, p := range a.admitted {
+		out = append(out, p.DeepCopy())
+	}
+	return out
+}
+
 // Remove forgets a pod that finished or is gone.
 func (a *Admitter) Remove(uid types.UID) {
 	a.mu.Lock()
@@ -123,6 +138,11 @@ func (a *Admitter) nodeAndOthers(ctx context.Context, pod *corev1.Pod) (*corev1.
 // records it when it does. Decisions are serialized so two pods cannot both
 // take the last slot.
 func (a *Admitter) Admit(ctx context.Context, pod *corev1.Pod) (admission.Result, error) {
+	if a.ShuttingDown != nil {
+		if res := admission.AdmitShuttingDown(a.ShuttingDown()); !res.Admit {
+			return res, nil
+		}
+	}
 	if a.Pressure != nil {
 		if res := admission.AdmitUnderPressure(pod, a.Pressure()); !res.Admit {
 			return res, nil

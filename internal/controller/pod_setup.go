@@ -213,6 +213,9 @@ func setupPodController(mgr ctrl.Manager, d *Deps) error {
 	if err := setupEviction(mgr, d, r, eng.volumes); err != nil {
 		return err
 	}
+	if err := setupShutdown(mgr, d, r); err != nil {
+		return err
+	}
 	hk := &housekeeper{
 		pods:     mgr.GetClient(),
 		cache:    mgr.GetCache(),

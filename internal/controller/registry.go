@@ -14,6 +14,7 @@ import (
 	"github.com/nodelet/nodelet/internal/cri"
 	"github.com/nodelet/nodelet/internal/csi"
 	"github.com/nodelet/nodelet/internal/eviction"
+	"github.com/nodelet/nodelet/internal/shutdown"
 	"github.com/nodelet/nodelet/internal/volumestats"
 )
 
@@ -34,9 +35,12 @@ type Deps struct {
 	engine *podEngine
 	// eviction is the eviction manager, set up with the pod reconciler.
 	eviction *eviction.Manager
+	// shutdown is the node shutdown manager, set up with the pod
+	// reconciler when graceful node shutdown is configured; nil otherwise.
+	shutdown *shutdown.Manager
 	// volumesInUse tracks the volumes the node's status lists in use, and
 	// nodeKick asks the node reconciler for a status write (see
-	// volumesInUseFor).
+	// volumesInUseFor and nodeKickFor).
 	volumesInUse *csi.InUse
 	nodeKick     chan event.GenericEvent
 	// volumeStats measures the pods' volumes (setupVolumeStats).

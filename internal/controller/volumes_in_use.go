@@ -18,14 +18,28 @@ func volumesInUseFor(d *Deps) *csi.InUse {
 	if d.volumesInUse != nil {
 		return d.volumesInUse
 	}
-	kick := make(chan event.GenericEvent, 1)
+	d.volumesInUse = csi.NewInUse(d.Config.RootDir, kickNode(d))
+	return d.volumesInUse
+}
+
+// nodeKickFor returns the channel that asks the node reconciler for a
+// status write, making it the first time.
+func nodeKickFor(d *Deps) chan event.GenericEvent {
+	if d.nodeKick == nil {
+		d.nodeKick = make(chan event.GenericEvent, 1)
+	}
+	return d.nodeKick
+}
+
+// kickNode returns a function that asks the node reconciler for a status
+// write, without waiting: one already asked for is enough.
+func kickNode(d *Deps) func() {
+	kick := nodeKickFor(d)
 	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: d.Config.NodeName}}
-	d.nodeKick = kick
-	d.volumesInUse = csi.NewInUse(d.Config.RootDir, func() {
+	return func() {
 		select {
 		case kick <- event.GenericEvent{Object: node}:
 		default: // a write is already asked for
 		}
-	})
-	return d.volumesInUse
+	}
 }
