@@ -63,9 +63,19 @@ func TestImageRunsInContainerd(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer images.Close(ctx)
-	st, err := images.ImageStatus(ctx, &runtimeapi.ImageSpec{Image: image}, false)
+	// The CRI learns of an image ctr imported from containerd's events,
+	// which a loaded machine delivers late: ask until it knows it.
+	var st *runtimeapi.ImageStatusResponse
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		st, err = images.ImageStatus(ctx, &runtimeapi.ImageSpec{Image: image}, false)
+		if (err == nil && st.GetImage() != nil) || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
 	if err != nil || st.GetImage() == nil {
-		t.Fatalf("the CRI does not know %s after the import (%v): the DaemonSet would try to pull it", image, err)
+		t.Fatalf("the CRI does not know %s 30s after the import (%v): the DaemonSet would try to pull it", image, err)
 	}
 	t.Logf("imported %s: %s, %d bytes", image, st.GetImage().GetId(), st.GetImage().GetSize())
 
