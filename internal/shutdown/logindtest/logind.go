@@ -86,9 +86,12 @@ func StartLogind(address string, opts Options) (*Logind, error) {
 	}
 	for _, name := range []string{logindName, systemdName} {
 		reply, err := conn.RequestName(name, dbus.NameFlagDoNotQueue)
-		if err != nil || reply != dbus.RequestNameReplyPrimaryOwner {
+		if err == nil && reply != dbus.RequestNameReplyPrimaryOwner {
+			err = fmt.Errorf("the bus answered %v", reply)
+		}
+		if err != nil {
 			_ = conn.Close()
-			return nil, fmt.Errorf("taking the name %s: reply %v, %v", name, reply, err)
+			return nil, fmt.Errorf("taking the name %s: %w", name, err)
 		}
 	}
 	return l, nil
