@@ -1,13 +1,13 @@
 package v1alpha1
 
 import (
-	"k8s.io/utils/ptr"
 	"strings"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 )
 
 func valid() *NodeletConfiguration {

@@ -147,11 +147,11 @@ func newKubeletOverlay() *kubeletOverlay {
 func (o *kubeletOverlay) empty() bool { return len(o.fields) == 0 }
 
 // addFlags registers kubeletFieldFlags and ignoredKubeletFlags on fs.
-func (o *kubeletOverlay) addFlags(fs *pflag.FlagSet) {
+func (o *kubeletOverlay) addFlags(flags *pflag.FlagSet) {
 	for _, f := range kubeletFieldFlags {
-		fs.Var(&overlayValue{o: o, f: f}, f.flag, fmt.Sprintf("The kubelet's flag for its configuration field %s; see docs/kubeadm.md for what nodelet does with it.", f.field))
+		flags.Var(&overlayValue{o: o, f: f}, f.flag, fmt.Sprintf("The kubelet's flag for its configuration field %s; see docs/kubeadm.md for what nodelet does with it.", f.field))
 		if f.kind == boolFlag {
-			fs.Lookup(f.flag).NoOptDefVal = "true"
+			flags.Lookup(f.flag).NoOptDefVal = "true"
 		}
 	}
 	names := make([]string, 0, len(ignoredKubeletFlags))
@@ -160,7 +160,7 @@ func (o *kubeletOverlay) addFlags(fs *pflag.FlagSet) {
 	}
 	sort.Strings(names)
 	for _, name := range names {
-		fs.Var(&ignoredValue{o: o, name: name}, name, "Accepted for the kubelet's command line; nodelet ignores it: "+ignoredKubeletFlags[name]+".")
+		flags.Var(&ignoredValue{o: o, name: name}, name, "Accepted for the kubelet's command line; nodelet ignores it: "+ignoredKubeletFlags[name]+".")
 	}
 }
 
