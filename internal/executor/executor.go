@@ -13,7 +13,6 @@ import (
 	nodev1 "k8s.io/api/node/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/record"
-	"k8s.io/component-base/featuregate"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/log"
@@ -84,9 +83,6 @@ type VolumeManager interface {
 	// env file of a fileKeyRef), resolved inside the volume.
 	OpenVolumeFile(pod *v1.Pod, volume, path string) (*os.File, error)
 }
-
-// envFilesGate is the kubelet's gate of fileKeyRef env vars.
-const envFilesGate featuregate.Feature = "EnvFiles"
 
 // ObjectReader reads the ConfigMaps and Secrets a pod names (the
 // referenced-object store: no API request once it holds them).
@@ -509,7 +505,7 @@ func (e *Executor) containerConfig(ctx context.Context, pod *v1.Pod, c *v1.Conta
 		UserNamespace:     sb.config.GetLinux().GetSecurityContext().GetNamespaceOptions().GetUsernsOptions(),
 		Resources:         e.Resources,
 	}
-	if features.Enabled(envFilesGate) {
+	if features.Enabled(features.EnvFiles) {
 		opts.OpenVolumeFile = func(volume, path string) (io.ReadCloser, error) {
 			return e.Volumes.OpenVolumeFile(pod, volume, path)
 		}

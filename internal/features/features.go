@@ -29,6 +29,9 @@ const (
 	// GracefulNodeShutdownBasedOnPodPriority: shutdownGracePeriodByPodPriority,
 	// grace periods by ranges of pod priority.
 	GracefulNodeShutdownBasedOnPodPriority featuregate.Feature = "GracefulNodeShutdownBasedOnPodPriority"
+	// EnvFiles: env vars from a file in an emptyDir volume
+	// (valueFrom.fileKeyRef), which an init container wrote.
+	EnvFiles featuregate.Feature = "EnvFiles"
 	// ImageVolume: volumes of type image, an OCI image mounted read-only.
 	ImageVolume featuregate.Feature = "ImageVolume"
 	// InPlacePodVerticalScaling: resizing a running pod's containers.
@@ -59,13 +62,14 @@ const (
 
 // specs are the stages and defaults of the gates nodelet acts on.
 var specs = map[featuregate.Feature]featuregate.FeatureSpec{
-	ContainerCheckpoint:                              {Default: true, PreRelease: featuregate.Beta},
-	ContainerRestartRules:                            {Default: true, PreRelease: featuregate.Beta},
-	GracefulNodeShutdown:                             {Default: true, PreRelease: featuregate.Beta},
-	GracefulNodeShutdownBasedOnPodPriority:           {Default: true, PreRelease: featuregate.Beta},
-	ImageVolume:                                      {Default: true, PreRelease: featuregate.GA, LockToDefault: true},
-	InPlacePodVerticalScaling:                        {Default: true, PreRelease: featuregate.GA, LockToDefault: true},
-	KubeletCrashLoopBackOffMax:                       {Default: true, PreRelease: featuregate.Beta},
+	ContainerCheckpoint:                    {Default: true, PreRelease: featuregate.Beta},
+	ContainerRestartRules:                  {Default: true, PreRelease: featuregate.Beta},
+	EnvFiles:                               {Default: true, PreRelease: featuregate.Beta},
+	GracefulNodeShutdown:                   {Default: true, PreRelease: featuregate.Beta},
+	GracefulNodeShutdownBasedOnPodPriority: {Default: true, PreRelease: featuregate.Beta},
+	ImageVolume:                            {Default: true, PreRelease: featuregate.GA, LockToDefault: true},
+	InPlacePodVerticalScaling:              {Default: true, PreRelease: featuregate.GA, LockToDefault: true},
+	KubeletCrashLoopBackOffMax:             {Default: true, PreRelease: featuregate.Beta},
 	KubeletServiceAccountTokenForCredentialProviders: {Default: true, PreRelease: featuregate.Beta},
 	MemoryQoS:                     {Default: true, PreRelease: featuregate.Beta},
 	NodeSwap:                      {Default: true, PreRelease: featuregate.GA, LockToDefault: true},
