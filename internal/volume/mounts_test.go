@@ -2,7 +2,6 @@ package volume
 
 import (
 	"context"
-	"k8s.io/utils/ptr"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -11,6 +10,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	"k8s.io/utils/ptr"
 
 	"github.com/nodelet/nodelet/internal/kuberuntime/criconfig"
 )
