@@ -4,6 +4,8 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+
+	"k8s.io/apimachinery/pkg/types"
 )
 
 // dockerHubKey is the key under which credentials serve Docker Hub images
@@ -21,6 +23,16 @@ type Credential struct {
 	Registry string
 	Username string
 	Password string
+	// ServiceAccount is the pod's service account whose token the provider
+	// was given for this credential; nil when it was given none, which
+	// makes the credential the node's, open to every pod on it.
+	ServiceAccount *ServiceAccountRef
+}
+
+// ServiceAccountRef names a service account.
+type ServiceAccountRef struct {
+	Namespace, Name string
+	UID             types.UID
 }
 
 // String names the credential without its secret.
@@ -35,8 +47,9 @@ func (c Credential) MarshalLog() any {
 
 // providerAuths are the auth entries one provider returned.
 type providerAuths struct {
-	provider string
-	auths    []authEntry
+	provider       string
+	auths          []authEntry
+	serviceAccount *ServiceAccountRef
 }
 
 // credentialsFor picks the credentials for image as the kubelet's keyring
@@ -48,7 +61,7 @@ func credentialsFor(image string, answers []providerAuths) []Credential {
 	var all []Credential
 	for _, a := range answers {
 		for _, e := range a.auths {
-			all = append(all, Credential{Provider: a.provider, Registry: e.key, Username: e.username, Password: e.password})
+			all = append(all, Credential{Provider: a.provider, Registry: e.key, Username: e.username, Password: e.password, ServiceAccount: a.serviceAccount})
 		}
 	}
 	slices.SortStableFunc(all, func(a, b Credential) int { return strings.Compare(b.Registry, a.Registry) })

@@ -130,12 +130,12 @@ func (ps *Providers) Credentials(ctx context.Context, image string, pod *corev1.
 		if !p.matches(image) {
 			continue
 		}
-		auths, err := p.provide(ctx, image, pod)
+		auths, sa, err := p.provide(ctx, image, pod)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("getting credentials for image %s from credential provider %s: %w", image, p.name, err))
 			continue
 		}
-		answers = append(answers, providerAuths{provider: p.name, auths: auths})
+		answers = append(answers, providerAuths{provider: p.name, auths: auths, serviceAccount: sa})
 	}
 	return credentialsFor(image, answers), errors.Join(errs...)
 }
@@ -151,28 +151,32 @@ func (p *provider) matches(image string) bool {
 }
 
 // provide returns the provider's auth entries for image, cached or from a
-// run of the plugin that concurrent requests for the same image share.
-func (p *provider) provide(ctx context.Context, image string, pod *corev1.Pod) ([]authEntry, error) {
+// run of the plugin that concurrent requests for the same image share, and
+// the service account whose token the plugin was given (nil: none).
+func (p *provider) provide(ctx context.Context, image string, pod *corev1.Pod) ([]authEntry, *ServiceAccountRef, error) {
 	var sa *saRequest
 	if p.tokens != nil {
 		var skip bool
 		var err error
 		if sa, skip, err = p.tokens.serviceAccountRequest(ctx, image, pod); err != nil || skip {
-			return nil, err
+			return nil, nil, err
 		}
 	}
 	saKey, flightKey := "", image
+	var account *ServiceAccountRef
 	if sa != nil {
 		saKey, flightKey = sa.cacheKey, sa.flightKey
+		account = &sa.account
 	}
 	if auths, ok := p.cache.get(image, saKey); ok {
-		return auths, nil
+		return auths, account, nil
 	}
 	// The run, and the caching of its answer, go on when the callers that
 	// wait for it give up.
-	return p.flight.do(ctx, flightKey, func() ([]authEntry, error) {
+	auths, err := p.flight.do(ctx, flightKey, func() ([]authEntry, error) {
 		return p.fetch(context.WithoutCancel(ctx), image, sa)
 	})
+	return auths, account, err
 }
 
 // fetch runs the plugin for image and caches its answer.

@@ -58,6 +58,8 @@ type saRequest struct {
 	cacheKey string
 	// flightKey is the key concurrent requests share a run under.
 	flightKey string
+	// account is the service account the token is of.
+	account ServiceAccountRef
 }
 
 // serviceAccountRequest gets the token and annotations to pass for pod.
@@ -114,6 +116,7 @@ func (t *tokenAttributes) serviceAccountRequest(ctx context.Context, image strin
 		annotations: annotations,
 		cacheKey:    string(key),
 		flightKey:   string(appendAnnotations(appendFields(nil, image, hash), annotations)),
+		account:     ServiceAccountRef{Namespace: ns, Name: name, UID: account.UID},
 	}, false, nil
 }
 

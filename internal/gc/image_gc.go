@@ -72,6 +72,11 @@ type ImageGC struct {
 	// node's pods, which image GC keeps as in use (the runtime lists
 	// only containers' own images); nil lists none.
 	VolumeImages func(ctx context.Context) ([]string, error)
+	// Listed, when set, is told each listing of the runtime's images and
+	// when it began; Removed, each image (by ID) image GC removed. The
+	// image pull records follow the images through them.
+	Listed  func(listed []*runtimeapi.Image, at time.Time)
+	Removed func(id string)
 
 	mu         sync.Mutex
 	records    map[string]*ImageRecord
@@ -211,6 +216,9 @@ func (g *ImageGC) remove(ctx context.Context, images []ImageRecord, reason strin
 		g.Log.Info("Removed image", "image", img.ID, "tags", img.Tags, "size", img.Size, "reason", reason)
 		metrics.ImageGarbageCollected.WithLabelValues(reason).Inc()
 		delete(g.records, img.ID)
+		if g.Removed != nil {
+			g.Removed(img.ID)
+		}
 		removed[img.ID] = true
 		freed += img.Size
 	}
@@ -238,9 +246,13 @@ func (g *ImageGC) imageFs(ctx context.Context) (capacity, available int64, err e
 // detect lists the runtime's images and the images its containers use, and
 // updates what image GC knows of them; the caller holds g.mu.
 func (g *ImageGC) detect(ctx context.Context) ([]ImageRecord, error) {
+	listedAt := g.Clock.Now()
 	listed, err := g.Runtime.ListImages(ctx, nil)
 	if err != nil {
 		return nil, fmt.Errorf("detecting images: %w", err)
+	}
+	if g.Listed != nil {
+		g.Listed(listed, listedAt)
 	}
 	inUse, err := g.Runtime.ImagesInUse(ctx)
 	if err != nil {

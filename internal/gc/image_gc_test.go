@@ -175,3 +175,44 @@ func TestImageGCKeepsTheImagesOfImageVolumes(t *testing.T) {
 		t.Fatalf("removed %v, want %v: image volumes' images are in use", rt.removed, want)
 	}
 }
+
+// The image pull records follow the images through Listed and Removed.
+func TestImageGCTellsListingsAndRemovals(t *testing.T) {
+	clk := clocktesting.NewFakeClock(t0)
+	rt := &fakeImages{images: []*runtimeapi.Image{{Id: "old", Size: 30}, {Id: "kept", Size: 30}}, inUse: map[string]bool{"kept": true}}
+	var listings [][]string
+	var listedAt []time.Time
+	var removed []string
+	g := &ImageGC{
+		Runtime: rt,
+		Policy:  ImagePolicy{HighThresholdPercent: 100, MaxAge: time.Hour},
+		Period:  time.Minute,
+		Clock:   clk,
+		Log:     logr.Discard(),
+		Listed: func(listed []*runtimeapi.Image, at time.Time) {
+			var ids []string
+			for _, img := range listed {
+				ids = append(ids, img.GetId())
+			}
+			listings = append(listings, ids)
+			listedAt = append(listedAt, at)
+		},
+		Removed: func(id string) { removed = append(removed, id) },
+	}
+	if err := g.GarbageCollect(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	clk.Step(2 * time.Hour)
+	if err := g.GarbageCollect(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if want := [][]string{{"old", "kept"}, {"old", "kept"}}; !slices.EqualFunc(listings, want, slices.Equal[[]string]) {
+		t.Errorf("listings %v, want %v", listings, want)
+	}
+	if !listedAt[1].Equal(t0.Add(2 * time.Hour)) {
+		t.Errorf("second listing at %v, want the clock's time before listing", listedAt[1])
+	}
+	if want := []string{"old"}; !slices.Equal(removed, want) {
+		t.Errorf("removed %v, want %v", removed, want)
+	}
+}

@@ -12,7 +12,12 @@
 // ErrImageNeverPull and InspectFailed events on the pod. When to pull
 // again after a failure (10s doubling to 5 min, per pod and container) is
 // the pod plan's image pull back-off (internal/kuberuntime/plan), kept in
-// the pod's checkpoint. Errors wrap ErrImagePull, ErrImageNeverPull,
+// the pod's checkpoint. PullRecords remember which credentials pulled each
+// image, as the kubelet's image pull manager does, so that under the
+// imagePullCredentialsVerificationPolicy a pod uses an image another pod
+// pulled only if it holds credentials that could pull it; otherwise it
+// pulls again with its own (or, with pull policy Never, fails as if the
+// image were absent). Errors wrap ErrImagePull, ErrImageNeverPull,
 // ErrInvalidImageName or ErrImageInspect; Reason turns one into the reason
 // and message of the container's Waiting state. Credentials are never
 // logged.

@@ -14,6 +14,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	corev1 "k8s.io/api/core/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
 )
 
 // dockerHubHost is how Docker Hub is named for matching; config files name
@@ -31,6 +32,11 @@ type Credential struct {
 	Source string
 
 	auth *runtimeapi.AuthConfig
+	// secret is where a pull secret's credential came from, with the
+	// credential's hash; serviceAccount is whose token a credential
+	// provider plugin took for it. Neither: a credential of the node's.
+	secret         *kubeletv1beta1.ImagePullSecret
+	serviceAccount *kubeletv1beta1.ImagePullServiceAccount
 }
 
 // AuthConfig returns the credential in the CRI's form, a new copy each call.
@@ -87,6 +93,12 @@ func NewKeyring(secrets []*corev1.Secret) (*Keyring, error) {
 		}
 		entries, err := entriesOf(cfg, source)
 		errs = append(errs, err)
+		for i := range entries {
+			entries[i].cred.secret = &kubeletv1beta1.ImagePullSecret{
+				UID: string(s.UID), Namespace: s.Namespace, Name: s.Name,
+				CredentialHash: credentialHash(entries[i].cred.auth),
+			}
+		}
 		k.entries = append(k.entries, entries...)
 	}
 	return k, errors.Join(errs...)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/google/go-containerregistry/pkg/name"
@@ -12,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/util/flowcontrol"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
@@ -56,6 +58,11 @@ type Options struct {
 	// Providers are the image credential provider plugins, whose
 	// credentials are tried after the pull secrets'; nil: none.
 	Providers CredentialProviders
+	// Records are the image pull records that decide whether a pod may
+	// use an image another pod pulled (the kubelet's
+	// KubeletEnsureSecretPulledImages); nil: every pod may use every
+	// image present.
+	Records *PullRecords
 	// Clock times pulls; nil means the real clock.
 	Clock clock.Clock
 }
@@ -76,6 +83,7 @@ type Manager struct {
 	clock     clock.Clock
 	puller    *puller
 	providers CredentialProviders
+	records   *PullRecords
 }
 
 // NewManager returns a Manager pulling through images and recording events
@@ -94,6 +102,7 @@ func NewManager(images ImageService, recorder Recorder, opts Options) *Manager {
 		clock:     opts.Clock,
 		puller:    newPuller(images, opts.Clock, slots, pullLimiter(opts.PullQPS, opts.PullBurst)),
 		providers: opts.Providers,
+		records:   opts.Records,
 	}
 }
 
@@ -134,27 +143,73 @@ func (m *Manager) ensure(ctx context.Context, pod *corev1.Pod, image string, pol
 		ev(corev1.EventTypeWarning, EventInspectFailed, msg)
 		return "", nil, &imageError{reason: ErrImageInspect, message: msg, cause: err}
 	}
+	notPresentNever := func() (string, *runtimeapi.Image, error) {
+		// Also when the image is present but the pod may not use it:
+		// the answer must not tell the two apart.
+		msg := fmt.Sprintf("Container image %q is not present with pull policy of Never", image)
+		ev(corev1.EventTypeWarning, EventNeverPull, msg)
+		return "", nil, &imageError{reason: ErrImageNeverPull, message: msg}
+	}
+	creds := sync.OnceValue(func() []Credential {
+		c := m.credentials(ctx, tagged, pullSecrets)
+		return append(c, m.providerCredentials(ctx, tagged, pod)...)
+	})
 	if !shouldPull(policy, present != nil) {
 		if present == nil {
-			msg := fmt.Sprintf("Container image %q is not present with pull policy of Never", image)
-			ev(corev1.EventTypeWarning, EventNeverPull, msg)
-			return "", nil, &imageError{reason: ErrImageNeverPull, message: msg}
+			return notPresentNever()
 		}
-		ev(corev1.EventTypeNormal, EventPulled, fmt.Sprintf("Container image %q already present on machine", image))
-		ref := present.GetId()
-		return ref, present, nil
+		if m.records == nil {
+			ev(corev1.EventTypeNormal, EventPulled, fmt.Sprintf("Container image %q already present on machine", image))
+			return present.GetId(), present, nil
+		}
+		if !m.records.MustPull(image, present.GetId(), func() PodCredentials { return podCredentials(creds()) }) {
+			ev(corev1.EventTypeNormal, EventPulled, fmt.Sprintf("Container image %q already present on machine and can be accessed by the pod", image))
+			return present.GetId(), present, nil
+		}
+		if policy == corev1.PullNever {
+			return notPresentNever()
+		}
 	}
-	ref, err := m.pull(ctx, pod, spec, pullSecrets, sandboxConfig, ev)
+	ref, err := m.pull(ctx, spec, creds(), sandboxConfig, ev)
 	return ref, nil, err
 }
 
-// pull pulls spec, recording the outcome.
-func (m *Manager) pull(ctx context.Context, pod *corev1.Pod, spec *runtimeapi.ImageSpec, pullSecrets []*corev1.Secret, sandboxConfig *runtimeapi.PodSandboxConfig, ev eventFunc) (string, error) {
+// podCredentials are the origins of a pod's credentials for an image, as
+// the pull records compare them: its pull secrets, and the first service
+// account a credential provider took a token of.
+func podCredentials(creds []Credential) PodCredentials {
+	var out PodCredentials
+	for _, c := range creds {
+		switch {
+		case c.secret != nil:
+			out.Secrets = append(out.Secrets, *c.secret)
+		case c.serviceAccount != nil && out.ServiceAccount == nil:
+			out.ServiceAccount = c.serviceAccount
+		}
+	}
+	return out
+}
+
+// pull pulls spec with creds, recording the outcome in events and in the
+// pull records.
+func (m *Manager) pull(ctx context.Context, spec *runtimeapi.ImageSpec, creds []Credential, sandboxConfig *runtimeapi.PodSandboxConfig, ev eventFunc) (string, error) {
 	image := spec.GetUserSpecifiedImage()
-	creds := m.credentials(ctx, spec.GetImage(), pullSecrets)
-	creds = append(creds, m.providerCredentials(ctx, spec.GetImage(), pod)...)
+	if m.records != nil {
+		if err := m.records.RecordIntent(image); err != nil {
+			msg := fmt.Sprintf("Failed to record image pull intent for container image %q: %v", image, err)
+			ev(corev1.EventTypeWarning, EventFailed, msg)
+			return "", &imageError{reason: ErrImagePull, message: msg, cause: err}
+		}
+	}
 	ev(corev1.EventTypeNormal, EventPulling, fmt.Sprintf("Pulling image %q", image))
 	res, err := m.puller.pull(ctx, spec, creds, sandboxConfig)
+	if m.records != nil {
+		if err != nil {
+			m.records.RecordFailed(image)
+		} else {
+			m.records.RecordPulled(image, res.ref, credentialsFor(res.used))
+		}
+	}
 	if err != nil && ctx.Err() != nil {
 		// The caller gave up waiting; that says nothing about the image.
 		return "", fmt.Errorf("pulling image %q: %w", image, err)
@@ -195,11 +250,15 @@ func (m *Manager) providerCredentials(ctx context.Context, image string, pod *co
 	}
 	out := make([]Credential, 0, len(found))
 	for _, c := range found {
-		out = append(out, Credential{
+		cred := Credential{
 			Registry: c.Registry,
 			Source:   "credential provider " + c.Provider,
 			auth:     &runtimeapi.AuthConfig{Username: c.Username, Password: c.Password},
-		})
+		}
+		if sa := c.ServiceAccount; sa != nil {
+			cred.serviceAccount = &kubeletv1beta1.ImagePullServiceAccount{UID: string(sa.UID), Namespace: sa.Namespace, Name: sa.Name}
+		}
+		out = append(out, cred)
 	}
 	return out
 }

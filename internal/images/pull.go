@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"sync"
 	"time"
 
@@ -49,6 +50,8 @@ type pullResult struct {
 	size    uint64
 	pulling time.Duration // the pull itself
 	total   time.Duration // including waiting for a slot or the image's lock
+	// used is the credential the pull succeeded with; nil: none.
+	used *Credential
 }
 
 func newPuller(images ImageService, clk clock.Clock, slots int, limiter flowcontrol.RateLimiter) *puller {
@@ -122,11 +125,11 @@ func (p *puller) pullExclusive(ctx context.Context, spec *runtimeapi.ImageSpec, 
 	}
 
 	start := p.clock.Now()
-	ref, err := p.tryCredentials(ctx, spec, creds, sandboxConfig)
+	ref, used, err := p.tryCredentials(ctx, spec, creds, sandboxConfig)
 	if err != nil {
 		return pullResult{}, err
 	}
-	res := pullResult{ref: ref, pulling: p.clock.Since(start), total: p.clock.Since(waitStart)}
+	res := pullResult{ref: ref, used: used, pulling: p.clock.Since(start), total: p.clock.Since(waitStart)}
 	if img, err := p.images.ImageStatus(ctx, spec); err == nil && img != nil {
 		res.size = img.GetSize()
 	}
@@ -134,37 +137,49 @@ func (p *puller) pullExclusive(ctx context.Context, spec *runtimeapi.ImageSpec, 
 }
 
 // tryCredentials pulls with each credential in turn and last without any,
-// returning the first success or all the errors joined.
-func (p *puller) tryCredentials(ctx context.Context, spec *runtimeapi.ImageSpec, creds []Credential, sandboxConfig *runtimeapi.PodSandboxConfig) (string, error) {
+// returning the first success and the credential it used (nil: none), or
+// all the errors joined.
+func (p *puller) tryCredentials(ctx context.Context, spec *runtimeapi.ImageSpec, creds []Credential, sandboxConfig *runtimeapi.PodSandboxConfig) (string, *Credential, error) {
 	logger := log.FromContext(ctx).WithValues("image", spec.GetImage())
 	var errs []error
-	for _, c := range creds {
+	for i, c := range creds {
 		ref, err := p.images.PullImage(ctx, spec, c.AuthConfig(), sandboxConfig)
 		if err == nil {
-			return ref, nil
+			return ref, &creds[i], nil
 		}
 		logger.V(1).Info("Pull with credential failed; trying the next", "registry", c.Registry, "secret", c.Source, "err", err)
 		errs = append(errs, err)
 	}
 	ref, err := p.images.PullImage(ctx, spec, nil, sandboxConfig)
 	if err == nil {
-		return ref, nil
+		return ref, nil, nil
 	}
 	errs = append(errs, err)
 	if len(errs) == 1 {
-		return "", err
+		return "", nil, err
 	}
-	return "", errors.Join(errs...)
+	return "", nil, errors.Join(errs...)
 }
 
 // fingerprint identifies a list of credentials without revealing them.
 func fingerprint(creds []Credential) string {
 	h := sha256.New()
 	for _, c := range creds {
-		a := c.auth
-		for _, f := range []string{a.GetUsername(), a.GetPassword(), a.GetIdentityToken(), a.GetRegistryToken()} {
-			fmt.Fprintf(h, "%d:%s", len(f), f)
-		}
+		writeAuth(h, c.auth)
 	}
 	return hex.EncodeToString(h.Sum(nil))
+}
+
+// credentialHash identifies one credential without revealing it: the same
+// credential in two secrets has the same hash.
+func credentialHash(a *runtimeapi.AuthConfig) string {
+	h := sha256.New()
+	writeAuth(h, a)
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+func writeAuth(w io.Writer, a *runtimeapi.AuthConfig) {
+	for _, f := range []string{a.GetUsername(), a.GetPassword(), a.GetIdentityToken(), a.GetRegistryToken()} {
+		fmt.Fprintf(w, "%d:%s", len(f), f)
+	}
 }
