@@ -62,6 +62,23 @@ type NodeletConfiguration struct {
 	// RegistryBurst is how many pulls may go beyond RegistryPullQPS at
 	// once. Default: 10.
 	RegistryBurst *int32 `json:"registryBurst,omitempty"`
+	// ImagePullCredentialsVerificationPolicy decides, as the kubelet's,
+	// when a pod must prove with its own credentials that it may use an
+	// image already on the node: NeverVerify (never), NeverVerifyPreloadedImages
+	// (only images nodelet pulled: a pod may use one pulled with a pull
+	// secret only with that secret's credential, or one pulled with a
+	// service account's token only as that account),
+	// NeverVerifyAllowlistedImages (every image but those of
+	// PreloadedImagesVerificationAllowlist) or AlwaysVerify. Proving means
+	// pulling again with the pod's credentials; with pull policy Never the
+	// container fails as if the image were absent. Records are kept in
+	// <rootDir>/image_manager. Default: NeverVerifyPreloadedImages.
+	ImagePullCredentialsVerificationPolicy string `json:"imagePullCredentialsVerificationPolicy,omitempty"`
+	// PreloadedImagesVerificationAllowlist are the images that
+	// NeverVerifyAllowlistedImages does not verify: repositories without
+	// tag or digest ("registry.k8s.io/pause"), or a prefix ending in "/*"
+	// ("registry.example.com/base/*").
+	PreloadedImagesVerificationAllowlist []string `json:"preloadedImagesVerificationAllowlist,omitempty"`
 
 	// RootDir holds nodelet's state: checkpoints and pod directories.
 	// Default: /var/lib/nodelet.

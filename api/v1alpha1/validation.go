@@ -2,6 +2,7 @@ package v1alpha1
 
 import (
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"math"
 	"net"
@@ -64,6 +65,7 @@ func Validate(c *NodeletConfiguration) field.ErrorList {
 	if b := c.RegistryBurst; b != nil && *b < 0 {
 		errs = append(errs, field.Invalid(p("registryBurst"), *b, "must not be negative"))
 	}
+	errs = append(errs, validateImagePullVerification(c, p)...)
 	if c.MaxPods <= 0 {
 		errs = append(errs, field.Invalid(p("maxPods"), c.MaxPods, "must be greater than 0"))
 	}
@@ -339,6 +341,46 @@ func validateBindAddress(fp *field.Path, addr string) field.ErrorList {
 	}
 	if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
 		return field.ErrorList{field.Invalid(fp, addr, "port must be between 0 and 65535")}
+	}
+	return nil
+}
+
+// validateImagePullVerification checks the image pull credentials
+// verification policy and its allowlist as the kubelet does: the list
+// only with NeverVerifyAllowlistedImages, each entry an image repository
+// without tag or digest, or a prefix ending in "/*".
+func validateImagePullVerification(c *NodeletConfiguration, p func(string) *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	policies := []string{"NeverVerify", "NeverVerifyPreloadedImages", "NeverVerifyAllowlistedImages", "AlwaysVerify"}
+	if v := c.ImagePullCredentialsVerificationPolicy; v != "" && !slices.Contains(policies, v) {
+		errs = append(errs, field.NotSupported(p("imagePullCredentialsVerificationPolicy"), v, policies))
+	}
+	list := p("preloadedImagesVerificationAllowlist")
+	if len(c.PreloadedImagesVerificationAllowlist) > 0 && c.ImagePullCredentialsVerificationPolicy != "NeverVerifyAllowlistedImages" {
+		errs = append(errs, field.Invalid(list, c.PreloadedImagesVerificationAllowlist, "only with imagePullCredentialsVerificationPolicy NeverVerifyAllowlistedImages"))
+	}
+	for i, pattern := range c.PreloadedImagesVerificationAllowlist {
+		if err := validAllowlistPattern(pattern); err != nil {
+			errs = append(errs, field.Invalid(list.Index(i), pattern, err.Error()))
+		}
+	}
+	return errs
+}
+
+// validAllowlistPattern checks the form of an allowlist entry: the image
+// package parses it fully when nodelet starts.
+func validAllowlistPattern(pattern string) error {
+	switch prefix, wildcard := strings.CutSuffix(pattern, "/*"); {
+	case pattern != strings.TrimSpace(pattern):
+		return errors.New("leading or trailing spaces")
+	case pattern == "":
+		return errors.New("empty")
+	case wildcard && prefix == "":
+		return errors.New("a prefix pattern needs at least a registry host before /*")
+	case strings.Contains(prefix, "*"):
+		return errors.New("only a trailing /* is allowed as a wildcard")
+	case !wildcard && (strings.Contains(pattern, "@") || strings.LastIndex(pattern, ":") > strings.LastIndex(pattern, "/")):
+		return errors.New("an image without tag or digest is expected")
 	}
 	return nil
 }

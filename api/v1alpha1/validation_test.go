@@ -125,6 +125,23 @@ func TestValidate(t *testing.T) {
 			c.MaxParallelImagePulls = ptr.To[int32](0)
 		}, "maxParallelImagePulls"},
 		{"negative pull QPS", func(c *NodeletConfiguration) { c.RegistryPullQPS = ptr.To[int32](-1) }, "registryPullQPS"},
+		{"verification policy", func(c *NodeletConfiguration) { c.ImagePullCredentialsVerificationPolicy = "AlwaysVerify" }, ""},
+		{"unknown verification policy", func(c *NodeletConfiguration) { c.ImagePullCredentialsVerificationPolicy = "Sometimes" }, "imagePullCredentialsVerificationPolicy"},
+		{"allowlist", func(c *NodeletConfiguration) {
+			c.ImagePullCredentialsVerificationPolicy = "NeverVerifyAllowlistedImages"
+			c.PreloadedImagesVerificationAllowlist = []string{"registry.k8s.io/pause", "registry.example.com/base/*", "localhost:5000/app"}
+		}, ""},
+		{"allowlist without its policy", func(c *NodeletConfiguration) {
+			c.PreloadedImagesVerificationAllowlist = []string{"registry.k8s.io/pause"}
+		}, "preloadedImagesVerificationAllowlist"},
+		{"allowlist entry with a tag", func(c *NodeletConfiguration) {
+			c.ImagePullCredentialsVerificationPolicy = "NeverVerifyAllowlistedImages"
+			c.PreloadedImagesVerificationAllowlist = []string{"registry.k8s.io/pause", "registry.k8s.io/pause:3.10"}
+		}, "preloadedImagesVerificationAllowlist[1]"},
+		{"allowlist entry with an inner wildcard", func(c *NodeletConfiguration) {
+			c.ImagePullCredentialsVerificationPolicy = "NeverVerifyAllowlistedImages"
+			c.PreloadedImagesVerificationAllowlist = []string{"registry.example.com/*/app"}
+		}, "preloadedImagesVerificationAllowlist[0]"},
 		{"negative pull burst", func(c *NodeletConfiguration) { c.RegistryBurst = ptr.To[int32](-1) }, "registryBurst"},
 		{"relative root dir", func(c *NodeletConfiguration) { c.RootDir = "var/lib" }, "rootDir"},
 		{"relative logs dir", func(c *NodeletConfiguration) { c.PodLogsDir = "logs" }, "podLogsDir"},

@@ -89,6 +89,10 @@ func setupGarbageCollection(mgr ctrl.Manager, d *Deps, r *PodReconciler) error {
 			return volumeImages(pods.Items), nil
 		},
 	}
+	if records := eng.pullRecords; records != nil {
+		images.Listed = records.Reconcile
+		images.Removed = records.Forget
+	}
 	for _, run := range []manager.Runnable{containers, images} {
 		if err := mgr.Add(run); err != nil {
 			return fmt.Errorf("adding garbage collection: %w", err)

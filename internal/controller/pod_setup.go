@@ -10,6 +10,7 @@ import (
 	"runtime"
 	"time"
 
+	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	nodev1 "k8s.io/api/node/v1"
 	storagev1 "k8s.io/api/storage/v1"
@@ -33,6 +34,7 @@ import (
 	"github.com/nodelet/nodelet/internal/csi"
 	"github.com/nodelet/nodelet/internal/ctrlqueue"
 	"github.com/nodelet/nodelet/internal/executor"
+	"github.com/nodelet/nodelet/internal/features"
 	"github.com/nodelet/nodelet/internal/images"
 	"github.com/nodelet/nodelet/internal/kuberuntime/criconfig"
 	"github.com/nodelet/nodelet/internal/kuberuntime/state"
@@ -104,6 +106,10 @@ func setupPodController(mgr ctrl.Manager, d *Deps) error {
 	if providers != nil { // a nil *Providers in the interface would not be nil
 		imageOpts.Providers = providers
 	}
+	if eng.pullRecords, err = pullRecords(cfg, mgr.GetLogger().WithName("images")); err != nil {
+		return err
+	}
+	imageOpts.Records = eng.pullRecords
 	imageManager := images.NewManager(d.Runtime, eng.recorder, imageOpts)
 	sandbox := criconfig.SandboxOptions{
 		PodLogsDir:    cfg.PodLogsDir,
@@ -271,8 +277,24 @@ type podEngine struct {
 	pods     *podFeed
 	// gc is the node's container and image GC (setupGarbageCollection).
 	gc *GarbageCollectors
+	// pullRecords are the image pull records, which image GC keeps in line
+	// with the runtime's images; nil when the records are off.
+	pullRecords *images.PullRecords
 	// api opens once the API server has been reached.
 	api *apiGate
+}
+
+// pullRecords opens the image pull records in <rootDir>/image_manager, as
+// the kubelet keeps them, unless KubeletEnsureSecretPulledImages is off.
+func pullRecords(cfg *v1alpha1.NodeletConfiguration, log logr.Logger) (*images.PullRecords, error) {
+	if !features.Enabled(features.KubeletEnsureSecretPulledImages) {
+		return nil, nil
+	}
+	policy, err := images.NewVerificationPolicy(cfg.ImagePullCredentialsVerificationPolicy, cfg.PreloadedImagesVerificationAllowlist)
+	if err != nil {
+		return nil, fmt.Errorf("imagePullCredentialsVerificationPolicy: %w", err)
+	}
+	return images.OpenPullRecords(filepath.Join(cfg.RootDir, "image_manager"), policy, log, nil)
 }
 
 // staticServiceEnv is the Service environment of pods: a static pod does

@@ -36,6 +36,10 @@ const (
 	ImageVolume featuregate.Feature = "ImageVolume"
 	// InPlacePodVerticalScaling: resizing a running pod's containers.
 	InPlacePodVerticalScaling featuregate.Feature = "InPlacePodVerticalScaling"
+	// KubeletEnsureSecretPulledImages: image pull records, so that a pod
+	// uses an image another pod pulled only with credentials that could
+	// pull it (imagePullCredentialsVerificationPolicy).
+	KubeletEnsureSecretPulledImages featuregate.Feature = "KubeletEnsureSecretPulledImages"
 	// KubeletServiceAccountTokenForCredentialProviders: image credential
 	// provider plugins with tokenAttributes get a service account token
 	// bound to the pod.
@@ -62,21 +66,22 @@ const (
 
 // specs are the stages and defaults of the gates nodelet acts on.
 var specs = map[featuregate.Feature]featuregate.FeatureSpec{
-	ContainerCheckpoint:                    {Default: true, PreRelease: featuregate.Beta},
-	ContainerRestartRules:                  {Default: true, PreRelease: featuregate.Beta},
-	EnvFiles:                               {Default: true, PreRelease: featuregate.Beta},
-	GracefulNodeShutdown:                   {Default: true, PreRelease: featuregate.Beta},
-	GracefulNodeShutdownBasedOnPodPriority: {Default: true, PreRelease: featuregate.Beta},
-	ImageVolume:                            {Default: true, PreRelease: featuregate.GA, LockToDefault: true},
-	InPlacePodVerticalScaling:              {Default: true, PreRelease: featuregate.GA, LockToDefault: true},
-	KubeletCrashLoopBackOffMax:             {Default: true, PreRelease: featuregate.Beta},
+	ContainerCheckpoint:                              {Default: true, PreRelease: featuregate.Beta},
+	ContainerRestartRules:                            {Default: true, PreRelease: featuregate.Beta},
+	EnvFiles:                                         {Default: true, PreRelease: featuregate.Beta},
+	GracefulNodeShutdown:                             {Default: true, PreRelease: featuregate.Beta},
+	GracefulNodeShutdownBasedOnPodPriority:           {Default: true, PreRelease: featuregate.Beta},
+	ImageVolume:                                      {Default: true, PreRelease: featuregate.GA, LockToDefault: true},
+	InPlacePodVerticalScaling:                        {Default: true, PreRelease: featuregate.GA, LockToDefault: true},
+	KubeletCrashLoopBackOffMax:                       {Default: true, PreRelease: featuregate.Beta},
+	KubeletEnsureSecretPulledImages:                  {Default: true, PreRelease: featuregate.Beta},
 	KubeletServiceAccountTokenForCredentialProviders: {Default: true, PreRelease: featuregate.Beta},
-	MemoryQoS:                     {Default: true, PreRelease: featuregate.Beta},
-	NodeSwap:                      {Default: true, PreRelease: featuregate.GA, LockToDefault: true},
-	PodObservedGenerationTracking: {Default: true, PreRelease: featuregate.GA, LockToDefault: true},
-	RecursiveReadOnlyMounts:       {Default: true, PreRelease: featuregate.GA, LockToDefault: true},
-	SupplementalGroupsPolicy:      {Default: true, PreRelease: featuregate.GA, LockToDefault: true},
-	UserNamespacesSupport:         {Default: true, PreRelease: featuregate.GA, LockToDefault: true},
+	MemoryQoS:                                        {Default: true, PreRelease: featuregate.Beta},
+	NodeSwap:                                         {Default: true, PreRelease: featuregate.GA, LockToDefault: true},
+	PodObservedGenerationTracking:                    {Default: true, PreRelease: featuregate.GA, LockToDefault: true},
+	RecursiveReadOnlyMounts:                          {Default: true, PreRelease: featuregate.GA, LockToDefault: true},
+	SupplementalGroupsPolicy:                         {Default: true, PreRelease: featuregate.GA, LockToDefault: true},
+	UserNamespacesSupport:                            {Default: true, PreRelease: featuregate.GA, LockToDefault: true},
 }
 
 // New returns a gate with every feature the kubelet knows at the kubelet's

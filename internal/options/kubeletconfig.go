@@ -250,6 +250,8 @@ func fromKubelet(kc *kubeletv1beta1.KubeletConfiguration, rotateSet bool) *v1alp
 	if kc.RegistryBurst != 0 { // the kubelet's 0 is its default, 10
 		c.RegistryBurst = ptrTo(kc.RegistryBurst)
 	}
+	c.ImagePullCredentialsVerificationPolicy = string(kc.ImagePullCredentialsVerificationPolicy)
+	c.PreloadedImagesVerificationAllowlist = kc.PreloadedImagesVerificationAllowlist
 	c.MaxPods = kc.MaxPods
 	c.PodCIDR = kc.PodCIDR
 
