@@ -27,7 +27,7 @@ var _ = Describe("Image credential providers", Ordered, func() {
 		reg = utils.MustStartRegistry(ctx, utils.RegistryOptions{User: user, Password: password})
 		Expect(ctrd.AddInsecureRegistry(reg.Host())).To(Succeed())
 		var err error
-		ref, err = reg.Push(ctx, utils.BusyboxImage)
+		ref, err = reg.PushVariant(ctx, utils.BusyboxImage, "credential-provider")
 		Expect(err).NotTo(HaveOccurred())
 
 		dir := GinkgoT().TempDir()

@@ -208,7 +208,7 @@ var _ = Describe("Pod lifecycle", Ordered, func() {
 		const user, password = "puller", "s3cret"
 		reg := utils.MustStartRegistry(ctx, utils.RegistryOptions{User: user, Password: password})
 		Expect(ctrd.AddInsecureRegistry(reg.Host())).To(Succeed())
-		ref, err := reg.Push(ctx, utils.BusyboxImage)
+		ref, err := reg.PushVariant(ctx, utils.BusyboxImage, "pull-secret")
 		Expect(err).NotTo(HaveOccurred())
 		ns := utils.NewNamespace(ctx, env.Admin)
 		pullSecret := func(name, pass string) *corev1.Secret {

@@ -19,6 +19,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 )
 
@@ -198,6 +199,31 @@ func (r *Registry) Push(ctx context.Context, image string) (string, error) {
 	img, err := LoadImage(ctx, image)
 	if err != nil {
 		return "", err
+	}
+	return r.PushImage(ctx, image, img)
+}
+
+// PushVariant pushes image as Push does, with the config label
+// e2e.nodelet.io/variant=variant, which gives it an image ID of its own:
+// the node does not take it for the image the harness preloads (a node
+// that pulled an image with credentials verifies the credentials of every
+// pod that uses that image ID, under any name).
+func (r *Registry) PushVariant(ctx context.Context, image, variant string) (string, error) {
+	img, err := LoadImage(ctx, image)
+	if err != nil {
+		return "", err
+	}
+	cfg, err := img.ConfigFile()
+	if err != nil {
+		return "", fmt.Errorf("reading the config of %s: %w", image, err)
+	}
+	cfg = cfg.DeepCopy()
+	if cfg.Config.Labels == nil {
+		cfg.Config.Labels = map[string]string{}
+	}
+	cfg.Config.Labels["e2e.nodelet.io/variant"] = variant
+	if img, err = mutate.ConfigFile(img, cfg); err != nil {
+		return "", fmt.Errorf("labelling %s: %w", image, err)
 	}
 	return r.PushImage(ctx, image, img)
 }
