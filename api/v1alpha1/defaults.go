@@ -22,11 +22,13 @@ const (
 	DefaultServerAddress            = "0.0.0.0"
 	DefaultServerPort               = 10250
 	DefaultHealthzBindAddress       = "127.0.0.1:10248"
-	DefaultMetricsBindAddress       = "127.0.0.1:10249"
-	DefaultKubeAPIQPS               = 50
-	DefaultKubeAPIBurst             = 100
-	DefaultRegistryPullQPS          = 5
-	DefaultRegistryBurst            = 10
+	// DefaultMetricsBindAddress is off: the kubelet serves /metrics on its
+	// node API only, and 127.0.0.1:10249, the old default, is kube-proxy's.
+	DefaultMetricsBindAddress = "0"
+	DefaultKubeAPIQPS         = 50
+	DefaultKubeAPIBurst       = 100
+	DefaultRegistryPullQPS    = 5
+	DefaultRegistryBurst      = 10
 )
 
 // DefaultEvictionHard are the kubelet's hard eviction thresholds.

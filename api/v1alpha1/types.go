@@ -304,8 +304,10 @@ type NodeletConfiguration struct {
 	Server ServerConfig `json:"server,omitempty"`
 	// HealthzBindAddress serves /healthz and /readyz; "0" disables. Default: 127.0.0.1:10248.
 	HealthzBindAddress string `json:"healthzBindAddress,omitempty"`
-	// MetricsBindAddress serves /metrics, without authentication; "0"
-	// disables. Default: 127.0.0.1:10249.
+	// MetricsBindAddress serves /metrics, without authentication, besides
+	// the node API's authorized /metrics; "0" disables. Default: "0" (the
+	// kubelet has no such listener, and kube-proxy's metrics port is
+	// 127.0.0.1:10249).
 	MetricsBindAddress string `json:"metricsBindAddress,omitempty"`
 
 	// KubeAPIQPS is the steady rate of requests to the API server; a negative

@@ -19,6 +19,7 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/nodelet/nodelet/test/utils"
@@ -206,6 +207,27 @@ func multiNodeSpecs(n int) {
 			pod := utils.BusyboxPod(ns, fmt.Sprintf("service-from-%d", node.Index), node.Name,
 				"sh", "-c", "nc "+utils.KubernetesServiceIP.String()+" 443 </dev/null")
 			expectSucceeds(ctx, admin, pod)
+		}
+	})
+
+	It("runs kube-proxy beside nodelet on every node, each serving its own metrics", func(ctx SpecContext) {
+		cs, err := kubernetes.NewForConfig(cluster.API.Config)
+		Expect(err).NotTo(HaveOccurred())
+		for _, node := range cluster.Nodes {
+			// kube-proxy's on its default address in the node's network,
+			// where nodelet runs with its default configuration.
+			Eventually(func(g Gomega) {
+				out, err := exec.CommandContext(ctx, "nsenter", "--net="+node.Net.NetNSPath(),
+					"curl", "-sS", "--max-time", "5", "http://127.0.0.1:10249/metrics").CombinedOutput()
+				g.Expect(err).NotTo(HaveOccurred(), "%s", out)
+				g.Expect(string(out)).To(ContainSubstring("kubeproxy_sync_proxy_rules_duration_seconds"))
+				g.Expect(string(out)).NotTo(ContainSubstring("kubelet_running_pods"))
+			}).WithContext(ctx).WithTimeout(multiNodePodTimeout).Should(Succeed())
+			// nodelet's on the node API, as the kubelet serves them.
+			raw, err := cs.CoreV1().RESTClient().Get().AbsPath("/api/v1/nodes", node.Name, "proxy", "metrics").DoRaw(ctx)
+			Expect(err).NotTo(HaveOccurred())
+			Expect(string(raw)).To(ContainSubstring(`kubelet_node_name{node="` + node.Name + `"} 1`))
+			Expect(string(raw)).NotTo(ContainSubstring("kubeproxy_"))
 		}
 	})
 

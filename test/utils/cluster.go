@@ -150,6 +150,9 @@ func (c *Cluster) nodeletConfig() map[string]any {
 	cfg := map[string]any{
 		"clusterDNS":    []string{DefaultDNSIP},
 		"clusterDomain": DefaultClusterDomain,
+		// The default, as on a real node, where kube-proxy serves its
+		// metrics on 127.0.0.1:10249 in the same network.
+		"metricsBindAddress": nil,
 	}
 	for k, v := range c.Options.NodeletConfig {
 		cfg[k] = v

@@ -297,6 +297,11 @@ func (n *Nodelet) writeConfig() error {
 		},
 	}
 	for k, v := range n.Options.Config {
+		if v == nil {
+			// The field's default, not the harness's value.
+			delete(cfg, k)
+			continue
+		}
 		if extra, ok := v.(map[string]any); ok && k == "server" {
 			// Merged, so that a spec can set one server field.
 			for sk, sv := range extra {
