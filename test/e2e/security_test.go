@@ -96,6 +96,22 @@ var _ = Describe("Security", Ordered, func() {
 		expectReady(ctx, ns, "safe")
 	})
 
+	It("hides the kernel's /proc and /sys files from a container and keeps /proc/sys read-only, except in a privileged one", func(ctx SpecContext) {
+		ns := utils.NewNamespace(ctx, env.Admin)
+		// A masked file is /dev/null mounted over it, a masked directory
+		// an empty tmpfs; a read-only path is a read-only bind mount of
+		// itself.
+		const masked = `test -c /proc/kcore && grep -q ' /sys/firmware ' /proc/self/mountinfo`
+		const readOnly = `awk '$5 == "/proc/sys" && $6 ~ /^ro/ { found = 1 } END { exit !found }' /proc/self/mountinfo`
+		plain := readyWhen(utils.BusyboxPod(ns, "plain", securityNode, "sleep", "3600"), masked+" && "+readOnly)
+		privileged := readyWhen(utils.BusyboxPod(ns, "privileged", securityNode, "sleep", "3600"), "test -f /proc/kcore")
+		privileged.Spec.Containers[0].SecurityContext = &corev1.SecurityContext{Privileged: ptr.To(true)}
+		Expect(env.Admin.Create(ctx, plain)).To(Succeed())
+		Expect(env.Admin.Create(ctx, privileged)).To(Succeed())
+		expectReady(ctx, ns, "plain")
+		expectReady(ctx, ns, "privileged")
+	})
+
 	It("refuses runAsNonRoot with a root image and runs as the given non-root user", func(ctx SpecContext) {
 		ns := utils.NewNamespace(ctx, env.Admin)
 		root := utils.BusyboxPod(ns, "root", securityNode, "sleep", "3600")

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"slices"
 
 	v1 "k8s.io/api/core/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
@@ -59,6 +60,8 @@ func containerSecurityContext(pod *v1.Pod, c *v1.Container, opts ContainerOption
 		NamespaceOptions: namespaceOptions(pod, opts.UserNamespace),
 		SelinuxOptions:   seLinuxOptions(sc.SELinuxOptions),
 		Seccomp:          seccomp,
+		MaskedPaths:      maskedPaths(sc.ProcMount),
+		ReadonlyPaths:    readonlyPaths(sc.ProcMount),
 	}
 	// The string field is what runtimes older than the structured one
 	// (containerd 1.6) read.
@@ -82,6 +85,51 @@ func containerSecurityContext(pod *v1.Pod, c *v1.Container, opts ContainerOption
 		}
 	}
 	return out, nil
+}
+
+// The paths of /proc and /sys a container's procMount Default hides
+// (masked) or makes read-only, as the kubelet passes them: containerd
+// masks nothing it is not told to (a privileged container gets none
+// whatever is passed).
+var (
+	defaultMaskedPaths = []string{
+		"/proc/asound",
+		"/proc/acpi",
+		"/proc/kcore",
+		"/proc/keys",
+		"/proc/latency_stats",
+		"/proc/timer_list",
+		"/proc/timer_stats",
+		"/proc/sched_debug",
+		"/proc/scsi",
+		"/sys/firmware",
+		"/sys/devices/virtual/powercap",
+	}
+	defaultReadonlyPaths = []string{
+		"/proc/bus",
+		"/proc/fs",
+		"/proc/irq",
+		"/proc/sys",
+		"/proc/sysrq-trigger",
+	}
+)
+
+// maskedPaths are the paths to mask for procMount pm: none for Unmasked
+// (which the API server allows only in a user namespace), else the
+// defaults.
+func maskedPaths(pm *v1.ProcMountType) []string {
+	if pm != nil && *pm == v1.UnmaskedProcMount {
+		return nil
+	}
+	return slices.Clone(defaultMaskedPaths)
+}
+
+// readonlyPaths are the paths to mount read-only for procMount pm.
+func readonlyPaths(pm *v1.ProcMountType) []string {
+	if pm != nil && *pm == v1.UnmaskedProcMount {
+		return nil
+	}
+	return slices.Clone(defaultReadonlyPaths)
 }
 
 // verifyRunAsNonRoot refuses a container that must not run as root when it

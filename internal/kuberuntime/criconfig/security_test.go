@@ -2,6 +2,7 @@ package criconfig
 
 import (
 	"errors"
+	"slices"
 	"testing"
 
 	v1 "k8s.io/api/core/v1"
@@ -78,5 +79,44 @@ func TestAppArmorProfileReachesTheRuntime(t *testing.T) {
 		if sc.Apparmor.String() != tt.want.String() || legacy != tt.wantLegacy {
 			t.Errorf("%s: apparmor %v %q, want %v %q", c.Name, sc.Apparmor, legacy, tt.want, tt.wantLegacy)
 		}
+	}
+}
+
+// The runtime masks nothing it is not told to: every container gets the
+// kubelet's masked and read-only paths unless its procMount is Unmasked.
+func TestProcMountMasksPaths(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		procMount *v1.ProcMountType
+		masked    bool
+	}{
+		{"unset", nil, true},
+		{"Default", ptr.To(v1.DefaultProcMount), true},
+		{"Unmasked", ptr.To(v1.UnmaskedProcMount), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := &v1.Container{Name: "c", SecurityContext: &v1.SecurityContext{ProcMount: tc.procMount}}
+			pod := &v1.Pod{Spec: v1.PodSpec{HostUsers: ptr.To(false), Containers: []v1.Container{*c}}}
+			sc, err := containerSecurityContext(pod, c, ContainerOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !tc.masked {
+				if len(sc.MaskedPaths) != 0 || len(sc.ReadonlyPaths) != 0 {
+					t.Fatalf("masked %v, read-only %v; want none", sc.MaskedPaths, sc.ReadonlyPaths)
+				}
+				return
+			}
+			if !slices.Contains(sc.MaskedPaths, "/proc/kcore") || !slices.Contains(sc.MaskedPaths, "/sys/firmware") {
+				t.Errorf("masked %v; want /proc/kcore and /sys/firmware among them", sc.MaskedPaths)
+			}
+			if !slices.Contains(sc.ReadonlyPaths, "/proc/sys") || !slices.Contains(sc.ReadonlyPaths, "/proc/sysrq-trigger") {
+				t.Errorf("read-only %v; want /proc/sys and /proc/sysrq-trigger among them", sc.ReadonlyPaths)
+			}
+			sc.MaskedPaths[0] = "changed"
+			if defaultMaskedPaths[0] == "changed" {
+				t.Error("the defaults are shared with the request")
+			}
+		})
 	}
 }
