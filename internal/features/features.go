@@ -36,6 +36,13 @@ const (
 	ImageVolume featuregate.Feature = "ImageVolume"
 	// InPlacePodVerticalScaling: resizing a running pod's containers.
 	InPlacePodVerticalScaling featuregate.Feature = "InPlacePodVerticalScaling"
+	// InPlacePodLevelResourcesVerticalScaling: resizing a pod's
+	// pod-level resources; declared in the Node's status.declaredFeatures,
+	// without which the API server refuses such resizes.
+	InPlacePodLevelResourcesVerticalScaling featuregate.Feature = "InPlacePodLevelResourcesVerticalScaling"
+	// InPlacePodVerticalScalingInitContainers: resizing init containers
+	// that are not sidecars; declared as the one above.
+	InPlacePodVerticalScalingInitContainers featuregate.Feature = "InPlacePodVerticalScalingInitContainers"
 	// KubeletEnsureSecretPulledImages: image pull records, so that a pod
 	// uses an image another pod pulled only with credentials that could
 	// pull it (imagePullCredentialsVerificationPolicy).

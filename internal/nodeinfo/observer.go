@@ -11,9 +11,11 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/component-base/featuregate"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/nodelet/nodelet/api/v1alpha1"
+	"github.com/nodelet/nodelet/internal/features"
 	"github.com/nodelet/nodelet/internal/version"
 )
 
@@ -101,6 +103,7 @@ func (o *Observer) Observe(ctx context.Context) Observation {
 	obs.Addresses = o.addresses(soft)
 	obs.NodeInfo = o.systemInfo(soft)
 	obs.DaemonEndpoints = corev1.NodeDaemonEndpoints{KubeletEndpoint: corev1.DaemonEndpoint{Port: o.port}}
+	obs.DeclaredFeatures = DeclaredFeatures(func(name string) bool { return features.Enabled(featuregate.Feature(name)) })
 	o.observeRuntime(ctx, &obs)
 	return obs
 }

@@ -52,6 +52,8 @@ type Observation struct {
 	Features        *corev1.NodeFeatures
 	RuntimeHandlers []corev1.NodeRuntimeHandler
 	FeaturesKnown   bool
+	// DeclaredFeatures replace the status's declaredFeatures.
+	DeclaredFeatures []string
 	// RuntimeProblems make the node NotReady; none means Ready.
 	RuntimeProblems []string
 	// Pressure sets the pressure conditions. The node reconciler replaces
@@ -106,6 +108,7 @@ func ComputeStatus(old corev1.NodeStatus, observed Observation, now time.Time) (
 	if observed.FeaturesKnown {
 		s.Features, s.RuntimeHandlers = observed.Features, observed.RuntimeHandlers
 	}
+	s.DeclaredFeatures = observed.DeclaredFeatures
 	if observed.VolumesInUseKnown {
 		s.VolumesInUse = observed.VolumesInUse
 		if len(s.VolumesInUse) == 0 {

@@ -155,6 +155,31 @@ var _ = Describe("In-place pod resize", Ordered, func() {
 		Expect(readCgroups(ctx, rs, p)).To(Equal(cgroupValues{Shares: 204, Quota: 40000, MemoryLimit: 128 << 20}))
 	})
 
+	It("declares the resizes it implements, so the API server lets a pod-level resize through", func(ctx SpecContext) {
+		node := &corev1.Node{}
+		Expect(env.Admin.Get(ctx, client.ObjectKey{Name: resizeNode}, node)).To(Succeed())
+		Expect(node.Status.DeclaredFeatures).To(ConsistOf("InPlacePodLevelResourcesVerticalScaling", "InPlacePodVerticalScalingInitContainers"))
+
+		ns := utils.NewNamespace(ctx, env.Admin)
+		pod := utils.BusyboxPod(ns, "pod-level", resizeNode, "sleep", "3600")
+		r := resources("100m", "200m", "32Mi", "64Mi")
+		pod.Spec.Resources = &r
+		Expect(env.Admin.Create(ctx, pod)).To(Succeed())
+		p := waitFor(ctx, ns, "pod-level", func(g Gomega, p *corev1.Pod) {
+			g.Expect(utils.PodReady(p)).To(BeTrue())
+		})
+		// The API server refuses this unless the node declares
+		// InPlacePodLevelResourcesVerticalScaling.
+		r = resources("100m", "400m", "32Mi", "64Mi")
+		p.Spec.Resources = &r
+		Expect(env.Admin.SubResource("resize").Update(ctx, p)).To(Succeed())
+		waitFor(ctx, ns, "pod-level", func(g Gomega, p *corev1.Pod) {
+			g.Expect(p.Status.ObservedGeneration).To(BeEquivalentTo(2))
+			g.Expect(resizeConditions(p)).To(BeEmpty())
+			g.Expect(utils.PodReady(p)).To(BeTrue())
+		})
+	})
+
 	It("refuses to lower a memory limit below what the container uses, and keeps it running", func(ctx SpecContext) {
 		rs, _ := newCRIClients(ctx)
 		ns := utils.NewNamespace(ctx, env.Admin)
