@@ -30,6 +30,9 @@ func Run(ctx context.Context, local *Local, mgr ctrl.Manager, nodeName string) e
 		if err := local.Add(h); err != nil {
 			return err
 		}
+		if err := local.Add(NewWatchdog(h, ctrl.Log.WithName("watchdog"))); err != nil {
+			return err
+		}
 	}
 	if Standalone(mgr) {
 		return local.Start(ctx)
