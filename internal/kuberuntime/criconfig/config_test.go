@@ -343,6 +343,8 @@ func TestContainerConfig(t *testing.T) {
 				SupplementalGroups: []int64{2000},
 				NoNewPrivs:         true,
 				Seccomp:            &runtimeapi.SecurityProfile{ProfileType: runtimeapi.SecurityProfile_RuntimeDefault},
+				MaskedPaths:        defaultMaskedPaths,
+				ReadonlyPaths:      defaultReadonlyPaths,
 			},
 		},
 	}
