@@ -113,6 +113,13 @@ type NodeletConfiguration struct {
 	// PodPidsLimit caps the processes of one pod; -1 is no limit.
 	// Default: -1.
 	PodPidsLimit *int64 `json:"podPidsLimit,omitempty"`
+	// CPUCFSQuota enforces CPU limits with a CFS quota; false leaves them
+	// unenforced (requests still set shares), as the kubelet's. Default:
+	// true.
+	CPUCFSQuota *bool `json:"cpuCFSQuota,omitempty"`
+	// CPUCFSQuotaPeriod is the CFS period of the pods' and containers'
+	// quotas, from 1ms to 1s. Default: 100ms.
+	CPUCFSQuotaPeriod *metav1.Duration `json:"cpuCFSQuotaPeriod,omitempty"`
 	// FailSwapOn refuses to start when the node has swap on (/proc/swaps
 	// lists a swap area), as the kubelet's field. Default: true.
 	FailSwapOn *bool `json:"failSwapOn,omitempty"`

@@ -66,6 +66,9 @@ func Validate(c *NodeletConfiguration) field.ErrorList {
 		errs = append(errs, field.Invalid(p("registryBurst"), *b, "must not be negative"))
 	}
 	errs = append(errs, validateImagePullVerification(c, p)...)
+	if q := c.CPUCFSQuotaPeriod; q != nil && (q.Duration < time.Millisecond || q.Duration > time.Second) {
+		errs = append(errs, field.Invalid(p("cpuCFSQuotaPeriod"), q.Duration.String(), "must be between 1ms and 1s, inclusive"))
+	}
 	if c.MaxPods <= 0 {
 		errs = append(errs, field.Invalid(p("maxPods"), c.MaxPods, "must be greater than 0"))
 	}

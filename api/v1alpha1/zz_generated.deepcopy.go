@@ -112,6 +112,16 @@ func (in *NodeletConfiguration) DeepCopyInto(out *NodeletConfiguration) {
 		*out = new(int32)
 		**out = **in
 	}
+	if in.CPUCFSQuota != nil {
+		in, out := &in.CPUCFSQuota, &out.CPUCFSQuota
+		*out = new(bool)
+		**out = **in
+	}
+	if in.CPUCFSQuotaPeriod != nil {
+		in, out := &in.CPUCFSQuotaPeriod, &out.CPUCFSQuotaPeriod
+		*out = new(v1.Duration)
+		**out = **in
+	}
 	if in.PreloadedImagesVerificationAllowlist != nil {
 		in, out := &in.PreloadedImagesVerificationAllowlist, &out.PreloadedImagesVerificationAllowlist
 		*out = make([]string, len(*in))

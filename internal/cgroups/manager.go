@@ -37,6 +37,8 @@ type Options struct {
 	// MemoryQoS is the MemoryQoS feature gate and its settings (cgroup v2
 	// only).
 	MemoryQoS criconfig.MemoryQoS
+	// CPUQuota makes the pods' CPU limits a CFS quota.
+	CPUQuota criconfig.CPUQuota
 	// Allocatable bounds kubepods when set (enforceNodeAllocatable has
 	// "pods").
 	Allocatable v1.ResourceList
@@ -91,6 +93,7 @@ func New(opts Options) (*Manager, error) {
 		HugePageSizes: opts.HugePageSizes,
 		CgroupV2:      ocgroups.IsCgroup2UnifiedMode(),
 		MemoryQoS:     opts.MemoryQoS,
+		CPUQuota:      opts.CPUQuota,
 	}
 	return &Manager{opts: opts, kubepods: root.Child(KubepodsName), settings: settings, pods: map[types.UID]podEntry{}}, nil
 }

@@ -140,15 +140,6 @@ func MilliCPUToShares(milli int64) uint64 {
 	return uint64(min(max(shares, MinShares), MaxShares))
 }
 
-// MilliCPUToQuota is the CFS quota of a CPU limit over period (µs), at
-// least MinQuotaPeriod; 0 for no limit.
-func MilliCPUToQuota(milli int64, period int64) int64 {
-	if milli == 0 {
-		return 0
-	}
-	return max(milli*period/MilliCPUToCPU, MinQuotaPeriod)
-}
-
 // QoSParent is the cgroup a pod of the QoS class goes under: kubepods for
 // Guaranteed, kubepods/burstable and kubepods/besteffort for the others.
 func QoSParent(kubepods Name, class v1.PodQOSClass) Name {
@@ -189,6 +180,9 @@ type PodSettings struct {
 	CgroupV2 bool
 	// MemoryQoS is the MemoryQoS feature gate and its settings.
 	MemoryQoS criconfig.MemoryQoS
+	// CPUQuota makes the pod's CPU limits a CFS quota (cpuCFSQuota,
+	// cpuCFSQuotaPeriod); unenforced, the pod's quota is unlimited.
+	CPUQuota criconfig.CPUQuota
 }
 
 // PodConfig is what a pod's cgroup is set to, the kubelet's way: CPU
@@ -209,16 +203,16 @@ func PodConfig(pod *v1.Pod, s PodSettings) Config {
 	limits := resourcehelper.PodLimits(pod, resourcehelper.PodResourcesOptions{})
 	cpuLimited, memLimited := limitsDeclared(pod)
 
-	period := uint64(QuotaPeriod)
+	period := uint64(s.CPUQuota.PeriodOrDefault())
 	shares := MilliCPUToShares(reqs.Cpu().MilliValue())
 	quota, mem := Unlimited, Unlimited
 	switch criconfig.PodQOS(pod) {
 	case v1.PodQOSGuaranteed:
-		quota = MilliCPUToQuota(limits.Cpu().MilliValue(), QuotaPeriod)
+		quota = s.CPUQuota.Of(limits.Cpu().MilliValue())
 		mem = limits.Memory().Value()
 	case v1.PodQOSBurstable:
 		if cpuLimited {
-			quota = MilliCPUToQuota(limits.Cpu().MilliValue(), QuotaPeriod)
+			quota = s.CPUQuota.Of(limits.Cpu().MilliValue())
 		}
 		if memLimited {
 			mem = limits.Memory().Value()

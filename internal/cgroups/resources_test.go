@@ -7,6 +7,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/utils/ptr"
+
+	"github.com/nodelet/nodelet/internal/kuberuntime/criconfig"
 )
 
 func rl(kv ...string) v1.ResourceList {
@@ -216,8 +218,26 @@ func TestShareAndQuotaArithmetic(t *testing.T) {
 		if got := MilliCPUToShares(tt.milli); got != tt.shares {
 			t.Errorf("MilliCPUToShares(%d) = %d, want %d", tt.milli, got, tt.shares)
 		}
-		if got := MilliCPUToQuota(tt.milli, QuotaPeriod); got != tt.quota {
-			t.Errorf("MilliCPUToQuota(%d) = %d, want %d", tt.milli, got, tt.quota)
+		if got := (criconfig.CPUQuota{}).Of(tt.milli); got != tt.quota {
+			t.Errorf("quota of %dm = %d, want %d", tt.milli, got, tt.quota)
 		}
+		if got := (criconfig.CPUQuota{Period: 50000}).Of(tt.milli); tt.quota != 0 && got != max(tt.quota/2, MinQuotaPeriod) {
+			t.Errorf("quota of %dm over 50 ms = %d, want %d", tt.milli, got, max(tt.quota/2, MinQuotaPeriod))
+		}
+		if got := (criconfig.CPUQuota{Unenforced: true}).Of(tt.milli); got != 0 {
+			t.Errorf("unenforced quota of %dm = %d, want none", tt.milli, got)
+		}
+	}
+}
+
+func TestPodConfigCPUQuota(t *testing.T) {
+	pod := podWith(ctr("a", rl("cpu", "500m", "memory", "64Mi"), rl("cpu", "500m", "memory", "64Mi")))
+	c := PodConfig(pod, PodSettings{CPUQuota: criconfig.CPUQuota{Period: 50000}})
+	if *c.CPUPeriod != 50000 || *c.CPUQuota != 25000 {
+		t.Errorf("50ms period: period %d quota %d, want 50000 25000", *c.CPUPeriod, *c.CPUQuota)
+	}
+	c = PodConfig(pod, PodSettings{CPUQuota: criconfig.CPUQuota{Unenforced: true}})
+	if *c.CPUQuota != Unlimited || *c.CPUShares != 512 || *c.Memory != 64*mi {
+		t.Errorf("unenforced: quota %d shares %d memory %d, want unlimited, 512, 64Mi", *c.CPUQuota, *c.CPUShares, *c.Memory)
 	}
 }

@@ -29,6 +29,7 @@ func resourceOptions(cfg *v1alpha1.NodeletConfiguration) (criconfig.ResourceOpti
 	v2 := ocgroups.IsCgroup2UnifiedMode()
 	return criconfig.ResourceOptions{
 		CgroupV2: v2,
+		CPUQuota: cpuQuota(cfg),
 		// The kubelet's default on cgroup v2 (singleProcessOOMKill unset,
 		// which nodelet's configuration refuses to change).
 		OOMGroupKill: v2,
@@ -46,4 +47,14 @@ func resourceOptions(cfg *v1alpha1.NodeletConfiguration) (criconfig.ResourceOpti
 		},
 		HugePageSizes: cgroups.HugetlbSizes(),
 	}, nil
+}
+
+// cpuQuota is how CPU limits become CFS quotas: cpuCFSQuota and
+// cpuCFSQuotaPeriod.
+func cpuQuota(cfg *v1alpha1.NodeletConfiguration) criconfig.CPUQuota {
+	q := criconfig.CPUQuota{Unenforced: cfg.CPUCFSQuota != nil && !*cfg.CPUCFSQuota}
+	if p := cfg.CPUCFSQuotaPeriod; p != nil {
+		q.Period = p.Microseconds()
+	}
+	return q
 }

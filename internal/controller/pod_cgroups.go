@@ -47,7 +47,7 @@ func setupPodCgroups(mgr ctrl.Manager, cfg *v1alpha1.NodeletConfiguration, exec 
 // and of the host: the node's capacity (CPUs, memory) less the
 // reservations bounds kubepods when enforceNodeAllocatable has pods.
 func cgroupOptions(cfg *v1alpha1.NodeletConfiguration) (cgroups.Options, error) {
-	opts := cgroups.Options{Driver: cgroups.Driver(cfg.CgroupDriver), Root: cfg.CgroupRoot, Reserved: map[string]corev1.ResourceList{}}
+	opts := cgroups.Options{Driver: cgroups.Driver(cfg.CgroupDriver), Root: cfg.CgroupRoot, Reserved: map[string]corev1.ResourceList{}, CPUQuota: cpuQuota(cfg)}
 	if cfg.PodPidsLimit != nil {
 		opts.PodPidsLimit = *cfg.PodPidsLimit
 	}

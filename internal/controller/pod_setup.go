@@ -120,6 +120,7 @@ func setupPodController(mgr ctrl.Manager, d *Deps) error {
 	}
 	sandbox.SeccompProfileRoot = filepath.Join(cfg.RootDir, "seccomp")
 	sandbox.SeccompDefault = cfg.SeccompDefault
+	sandbox.CPUQuota = cpuQuota(cfg)
 	if sandbox.HostDNS, err = hostDNS(cfg); err != nil {
 		return err
 	}

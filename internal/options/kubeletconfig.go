@@ -231,6 +231,10 @@ func fromKubelet(kc *kubeletv1beta1.KubeletConfiguration, rotateSet bool) *v1alp
 	c.CgroupsPerQOS = kc.CgroupsPerQOS
 	c.CgroupDriver = kc.CgroupDriver
 	c.PodPidsLimit = kc.PodPidsLimit
+	c.CPUCFSQuota = kc.CPUCFSQuota
+	if kc.CPUCFSQuotaPeriod != nil && kc.CPUCFSQuotaPeriod.Duration != 0 { // 0 is the kubelet's default, 100ms
+		c.CPUCFSQuotaPeriod = kc.CPUCFSQuotaPeriod
+	}
 	c.SystemReserved = kc.SystemReserved
 	c.KubeReserved = kc.KubeReserved
 	c.SystemReservedCgroup = kc.SystemReservedCgroup

@@ -241,8 +241,6 @@ var refusedValues = map[string]string{
 	"topologyManagerPolicyOptions": "{prefer-closest-numa-nodes: \"true\"}",
 	"qosReserved":                  "{memory: 50%}",
 	"runOnce":                      "true",
-	"cpuCFSQuota":                  "false",
-	"cpuCFSQuotaPeriod":            "50ms",
 	"nodeStatusMaxImages":          "10",
 	"maxParallelImagePulls":        "3",
 	"mergeDefaultEvictionSettings": "true",

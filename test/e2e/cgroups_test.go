@@ -250,6 +250,27 @@ var _ = Describe("Pod cgroups", Ordered, func() {
 		Expect(utils.CgroupDirs(n.CgroupRoot + "/kubepods/burstable")).NotTo(BeEmpty())
 	})
 
+	It("gives pods and containers the CFS period of cpuCFSQuotaPeriod", func(ctx SpecContext) {
+		node := cgroupsNode + "-cfs"
+		n, err := utils.StartNodelet(ctx, utils.NodeletOptions{NodeName: node, API: apiServer, Containerd: ctrd,
+			Config: map[string]any{"cpuCFSQuotaPeriod": "50ms"}})
+		if n != nil {
+			DeferCleanup(n.Cleanup)
+		}
+		Expect(err).NotTo(HaveOccurred())
+		ns := utils.NewNamespace(ctx, env.Admin)
+		pod := utils.BusyboxPod(ns, "cfs", node, "sleep", "3600")
+		pod.Spec.Containers[0].Resources = corev1.ResourceRequirements{
+			Requests: rl("cpu", "100m", "memory", "16Mi"), Limits: rl("cpu", "200m", "memory", "64Mi")}
+		p := ready(ctx, pod)
+		cg := n.CgroupRoot + "/kubepods/burstable/pod" + string(p.UID)
+		Expect(file("cpu", cg, "cpu.cfs_period_us")).To(Equal("50000"))
+		Expect(file("cpu", cg, "cpu.cfs_quota_us")).To(Equal("10000"), "200m of a 50ms period")
+		container := containerProcCgroup(ctx, p, "cpu")
+		Expect(file("cpu", container, "cpu.cfs_period_us")).To(Equal("50000"))
+		Expect(file("cpu", container, "cpu.cfs_quota_us")).To(Equal("10000"))
+	})
+
 	It("adopts the cgroups of running pods after a crash, removes those of its gone pods, and leaves those it has no record of", func(ctx SpecContext) {
 		ns := utils.NewNamespace(ctx, env.Admin)
 		keep := utils.BusyboxPod(ns, "keep", cgroupsNode, "sleep", "3600")

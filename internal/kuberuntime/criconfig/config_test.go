@@ -456,3 +456,32 @@ func TestContainerHash(t *testing.T) {
 		t.Error("hash is not stable")
 	}
 }
+
+// cpuCFSQuotaPeriod scales the quota; cpuCFSQuota false leaves limits
+// without a quota, on the containers and the sandbox alike.
+func TestCPUQuotaSettings(t *testing.T) {
+	c := &v1.Container{Name: "c", Resources: v1.ResourceRequirements{
+		Requests: v1.ResourceList{v1.ResourceCPU: resource.MustParse("100m")},
+		Limits:   v1.ResourceList{v1.ResourceCPU: resource.MustParse("250m")},
+	}}
+	pod := &v1.Pod{Spec: v1.PodSpec{Containers: []v1.Container{*c}}}
+	for _, tc := range []struct {
+		name          string
+		q             CPUQuota
+		period, quota int64
+	}{
+		{"default", CPUQuota{}, 100000, 25000},
+		{"50ms", CPUQuota{Period: 50000}, 50000, 12500},
+		{"1ms floor", CPUQuota{Period: 1000}, 1000, 1000},
+		{"unenforced", CPUQuota{Unenforced: true}, 0, 0},
+	} {
+		r := ContainerResources(pod, c, nil, ResourceOptions{CPUQuota: tc.q})
+		if r.CpuPeriod != tc.period || r.CpuQuota != tc.quota || r.CpuShares != 102 {
+			t.Errorf("%s: container period %d quota %d shares %d, want %d %d 102", tc.name, r.CpuPeriod, r.CpuQuota, r.CpuShares, tc.period, tc.quota)
+		}
+		sb := SandboxResources(pod, tc.q)
+		if sb.CpuPeriod != tc.period || sb.CpuQuota != tc.quota {
+			t.Errorf("%s: sandbox period %d quota %d, want %d %d", tc.name, sb.CpuPeriod, sb.CpuQuota, tc.period, tc.quota)
+		}
+	}
+}

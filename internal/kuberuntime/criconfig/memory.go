@@ -39,6 +39,8 @@ type ResourceOptions struct {
 	CgroupV2 bool
 	// OOMGroupKill sets memory.oom.group (see OOMGroupKill); cgroup v2 only.
 	OOMGroupKill bool
+	// CPUQuota makes CPU limits a CFS quota.
+	CPUQuota CPUQuota
 	// Swap is what containers get of the node's swap.
 	Swap Swap
 	// MemoryQoS is the MemoryQoS feature gate and its settings.

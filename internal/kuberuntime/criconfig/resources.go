@@ -19,15 +19,42 @@ const (
 	bestEffortOOMScoreAdj = 1000
 )
 
+// CPUQuota is how CPU limits become a CFS quota: the kubelet's cpuCFSQuota
+// and cpuCFSQuotaPeriod.
+type CPUQuota struct {
+	// Unenforced leaves CPU limits without a quota (cpuCFSQuota: false).
+	Unenforced bool
+	// Period is the CFS period in µs; 0 is the kubelet's default, 100 ms.
+	Period int64
+}
+
+// PeriodOrDefault is the CFS period in µs.
+func (q CPUQuota) PeriodOrDefault() int64 {
+	if q.Period > 0 {
+		return q.Period
+	}
+	return cfsQuotaPeriod
+}
+
+// Of is the CFS quota of a CPU limit of milli millicores over the period,
+// at least 1 ms; 0 (no quota) without a limit or when limits are not
+// enforced.
+func (q CPUQuota) Of(milli int64) int64 {
+	if milli == 0 || q.Unenforced {
+		return 0
+	}
+	return max(milli*q.PeriodOrDefault()/milliPerCPU, minCFSQuota)
+}
+
 // ContainerResources converts a container's requests and limits into Linux
 // cgroup settings, in the kubelet's order: CPU shares from the request
 // (from the limit when only it is set; at least 2), a CFS quota from the
-// limit over a 100 ms period, the memory limit, memory.oom.group
+// limit over the CFS period (opts.CPUQuota), the memory limit, memory.oom.group
 // (opts.OOMGroupKill), an OOM score adjustment from the pod's QoS class, a
 // huge page limit for every size the host supports, the container's swap,
 // and the MemoryQoS settings (see the functions of memory.go).
 func ContainerResources(pod *v1.Pod, c *v1.Container, nodeAllocatable v1.ResourceList, opts ResourceOptions) *runtimeapi.LinuxContainerResources {
-	r := linuxResources(c.Resources.Requests, c.Resources.Limits)
+	r := linuxResources(c.Resources.Requests, c.Resources.Limits, opts.CPUQuota)
 	if opts.OOMGroupKill {
 		OOMGroupKill(r)
 	}
@@ -53,20 +80,24 @@ func OOMGroupKill(r *runtimeapi.LinuxContainerResources) *runtimeapi.LinuxContai
 }
 
 // linuxResources are CPU shares from the CPU request (the limit when only
-// that is set), a CFS quota from the CPU limit, and the memory limit.
-func linuxResources(requests, limits v1.ResourceList) *runtimeapi.LinuxContainerResources {
+// that is set), a CFS quota from the CPU limit as q makes it, and the
+// memory limit. With quotas unenforced neither period nor quota is set, as
+// the kubelet leaves them.
+func linuxResources(requests, limits v1.ResourceList, q CPUQuota) *runtimeapi.LinuxContainerResources {
 	cpuLimit := limits.Cpu().MilliValue()
 	cpuRequest, hasRequest := requests[v1.ResourceCPU]
 	sharesFrom := cpuRequest.MilliValue()
 	if !hasRequest && cpuLimit > 0 {
 		sharesFrom = cpuLimit
 	}
-	return &runtimeapi.LinuxContainerResources{
+	r := &runtimeapi.LinuxContainerResources{
 		CpuShares:          milliCPUToShares(sharesFrom),
-		CpuPeriod:          cfsQuotaPeriod,
-		CpuQuota:           milliCPUToQuota(cpuLimit),
 		MemoryLimitInBytes: limits.Memory().Value(),
 	}
+	if !q.Unenforced {
+		r.CpuPeriod, r.CpuQuota = q.PeriodOrDefault(), q.Of(cpuLimit)
+	}
+	return r
 }
 
 func milliCPUToShares(milli int64) int64 {
@@ -74,13 +105,6 @@ func milliCPUToShares(milli int64) int64 {
 	return min(max(shares, minCPUShares), maxCPUShares)
 }
 
-// milliCPUToQuota is the CFS quota of a CPU limit; 0 (no quota) without one.
-func milliCPUToQuota(milli int64) int64 {
-	if milli == 0 {
-		return 0
-	}
-	return max(milli*cfsQuotaPeriod/milliPerCPU, minCFSQuota)
-}
 
 // oomScoreAdj ranks containers for the OOM killer the kubelet's way:
 // guaranteed pods last, best-effort first, burstable ones by the share of the
@@ -170,24 +194,18 @@ func requirementsQOS(r *v1.ResourceRequirements) v1.PodQOSClass {
 // shares from the pod's CPU request (its limit when only that is set), a
 // CFS quota from its CPU limit and its memory limit, the pod's overhead
 // left out.
-func SandboxResources(pod *v1.Pod) *runtimeapi.LinuxContainerResources {
+func SandboxResources(pod *v1.Pod, q CPUQuota) *runtimeapi.LinuxContainerResources {
 	opts := resourcehelper.PodResourcesOptions{ExcludeOverhead: true}
-	return linuxResources(resourcehelper.PodRequests(pod, opts), resourcehelper.PodLimits(pod, opts))
+	return linuxResources(resourcehelper.PodRequests(pod, opts), resourcehelper.PodLimits(pod, opts), q)
 }
 
 // SandboxOverhead is the pod's overhead (spec.overhead, which the API
 // server sets from the pod's RuntimeClass) as the sandbox carries it for the
 // runtime (LinuxPodSandboxConfig.Overhead): requests equal to limits, as the
 // kubelet treats it. A pod without overhead gets empty resources.
-func SandboxOverhead(pod *v1.Pod) *runtimeapi.LinuxContainerResources {
+func SandboxOverhead(pod *v1.Pod, q CPUQuota) *runtimeapi.LinuxContainerResources {
 	if pod.Spec.Overhead == nil {
 		return &runtimeapi.LinuxContainerResources{}
 	}
-	cpu := pod.Spec.Overhead.Cpu().MilliValue()
-	return &runtimeapi.LinuxContainerResources{
-		CpuShares:          milliCPUToShares(cpu),
-		CpuPeriod:          cfsQuotaPeriod,
-		CpuQuota:           milliCPUToQuota(cpu),
-		MemoryLimitInBytes: pod.Spec.Overhead.Memory().Value(),
-	}
+	return linuxResources(pod.Spec.Overhead, pod.Spec.Overhead, q)
 }

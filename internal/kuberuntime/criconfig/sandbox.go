@@ -47,6 +47,8 @@ type SandboxOptions struct {
 	// UserNamespace of the pod (UserNamespaceOptions), set per call; nil
 	// sends none.
 	UserNamespace *runtimeapi.UserNamespace
+	// CPUQuota makes the pod's CPU limits a CFS quota.
+	CPUQuota CPUQuota
 }
 
 // maxLogDirNameLen is the longest file name Linux file systems take
@@ -114,7 +116,7 @@ func SandboxConfig(pod *v1.Pod, opts SandboxOptions) (*runtimeapi.PodSandboxConf
 		}
 		cfg.Hostname = hostname
 	}
-	linux, err := sandboxLinuxConfig(pod, opts.CgroupParent, opts.UserNamespace)
+	linux, err := sandboxLinuxConfig(pod, opts.CgroupParent, opts.UserNamespace, opts.CPUQuota)
 	if err != nil {
 		return nil, fmt.Errorf("building sandbox config of pod %s: %w", PodDesc(pod), err)
 	}
@@ -227,7 +229,7 @@ func runtimeProtocol(p v1.Protocol) runtimeapi.Protocol {
 	}
 }
 
-func sandboxLinuxConfig(pod *v1.Pod, cgroupParent string, userns *runtimeapi.UserNamespace) (*runtimeapi.LinuxPodSandboxConfig, error) {
+func sandboxLinuxConfig(pod *v1.Pod, cgroupParent string, userns *runtimeapi.UserNamespace, q CPUQuota) (*runtimeapi.LinuxPodSandboxConfig, error) {
 	sc := &runtimeapi.LinuxSandboxSecurityContext{
 		NamespaceOptions: namespaceOptions(pod, userns),
 		Privileged:       hasPrivilegedContainer(pod),
@@ -236,8 +238,8 @@ func sandboxLinuxConfig(pod *v1.Pod, cgroupParent string, userns *runtimeapi.Use
 	lc := &runtimeapi.LinuxPodSandboxConfig{
 		CgroupParent:    cgroupParent,
 		SecurityContext: sc,
-		Overhead:        SandboxOverhead(pod),
-		Resources:       SandboxResources(pod),
+		Overhead:        SandboxOverhead(pod, q),
+		Resources:       SandboxResources(pod, q),
 	}
 	psc := pod.Spec.SecurityContext
 	if psc == nil {
