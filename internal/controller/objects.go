@@ -5,8 +5,10 @@ import (
 	"fmt"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
+	certificatesv1 "k8s.io/api/certificates/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -20,6 +22,8 @@ import (
 // account tokens bound to a pod, requested from the API server, and the
 // claims of the node's pods and their PVs, each read with one GET: the Node
 // authorizer allows exactly those by name, and never a list or a watch.
+// ClusterTrustBundles, public trust anchors, are read from the API server
+// each time a volume projects them.
 type volumeObjects struct {
 	objectstore.Reader
 	tokens tokenRequester
@@ -32,6 +36,18 @@ func (o volumeObjects) PersistentVolumeClaim(ctx context.Context, namespace, nam
 
 func (o volumeObjects) PersistentVolume(ctx context.Context, name string) (*corev1.PersistentVolume, error) {
 	return o.claims.CoreV1().PersistentVolumes().Get(ctx, name, metav1.GetOptions{})
+}
+
+func (o volumeObjects) ClusterTrustBundle(ctx context.Context, name string) (*certificatesv1.ClusterTrustBundle, error) {
+	return o.claims.CertificatesV1().ClusterTrustBundles().Get(ctx, name, metav1.GetOptions{})
+}
+
+func (o volumeObjects) ClusterTrustBundles(ctx context.Context, signerName string) ([]certificatesv1.ClusterTrustBundle, error) {
+	list, err := o.claims.CertificatesV1().ClusterTrustBundles().List(ctx, metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("spec.signerName", signerName).String()})
+	if err != nil {
+		return nil, err
+	}
+	return list.Items, nil
 }
 
 func (o volumeObjects) ServiceAccountToken(ctx context.Context, pod *corev1.Pod, audience string, expirationSeconds int64) (authenticationv1.TokenRequestStatus, error) {

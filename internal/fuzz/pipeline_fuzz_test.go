@@ -14,6 +14,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 	authenticationv1 "k8s.io/api/authentication/v1"
+	certificatesv1 "k8s.io/api/certificates/v1"
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -98,6 +99,14 @@ func (fakeFetcher) PersistentVolumeClaim(_ context.Context, _, name string) (*v1
 
 func (fakeFetcher) PersistentVolume(_ context.Context, name string) (*v1.PersistentVolume, error) {
 	return nil, apierrors.NewNotFound(v1.Resource("persistentvolumes"), name)
+}
+
+func (fakeFetcher) ClusterTrustBundle(_ context.Context, name string) (*certificatesv1.ClusterTrustBundle, error) {
+	return nil, apierrors.NewNotFound(certificatesv1.Resource("clustertrustbundles"), name)
+}
+
+func (fakeFetcher) ClusterTrustBundles(context.Context, string) ([]certificatesv1.ClusterTrustBundle, error) {
+	return nil, nil
 }
 
 func (fakeFetcher) ServiceAccountToken(context.Context, *v1.Pod, string, int64) (authenticationv1.TokenRequestStatus, error) {

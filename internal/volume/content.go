@@ -191,7 +191,7 @@ func (m *Manager) projectionPayload(ctx context.Context, pod *v1.Pod, s *v1.Volu
 	case s.ServiceAccountToken != nil:
 		return m.tokenPayload(ctx, pod, s.ServiceAccountToken, defaultMode)
 	case s.ClusterTrustBundle != nil:
-		return nil, fmt.Errorf("projected source clusterTrustBundle is not supported by nodelet")
+		return m.trustBundlePayload(ctx, s.ClusterTrustBundle, defaultMode)
 	case s.PodCertificate != nil:
 		return nil, fmt.Errorf("projected source podCertificate is not supported by nodelet")
 	default:

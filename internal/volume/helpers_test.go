@@ -12,6 +12,7 @@ import (
 	"time"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
+	certificatesv1 "k8s.io/api/certificates/v1"
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -29,6 +30,7 @@ type fakeFetcher struct {
 	secrets    map[string]*v1.Secret
 	claims     map[string]*v1.PersistentVolumeClaim
 	pvs        map[string]*v1.PersistentVolume
+	bundles    []certificatesv1.ClusterTrustBundle
 	tokenCalls []tokenCall
 	tokenErr   error
 	// clock, when set, stamps tokens with an expiry; maxTokenSeconds
@@ -80,6 +82,29 @@ func (f *fakeFetcher) PersistentVolume(_ context.Context, name string) (*v1.Pers
 		return pv, nil
 	}
 	return nil, apierrors.NewNotFound(schema.GroupResource{Resource: "persistentvolumes"}, name)
+}
+
+func (f *fakeFetcher) ClusterTrustBundle(_ context.Context, name string) (*certificatesv1.ClusterTrustBundle, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for i := range f.bundles {
+		if f.bundles[i].Name == name {
+			return &f.bundles[i], nil
+		}
+	}
+	return nil, apierrors.NewNotFound(schema.GroupResource{Group: "certificates.k8s.io", Resource: "clustertrustbundles"}, name)
+}
+
+func (f *fakeFetcher) ClusterTrustBundles(_ context.Context, signer string) ([]certificatesv1.ClusterTrustBundle, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []certificatesv1.ClusterTrustBundle
+	for _, b := range f.bundles {
+		if b.Spec.SignerName == signer {
+			out = append(out, b)
+		}
+	}
+	return out, nil
 }
 
 func (f *fakeFetcher) setClaim(c *v1.PersistentVolumeClaim) {

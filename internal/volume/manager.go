@@ -10,6 +10,7 @@ import (
 	"sync"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
+	certificatesv1 "k8s.io/api/certificates/v1"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
@@ -63,6 +64,11 @@ type Fetcher interface {
 	// read again at the next SetUp.
 	PersistentVolumeClaim(ctx context.Context, namespace, name string) (*v1.PersistentVolumeClaim, error)
 	PersistentVolume(ctx context.Context, name string) (*v1.PersistentVolume, error)
+	// ClusterTrustBundle reads the named bundle, and ClusterTrustBundles
+	// lists the bundles of a signer (spec.signerName): the Node authorizer
+	// lets nodes read them all.
+	ClusterTrustBundle(ctx context.Context, name string) (*certificatesv1.ClusterTrustBundle, error)
+	ClusterTrustBundles(ctx context.Context, signerName string) ([]certificatesv1.ClusterTrustBundle, error)
 }
 
 // SetUpError is a volume that SetUp could not prepare. Its text is the

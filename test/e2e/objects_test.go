@@ -12,6 +12,7 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	certificatesv1 "k8s.io/api/certificates/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -574,6 +575,44 @@ var _ = Describe("Referenced objects and the service environment", Ordered, func
 		time.Sleep(8 * time.Second)
 		Expect(env.Admin.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "late", Namespace: ns}, Data: map[string]string{"a": "1"}})).To(Succeed())
 		utils.WaitForPod(ctx, env.Admin, ns, "needs-cm", objectAppearsTimeout, func(g Gomega, p *corev1.Pod) {
+			g.Expect(utils.PodReady(p)).To(BeTrue())
+		})
+	})
+
+	It("projects ClusterTrustBundles by name and by signer into a volume", func(ctx SpecContext) {
+		ns := utils.NewNamespace(ctx, env.Admin)
+		suffix := fmt.Sprintf("%d-%d", GinkgoParallelProcess(), time.Now().UnixNano())
+		signer := "e2e.nodelet.io/signer-" + suffix
+		plain := "e2e-plain-" + suffix
+		selected := "e2e.nodelet.io:signer-" + suffix + ":live"
+		other := "e2e.nodelet.io:signer-" + suffix + ":old"
+		caPEM := func(name string) string {
+			ca, err := utils.NewCA(GinkgoT().TempDir(), name)
+			Expect(err).NotTo(HaveOccurred())
+			data, err := os.ReadFile(ca.CertFile)
+			Expect(err).NotTo(HaveOccurred())
+			return string(data)
+		}
+		caA, caB := caPEM("a"), caPEM("b")
+		for _, b := range []*certificatesv1.ClusterTrustBundle{
+			{ObjectMeta: metav1.ObjectMeta{Name: plain}, Spec: certificatesv1.ClusterTrustBundleSpec{TrustBundle: caA}},
+			{ObjectMeta: metav1.ObjectMeta{Name: selected, Labels: map[string]string{"live": "yes"}}, Spec: certificatesv1.ClusterTrustBundleSpec{SignerName: signer, TrustBundle: caA + caB}},
+			{ObjectMeta: metav1.ObjectMeta{Name: other, Labels: map[string]string{"live": "no"}}, Spec: certificatesv1.ClusterTrustBundleSpec{SignerName: signer, TrustBundle: caPEM("c")}},
+		} {
+			Expect(env.Admin.Create(ctx, b)).To(Succeed())
+			DeferCleanup(func(ctx SpecContext) { Expect(client.IgnoreNotFound(env.Admin.Delete(ctx, b))).To(Succeed()) })
+		}
+		pod := utils.BusyboxPod(ns, "bundles", objectsNode, "sleep", "3600")
+		pod.Spec.Volumes = []corev1.Volume{{Name: "tb", VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{Sources: []corev1.VolumeProjection{
+			{ClusterTrustBundle: &corev1.ClusterTrustBundleProjection{Name: ptr.To(plain), Path: "plain.crt"}},
+			{ClusterTrustBundle: &corev1.ClusterTrustBundleProjection{SignerName: ptr.To(signer), Path: "signer.crt",
+				LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"live": "yes"}}}},
+		}}}}}
+		pod.Spec.Containers[0].VolumeMounts = []corev1.VolumeMount{{Name: "tb", MountPath: "/tb"}}
+		pod.Spec.Containers[0].ReadinessProbe = &corev1.Probe{PeriodSeconds: 1, ProbeHandler: corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: []string{"sh", "-c",
+			`test "$(grep -c 'BEGIN CERTIFICATE' /tb/plain.crt)" = 1 && test "$(grep -c 'BEGIN CERTIFICATE' /tb/signer.crt)" = 2`}}}}
+		createPod(ctx, env.Admin, pod)
+		utils.WaitForPod(ctx, env.Admin, ns, "bundles", podStartTimeout, func(g Gomega, p *corev1.Pod) {
 			g.Expect(utils.PodReady(p)).To(BeTrue())
 		})
 	})
