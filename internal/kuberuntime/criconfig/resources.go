@@ -105,7 +105,6 @@ func milliCPUToShares(milli int64) int64 {
 	return min(max(shares, minCPUShares), maxCPUShares)
 }
 
-
 // oomScoreAdj ranks containers for the OOM killer the kubelet's way:
 // guaranteed pods last, best-effort first, burstable ones by the share of the
 // node's memory they request.
