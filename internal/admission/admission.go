@@ -151,17 +151,24 @@ func fits(pod *v1.Pod, node *v1.Node, admitted []*v1.Pod, known *Requests) Resul
 	return Result{Admit: true}
 }
 
+// UninitializedTaintKey is the key of the NoSchedule taint a node registers
+// with under --cloud-provider=external, lifted by the cloud controller
+// manager once it has initialised the Node.
+const UninitializedTaintKey = "node.cloudprovider.kubernetes.io/uninitialized"
+
 // enforcedTaint selects the taints a bound pod must tolerate: every
 // NoExecute taint, and NoSchedule taints but those the control plane puts on
 // nodes from their conditions (node.kubernetes.io/not-ready and friends, added
 // to every new Node by the API server and lifted by the node lifecycle
-// controller), which only steer the scheduler.
+// controller) and the cloud provider's uninitialized taint (lifted by the
+// cloud controller manager), which only steer the scheduler: the kubelet
+// admits a pod bound to its node before those are lifted.
 func enforcedTaint(t *v1.Taint) bool {
 	switch t.Effect {
 	case v1.TaintEffectNoExecute:
 		return true
 	case v1.TaintEffectNoSchedule:
-		return !strings.HasPrefix(t.Key, "node.kubernetes.io/")
+		return !strings.HasPrefix(t.Key, "node.kubernetes.io/") && t.Key != UninitializedTaintKey
 	}
 	return false
 }

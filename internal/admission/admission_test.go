@@ -106,6 +106,8 @@ func TestAdmit(t *testing.T) {
 			node: node(110, "2", "4Gi", v1.Taint{Key: "k", Effect: v1.TaintEffectNoSchedule}), wantReason: ReasonTaintToleration},
 		{name: "condition NoSchedule taint is not enforced", pod: pod("new"),
 			node: node(110, "2", "4Gi", v1.Taint{Key: "node.kubernetes.io/not-ready", Effect: v1.TaintEffectNoSchedule})},
+		{name: "the cloud provider's uninitialized taint is not enforced", pod: pod("new"),
+			node: node(110, "2", "4Gi", v1.Taint{Key: UninitializedTaintKey, Value: "true", Effect: v1.TaintEffectNoSchedule})},
 		{name: "condition NoExecute taint is enforced", pod: pod("new"),
 			node:       node(110, "2", "4Gi", v1.Taint{Key: "node.kubernetes.io/not-ready", Effect: v1.TaintEffectNoExecute}),
 			wantReason: ReasonTaintToleration},

@@ -41,6 +41,8 @@ func TestKubeletFlags(t *testing.T) {
 		{"--manifest-url=http://m.example/pods", func(o *Options) any { return o.Config.StaticPodURL }, "http://m.example/pods"},
 		{"--provider-id=aws:///i-1", func(o *Options) any { return o.Config.ProviderID }, "aws:///i-1"},
 		{"--cloud-provider=external", func(o *Options) any { return o.CloudProvider }, "external"},
+		{"--cloud-provider=external --register-with-taints=k=v:NoSchedule", func(o *Options) any { return o.Config.RegisterWithTaints }, []corev1.Taint{
+			{Key: "k", Value: "v", Effect: corev1.TaintEffectNoSchedule}, {Key: "node.cloudprovider.kubernetes.io/uninitialized", Value: "true", Effect: corev1.TaintEffectNoSchedule}}},
 		{"--fail-swap-on=false", func(o *Options) any { return *o.Config.FailSwapOn }, false},
 		{"--fail-swap-on", func(o *Options) any { return *o.Config.FailSwapOn }, true},
 		{"-v=4", func(o *Options) any { return int(o.Config.Logging.Verbosity) }, 4},

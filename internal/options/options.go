@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/spf13/pflag"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
@@ -19,6 +20,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/nodelet/nodelet/api/v1alpha1"
+	"github.com/nodelet/nodelet/internal/admission"
 	"github.com/nodelet/nodelet/internal/features"
 )
 
@@ -97,6 +99,9 @@ func Parse(args []string, extra func(*pflag.FlagSet)) (*Options, error) {
 	}
 	if opts.CloudProvider != "" && opts.CloudProvider != "external" {
 		return nil, fmt.Errorf("--cloud-provider=%s is not supported: only \"external\" (or none)", opts.CloudProvider)
+	}
+	if opts.CloudProvider == "external" {
+		cfg.RegisterWithTaints = withUninitializedTaint(cfg.RegisterWithTaints)
 	}
 	if opts.BootstrapKubeconfig != "" {
 		if opts.Kubeconfig == "" {
@@ -268,4 +273,20 @@ func newFlagSet(opts *Options, cfg *v1alpha1.NodeletConfiguration, overlay *kube
 		extra(fs)
 	}
 	return fs
+}
+
+// UninitializedTaint is the taint the kubelet registers its Node with under
+// --cloud-provider=external, which the cloud controller manager lifts once
+// it has initialised the Node.
+var UninitializedTaint = corev1.Taint{Key: admission.UninitializedTaintKey, Value: "true", Effect: corev1.TaintEffectNoSchedule}
+
+// withUninitializedTaint adds UninitializedTaint to taints unless a taint
+// of its key and effect is there already.
+func withUninitializedTaint(taints []corev1.Taint) []corev1.Taint {
+	for _, t := range taints {
+		if t.Key == UninitializedTaint.Key && t.Effect == UninitializedTaint.Effect {
+			return taints
+		}
+	}
+	return append(taints, UninitializedTaint)
 }
