@@ -4,6 +4,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	logsapi "k8s.io/component-base/logs/api/v1"
+	tracingapi "k8s.io/component-base/tracing/api/v1"
 )
 
 // ChangeDetectionStrategy says how nodelet notices changes to the ConfigMaps
@@ -342,6 +343,13 @@ type NodeletConfiguration struct {
 	// session that carried no data for this long. Default: 4h.
 	StreamingConnectionIdleTimeout metav1.Duration `json:"streamingConnectionIdleTimeout,omitempty"`
 
+	// Tracing exports OpenTelemetry spans over OTLP gRPC, as the kubelet's
+	// tracing block: a syncPod span for each pod sync and a span for each
+	// CRI call under it (the trace context passed on to the runtime).
+	// endpoint defaults to localhost:4317; samplingRatePerMillion to 0
+	// (only spans whose parent is sampled). None: no tracing.
+	Tracing *tracingapi.TracingConfiguration `json:"tracing,omitempty"`
+
 	// EnableProfilingHandler serves Go's /debug/pprof on the node API
 	// (authorized as nodes/proxy) and, when MetricsBindAddress is a
 	// loopback address, on it too; its heap profiles hold what was
@@ -407,7 +415,8 @@ type ServerConfig struct {
 	// port serves, on Address, in plain HTTP and without authentication
 	// or authorization: /healthz, /pods (every pod of the node, with its
 	// environment variables as written in the spec), /metrics,
-	// /metrics/probes, /metrics/resource and /stats/summary. Off by
+	// /metrics/cadvisor, /metrics/probes, /metrics/resource and
+	// /stats/summary. Off by
 	// default, as the kubelet's; turn it on only on a network no one
 	// untrusted reaches.
 	ReadOnlyPort int32 `json:"readOnlyPort,omitempty"`

@@ -20,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	cliflag "k8s.io/component-base/cli/flag"
+	tracingapi "k8s.io/component-base/tracing/api/v1"
 )
 
 // ReservableResources are the resource names SystemReserved and KubeReserved accept.
@@ -66,6 +67,7 @@ func Validate(c *NodeletConfiguration) field.ErrorList {
 		errs = append(errs, field.Invalid(p("registryBurst"), *b, "must not be negative"))
 	}
 	errs = append(errs, validateImagePullVerification(c, p)...)
+	errs = append(errs, tracingapi.ValidateTracingConfiguration(c.Tracing, nil, p("tracing"))...)
 	if q := c.CPUCFSQuotaPeriod; q != nil && (q.Duration < time.Millisecond || q.Duration > time.Second) {
 		errs = append(errs, field.Invalid(p("cpuCFSQuotaPeriod"), q.Duration.String(), "must be between 1ms and 1s, inclusive"))
 	}

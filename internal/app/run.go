@@ -164,7 +164,16 @@ func Run(args []string, reg controller.Registry) int {
 		return 1
 	}
 	log.Info("Starting nodelet", "node", cfg.NodeName, "runtime", cfg.ContainerRuntimeEndpoint)
-	if err := agent.Run(ctx, local, mgr, cfg.NodeName); err != nil {
+	err = agent.Run(ctx, local, mgr, cfg.NodeName)
+	if tp := deps.TracerProvider; tp != nil {
+		// The spans batched so far are sent before nodelet exits.
+		flush, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		if err := tp.Shutdown(flush); err != nil {
+			log.Error(err, "Unable to send the last spans")
+		}
+		cancel()
+	}
+	if err != nil {
 		log.Error(err, "Manager stopped with an error")
 		return 1
 	}
@@ -181,15 +190,25 @@ func buildDeps(ctx context.Context, cfg *v1alpha1.NodeletConfiguration) (*contro
 	if err != nil {
 		return nil, fmt.Errorf("opening checkpoint store: %w", err)
 	}
-	runtime, err := cri.Dial(ctx, cfg.ContainerRuntimeEndpoint, cfg.ImageServiceEndpoint, cri.Options{
+	deps := &controller.Deps{Config: cfg, Checkpoints: store}
+	opts := cri.Options{
 		NodeName:              cfg.NodeName,
 		RuntimeRequestTimeout: cfg.RuntimeRequestTimeout.Duration,
-	})
+	}
+	if cfg.Tracing != nil {
+		tp, err := agent.NewTracerProvider(ctx, cfg)
+		if err != nil {
+			return nil, err
+		}
+		deps.TracerProvider, opts.TracerProvider = tp, tp
+	}
+	runtime, err := cri.Dial(ctx, cfg.ContainerRuntimeEndpoint, cfg.ImageServiceEndpoint, opts)
 	if err != nil {
 		return nil, err
 	}
 	useRuntimeCgroupDriver(ctx, cfg, runtime)
-	return &controller.Deps{Config: cfg, Runtime: runtime, Checkpoints: store}, nil
+	deps.Runtime = runtime
+	return deps, nil
 }
 
 // useRuntimeCgroupDriver sets cfg's cgroup driver to the one the runtime

@@ -197,7 +197,7 @@ func setupPodController(mgr ctrl.Manager, d *Deps) error {
 		}),
 		Relisted: relister,
 	}
-	workers, err := podworkers.New(podworkers.Options{Sync: r.syncPod, Settled: r.settled, Logger: mgr.GetLogger().WithName("podworkers")})
+	workers, err := podworkers.New(podworkers.Options{Sync: tracedSync(d.TracerProvider, r.syncPod), Settled: r.settled, Logger: mgr.GetLogger().WithName("podworkers")})
 	if err != nil {
 		return err
 	}

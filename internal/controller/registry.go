@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 
+	"k8s.io/component-base/tracing"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
@@ -29,6 +30,9 @@ type Deps struct {
 	// Local runs what must not wait for the API server (the static pod
 	// path); nil adds those runnables to the manager too.
 	Local Runner
+	// TracerProvider, when set, traces each pod sync (a syncPod span, the
+	// CRI calls under it); nil traces nothing.
+	TracerProvider tracing.TracerProvider
 
 	// engine is what the pod, ConfigMap and Secret reconcilers share,
 	// built by the first of them set up (see podEngineFor).

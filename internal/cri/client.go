@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	oteltrace "go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -41,6 +42,9 @@ type Options struct {
 	// ImagePullTimeout bounds an image pull. Zero means
 	// DefaultImagePullTimeout.
 	ImagePullTimeout time.Duration
+	// TracerProvider, when set, traces every CRI call (Dial only) and
+	// passes the trace context on to the runtime.
+	TracerProvider oteltrace.TracerProvider
 }
 
 func (o Options) withDefaults() Options {
@@ -169,7 +173,7 @@ func Dial(ctx context.Context, runtimeEndpoint, imageEndpoint string, opts Optio
 	rs, err := remote.NewRemoteRuntimeServiceBuilder().
 		WithEndpoint(runtimeEndpoint).
 		WithConnectionTimeout(opts.RuntimeRequestTimeout).
-		WithTracerProvider(nil).
+		WithTracerProvider(opts.TracerProvider).
 		Build(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("connecting to CRI runtime service %s: %w", runtimeEndpoint, err)
@@ -177,7 +181,7 @@ func Dial(ctx context.Context, runtimeEndpoint, imageEndpoint string, opts Optio
 	is, err := remote.NewRemoteImageServiceBuilder().
 		WithEndpoint(imageEndpoint).
 		WithConnectionTimeout(opts.RuntimeRequestTimeout).
-		WithTracerProvider(nil).
+		WithTracerProvider(opts.TracerProvider).
 		Build(ctx)
 	if err != nil {
 		_ = rs.Close(ctx)

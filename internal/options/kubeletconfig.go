@@ -232,6 +232,7 @@ func fromKubelet(kc *kubeletv1beta1.KubeletConfiguration, rotateSet bool) *v1alp
 	c.CgroupDriver = kc.CgroupDriver
 	c.PodPidsLimit = kc.PodPidsLimit
 	c.CPUCFSQuota = kc.CPUCFSQuota
+	c.Tracing = kc.Tracing
 	if kc.CPUCFSQuotaPeriod != nil && kc.CPUCFSQuotaPeriod.Duration != 0 { // 0 is the kubelet's default, 100ms
 		c.CPUCFSQuotaPeriod = kc.CPUCFSQuotaPeriod
 	}

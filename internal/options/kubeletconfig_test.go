@@ -255,7 +255,6 @@ var refusedValues = map[string]string{
 	"reservedMemory":               "[{numaNode: 0, limits: {memory: 1Gi}}]",
 	"seccompDefault":               "true",
 	"registerNode":                 "false",
-	"tracing":                      "{endpoint: localhost:4317}",
 	"userNamespaces":               "{idsPerPod: 131072}",
 }
 

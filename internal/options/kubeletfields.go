@@ -171,7 +171,7 @@ var kubeletFields = []kubeletField{
 	{name: "memoryReservationPolicy", support: mapped, note: "with the MemoryQoS gate (cgroup v2)"},
 	{name: "registerWithTaints", support: mapped},
 	{name: "registerNode", support: refused, accepted: []string{"true"}, note: "nodelet always registers its Node"},
-	{name: "tracing", support: warned, note: "nodelet exports no OpenTelemetry traces"},
+	{name: "tracing", support: mapped},
 	{name: "localStorageCapacityIsolation", support: mapped},
 	{name: "containerRuntimeEndpoint", support: mapped},
 	{name: "imageServiceEndpoint", support: mapped},
