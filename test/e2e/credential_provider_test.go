@@ -24,17 +24,9 @@ var _ = Describe("Image credential providers", Ordered, func() {
 		pluginName = "test-credential-provider"
 	)
 	BeforeAll(func(ctx SpecContext) {
-		reg = utils.MustStartRegistry(ctx, utils.RegistryOptions{User: user, Password: password})
-		Expect(ctrd.AddInsecureRegistry(reg.Host())).To(Succeed())
-		var err error
-		ref, err = reg.PushVariant(ctx, utils.BusyboxImage, "credential-provider")
-		Expect(err).NotTo(HaveOccurred())
-
-		dir := GinkgoT().TempDir()
+		var dir string
+		reg, ref, dir = privateRegistryWithPlugin(ctx, user, password, "credential-provider", pluginName)
 		binDir = filepath.Join(dir, "bin")
-		root, err := utils.RepoRoot()
-		Expect(err).NotTo(HaveOccurred())
-		Expect(utils.BuildGoBinary(ctx, root, "./internal/credentialprovider/testdata/plugin", filepath.Join(binDir, pluginName))).To(Succeed())
 		countFile = filepath.Join(dir, "runs")
 		// The kubelet's CredentialProviderConfig, as a cloud's node image
 		// writes it: one plugin for one registry, answering for the image.
@@ -92,3 +84,21 @@ providers:
 		})
 	}, SpecTimeout(2*podStartTimeout))
 })
+
+// privateRegistryWithPlugin starts a registry that wants user and password,
+// pushes the harness's busybox there as a variant of its own (an image ID
+// no other spec pulls), and builds the test credential provider plugin as
+// <dir>/bin/<plugin>. It returns the registry, the image's reference and
+// dir, a directory of the spec's.
+func privateRegistryWithPlugin(ctx SpecContext, user, password, variant, plugin string) (*utils.Registry, string, string) {
+	GinkgoHelper()
+	reg := utils.MustStartRegistry(ctx, utils.RegistryOptions{User: user, Password: password})
+	Expect(ctrd.AddInsecureRegistry(reg.Host())).To(Succeed())
+	ref, err := reg.PushVariant(ctx, utils.BusyboxImage, variant)
+	Expect(err).NotTo(HaveOccurred())
+	dir := GinkgoT().TempDir()
+	root, err := utils.RepoRoot()
+	Expect(err).NotTo(HaveOccurred())
+	Expect(utils.BuildGoBinary(ctx, root, "./internal/credentialprovider/testdata/plugin", filepath.Join(dir, "bin", plugin))).To(Succeed())
+	return reg, ref, dir
+}

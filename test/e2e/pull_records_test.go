@@ -34,17 +34,9 @@ var _ = Describe("Pulled image records", Ordered, func() {
 		role       = "e2e-pull-records-audience"
 	)
 	BeforeAll(func(ctx SpecContext) {
-		reg = utils.MustStartRegistry(ctx, utils.RegistryOptions{User: user, Password: password})
-		Expect(ctrd.AddInsecureRegistry(reg.Host())).To(Succeed())
-		var err error
-		ref, err = reg.PushVariant(ctx, utils.BusyboxImage, "pull-records")
-		Expect(err).NotTo(HaveOccurred())
-
-		dir := GinkgoT().TempDir()
+		var dir string
+		reg, ref, dir = privateRegistryWithPlugin(ctx, user, password, "pull-records", pluginName)
 		binDir = filepath.Join(dir, "bin")
-		root, err := utils.RepoRoot()
-		Expect(err).NotTo(HaveOccurred())
-		Expect(utils.BuildGoBinary(ctx, root, "./internal/credentialprovider/testdata/plugin", filepath.Join(binDir, pluginName))).To(Succeed())
 		// The plugin answers only for pods whose service account opts in
 		// with the annotation, and is given their token.
 		config = filepath.Join(dir, "credential-provider-config.yaml")
