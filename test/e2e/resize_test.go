@@ -156,9 +156,11 @@ var _ = Describe("In-place pod resize", Ordered, func() {
 	})
 
 	It("declares the resizes it implements, so the API server lets a pod-level resize through", func(ctx SpecContext) {
-		node := &corev1.Node{}
-		Expect(env.Admin.Get(ctx, client.ObjectKey{Name: resizeNode}, node)).To(Succeed())
-		Expect(node.Status.DeclaredFeatures).To(ConsistOf("InPlacePodLevelResourcesVerticalScaling", "InPlacePodVerticalScalingInitContainers"))
+		Eventually(func(g Gomega) {
+			node := &corev1.Node{}
+			g.Expect(env.Admin.Get(ctx, client.ObjectKey{Name: resizeNode}, node)).To(Succeed())
+			g.Expect(node.Status.DeclaredFeatures).To(ConsistOf("InPlacePodLevelResourcesVerticalScaling", "InPlacePodVerticalScalingInitContainers"))
+		}).WithContext(ctx).WithTimeout(podStartTimeout).Should(Succeed())
 
 		ns := utils.NewNamespace(ctx, env.Admin)
 		pod := utils.BusyboxPod(ns, "pod-level", resizeNode, "sleep", "3600")
