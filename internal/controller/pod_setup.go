@@ -79,7 +79,7 @@ func setupPodController(mgr ctrl.Manager, d *Deps) error {
 	if _, err := mgr.GetCache().GetInformer(context.Background(), &nodev1.RuntimeClass{}); err != nil {
 		return fmt.Errorf("watching RuntimeClasses: %w", err)
 	}
-	features := runtimeFeatures(d.Runtime)
+	rtFeatures := runtimeFeatures(d.Runtime)
 	eng, err := podEngineFor(mgr, d)
 	if err != nil {
 		return err
@@ -92,7 +92,7 @@ func setupPodController(mgr ctrl.Manager, d *Deps) error {
 		return err
 	}
 	admit.LoadedAppArmorProfiles = admission.SysAppArmor{}.Loaded
-	admit.RuntimeFeatures = features
+	admit.RuntimeFeatures = rtFeatures
 	providers, err := credentialProviders(mgr, cfg)
 	if err != nil {
 		return err
@@ -143,7 +143,7 @@ func setupPodController(mgr ctrl.Manager, d *Deps) error {
 		Node:       eng.nodes.Facts,
 
 		RuntimeClasses: runtimeClassReader{reader: mgr.GetClient()},
-		Features:       features,
+		Features:       rtFeatures,
 		UserNamespaces: userNamespaces(mgr, cfg),
 		Gate:           executor.NewStartGate(parallelStarts()),
 	}

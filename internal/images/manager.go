@@ -158,13 +158,14 @@ func (m *Manager) ensure(ctx context.Context, pod *corev1.Pod, image string, pol
 		if present == nil {
 			return notPresentNever()
 		}
+		id := present.GetId()
 		if m.records == nil {
 			ev(corev1.EventTypeNormal, EventPulled, fmt.Sprintf("Container image %q already present on machine", image))
-			return present.GetId(), present, nil
+			return id, present, nil
 		}
-		if !m.records.MustPull(image, present.GetId(), func() PodCredentials { return podCredentials(creds()) }) {
+		if !m.records.MustPull(image, id, func() PodCredentials { return podCredentials(creds()) }) {
 			ev(corev1.EventTypeNormal, EventPulled, fmt.Sprintf("Container image %q already present on machine and can be accessed by the pod", image))
-			return present.GetId(), present, nil
+			return id, present, nil
 		}
 		if policy == corev1.PullNever {
 			return notPresentNever()
