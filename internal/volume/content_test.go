@@ -271,9 +271,9 @@ func TestSetUpProjectedUnsupportedSources(t *testing.T) {
 		source  v1.VolumeProjection
 		wantErr string
 	}{{
-		name:    "clusterTrustBundle",
+		name:    "clusterTrustBundle naming neither a bundle nor a signer",
 		source:  v1.VolumeProjection{ClusterTrustBundle: &v1.ClusterTrustBundleProjection{Path: "ca"}},
-		wantErr: `MountVolume.SetUp failed for volume "p" : projected source clusterTrustBundle is not supported by nodelet`,
+		wantErr: `MountVolume.SetUp failed for volume "p" : clusterTrustBundle source names neither a bundle nor a signer`,
 	}, {
 		name:    "podCertificate",
 		source:  v1.VolumeProjection{PodCertificate: &v1.PodCertificateProjection{SignerName: "x/y"}},
