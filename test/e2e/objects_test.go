@@ -542,6 +542,7 @@ var _ = Describe("Referenced objects and the service environment", Ordered, func
 			"the container was not restarted after its ConfigMap was deleted")
 		Expect(startsOf(out)()[after]).To(Equal("cm-content_ok"), "the deleted ConfigMap's last content is kept")
 		utils.WaitForPod(ctx, env.Admin, ns, "crasher", apiTimeout, func(g Gomega, p *corev1.Pod) {
+			g.Expect(p.Status.ContainerStatuses).To(HaveLen(1))
 			g.Expect(p.Status.ContainerStatuses[0].RestartCount).To(BeNumerically(">=", after))
 		})
 
