@@ -3,11 +3,13 @@ package admission
 import (
 	"fmt"
 	"runtime"
+	"slices"
 	"strings"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation"
 	resourcehelper "k8s.io/component-helpers/resource"
 	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
 	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
@@ -195,8 +197,9 @@ func fitsResources(pod *v1.Pod, node *v1.Node, running []*v1.Pod, known *Request
 	return fitsRequests(pod, node, running, known)
 }
 
-// fitsRequests decides whether the pod's cpu, memory and ephemeral-storage
-// requests fit in what the running pods leave of the node's allocatable.
+// fitsRequests decides whether the pod's requests (cpu, memory,
+// ephemeral-storage, then huge pages and extended resources) fit in what the
+// running pods leave of the node's allocatable.
 func fitsRequests(pod *v1.Pod, node *v1.Node, running []*v1.Pod, known *Requests) Result {
 	if s := shortage(pod, node, running, known); s != nil {
 		return reject(s.reason, "Node didn't have enough resource: %s, requested: %d, used: %d, capacity: %d",
@@ -221,8 +224,9 @@ func PodRequests(pod *v1.Pod) v1.ResourceList {
 	return resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{})
 }
 
-// shortage returns the first of cpu, memory and ephemeral-storage whose
-// request by the pod does not fit in what the running pods leave of the
+// shortage returns the first of cpu, memory, ephemeral-storage and the
+// scalar resources (scalarRequests, by name) whose request by the pod does
+// not fit in what the running pods leave of the
 // node's allocatable, or nil. What the running pods request is known's
 // when it has it; the pod's own is read from its spec.
 func shortage(pod *v1.Pod, node *v1.Node, running []*v1.Pod, known *Requests) *insufficient {
@@ -257,7 +261,88 @@ func shortage(pod *v1.Pod, node *v1.Node, running []*v1.Pod, known *Requests) *i
 			return &insufficient{name: check.name, reason: check.reason, requested: value(&req), used: value(&u), capacity: value(&capQ)}
 		}
 	}
+	for _, name := range scalarRequests(pod, want, alloc) {
+		if used == nil {
+			used = requestsOf(running, known)
+		}
+		req, capQ, u := want[name], alloc[name], used[name]
+		if req.Value() > capQ.Value()-u.Value() {
+			return &insufficient{name: name, reason: ReasonOutOfPrefix + string(name),
+				requested: req.Value(), used: u.Value(), capacity: capQ.Value()}
+		}
+	}
 	return nil
+}
+
+// ReasonOutOfPrefix prefixes the resource's name in the reason of a pod
+// that asks for more of a resource than the node has left, as the
+// kubelet's OutOfnvidia.com/gpu or OutOfhugepages-2Mi.
+const ReasonOutOfPrefix = "OutOf"
+
+// scalarRequests returns, sorted, the resources beyond cpu, memory and
+// ephemeral-storage that the pod requests (want) and admission must fit in
+// the node's allocatable (alloc), as the kubelet fits them: huge pages and
+// other scalar resources whether the node has them or not (an absent one
+// has nothing to give), extended resources only when the node advertises
+// them (one it does not is taken for a cluster-level resource the node
+// does not count), and never an extended resource the pod gets from a
+// DRA claim (status.extendedResourceClaimStatus).
+func scalarRequests(pod *v1.Pod, want, alloc v1.ResourceList) []v1.ResourceName {
+	var out []v1.ResourceName
+	for name, q := range want {
+		if q.IsZero() || !isScalarResource(name) {
+			continue
+		}
+		if isExtendedResource(name) {
+			if _, advertised := alloc[name]; !advertised || claimBacked(pod, name) {
+				continue
+			}
+		}
+		out = append(out, name)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// isScalarResource says whether name is counted as a plain quantity by
+// admission beyond cpu, memory, ephemeral-storage and pods: extended
+// resources, huge pages, the kubernetes.io/-prefixed native ones and the
+// legacy attachable-volumes-* counts.
+func isScalarResource(name v1.ResourceName) bool {
+	s := string(name)
+	return isExtendedResource(name) || strings.HasPrefix(s, v1.ResourceHugePagesPrefix) ||
+		strings.Contains(s, "kubernetes.io/") || strings.HasPrefix(s, attachableVolumesPrefix)
+}
+
+// attachableVolumesPrefix prefixes the legacy per-driver attach limits.
+const attachableVolumesPrefix = "attachable-volumes-"
+
+// isExtendedResource says whether name is an extended resource (a device
+// plugin's nvidia.com/gpu, an operator's example.com/dongle): a qualified
+// name outside the kubernetes.io domains, and not a quota's requests.*
+// name.
+func isExtendedResource(name v1.ResourceName) bool {
+	s := string(name)
+	if !strings.Contains(s, "/") || strings.Contains(s, "kubernetes.io/") || strings.HasPrefix(s, v1.DefaultResourceRequestsPrefix) {
+		return false
+	}
+	return len(validation.IsQualifiedName(v1.DefaultResourceRequestsPrefix+s)) == 0
+}
+
+// claimBacked says whether the pod gets the extended resource name from a
+// DRA claim the scheduler made for it, which the node's own count of name
+// does not cover.
+func claimBacked(pod *v1.Pod, name v1.ResourceName) bool {
+	st := pod.Status.ExtendedResourceClaimStatus
+	if st == nil {
+		return false
+	}
+	for _, m := range st.RequestMappings {
+		if v1.ResourceName(m.ResourceName) == name {
+			return true
+		}
+	}
+	return false
 }
 
 // requestsOf sums what pods request. shortage sums them only for a pod

@@ -46,6 +46,29 @@ func requests(cpu, mem string) podOpt {
 	}
 }
 
+// Scalar resources of the admission tables.
+const (
+	gpu          v1.ResourceName = "example.com/gpu"
+	hugepages2Mi v1.ResourceName = "hugepages-2Mi"
+)
+
+// scalar adds a request of name to the pod's container.
+func scalar(name v1.ResourceName, q string) podOpt {
+	return func(p *v1.Pod) {
+		c := &p.Spec.Containers[0]
+		if c.Resources.Requests == nil {
+			c.Resources.Requests = v1.ResourceList{}
+		}
+		c.Resources.Requests[name] = resource.MustParse(q)
+	}
+}
+
+// withAlloc gives the node q of name.
+func withAlloc(n *v1.Node, name v1.ResourceName, q string) *v1.Node {
+	n.Status.Allocatable[name] = resource.MustParse(q)
+	return n
+}
+
 func phase(ph v1.PodPhase) podOpt { return func(p *v1.Pod) { p.Status.Phase = ph } }
 
 func hostPort(port int32) podOpt {
@@ -127,6 +150,35 @@ func TestAdmit(t *testing.T) {
 		{name: "sidecar init container", pod: pod("new", func(p *v1.Pod) {
 			p.Spec.InitContainers = []v1.Container{{Name: "i", Image: "busybox", RestartPolicy: &always}}
 		}), node: node(110, "2", "4Gi")},
+		{name: "extended resource fits", pod: pod("new", scalar(gpu, "1")), node: withAlloc(node(110, "2", "4Gi"), gpu, "2"),
+			admitted: pods(1, scalar(gpu, "1"))},
+		{name: "extended resource taken by the running pods", pod: pod("new", scalar(gpu, "1")),
+			node: withAlloc(node(110, "2", "4Gi"), gpu, "2"), admitted: pods(2, scalar(gpu, "1")),
+			wantReason: "OutOfexample.com/gpu",
+			wantMsg:    "Node didn't have enough resource: example.com/gpu, requested: 1, used: 2, capacity: 2"},
+		{name: "extended resource over what the node advertises", pod: pod("new", scalar(gpu, "3")),
+			node: withAlloc(node(110, "2", "4Gi"), gpu, "2"), wantReason: "OutOfexample.com/gpu"},
+		{name: "extended resource advertised as zero", pod: pod("new", scalar(gpu, "1")),
+			node: withAlloc(node(110, "2", "4Gi"), gpu, "0"), wantReason: "OutOfexample.com/gpu"},
+		{name: "extended resource the node does not advertise is a cluster-level one", pod: pod("new", scalar(gpu, "5")),
+			node: node(110, "2", "4Gi")},
+		{name: "extended resource a DRA claim provides", pod: pod("new", scalar(gpu, "3"), func(p *v1.Pod) {
+			p.Status.ExtendedResourceClaimStatus = &v1.PodExtendedResourceClaimStatus{ResourceClaimName: "c",
+				RequestMappings: []v1.ContainerExtendedResourceRequest{{ContainerName: "c", ResourceName: string(gpu), RequestName: "r"}}}
+		}), node: withAlloc(node(110, "2", "4Gi"), gpu, "2")},
+		{name: "huge pages fit", pod: pod("new", scalar(hugepages2Mi, "4Mi")), node: withAlloc(node(110, "2", "4Gi"), hugepages2Mi, "8Mi"),
+			admitted: pods(1, scalar(hugepages2Mi, "4Mi"))},
+		{name: "huge pages over allocatable", pod: pod("new", scalar(hugepages2Mi, "6Mi")),
+			node: withAlloc(node(110, "2", "4Gi"), hugepages2Mi, "8Mi"), admitted: pods(1, scalar(hugepages2Mi, "4Mi")),
+			wantReason: "OutOfhugepages-2Mi",
+			wantMsg:    "Node didn't have enough resource: hugepages-2Mi, requested: 6291456, used: 4194304, capacity: 8388608"},
+		{name: "huge pages of a size the node does not have", pod: pod("new", scalar("hugepages-1Gi", "1Gi")),
+			node: node(110, "2", "4Gi"), wantReason: "OutOfhugepages-1Gi",
+			wantMsg: "Node didn't have enough resource: hugepages-1Gi, requested: 1073741824, used: 0, capacity: 0"},
+		{name: "cpu is reported before an extended resource", pod: pod("new", requests("3", "1Mi"), scalar(gpu, "3")),
+			node: withAlloc(node(110, "2", "4Gi"), gpu, "2"), wantReason: ReasonOutOfCPU},
+		{name: "extended resources are checked by name", pod: pod("new", scalar(gpu, "1"), scalar("example.com/a", "1")),
+			node: withAlloc(withAlloc(node(110, "2", "4Gi"), gpu, "0"), "example.com/a", "0"), wantReason: "OutOfexample.com/a"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
