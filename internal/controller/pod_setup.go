@@ -33,6 +33,7 @@ import (
 	"github.com/nodelet/nodelet/internal/cri"
 	"github.com/nodelet/nodelet/internal/csi"
 	"github.com/nodelet/nodelet/internal/ctrlqueue"
+	"github.com/nodelet/nodelet/internal/dra"
 	"github.com/nodelet/nodelet/internal/executor"
 	"github.com/nodelet/nodelet/internal/features"
 	"github.com/nodelet/nodelet/internal/images"
@@ -146,6 +147,9 @@ func setupPodController(mgr ctrl.Manager, d *Deps) error {
 		Features:       rtFeatures,
 		UserNamespaces: userNamespaces(mgr, cfg),
 		Gate:           executor.NewStartGate(parallelStarts()),
+		// Claims change just before their pod starts: read them from
+		// the API server, by name, as the Node authorizer allows.
+		Claims: &dra.Preparer{Reader: mgr.GetAPIReader(), ExtendedResources: features.Enabled(features.DRAExtendedResource)},
 	}
 	if exec.Resources, err = resourceOptions(cfg); err != nil {
 		return err

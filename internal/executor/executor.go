@@ -37,7 +37,10 @@ const (
 	EventKilling                = "Killing"
 	EventFailedCreatePodSandBox = "FailedCreatePodSandBox"
 	EventFailedMount            = "FailedMount"
-	EventSandboxChanged         = "SandboxChanged"
+	// EventFailedPrepareDynamicResources: a pod's ResourceClaims could not
+	// be prepared, so its sandbox is not made.
+	EventFailedPrepareDynamicResources = "FailedPrepareDynamicResources"
+	EventSandboxChanged                = "SandboxChanged"
 )
 
 // ImageManager makes a container's image present and returns its
@@ -129,6 +132,9 @@ type Executor struct {
 	// Cgroups makes, bounds and removes the pods' cgroups; nil makes none
 	// and every sandbox gets Sandbox.CgroupParent.
 	Cgroups PodCgroups
+	// Claims prepares pods' ResourceClaims before their sandboxes are
+	// made (dra.Preparer); nil refuses to start a pod that uses claims.
+	Claims ClaimPreparer
 	// Gate orders and bounds the runtime calls that start pods; nil lets
 	// them all run at once.
 	Gate *StartGate
@@ -158,6 +164,13 @@ type PodCgroups interface {
 	ResizePod(pod *v1.Pod, update func() error) error
 	// RemovePod kills what is left in the pod's cgroup and removes it.
 	RemovePod(ctx context.Context, uid types.UID) error
+}
+
+// ClaimPreparer prepares a pod's ResourceClaims (Dynamic Resource
+// Allocation) before its sandbox is made; an error leaves the pod
+// unstarted. dra.Preparer implements it.
+type ClaimPreparer interface {
+	Prepare(ctx context.Context, pod *v1.Pod) error
 }
 
 // RuntimeClassReader reads RuntimeClasses (node.k8s.io/v1) by name. A
@@ -208,6 +221,11 @@ func (e *Executor) Start(ctx context.Context, pod *v1.Pod, rt state.PodRuntime, 
 		}
 		return fmt.Errorf("setting up volumes: %w", err)
 	}
+	if a.CreateSandbox {
+		if err := e.prepareClaims(ctx, pod); err != nil {
+			return err
+		}
+	}
 	sb, err := e.ensureSandbox(ctx, pod, rt, st, a, save)
 	if err != nil {
 		return err
@@ -242,6 +260,26 @@ func (e *Executor) Start(ctx context.Context, pod *v1.Pod, rt state.PodRuntime, 
 		if err := e.startContainer(ctx, pod, sb, s, st, save); err != nil && ctx.Err() != nil {
 			return ctx.Err()
 		}
+	}
+	return nil
+}
+
+// prepareClaims prepares the pod's ResourceClaims before its sandbox is
+// made, as the kubelet does; a failure is the kubelet's
+// FailedPrepareDynamicResources Event and an error to retry with back-off,
+// and the pod does not start without them. Without a ClaimPreparer a pod
+// that uses claims fails so.
+func (e *Executor) prepareClaims(ctx context.Context, pod *v1.Pod) error {
+	var err error
+	switch {
+	case e.Claims != nil:
+		err = e.Claims.Prepare(ctx, pod)
+	case len(pod.Spec.ResourceClaims) > 0 || pod.Status.ExtendedResourceClaimStatus != nil:
+		err = errors.New("prepare dynamic resources: this node prepares no ResourceClaims")
+	}
+	if err != nil {
+		e.Recorder.Eventf(pod, v1.EventTypeWarning, EventFailedPrepareDynamicResources, "Failed to prepare dynamic resources: %v", err)
+		return fmt.Errorf("preparing dynamic resources: %w", err)
 	}
 	return nil
 }

@@ -21,6 +21,11 @@ const (
 	// ContainerRestartRules: restartPolicyRules on containers, restarting
 	// or not by exit code.
 	ContainerRestartRules featuregate.Feature = "ContainerRestartRules"
+	// DRAExtendedResource: extended resources a DRA claim of the
+	// scheduler's provides (status.extendedResourceClaimStatus) are not
+	// counted against the node's, and that claim is prepared with the
+	// pod's own.
+	DRAExtendedResource featuregate.Feature = "DRAExtendedResource"
 	// GracefulNodeShutdown: the kubelet's node shutdown manager, which
 	// delays the machine's shutdown with a systemd-logind inhibitor lock
 	// (shutdownGracePeriod, shutdownGracePeriodCriticalPods) to stop the
@@ -75,6 +80,7 @@ const (
 var specs = map[featuregate.Feature]featuregate.FeatureSpec{
 	ContainerCheckpoint:                              {Default: true, PreRelease: featuregate.Beta},
 	ContainerRestartRules:                            {Default: true, PreRelease: featuregate.Beta},
+	DRAExtendedResource:                              {Default: true, PreRelease: featuregate.GA, LockToDefault: true},
 	EnvFiles:                                         {Default: true, PreRelease: featuregate.Beta},
 	GracefulNodeShutdown:                             {Default: true, PreRelease: featuregate.Beta},
 	GracefulNodeShutdownBasedOnPodPriority:           {Default: true, PreRelease: featuregate.Beta},
