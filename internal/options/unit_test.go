@@ -69,6 +69,7 @@ func TestHostUnitCommandLine(t *testing.T) {
 	checks := map[string][2]any{
 		"kubeconfig":         {o.Kubeconfig, "/etc/kubernetes/kubelet.conf"},
 		"bootstrap":          {o.BootstrapKubeconfig, "/etc/kubernetes/bootstrap-kubelet.conf"},
+		"rootDir":            {c.RootDir, "/var/lib/kubelet"},
 		"certDir":            {o.CertDir, "/var/lib/kubelet/pki"},
 		"runtime":            {c.ContainerRuntimeEndpoint, "unix:///var/run/containerd/containerd.sock"},
 		"nodeName":           {c.NodeName, "worker-1"},
