@@ -36,6 +36,14 @@ TEST_TIMEOUT ?= 45m
 # (internal/fuzz/mutate_test.go, internal/approver/fuzz_test.go).
 FUZZTIME ?= 10m
 
+# make test and the targets it runs print a banner at each phase with the
+# time since the first make started (sub-makes inherit the start).
+ifndef MAKE_START
+MAKE_START := $(shell date +%s)
+endif
+export MAKE_START
+phase = @echo "==> $(1) [$$(( $$(date +%s) - $(MAKE_START) ))s since make started]"
+
 UNIT_PKGS = $(shell $(GO) list ./... | grep -v /test/)
 # The e2e suite waits on containers far more than it computes: make test
 # runs it in E2E_PROCS ginkgo processes (each with its own containerd and
@@ -67,14 +75,17 @@ build: ## Build bin/nodelet.
 
 .PHONY: deps
 deps: ## Install the Debian packages the tests and the local run need (idempotent).
+	$(call phase,deps: Debian packages)
 	bash hack/install-deps.sh
 
 .PHONY: envtest
 envtest: ## Build kube-apiserver, etcd and kubectl into the cache (a no-op when present).
+	$(call phase,envtest: Kubernetes binaries)
 	@bash hack/envtest.sh >/dev/null
 
 .PHONY: runtime
 runtime: deps ## Build containerd 2 and runc into the cache (a no-op when present), and resolve RUNTIME's binaries.
+	$(call phase,runtime: containerd and runc)
 	@bash hack/runtime.sh containerd2 >/dev/null
 	@bash hack/runtime.sh $(RUNTIME) >/dev/null
 
@@ -88,29 +99,35 @@ fmt: ## gofmt the tree.
 
 .PHONY: vet
 vet: ## go vet and a gofmt check.
+	$(call phase,vet: gofmt and go vet)
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [[ -n "$$out" ]]; then echo "gofmt needed: $$out"; exit 1; fi
 	$(GO) vet ./...
 	cd $(EXAMPLE_DIR) && $(GO) vet ./...
 
 .PHONY: lint
 lint: ## golangci-lint (pinned, built into the cache) with .golangci.yml, and a go.mod tidiness check.
+	$(call phase,lint: golangci-lint and go.mod tidiness)
 	"$$(bash hack/golangci-lint.sh)" run --allow-parallel-runners ./...
 	lint="$$(bash hack/golangci-lint.sh)"; cd $(EXAMPLE_DIR) && "$$lint" run --allow-parallel-runners --config $(CURDIR)/.golangci.yml ./...
 	@bash hack/check-tidy.sh
 
 .PHONY: test
 test: deps envtest runtime vet lint ## Lint, unit, envtest and e2e tests against a real API server and containerd (RUNTIME=containerd2|containerd1.6), and a smoke on SMOKE_RUNTIME.
+	$(call phase,unit and envtest packages)
 	export KUBEBUILDER_ASSETS="$$(bash hack/envtest.sh)"; \
 	$(GO) test $(GOTESTFLAGS) -timeout $(TEST_TIMEOUT) $(UNIT_PKGS); \
 	$(GO) build -o bin/ginkgo github.com/onsi/ginkgo/v2/ginkgo; \
+	echo "==> e2e suite ($(RUNTIME)) beside the other suites under test/ [$$(( $$(date +%s) - $(MAKE_START) ))s since make started]"; \
 	$(GO) test $(GOTESTFLAGS) -timeout $(TEST_TIMEOUT) -p 1 $(TEST_OTHER_PKGS) & others=$$!; \
 	e2e=0; bin/ginkgo run --procs $(E2E_PROCS) --timeout $(TEST_TIMEOUT) --no-color $(E2E_SUITE) || e2e=$$?; \
 	smoke=0; if [[ -n "$(SMOKE_RUNTIME)" ]]; then \
+		echo "==> runtime smoke on $(SMOKE_RUNTIME) [$$(( $$(date +%s) - $(MAKE_START) ))s since make started]"; \
 		RUNTIME=$(SMOKE_RUNTIME) bin/ginkgo run --procs $(E2E_PROCS) --timeout $(TEST_TIMEOUT) --no-color --label-filter=runtime-smoke $(E2E_SUITE) || smoke=$$?; \
 	fi; \
 	rest=0; wait $$others || rest=$$?; \
 	if [[ $$e2e != 0 || $$smoke != 0 || $$rest != 0 ]]; then echo "make test: e2e suite exit $$e2e, runtime smoke on $(SMOKE_RUNTIME) exit $$smoke, other suites under test/ exit $$rest"; exit 1; fi; \
 	$(MAKE) --no-print-directory example
+	$(call phase,make test passed)
 
 .PHONY: e2e-multinode
 e2e-multinode: deps envtest ## The heavy multi-node e2e specs (three nodes: Services, NodePort, drain, node failure), which make test leaves out.
@@ -132,6 +149,7 @@ e2e-vm: deps envtest build ## nodelet on cgroup v2 with systemd as PID 1: a Debi
 
 .PHONY: example
 example: deps envtest ## Build and test the example extension module.
+	$(call phase,example: the extension module)
 	export KUBEBUILDER_ASSETS="$$(bash hack/envtest.sh)"; \
 	cd $(EXAMPLE_DIR); \
 	$(GO) vet ./...; \
