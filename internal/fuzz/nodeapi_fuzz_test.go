@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -87,7 +88,7 @@ type apiFixture struct {
 	calls     []served
 	panicked  any
 	handled   int
-	inflight  sync.WaitGroup
+	inflight  atomic.Int64
 }
 
 func (f *apiFixture) record(c served) {
@@ -279,7 +280,7 @@ func newAPIFixture(tb testing.TB) *apiFixture {
 	api := s.Handler()
 	f.handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		f.inflight.Add(1)
-		defer f.inflight.Done()
+		defer f.inflight.Add(-1)
 		f.mu.Lock()
 		f.handled++
 		f.mu.Unlock()
@@ -467,12 +468,11 @@ func (fx *apiFixture) check(t *testing.T, in apiInput) {
 		_ = resp.Body.Close()
 	}
 	_ = conn.Close()
-	done := make(chan struct{})
-	go func() { fx.inflight.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(5 * time.Second):
-		t.Fatalf("a handler of %q is still running after its client left", raw)
+	// A counter, not a WaitGroup: a handler may begin while this waits.
+	for deadline := time.Now().Add(5 * time.Second); fx.inflight.Load() > 0; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("a handler of %q is still running after its client left", raw)
+		}
 	}
 	decisions, calls, panicked, handled := fx.take()
 	if panicked != nil {
