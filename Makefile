@@ -45,6 +45,11 @@ export MAKE_START
 phase = @echo "==> $(1) [$$(( $$(date +%s) - $(MAKE_START) ))s since make started]"
 
 UNIT_PKGS = $(shell $(GO) list ./... | grep -v /test/)
+# make test runs the unit and envtest packages under the race detector,
+# which needs cgo: that one go test is built with CGO_ENABLED=1 (its
+# packages are compiled apart from the static builds' once, then cached).
+# UNIT_RACE= runs them without it.
+UNIT_RACE ?= -race
 # The e2e suite waits on containers far more than it computes: make test
 # runs it in E2E_PROCS ginkgo processes (each with its own containerd and
 # API server), beside the other packages under test/, one at a time.
@@ -113,9 +118,9 @@ lint: ## golangci-lint (pinned, built into the cache) with .golangci.yml, and a 
 
 .PHONY: test
 test: deps envtest runtime vet lint ## Lint, unit, envtest and e2e tests against a real API server and containerd (RUNTIME=containerd2|containerd1.6), and a smoke on SMOKE_RUNTIME.
-	$(call phase,unit and envtest packages)
+	$(call phase,unit and envtest packages$(if $(UNIT_RACE), under the race detector))
 	export KUBEBUILDER_ASSETS="$$(bash hack/envtest.sh)"; \
-	$(GO) test $(GOTESTFLAGS) -timeout $(TEST_TIMEOUT) $(UNIT_PKGS); \
+	CGO_ENABLED=$(if $(UNIT_RACE),1,$(CGO_ENABLED)) $(GO) test $(GOTESTFLAGS) $(UNIT_RACE) -timeout $(TEST_TIMEOUT) $(UNIT_PKGS); \
 	$(GO) build -o bin/ginkgo github.com/onsi/ginkgo/v2/ginkgo; \
 	echo "==> e2e suite ($(RUNTIME)) beside the other suites under test/ [$$(( $$(date +%s) - $(MAKE_START) ))s since make started]"; \
 	$(GO) test $(GOTESTFLAGS) -timeout $(TEST_TIMEOUT) -p 1 $(TEST_OTHER_PKGS) & others=$$!; \

@@ -29,6 +29,8 @@ PACKAGES=(
 	bind9-dnsutils              # dig, for the conformance suite's DNS probes in agnhost and glibc-dns-testing
 	libseccomp-dev              # runc's seccomp support, built by hack/runtime.sh (cgo, linked statically)
 	pkg-config                  # finds libseccomp for that build
+	gcc                         # cgo: that runc build, and make test's unit packages under the race detector
+	libc6-dev                   # the C library headers cgo compiles against
 	xz-utils                    # compresses the binaries hack/cgroupv2-check.sh carries
 	dbus-daemon                 # a private bus for the stand-in systemd-logind of the node shutdown tests
 )
