@@ -415,7 +415,7 @@ type ServerConfig struct {
 	// port serves, on Address, in plain HTTP and without authentication
 	// or authorization: /healthz, /pods (every pod of the node, with its
 	// environment variables as written in the spec), /metrics,
-	// /metrics/probes, /metrics/resource and
+	// /metrics/probes, /metrics/resource, /metrics/cadvisor and
 	// /stats/summary. Off by
 	// default, as the kubelet's; turn it on only on a network no one
 	// untrusted reaches.

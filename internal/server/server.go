@@ -46,7 +46,8 @@ type Options struct {
 	TLS *tls.Config
 	// ReadOnly serves, in plain HTTP and to anyone, only what the
 	// kubelet's read-only port serves: /healthz, /pods, /metrics,
-	// /metrics/probes, /metrics/resource and GET /stats/summary. TLS, the
+	// /metrics/probes, /metrics/resource, /metrics/cadvisor and GET
+	// /stats/summary. TLS, the
 	// Authenticator and the Authorizer are not used.
 	ReadOnly bool
 	// Authenticator and Authorizer guard every request.
@@ -164,6 +165,7 @@ func (s *Server) readRoutes(mux *http.ServeMux) {
 	if s.opts.Stats != nil {
 		mux.HandleFunc("GET /stats/summary", s.serveSummary)
 		mux.Handle("GET /metrics/resource", promhttp.HandlerFor(s.opts.Stats.ResourceRegistry(), promhttp.HandlerOpts{}))
+		mux.Handle("GET /metrics/cadvisor", promhttp.HandlerFor(s.opts.Stats.CadvisorRegistry(), promhttp.HandlerOpts{}))
 	}
 }
 

@@ -16,6 +16,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -27,6 +28,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -392,6 +394,45 @@ var _ = Describe("The node API through the API server", Ordered, ContinueOnFailu
 		out := mustKubectl(ctx, "get", "--raw", "/api/v1/nodes/"+nodeAPINode+"/proxy/metrics/resource")
 		Expect(out).To(ContainSubstring(fmt.Sprintf(`container_cpu_usage_seconds_total{container="main",namespace=%q,pod="stats"}`, ns)))
 		Expect(out).To(ContainSubstring("node_memory_working_set_bytes "))
+	}, SpecTimeout(podStartTimeout+2*apiTimeout))
+
+	It("serves /metrics/cadvisor with the kubelet's container families and labels", func(ctx SpecContext) {
+		pod := utils.BusyboxPod(ns, "cadvisor", nodeAPINode, "sh", "-c", "while true; do :; done")
+		pod.Spec.Containers[0].Resources = corev1.ResourceRequirements{
+			Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m"), corev1.ResourceMemory: resource.MustParse("32Mi")},
+			Limits:   corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("200m"), corev1.ResourceMemory: resource.MustParse("64Mi")},
+		}
+		startPod(ctx, pod)
+		p := utils.GetPod(ctx, admin, ns, "cadvisor")(Default)
+		id := strings.TrimPrefix(p.Status.ContainerStatuses[0].ContainerID, "containerd://")
+		ctr := fmt.Sprintf(`container="main",image=%q,name=%q,namespace=%q,pod="cadvisor"`, pod.Spec.Containers[0].Image, id, ns)
+		// value returns the value of series in the scrape out.
+		value := func(g Gomega, out, series string) float64 {
+			for _, line := range strings.Split(out, "\n") {
+				if rest, ok := strings.CutPrefix(line, series+" "); ok {
+					v, err := strconv.ParseFloat(strings.Fields(rest)[0], 64)
+					g.Expect(err).NotTo(HaveOccurred(), line)
+					return v
+				}
+			}
+			g.Expect(out).To(ContainSubstring(series + " "))
+			return 0
+		}
+		Eventually(func(g Gomega) {
+			out, errOut, code := kubectl(ctx, nil, "get", "--raw", "/api/v1/nodes/"+nodeAPINode+"/proxy/metrics/cadvisor")
+			g.Expect(code).To(BeZero(), errOut)
+			g.Expect(out).To(ContainSubstring("container_cpu_usage_seconds_total{container=\"main\",cpu=\"total\""))
+			g.Expect(out).To(ContainSubstring(fmt.Sprintf(`container_network_receive_bytes_total{container="",image="",interface="eth0",name="",namespace=%q,pod="cadvisor"}`, ns)))
+			cpu := value(g, out, strings.Replace("container_cpu_usage_seconds_total{"+ctr+"}", `image=`, `cpu="total",image=`, 1))
+			g.Expect(cpu).To(BeNumerically(">", 0.05), "the busy loop's CPU time")
+			ws := value(g, out, "container_memory_working_set_bytes{"+ctr+"}")
+			g.Expect(ws).To(And(BeNumerically(">", 0), BeNumerically("<=", 64<<20)))
+			g.Expect(value(g, out, "container_spec_memory_limit_bytes{"+ctr+"}")).To(BeNumerically("==", 64<<20))
+			g.Expect(value(g, out, "container_spec_cpu_shares{"+ctr+"}")).To(BeNumerically("==", 102))
+			g.Expect(value(g, out, fmt.Sprintf(`container_cpu_usage_seconds_total{container="",cpu="total",image="",name="",namespace=%q,pod="cadvisor"}`, ns))).To(BeNumerically(">=", cpu))
+			start := value(g, out, "container_start_time_seconds{"+ctr+"}")
+			g.Expect(start).To(BeNumerically("~", float64(p.CreationTimestamp.Unix()), 120))
+		}).WithContext(ctx).WithTimeout(apiTimeout).WithPolling(time.Second).Should(Succeed())
 	}, SpecTimeout(podStartTimeout+2*apiTimeout))
 
 	Describe("straight to its port", func() {

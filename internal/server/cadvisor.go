@@ -1,0 +1,237 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
+	kubetypes "k8s.io/kubelet/pkg/types"
+
+	"github.com/nodelet/nodelet/internal/cgroups"
+)
+
+// The families of /metrics/cadvisor, with the names, types and labels of
+// the kubelet's cAdvisor endpoint that dashboards, alerts and autoscalers
+// read: container series carry container, image, name (the runtime's
+// container ID), namespace and pod; a pod's own series (its cgroup as a
+// whole, and its network) carry container="" and image="", as cAdvisor
+// gives them for the pod's cgroup.
+var (
+	cadvisorContainerLabels = []string{"container", "image", "name", "namespace", "pod"}
+	cadvisorCPULabels       = []string{"container", "cpu", "image", "name", "namespace", "pod"}
+	cadvisorNetLabels       = []string{"container", "image", "interface", "name", "namespace", "pod"}
+
+	cadvisorCPUUsage = prometheus.NewDesc("container_cpu_usage_seconds_total",
+		"Cumulative cpu time consumed in seconds.", cadvisorCPULabels, nil)
+	cadvisorWorkingSet = prometheus.NewDesc("container_memory_working_set_bytes",
+		"Current working set in bytes.", cadvisorContainerLabels, nil)
+	cadvisorMemoryUsage = prometheus.NewDesc("container_memory_usage_bytes",
+		"Current memory usage in bytes, including all memory regardless of when it was accessed", cadvisorContainerLabels, nil)
+	cadvisorRSS = prometheus.NewDesc("container_memory_rss",
+		"Size of RSS in bytes.", cadvisorContainerLabels, nil)
+	cadvisorMemoryLimit = prometheus.NewDesc("container_spec_memory_limit_bytes",
+		"Memory limit for the container.", cadvisorContainerLabels, nil)
+	cadvisorCPUShares = prometheus.NewDesc("container_spec_cpu_shares",
+		"CPU share of the container.", cadvisorContainerLabels, nil)
+	cadvisorStartTime = prometheus.NewDesc("container_start_time_seconds",
+		"Start time of the container since unix epoch in seconds.", cadvisorContainerLabels, nil)
+	cadvisorLastSeen = prometheus.NewDesc("container_last_seen",
+		"Last time a container was seen by the exporter", cadvisorContainerLabels, nil)
+	cadvisorFsUsage = prometheus.NewDesc("container_fs_usage_bytes",
+		"Number of bytes that are consumed by the container on this filesystem.", []string{"container", "device", "image", "name", "namespace", "pod"}, nil)
+	cadvisorRxBytes = prometheus.NewDesc("container_network_receive_bytes_total",
+		"Cumulative count of bytes received", cadvisorNetLabels, nil)
+	cadvisorTxBytes = prometheus.NewDesc("container_network_transmit_bytes_total",
+		"Cumulative count of bytes transmitted", cadvisorNetLabels, nil)
+	cadvisorRxErrors = prometheus.NewDesc("container_network_receive_errors_total",
+		"Cumulative count of errors encountered while receiving", cadvisorNetLabels, nil)
+	cadvisorTxErrors = prometheus.NewDesc("container_network_transmit_errors_total",
+		"Cumulative count of errors encountered while transmitting", cadvisorNetLabels, nil)
+
+	cadvisorDescs = []*prometheus.Desc{cadvisorCPUUsage, cadvisorWorkingSet, cadvisorMemoryUsage, cadvisorRSS,
+		cadvisorMemoryLimit, cadvisorCPUShares, cadvisorStartTime, cadvisorLastSeen, cadvisorFsUsage,
+		cadvisorRxBytes, cadvisorTxBytes, cadvisorRxErrors, cadvisorTxErrors}
+)
+
+// cadvisorCollector turns a fresh summary, the pods' specs and the
+// runtime's container IDs into the /metrics/cadvisor families at every
+// scrape.
+type cadvisorCollector struct{ p *StatsProvider }
+
+// CadvisorRegistry returns a registry that serves /metrics/cadvisor. A
+// scrape that cannot read the stats fails (the handler answers 500).
+func (p *StatsProvider) CadvisorRegistry() *prometheus.Registry {
+	r := prometheus.NewRegistry()
+	r.MustRegister(cadvisorCollector{p})
+	return r
+}
+
+func (c cadvisorCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range cadvisorDescs {
+		ch <- d
+	}
+}
+
+func (c cadvisorCollector) Collect(ch chan<- prometheus.Metric) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	in, err := c.p.cadvisorInput(ctx)
+	if err != nil {
+		ch <- prometheus.NewInvalidMetric(cadvisorCPUUsage, err)
+		return
+	}
+	for _, m := range cadvisorMetrics(in) {
+		ch <- m
+	}
+}
+
+// cadvisorInput is what one scrape reads: the summary, this node's pods by
+// UID, and the running containers' IDs by pod UID and container name.
+type cadvisorInput struct {
+	summary *statsapi.Summary
+	pods    map[string]*corev1.Pod
+	ids     map[string]string
+	now     time.Time
+}
+
+// containerKey keys a container by its pod's UID and its name.
+func containerKey(podUID, name string) string { return podUID + "/" + name }
+
+func (p *StatsProvider) cadvisorInput(ctx context.Context) (cadvisorInput, error) {
+	sum, err := p.Summary(ctx, false)
+	if err != nil {
+		return cadvisorInput{}, err
+	}
+	list := &corev1.PodList{}
+	if err := p.Pods.List(ctx, list); err != nil {
+		return cadvisorInput{}, fmt.Errorf("listing pods for cadvisor metrics: %w", err)
+	}
+	containers, err := p.Runtime.ListContainers(ctx, &runtimeapi.ContainerFilter{
+		State: &runtimeapi.ContainerStateValue{State: runtimeapi.ContainerState_CONTAINER_RUNNING},
+	})
+	if err != nil {
+		return cadvisorInput{}, fmt.Errorf("listing containers for cadvisor metrics: %w", err)
+	}
+	in := cadvisorInput{summary: sum, pods: map[string]*corev1.Pod{}, ids: map[string]string{}, now: p.now()}
+	for i := range list.Items {
+		in.pods[string(list.Items[i].UID)] = &list.Items[i]
+	}
+	for _, c := range containers {
+		in.ids[containerKey(c.GetLabels()[kubetypes.KubernetesPodUIDLabel], c.GetMetadata().GetName())] = c.GetId()
+	}
+	return in, nil
+}
+
+// cadvisorMetrics builds the series of one scrape. A pod or container
+// without a measure has no series of it; a container the runtime no longer
+// lists, none at all.
+func cadvisorMetrics(in cadvisorInput) []prometheus.Metric {
+	var out []prometheus.Metric
+	emit := func(d *prometheus.Desc, t prometheus.ValueType, at time.Time, v float64, labels ...string) {
+		m := prometheus.MustNewConstMetric(d, t, v, labels...)
+		if !at.IsZero() {
+			m = prometheus.NewMetricWithTimestamp(at, m)
+		}
+		out = append(out, m)
+	}
+	cpu := func(s *statsapi.CPUStats, container, image, name, ns, pod string) {
+		if s != nil && s.UsageCoreNanoSeconds != nil {
+			emit(cadvisorCPUUsage, prometheus.CounterValue, s.Time.Time, float64(*s.UsageCoreNanoSeconds)/1e9, container, "total", image, name, ns, pod)
+		}
+	}
+	memory := func(s *statsapi.MemoryStats, labels ...string) {
+		if s == nil {
+			return
+		}
+		for _, v := range []struct {
+			d *prometheus.Desc
+			b *uint64
+		}{{cadvisorWorkingSet, s.WorkingSetBytes}, {cadvisorMemoryUsage, s.UsageBytes}, {cadvisorRSS, s.RSSBytes}} {
+			if v.b != nil {
+				emit(v.d, prometheus.GaugeValue, s.Time.Time, float64(*v.b), labels...)
+			}
+		}
+	}
+	if in.summary == nil {
+		return nil
+	}
+	for _, ps := range in.summary.Pods {
+		ns, podName := ps.PodRef.Namespace, ps.PodRef.Name
+		pod := in.pods[ps.PodRef.UID]
+		cpu(ps.CPU, "", "", "", ns, podName)
+		memory(ps.Memory, "", "", "", ns, podName)
+		if net := ps.Network; net != nil {
+			for _, iface := range net.Interfaces {
+				for _, v := range []struct {
+					d *prometheus.Desc
+					n *uint64
+				}{{cadvisorRxBytes, iface.RxBytes}, {cadvisorTxBytes, iface.TxBytes}, {cadvisorRxErrors, iface.RxErrors}, {cadvisorTxErrors, iface.TxErrors}} {
+					if v.n != nil {
+						emit(v.d, prometheus.CounterValue, net.Time.Time, float64(*v.n), "", "", iface.Name, "", ns, podName)
+					}
+				}
+			}
+		}
+		for _, cs := range ps.Containers {
+			id, ok := in.ids[containerKey(ps.PodRef.UID, cs.Name)]
+			if !ok {
+				continue
+			}
+			spec := containerSpec(pod, cs.Name)
+			image := ""
+			if spec != nil {
+				image = spec.Image
+			}
+			labels := []string{cs.Name, image, id, ns, podName}
+			cpu(cs.CPU, cs.Name, image, id, ns, podName)
+			memory(cs.Memory, labels...)
+			if cs.Rootfs != nil && cs.Rootfs.UsedBytes != nil {
+				emit(cadvisorFsUsage, prometheus.GaugeValue, cs.Rootfs.Time.Time, float64(*cs.Rootfs.UsedBytes), cs.Name, "", image, id, ns, podName)
+			}
+			if spec != nil {
+				limit, shares := specValues(spec)
+				emit(cadvisorMemoryLimit, prometheus.GaugeValue, time.Time{}, float64(limit), labels...)
+				emit(cadvisorCPUShares, prometheus.GaugeValue, time.Time{}, float64(shares), labels...)
+			}
+			emit(cadvisorStartTime, prometheus.GaugeValue, time.Time{}, float64(cs.StartTime.UnixNano())/1e9, labels...)
+			emit(cadvisorLastSeen, prometheus.GaugeValue, time.Time{}, float64(in.now.Unix()), labels...)
+		}
+	}
+	return out
+}
+
+// containerSpec returns the container (regular, init or ephemeral) of pod
+// named name, or nil.
+func containerSpec(pod *corev1.Pod, name string) *corev1.Container {
+	if pod == nil {
+		return nil
+	}
+	for _, cs := range [][]corev1.Container{pod.Spec.Containers, pod.Spec.InitContainers} {
+		for i := range cs {
+			if cs[i].Name == name {
+				return &cs[i]
+			}
+		}
+	}
+	for i := range pod.Spec.EphemeralContainers {
+		if c := &pod.Spec.EphemeralContainers[i]; c.Name == name {
+			return (*corev1.Container)(&c.EphemeralContainerCommon)
+		}
+	}
+	return nil
+}
+
+// specValues returns the container's memory limit in bytes (0 without
+// one, as cAdvisor reports an unlimited container) and its CPU shares from
+// its CPU request, as the kubelet sets them.
+func specValues(c *corev1.Container) (memoryLimit int64, shares uint64) {
+	if q, ok := c.Resources.Limits[corev1.ResourceMemory]; ok {
+		memoryLimit = q.Value()
+	}
+	q := c.Resources.Requests[corev1.ResourceCPU]
+	return memoryLimit, cgroups.MilliCPUToShares(q.MilliValue())
+}
