@@ -52,14 +52,8 @@ func TestPodClaims(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := PodClaims(tc.pod, tc.extended)
-			if tc.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
-					t.Fatalf("want error %q, got %v", tc.wantErr, err)
-				}
+			if !errorAsWanted(t, err, tc.wantErr) {
 				return
-			}
-			if err != nil {
-				t.Fatal(err)
 			}
 			if len(got) != len(tc.want) {
 				t.Fatalf("got %v, want %v", got, tc.want)
@@ -135,18 +129,28 @@ func TestCheckClaim(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := CheckClaim(pod, tc.ref, tc.claim)
-			if tc.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
-					t.Fatalf("want error %q, got %v", tc.wantErr, err)
-				}
+			if !errorAsWanted(t, err, tc.wantErr) {
 				return
-			}
-			if err != nil {
-				t.Fatal(err)
 			}
 			if strings.Join(got, ",") != strings.Join(tc.wantDrivers, ",") {
 				t.Fatalf("drivers %v, want %v", got, tc.wantDrivers)
 			}
 		})
 	}
+}
+
+// errorAsWanted fails t unless err contains want (or is nil for an empty
+// want), and says whether the case goes on to check its result.
+func errorAsWanted(t *testing.T, err error, want string) bool {
+	t.Helper()
+	if want != "" {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Fatalf("want error %q, got %v", want, err)
+		}
+		return false
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return true
 }

@@ -2,7 +2,6 @@ package dra
 
 import (
 	"context"
-	"strings"
 	"testing"
 
 	v1 "k8s.io/api/core/v1"
@@ -52,16 +51,7 @@ func TestPrepare(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			err := p.Prepare(context.Background(), tc.pod)
-			if tc.wantErr == "" {
-				if err != nil {
-					t.Fatal(err)
-				}
-				return
-			}
-			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
-				t.Fatalf("want error %q, got %v", tc.wantErr, err)
-			}
+			errorAsWanted(t, p.Prepare(context.Background(), tc.pod), tc.wantErr)
 		})
 	}
 }
