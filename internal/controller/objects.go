@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -28,6 +29,7 @@ type volumeObjects struct {
 	objectstore.Reader
 	tokens tokenRequester
 	claims kubernetes.Interface
+	node   string
 }
 
 func (o volumeObjects) PersistentVolumeClaim(ctx context.Context, namespace, name string) (*corev1.PersistentVolumeClaim, error) {
@@ -48,6 +50,27 @@ func (o volumeObjects) ClusterTrustBundles(ctx context.Context, signerName strin
 		return nil, err
 	}
 	return list.Items, nil
+}
+
+// CreatePodCertificateRequest fills in the node's UID and the service
+// account's UID, which NodeRestriction checks, and creates the request.
+func (o volumeObjects) CreatePodCertificateRequest(ctx context.Context, req *certificatesv1.PodCertificateRequest) (*certificatesv1.PodCertificateRequest, error) {
+	node, err := o.claims.CoreV1().Nodes().Get(ctx, o.node, metav1.GetOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("reading node %s: %w", o.node, err)
+	}
+	sa, err := o.claims.CoreV1().ServiceAccounts(req.Namespace).Get(ctx, req.Spec.ServiceAccountName, metav1.GetOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("reading service account %s/%s: %w", req.Namespace, req.Spec.ServiceAccountName, err)
+	}
+	req = req.DeepCopy()
+	req.Spec.NodeName, req.Spec.NodeUID = types.NodeName(node.Name), node.UID
+	req.Spec.ServiceAccountUID = sa.UID
+	return o.claims.CertificatesV1().PodCertificateRequests(req.Namespace).Create(ctx, req, metav1.CreateOptions{})
+}
+
+func (o volumeObjects) PodCertificateRequest(ctx context.Context, namespace, name string) (*certificatesv1.PodCertificateRequest, error) {
+	return o.claims.CertificatesV1().PodCertificateRequests(namespace).Get(ctx, name, metav1.GetOptions{})
 }
 
 func (o volumeObjects) ServiceAccountToken(ctx context.Context, pod *corev1.Pod, audience string, expirationSeconds int64) (authenticationv1.TokenRequestStatus, error) {

@@ -367,8 +367,9 @@ func podEngineFor(mgr ctrl.Manager, d *Deps) (*podEngine, error) {
 	if err != nil {
 		return nil, err
 	}
-	volumes, err := volume.New(cfg.RootDir, volumeObjects{Reader: store.ExistingReader(), tokens: tokens, claims: cs},
+	volumes, err := volume.New(cfg.RootDir, volumeObjects{Reader: store.ExistingReader(), tokens: tokens, claims: cs, node: cfg.NodeName},
 		volume.WithCSI(publisher),
+		volume.WithPodCertificates(features.Enabled(features.PodCertificateRequest)),
 		volume.WithClusterDomain(cfg.ClusterDomain),
 		volume.WithHostRoot(cfg.HostRoot),
 		volume.WithNodeLabels(nodes.Labels),

@@ -64,6 +64,9 @@ const (
 	MemoryQoS featuregate.Feature = "MemoryQoS"
 	// NodeSwap: memorySwap.swapBehavior (NoSwap, LimitedSwap).
 	NodeSwap featuregate.Feature = "NodeSwap"
+	// PodCertificateRequest: projected podCertificate volume sources, a
+	// key and a certificate a signer issues through a PodCertificateRequest.
+	PodCertificateRequest featuregate.Feature = "PodCertificateRequest"
 	// PodObservedGenerationTracking: observedGeneration in pod status and
 	// conditions.
 	PodObservedGenerationTracking featuregate.Feature = "PodObservedGenerationTracking"
@@ -91,6 +94,7 @@ var specs = map[featuregate.Feature]featuregate.FeatureSpec{
 	KubeletServiceAccountTokenForCredentialProviders: {Default: true, PreRelease: featuregate.Beta},
 	MemoryQoS:                                        {Default: true, PreRelease: featuregate.Beta},
 	NodeSwap:                                         {Default: true, PreRelease: featuregate.GA, LockToDefault: true},
+	PodCertificateRequest:                            {Default: true, PreRelease: featuregate.GA},
 	PodObservedGenerationTracking:                    {Default: true, PreRelease: featuregate.GA, LockToDefault: true},
 	RecursiveReadOnlyMounts:                          {Default: true, PreRelease: featuregate.GA, LockToDefault: true},
 	SupplementalGroupsPolicy:                         {Default: true, PreRelease: featuregate.GA, LockToDefault: true},

@@ -109,6 +109,14 @@ func (fakeFetcher) ClusterTrustBundles(context.Context, string) ([]certificatesv
 	return nil, nil
 }
 
+func (fakeFetcher) CreatePodCertificateRequest(context.Context, *certificatesv1.PodCertificateRequest) (*certificatesv1.PodCertificateRequest, error) {
+	return nil, errors.New("no signer")
+}
+
+func (fakeFetcher) PodCertificateRequest(context.Context, string, string) (*certificatesv1.PodCertificateRequest, error) {
+	return nil, errors.New("no signer")
+}
+
 func (fakeFetcher) ServiceAccountToken(context.Context, *v1.Pod, string, int64) (authenticationv1.TokenRequestStatus, error) {
 	return authenticationv1.TokenRequestStatus{Token: "token"}, nil
 }

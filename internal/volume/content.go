@@ -193,7 +193,7 @@ func (m *Manager) projectionPayload(ctx context.Context, pod *v1.Pod, s *v1.Volu
 	case s.ClusterTrustBundle != nil:
 		return m.trustBundlePayload(ctx, s.ClusterTrustBundle, defaultMode)
 	case s.PodCertificate != nil:
-		return nil, fmt.Errorf("projected source podCertificate is not supported by nodelet")
+		return m.podCertPayload(ctx, pod, s.PodCertificate, defaultMode)
 	default:
 		return nil, fmt.Errorf("projected source of unknown type")
 	}

@@ -275,9 +275,9 @@ func TestSetUpProjectedUnsupportedSources(t *testing.T) {
 		source:  v1.VolumeProjection{ClusterTrustBundle: &v1.ClusterTrustBundleProjection{Path: "ca"}},
 		wantErr: `MountVolume.SetUp failed for volume "p" : clusterTrustBundle source names neither a bundle nor a signer`,
 	}, {
-		name:    "podCertificate",
-		source:  v1.VolumeProjection{PodCertificate: &v1.PodCertificateProjection{SignerName: "x/y"}},
-		wantErr: `MountVolume.SetUp failed for volume "p" : projected source podCertificate is not supported by nodelet`,
+		name:    "podCertificate of an unknown key type",
+		source:  v1.VolumeProjection{PodCertificate: &v1.PodCertificateProjection{SignerName: "x/y", KeyType: "DSA"}},
+		wantErr: `MountVolume.SetUp failed for volume "p" : unknown podCertificate key type "DSA"`,
 	}}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

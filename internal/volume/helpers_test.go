@@ -3,6 +3,7 @@ package volume
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -25,7 +26,12 @@ import (
 // fakeFetcher serves ConfigMaps and Secrets from maps keyed by name and
 // counts token requests.
 type fakeFetcher struct {
-	mu         sync.Mutex
+	mu sync.Mutex
+	// pcrs are the PodCertificateRequests created, by name; sign, when
+	// set, answers each as it is created (or later, through pcrs).
+	pcrs       map[string]*certificatesv1.PodCertificateRequest
+	pcrList    []*certificatesv1.PodCertificateRequest
+	sign       func(*certificatesv1.PodCertificateRequest)
 	configMaps map[string]*v1.ConfigMap
 	secrets    map[string]*v1.Secret
 	claims     map[string]*v1.PersistentVolumeClaim
@@ -105,6 +111,31 @@ func (f *fakeFetcher) ClusterTrustBundles(_ context.Context, signer string) ([]c
 		}
 	}
 	return out, nil
+}
+
+func (f *fakeFetcher) CreatePodCertificateRequest(_ context.Context, req *certificatesv1.PodCertificateRequest) (*certificatesv1.PodCertificateRequest, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.pcrs == nil {
+		f.pcrs = map[string]*certificatesv1.PodCertificateRequest{}
+	}
+	r := req.DeepCopy()
+	r.Name = fmt.Sprintf("%s%d", r.GenerateName, len(f.pcrList))
+	if f.sign != nil {
+		f.sign(r)
+	}
+	f.pcrs[r.Name] = r
+	f.pcrList = append(f.pcrList, r)
+	return r.DeepCopy(), nil
+}
+
+func (f *fakeFetcher) PodCertificateRequest(_ context.Context, namespace, name string) (*certificatesv1.PodCertificateRequest, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if r, ok := f.pcrs[name]; ok && r.Namespace == namespace {
+		return r.DeepCopy(), nil
+	}
+	return nil, apierrors.NewNotFound(schema.GroupResource{Group: "certificates.k8s.io", Resource: "podcertificaterequests"}, name)
 }
 
 func (f *fakeFetcher) setClaim(c *v1.PersistentVolumeClaim) {

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"time"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
 	certificatesv1 "k8s.io/api/certificates/v1"
@@ -69,6 +70,13 @@ type Fetcher interface {
 	// lets nodes read them all.
 	ClusterTrustBundle(ctx context.Context, name string) (*certificatesv1.ClusterTrustBundle, error)
 	ClusterTrustBundles(ctx context.Context, signerName string) ([]certificatesv1.ClusterTrustBundle, error)
+	// CreatePodCertificateRequest creates req in its namespace, filling in
+	// spec.nodeName's UID and the service account's UID (the Node
+	// authorizer and NodeRestriction check both), and returns it with the
+	// name the API server generated. PodCertificateRequest reads one by
+	// name (a node may not list them beyond its own).
+	CreatePodCertificateRequest(ctx context.Context, req *certificatesv1.PodCertificateRequest) (*certificatesv1.PodCertificateRequest, error)
+	PodCertificateRequest(ctx context.Context, namespace, name string) (*certificatesv1.PodCertificateRequest, error)
 }
 
 // SetUpError is a volume that SetUp could not prepare. Its text is the
@@ -155,6 +163,11 @@ type Manager struct {
 	csi             CSI
 	locks           keylock.Map
 	tokens          *tokenCache
+	podCerts        *podCertCache
+	// podCertificates is the PodCertificateRequest feature gate.
+	podCertificates bool
+	// podCertWait is how long a set-up waits for a signer's answer.
+	podCertWait time.Duration
 
 	mu sync.Mutex
 	// setUp holds the pods whose volumes are all set up.
@@ -170,6 +183,12 @@ func WithMounter(m mount.Interface) Option { return func(v *Manager) { v.mounter
 
 // WithClock sets the clock used for data directory names and token refresh.
 func WithClock(c clock.PassiveClock) Option { return func(v *Manager) { v.clock = c } }
+
+// WithPodCertificates sets whether podCertificate projections are served
+// (the PodCertificateRequest feature gate; default true).
+func WithPodCertificates(enabled bool) Option {
+	return func(v *Manager) { v.podCertificates = enabled }
+}
 
 // WithClusterDomain sets the cluster DNS domain used for the pod's FQDN in
 // its /etc/hosts when the pod has a subdomain.
@@ -225,6 +244,9 @@ func New(rootDir string, f Fetcher, opts ...Option) (*Manager, error) {
 		clock:         clock.RealClock{},
 		nodeHostsFile: "/etc/hosts",
 		setUp:         map[types.UID]setUpPod{},
+
+		podCertificates: true,
+		podCertWait:     certIssueWait,
 	}
 	for _, o := range opts {
 		o(m)
@@ -236,6 +258,7 @@ func New(rootDir string, f Fetcher, opts ...Option) (*Manager, error) {
 		return nil, fmt.Errorf("creating volume manager: %w", err)
 	}
 	m.tokens = newTokenCache(m.clock)
+	m.podCerts = newPodCertCache(m.clock)
 	if err := os.MkdirAll(m.podsDir(), stateDirMode); err != nil {
 		return nil, fmt.Errorf("creating pods directory: %w", err)
 	}

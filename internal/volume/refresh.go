@@ -88,6 +88,8 @@ func (m *Manager) Refresh(ctx context.Context, pod *v1.Pod) error {
 	metaChanged := st.meta != metaFingerprint(pod)
 	next, hasTokens := m.tokens.nextRefresh(pod.UID)
 	tokensDue := hasTokens && !m.clock.Now().Before(next)
+	nextCert, hasCerts := m.podCerts.nextRefresh(pod.UID)
+	tokensDue = tokensDue || (hasCerts && !m.clock.Now().Before(nextCert))
 	if !metaChanged && !tokensDue {
 		return nil
 	}
@@ -131,7 +133,7 @@ func hasContent(vol *v1.Volume) bool {
 
 // podDependent says whether a volume's content comes from the pod itself
 // (downward API files, directly or projected) and whether it holds service
-// account tokens.
+// account tokens or pod certificates (both refreshed on a schedule).
 func podDependent(vol *v1.Volume) (downward, token bool) {
 	switch s := &vol.VolumeSource; {
 	case s.DownwardAPI != nil:
@@ -139,7 +141,7 @@ func podDependent(vol *v1.Volume) (downward, token bool) {
 	case s.Projected != nil:
 		for _, p := range s.Projected.Sources {
 			downward = downward || p.DownwardAPI != nil
-			token = token || p.ServiceAccountToken != nil
+			token = token || p.ServiceAccountToken != nil || p.PodCertificate != nil
 		}
 	}
 	return downward, token

@@ -38,6 +38,7 @@ func (m *Manager) TearDown(ctx context.Context, uid types.UID) error {
 	dir := m.PodDir(uid)
 	if _, err := os.Lstat(dir); errors.Is(err, fs.ErrNotExist) {
 		m.tokens.forget(uid)
+		m.podCerts.forget(uid)
 		return nil
 	}
 	if m.csi != nil {
@@ -57,6 +58,7 @@ func (m *Manager) TearDown(ctx context.Context, uid types.UID) error {
 		return fmt.Errorf("removing directory of pod %s: %w", uid, err)
 	}
 	m.tokens.forget(uid)
+	m.podCerts.forget(uid)
 	log.FromContext(ctx).V(1).Info("Removed pod volumes", "podUID", uid)
 	return nil
 }

@@ -99,9 +99,18 @@ func (c *tokenCache) forget(uid types.UID) {
 	delete(c.pods, uid)
 }
 
-// NextRefresh returns when the earliest service account token written for
-// the pod is due for refresh; the caller re-runs SetUp then (for example with
-// RequeueAfter). It reports false when the pod has no token.
+// NextRefresh returns when the earliest service account token or pod
+// certificate written for the pod is due for refresh; the caller runs
+// Refresh then (for example with RequeueAfter). It reports false when the
+// pod has neither.
 func (m *Manager) NextRefresh(uid types.UID) (time.Time, bool) {
-	return m.tokens.nextRefresh(uid)
+	next, ok := m.tokens.nextRefresh(uid)
+	cert, certOK := m.podCerts.nextRefresh(uid)
+	switch {
+	case !certOK:
+		return next, ok
+	case !ok || cert.Before(next):
+		return cert, true
+	}
+	return next, true
 }
