@@ -67,6 +67,11 @@ func setupNodeController(mgr ctrl.Manager, deps *Deps) error {
 	}
 	r.VolumesInUse = volumesInUseFor(deps)
 	r.Kick = nodeKickFor(deps)
+	devices, err := devicesFor(mgr, deps)
+	if err != nil {
+		return err
+	}
+	r.Devices = devices.Resources
 	r.Recorder = mgr.GetEventRecorderFor("nodelet") //nolint:staticcheck // the core/v1 events kubectl describe shows
 	if err := r.SetupWithManager(mgr); err != nil {
 		return err
@@ -120,6 +125,9 @@ type NodeReconciler struct {
 	// Problems, when set, adds to the runtime's the reasons the node is
 	// not Ready (the node shutdown manager's).
 	Problems func() []string
+	// Devices, when set, gives the device plugins' resources: their
+	// capacity and allocatable, and those to drop from the status.
+	Devices func() (capacity, allocatable corev1.ResourceList, removed []corev1.ResourceName)
 	// Recorder, when set, records the kubelet's Node events of condition
 	// changes (NodeReady, NodeHasSufficientMemory, ...).
 	Recorder record.EventRecorder
@@ -286,6 +294,9 @@ func (r *NodeReconciler) updateStatus(ctx context.Context, node *corev1.Node) (t
 	}
 	if r.VolumesInUse != nil {
 		observed.VolumesInUse, observed.VolumesInUseKnown = r.volumesInUse(ctx, node), true
+	}
+	if r.Devices != nil {
+		addDevices(&observed, r.Devices)
 	}
 	now := r.Clock.Now()
 	status, changed := nodeinfo.ComputeStatus(node.Status, observed, now)

@@ -47,6 +47,9 @@ type Admitter struct {
 	// ShuttingDown reports whether the node shuts down (the node shutdown
 	// manager): every new pod is then rejected; nil: never.
 	ShuttingDown func() bool
+	// Devices, when set, allocates the device plugins' devices a pod
+	// asks for once it fits; a failed allocation rejects the pod.
+	Devices DeviceAllocator
 
 	mu       sync.Mutex
 	primed   bool
@@ -54,6 +57,18 @@ type Admitter struct {
 	// requests is what the admitted pods request.
 	requests admission.Requests
 }
+
+// DeviceAllocator hands device plugins' devices to an admitted pod's
+// containers (deviceplugin.Manager).
+type DeviceAllocator interface {
+	// Allocate gives pod's containers their devices, first freeing those
+	// of pods not in active; on error the pod holds none.
+	Allocate(ctx context.Context, pod *corev1.Pod, active map[types.UID]bool) error
+}
+
+// ReasonUnexpectedAdmissionError is the kubelet's reason for a pod whose
+// resources could not be allocated.
+const ReasonUnexpectedAdmissionError = "UnexpectedAdmissionError"
 
 // NewAdmitter returns an Admitter reading the node and its pods from reader.
 func NewAdmitter(reader client.Reader, cfg *v1alpha1.NodeletConfiguration, known func(*corev1.Pod) (*corev1.Pod, error)) *Admitter {
@@ -161,6 +176,16 @@ func (a *Admitter) Admit(ctx context.Context, pod *corev1.Pod) (admission.Result
 	}
 	policy.Requests = &a.requests
 	res := policy.Admit(pod, node, others)
+	if res.Admit && a.Devices != nil {
+		active := make(map[types.UID]bool, len(a.admitted))
+		for uid := range a.admitted {
+			active[uid] = true
+		}
+		if err := a.Devices.Allocate(ctx, pod, active); err != nil {
+			return admission.Result{Reason: ReasonUnexpectedAdmissionError,
+				Message: fmt.Sprintf("Allocate failed due to %v, which is unexpected", err)}, nil
+		}
+	}
 	if res.Admit {
 		a.record(pod)
 	}

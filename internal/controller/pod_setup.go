@@ -154,6 +154,9 @@ func setupPodController(mgr ctrl.Manager, d *Deps) error {
 	if exec.Resources, err = resourceOptions(cfg); err != nil {
 		return err
 	}
+	if err := setupDevices(mgr, d, admit, exec); err != nil {
+		return err
+	}
 	if err := setupContainerLogs(mgr, d.local(mgr), cfg, d.Runtime, exec); err != nil {
 		return err
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/nodelet/nodelet/internal/checkpoint"
 	"github.com/nodelet/nodelet/internal/cri"
 	"github.com/nodelet/nodelet/internal/csi"
+	"github.com/nodelet/nodelet/internal/deviceplugin"
 	"github.com/nodelet/nodelet/internal/eviction"
 	"github.com/nodelet/nodelet/internal/shutdown"
 	"github.com/nodelet/nodelet/internal/volumestats"
@@ -54,6 +55,8 @@ type Deps struct {
 	// csiAllocatable refreshes the CSINode's allocatable counts; nil when
 	// the csi reconciler is off (see setupCSIAllocatable).
 	csiAllocatable *csi.AllocatableRefresher
+	// devices is the device plugin manager (see devicesFor).
+	devices *deviceplugin.Manager
 }
 
 // Runner runs runnables: agent.Local, or the manager itself.

@@ -135,6 +135,9 @@ type Executor struct {
 	// Claims prepares pods' ResourceClaims before their sandboxes are
 	// made (dra.Preparer); nil refuses to start a pod that uses claims.
 	Claims ClaimPreparer
+	// Devices adds to a container's config what the device plugins
+	// allocated to it (deviceplugin.Manager); nil adds nothing.
+	Devices ContainerDevices
 	// Gate orders and bounds the runtime calls that start pods; nil lets
 	// them all run at once.
 	Gate *StartGate
@@ -171,6 +174,14 @@ type PodCgroups interface {
 // unstarted. dra.Preparer implements it.
 type ClaimPreparer interface {
 	Prepare(ctx context.Context, pod *v1.Pod) error
+}
+
+// ContainerDevices gives a container the devices allocated to it: it runs
+// the plugins' PreStartContainer where they ask for it and adds their
+// environment, mounts, device nodes, annotations and CDI devices to cfg.
+// A container without devices is left as it is.
+type ContainerDevices interface {
+	ContainerDevices(ctx context.Context, pod *v1.Pod, container string, cfg *runtimeapi.ContainerConfig) error
 }
 
 // RuntimeClassReader reads RuntimeClasses (node.k8s.io/v1) by name. A
@@ -568,6 +579,11 @@ func (e *Executor) containerConfig(ctx context.Context, pod *v1.Pod, c *v1.Conta
 		return nil, err
 	}
 	cfg.Devices = append(cfg.Devices, devices...)
+	if e.Devices != nil {
+		if err := e.Devices.ContainerDevices(ctx, pod, c.Name, cfg); err != nil {
+			return nil, err
+		}
+	}
 	return cfg, nil
 }
 

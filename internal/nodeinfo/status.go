@@ -35,6 +35,9 @@ type Observation struct {
 	// entries already in the status (extended resources) are kept.
 	Capacity    corev1.ResourceList
 	Allocatable corev1.ResourceList
+	// RemovedResources leave the status's capacity and allocatable (a
+	// device plugin's resource whose plugin stayed away).
+	RemovedResources []corev1.ResourceName
 	// Addresses are nodelet's addresses: they replace the status's
 	// addresses of the same types; addresses of other types (an
 	// ExternalIP a cloud controller added) are kept. None keeps all.
@@ -82,6 +85,9 @@ func ComputeStatus(old corev1.NodeStatus, observed Observation, now time.Time) (
 	}
 	for name, q := range observed.Capacity {
 		s.Capacity[name] = q.DeepCopy()
+	}
+	for _, name := range observed.RemovedResources {
+		delete(s.Capacity, name)
 	}
 	s.Allocatable = corev1.ResourceList{}
 	for name, q := range s.Capacity {

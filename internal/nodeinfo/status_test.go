@@ -7,6 +7,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -88,6 +89,21 @@ func TestComputeStatus(t *testing.T) {
 			check: func(t *testing.T, got corev1.NodeStatus) {
 				if len(got.VolumesInUse) != 1 {
 					t.Errorf("volumesInUse = %v, want the old one kept", got.VolumesInUse)
+				}
+			},
+		},
+		{
+			name: "a removed device resource leaves capacity and allocatable", old: withExtended(first, "example.com/gpu", "example.com/nic"), wantChanged: true,
+			observe: func(o *Observation) { o.RemovedResources = []corev1.ResourceName{"example.com/gpu"} },
+			check: func(t *testing.T, got corev1.NodeStatus) {
+				if _, ok := got.Capacity["example.com/gpu"]; ok {
+					t.Errorf("capacity %v still has the removed resource", got.Capacity)
+				}
+				if _, ok := got.Allocatable["example.com/gpu"]; ok {
+					t.Errorf("allocatable %v still has the removed resource", got.Allocatable)
+				}
+				if _, ok := got.Capacity["example.com/nic"]; !ok {
+					t.Errorf("capacity %v lost another extended resource", got.Capacity)
 				}
 			},
 		},
@@ -281,4 +297,15 @@ func TestComputeStatusMergesAddresses(t *testing.T) {
 			}
 		})
 	}
+}
+
+// withExtended returns s with one unit of each extended resource in its
+// capacity and allocatable.
+func withExtended(s corev1.NodeStatus, names ...corev1.ResourceName) corev1.NodeStatus {
+	s = *s.DeepCopy()
+	for _, n := range names {
+		s.Capacity[n] = resource.MustParse("1")
+		s.Allocatable[n] = resource.MustParse("1")
+	}
+	return s
 }

@@ -1,0 +1,69 @@
+package controller
+
+import (
+	"fmt"
+	"path/filepath"
+
+	corev1 "k8s.io/api/core/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+
+	"github.com/nodelet/nodelet/internal/deviceplugin"
+	"github.com/nodelet/nodelet/internal/executor"
+	"github.com/nodelet/nodelet/internal/nodeinfo"
+)
+
+// devicesFor returns the device plugin manager the node and pod
+// reconcilers share, made (and added to run before the API server
+// answers) by the first of them set up. It serves registrations on
+// <rootDir>/device-plugins/kubelet.sock and asks for a Node status write
+// whenever the devices change.
+func devicesFor(mgr ctrl.Manager, d *Deps) (*deviceplugin.Manager, error) {
+	if d.devices != nil {
+		return d.devices, nil
+	}
+	m, err := deviceplugin.New(deviceplugin.Options{
+		Dir:      filepath.Join(d.Config.RootDir, deviceplugin.DirName),
+		OnChange: kickNode(d),
+		Logger:   mgr.GetLogger().WithName("deviceplugin"),
+	})
+	if err != nil {
+		return nil, err
+	}
+	if err := d.local(mgr).Add(manager.RunnableFunc(m.Start)); err != nil {
+		return nil, fmt.Errorf("adding the device plugin manager: %w", err)
+	}
+	d.devices = m
+	return m, nil
+}
+
+// addDevices adds the device plugins' resources to an observation of the
+// node.
+func addDevices(obs *nodeinfo.Observation, devices func() (capacity, allocatable corev1.ResourceList, removed []corev1.ResourceName)) {
+	capacity, allocatable, removed := devices()
+	if obs.Capacity == nil {
+		obs.Capacity = corev1.ResourceList{}
+	}
+	if obs.Allocatable == nil {
+		obs.Allocatable = corev1.ResourceList{}
+	}
+	for name, q := range capacity {
+		obs.Capacity[name] = q
+	}
+	for name, q := range allocatable {
+		obs.Allocatable[name] = q
+	}
+	obs.RemovedResources = append(obs.RemovedResources, removed...)
+}
+
+// setupDevices gives the pods the device plugins' devices: allocated at
+// admission, added to their containers' configs at start.
+func setupDevices(mgr ctrl.Manager, d *Deps, admit *Admitter, exec *executor.Executor) error {
+	devices, err := devicesFor(mgr, d)
+	if err != nil {
+		return err
+	}
+	admit.Devices = devices
+	exec.Devices = devices
+	return nil
+}

@@ -1,0 +1,11 @@
+// Package deviceplugin is nodelet's device manager for the kubelet's device
+// plugin API (k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1): a Registration
+// server on <rootDir>/device-plugins/kubelet.sock, one ListAndWatch stream per
+// registered resource whose devices become the Node's capacity (every device)
+// and allocatable (the healthy ones), the allocation of devices to the
+// containers of admitted pods (GetPreferredAllocation, Allocate), and what
+// those allocations add to a container's CRI config (PreStartContainer,
+// environment, mounts, device nodes, annotations, CDI devices). Assignments
+// and registered resources are checkpointed so a restarted agent keeps them.
+// The picking of devices and the counting of resources are pure functions.
+package deviceplugin
