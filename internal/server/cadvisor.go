@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -12,6 +13,7 @@ import (
 	kubetypes "k8s.io/kubelet/pkg/types"
 
 	"github.com/nodelet/nodelet/internal/cgroups"
+	"github.com/nodelet/nodelet/internal/nodeinfo"
 )
 
 // The families of /metrics/cadvisor, with the names, types and labels of
@@ -24,6 +26,7 @@ var (
 	cadvisorContainerLabels = []string{"container", "image", "name", "namespace", "pod"}
 	cadvisorCPULabels       = []string{"container", "cpu", "image", "name", "namespace", "pod"}
 	cadvisorNetLabels       = []string{"container", "image", "interface", "name", "namespace", "pod"}
+	cadvisorMachineLabels   = []string{"boot_id", "machine_id", "system_uuid"}
 
 	cadvisorCPUUsage = prometheus.NewDesc("container_cpu_usage_seconds_total",
 		"Cumulative cpu time consumed in seconds.", cadvisorCPULabels, nil)
@@ -37,6 +40,17 @@ var (
 		"Memory limit for the container.", cadvisorContainerLabels, nil)
 	cadvisorCPUShares = prometheus.NewDesc("container_spec_cpu_shares",
 		"CPU share of the container.", cadvisorContainerLabels, nil)
+	cadvisorCPUQuota = prometheus.NewDesc("container_spec_cpu_quota",
+		"CPU quota of the container.", cadvisorContainerLabels, nil)
+	cadvisorCPUPeriod = prometheus.NewDesc("container_spec_cpu_period",
+		"CPU period of the container.", cadvisorContainerLabels, nil)
+	cadvisorMemoryFailures = prometheus.NewDesc("container_memory_failures_total",
+		"Cumulative count of memory allocation failures.",
+		[]string{"container", "failure_type", "image", "name", "namespace", "pod", "scope"}, nil)
+	cadvisorMachineCores = prometheus.NewDesc("machine_cpu_cores",
+		"Number of logical CPU cores.", cadvisorMachineLabels, nil)
+	cadvisorMachineMemory = prometheus.NewDesc("machine_memory_bytes",
+		"Amount of memory installed on the machine.", cadvisorMachineLabels, nil)
 	cadvisorStartTime = prometheus.NewDesc("container_start_time_seconds",
 		"Start time of the container since unix epoch in seconds.", cadvisorContainerLabels, nil)
 	cadvisorLastSeen = prometheus.NewDesc("container_last_seen",
@@ -53,7 +67,8 @@ var (
 		"Cumulative count of errors encountered while transmitting", cadvisorNetLabels, nil)
 
 	cadvisorDescs = []*prometheus.Desc{cadvisorCPUUsage, cadvisorWorkingSet, cadvisorMemoryUsage, cadvisorRSS,
-		cadvisorMemoryLimit, cadvisorCPUShares, cadvisorStartTime, cadvisorLastSeen, cadvisorFsUsage,
+		cadvisorMemoryLimit, cadvisorCPUShares, cadvisorCPUQuota, cadvisorCPUPeriod, cadvisorMemoryFailures,
+		cadvisorMachineCores, cadvisorMachineMemory, cadvisorStartTime, cadvisorLastSeen, cadvisorFsUsage,
 		cadvisorRxBytes, cadvisorTxBytes, cadvisorRxErrors, cadvisorTxErrors}
 )
 
@@ -90,12 +105,44 @@ func (c cadvisorCollector) Collect(ch chan<- prometheus.Metric) {
 }
 
 // cadvisorInput is what one scrape reads: the summary, this node's pods by
-// UID, and the running containers' IDs by pod UID and container name.
+// UID, the running containers' IDs by pod UID and container name, and the
+// machine.
 type cadvisorInput struct {
 	summary *statsapi.Summary
 	pods    map[string]*corev1.Pod
 	ids     map[string]string
+	machine cadvisorMachine
 	now     time.Time
+}
+
+// cadvisorMachine is the machine as cAdvisor labels and sizes it. Zero
+// sizes are not served.
+type cadvisorMachine struct {
+	bootID, machineID, systemUUID string
+	cores                         int
+	memoryBytes                   uint64
+}
+
+// readMachine reads the machine's identity and size; a file it cannot read
+// leaves its field empty.
+func (p *StatsProvider) readMachine() cadvisorMachine {
+	read := func(name string) string {
+		b, err := p.Host.ReadFile(name)
+		if err != nil {
+			return ""
+		}
+		return strings.TrimSpace(string(b))
+	}
+	m := cadvisorMachine{
+		bootID: read(nodeinfo.BootIDPath), machineID: read(nodeinfo.MachineIDPath),
+		systemUUID: read(nodeinfo.ProductUUIDPath), cores: p.Host.NumCPU(),
+	}
+	if b, err := p.Host.ReadFile(nodeinfo.MeminfoPath); err == nil {
+		if mem, err := ParseHostMemory(b); err == nil {
+			m.memoryBytes = mem.Capacity
+		}
+	}
+	return m
 }
 
 // containerKey keys a container by its pod's UID and its name.
@@ -116,7 +163,7 @@ func (p *StatsProvider) cadvisorInput(ctx context.Context) (cadvisorInput, error
 	if err != nil {
 		return cadvisorInput{}, fmt.Errorf("listing containers for cadvisor metrics: %w", err)
 	}
-	in := cadvisorInput{summary: sum, pods: map[string]*corev1.Pod{}, ids: map[string]string{}, now: p.now()}
+	in := cadvisorInput{summary: sum, pods: map[string]*corev1.Pod{}, ids: map[string]string{}, machine: p.readMachine(), now: p.now()}
 	for i := range list.Items {
 		in.pods[string(list.Items[i].UID)] = &list.Items[i]
 	}
@@ -156,8 +203,15 @@ func cadvisorMetrics(in cadvisorInput) []prometheus.Metric {
 			}
 		}
 	}
+	mc := in.machine
+	if mc.cores > 0 {
+		emit(cadvisorMachineCores, prometheus.GaugeValue, time.Time{}, float64(mc.cores), mc.bootID, mc.machineID, mc.systemUUID)
+	}
+	if mc.memoryBytes > 0 {
+		emit(cadvisorMachineMemory, prometheus.GaugeValue, time.Time{}, float64(mc.memoryBytes), mc.bootID, mc.machineID, mc.systemUUID)
+	}
 	if in.summary == nil {
-		return nil
+		return out
 	}
 	for _, ps := range in.summary.Pods {
 		ns, podName := ps.PodRef.Namespace, ps.PodRef.Name
@@ -189,13 +243,27 @@ func cadvisorMetrics(in cadvisorInput) []prometheus.Metric {
 			labels := []string{cs.Name, image, id, ns, podName}
 			cpu(cs.CPU, cs.Name, image, id, ns, podName)
 			memory(cs.Memory, labels...)
+			if m := cs.Memory; m != nil {
+				for _, f := range []struct {
+					kind string
+					n    *uint64
+				}{{"pgfault", m.PageFaults}, {"pgmajfault", m.MajorPageFaults}} {
+					if f.n != nil {
+						emit(cadvisorMemoryFailures, prometheus.CounterValue, m.Time.Time, float64(*f.n), cs.Name, f.kind, image, id, ns, podName, "container")
+					}
+				}
+			}
 			if cs.Rootfs != nil && cs.Rootfs.UsedBytes != nil {
 				emit(cadvisorFsUsage, prometheus.GaugeValue, cs.Rootfs.Time.Time, float64(*cs.Rootfs.UsedBytes), cs.Name, "", image, id, ns, podName)
 			}
 			if spec != nil {
-				limit, shares := specValues(spec)
-				emit(cadvisorMemoryLimit, prometheus.GaugeValue, time.Time{}, float64(limit), labels...)
-				emit(cadvisorCPUShares, prometheus.GaugeValue, time.Time{}, float64(shares), labels...)
+				v := specValues(spec)
+				emit(cadvisorMemoryLimit, prometheus.GaugeValue, time.Time{}, float64(v.memoryLimit), labels...)
+				emit(cadvisorCPUShares, prometheus.GaugeValue, time.Time{}, float64(v.shares), labels...)
+				emit(cadvisorCPUPeriod, prometheus.GaugeValue, time.Time{}, float64(v.period), labels...)
+				if v.quota > 0 {
+					emit(cadvisorCPUQuota, prometheus.GaugeValue, time.Time{}, float64(v.quota), labels...)
+				}
 			}
 			emit(cadvisorStartTime, prometheus.GaugeValue, time.Time{}, float64(cs.StartTime.UnixNano())/1e9, labels...)
 			emit(cadvisorLastSeen, prometheus.GaugeValue, time.Time{}, float64(in.now.Unix()), labels...)
@@ -225,13 +293,37 @@ func containerSpec(pod *corev1.Pod, name string) *corev1.Container {
 	return nil
 }
 
-// specValues returns the container's memory limit in bytes (0 without
-// one, as cAdvisor reports an unlimited container) and its CPU shares from
-// its CPU request, as the kubelet sets them.
-func specValues(c *corev1.Container) (memoryLimit int64, shares uint64) {
+// cfsPeriod is the CFS period, in microseconds, the kubelet gives every
+// container.
+const cfsPeriod = 100000
+
+// containerSpecValues are a container's cgroup settings as cAdvisor reports
+// them from its spec.
+type containerSpecValues struct {
+	// memoryLimit is in bytes, 0 without a limit (cAdvisor reports an
+	// unlimited container so).
+	memoryLimit int64
+	// shares follow the CPU request, as the kubelet sets them.
+	shares uint64
+	// quota is the CFS quota in microseconds per period, 0 without a CPU
+	// limit (cAdvisor then serves no quota).
+	quota int64
+	// period is the CFS period in microseconds.
+	period int64
+}
+
+// specValues returns the cgroup settings the kubelet derives from the
+// container's resources.
+func specValues(c *corev1.Container) containerSpecValues {
+	v := containerSpecValues{period: cfsPeriod}
 	if q, ok := c.Resources.Limits[corev1.ResourceMemory]; ok {
-		memoryLimit = q.Value()
+		v.memoryLimit = q.Value()
 	}
-	q := c.Resources.Requests[corev1.ResourceCPU]
-	return memoryLimit, cgroups.MilliCPUToShares(q.MilliValue())
+	req := c.Resources.Requests[corev1.ResourceCPU]
+	v.shares = cgroups.MilliCPUToShares(req.MilliValue())
+	if q, ok := c.Resources.Limits[corev1.ResourceCPU]; ok && !q.IsZero() {
+		// The kubelet's minimum quota is 1ms.
+		v.quota = max(q.MilliValue()*cfsPeriod/1000, 1000)
+	}
+	return v
 }

@@ -8,8 +8,11 @@ import (
 	"testing"
 
 	. "github.com/onsi/gomega"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/common/expfmt"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
@@ -23,9 +26,12 @@ func TestCadvisorMetrics(t *testing.T) {
 	pod.Spec.Containers[0].Image = "nodelet.test/busybox:1.35"
 	pod.Spec.Containers[0].Resources = corev1.ResourceRequirements{
 		Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("250m")},
-		Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("64Mi")},
+		Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("64Mi"), corev1.ResourceCPU: resource.MustParse("500m")},
 	}
 	g.Expect(c.Update(context.Background(), pod)).To(Succeed())
+	host := f.provider.Host.(fakeHost)
+	host["/proc/sys/kernel/random/boot_id"] = "boot\n"
+	host["/etc/machine-id"] = "machine\n"
 
 	w := httptest.NewRecorder()
 	h.ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/metrics/cadvisor", http.NoBody))
@@ -42,6 +48,10 @@ func TestCadvisorMetrics(t *testing.T) {
 		`container_memory_rss{` + ctr + `} 1024 ` + ms,
 		`container_spec_memory_limit_bytes{` + ctr + `} 6.7108864e+07`,
 		`container_spec_cpu_shares{` + ctr + `} 256`,
+		`container_spec_cpu_quota{` + ctr + `} 50000`,
+		`container_spec_cpu_period{` + ctr + `} 100000`,
+		`machine_cpu_cores{boot_id="boot",machine_id="machine",system_uuid=""} 2`,
+		`machine_memory_bytes{boot_id="boot",machine_id="machine",system_uuid=""} 1.024e+06`,
 		`container_fs_usage_bytes{container="app",device="",image="nodelet.test/busybox:1.35",name="` + f.ctrID + `",namespace="ns",pod="web"} 300 ` + ms,
 		// The pod's own series: its cgroup as a whole.
 		`container_cpu_usage_seconds_total{container="",cpu="total",image="",name="",namespace="ns",pod="web"} 3 ` + ms,
@@ -63,25 +73,109 @@ func TestCadvisorMetrics(t *testing.T) {
 
 func TestSpecValues(t *testing.T) {
 	for _, tc := range []struct {
-		name   string
-		res    corev1.ResourceRequirements
-		limit  int64
-		shares uint64
+		name string
+		res  corev1.ResourceRequirements
+		want containerSpecValues
 	}{
-		{name: "best effort", shares: 2},
-		{name: "request and limit", res: corev1.ResourceRequirements{
+		{name: "best effort", want: containerSpecValues{shares: 2, period: 100000}},
+		{name: "request and memory limit", res: corev1.ResourceRequirements{
 			Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1500m")},
 			Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("1Gi")},
-		}, limit: 1 << 30, shares: 1536},
+		}, want: containerSpecValues{memoryLimit: 1 << 30, shares: 1536, period: 100000}},
 		{name: "a tiny request", res: corev1.ResourceRequirements{
 			Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1m")},
-		}, shares: 2},
+		}, want: containerSpecValues{shares: 2, period: 100000}},
+		{name: "a CPU limit", res: corev1.ResourceRequirements{
+			Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("200m")},
+			Limits:   corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("200m")},
+		}, want: containerSpecValues{shares: 204, quota: 20000, period: 100000}},
+		{name: "a tiny CPU limit gets the minimum quota", res: corev1.ResourceRequirements{
+			Limits: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("5m")},
+		}, want: containerSpecValues{shares: 2, quota: 1000, period: 100000}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			limit, shares := specValues(&corev1.Container{Resources: tc.res})
-			if limit != tc.limit || shares != tc.shares {
-				t.Fatalf("got limit %d shares %d, want %d and %d", limit, shares, tc.limit, tc.shares)
+			if got := specValues(&corev1.Container{Resources: tc.res}); got != tc.want {
+				t.Fatalf("got %+v, want %+v", got, tc.want)
 			}
 		})
+	}
+}
+
+func TestCadvisorMetricsMachineAndFaults(t *testing.T) {
+	n := func(v uint64) *uint64 { return &v }
+	for _, tc := range []struct {
+		name string
+		in   cadvisorInput
+		want []string
+		not  []string
+	}{
+		{
+			name: "machine without a summary",
+			in:   cadvisorInput{machine: cadvisorMachine{bootID: "b", cores: 4, memoryBytes: 2048}},
+			want: []string{`machine_cpu_cores{boot_id="b",machine_id="",system_uuid=""} 4`, `machine_memory_bytes{boot_id="b",machine_id="",system_uuid=""} 2048`},
+		},
+		{
+			name: "an unread machine size is not served",
+			in:   cadvisorInput{},
+			not:  []string{"machine_cpu_cores", "machine_memory_bytes"},
+		},
+		{
+			name: "page faults of a running container",
+			in: cadvisorInput{
+				summary: &statsapi.Summary{Pods: []statsapi.PodStats{{
+					PodRef:     statsapi.PodReference{Name: "p", Namespace: "ns", UID: "u"},
+					Containers: []statsapi.ContainerStats{{Name: "c", Memory: &statsapi.MemoryStats{PageFaults: n(7), MajorPageFaults: n(1)}}},
+				}}},
+				ids: map[string]string{containerKey("u", "c"): "cid"},
+			},
+			want: []string{
+				`container_memory_failures_total{container="c",failure_type="pgfault",image="",name="cid",namespace="ns",pod="p",scope="container"} 7`,
+				`container_memory_failures_total{container="c",failure_type="pgmajfault",image="",name="cid",namespace="ns",pod="p",scope="container"} 1`,
+			},
+		},
+		{
+			name: "a container the runtime no longer lists has no faults",
+			in: cadvisorInput{summary: &statsapi.Summary{Pods: []statsapi.PodStats{{
+				PodRef:     statsapi.PodReference{Name: "p", Namespace: "ns", UID: "u"},
+				Containers: []statsapi.ContainerStats{{Name: "c", Memory: &statsapi.MemoryStats{PageFaults: n(7)}}},
+			}}}},
+			not: []string{"container_memory_failures_total"},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := NewWithT(t)
+			text := expositionOf(g, cadvisorMetrics(tc.in))
+			for _, line := range tc.want {
+				g.Expect(text).To(ContainElement(line))
+			}
+			for _, name := range tc.not {
+				g.Expect(strings.Join(text, "\n")).NotTo(ContainSubstring(name))
+			}
+		})
+	}
+}
+
+// expositionOf returns the text exposition lines of ms.
+func expositionOf(g Gomega, ms []prometheus.Metric) []string {
+	r := prometheus.NewRegistry()
+	g.Expect(r.Register(metricsCollector(ms))).To(Succeed())
+	families, err := r.Gather()
+	g.Expect(err).NotTo(HaveOccurred())
+	var b strings.Builder
+	for _, mf := range families {
+		_, err := expfmt.MetricFamilyToText(&b, mf)
+		g.Expect(err).NotTo(HaveOccurred())
+	}
+	return strings.Split(b.String(), "\n")
+}
+
+// metricsCollector collects a fixed set of metrics, unchecked.
+type metricsCollector []prometheus.Metric
+
+func (metricsCollector) Describe(chan<- *prometheus.Desc) {}
+
+func (c metricsCollector) Collect(ch chan<- prometheus.Metric) {
+	for _, m := range c {
+		ch <- m
 	}
 }
