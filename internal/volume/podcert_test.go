@@ -271,7 +271,23 @@ func TestRefreshPodCertificate(t *testing.T) {
 	if err := e.m.Refresh(ctx, pod); err != nil || readFile(t, path) != first {
 		t.Fatalf("a refresh before beginRefreshAt changed the credential (%v)", err)
 	}
+	// Due, but the signer has not answered yet: the files keep the
+	// current credential and the request is read again later.
+	e.f.sign = nil
 	e.clock.Step(time.Hour)
+	if err := e.m.Refresh(ctx, pod); err != nil {
+		t.Fatal(err)
+	}
+	if readFile(t, path) != first {
+		t.Error("a refresh still in flight changed the credential")
+	}
+	if next, ok := e.m.NextRefresh(pod.UID); !ok || !next.Equal(e.clock.Now().Add(certRetryWait)) {
+		t.Errorf("NextRefresh with a refresh in flight = %v, %v; want %v", next, ok, e.clock.Now().Add(certRetryWait))
+	}
+	e.f.mu.Lock()
+	signer.sign(e.f.pcrList[1])
+	e.f.mu.Unlock()
+	e.clock.Step(certRetryWait)
 	if err := e.m.Refresh(ctx, pod); err != nil {
 		t.Fatal(err)
 	}
