@@ -8,7 +8,9 @@
 // hostPath volumes against their type (image volumes need nothing on the
 // host: Mounts hands the runtime the image the executor pulled), and
 // writes the content of configMap, secret, downwardAPI and projected volumes
-// (including bound service account tokens, refreshed at 80% of their lifetime)
+// (including bound service account tokens, refreshed at 80% of their lifetime,
+// and pod certificates: a key made in memory and the chain a signer issues
+// through a PodCertificateRequest, requested again at its beginRefreshAt)
 // with an atomic writer: each version lives in its own timestamped data
 // directory, a "..data" symlink is swapped to it with one rename, and the
 // user-visible names are symlinks through "..data", so a running container
@@ -17,8 +19,8 @@
 // content is never logged. SetUp prepares a pod's volumes once and then
 // returns at once without reading anything, so a container restart needs
 // nothing from the API server; Update rewrites the volumes that project a
-// changed object, and Refresh what is due without one (a token at
-// NextRefresh, downward API files after a label or annotation change). As
+// changed object, and Refresh what is due without one (a token or a
+// certificate at NextRefresh, downward API files after a label or annotation change). As
 // in the kubelet, an optional ConfigMap or Secret that does not exist
 // projects no files, so a rewrite removes those it had, while a required
 // one fails with a *MissingObjectError and the volume keeps its files. A
