@@ -47,6 +47,28 @@ var (
 	cadvisorMemoryFailures = prometheus.NewDesc("container_memory_failures_total",
 		"Cumulative count of memory allocation failures.",
 		[]string{"container", "failure_type", "image", "name", "namespace", "pod", "scope"}, nil)
+	cadvisorCPUUser = prometheus.NewDesc("container_cpu_user_seconds_total",
+		"Cumulative user cpu time consumed in seconds.", cadvisorContainerLabels, nil)
+	cadvisorCPUSystem = prometheus.NewDesc("container_cpu_system_seconds_total",
+		"Cumulative system cpu time consumed in seconds.", cadvisorContainerLabels, nil)
+	cadvisorCFSPeriods = prometheus.NewDesc("container_cpu_cfs_periods_total",
+		"Number of elapsed enforcement period intervals.", cadvisorContainerLabels, nil)
+	cadvisorCFSThrottledPeriods = prometheus.NewDesc("container_cpu_cfs_throttled_periods_total",
+		"Number of throttled period intervals.", cadvisorContainerLabels, nil)
+	cadvisorCFSThrottledSeconds = prometheus.NewDesc("container_cpu_cfs_throttled_seconds_total",
+		"Total time duration the container has been throttled.", cadvisorContainerLabels, nil)
+	cadvisorCache = prometheus.NewDesc("container_memory_cache",
+		"Number of bytes of page cache memory.", cadvisorContainerLabels, nil)
+	cadvisorSwap = prometheus.NewDesc("container_memory_swap",
+		"Container swap usage in bytes.", cadvisorContainerLabels, nil)
+	cadvisorFailcnt = prometheus.NewDesc("container_memory_failcnt",
+		"Number of memory usage hits limits", cadvisorContainerLabels, nil)
+	cadvisorOOMEvents = prometheus.NewDesc("container_oom_events_total",
+		"Count of out of memory events observed for the container", cadvisorContainerLabels, nil)
+	cadvisorProcesses = prometheus.NewDesc("container_processes",
+		"Number of processes running inside the container.", cadvisorContainerLabels, nil)
+	cadvisorThreads = prometheus.NewDesc("container_threads",
+		"Number of threads running inside the container", cadvisorContainerLabels, nil)
 	cadvisorMachineCores = prometheus.NewDesc("machine_cpu_cores",
 		"Number of logical CPU cores.", cadvisorMachineLabels, nil)
 	cadvisorMachineMemory = prometheus.NewDesc("machine_memory_bytes",
@@ -68,7 +90,9 @@ var (
 
 	cadvisorDescs = []*prometheus.Desc{cadvisorCPUUsage, cadvisorWorkingSet, cadvisorMemoryUsage, cadvisorRSS,
 		cadvisorMemoryLimit, cadvisorCPUShares, cadvisorCPUQuota, cadvisorCPUPeriod, cadvisorMemoryFailures,
-		cadvisorMachineCores, cadvisorMachineMemory, cadvisorStartTime, cadvisorLastSeen, cadvisorFsUsage,
+		cadvisorMachineCores, cadvisorMachineMemory, cadvisorCPUUser, cadvisorCPUSystem, cadvisorCFSPeriods,
+		cadvisorCFSThrottledPeriods, cadvisorCFSThrottledSeconds, cadvisorCache, cadvisorSwap, cadvisorFailcnt,
+		cadvisorOOMEvents, cadvisorProcesses, cadvisorThreads, cadvisorStartTime, cadvisorLastSeen, cadvisorFsUsage,
 		cadvisorRxBytes, cadvisorTxBytes, cadvisorRxErrors, cadvisorTxErrors}
 )
 
@@ -112,6 +136,9 @@ type cadvisorInput struct {
 	pods    map[string]*corev1.Pod
 	ids     map[string]string
 	machine cadvisorMachine
+	// cgroups holds what was read from the pods' and containers' cgroups,
+	// by containerKey (the pod's own under its UID and "").
+	cgroups map[string]cgroupStats
 	now     time.Time
 }
 
@@ -163,7 +190,8 @@ func (p *StatsProvider) cadvisorInput(ctx context.Context) (cadvisorInput, error
 	if err != nil {
 		return cadvisorInput{}, fmt.Errorf("listing containers for cadvisor metrics: %w", err)
 	}
-	in := cadvisorInput{summary: sum, pods: map[string]*corev1.Pod{}, ids: map[string]string{}, machine: p.readMachine(), now: p.now()}
+	in := cadvisorInput{summary: sum, pods: map[string]*corev1.Pod{}, ids: map[string]string{}, machine: p.readMachine(),
+		cgroups: p.readPodCgroups(ctx, containers), now: p.now()}
 	for i := range list.Items {
 		in.pods[string(list.Items[i].UID)] = &list.Items[i]
 	}
@@ -210,6 +238,33 @@ func cadvisorMetrics(in cadvisorInput) []prometheus.Metric {
 	if mc.memoryBytes > 0 {
 		emit(cadvisorMachineMemory, prometheus.GaugeValue, time.Time{}, float64(mc.memoryBytes), mc.bootID, mc.machineID, mc.systemUUID)
 	}
+	fromCgroup := func(s cgroupStats, labels ...string) {
+		for _, v := range []struct {
+			d *prometheus.Desc
+			t prometheus.ValueType
+			f *float64
+			n *uint64
+		}{
+			{d: cadvisorCPUUser, t: prometheus.CounterValue, f: s.cpuUserSeconds},
+			{d: cadvisorCPUSystem, t: prometheus.CounterValue, f: s.cpuSystemSeconds},
+			{d: cadvisorCFSPeriods, t: prometheus.CounterValue, n: s.cfsPeriods},
+			{d: cadvisorCFSThrottledPeriods, t: prometheus.CounterValue, n: s.cfsThrottledPeriods},
+			{d: cadvisorCFSThrottledSeconds, t: prometheus.CounterValue, f: s.cfsThrottledSeconds},
+			{d: cadvisorCache, t: prometheus.GaugeValue, n: s.cache},
+			{d: cadvisorSwap, t: prometheus.GaugeValue, n: s.swap},
+			{d: cadvisorFailcnt, t: prometheus.CounterValue, n: s.failcnt},
+			{d: cadvisorOOMEvents, t: prometheus.CounterValue, n: s.oomKills},
+			{d: cadvisorProcesses, t: prometheus.GaugeValue, n: s.processes},
+			{d: cadvisorThreads, t: prometheus.GaugeValue, n: s.threads},
+		} {
+			switch {
+			case v.f != nil:
+				emit(v.d, v.t, in.now, *v.f, labels...)
+			case v.n != nil:
+				emit(v.d, v.t, in.now, float64(*v.n), labels...)
+			}
+		}
+	}
 	if in.summary == nil {
 		return out
 	}
@@ -218,6 +273,9 @@ func cadvisorMetrics(in cadvisorInput) []prometheus.Metric {
 		pod := in.pods[ps.PodRef.UID]
 		cpu(ps.CPU, "", "", "", ns, podName)
 		memory(ps.Memory, "", "", "", ns, podName)
+		if cg, ok := in.cgroups[containerKey(ps.PodRef.UID, "")]; ok {
+			fromCgroup(cg, "", "", "", ns, podName)
+		}
 		if net := ps.Network; net != nil {
 			for _, iface := range net.Interfaces {
 				for _, v := range []struct {
@@ -243,6 +301,9 @@ func cadvisorMetrics(in cadvisorInput) []prometheus.Metric {
 			labels := []string{cs.Name, image, id, ns, podName}
 			cpu(cs.CPU, cs.Name, image, id, ns, podName)
 			memory(cs.Memory, labels...)
+			if cg, ok := in.cgroups[containerKey(ps.PodRef.UID, cs.Name)]; ok {
+				fromCgroup(cg, labels...)
+			}
 			if m := cs.Memory; m != nil {
 				for _, f := range []struct {
 					kind string

@@ -101,7 +101,7 @@ func TestSpecValues(t *testing.T) {
 	}
 }
 
-func TestCadvisorMetricsMachineAndFaults(t *testing.T) {
+func TestCadvisorMetricsFromInput(t *testing.T) {
 	n := func(v uint64) *uint64 { return &v }
 	for _, tc := range []struct {
 		name string
@@ -132,6 +132,27 @@ func TestCadvisorMetricsMachineAndFaults(t *testing.T) {
 				`container_memory_failures_total{container="c",failure_type="pgfault",image="",name="cid",namespace="ns",pod="p",scope="container"} 7`,
 				`container_memory_failures_total{container="c",failure_type="pgmajfault",image="",name="cid",namespace="ns",pod="p",scope="container"} 1`,
 			},
+		},
+		{
+			name: "cgroup measures of a pod and its container",
+			in: cadvisorInput{
+				summary: &statsapi.Summary{Pods: []statsapi.PodStats{{
+					PodRef:     statsapi.PodReference{Name: "p", Namespace: "ns", UID: "u"},
+					Containers: []statsapi.ContainerStats{{Name: "c"}},
+				}}},
+				ids: map[string]string{containerKey("u", "c"): "cid"},
+				cgroups: map[string]cgroupStats{
+					containerKey("u", ""):  {cfsPeriods: n(10), processes: n(2)},
+					containerKey("u", "c"): {cfsThrottledPeriods: n(4), threads: n(3)},
+				},
+			},
+			want: []string{
+				`container_cpu_cfs_periods_total{container="",image="",name="",namespace="ns",pod="p"} 10`,
+				`container_processes{container="",image="",name="",namespace="ns",pod="p"} 2`,
+				`container_cpu_cfs_throttled_periods_total{container="c",image="",name="cid",namespace="ns",pod="p"} 4`,
+				`container_threads{container="c",image="",name="cid",namespace="ns",pod="p"} 3`,
+			},
+			not: []string{"container_memory_cache", "container_oom_events_total"},
 		},
 		{
 			name: "a container the runtime no longer lists has no faults",
