@@ -11,6 +11,7 @@ import (
 	"github.com/nodelet/nodelet/internal/deviceplugin"
 	"github.com/nodelet/nodelet/internal/executor"
 	"github.com/nodelet/nodelet/internal/nodeinfo"
+	"github.com/nodelet/nodelet/internal/podresources"
 )
 
 // devicesFor returns the device plugin manager the node and pod
@@ -56,8 +57,9 @@ func addDevices(obs *nodeinfo.Observation, devices func() (capacity, allocatable
 	obs.RemovedResources = append(obs.RemovedResources, removed...)
 }
 
-// setupDevices gives the pods the device plugins' devices: allocated at
-// admission, added to their containers' configs at start.
+// setupDevices gives the pods the device plugins' devices (allocated at
+// admission, added to their containers' configs at start) and serves the
+// pod resources API that reports them.
 func setupDevices(mgr ctrl.Manager, d *Deps, admit *Admitter, exec *executor.Executor) error {
 	devices, err := devicesFor(mgr, d)
 	if err != nil {
@@ -65,5 +67,20 @@ func setupDevices(mgr ctrl.Manager, d *Deps, admit *Admitter, exec *executor.Exe
 	}
 	admit.Devices = devices
 	exec.Devices = devices
+	srv := &podresources.Server{
+		Dir:    filepath.Join(d.Config.RootDir, podresources.DirName),
+		Source: podResourcesSource{Admitter: admit, Manager: devices},
+		Logger: mgr.GetLogger().WithName("podresources"),
+	}
+	if err := d.local(mgr).Add(manager.RunnableFunc(srv.Start)); err != nil {
+		return fmt.Errorf("adding the pod resources API: %w", err)
+	}
 	return nil
+}
+
+// podResourcesSource is what the pod resources API reports: the admitted
+// pods and their devices.
+type podResourcesSource struct {
+	*Admitter
+	*deviceplugin.Manager
 }

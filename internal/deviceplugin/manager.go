@@ -523,3 +523,14 @@ func (m *Manager) Assigned(uid types.UID, container string) map[string][]string 
 	}
 	return out
 }
+
+// Healthy returns the healthy devices of each registered resource, sorted.
+func (m *Manager) Healthy() map[string][]string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := map[string][]string{}
+	for name, ep := range m.resources {
+		out[name] = Available(ep.devices, nil)
+	}
+	return out
+}

@@ -7,9 +7,12 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	podresourcesapi "k8s.io/kubelet/pkg/apis/podresources/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -20,7 +23,7 @@ import (
 // devicePluginNode is the node of the device plugin spec.
 const devicePluginNode = "e2e-device-plugin"
 
-var _ = Describe("Device plugins", Ordered, func() {
+var _ = Describe("Device plugins and pod resources", Ordered, func() {
 	const gpu corev1.ResourceName = "example.com/gpu"
 	env := utils.SetUpNodeletSpecs(func() utils.NodeletOptions {
 		return utils.NodeletOptions{NodeName: devicePluginNode, API: apiServer, Containerd: ctrd}
@@ -84,6 +87,9 @@ var _ = Describe("Device plugins", Ordered, func() {
 		devA, devB := deviceOf(ctx, a), deviceOf(ctx, b)
 		Expect([]string{devA, devB}).To(ConsistOf("dev-0", "dev-1"))
 		Expect(plugin.PreStarts()).To(HaveLen(2), "PreStartContainer before each start")
+		info, err := os.Stat(filepath.Join(env.Nodelet.RootDir, "pod-resources", "kubelet.sock"))
+		Expect(err).NotTo(HaveOccurred())
+		Expect(info.Mode().Perm()).To(Equal(os.FileMode(0o600)), "the pod resources socket")
 
 		By("rejecting a third: no device left")
 		createPod(ctx, env.Admin, requesting(ns, "gpu-c"))
@@ -93,8 +99,29 @@ var _ = Describe("Device plugins", Ordered, func() {
 		Expect(c.Status.Reason).To(Equal("OutOfexample.com/gpu"))
 		Expect(c.Status.Message).To(Equal("Pod was rejected: Node didn't have enough resource: example.com/gpu, requested: 1, used: 2, capacity: 2"))
 
+		By("reporting the devices through the pod resources API")
+		conn, err := grpc.NewClient("unix://"+filepath.Join(env.Nodelet.RootDir, "pod-resources", "kubelet.sock"),
+			grpc.WithTransportCredentials(insecure.NewCredentials()))
+		Expect(err).NotTo(HaveOccurred())
+		DeferCleanup(conn.Close)
+		list, err := podresourcesapi.NewPodResourcesListerClient(conn).List(ctx, &podresourcesapi.ListPodResourcesRequest{})
+		Expect(err).NotTo(HaveOccurred())
+		held := map[string]string{}
+		for _, pr := range list.GetPodResources() {
+			if pr.GetNamespace() != ns {
+				continue
+			}
+			for _, c := range pr.GetContainers() {
+				for _, d := range c.GetDevices() {
+					Expect(d.GetResourceName()).To(Equal(string(gpu)))
+					held[pr.GetName()] = strings.Join(d.GetDeviceIds(), ",")
+				}
+			}
+		}
+		Expect(held).To(Equal(map[string]string{"gpu-a": devA, "gpu-b": devB}), "the rejected pod holds nothing")
+
 		By("keeping the assignments checkpointed, 0600")
-		info, err := os.Stat(filepath.Join(dir, "nodelet_internal_checkpoint"))
+		info, err = os.Stat(filepath.Join(dir, "nodelet_internal_checkpoint"))
 		Expect(err).NotTo(HaveOccurred())
 		Expect(info.Mode().Perm()).To(Equal(os.FileMode(0o600)))
 

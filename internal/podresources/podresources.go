@@ -1,0 +1,141 @@
+package podresources
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"net"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/go-logr/logr"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	api "k8s.io/kubelet/pkg/apis/podresources/v1"
+)
+
+const (
+	// DirName is the API's directory under the root directory.
+	DirName = "pod-resources"
+	// SocketName is its socket there.
+	SocketName = "kubelet.sock"
+)
+
+// Source is what the API reports.
+type Source interface {
+	// Pods returns the pods admitted to the node that have not finished.
+	Pods() []*corev1.Pod
+	// Assigned returns the devices a container holds, by resource.
+	Assigned(uid types.UID, container string) map[string][]string
+	// Healthy returns the healthy devices of each resource.
+	Healthy() map[string][]string
+}
+
+// PodResources is what pod holds: its containers (and restartable init
+// containers, which run beside them) with their devices.
+func PodResources(pod *corev1.Pod, assigned func(types.UID, string) map[string][]string) *api.PodResources {
+	out := &api.PodResources{Name: pod.Name, Namespace: pod.Namespace}
+	add := func(name string) {
+		out.Containers = append(out.Containers, &api.ContainerResources{Name: name, Devices: Devices(assigned(pod.UID, name))})
+	}
+	for _, c := range pod.Spec.InitContainers {
+		if c.RestartPolicy != nil && *c.RestartPolicy == corev1.ContainerRestartPolicyAlways {
+			add(c.Name)
+		}
+	}
+	for _, c := range pod.Spec.Containers {
+		add(c.Name)
+	}
+	return out
+}
+
+// Devices turns devices by resource into the API's list, by resource name.
+func Devices(byResource map[string][]string) []*api.ContainerDevices {
+	var out []*api.ContainerDevices
+	for _, name := range slices.Sorted(maps.Keys(byResource)) {
+		if len(byResource[name]) > 0 {
+			out = append(out, &api.ContainerDevices{ResourceName: name, DeviceIds: slices.Clone(byResource[name])})
+		}
+	}
+	return out
+}
+
+// Server serves the API over Source.
+type Server struct {
+	api.UnimplementedPodResourcesListerServer
+	// Dir is <rootDir>/pod-resources.
+	Dir    string
+	Source Source
+	Logger logr.Logger
+}
+
+// List reports every admitted pod that has not finished.
+func (s *Server) List(context.Context, *api.ListPodResourcesRequest) (*api.ListPodResourcesResponse, error) {
+	resp := &api.ListPodResourcesResponse{}
+	pods := s.Source.Pods()
+	slices.SortFunc(pods, func(a, b *corev1.Pod) int {
+		if a.Namespace != b.Namespace {
+			return strings.Compare(a.Namespace, b.Namespace)
+		}
+		return strings.Compare(a.Name, b.Name)
+	})
+	for _, p := range pods {
+		resp.PodResources = append(resp.PodResources, PodResources(p, s.Source.Assigned))
+	}
+	return resp, nil
+}
+
+// Get reports one pod.
+func (s *Server) Get(_ context.Context, req *api.GetPodResourcesRequest) (*api.GetPodResourcesResponse, error) {
+	for _, p := range s.Source.Pods() {
+		if p.Name == req.GetPodName() && p.Namespace == req.GetPodNamespace() {
+			return &api.GetPodResourcesResponse{PodResources: PodResources(p, s.Source.Assigned)}, nil
+		}
+	}
+	return nil, status.Errorf(codes.NotFound, "pod %s in namespace %s not found", req.GetPodName(), req.GetPodNamespace())
+}
+
+// GetAllocatableResources reports the healthy devices.
+func (s *Server) GetAllocatableResources(context.Context, *api.AllocatableResourcesRequest) (*api.AllocatableResourcesResponse, error) {
+	return &api.AllocatableResourcesResponse{Devices: Devices(s.Source.Healthy())}, nil
+}
+
+// Start serves the API until ctx ends, on a socket made anew (0600, in a
+// 0700 directory).
+func (s *Server) Start(ctx context.Context) error {
+	if err := os.MkdirAll(s.Dir, 0o700); err != nil {
+		return fmt.Errorf("creating the pod resources directory: %w", err)
+	}
+	if err := os.Chmod(s.Dir, 0o700); err != nil {
+		return fmt.Errorf("restricting the pod resources directory: %w", err)
+	}
+	sock := filepath.Join(s.Dir, SocketName)
+	if err := os.Remove(sock); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("removing the stale pod resources socket: %w", err)
+	}
+	l, err := net.Listen("unix", sock)
+	if err != nil {
+		return fmt.Errorf("listening for the pod resources API: %w", err)
+	}
+	if err := os.Chmod(sock, 0o600); err != nil {
+		_ = l.Close()
+		return fmt.Errorf("restricting the pod resources socket: %w", err)
+	}
+	srv := grpc.NewServer()
+	api.RegisterPodResourcesListerServer(srv, s)
+	go func() {
+		<-ctx.Done()
+		srv.Stop()
+	}()
+	s.Logger.Info("Serving the pod resources API", "socket", sock)
+	if err := srv.Serve(l); err != nil && ctx.Err() == nil {
+		return fmt.Errorf("serving the pod resources API: %w", err)
+	}
+	return nil
+}
