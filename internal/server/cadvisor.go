@@ -69,6 +69,14 @@ var (
 		"Number of processes running inside the container.", cadvisorContainerLabels, nil)
 	cadvisorThreads = prometheus.NewDesc("container_threads",
 		"Number of threads running inside the container", cadvisorContainerLabels, nil)
+	cadvisorRxPackets = prometheus.NewDesc("container_network_receive_packets_total",
+		"Cumulative count of packets received", cadvisorNetLabels, nil)
+	cadvisorTxPackets = prometheus.NewDesc("container_network_transmit_packets_total",
+		"Cumulative count of packets transmitted", cadvisorNetLabels, nil)
+	cadvisorRxDropped = prometheus.NewDesc("container_network_receive_packets_dropped_total",
+		"Cumulative count of packets dropped while receiving", cadvisorNetLabels, nil)
+	cadvisorTxDropped = prometheus.NewDesc("container_network_transmit_packets_dropped_total",
+		"Cumulative count of packets dropped while transmitting", cadvisorNetLabels, nil)
 	cadvisorMachineCores = prometheus.NewDesc("machine_cpu_cores",
 		"Number of logical CPU cores.", cadvisorMachineLabels, nil)
 	cadvisorMachineMemory = prometheus.NewDesc("machine_memory_bytes",
@@ -92,7 +100,8 @@ var (
 		cadvisorMemoryLimit, cadvisorCPUShares, cadvisorCPUQuota, cadvisorCPUPeriod, cadvisorMemoryFailures,
 		cadvisorMachineCores, cadvisorMachineMemory, cadvisorCPUUser, cadvisorCPUSystem, cadvisorCFSPeriods,
 		cadvisorCFSThrottledPeriods, cadvisorCFSThrottledSeconds, cadvisorCache, cadvisorSwap, cadvisorFailcnt,
-		cadvisorOOMEvents, cadvisorProcesses, cadvisorThreads, cadvisorStartTime, cadvisorLastSeen, cadvisorFsUsage,
+		cadvisorOOMEvents, cadvisorProcesses, cadvisorThreads, cadvisorRxPackets, cadvisorTxPackets,
+		cadvisorRxDropped, cadvisorTxDropped, cadvisorStartTime, cadvisorLastSeen, cadvisorFsUsage,
 		cadvisorRxBytes, cadvisorTxBytes, cadvisorRxErrors, cadvisorTxErrors}
 )
 
@@ -139,7 +148,9 @@ type cadvisorInput struct {
 	// cgroups holds what was read from the pods' and containers' cgroups,
 	// by containerKey (the pod's own under its UID and "").
 	cgroups map[string]cgroupStats
-	now     time.Time
+	// netdev holds the pods' interface counters by UID.
+	netdev map[string][]NetDev
+	now    time.Time
 }
 
 // cadvisorMachine is the machine as cAdvisor labels and sizes it. Zero
@@ -190,8 +201,8 @@ func (p *StatsProvider) cadvisorInput(ctx context.Context) (cadvisorInput, error
 	if err != nil {
 		return cadvisorInput{}, fmt.Errorf("listing containers for cadvisor metrics: %w", err)
 	}
-	in := cadvisorInput{summary: sum, pods: map[string]*corev1.Pod{}, ids: map[string]string{}, machine: p.readMachine(),
-		cgroups: p.readPodCgroups(ctx, containers), now: p.now()}
+	in := cadvisorInput{summary: sum, pods: map[string]*corev1.Pod{}, ids: map[string]string{}, machine: p.readMachine(), now: p.now()}
+	in.cgroups, in.netdev = p.readPodCgroups(ctx, containers)
 	for i := range list.Items {
 		in.pods[string(list.Items[i].UID)] = &list.Items[i]
 	}
@@ -275,6 +286,14 @@ func cadvisorMetrics(in cadvisorInput) []prometheus.Metric {
 		memory(ps.Memory, "", "", "", ns, podName)
 		if cg, ok := in.cgroups[containerKey(ps.PodRef.UID, "")]; ok {
 			fromCgroup(cg, "", "", "", ns, podName)
+		}
+		for _, d := range in.netdev[ps.PodRef.UID] {
+			for _, v := range []struct {
+				d *prometheus.Desc
+				n uint64
+			}{{cadvisorRxPackets, d.RxPackets}, {cadvisorTxPackets, d.TxPackets}, {cadvisorRxDropped, d.RxDropped}, {cadvisorTxDropped, d.TxDropped}} {
+				emit(v.d, prometheus.CounterValue, in.now, float64(v.n), "", "", d.Name, "", ns, podName)
+			}
 		}
 		if net := ps.Network; net != nil {
 			for _, iface := range net.Interfaces {

@@ -197,8 +197,12 @@ func (p *StatsProvider) readCgroup(v2 bool, dir string) cgroupStats {
 // the pod's own under its UID and ""). The pod's cgroup is the parent of
 // its sandbox's; a container's is the child named by its ID (cgroupfs) or
 // its containerd scope (systemd). What cannot be found is left out.
-func (p *StatsProvider) readPodCgroups(ctx context.Context, containers []*runtimeapi.Container) map[string]cgroupStats {
+//
+// It also returns each pod's interface counters, by UID, read from its
+// sandbox's network namespace.
+func (p *StatsProvider) readPodCgroups(ctx context.Context, containers []*runtimeapi.Container) (map[string]cgroupStats, map[string][]NetDev) {
 	out := map[string]cgroupStats{}
+	nets := map[string][]NetDev{}
 	byPod := map[string][]*runtimeapi.Container{}
 	for _, c := range containers {
 		uid := c.GetLabels()[kubetypes.KubernetesPodUIDLabel]
@@ -208,6 +212,11 @@ func (p *StatsProvider) readPodCgroups(ctx context.Context, containers []*runtim
 		pid, err := p.Runtime.PodSandboxPid(ctx, sandboxID)
 		if err != nil || pid <= 0 {
 			continue
+		}
+		if dev, err := p.Host.ReadFile(fmt.Sprintf("/proc/%d/net/dev", pid)); err == nil {
+			if ifaces, err := ParseNetDev(dev); err == nil {
+				nets[uid] = ifaces
+			}
 		}
 		b, err := p.Host.ReadFile(fmt.Sprintf("/proc/%d/cgroup", pid))
 		if err != nil {
@@ -229,5 +238,5 @@ func (p *StatsProvider) readPodCgroups(ctx context.Context, containers []*runtim
 			}
 		}
 	}
-	return out
+	return out, nets
 }

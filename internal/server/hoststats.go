@@ -82,6 +82,8 @@ func ParseHostMemory(data []byte) (HostMemory, error) {
 type NetDev struct {
 	Name                               string
 	RxBytes, RxErrors, TxBytes, TxErrs uint64
+	RxPackets, RxDropped               uint64
+	TxPackets, TxDropped               uint64
 }
 
 // ParseNetDev reads /proc/<pid>/net/dev, loopback left out.
@@ -108,7 +110,10 @@ func ParseNetDev(data []byte) ([]NetDev, error) {
 		}
 		// Receive: bytes packets errs drop fifo frame compressed multicast;
 		// transmit: bytes packets errs ...
-		out = append(out, NetDev{Name: name, RxBytes: n[0], RxErrors: n[2], TxBytes: n[8], TxErrs: n[10]})
+		out = append(out, NetDev{
+			Name: name, RxBytes: n[0], RxErrors: n[2], TxBytes: n[8], TxErrs: n[10],
+			RxPackets: n[1], RxDropped: n[3], TxPackets: n[9], TxDropped: n[11],
+		})
 	}
 	return out, nil
 }

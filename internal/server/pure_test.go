@@ -198,8 +198,9 @@ func TestHostParsers(t *testing.T) {
 	dev, err := ParseNetDev([]byte(`Inter-|   Receive                                                |  Transmit
  face |bytes    packets errs drop fifo frame compressed multicast|bytes    packets errs drop fifo colls carrier compressed
     lo:  100 1 0 0 0 0 0 0 100 1 0 0 0 0 0 0
-  eth0: 2000 20 3 0 0 0 0 0 4000 40 5 0 0 0 0 0
+  eth0: 2000 20 3 1 0 0 0 0 4000 40 5 2 0 0 0 0
 `))
 	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(dev).To(Equal([]NetDev{{Name: "eth0", RxBytes: 2000, RxErrors: 3, TxBytes: 4000, TxErrs: 5}}))
+	g.Expect(dev).To(Equal([]NetDev{{Name: "eth0", RxBytes: 2000, RxErrors: 3, TxBytes: 4000, TxErrs: 5,
+		RxPackets: 20, RxDropped: 1, TxPackets: 40, TxDropped: 2}}))
 }

@@ -423,6 +423,8 @@ var _ = Describe("The node API through the API server", Ordered, ContinueOnFailu
 			g.Expect(code).To(BeZero(), errOut)
 			g.Expect(out).To(ContainSubstring("container_cpu_usage_seconds_total{container=\"main\",cpu=\"total\""))
 			g.Expect(out).To(ContainSubstring(fmt.Sprintf(`container_network_receive_bytes_total{container="",image="",interface="eth0",name="",namespace=%q,pod="cadvisor"}`, ns)))
+			g.Expect(value(g, out, fmt.Sprintf(`container_network_transmit_packets_total{container="",image="",interface="eth0",name="",namespace=%q,pod="cadvisor"}`, ns))).To(BeNumerically(">=", 0))
+			g.Expect(out).To(ContainSubstring(fmt.Sprintf(`container_network_receive_packets_dropped_total{container="",image="",interface="eth0",name="",namespace=%q,pod="cadvisor"}`, ns)))
 			cpu := value(g, out, strings.Replace("container_cpu_usage_seconds_total{"+ctr+"}", `image=`, `cpu="total",image=`, 1))
 			g.Expect(cpu).To(BeNumerically(">", 0.05), "the busy loop's CPU time")
 			ws := value(g, out, "container_memory_working_set_bytes{"+ctr+"}")
