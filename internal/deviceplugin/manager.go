@@ -68,6 +68,8 @@ type Manager struct {
 	// period: the Node's capacity drops them.
 	removed     map[string]bool
 	assignments map[key]*Assignment
+	// generation numbers the endpoints.
+	generation uint64
 }
 
 // key names one container's share of one resource.
@@ -90,8 +92,6 @@ type endpoint struct {
 	// stopped is when its stream ended; zero while it runs.
 	stopped time.Time
 }
-
-var generation uint64
 
 // New returns a Manager for opts.Dir, reading the checkpointed state
 // there. A corrupt checkpoint is set aside and logged; the manager starts
@@ -135,7 +135,11 @@ func (m *Manager) Start(ctx context.Context) error {
 	}
 	l, err := net.Listen("unix", sock)
 	if err != nil {
-		return fmt.Errorf("listening for device plugin registrations: %w", err)
+		// Pods without devices must not stop with it (a root directory
+		// too deep for a socket path, in tests and simulations).
+		m.opts.Logger.Error(err, "Unable to serve device plugin registrations, no device plugin can register", "socket", sock)
+		<-ctx.Done()
+		return nil
 	}
 	if err := os.Chmod(sock, 0o600); err != nil {
 		_ = l.Close()
@@ -207,8 +211,8 @@ func (m *Manager) connect(ctx context.Context, name, socket string, opts *plugin
 		opts = &pluginapi.DevicePluginOptions{}
 	}
 	m.mu.Lock()
-	generation++
-	ep := &endpoint{socket: socket, gen: generation, client: client, conn: conn, options: opts, cancel: cancel, devices: map[string]bool{}}
+	m.generation++
+	ep := &endpoint{socket: socket, gen: m.generation, client: client, conn: conn, options: opts, cancel: cancel, devices: map[string]bool{}}
 	if old := m.resources[name]; old != nil {
 		ep.devices = old.devices // unhealthy until the plugin lists them
 		for id := range ep.devices {
