@@ -87,6 +87,8 @@ var (
 		"Last time a container was seen by the exporter", cadvisorContainerLabels, nil)
 	cadvisorFsUsage = prometheus.NewDesc("container_fs_usage_bytes",
 		"Number of bytes that are consumed by the container on this filesystem.", []string{"container", "device", "image", "name", "namespace", "pod"}, nil)
+	cadvisorFsLimit = prometheus.NewDesc("container_fs_limit_bytes",
+		"Number of bytes that can be consumed by the container on this filesystem.", []string{"container", "device", "image", "name", "namespace", "pod"}, nil)
 	cadvisorRxBytes = prometheus.NewDesc("container_network_receive_bytes_total",
 		"Cumulative count of bytes received", cadvisorNetLabels, nil)
 	cadvisorTxBytes = prometheus.NewDesc("container_network_transmit_bytes_total",
@@ -101,7 +103,7 @@ var (
 		cadvisorMachineCores, cadvisorMachineMemory, cadvisorCPUUser, cadvisorCPUSystem, cadvisorCFSPeriods,
 		cadvisorCFSThrottledPeriods, cadvisorCFSThrottledSeconds, cadvisorCache, cadvisorSwap, cadvisorFailcnt,
 		cadvisorOOMEvents, cadvisorProcesses, cadvisorThreads, cadvisorRxPackets, cadvisorTxPackets,
-		cadvisorRxDropped, cadvisorTxDropped, cadvisorStartTime, cadvisorLastSeen, cadvisorFsUsage,
+		cadvisorRxDropped, cadvisorTxDropped, cadvisorStartTime, cadvisorLastSeen, cadvisorFsUsage, cadvisorFsLimit,
 		cadvisorRxBytes, cadvisorTxBytes, cadvisorRxErrors, cadvisorTxErrors}
 )
 
@@ -335,6 +337,9 @@ func cadvisorMetrics(in cadvisorInput) []prometheus.Metric {
 			}
 			if cs.Rootfs != nil && cs.Rootfs.UsedBytes != nil {
 				emit(cadvisorFsUsage, prometheus.GaugeValue, cs.Rootfs.Time.Time, float64(*cs.Rootfs.UsedBytes), cs.Name, "", image, id, ns, podName)
+			}
+			if cs.Rootfs != nil && cs.Rootfs.CapacityBytes != nil {
+				emit(cadvisorFsLimit, prometheus.GaugeValue, cs.Rootfs.Time.Time, float64(*cs.Rootfs.CapacityBytes), cs.Name, "", image, id, ns, podName)
 			}
 			if spec != nil {
 				v := specValues(spec)

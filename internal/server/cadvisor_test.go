@@ -53,6 +53,7 @@ func TestCadvisorMetrics(t *testing.T) {
 		`machine_cpu_cores{boot_id="boot",machine_id="machine",system_uuid=""} 2`,
 		`machine_memory_bytes{boot_id="boot",machine_id="machine",system_uuid=""} 1.024e+06`,
 		`container_fs_usage_bytes{container="app",device="",image="nodelet.test/busybox:1.35",name="` + f.ctrID + `",namespace="ns",pod="web"} 300 ` + ms,
+		`container_fs_limit_bytes{container="app",device="",image="nodelet.test/busybox:1.35",name="` + f.ctrID + `",namespace="ns",pod="web"} 1000 ` + ms,
 		// The pod's own series: its cgroup as a whole.
 		`container_cpu_usage_seconds_total{container="",cpu="total",image="",name="",namespace="ns",pod="web"} 3 ` + ms,
 		`container_memory_working_set_bytes{container="",image="",name="",namespace="ns",pod="web"} 4096 ` + ms,
@@ -204,4 +205,16 @@ func (c metricsCollector) Collect(ch chan<- prometheus.Metric) {
 	for _, m := range c {
 		ch <- m
 	}
+}
+
+// The read-only port serves /metrics/cadvisor without credentials, as the
+// kubelet's does.
+func TestCadvisorOnReadOnlyPort(t *testing.T) {
+	g := NewWithT(t)
+	f, _ := summaryServer(t)
+	h := New(Options{NodeName: statsNode, ReadOnly: true, Pods: f.provider.Pods, Runtime: f.provider.Runtime, Stats: f.provider, Clock: f.clock}).Handler()
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/metrics/cadvisor", http.NoBody))
+	g.Expect(w.Code).To(Equal(http.StatusOK), w.Body.String())
+	g.Expect(w.Body.String()).To(ContainSubstring(`container_cpu_usage_seconds_total{container="app",cpu="total"`))
 }
