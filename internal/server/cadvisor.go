@@ -23,9 +23,10 @@ import (
 // whole, and its network) carry container="" and image="", as cAdvisor
 // gives them for the pod's cgroup.
 var (
-	cadvisorContainerLabels = []string{"container", "image", "name", "namespace", "pod"}
-	cadvisorCPULabels       = []string{"container", "cpu", "image", "name", "namespace", "pod"}
-	cadvisorNetLabels       = []string{"container", "image", "interface", "name", "namespace", "pod"}
+	cadvisorContainerLabels = []string{"container", "image", "name", "namespace", "pod", "id"}
+	cadvisorCPULabels       = []string{"container", "cpu", "image", "name", "namespace", "pod", "id"}
+	cadvisorNetLabels       = []string{"container", "image", "interface", "name", "namespace", "pod", "id"}
+	cadvisorFsLabels        = []string{"container", "device", "image", "name", "namespace", "pod", "id"}
 	cadvisorMachineLabels   = []string{"boot_id", "machine_id", "system_uuid"}
 
 	cadvisorCPUUsage = prometheus.NewDesc("container_cpu_usage_seconds_total",
@@ -46,7 +47,7 @@ var (
 		"CPU period of the container.", cadvisorContainerLabels, nil)
 	cadvisorMemoryFailures = prometheus.NewDesc("container_memory_failures_total",
 		"Cumulative count of memory allocation failures.",
-		[]string{"container", "failure_type", "image", "name", "namespace", "pod", "scope"}, nil)
+		[]string{"container", "failure_type", "image", "name", "namespace", "pod", "scope", "id"}, nil)
 	cadvisorCPUUser = prometheus.NewDesc("container_cpu_user_seconds_total",
 		"Cumulative user cpu time consumed in seconds.", cadvisorContainerLabels, nil)
 	cadvisorCPUSystem = prometheus.NewDesc("container_cpu_system_seconds_total",
@@ -86,9 +87,9 @@ var (
 	cadvisorLastSeen = prometheus.NewDesc("container_last_seen",
 		"Last time a container was seen by the exporter", cadvisorContainerLabels, nil)
 	cadvisorFsUsage = prometheus.NewDesc("container_fs_usage_bytes",
-		"Number of bytes that are consumed by the container on this filesystem.", []string{"container", "device", "image", "name", "namespace", "pod"}, nil)
+		"Number of bytes that are consumed by the container on this filesystem.", cadvisorFsLabels, nil)
 	cadvisorFsLimit = prometheus.NewDesc("container_fs_limit_bytes",
-		"Number of bytes that can be consumed by the container on this filesystem.", []string{"container", "device", "image", "name", "namespace", "pod"}, nil)
+		"Number of bytes that can be consumed by the container on this filesystem.", cadvisorFsLabels, nil)
 	cadvisorRxBytes = prometheus.NewDesc("container_network_receive_bytes_total",
 		"Cumulative count of bytes received", cadvisorNetLabels, nil)
 	cadvisorTxBytes = prometheus.NewDesc("container_network_transmit_bytes_total",
@@ -150,6 +151,9 @@ type cadvisorInput struct {
 	// cgroups holds what was read from the pods' and containers' cgroups,
 	// by containerKey (the pod's own under its UID and "").
 	cgroups map[string]cgroupStats
+	// cgroupPaths holds the cgroup paths found, keyed as cgroups is: the
+	// id label.
+	cgroupPaths map[string]string
 	// netdev holds the pods' interface counters by UID.
 	netdev map[string][]NetDev
 	now    time.Time
@@ -204,7 +208,7 @@ func (p *StatsProvider) cadvisorInput(ctx context.Context) (cadvisorInput, error
 		return cadvisorInput{}, fmt.Errorf("listing containers for cadvisor metrics: %w", err)
 	}
 	in := cadvisorInput{summary: sum, pods: map[string]*corev1.Pod{}, ids: map[string]string{}, machine: p.readMachine(), now: p.now()}
-	in.cgroups, in.netdev = p.readPodCgroups(ctx, containers)
+	in.cgroups, in.cgroupPaths, in.netdev = p.readPodCgroups(ctx, containers)
 	for i := range list.Items {
 		in.pods[string(list.Items[i].UID)] = &list.Items[i]
 	}
@@ -226,9 +230,9 @@ func cadvisorMetrics(in cadvisorInput) []prometheus.Metric {
 		}
 		out = append(out, m)
 	}
-	cpu := func(s *statsapi.CPUStats, container, image, name, ns, pod string) {
+	cpu := func(s *statsapi.CPUStats, container, image, name, ns, pod, cgroupID string) {
 		if s != nil && s.UsageCoreNanoSeconds != nil {
-			emit(cadvisorCPUUsage, prometheus.CounterValue, s.Time.Time, float64(*s.UsageCoreNanoSeconds)/1e9, container, "total", image, name, ns, pod)
+			emit(cadvisorCPUUsage, prometheus.CounterValue, s.Time.Time, float64(*s.UsageCoreNanoSeconds)/1e9, container, "total", image, name, ns, pod, cgroupID)
 		}
 	}
 	memory := func(s *statsapi.MemoryStats, labels ...string) {
@@ -284,17 +288,18 @@ func cadvisorMetrics(in cadvisorInput) []prometheus.Metric {
 	for _, ps := range in.summary.Pods {
 		ns, podName := ps.PodRef.Namespace, ps.PodRef.Name
 		pod := in.pods[ps.PodRef.UID]
-		cpu(ps.CPU, "", "", "", ns, podName)
-		memory(ps.Memory, "", "", "", ns, podName)
+		podID := in.cgroupPaths[containerKey(ps.PodRef.UID, "")]
+		cpu(ps.CPU, "", "", "", ns, podName, podID)
+		memory(ps.Memory, "", "", "", ns, podName, podID)
 		if cg, ok := in.cgroups[containerKey(ps.PodRef.UID, "")]; ok {
-			fromCgroup(cg, "", "", "", ns, podName)
+			fromCgroup(cg, "", "", "", ns, podName, podID)
 		}
 		for _, d := range in.netdev[ps.PodRef.UID] {
 			for _, v := range []struct {
 				d *prometheus.Desc
 				n uint64
 			}{{cadvisorRxPackets, d.RxPackets}, {cadvisorTxPackets, d.TxPackets}, {cadvisorRxDropped, d.RxDropped}, {cadvisorTxDropped, d.TxDropped}} {
-				emit(v.d, prometheus.CounterValue, in.now, float64(v.n), "", "", d.Name, "", ns, podName)
+				emit(v.d, prometheus.CounterValue, in.now, float64(v.n), "", "", d.Name, "", ns, podName, podID)
 			}
 		}
 		if net := ps.Network; net != nil {
@@ -304,7 +309,7 @@ func cadvisorMetrics(in cadvisorInput) []prometheus.Metric {
 					n *uint64
 				}{{cadvisorRxBytes, iface.RxBytes}, {cadvisorTxBytes, iface.TxBytes}, {cadvisorRxErrors, iface.RxErrors}, {cadvisorTxErrors, iface.TxErrors}} {
 					if v.n != nil {
-						emit(v.d, prometheus.CounterValue, net.Time.Time, float64(*v.n), "", "", iface.Name, "", ns, podName)
+						emit(v.d, prometheus.CounterValue, net.Time.Time, float64(*v.n), "", "", iface.Name, "", ns, podName, podID)
 					}
 				}
 			}
@@ -319,8 +324,9 @@ func cadvisorMetrics(in cadvisorInput) []prometheus.Metric {
 			if spec != nil {
 				image = spec.Image
 			}
-			labels := []string{cs.Name, image, id, ns, podName}
-			cpu(cs.CPU, cs.Name, image, id, ns, podName)
+			cgroupID := in.cgroupPaths[containerKey(ps.PodRef.UID, cs.Name)]
+			labels := []string{cs.Name, image, id, ns, podName, cgroupID}
+			cpu(cs.CPU, cs.Name, image, id, ns, podName, cgroupID)
 			memory(cs.Memory, labels...)
 			if cg, ok := in.cgroups[containerKey(ps.PodRef.UID, cs.Name)]; ok {
 				fromCgroup(cg, labels...)
@@ -331,15 +337,15 @@ func cadvisorMetrics(in cadvisorInput) []prometheus.Metric {
 					n    *uint64
 				}{{"pgfault", m.PageFaults}, {"pgmajfault", m.MajorPageFaults}} {
 					if f.n != nil {
-						emit(cadvisorMemoryFailures, prometheus.CounterValue, m.Time.Time, float64(*f.n), cs.Name, f.kind, image, id, ns, podName, "container")
+						emit(cadvisorMemoryFailures, prometheus.CounterValue, m.Time.Time, float64(*f.n), cs.Name, f.kind, image, id, ns, podName, "container", cgroupID)
 					}
 				}
 			}
 			if cs.Rootfs != nil && cs.Rootfs.UsedBytes != nil {
-				emit(cadvisorFsUsage, prometheus.GaugeValue, cs.Rootfs.Time.Time, float64(*cs.Rootfs.UsedBytes), cs.Name, "", image, id, ns, podName)
+				emit(cadvisorFsUsage, prometheus.GaugeValue, cs.Rootfs.Time.Time, float64(*cs.Rootfs.UsedBytes), cs.Name, "", image, id, ns, podName, cgroupID)
 			}
 			if cs.Rootfs != nil && cs.Rootfs.CapacityBytes != nil {
-				emit(cadvisorFsLimit, prometheus.GaugeValue, cs.Rootfs.Time.Time, float64(*cs.Rootfs.CapacityBytes), cs.Name, "", image, id, ns, podName)
+				emit(cadvisorFsLimit, prometheus.GaugeValue, cs.Rootfs.Time.Time, float64(*cs.Rootfs.CapacityBytes), cs.Name, "", image, id, ns, podName, cgroupID)
 			}
 			if spec != nil {
 				v := specValues(spec)

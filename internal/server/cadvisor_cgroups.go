@@ -198,10 +198,12 @@ func (p *StatsProvider) readCgroup(v2 bool, dir string) cgroupStats {
 // its sandbox's; a container's is the child named by its ID (cgroupfs) or
 // its containerd scope (systemd). What cannot be found is left out.
 //
-// It also returns each pod's interface counters, by UID, read from its
-// sandbox's network namespace.
-func (p *StatsProvider) readPodCgroups(ctx context.Context, containers []*runtimeapi.Container) (map[string]cgroupStats, map[string][]NetDev) {
+// It also returns the cgroup paths it found, keyed the same, and each
+// pod's interface counters, by UID, read from its sandbox's network
+// namespace.
+func (p *StatsProvider) readPodCgroups(ctx context.Context, containers []*runtimeapi.Container) (map[string]cgroupStats, map[string]string, map[string][]NetDev) {
 	out := map[string]cgroupStats{}
+	paths := map[string]string{}
 	nets := map[string][]NetDev{}
 	byPod := map[string][]*runtimeapi.Container{}
 	for _, c := range containers {
@@ -228,15 +230,17 @@ func (p *StatsProvider) readPodCgroups(ctx context.Context, containers []*runtim
 		}
 		podDir := path.Dir(loc.path)
 		out[containerKey(uid, "")] = p.readCgroup(loc.v2, podDir)
+		paths[containerKey(uid, "")] = podDir
 		for _, c := range byPod[uid] {
 			for _, base := range []string{c.GetId(), "cri-containerd-" + c.GetId() + ".scope"} {
 				s := p.readCgroup(loc.v2, path.Join(podDir, base))
 				if s != (cgroupStats{}) {
 					out[containerKey(uid, c.GetMetadata().GetName())] = s
+					paths[containerKey(uid, c.GetMetadata().GetName())] = path.Join(podDir, base)
 					break
 				}
 			}
 		}
 	}
-	return out, nets
+	return out, paths, nets
 }

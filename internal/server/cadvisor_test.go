@@ -37,12 +37,12 @@ func TestCadvisorMetrics(t *testing.T) {
 	h.ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/metrics/cadvisor", http.NoBody))
 	g.Expect(w.Code).To(Equal(http.StatusOK), w.Body.String())
 	ms := itoa(f.clock.Now().UnixMilli())
-	ctr := `container="app",image="nodelet.test/busybox:1.35",name="` + f.ctrID + `",namespace="ns",pod="web"`
+	ctr := `container="app",id="",image="nodelet.test/busybox:1.35",name="` + f.ctrID + `",namespace="ns",pod="web"`
 	lines := strings.Split(w.Body.String(), "\n")
 	for _, line := range []string{
 		"# TYPE container_cpu_usage_seconds_total counter",
 		"# TYPE container_memory_working_set_bytes gauge",
-		`container_cpu_usage_seconds_total{container="app",cpu="total",image="nodelet.test/busybox:1.35",name="` + f.ctrID + `",namespace="ns",pod="web"} 3 ` + ms,
+		`container_cpu_usage_seconds_total{container="app",cpu="total",id="",image="nodelet.test/busybox:1.35",name="` + f.ctrID + `",namespace="ns",pod="web"} 3 ` + ms,
 		`container_memory_working_set_bytes{` + ctr + `} 4096 ` + ms,
 		`container_memory_usage_bytes{` + ctr + `} 8192 ` + ms,
 		`container_memory_rss{` + ctr + `} 1024 ` + ms,
@@ -52,11 +52,11 @@ func TestCadvisorMetrics(t *testing.T) {
 		`container_spec_cpu_period{` + ctr + `} 100000`,
 		`machine_cpu_cores{boot_id="boot",machine_id="machine",system_uuid=""} 2`,
 		`machine_memory_bytes{boot_id="boot",machine_id="machine",system_uuid=""} 1.024e+06`,
-		`container_fs_usage_bytes{container="app",device="",image="nodelet.test/busybox:1.35",name="` + f.ctrID + `",namespace="ns",pod="web"} 300 ` + ms,
-		`container_fs_limit_bytes{container="app",device="",image="nodelet.test/busybox:1.35",name="` + f.ctrID + `",namespace="ns",pod="web"} 1000 ` + ms,
+		`container_fs_usage_bytes{container="app",device="",id="",image="nodelet.test/busybox:1.35",name="` + f.ctrID + `",namespace="ns",pod="web"} 300 ` + ms,
+		`container_fs_limit_bytes{container="app",device="",id="",image="nodelet.test/busybox:1.35",name="` + f.ctrID + `",namespace="ns",pod="web"} 1000 ` + ms,
 		// The pod's own series: its cgroup as a whole.
-		`container_cpu_usage_seconds_total{container="",cpu="total",image="",name="",namespace="ns",pod="web"} 3 ` + ms,
-		`container_memory_working_set_bytes{container="",image="",name="",namespace="ns",pod="web"} 4096 ` + ms,
+		`container_cpu_usage_seconds_total{container="",cpu="total",id="",image="",name="",namespace="ns",pod="web"} 3 ` + ms,
+		`container_memory_working_set_bytes{container="",id="",image="",name="",namespace="ns",pod="web"} 4096 ` + ms,
 	} {
 		g.Expect(lines).To(ContainElement(line))
 	}
@@ -130,8 +130,8 @@ func TestCadvisorMetricsFromInput(t *testing.T) {
 				ids: map[string]string{containerKey("u", "c"): "cid"},
 			},
 			want: []string{
-				`container_memory_failures_total{container="c",failure_type="pgfault",image="",name="cid",namespace="ns",pod="p",scope="container"} 7`,
-				`container_memory_failures_total{container="c",failure_type="pgmajfault",image="",name="cid",namespace="ns",pod="p",scope="container"} 1`,
+				`container_memory_failures_total{container="c",failure_type="pgfault",id="",image="",name="cid",namespace="ns",pod="p",scope="container"} 7`,
+				`container_memory_failures_total{container="c",failure_type="pgmajfault",id="",image="",name="cid",namespace="ns",pod="p",scope="container"} 1`,
 			},
 		},
 		{
@@ -146,17 +146,18 @@ func TestCadvisorMetricsFromInput(t *testing.T) {
 					containerKey("u", ""):  {cfsPeriods: n(10), processes: n(2)},
 					containerKey("u", "c"): {cfsThrottledPeriods: n(4), threads: n(3)},
 				},
-				netdev: map[string][]NetDev{"u": {{Name: "eth0", RxPackets: 5, TxPackets: 6, RxDropped: 1, TxDropped: 2}}},
+				cgroupPaths: map[string]string{containerKey("u", ""): "/kubepods/podu", containerKey("u", "c"): "/kubepods/podu/cid"},
+				netdev:      map[string][]NetDev{"u": {{Name: "eth0", RxPackets: 5, TxPackets: 6, RxDropped: 1, TxDropped: 2}}},
 			},
 			want: []string{
-				`container_cpu_cfs_periods_total{container="",image="",name="",namespace="ns",pod="p"} 10`,
-				`container_processes{container="",image="",name="",namespace="ns",pod="p"} 2`,
-				`container_cpu_cfs_throttled_periods_total{container="c",image="",name="cid",namespace="ns",pod="p"} 4`,
-				`container_threads{container="c",image="",name="cid",namespace="ns",pod="p"} 3`,
-				`container_network_receive_packets_total{container="",image="",interface="eth0",name="",namespace="ns",pod="p"} 5`,
-				`container_network_transmit_packets_total{container="",image="",interface="eth0",name="",namespace="ns",pod="p"} 6`,
-				`container_network_receive_packets_dropped_total{container="",image="",interface="eth0",name="",namespace="ns",pod="p"} 1`,
-				`container_network_transmit_packets_dropped_total{container="",image="",interface="eth0",name="",namespace="ns",pod="p"} 2`,
+				`container_cpu_cfs_periods_total{container="",id="/kubepods/podu",image="",name="",namespace="ns",pod="p"} 10`,
+				`container_processes{container="",id="/kubepods/podu",image="",name="",namespace="ns",pod="p"} 2`,
+				`container_cpu_cfs_throttled_periods_total{container="c",id="/kubepods/podu/cid",image="",name="cid",namespace="ns",pod="p"} 4`,
+				`container_threads{container="c",id="/kubepods/podu/cid",image="",name="cid",namespace="ns",pod="p"} 3`,
+				`container_network_receive_packets_total{container="",id="/kubepods/podu",image="",interface="eth0",name="",namespace="ns",pod="p"} 5`,
+				`container_network_transmit_packets_total{container="",id="/kubepods/podu",image="",interface="eth0",name="",namespace="ns",pod="p"} 6`,
+				`container_network_receive_packets_dropped_total{container="",id="/kubepods/podu",image="",interface="eth0",name="",namespace="ns",pod="p"} 1`,
+				`container_network_transmit_packets_dropped_total{container="",id="/kubepods/podu",image="",interface="eth0",name="",namespace="ns",pod="p"} 2`,
 			},
 			not: []string{"container_memory_cache", "container_oom_events_total"},
 		},

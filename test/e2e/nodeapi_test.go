@@ -405,7 +405,8 @@ var _ = Describe("The node API through the API server", Ordered, ContinueOnFailu
 		startPod(ctx, pod)
 		p := utils.GetPod(ctx, admin, ns, "cadvisor")(Default)
 		id := strings.TrimPrefix(p.Status.ContainerStatuses[0].ContainerID, "containerd://")
-		ctr := fmt.Sprintf(`container="main",image=%q,name=%q,namespace=%q,pod="cadvisor"`, pod.Spec.Containers[0].Image, id, ns)
+		// The id label is the container's cgroup path, a child of the pod's.
+		cgroupOf := regexp.MustCompile(`(?m)^container_spec_cpu_period\{container="main",id="([^"]*)",image="[^"]*",name="` + id + `"`)
 		// value returns the value of series in the scrape out.
 		value := func(g Gomega, out, series string) float64 {
 			for _, line := range strings.Split(out, "\n") {
@@ -422,10 +423,18 @@ var _ = Describe("The node API through the API server", Ordered, ContinueOnFailu
 			out, errOut, code := kubectl(ctx, nil, "get", "--raw", "/api/v1/nodes/"+nodeAPINode+"/proxy/metrics/cadvisor")
 			g.Expect(code).To(BeZero(), errOut)
 			g.Expect(out).To(ContainSubstring("container_cpu_usage_seconds_total{container=\"main\",cpu=\"total\""))
-			g.Expect(out).To(ContainSubstring(fmt.Sprintf(`container_network_receive_bytes_total{container="",image="",interface="eth0",name="",namespace=%q,pod="cadvisor"}`, ns)))
-			g.Expect(value(g, out, fmt.Sprintf(`container_network_transmit_packets_total{container="",image="",interface="eth0",name="",namespace=%q,pod="cadvisor"}`, ns))).To(BeNumerically(">=", 0))
-			g.Expect(out).To(ContainSubstring(fmt.Sprintf(`container_network_receive_packets_dropped_total{container="",image="",interface="eth0",name="",namespace=%q,pod="cadvisor"}`, ns)))
-			cpu := value(g, out, strings.Replace("container_cpu_usage_seconds_total{"+ctr+"}", `image=`, `cpu="total",image=`, 1))
+			m := cgroupOf.FindStringSubmatch(out)
+			g.Expect(m).To(HaveLen(2), "the container's series carry its cgroup as id")
+			cgroup := m[1]
+			g.Expect(cgroup).To(ContainSubstring("pod" + string(p.UID)))
+			podCgroup := cgroup[:strings.LastIndex(cgroup, "/")]
+			ctr := fmt.Sprintf(`container="main",id=%q,image=%q,name=%q,namespace=%q,pod="cadvisor"`, cgroup, pod.Spec.Containers[0].Image, id, ns)
+			podLabels := fmt.Sprintf(`container="",id=%q,image="",name="",namespace=%q,pod="cadvisor"`, podCgroup, ns)
+			podNet := strings.Replace(podLabels, `name=`, `interface="eth0",name=`, 1)
+			g.Expect(out).To(ContainSubstring("container_network_receive_bytes_total{" + podNet + "}"))
+			g.Expect(value(g, out, "container_network_transmit_packets_total{"+podNet+"}")).To(BeNumerically(">=", 0))
+			g.Expect(out).To(ContainSubstring("container_network_receive_packets_dropped_total{" + podNet + "}"))
+			cpu := value(g, out, strings.Replace("container_cpu_usage_seconds_total{"+ctr+"}", `id=`, `cpu="total",id=`, 1))
 			g.Expect(cpu).To(BeNumerically(">", 0.05), "the busy loop's CPU time")
 			ws := value(g, out, "container_memory_working_set_bytes{"+ctr+"}")
 			g.Expect(ws).To(And(BeNumerically(">", 0), BeNumerically("<=", 64<<20)))
@@ -441,10 +450,10 @@ var _ = Describe("The node API through the API server", Ordered, ContinueOnFailu
 			g.Expect(value(g, out, "container_processes{"+ctr+"}")).To(BeNumerically(">=", 1))
 			g.Expect(value(g, out, "container_threads{"+ctr+"}")).To(BeNumerically(">=", 1))
 			g.Expect(value(g, out, "container_memory_cache{"+ctr+"}")).To(BeNumerically(">=", 0))
-			g.Expect(value(g, out, fmt.Sprintf(`container_cpu_user_seconds_total{container="",image="",name="",namespace=%q,pod="cadvisor"}`, ns))).To(BeNumerically(">", 0))
+			g.Expect(value(g, out, "container_cpu_user_seconds_total{"+podLabels+"}")).To(BeNumerically(">", 0))
 			g.Expect(out).To(MatchRegexp(`(?m)^machine_cpu_cores\{boot_id="[^"]+",machine_id="[^"]*",system_uuid="[^"]*"\} [1-9]`))
 			g.Expect(out).To(MatchRegexp(`(?m)^machine_memory_bytes\{boot_id="[^"]+",machine_id="[^"]*",system_uuid="[^"]*"\} [1-9]`))
-			g.Expect(value(g, out, fmt.Sprintf(`container_cpu_usage_seconds_total{container="",cpu="total",image="",name="",namespace=%q,pod="cadvisor"}`, ns))).To(BeNumerically(">=", cpu))
+			g.Expect(value(g, out, strings.Replace("container_cpu_usage_seconds_total{"+podLabels+"}", `id=`, `cpu="total",id=`, 1))).To(BeNumerically(">=", cpu))
 			start := value(g, out, "container_start_time_seconds{"+ctr+"}")
 			g.Expect(start).To(BeNumerically("~", float64(p.CreationTimestamp.Unix()), 120))
 		}).WithContext(ctx).WithTimeout(apiTimeout).WithPolling(time.Second).Should(Succeed())
