@@ -20,6 +20,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/nodelet/nodelet/internal/cri"
+	"github.com/nodelet/nodelet/internal/metrics"
 )
 
 // Runtime is what Manager asks of the container runtime (cri.Runtime).
@@ -284,12 +285,12 @@ type job struct{ id, logPath string }
 func (m *Manager) rotateAndCount(ctx context.Context, j job) {
 	rotated, err := m.rotate(ctx, j.id, j.logPath)
 	if err != nil {
-		rotationFailures.Inc()
+		metrics.ContainerLogRotationFailures.Inc()
 		m.opts.Logger.Error(err, "Unable to rotate a container log", "containerID", j.id, "path", j.logPath)
 		return
 	}
 	if rotated != "" {
-		rotations.Inc()
+		metrics.ContainerLogRotations.Inc()
 		m.opts.Logger.V(1).Info("Rotated container log", "containerID", j.id, "path", j.logPath, "rotated", rotated)
 	}
 }
@@ -564,7 +565,7 @@ func (m *Manager) sweepLinks(links []fs.DirEntry, keep map[string]bool, want map
 			m.opts.Logger.Error(err, "Unable to make a missing log link", "link", name)
 			continue
 		}
-		linksRepaired.Inc()
+		metrics.ContainerLogLinksRepaired.Inc()
 		m.opts.Logger.V(1).Info("Made a missing log link", "link", name, "path", logPath)
 	}
 }

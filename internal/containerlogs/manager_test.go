@@ -18,6 +18,8 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	kubetypes "k8s.io/kubelet/pkg/types"
 	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/nodelet/nodelet/internal/metrics"
 )
 
 // fakeRuntime holds containers by ID; reopening a log makes a new empty
@@ -443,14 +445,14 @@ func TestSyncRotatesOnlyRunningLogsAtMaxSizeAndCountsUnreadableOnes(t *testing.T
 	rt.add("id-exited", "p", "exited", path("exited"), runtimeapi.ContainerState_CONTAINER_EXITED)
 	rt.add("id-gone", "p", "gone", path("gone"), runtimeapi.ContainerState_CONTAINER_RUNNING)
 	rt.add("id-odd", "p", "odd", path("odd"), runtimeapi.ContainerState_CONTAINER_RUNNING)
-	failures := testutil.ToFloat64(rotationFailures)
+	failures := testutil.ToFloat64(metrics.ContainerLogRotationFailures)
 	if err := m.Sync(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	if !slices.Equal(rt.reopened, []string{"id-big"}) {
 		t.Errorf("reopened %v, want only the running log at MaxSize", rt.reopened)
 	}
-	if got := testutil.ToFloat64(rotationFailures) - failures; got != 1 {
+	if got := testutil.ToFloat64(metrics.ContainerLogRotationFailures) - failures; got != 1 {
 		t.Errorf("rotation failures grew by %v, want 1 (the directory in the log's place)", got)
 	}
 	if got := names(t, filepath.Join(logs, "ns_p_uid", "small")); !slices.Equal(got, []string{"0.log"}) {
