@@ -16,6 +16,7 @@ import (
 	"k8s.io/klog/v2"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
+	"github.com/nodelet/nodelet/internal/atomicfile"
 	"github.com/nodelet/nodelet/internal/volume"
 )
 
@@ -180,7 +181,7 @@ func ensureLink(target, link string) error {
 	if err := os.Symlink(target, link); err != nil {
 		return fmt.Errorf("linking %s to %s: %w", link, target, err)
 	}
-	return syncDir(filepath.Dir(link))
+	return atomicfile.SyncDir(filepath.Dir(link))
 }
 
 // unpublishPodBlocks tears down every block volume the pod links to.

@@ -11,6 +11,8 @@ import (
 	csipb "github.com/container-storage-interface/spec/lib/go/csi"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/nodelet/nodelet/internal/atomicfile"
 )
 
 // The steps of a publish and of a teardown, named for the test hook.
@@ -287,5 +289,5 @@ func removeFile(path string) error {
 	if err := os.Remove(path); err != nil && !os.IsNotExist(err) {
 		return fmt.Errorf("removing %s: %w", path, err)
 	}
-	return syncDir(filepath.Dir(path))
+	return atomicfile.SyncDir(filepath.Dir(path))
 }

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+
+	"github.com/nodelet/nodelet/internal/atomicfile"
 )
 
 // volData is a vol_data.json, with the keys the kubelet writes, so that a
@@ -20,35 +22,15 @@ type volData struct {
 	VolumeLifecycleMode string `json:"volumeLifecycleMode,omitempty"`
 }
 
-// writeVolData writes d as dir/vol_data.json: a temporary file, synced and
-// renamed over the old one, so that a crash leaves the old file or the new
-// one, never a partial one.
-func writeVolData(dir string, d volData) (err error) {
+// writeVolData writes d as dir/vol_data.json, replacing the old one
+// atomically and durably: a crash leaves the old file or the new one, never
+// a partial one.
+func writeVolData(dir string, d volData) error {
 	b, err := json.Marshal(d)
 	if err != nil {
 		return fmt.Errorf("encoding %s: %w", volDataFileName, err)
 	}
-	// CreateTemp makes the file with mode 0600 (fileMode).
-	f, err := os.CreateTemp(dir, "."+volDataFileName+".*")
-	if err != nil {
-		return fmt.Errorf("writing %s in %s: %w", volDataFileName, dir, err)
-	}
-	tmp := f.Name()
-	_, err = f.Write(b)
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, filepath.Join(dir, volDataFileName))
-	}
-	if err != nil {
-		_ = os.Remove(tmp)
-		return fmt.Errorf("writing %s in %s: %w", volDataFileName, dir, err)
-	}
-	return syncDir(dir)
+	return atomicfile.WriteFile(filepath.Join(dir, volDataFileName), b, fileMode)
 }
 
 // readVolData reads dir/vol_data.json. The error satisfies os.IsNotExist
@@ -66,17 +48,4 @@ func readVolData(dir string) (volData, error) {
 		return d, fmt.Errorf("%s names no driver or volume handle", filepath.Join(dir, volDataFileName))
 	}
 	return d, nil
-}
-
-// syncDir makes a rename or removal in dir durable.
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("syncing %s: %w", dir, err)
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
-		return fmt.Errorf("syncing %s: %w", dir, err)
-	}
-	return nil
 }
