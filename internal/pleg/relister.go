@@ -16,10 +16,8 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/event"
-	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
-	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/nodelet/nodelet/internal/metrics"
 )
@@ -105,7 +103,7 @@ func (o Options) withDefaults() Options {
 }
 
 // Relister turns changes of the runtime's state into pod events. Create it
-// with New, add it to the manager, and watch Source (or Events) from the pod
+// with New, add it to the manager, and watch Events from the pod
 // controller.
 type Relister struct {
 	lister Lister
@@ -152,12 +150,6 @@ func New(lister Lister, opts Options) (*Relister, error) {
 // stub with only Name, Namespace and UID set.
 func (r *Relister) Events() <-chan event.TypedGenericEvent[*corev1.Pod] {
 	return r.events
-}
-
-// Source returns a controller-runtime source that enqueues the pods of
-// Events by namespace and name, for builder.WatchesRawSource.
-func (r *Relister) Source() source.Source {
-	return source.Channel(r.events, &handler.TypedEnqueueRequestForObject[*corev1.Pod]{})
 }
 
 // NeedLeaderElection implements manager.LeaderElectionRunnable: every node

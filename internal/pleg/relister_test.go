@@ -11,13 +11,11 @@ import (
 	"google.golang.org/grpc/status"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/util/workqueue"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	fake "k8s.io/cri-api/pkg/apis/testing"
 	kubetypes "k8s.io/kubelet/pkg/types"
 	testingclock "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/controller-runtime/pkg/event"
-	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/nodelet/nodelet/internal/cri"
 )
@@ -204,23 +202,6 @@ func TestStartRelistsEveryPeriodSurvivesErrorsAndStops(t *testing.T) {
 
 	cancel()
 	g.Eventually(done).Should(Receive(BeNil()))
-}
-
-func TestSourceEnqueuesThePodByName(t *testing.T) {
-	g := NewWithT(t)
-	e := newEnv(t, Options{})
-	e.runPod(t, "u1")
-
-	ctx, cancel := context.WithCancel(e.ctx)
-	defer cancel()
-	queue := workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[reconcile.Request]())
-	defer queue.ShutDown()
-	g.Expect(e.r.Source().Start(ctx, queue)).To(Succeed())
-
-	g.Expect(e.r.Relist(e.ctx)).To(Succeed())
-	g.Eventually(queue.Len).Should(Equal(1))
-	req, _ := queue.Get()
-	g.Expect(req).To(Equal(reconcile.Request{NamespacedName: types.NamespacedName{Namespace: "ns", Name: "pod-u1"}}))
 }
 
 // listsOf is a Lister that hands out the objects it holds, as cri's brief

@@ -12,6 +12,6 @@
 // stops after the failure that gets its container killed. Results are read
 // by pod (Results: the state.ProbeResults of internal/kuberuntime/state,
 // by container ID); every change of a result sends the pod on the channel
-// behind Source so the pod controller syncs it again. Failed probes are
+// of Events so the pod controller syncs it again. Failed probes are
 // recorded as Unhealthy events on the pod, as the kubelet does.
 package prober

@@ -18,10 +18,8 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/event"
-	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
-	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/nodelet/nodelet/internal/kuberuntime/state"
 )
@@ -69,7 +67,7 @@ type Options struct {
 
 // Manager runs the probes of the containers of this node's pods. Create it
 // with New, add it to the controller manager (it stops every worker when
-// the manager stops), call Sync from the pod reconciler and watch Source.
+// the manager stops), call Sync from the pod reconciler and watch Events.
 // It is safe for concurrent use.
 type Manager struct {
 	clock    clock.Clock
@@ -147,12 +145,6 @@ func New(runner CommandRunner, recorder record.EventRecorder, opts Options) (*Ma
 // Name, Namespace and UID set.
 func (m *Manager) Events() <-chan event.TypedGenericEvent[*corev1.Pod] {
 	return m.events
-}
-
-// Source returns a controller-runtime source that enqueues the pods of
-// Events by namespace and name, for builder.WatchesRawSource.
-func (m *Manager) Source() source.Source {
-	return source.Channel(m.events, &handler.TypedEnqueueRequestForObject[*corev1.Pod]{})
 }
 
 // NeedLeaderElection implements manager.LeaderElectionRunnable: every node
