@@ -20,7 +20,9 @@ import (
 	"github.com/nodelet/nodelet/internal/volumestats"
 )
 
-// Deps is what the reconcilers are built from. main fills it once.
+// Deps is what the reconcilers are built from. internal/app (and the hollow
+// mode, once per hollow node) fills its exported fields once; the
+// unexported ones are filled by the setup functions as they run.
 type Deps struct {
 	// Config is the effective configuration.
 	Config *v1alpha1.NodeletConfiguration
