@@ -7,9 +7,7 @@ import (
 	. "github.com/onsi/gomega"
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/nodelet/nodelet/test/utils"
@@ -38,28 +36,16 @@ var _ = Describe("make run", Ordered, func() {
 		Expect(run.out.String()).To(ContainSubstring("export KUBECONFIG=" + run.kubeconfig()))
 	})
 
-	It("rolls out a Deployment of the web image, with no command, to Ready pods", func(ctx SpecContext) {
-		labels := map[string]string{"app": "web"}
-		dep := &appsv1.Deployment{
-			ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: metav1.NamespaceDefault},
-			Spec: appsv1.DeploymentSpec{
-				Replicas: ptr.To[int32](2),
-				Selector: &metav1.LabelSelector{MatchLabels: labels},
-				Template: corev1.PodTemplateSpec{
-					ObjectMeta: metav1.ObjectMeta{Labels: labels},
-					Spec: corev1.PodSpec{Containers: []corev1.Container{{
-						Name: "web", Image: utils.WebImage, ImagePullPolicy: corev1.PullIfNotPresent,
-					}}},
-				},
-			},
-		}
-		Expect(admin.Create(ctx, dep)).To(Succeed())
-		Eventually(func(g Gomega) {
-			g.Expect(admin.Get(ctx, client.ObjectKeyFromObject(dep), dep)).To(Succeed())
-			g.Expect(dep.Status.ObservedGeneration).To(Equal(dep.Generation))
-			g.Expect(dep.Status.UpdatedReplicas).To(BeEquivalentTo(2))
-			g.Expect(dep.Status.ReadyReplicas).To(BeEquivalentTo(2))
-		}).WithContext(ctx).WithTimeout(rolloutTimeout).WithPolling(pollInterval).Should(Succeed())
+	It("runs README.md's quick start, which rolls out the web image, with no command, to Ready pods", func(ctx SpecContext) {
+		out := run.runReadmeBlock(ctx, readmeShellBlock("## Quick start"))
+		Expect(out).To(ContainSubstring(`deployment "web" successfully rolled out`))
+		Expect(out).To(ContainSubstring("listening addr=:8080"))
+		Expect(out).To(ContainSubstring("hello from a ConfigMap volume"))
+		dep := &appsv1.Deployment{}
+		Expect(admin.Get(ctx, client.ObjectKey{Namespace: metav1.NamespaceDefault, Name: "web"}, dep)).To(Succeed())
+		Expect(dep.Spec.Template.Spec.Containers).To(HaveLen(1))
+		Expect(dep.Spec.Template.Spec.Containers[0].Command).To(BeEmpty())
+		Expect(dep.Status.ReadyReplicas).To(Equal(*dep.Spec.Replicas))
 	}, SpecTimeout(rolloutTimeout+stopTimeout))
 
 	It("serves kubectl logs and exec through the node", func(ctx SpecContext) {
