@@ -6,7 +6,6 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/nodelet/nodelet/internal/csi"
-	"github.com/nodelet/nodelet/internal/metrics"
 	"github.com/nodelet/nodelet/internal/server"
 	"github.com/nodelet/nodelet/internal/volumestats"
 )
@@ -32,7 +31,7 @@ func setupVolumeStats(mgr ctrl.Manager, d *Deps, volumes volumestats.VolumeSourc
 	if err := mgr.Add(calc); err != nil {
 		return fmt.Errorf("adding the volume stats calculator: %w", err)
 	}
-	metrics.VolumeStats.SetLister(calc)
+	volumestats.Metrics.SetLister(calc)
 	d.volumeStats = calc
 	return nil
 }

@@ -10,5 +10,7 @@
 // prober_probe_total, ...), so the kubelet's dashboards and alerts work
 // unchanged; the nodelet_ names are for what the kubelet has no metric of.
 // Packages record into the exported collectors; none registers its own on
-// controller-runtime's registry.
+// controller-runtime's registry but internal/volumestats, whose collector
+// (kubelet_volume_stats_*) reads that package's cache at each scrape. This
+// package imports nothing of nodelet's.
 package metrics

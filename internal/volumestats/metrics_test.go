@@ -1,8 +1,9 @@
-package metrics
+package volumestats
 
 import (
 	"errors"
 	"reflect"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -11,16 +12,14 @@ import (
 	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 	"k8s.io/utils/ptr"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
-
-	"github.com/nodelet/nodelet/internal/volumestats"
 )
 
-type fakeVolumeLister []volumestats.PodStats
+type fakeVolumeLister []PodStats
 
-func (f fakeVolumeLister) ListPodVolumeStats() []volumestats.PodStats { return f }
+func (f fakeVolumeLister) ListPodVolumeStats() []PodStats { return f }
 
-func volumeStat(name string, claim *statsapi.PVCReference, abnormal *bool, base uint64) volumestats.VolumeStats {
-	return volumestats.VolumeStats{
+func volumeStat(name string, claim *statsapi.PVCReference, abnormal *bool, base uint64) VolumeStats {
+	return VolumeStats{
 		VolumeStats: statsapi.VolumeStats{Name: name, PVCRef: claim, FsStats: statsapi.FsStats{
 			CapacityBytes: ptr.To(base * 10), AvailableBytes: ptr.To(base * 6), UsedBytes: ptr.To(base * 4),
 			Inodes: ptr.To(base), InodesFree: ptr.To(base - 3), InodesUsed: ptr.To[uint64](3),
@@ -29,19 +28,19 @@ func volumeStat(name string, claim *statsapi.PVCReference, abnormal *bool, base 
 	}
 }
 
-func TestVolumeStatsCollector(t *testing.T) {
+func TestMetricsCollector(t *testing.T) {
 	data := &statsapi.PVCReference{Namespace: "ns", Name: "data"}
 	logs := &statsapi.PVCReference{Namespace: "other", Name: "logs"}
-	c := &VolumeStatsCollector{}
+	c := &MetricsCollector{}
 	c.SetLister(fakeVolumeLister{
-		{Namespace: "ns", Name: "a", Volumes: []volumestats.VolumeStats{
+		{Namespace: "ns", Name: "a", Volumes: []VolumeStats{
 			volumeStat("scratch", nil, nil, 1000), // no claim: not reported
 			volumeStat("data", data, nil, 100),
 		}},
-		{Namespace: "ns", Name: "b", Volumes: []volumestats.VolumeStats{
+		{Namespace: "ns", Name: "b", Volumes: []VolumeStats{
 			volumeStat("data", data, nil, 999), // the same claim: reported once
 		}},
-		{Namespace: "other", Name: "c", Volumes: []volumestats.VolumeStats{
+		{Namespace: "other", Name: "c", Volumes: []VolumeStats{
 			volumeStat("logs", logs, ptr.To(false), 50),
 		}},
 	})
@@ -79,7 +78,7 @@ kubelet_volume_stats_used_bytes{namespace="other",persistentvolumeclaim="logs"} 
 	}
 
 	// An abnormal condition reads 1.
-	c.SetLister(fakeVolumeLister{{Namespace: "other", Name: "c", Volumes: []volumestats.VolumeStats{
+	c.SetLister(fakeVolumeLister{{Namespace: "other", Name: "c", Volumes: []VolumeStats{
 		volumeStat("logs", logs, ptr.To(true), 50),
 	}}})
 	if err := testutil.CollectAndCompare(c, strings.NewReader(`
@@ -98,28 +97,58 @@ kubelet_volume_stats_health_status_abnormal{namespace="other",persistentvolumecl
 }
 
 func TestVolumeStatsRegistered(t *testing.T) {
-	VolumeStats.SetLister(fakeVolumeLister{{Volumes: []volumestats.VolumeStats{
+	Metrics.SetLister(fakeVolumeLister{{Volumes: []VolumeStats{
 		volumeStat("data", &statsapi.PVCReference{Namespace: "ns", Name: "data"}, nil, 1),
 	}}})
-	defer VolumeStats.SetLister(nil)
-	if n := testutil.CollectAndCount(VolumeStats, "kubelet_volume_stats_used_bytes"); n != 1 {
+	defer Metrics.SetLister(nil)
+	if n := testutil.CollectAndCount(Metrics, "kubelet_volume_stats_used_bytes"); n != 1 {
 		t.Errorf("collected %d used-bytes series, want 1", n)
 	}
 }
 
-func TestVolumeStatsFamilies(t *testing.T) {
-	want := map[string][]string{}
-	for _, m := range defined {
-		if m.c == VolumeStats {
-			want[m.name] = m.labels
-		}
+func TestMetricsFamilies(t *testing.T) {
+	claim := []string{"namespace", "persistentvolumeclaim"}
+	want := map[string][]string{
+		"kubelet_volume_stats_capacity_bytes":         claim,
+		"kubelet_volume_stats_available_bytes":        claim,
+		"kubelet_volume_stats_used_bytes":             claim,
+		"kubelet_volume_stats_inodes":                 claim,
+		"kubelet_volume_stats_inodes_free":            claim,
+		"kubelet_volume_stats_inodes_used":            claim,
+		"kubelet_volume_stats_health_status_abnormal": claim,
 	}
-	if got := described(VolumeStats); !reflect.DeepEqual(got, want) {
+	if got := described(Metrics); !reflect.DeepEqual(got, want) {
 		t.Errorf("described = %v, want %v", got, want)
 	}
-	err := ctrlmetrics.Registry.Register(VolumeStats)
+	err := ctrlmetrics.Registry.Register(Metrics)
 	var already prometheus.AlreadyRegisteredError
-	if !errors.As(err, &already) || already.ExistingCollector != prometheus.Collector(VolumeStats) {
+	if !errors.As(err, &already) || already.ExistingCollector != prometheus.Collector(Metrics) {
 		t.Errorf("registering again: %v, want already registered by this collector", err)
 	}
+}
+
+var (
+	descName   = regexp.MustCompile(`fqName: "([^"]*)"`)
+	descLabels = regexp.MustCompile(`variableLabels: \{([^}]*)\}`)
+)
+
+// described is the names and variable labels of the families c describes.
+func described(c prometheus.Collector) map[string][]string {
+	ch := make(chan *prometheus.Desc, 16)
+	c.Describe(ch)
+	close(ch)
+	out := map[string][]string{}
+	for d := range ch {
+		s := d.String()
+		name, labels := descName.FindStringSubmatch(s), descLabels.FindStringSubmatch(s)
+		if name == nil || labels == nil {
+			panic("unexpected Desc format: " + s)
+		}
+		var l []string
+		if labels[1] != "" {
+			l = strings.Split(labels[1], ",")
+		}
+		out[name[1]] = l
+	}
+	return out
 }

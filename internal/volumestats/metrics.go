@@ -1,12 +1,10 @@
-package metrics
+package volumestats
 
 import (
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
-
-	"github.com/nodelet/nodelet/internal/volumestats"
 )
 
 // Volume stats, with the kubelet's names, labels and help texts (all ALPHA
@@ -23,36 +21,37 @@ var (
 		"Abnormal volume health status. The count is either 1 or 0. 1 indicates the volume is unhealthy, 0 indicates volume is healthy", volumeLabels, nil)
 )
 
-// VolumeStatsLister lists the latest measure of the pods' volumes
-// (volumestats.Calculator).
-type VolumeStatsLister interface {
-	ListPodVolumeStats() []volumestats.PodStats
+// Lister lists the latest measure of the pods' volumes (Calculator).
+type Lister interface {
+	ListPodVolumeStats() []PodStats
 }
 
-// VolumeStatsCollector turns the cached volume stats into the
+// MetricsCollector turns the cached volume stats into the
 // kubelet_volume_stats_* gauges at each scrape: one series per claim (a
 // claim that several pods mount is reported once), and the health gauge
 // only for volumes whose CSI driver reports a volume condition. Volumes
 // without a claim are not reported, as the kubelet does not report them.
-type VolumeStatsCollector struct {
+type MetricsCollector struct {
 	mu     sync.Mutex
-	lister VolumeStatsLister
+	lister Lister
 }
 
-// VolumeStats is the process's collector, registered on controller-runtime's
-// registry; it reports nothing until SetLister gives it a source.
-var VolumeStats = &VolumeStatsCollector{}
+// Metrics is the process's collector, registered on controller-runtime's
+// registry (the one collector nodelet registers outside internal/metrics,
+// which would otherwise import this package for its types); it reports
+// nothing until SetLister gives it a source.
+var Metrics = &MetricsCollector{}
 
 // SetLister sets where the collector reads the volume stats; nil stops it
 // reporting.
-func (c *VolumeStatsCollector) SetLister(l VolumeStatsLister) {
+func (c *MetricsCollector) SetLister(l Lister) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.lister = l
 }
 
 // Describe sends the descriptors of the volume stats families.
-func (c *VolumeStatsCollector) Describe(ch chan<- *prometheus.Desc) {
+func (c *MetricsCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{volumeStatsCapacityBytes, volumeStatsAvailableBytes, volumeStatsUsedBytes,
 		volumeStatsInodes, volumeStatsInodesFree, volumeStatsInodesUsed, volumeStatsHealthAbnormal} {
 		ch <- d
@@ -60,7 +59,7 @@ func (c *VolumeStatsCollector) Describe(ch chan<- *prometheus.Desc) {
 }
 
 // Collect sends the gauges of the claims' volumes, read from the cache.
-func (c *VolumeStatsCollector) Collect(ch chan<- prometheus.Metric) {
+func (c *MetricsCollector) Collect(ch chan<- prometheus.Metric) {
 	c.mu.Lock()
 	l := c.lister
 	c.mu.Unlock()
@@ -103,5 +102,5 @@ func (c *VolumeStatsCollector) Collect(ch chan<- prometheus.Metric) {
 }
 
 func init() {
-	ctrlmetrics.Registry.MustRegister(VolumeStats)
+	ctrlmetrics.Registry.MustRegister(Metrics)
 }
