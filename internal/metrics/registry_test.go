@@ -7,7 +7,6 @@ import (
 	"go/parser"
 	"go/token"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -16,6 +15,8 @@ import (
 	. "github.com/onsi/gomega"
 	"github.com/prometheus/client_golang/prometheus"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	"github.com/nodelet/nodelet/internal/metrics/metricstest"
 )
 
 // kind is a metric's Prometheus type.
@@ -81,32 +82,6 @@ var defined = []struct {
 	{nil, "kubelet_pod_in_progress_resizes", gauge, nil},
 }
 
-var (
-	descName   = regexp.MustCompile(`fqName: "([^"]*)"`)
-	descLabels = regexp.MustCompile(`variableLabels: \{([^}]*)\}`)
-)
-
-// described returns the name and variable labels of every Desc of c.
-func described(c prometheus.Collector) map[string][]string {
-	ch := make(chan *prometheus.Desc, 16)
-	c.Describe(ch)
-	close(ch)
-	out := map[string][]string{}
-	for d := range ch {
-		s := d.String()
-		name, labels := descName.FindStringSubmatch(s), descLabels.FindStringSubmatch(s)
-		if name == nil || labels == nil {
-			panic("unexpected Desc format: " + s)
-		}
-		var l []string
-		if labels[1] != "" {
-			l = strings.Split(labels[1], ",")
-		}
-		out[name[1]] = l
-	}
-	return out
-}
-
 func kindOf(c prometheus.Collector) kind {
 	switch c.(type) {
 	case prometheus.Histogram, *prometheus.HistogramVec:
@@ -126,7 +101,7 @@ func TestEveryMetricIsRegisteredOnceWithItsNameAndLabels(t *testing.T) {
 		}
 		t.Run(m.name, func(t *testing.T) {
 			g := NewWithT(t)
-			g.Expect(described(m.c)).To(Equal(map[string][]string{m.name: m.labels}))
+			g.Expect(metricstest.Described(m.c)).To(Equal(map[string][]string{m.name: m.labels}))
 			g.Expect(kindOf(m.c)).To(Equal(m.kind))
 			// Registered already, by this very collector: registering it
 			// again is refused.
@@ -146,7 +121,7 @@ func TestStateFamiliesAreRegisteredWithTheirNamesAndLabels(t *testing.T) {
 			want[m.name] = m.labels
 		}
 	}
-	g.Expect(described(runtimeState)).To(Equal(want))
+	g.Expect(metricstest.Described(runtimeState)).To(Equal(want))
 	err := ctrlmetrics.Registry.Register(runtimeState)
 	var already prometheus.AlreadyRegisteredError
 	g.Expect(errors.As(err, &already)).To(BeTrue(), "got %v", err)

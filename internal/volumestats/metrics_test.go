@@ -3,7 +3,6 @@ package volumestats
 import (
 	"errors"
 	"reflect"
-	"regexp"
 	"strings"
 	"testing"
 
@@ -12,6 +11,8 @@ import (
 	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 	"k8s.io/utils/ptr"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	"github.com/nodelet/nodelet/internal/metrics/metricstest"
 )
 
 type fakeVolumeLister []PodStats
@@ -117,7 +118,7 @@ func TestMetricsFamilies(t *testing.T) {
 		"kubelet_volume_stats_inodes_used":            claim,
 		"kubelet_volume_stats_health_status_abnormal": claim,
 	}
-	if got := described(Metrics); !reflect.DeepEqual(got, want) {
+	if got := metricstest.Described(Metrics); !reflect.DeepEqual(got, want) {
 		t.Errorf("described = %v, want %v", got, want)
 	}
 	err := ctrlmetrics.Registry.Register(Metrics)
@@ -125,30 +126,4 @@ func TestMetricsFamilies(t *testing.T) {
 	if !errors.As(err, &already) || already.ExistingCollector != prometheus.Collector(Metrics) {
 		t.Errorf("registering again: %v, want already registered by this collector", err)
 	}
-}
-
-var (
-	descName   = regexp.MustCompile(`fqName: "([^"]*)"`)
-	descLabels = regexp.MustCompile(`variableLabels: \{([^}]*)\}`)
-)
-
-// described is the names and variable labels of the families c describes.
-func described(c prometheus.Collector) map[string][]string {
-	ch := make(chan *prometheus.Desc, 16)
-	c.Describe(ch)
-	close(ch)
-	out := map[string][]string{}
-	for d := range ch {
-		s := d.String()
-		name, labels := descName.FindStringSubmatch(s), descLabels.FindStringSubmatch(s)
-		if name == nil || labels == nil {
-			panic("unexpected Desc format: " + s)
-		}
-		var l []string
-		if labels[1] != "" {
-			l = strings.Split(labels[1], ",")
-		}
-		out[name[1]] = l
-	}
-	return out
 }
