@@ -139,6 +139,11 @@ e2e-multinode: deps envtest ## The heavy multi-node e2e specs (three nodes: Serv
 	export KUBEBUILDER_ASSETS="$$(bash hack/envtest.sh)"; \
 	$(GO) test $(GOTESTFLAGS) -count=1 -timeout $(TEST_TIMEOUT) ./test/e2e/ -ginkgo.focus='Multi-node' -ginkgo.label-filter=heavy -ginkgo.v
 
+.PHONY: e2e-cadvisor
+e2e-cadvisor: deps envtest ## The heavy e2e spec that compares /metrics/cadvisor with a real kubelet's (not in make test); CADVISOR_RECORD=dir also records the scrapes (5 minutes of them) and the table there.
+	export KUBEBUILDER_ASSETS="$$(bash hack/envtest.sh)"; \
+	$(if $(CADVISOR_RECORD),NODELET_CADVISOR_RECORD=$(abspath $(CADVISOR_RECORD))) $(GO) test $(GOTESTFLAGS) -v -count=1 -timeout $(TEST_TIMEOUT) ./test/e2e/ -ginkgo.focus='metrics/cadvisor compared' -ginkgo.label-filter=heavy -ginkgo.v
+
 # The cgroup v2 + systemd node: a Debian 12 VM under qemu's software
 # emulation (no KVM needed), built with debootstrap and cached by its
 # package list (hack/vm/image.sh), with containerd 2, runc and nodelet
