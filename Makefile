@@ -69,6 +69,10 @@ TEST_OTHER_PKGS = $(shell $(GO) list ./test/... | grep -v '/test/e2e$$')
 # A module of its own that extends nodelet through pkg/nodelet: the root
 # module's ./... does not reach into it.
 EXAMPLE_DIR = examples/prepuller
+# The PromQL check of kube-prometheus' pod dashboard over recorded scrapes
+# of /metrics/cadvisor: a module of its own too, so that nodelet's module
+# does not require Prometheus (and the cloud SDKs Prometheus requires).
+DASHBOARDS_DIR = test/dashboards
 
 .PHONY: help
 help: ## Show the targets.
@@ -108,12 +112,14 @@ vet: ## go vet and a gofmt check.
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [[ -n "$$out" ]]; then echo "gofmt needed: $$out"; exit 1; fi
 	$(GO) vet ./...
 	cd $(EXAMPLE_DIR) && $(GO) vet ./...
+	cd $(DASHBOARDS_DIR) && $(GO) vet ./...
 
 .PHONY: lint
 lint: ## golangci-lint (pinned, built into the cache) with .golangci.yml, and a go.mod tidiness check.
 	$(call phase,lint: golangci-lint and go.mod tidiness)
 	"$$(bash hack/golangci-lint.sh)" run --allow-parallel-runners ./...
 	lint="$$(bash hack/golangci-lint.sh)"; cd $(EXAMPLE_DIR) && "$$lint" run --allow-parallel-runners --config $(CURDIR)/.golangci.yml ./...
+	lint="$$(bash hack/golangci-lint.sh)"; cd $(DASHBOARDS_DIR) && "$$lint" run --allow-parallel-runners --config $(CURDIR)/.golangci.yml ./...
 	@bash hack/check-tidy.sh
 
 .PHONY: test
@@ -138,6 +144,16 @@ test: deps envtest runtime vet lint ## Lint, unit, envtest and e2e tests against
 e2e-multinode: deps envtest ## The heavy multi-node e2e specs (three nodes: Services, NodePort, drain, node failure), which make test leaves out.
 	export KUBEBUILDER_ASSETS="$$(bash hack/envtest.sh)"; \
 	$(GO) test $(GOTESTFLAGS) -count=1 -timeout $(TEST_TIMEOUT) ./test/e2e/ -ginkgo.focus='Multi-node' -ginkgo.label-filter=heavy -ginkgo.v
+
+.PHONY: e2e-cadvisor
+e2e-cadvisor: deps envtest ## The heavy e2e spec that compares /metrics/cadvisor with a real kubelet's (not in make test); CADVISOR_RECORD=dir also records the scrapes (5 minutes of them) and the table there.
+	export KUBEBUILDER_ASSETS="$$(bash hack/envtest.sh)"; \
+	$(if $(CADVISOR_RECORD),NODELET_CADVISOR_RECORD=$(abspath $(CADVISOR_RECORD))) $(GO) test $(GOTESTFLAGS) -v -count=1 -timeout $(TEST_TIMEOUT) ./test/e2e/ -ginkgo.focus='metrics/cadvisor compared' -ginkgo.label-filter=heavy -ginkgo.v
+
+.PHONY: dashboards
+dashboards: ## kube-prometheus' pod dashboard (its PromQL, on Prometheus' engine) over the recorded scrapes of /metrics/cadvisor in test/dashboards/testdata.
+	$(call phase,dashboards: kube-prometheus' pod dashboard over /metrics/cadvisor)
+	cd $(DASHBOARDS_DIR) && $(GO) test $(GOTESTFLAGS) -count=1 -v ./...
 
 # The cgroup v2 + systemd node: a Debian 12 VM under qemu's software
 # emulation (no KVM needed), built with debootstrap and cached by its

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -52,6 +53,14 @@ type KubeletOptions struct {
 	// of a new temporary one: a short one keeps the Unix sockets under its
 	// root within their 107 bytes.
 	Dir string
+	// CadvisorRuntime, when set, shows Containerd to the cAdvisor inside
+	// the kubelet, which asks containerd about containers at
+	// cadvisorContainerdDir/containerd.sock whatever the CRI endpoint is:
+	// the directory of Containerd's socket is bind-mounted there in the
+	// kubelet's own mount namespace (see IsolatedKubeletCommand). Without
+	// it, cAdvisor sees the pods' cgroups only, and serves their series
+	// with empty container, pod, namespace and image labels.
+	CadvisorRuntime bool
 }
 
 // Kubelet is a kubelet process with its root, pod logs, certificates,
@@ -104,7 +113,12 @@ func StartKubelet(ctx context.Context, opts KubeletOptions) (*Kubelet, error) {
 	if err != nil {
 		return k, errors.Join(err, k.Stop())
 	}
-	prefix, err := IsolatedKubeletCommand(dir)
+	var binds []BindMount
+	if opts.CadvisorRuntime {
+		socket := strings.TrimPrefix(opts.Containerd.Endpoint(), "unix://")
+		binds = append(binds, BindMount{Source: filepath.Dir(socket), Target: cadvisorContainerdDir})
+	}
+	prefix, err := IsolatedKubeletCommand(dir, binds...)
 	if err != nil {
 		return k, errors.Join(err, k.Stop())
 	}
