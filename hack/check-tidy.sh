@@ -1,14 +1,17 @@
 #!/usr/bin/env bash
 # Fails when `go mod tidy` would change a go.mod or go.sum, and says how to
-# fix it: the root module's, each example module's under examples/, and
-# test/dashboards' (which requires Prometheus, which nodelet's must not).
+# fix it: the root module's and each example module's under examples/, or
+# the modules of the directories given as arguments (make dashboards gives
+# test/dashboards, which requires Prometheus, as nodelet's must not).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root="$PWD"
 tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT
 status=0
-for dir in . examples/*/ test/dashboards/; do
+dirs=("$@")
+[[ ${#dirs[@]} -gt 0 ]] || dirs=(. examples/*/)
+for dir in "${dirs[@]}"; do
 	dir="${dir%/}"
 	[[ -f "$root/$dir/go.mod" ]] || continue
 	cd "$root/$dir"
