@@ -8,6 +8,7 @@ import (
 	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
+	registerapi "k8s.io/kubelet/pkg/apis/pluginregistration/v1"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
@@ -19,11 +20,12 @@ import (
 	"github.com/nodelet/nodelet/internal/ctrlqueue"
 )
 
-// setupCSI registers CSI drivers as the kubelet does: the plugin watcher on
-// <rootDir>/plugins_registry runs without the API server (a driver
-// registered while it is unreachable is usable at once), and the writer of
-// the node's CSINode, node ID annotation and topology labels runs with the
-// manager and retries until the API server takes the writes.
+// setupCSI registers CSI and DRA drivers as the kubelet does: the plugin
+// watcher on <rootDir>/plugins_registry runs without the API server (a
+// driver registered while it is unreachable is usable at once), and the
+// writer of the node's CSINode, node ID annotation and topology labels and
+// the deletion of the ResourceSlices of DRA drivers gone from the node run
+// with the manager and retry until the API server takes the writes.
 func setupCSI(mgr ctrl.Manager, deps *Deps) error {
 	cfg := deps.Config
 	nodeInfo := csi.NewNodeInfo(cfg.NodeName, mgr.GetClient(), mgr.GetAPIReader())
@@ -34,13 +36,18 @@ func setupCSI(mgr ctrl.Manager, deps *Deps) error {
 	if err != nil {
 		return err
 	}
+	drivers := draDriversFor(mgr, deps)
 	watcher := csi.NewWatcher(csi.WatcherOptions{
 		Dir:       filepath.Join(cfg.RootDir, csi.PluginsRegistryDir),
 		Registry:  csiDriversFor(deps),
 		Installer: csi.Installers{nodeInfo, refresher},
+		Handlers:  map[string]csi.PluginHandler{registerapi.DRAPlugin: drivers},
 	})
 	if err := deps.local(mgr).Add(watcher); err != nil {
 		return fmt.Errorf("adding the plugin registration watcher: %w", err)
+	}
+	if err := mgr.Add(drivers); err != nil {
+		return fmt.Errorf("adding the DRA drivers' ResourceSlice cleanup: %w", err)
 	}
 	return nil
 }

@@ -48,6 +48,9 @@ func TestSetupCSI(t *testing.T) {
 	if reg := csiDriversFor(deps); reg == nil || reg != csiDriversFor(deps) {
 		t.Error("csiDriversFor does not return one registry")
 	}
+	if reg := draDriversFor(mgr, deps); reg == nil || reg != draDriversFor(mgr, deps) {
+		t.Error("draDriversFor does not return one registry")
+	}
 
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)

@@ -714,6 +714,14 @@ func (r *PodReconciler) writeStatus(ctx context.Context, s *podScope) error {
 		in.RecursiveReadOnly = r.Exec.SupportsRecursiveReadOnly(ctx, s.pod)
 	}
 	st := status.ComputePodStatus(s.pod, s.obs.Runtime, s.state, in)
+	if (st.Phase == corev1.PodSucceeded || st.Phase == corev1.PodFailed) && len(s.obs.Runtime.Live()) == 0 {
+		// As the kubelet: after the containers stopped and before the
+		// status says the pod is done, for the claims' reservations are
+		// dropped then and their devices may go to another pod.
+		if err := r.unprepareClaims(ctx, s.pod.UID); err != nil {
+			return err
+		}
+	}
 	if err := r.patchStatus(ctx, s, st); err != nil {
 		return err
 	}
@@ -946,6 +954,11 @@ func (r *PodReconciler) syncGone(ctx context.Context, w podworkers.Work) podwork
 // and checkpoint, and forgets it in admission, the prober, the object store
 // and the metrics.
 func (r *PodReconciler) removeFromNode(ctx context.Context, pod *corev1.Pod, rt state.PodRuntime) error {
+	// Its containers stopped; a pod gone from the API server wrote no
+	// final status that did it.
+	if err := r.unprepareClaims(ctx, pod.UID); err != nil {
+		return err
+	}
 	if err := r.Exec.RemovePod(ctx, pod, rt); err != nil {
 		return err
 	}
@@ -956,6 +969,19 @@ func (r *PodReconciler) removeFromNode(ctx context.Context, pod *corev1.Pod, rt 
 	r.Metrics.forget(pod.UID)
 	r.written.Delete(pod.UID)
 	r.settledSyncs.Delete(pod.UID)
+	return nil
+}
+
+// unprepareClaims unprepares the ResourceClaims of a pod none of whose
+// containers runs; a failure is an error to retry with back-off (the
+// driver may be away for a while).
+func (r *PodReconciler) unprepareClaims(ctx context.Context, uid types.UID) error {
+	if r.Exec == nil {
+		return nil
+	}
+	if err := r.Exec.UnprepareClaims(ctx, uid); err != nil {
+		return fmt.Errorf("unpreparing dynamic resources: %w", err)
+	}
 	return nil
 }
 

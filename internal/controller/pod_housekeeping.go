@@ -49,6 +49,15 @@ type orphanStagings interface {
 	UnstageOrphans(ctx context.Context) error
 }
 
+// podClaims is what housekeeping needs of the ResourceClaims manager.
+type podClaims interface {
+	// PodUIDs lists the pods that use a prepared claim.
+	PodUIDs() []types.UID
+	// Unprepare takes a pod off its claims, unpreparing those no other
+	// pod uses.
+	Unprepare(ctx context.Context, pod types.UID) error
+}
+
 // podWorkerSet is what housekeeping needs of the pod workers.
 type podWorkerSet interface {
 	Keys() []podworkers.Key
@@ -99,8 +108,10 @@ type housekeeper struct {
 	// stagings, when set, unstages the CSI volumes no pod publishes any
 	// more (a crash between a pod's unpublish and the unstage).
 	stagings orphanStagings
-	period   time.Duration
-	log      logr.Logger
+	// claims, when set, holds the pods' prepared ResourceClaims.
+	claims podClaims
+	period time.Duration
+	log    logr.Logger
 }
 
 // NeedLeaderElection implements manager.LeaderElectionRunnable.
@@ -149,6 +160,8 @@ type leftovers struct {
 	cgroups []types.UID
 	// held and noted are the reconciler's memory (podMemory).
 	held, noted []types.UID
+	// claims are the pods that use a prepared ResourceClaim.
+	claims []types.UID
 }
 
 // podLogDir is a pod log directory found in podLogsDir.
@@ -170,6 +183,8 @@ type sweepPlan struct {
 	// cgroups are the pod cgroups to remove (what is left in them killed).
 	cgroups         []types.UID
 	release, forget []types.UID
+	// unprepare are the pods whose ResourceClaims are unprepared.
+	unprepare []types.UID
 	// mark are the pod log directories of nodelet's pods that stay and
 	// carry no marker of this node (made before nodelet marked them): they
 	// get one, so that the log manager sweeps the links into them.
@@ -200,7 +215,7 @@ func planSweep(left leftovers, live, busy map[types.UID]bool) sweepPlan {
 		return gone(uid) && !inRuntime
 	}
 	recorded := map[types.UID]bool{}
-	for _, uids := range [][]types.UID{slices.Collect(maps.Keys(left.runtime)), left.dirs, left.ckpts, left.held, left.noted} {
+	for _, uids := range [][]types.UID{slices.Collect(maps.Keys(left.runtime)), left.dirs, left.ckpts, left.held, left.noted, left.claims} {
 		for _, uid := range uids {
 			recorded[uid] = true
 		}
@@ -239,6 +254,7 @@ func planSweep(left leftovers, live, busy map[types.UID]bool) sweepPlan {
 	}
 	p.release = cleanOf(left.held)
 	p.forget = cleanOf(left.noted)
+	p.unprepare = cleanOf(left.claims)
 	return p
 }
 
@@ -292,6 +308,15 @@ func (h *housekeeper) sweep(ctx context.Context) error {
 		if uid := logDirUID(filepath.Base(dir)); !started(uid) {
 			if err := nomount.RemoveAll(dir); err != nil {
 				fail(uid, fmt.Errorf("removing log directory of gone pod %s: %w", uid, err))
+			}
+		}
+	}
+	for _, uid := range p.unprepare {
+		if !started(uid) && h.claims != nil {
+			// Its worker went before it unprepared them (a crash).
+			log.FromContext(ctx).Info("Unpreparing the ResourceClaims of a pod gone from the node", "podUID", uid)
+			if err := h.claims.Unprepare(ctx, uid); err != nil {
+				fail(uid, err)
 			}
 		}
 	}
@@ -411,6 +436,9 @@ func (h *housekeeper) read(ctx context.Context) (leftovers, error) {
 		}
 	}
 	left.held, left.noted = h.memory.heldUIDs(), h.memory.notedUIDs()
+	if h.claims != nil {
+		left.claims = h.claims.PodUIDs()
+	}
 	return left, nil
 }
 

@@ -33,7 +33,6 @@ import (
 	"github.com/nodelet/nodelet/internal/cri"
 	"github.com/nodelet/nodelet/internal/csi"
 	"github.com/nodelet/nodelet/internal/ctrlqueue"
-	"github.com/nodelet/nodelet/internal/dra"
 	"github.com/nodelet/nodelet/internal/executor"
 	"github.com/nodelet/nodelet/internal/features"
 	"github.com/nodelet/nodelet/internal/images"
@@ -147,9 +146,7 @@ func setupPodController(mgr ctrl.Manager, d *Deps) error {
 		Features:       rtFeatures,
 		UserNamespaces: userNamespaces(mgr, cfg),
 		Gate:           executor.NewStartGate(parallelStarts()),
-		// Claims change just before their pod starts: read them from
-		// the API server, by name, as the Node authorizer allows.
-		Claims: &dra.Preparer{Reader: mgr.GetAPIReader(), ExtendedResources: features.Enabled(features.DRAExtendedResource)},
+		Claims:         claimsFor(mgr, d),
 	}
 	if exec.Resources, err = resourceOptions(cfg); err != nil {
 		return err
@@ -242,6 +239,7 @@ func setupPodController(mgr ctrl.Manager, d *Deps) error {
 		static:   r.Static,
 		memory:   r,
 		stagings: eng.csi,
+		claims:   claimsFor(mgr, d),
 		period:   housekeepingPeriod,
 		log:      r.Log.WithName("housekeeping"),
 	}

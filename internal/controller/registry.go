@@ -15,6 +15,7 @@ import (
 	"github.com/nodelet/nodelet/internal/cri"
 	"github.com/nodelet/nodelet/internal/csi"
 	"github.com/nodelet/nodelet/internal/deviceplugin"
+	"github.com/nodelet/nodelet/internal/dra"
 	"github.com/nodelet/nodelet/internal/eviction"
 	"github.com/nodelet/nodelet/internal/shutdown"
 	"github.com/nodelet/nodelet/internal/volumestats"
@@ -59,6 +60,10 @@ type Deps struct {
 	csiAllocatable *csi.AllocatableRefresher
 	// devices is the device plugin manager (see devicesFor).
 	devices *deviceplugin.Manager
+	// draDrivers are the registered DRA drivers and claims the node's
+	// ResourceClaims (see draDriversFor and claimsFor).
+	draDrivers *dra.Drivers
+	claims     *dra.Manager
 }
 
 // Runner runs runnables: agent.Local, or the manager itself.
@@ -94,7 +99,7 @@ var Default = Registry{
 // disabledEffects says what turning a reconciler off changes, for the log.
 var disabledEffects = map[string]string{
 	"configmap": "live ConfigMap updates are off: running pods keep the ConfigMap content their volumes were set up with",
-	"csi":       "CSI drivers are not registered: pods' CSI volumes fail to mount as their driver is unknown",
+	"csi":       "CSI and DRA drivers are not registered: pods' CSI volumes fail to mount as their driver is unknown, pods with ResourceClaims do not start",
 	"podcidr":   "pod CIDRs are not handed to the runtime: a runtime that waits for one keeps its network not ready",
 	"secret":    "live Secret updates are off: running pods keep the Secret content their volumes were set up with",
 }

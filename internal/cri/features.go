@@ -2,6 +2,7 @@ package cri
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"sync"
@@ -35,6 +36,9 @@ type Features struct {
 	// (CRI Mount.image). No CRI field says so; it is read from the
 	// runtime's name and version (ImageVolumesFromVersion).
 	ImageVolumes bool
+	// CDI is whether the runtime applies the CDI devices of a container's
+	// config (ContainerConfig.CDIDevices); see CDIFromRuntime.
+	CDI bool
 }
 
 // HandlerFeatures is what one runtime handler supports.
@@ -105,6 +109,29 @@ func ImageVolumesFromVersion(v *runtimeapi.VersionResponse) bool {
 	return have.AtLeast(first)
 }
 
+// CDIFromRuntime reports whether the runtime that answered status (a
+// verbose Status) and v applies CDI devices. No CRI field says so.
+// containerd's verbose status carries its CRI configuration, whose
+// enableCDI says it where the option exists (containerd 1.7, and 2 until
+// CDI became always on: 2.4 has no such option). Without it, a containerd
+// before 2.0 (1.6 knows nothing of CDI, 1.7 has it off by default) would
+// run the container without its devices, and containerd 2, which has it
+// on by default or always, applies them. Another runtime (CRI-O applies CDI devices
+// since 1.23) is trusted to refuse what it cannot do.
+func CDIFromRuntime(status *runtimeapi.StatusResponse, v *runtimeapi.VersionResponse) bool {
+	var cfg struct {
+		EnableCDI *bool `json:"enableCDI"`
+	}
+	if raw, ok := status.GetInfo()["config"]; ok && json.Unmarshal([]byte(raw), &cfg) == nil && cfg.EnableCDI != nil {
+		return *cfg.EnableCDI
+	}
+	if v.GetRuntimeName() != "containerd" {
+		return true
+	}
+	have, err := utilversion.ParseGeneric(v.GetRuntimeVersion())
+	return err == nil && have.AtLeast(utilversion.MajorMinor(2, 0))
+}
+
 // FeatureSource reads the runtime's features; Client implements it.
 type FeatureSource interface {
 	Features(ctx context.Context) (Features, error)
@@ -112,27 +139,31 @@ type FeatureSource interface {
 
 // Features implements FeatureSource with one Status and one Version call.
 func (c *Client) Features(ctx context.Context) (Features, error) {
-	f, err := c.statusFeatures(ctx)
+	resp, err := c.verboseStatus(ctx)
 	if err != nil {
 		return Features{}, err
 	}
+	f := FeaturesFromStatus(resp)
 	v, err := c.Version(ctx)
 	if err != nil {
 		return Features{}, fmt.Errorf("getting runtime features: %w", err)
 	}
 	f.ImageVolumes = ImageVolumesFromVersion(v)
+	f.CDI = CDIFromRuntime(resp, v)
 	return f, nil
 }
 
-func (c *Client) statusFeatures(ctx context.Context) (_ Features, err error) {
+// verboseStatus is the runtime's Status with its information (for
+// containerd, its CRI configuration).
+func (c *Client) verboseStatus(ctx context.Context) (_ *runtimeapi.StatusResponse, err error) {
 	defer func(start time.Time) { observe("status", start, err) }(time.Now())
 	ctx, cancel := c.timeout(ctx)
 	defer cancel()
-	resp, err := c.runtime.Status(ctx, false)
+	resp, err := c.runtime.Status(ctx, true)
 	if err != nil {
-		return Features{}, fmt.Errorf("getting runtime features: %w", err)
+		return nil, fmt.Errorf("getting runtime features: %w", err)
 	}
-	return FeaturesFromStatus(resp), nil
+	return resp, nil
 }
 
 // DefaultFeatureRefresh is how old the features a FeatureCache hands out

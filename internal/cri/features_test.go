@@ -126,3 +126,28 @@ func TestImageVolumesFromVersion(t *testing.T) {
 		}
 	}
 }
+
+func TestCDIFromRuntime(t *testing.T) {
+	config := func(js string) *runtimeapi.StatusResponse {
+		return &runtimeapi.StatusResponse{Info: map[string]string{"config": js}}
+	}
+	for _, tc := range []struct {
+		desc, name, version string
+		status              *runtimeapi.StatusResponse
+		want                bool
+	}{
+		{"containerd 1.6 has no CDI", "containerd", "v1.6.20", config(`{"enableSelinux":false}`), false},
+		{"containerd 1.7 with enable_cdi off", "containerd", "1.7.27", config(`{"enableCDI":false,"cdiSpecDirs":[]}`), false},
+		{"containerd 1.7 with enable_cdi on", "containerd", "1.7.27", config(`{"enableCDI":true}`), true},
+		{"containerd 2 with enable_cdi off", "containerd", "v2.4.2", config(`{"enableCDI":false}`), false},
+		{"containerd 2 without its configuration: on by default", "containerd", "v2.4.2", &runtimeapi.StatusResponse{}, true},
+		{"containerd 1.7 without its configuration: off by default", "containerd", "1.7.0", &runtimeapi.StatusResponse{}, false},
+		{"a configuration that does not parse", "containerd", "v1.6.20", config(`{`), false},
+		{"another runtime is trusted", "cri-o", "1.31.0", &runtimeapi.StatusResponse{}, true},
+	} {
+		v := &runtimeapi.VersionResponse{RuntimeName: tc.name, RuntimeVersion: tc.version}
+		if got := CDIFromRuntime(tc.status, v); got != tc.want {
+			t.Errorf("%s: CDIFromRuntime = %v, want %v", tc.desc, got, tc.want)
+		}
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -43,12 +44,26 @@ type DriverInstaller interface {
 	UninstallDriver(name string)
 }
 
+// PluginHandler takes the registrations of one plugin type other than CSI
+// (dra.Drivers for DRAPlugin), as the kubelet's plugin handlers do.
+type PluginHandler interface {
+	// ValidatePlugin checks a registration before it is accepted.
+	ValidatePlugin(name, endpoint string, versions []string) error
+	// RegisterPlugin registers a validated plugin.
+	RegisterPlugin(name, endpoint string, versions []string) error
+	// DeRegisterPlugin removes a plugin whose registration socket went.
+	DeRegisterPlugin(name, endpoint string)
+}
+
 // WatcherOptions configure a Watcher.
 type WatcherOptions struct {
 	// Dir is watched for registration sockets; created 0750 if missing.
 	Dir string
 	// Registry receives the registered drivers.
 	Registry *Registry
+	// Handlers take the registrations of other plugin types, by type
+	// (registerapi.DRAPlugin); a type without one is refused.
+	Handlers map[string]PluginHandler
 	// Installer receives what the drivers report; nil drops it.
 	Installer DriverInstaller
 	// RetryPeriod, CallTimeout and NodeGetInfoTimeout default to the
@@ -62,8 +77,8 @@ type WatcherOptions struct {
 // socket in Dir (and its subdirectories; names starting with "." are
 // ignored) is a plugin's registration service, which it asks for its
 // plugin's type, name, endpoint and versions, registers, and answers with
-// the outcome. CSI plugins are registered in the Registry; other plugin
-// types are refused. A socket that goes away deregisters its plugin; a
+// the outcome. CSI plugins are registered in the Registry, the types of
+// Handlers by their handler; other plugin types are refused. A socket that goes away deregisters its plugin; a
 // socket created again is registered again. A socket whose registration
 // failed before the plugin was accepted is tried again every RetryPeriod
 // while it exists; with every plugin registered, nothing runs until a
@@ -88,6 +103,8 @@ type Watcher struct {
 type plugin struct {
 	created time.Time
 	name    string
+	// typ and endpoint are the plugin's type and endpoint.
+	typ, endpoint string
 }
 
 // NewWatcher returns a watcher with opts.
@@ -259,7 +276,7 @@ func (w *Watcher) reconcile(ctx context.Context, wg *sync.WaitGroup) {
 			continue
 		}
 		delete(w.actual, path)
-		w.deregister(ctx, path, p.name)
+		w.deregister(ctx, path, p)
 	}
 	for path := range w.failed {
 		if _, ok := w.desired[path]; !ok {
@@ -274,11 +291,12 @@ func (w *Watcher) reconcile(ctx context.Context, wg *sync.WaitGroup) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			name, accepted, err := w.register(ctx, path)
+			p, accepted, err := w.register(ctx, path)
 			w.mu.Lock()
 			delete(w.busy, path)
 			if accepted {
-				w.actual[path] = plugin{created: created, name: name}
+				p.created = created
+				w.actual[path] = p
 			}
 			last, retried := w.failed[path]
 			repeated := err != nil && retried && last == err.Error()
@@ -312,8 +330,13 @@ func (w *Watcher) reconcile(ctx context.Context, wg *sync.WaitGroup) {
 	}
 }
 
-// deregister removes the driver registered from the socket at path.
-func (w *Watcher) deregister(ctx context.Context, path, name string) {
+// deregister removes the plugin registered from the socket at path.
+func (w *Watcher) deregister(ctx context.Context, path string, p plugin) {
+	if h := w.opts.Handlers[p.typ]; p.typ != registerapi.CSIPlugin && h != nil {
+		h.DeRegisterPlugin(p.name, p.endpoint)
+		return
+	}
+	name := p.name
 	if !w.opts.Registry.remove(name, path) {
 		return
 	}
@@ -326,10 +349,10 @@ func (w *Watcher) deregister(ctx context.Context, path, name string) {
 // register runs one registration of the plugin at path. accepted says the
 // plugin passed validation (it is then not tried again until its socket is
 // created again, even when registering it failed, as with the kubelet).
-func (w *Watcher) register(ctx context.Context, path string) (name string, accepted bool, err error) {
+func (w *Watcher) register(ctx context.Context, path string) (p plugin, accepted bool, err error) {
 	conn, err := dialEndpoint(path)
 	if err != nil {
-		return "", false, fmt.Errorf("RegisterPlugin error -- dial failed at socket %s, err: %w", path, err)
+		return plugin{}, false, fmt.Errorf("RegisterPlugin error -- dial failed at socket %s, err: %w", path, err)
 	}
 	defer func() { _ = conn.Close() }()
 	client := registerapi.NewRegistrationClient(conn)
@@ -338,41 +361,63 @@ func (w *Watcher) register(ctx context.Context, path string) (name string, accep
 	info, err := client.GetInfo(callCtx, &registerapi.InfoRequest{})
 	cancel()
 	if err != nil {
-		return "", false, fmt.Errorf("RegisterPlugin error -- failed to get plugin info using RPC GetInfo at socket %s, err: %w", path, err)
+		return plugin{}, false, fmt.Errorf("RegisterPlugin error -- failed to get plugin info using RPC GetInfo at socket %s, err: %w", path, err)
 	}
 	logger := log.FromContext(ctx).WithValues("socket", path, "type", info.Type, "plugin", info.Name)
-
-	if info.Type != registerapi.CSIPlugin {
-		msg := fmt.Sprintf("RegisterPlugin error -- no handler registered for plugin type: %s at socket %s (nodelet registers %s plugins only)",
-			info.Type, path, registerapi.CSIPlugin)
-		if err := w.notify(ctx, client, false, msg); err != nil {
-			return "", false, err
-		}
-		return "", false, errors.New(msg)
-	}
 	endpoint := info.Endpoint
 	if endpoint == "" {
 		endpoint = path
 	}
+	p = plugin{name: info.Name, typ: info.Type, endpoint: endpoint}
+	// refuse tells the plugin it was not accepted.
+	refuse := func(msg string) (plugin, bool, error) {
+		if err := w.notify(ctx, client, false, msg); err != nil {
+			return plugin{}, false, err
+		}
+		return plugin{}, false, errors.New(msg)
+	}
+
+	if h := w.opts.Handlers[info.Type]; info.Type != registerapi.CSIPlugin && h != nil {
+		if err := h.ValidatePlugin(info.Name, endpoint, info.SupportedVersions); err != nil {
+			return refuse(fmt.Sprintf("RegisterPlugin error -- plugin validation failed with err: %v", err))
+		}
+		if err := h.RegisterPlugin(info.Name, endpoint, info.SupportedVersions); err != nil {
+			msg := fmt.Sprintf("RegisterPlugin error -- plugin registration failed with err: %v", err)
+			return p, true, errors.Join(errors.New(msg), w.notify(ctx, client, false, msg))
+		}
+		return p, true, w.notify(ctx, client, true, "")
+	}
+	if info.Type != registerapi.CSIPlugin {
+		return refuse(fmt.Sprintf("RegisterPlugin error -- no handler registered for plugin type: %s at socket %s (nodelet registers %s plugins only)",
+			info.Type, path, strings.Join(w.types(), ", ")))
+	}
 	highest, err := w.opts.Registry.validate(info.Name, endpoint, path, info.SupportedVersions)
 	if err != nil {
-		msg := fmt.Sprintf("RegisterPlugin error -- plugin validation failed with err: %v", err)
-		if err := w.notify(ctx, client, false, msg); err != nil {
-			return "", false, err
-		}
-		return "", false, errors.New(msg)
+		return refuse(fmt.Sprintf("RegisterPlugin error -- plugin validation failed with err: %v", err))
 	}
 
 	if err := w.install(ctx, logger, RegisteredDriver{
 		Name: info.Name, Endpoint: endpoint, Versions: info.SupportedVersions, Socket: path,
 	}, highest); err != nil {
 		msg := fmt.Sprintf("RegisterPlugin error -- plugin registration failed with err: %v", err)
-		return info.Name, true, errors.Join(errors.New(msg), w.notify(ctx, client, false, msg))
+		return p, true, errors.Join(errors.New(msg), w.notify(ctx, client, false, msg))
 	}
 	if err := w.notify(ctx, client, true, ""); err != nil {
-		return info.Name, true, err
+		return p, true, err
 	}
-	return info.Name, true, nil
+	return p, true, nil
+}
+
+// types are the plugin types the watcher registers, sorted.
+func (w *Watcher) types() []string {
+	out := []string{registerapi.CSIPlugin}
+	for t, h := range w.opts.Handlers {
+		if h != nil && t != registerapi.CSIPlugin {
+			out = append(out, t)
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 // install registers the driver and asks its NodeGetInfo; on failure the

@@ -2,6 +2,7 @@ package csi
 
 import (
 	"context"
+	"errors"
 	"net"
 	"os"
 	"path/filepath"
@@ -375,5 +376,89 @@ func TestWatcherLogsRefusedConnectionsOnceAsErrors(t *testing.T) {
 	// an error; the same error again is not logged as one.
 	if got := strings.Join(kinds()[:4], ","); got != "retry,error,retry,retry" {
 		t.Errorf("registration log lines = %s, want retry,error,retry,retry", got)
+	}
+}
+
+// fakeHandler is a PluginHandler that records what it was asked.
+type fakeHandler struct {
+	mu         sync.Mutex
+	invalid    string
+	registered map[string]string
+	removed    []string
+}
+
+func (h *fakeHandler) ValidatePlugin(_, _ string, _ []string) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.invalid != "" {
+		return errors.New(h.invalid)
+	}
+	return nil
+}
+
+func (h *fakeHandler) RegisterPlugin(name, endpoint string, _ []string) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.registered == nil {
+		h.registered = map[string]string{}
+	}
+	h.registered[name] = endpoint
+	return nil
+}
+
+func (h *fakeHandler) DeRegisterPlugin(name, endpoint string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	delete(h.registered, name)
+	h.removed = append(h.removed, name+" "+endpoint)
+}
+
+func (h *fakeHandler) endpoint(name string) (string, bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	e, ok := h.registered[name]
+	return e, ok
+}
+
+func TestWatcherHandsOtherTypesToTheirHandler(t *testing.T) {
+	dir := filepath.Join(shortTempDir(t), "plugins_registry")
+	h := &fakeHandler{}
+	w := NewWatcher(WatcherOptions{Dir: dir, Registry: NewRegistry(), RetryPeriod: 100 * time.Millisecond,
+		Handlers: map[string]PluginHandler{registerapi.DRAPlugin: h}})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- w.Start(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("watcher: %v", err)
+		}
+	})
+	eventually(t, "the registry directory", func() bool { _, err := os.Stat(dir); return err == nil })
+
+	info := &registerapi.PluginInfo{Type: registerapi.DRAPlugin, Name: "dra.example.com", Endpoint: "/run/dra.sock", SupportedVersions: []string{"v1.DRAPlugin"}}
+	r := startRegistrar(t, filepath.Join(dir, "dra.sock"), info)
+	if s := r.nextStatus(t); !s.PluginRegistered || s.Error != "" {
+		t.Fatalf("status = %+v, want registered", s)
+	}
+	if e, ok := h.endpoint("dra.example.com"); !ok || e != "/run/dra.sock" {
+		t.Fatalf("handler got %q, %v; want the plugin's endpoint", e, ok)
+	}
+	r.stop(t)
+	eventually(t, "the deregistration", func() bool { _, ok := h.endpoint("dra.example.com"); return !ok })
+	if got := strings.Join(h.removed, ","); got != "dra.example.com /run/dra.sock" {
+		t.Errorf("deregistered %q", got)
+	}
+
+	h.mu.Lock()
+	h.invalid = "bad versions"
+	h.mu.Unlock()
+	refused := startRegistrar(t, filepath.Join(dir, "dra2.sock"), info)
+	if s := refused.nextStatus(t); s.PluginRegistered || !strings.Contains(s.Error, "plugin validation failed with err: bad versions") {
+		t.Fatalf("status = %+v, want refused by the handler", s)
+	}
+	devicePlugin := startRegistrar(t, filepath.Join(dir, "dp.sock"), &registerapi.PluginInfo{Type: registerapi.DevicePlugin, Name: "example.com/gpu", SupportedVersions: []string{"v1beta1"}})
+	if s := devicePlugin.nextStatus(t); s.PluginRegistered || !strings.Contains(s.Error, "nodelet registers CSIPlugin, DRAPlugin plugins only") {
+		t.Fatalf("status = %+v, want refused naming the types registered", s)
 	}
 }

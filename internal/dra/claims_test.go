@@ -5,8 +5,11 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 	v1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
@@ -132,10 +135,114 @@ func TestCheckClaim(t *testing.T) {
 			if !errorAsWanted(t, err, tc.wantErr) {
 				return
 			}
-			if strings.Join(got, ",") != strings.Join(tc.wantDrivers, ",") {
+			var names []string
+			for _, d := range got {
+				names = append(names, d.Name)
+			}
+			if strings.Join(names, ",") != strings.Join(tc.wantDrivers, ",") {
 				t.Fatalf("drivers %v, want %v", got, tc.wantDrivers)
 			}
 		})
+	}
+}
+
+func TestDriverStates(t *testing.T) {
+	result := func(driver string, skip ...resourceapi.SkipNodeOperation) resourceapi.DeviceRequestAllocationResult {
+		return resourceapi.DeviceRequestAllocationResult{Request: "r", Driver: driver, Pool: "p", Device: "d", SkipNodeOperations: skip}
+	}
+	cases := []struct {
+		name    string
+		results []resourceapi.DeviceRequestAllocationResult
+		want    []DriverState
+	}{
+		{name: "none"},
+		{name: "one per driver, sorted", results: []resourceapi.DeviceRequestAllocationResult{result("b"), result("a"), result("b")},
+			want: []DriverState{{Name: "a"}, {Name: "b"}}},
+		{name: "every device skips preparing", results: []resourceapi.DeviceRequestAllocationResult{
+			result("a", resourceapi.SkipNodeOperationNodePrepareResources), result("a", resourceapi.SkipNodeOperationNodePrepareResources)},
+			want: []DriverState{{Name: "a", SkipPrepare: true}}},
+		{name: "one device that does not skip makes the call", results: []resourceapi.DeviceRequestAllocationResult{
+			result("a", resourceapi.SkipNodeOperationAll), result("a")},
+			want: []DriverState{{Name: "a"}}},
+		{name: "all operations", results: []resourceapi.DeviceRequestAllocationResult{result("a", resourceapi.SkipNodeOperationAll)},
+			want: []DriverState{{Name: "a", SkipPrepare: true, SkipUnprepare: true}}},
+		{name: "unprepare only", results: []resourceapi.DeviceRequestAllocationResult{result("a", resourceapi.SkipNodeOperationNodeUnprepareResources)},
+			want: []DriverState{{Name: "a", SkipUnprepare: true}}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if diff := cmp.Diff(tc.want, DriverStates(tc.results), cmpopts.EquateEmpty()); diff != "" {
+				t.Fatalf("drivers (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestContainerClaims(t *testing.T) {
+	gpu := v1.ResourceName("example.com/gpu")
+	pod := claimPod([]v1.PodResourceClaim{
+		{Name: "a", ResourceClaimName: ptr.To("shared")},
+		{Name: "b", ResourceClaimTemplateName: ptr.To("tmpl")},
+		{Name: "none", ResourceClaimTemplateName: ptr.To("tmpl")},
+	}, []v1.PodResourceClaimStatus{{Name: "b", ResourceClaimName: ptr.To("p-b")}, {Name: "none"}})
+	pod.Status.ExtendedResourceClaimStatus = &v1.PodExtendedResourceClaimStatus{ResourceClaimName: "p-ext", RequestMappings: []v1.ContainerExtendedResourceRequest{
+		{ContainerName: "c", ResourceName: string(gpu), RequestName: "container-0-request-0"},
+		{ContainerName: "other", ResourceName: string(gpu), RequestName: "container-1-request-0"},
+	}}
+	container := func(claims ...v1.ResourceClaim) *v1.Container {
+		return &v1.Container{Name: "c", Resources: v1.ResourceRequirements{Claims: claims}}
+	}
+	withGPU := container()
+	withGPU.Resources.Requests = v1.ResourceList{gpu: resource.MustParse("1")}
+	cases := []struct {
+		name     string
+		c        *v1.Container
+		extended bool
+		want     map[string][]string
+		wantErr  string
+	}{
+		{name: "none", c: container(), want: map[string][]string{}},
+		{name: "whole claims and requests", c: container(v1.ResourceClaim{Name: "a"}, v1.ResourceClaim{Name: "b", Request: "r1"}, v1.ResourceClaim{Name: "b", Request: "r2"}),
+			want: map[string][]string{"shared": {""}, "p-b": {"r1", "r2"}}},
+		{name: "a template that made no claim", c: container(v1.ResourceClaim{Name: "none"}), want: map[string][]string{}},
+		{name: "a claim the pod does not list", c: container(v1.ResourceClaim{Name: "x"}), wantErr: `container c uses claim "x", which the pod does not list`},
+		{name: "extended resources", c: withGPU, extended: true, want: map[string][]string{"p-ext": {"container-0-request-0"}}},
+		{name: "extended resources with the gate off", c: withGPU, want: map[string][]string{}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := ContainerClaims(pod, tc.c, tc.extended)
+			if !errorAsWanted(t, err, tc.wantErr) {
+				return
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Fatalf("claims (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestCDIDeviceIDs(t *testing.T) {
+	claim := ClaimState{Drivers: []DriverState{
+		{Name: "a", Devices: []Device{
+			{RequestNames: []string{"r1"}, CDIDeviceIDs: []string{"a.example.com/x=1"}},
+			{RequestNames: []string{"r2/small"}, CDIDeviceIDs: []string{"a.example.com/x=2", "a.example.com/y=2"}},
+		}},
+		{Name: "b", Devices: []Device{{CDIDeviceIDs: []string{"b.example.com/z=0"}}, {RequestNames: []string{"r1"}}}},
+	}}
+	cases := []struct {
+		request string
+		want    []string
+	}{
+		{request: "", want: []string{"a.example.com/x=1", "a.example.com/x=2", "a.example.com/y=2", "b.example.com/z=0"}},
+		{request: "r1", want: []string{"a.example.com/x=1", "b.example.com/z=0"}},
+		{request: "r2", want: []string{"a.example.com/x=2", "a.example.com/y=2", "b.example.com/z=0"}},
+		{request: "r3", want: []string{"b.example.com/z=0"}},
+	}
+	for _, tc := range cases {
+		if diff := cmp.Diff(tc.want, CDIDeviceIDs(claim, tc.request)); diff != "" {
+			t.Errorf("request %q (-want +got):\n%s", tc.request, diff)
+		}
 	}
 }
 

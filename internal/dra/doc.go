@@ -1,18 +1,32 @@
-// Package dra is the node's side of Dynamic Resource Allocation: before a
-// pod's sandbox is made, every ResourceClaim the pod uses (its
-// spec.resourceClaims, by name or through a template, and the claim the
-// scheduler made for its DRA-backed extended resources) must be allocated,
-// reserved for the pod, and prepared by the DRA driver that allocated it.
+// Package dra is the node's side of Dynamic Resource Allocation, as the
+// kubelet does it. Drivers register through the plugin watcher on
+// <rootDir>/plugins_registry (internal/csi hands DRAPlugin registrations
+// to Drivers, which speaks the v1 DRAPlugin service); when a driver's last
+// plugin goes, its ResourceSlices of this node are deleted after 30
+// seconds unless it comes back, and at start those of every driver not
+// registered are.
 //
-// The node registers no DRA driver yet, so a pod with a claim that needs
-// one is never started: its sync fails with the kubelet's
-// FailedPrepareDynamicResources Event, naming what is missing (a claim not
-// created, not allocated, not reserved for the pod, or its driver not
-// registered), and is retried with back-off. A pod whose claims need no
-// node operation (a template that made no claim) starts as usual.
+// Before a pod's sandbox is made, Manager reads every ResourceClaim the
+// pod uses (its spec.resourceClaims, by name or through a template, and
+// the claim the scheduler made for its DRA-backed extended resources) from
+// the API server, by name as the Node authorizer allows, checks that it is
+// allocated and reserved for the pod, and has each driver of its
+// allocation prepare the claims it has not prepared yet, with one
+// NodePrepareResources call per driver. A claim that cannot be used or
+// prepared fails the pod's sync with the kubelet's
+// FailedPrepareDynamicResources Event, and the pod is retried with
+// back-off; it never starts without its devices. Each container gets the
+// CDI device IDs of the claims and requests its resources.claims name.
+// Once none of a pod's containers runs, before its status says it is done
+// (the claims' reservations are dropped then), the claims no other pod
+// uses are unprepared (NodeUnprepareResources) and forgotten.
 //
-// The pure parts (which claims a pod uses, whether a claim may be used by
-// it, which drivers must prepare it) are functions of the pod and the
-// claim; Preparer reads the claims from the API server by name, as the
-// Node authorizer lets a node read the claims of its pods.
+// What the node prepared, for which pods, is checkpointed in
+// <rootDir>/dra_manager_state (0600) before and after each driver call, so
+// that a restarted nodelet neither prepares a claim twice nor leaks one; a
+// corrupt file is logged and set aside.
+//
+// The pure parts (which claims a pod and a container use, whether a claim
+// may be used by a pod, which drivers prepare it, which CDI devices a
+// request gets) are functions of the pod and the claim, table-tested.
 package dra

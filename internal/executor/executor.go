@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -133,7 +135,8 @@ type Executor struct {
 	// and every sandbox gets Sandbox.CgroupParent.
 	Cgroups PodCgroups
 	// Claims prepares pods' ResourceClaims before their sandboxes are
-	// made (dra.Preparer); nil refuses to start a pod that uses claims.
+	// made and gives their containers the claims' CDI devices
+	// (dra.Manager); nil refuses to start a pod that uses claims.
 	Claims ClaimPreparer
 	// Devices adds to a container's config what the device plugins
 	// allocated to it (deviceplugin.Manager); nil adds nothing.
@@ -170,10 +173,18 @@ type PodCgroups interface {
 }
 
 // ClaimPreparer prepares a pod's ResourceClaims (Dynamic Resource
-// Allocation) before its sandbox is made; an error leaves the pod
-// unstarted. dra.Preparer implements it.
+// Allocation) before its sandbox is made, and unprepares them once none of
+// its containers runs. dra.Manager implements it.
 type ClaimPreparer interface {
+	// Prepare prepares the claims the pod uses; an error leaves the pod
+	// unstarted.
 	Prepare(ctx context.Context, pod *v1.Pod) error
+	// Unprepare takes the pod off the claims it uses, unpreparing those
+	// no other pod uses; idempotent.
+	Unprepare(ctx context.Context, pod types.UID) error
+	// CDIDevices returns the CDI device IDs of the claims the container
+	// uses.
+	CDIDevices(pod *v1.Pod, c *v1.Container) ([]string, error)
 }
 
 // ContainerDevices gives a container the devices allocated to it: it runs
@@ -284,13 +295,66 @@ func (e *Executor) prepareClaims(ctx context.Context, pod *v1.Pod) error {
 	var err error
 	switch {
 	case e.Claims != nil:
-		err = e.Claims.Prepare(ctx, pod)
+		if err = e.Claims.Prepare(ctx, pod); err == nil {
+			err = e.checkCDI(ctx, pod)
+		}
 	case len(pod.Spec.ResourceClaims) > 0 || pod.Status.ExtendedResourceClaimStatus != nil:
 		err = errors.New("prepare dynamic resources: this node prepares no ResourceClaims")
 	}
 	if err != nil {
 		e.Recorder.Eventf(pod, v1.EventTypeWarning, EventFailedPrepareDynamicResources, "Failed to prepare dynamic resources: %v", err)
 		return fmt.Errorf("preparing dynamic resources: %w", err)
+	}
+	return nil
+}
+
+// checkCDI refuses a pod whose containers get CDI devices from their
+// claims when the runtime does not apply CDI devices (containerd 1.6, or
+// containerd with enable_cdi off): the containers would run without them.
+func (e *Executor) checkCDI(ctx context.Context, pod *v1.Pod) error {
+	var ids []string
+	for _, c := range append(slices.Clone(pod.Spec.InitContainers), pod.Spec.Containers...) {
+		got, err := e.Claims.CDIDevices(pod, &c)
+		if err != nil {
+			return fmt.Errorf("prepare dynamic resources: %w", err)
+		}
+		ids = append(ids, got...)
+	}
+	if len(ids) == 0 {
+		return nil
+	}
+	f, err := e.features(ctx)
+	if err != nil {
+		return fmt.Errorf("prepare dynamic resources: reading whether the container runtime applies CDI devices: %w", err)
+	}
+	if !f.CDI {
+		return fmt.Errorf("prepare dynamic resources: the container runtime does not apply CDI devices (enable_cdi is off, or containerd is older than 1.7), so the containers would run without %s", strings.Join(ids, ", "))
+	}
+	return nil
+}
+
+// UnprepareClaims takes the pod off the ResourceClaims it uses,
+// unpreparing those no other pod uses (see ClaimPreparer). Call it once
+// none of the pod's containers runs and before its status says it is
+// done; without a ClaimPreparer it does nothing.
+func (e *Executor) UnprepareClaims(ctx context.Context, pod types.UID) error {
+	if e.Claims == nil {
+		return nil
+	}
+	return e.Claims.Unprepare(ctx, pod)
+}
+
+// claimDevices adds the CDI devices of the claims container c uses to cfg.
+func (e *Executor) claimDevices(pod *v1.Pod, c *v1.Container, cfg *runtimeapi.ContainerConfig) error {
+	if e.Claims == nil {
+		return nil
+	}
+	ids, err := e.Claims.CDIDevices(pod, c)
+	if err != nil {
+		return err
+	}
+	for _, id := range ids {
+		cfg.CDIDevices = append(cfg.CDIDevices, &runtimeapi.CDIDevice{Name: id})
 	}
 	return nil
 }
@@ -579,6 +643,9 @@ func (e *Executor) containerConfig(ctx context.Context, pod *v1.Pod, c *v1.Conta
 		return nil, err
 	}
 	cfg.Devices = append(cfg.Devices, devices...)
+	if err := e.claimDevices(pod, c, cfg); err != nil {
+		return nil, err
+	}
 	if e.Devices != nil {
 		if err := e.Devices.ContainerDevices(ctx, pod, c.Name, cfg); err != nil {
 			return nil, err

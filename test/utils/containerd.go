@@ -394,6 +394,10 @@ disabled_plugins = [
   # Network namespaces under our state directory, not /var/run/netns.
   netns_mounts_under_state_dir = true
   enable_selinux = false
+  # CDI devices (DRA drivers', always applied by containerd 2.4) from a
+  # directory of this instance, which the tests' drivers write their specs
+  # into (CDISpecDir).
+  cdi_spec_dirs = [{{q .CDIDir}}]
 
   [plugins."io.containerd.cri.v1.runtime".containerd]
     default_runtime_name = "runc"
@@ -501,8 +505,9 @@ func (c *Containerd) writeConfig() error {
 		"Bridge":        c.Bridge,
 		"Subnet":        c.Subnet.String(),
 		"IPAMDir":       filepath.Join(c.Dir, "cni", "ipam"),
+		"CDIDir":        c.CDISpecDir(),
 	}
-	for _, d := range []string{"root", "state", "opt", "runc", "cni/net.d", "cni/ipam", "certs.d"} {
+	for _, d := range []string{"root", "state", "opt", "runc", "cni/net.d", "cni/ipam", "certs.d", "cdi"} {
 		if err := os.MkdirAll(filepath.Join(c.Dir, d), 0o755); err != nil {
 			return fmt.Errorf("creating containerd directory %s: %w", d, err)
 		}
@@ -534,6 +539,10 @@ func (c *Containerd) writeConfig() error {
 	}
 	return nil
 }
+
+// CDISpecDir is the directory of CDI specs the instance reads (containerd
+// 2 only: containerd 1.6 applies no CDI devices).
+func (c *Containerd) CDISpecDir() string { return filepath.Join(c.Dir, "cdi") }
 
 // containerd2 reports whether the instance runs containerd 2, whose
 // configuration is version 3.

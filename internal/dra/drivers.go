@@ -1,0 +1,329 @@
+package dra
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"maps"
+	"net"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	drapb "k8s.io/kubelet/pkg/apis/dra/v1"
+)
+
+// Defaults of the driver registry.
+const (
+	// DefaultCallTimeout bounds each call on a driver, as the kubelet's.
+	DefaultCallTimeout = 45 * time.Second
+	// DefaultWipeDelay is how long a driver may be away before its
+	// ResourceSlices of this node are deleted, as the kubelet's: a
+	// DaemonSet's rolling update brings it back sooner.
+	DefaultWipeDelay = 30 * time.Second
+	// maxWipeBackoff caps the retry period of a failed deletion.
+	maxWipeBackoff = 5 * time.Minute
+)
+
+// SupportedServices are the gRPC services of a DRA driver nodelet calls,
+// as drivers name them in their registration's supported versions.
+var SupportedServices = []string{drapb.DRAPluginService}
+
+// SliceCleaner deletes this node's ResourceSlices.
+type SliceCleaner interface {
+	// DriversWithSlices lists the drivers that publish ResourceSlices for
+	// this node.
+	DriversWithSlices(ctx context.Context) ([]string, error)
+	// DeleteSlices deletes this node's ResourceSlices of the driver.
+	DeleteSlices(ctx context.Context, driver string) error
+}
+
+// DriversOptions configure a Drivers registry.
+type DriversOptions struct {
+	// Slices, when set, deletes the ResourceSlices of drivers gone from
+	// the node (Start runs it); nil deletes none.
+	Slices SliceCleaner
+	// WipeDelay and CallTimeout default to DefaultWipeDelay and
+	// DefaultCallTimeout.
+	WipeDelay   time.Duration
+	CallTimeout time.Duration
+	Logger      logr.Logger
+}
+
+// Drivers is the registry of the DRA drivers registered on this node
+// through the plugin watcher: each driver's plugins (one, or two during a
+// rolling update, each on its own endpoint), newest last, and a client to
+// the newest. When a driver's last plugin goes, its ResourceSlices of
+// this node are deleted after WipeDelay unless it registers again; at
+// start, the slices of every driver not registered are deleted, as the
+// kubelet does (the node advertises no device nobody can prepare). It is
+// safe for concurrent use.
+type Drivers struct {
+	opts DriversOptions
+
+	mu      sync.Mutex
+	plugins map[string][]*driverPlugin
+	// wipes are the drivers whose slices are to be deleted, with when.
+	wipes map[string]time.Time
+	kick  chan struct{}
+}
+
+type driverPlugin struct {
+	endpoint string
+	conn     *grpc.ClientConn
+}
+
+// NewDrivers returns an empty registry.
+func NewDrivers(opts DriversOptions) *Drivers {
+	if opts.WipeDelay <= 0 {
+		opts.WipeDelay = DefaultWipeDelay
+	}
+	if opts.CallTimeout <= 0 {
+		opts.CallTimeout = DefaultCallTimeout
+	}
+	return &Drivers{opts: opts, plugins: map[string][]*driverPlugin{}, wipes: map[string]time.Time{}, kick: make(chan struct{}, 1)}
+}
+
+// ValidatePlugin checks a DRA driver's registration: a name, a service
+// nodelet calls among those it announces, and an endpoint that is the
+// absolute path of a unix socket.
+func (d *Drivers) ValidatePlugin(name, endpoint string, services []string) error {
+	if name == "" {
+		return errors.New("DRA driver plugin at endpoint " + endpoint + " has no name")
+	}
+	if err := validateServices(services); err != nil {
+		return fmt.Errorf("invalid supported gRPC versions of DRA driver plugin %s at endpoint %s: %w", name, endpoint, err)
+	}
+	if !filepath.IsAbs(endpoint) {
+		return fmt.Errorf("endpoint %q of DRA driver plugin %s is not an absolute path", endpoint, name)
+	}
+	fi, err := os.Stat(endpoint)
+	if err != nil {
+		return fmt.Errorf("endpoint of DRA driver plugin %s: %w", name, err)
+	}
+	if fi.Mode()&fs.ModeSocket == 0 {
+		return fmt.Errorf("endpoint %s of DRA driver plugin %s is not a socket", endpoint, name)
+	}
+	return nil
+}
+
+// validateServices requires a service nodelet calls.
+func validateServices(services []string) error {
+	if len(services) == 0 {
+		return errors.New("empty list of supported gRPC services (aka supported versions)")
+	}
+	if !slices.ContainsFunc(services, func(s string) bool { return slices.Contains(SupportedServices, s) }) {
+		return fmt.Errorf("none of services supported by the plugin (%q) are supported by nodelet (%q)", services, SupportedServices)
+	}
+	return nil
+}
+
+// RegisterPlugin adds a validated plugin of the named driver; a pending
+// deletion of the driver's slices is called off.
+func (d *Drivers) RegisterPlugin(name, endpoint string, services []string) error {
+	if err := d.ValidatePlugin(name, endpoint, services); err != nil {
+		return err
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if slices.ContainsFunc(d.plugins[name], func(p *driverPlugin) bool { return p.endpoint == endpoint }) {
+		// One plugin instance cannot take over another's endpoint.
+		return fmt.Errorf("endpoint %s already registered for DRA driver plugin %s", endpoint, name)
+	}
+	conn, err := dial(endpoint)
+	if err != nil {
+		return fmt.Errorf("create gRPC connection to DRA driver %s plugin at endpoint %s: %w", name, endpoint, err)
+	}
+	d.plugins[name] = append(d.plugins[name], &driverPlugin{endpoint: endpoint, conn: conn})
+	delete(d.wipes, name)
+	d.opts.Logger.Info("Registered DRA driver", "driver", name, "endpoint", endpoint, "plugins", len(d.plugins[name]))
+	return nil
+}
+
+// DeRegisterPlugin removes a plugin; when it was the driver's last, the
+// deletion of its slices is scheduled.
+func (d *Drivers) DeRegisterPlugin(name, endpoint string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	ps := d.plugins[name]
+	i := slices.IndexFunc(ps, func(p *driverPlugin) bool { return p.endpoint == endpoint })
+	if i < 0 {
+		return
+	}
+	_ = ps[i].conn.Close()
+	ps = slices.Delete(ps, i, i+1)
+	if len(ps) == 0 {
+		delete(d.plugins, name)
+		if d.opts.Slices != nil {
+			d.wipes[name] = time.Now().Add(d.opts.WipeDelay)
+			d.wake()
+		}
+	} else {
+		d.plugins[name] = ps
+	}
+	d.opts.Logger.Info("Deregistered DRA driver", "driver", name, "endpoint", endpoint, "plugins", len(ps))
+}
+
+// Client returns the named driver's service on its newest plugin, and
+// the timeout of each call. The error of a driver not registered is the
+// kubelet's.
+func (d *Drivers) Client(name string) (drapb.DRAPluginClient, time.Duration, error) {
+	if name == "" {
+		return nil, 0, errors.New("DRA driver name is empty")
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	ps := d.plugins[name]
+	if len(ps) == 0 {
+		return nil, 0, fmt.Errorf("DRA driver %s is not registered", name)
+	}
+	return drapb.NewDRAPluginClient(ps[len(ps)-1].conn), d.opts.CallTimeout, nil
+}
+
+// Names returns the registered drivers, sorted.
+func (d *Drivers) Names() []string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return slices.Sorted(maps.Keys(d.plugins))
+}
+
+func (d *Drivers) registered(name string) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return len(d.plugins[name]) > 0
+}
+
+func (d *Drivers) wake() {
+	select {
+	case d.kick <- struct{}{}:
+	default:
+	}
+}
+
+// Close closes the connections to every plugin.
+func (d *Drivers) Close() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, ps := range d.plugins {
+		for _, p := range ps {
+			_ = p.conn.Close()
+		}
+	}
+	d.plugins = map[string][]*driverPlugin{}
+}
+
+// NeedLeaderElection implements manager.LeaderElectionRunnable.
+func (d *Drivers) NeedLeaderElection() bool { return false }
+
+// Start deletes ResourceSlices until ctx ends: at once those of the
+// drivers not registered, then those of each driver gone for WipeDelay.
+// A failed deletion is retried with back-off (1 s doubling to 5 min). It
+// needs the API server; without Slices it returns at once.
+func (d *Drivers) Start(ctx context.Context) error {
+	if d.opts.Slices == nil {
+		return nil
+	}
+	log := d.opts.Logger
+	startup, startupBackoff := true, time.Duration(0)
+	var startupAt time.Time
+	backoff := map[string]time.Duration{}
+	for {
+		now := time.Now()
+		next := time.Hour
+		if startup && !now.Before(startupAt) {
+			if err := d.wipeUnregistered(ctx); err != nil {
+				startupBackoff = nextBackoff(startupBackoff)
+				startupAt = now.Add(startupBackoff)
+				log.V(1).Info("Deleting the ResourceSlices of drivers not registered failed, will retry", "err", err.Error(), "retryIn", startupBackoff)
+			} else {
+				startup = false
+			}
+		}
+		if startup {
+			next = min(next, startupAt.Sub(now))
+		}
+		d.mu.Lock()
+		due := map[string]time.Time{}
+		for name, at := range d.wipes {
+			due[name] = at
+		}
+		d.mu.Unlock()
+		for name, at := range due {
+			if at.After(now) {
+				next = min(next, at.Sub(now))
+				continue
+			}
+			err := d.opts.Slices.DeleteSlices(ctx, name)
+			d.mu.Lock()
+			if cur, ok := d.wipes[name]; ok && cur.Equal(at) {
+				if err == nil {
+					delete(d.wipes, name)
+				} else {
+					backoff[name] = nextBackoff(backoff[name])
+					d.wipes[name] = now.Add(backoff[name])
+					next = min(next, backoff[name])
+				}
+			}
+			d.mu.Unlock()
+			if err == nil {
+				delete(backoff, name)
+				log.Info("Deleted the ResourceSlices of a DRA driver gone from the node", "driver", name)
+			} else if ctx.Err() == nil {
+				log.V(1).Info("Deleting the ResourceSlices of a DRA driver failed, will retry", "driver", name, "err", err.Error())
+			}
+		}
+		t := time.NewTimer(next)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil
+		case <-d.kick:
+		case <-t.C:
+		}
+		t.Stop()
+	}
+}
+
+// wipeUnregistered deletes the slices of the drivers not registered.
+func (d *Drivers) wipeUnregistered(ctx context.Context) error {
+	drivers, err := d.opts.Slices.DriversWithSlices(ctx)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, name := range drivers {
+		if d.registered(name) {
+			continue
+		}
+		if err := d.opts.Slices.DeleteSlices(ctx, name); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		d.opts.Logger.Info("Deleted the ResourceSlices of a DRA driver not registered", "driver", name)
+	}
+	return errors.Join(errs...)
+}
+
+func nextBackoff(d time.Duration) time.Duration {
+	if d <= 0 {
+		return time.Second
+	}
+	return min(2*d, maxWipeBackoff)
+}
+
+// dial makes a client connection to a unix socket; it connects at the
+// first call.
+func dial(path string) (*grpc.ClientConn, error) {
+	return grpc.NewClient("passthrough:///"+path,
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithContextDialer(func(ctx context.Context, addr string) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, "unix", addr)
+		}))
+}
