@@ -4,14 +4,20 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fakeplugin "github.com/nodelet/nodelet/test/deviceplugin"
+	"github.com/nodelet/nodelet/test/dradriver"
+	"github.com/nodelet/nodelet/test/utils"
 )
 
 // benchDevice is the extended resource of the stand-in device plugin.
@@ -91,4 +97,131 @@ func (c *cluster) deviceAllocatable(ctx context.Context, want string) error {
 		return fmt.Errorf("allocatable %s is %s, want %s", benchDevice, got.String(), want)
 	}
 	return nil
+}
+
+// benchDRADriver is the stand-in DRA driver's name, and its DeviceClass's.
+const benchDRADriver = "dra.bench.nodelet.test"
+
+// BenchmarkDRAPodStart starts one pod at a time on an idle node, a plain
+// pod and a pod with a ResourceClaim of the stand-in DRA driver in turn,
+// singleRuns times each. The claim is made with its pod and allocated and
+// reserved for it as the scheduler would, right after the pod's create,
+// so the DRA pod's time includes that write; the node's part is reading
+// the claim, NodePrepareResources over a local socket, the checkpoint and
+// the CDI device, and NodeUnprepareResources at the teardown.
+func BenchmarkDRAPodStart(b *testing.B) {
+	if !utils.IsContainerd2() {
+		b.Skip("DRA needs a runtime that applies CDI devices (containerd 2)")
+	}
+	c := startCluster(b)
+	cl, err := c.api.AdminClient()
+	if err != nil {
+		b.Fatalf("admin client: %v", err)
+	}
+	ctx := b.Context()
+	class := &resourceapi.DeviceClass{ObjectMeta: metav1.ObjectMeta{Name: benchDRADriver}}
+	if err := client.IgnoreAlreadyExists(cl.Create(ctx, class)); err != nil {
+		b.Fatalf("creating the DeviceClass: %v", err)
+	}
+	for i := range b.N {
+		n, stopNodelet := c.startNodelet(b, fmt.Sprintf("dra-%d", i))
+		driver := &dradriver.Driver{
+			Name:        benchDRADriver,
+			RegistryDir: filepath.Join(n.RootDir, "plugins_registry"),
+			PluginDir:   filepath.Join(n.RootDir, "plugins", benchDRADriver),
+			CDIDir:      c.ctrd.CDISpecDir(),
+			Reader:      cl,
+		}
+		if err := driver.Start(); err != nil {
+			b.Fatalf("starting the DRA driver: %v", err)
+		}
+		if err := waitFor(ctx, time.Minute, func() (bool, string, error) {
+			ok, msgs := driver.Registrations()
+			return slices.Contains(ok, true), fmt.Sprint(msgs), nil
+		}); err != nil {
+			b.Fatalf("the driver's registration: %v; nodelet log:\n%s", err, n.LogTail(40))
+		}
+		ns := c.newNamespace(b, fmt.Sprintf("bench-dra-%d", i))
+		w := c.watchPods(b, ns)
+		var plain, dra, plainGone, draGone []time.Duration
+		for run := range singleRuns {
+			t, err := c.startPod(ctx, w, sleeperPod(ns, fmt.Sprintf("plain-%02d", run)))
+			if err != nil {
+				b.Fatalf("plain pod, run %d: %v; nodelet log:\n%s", run, err, n.LogTail(40))
+			}
+			plain, plainGone = append(plain, t.ready.Sub(t.created)), append(plainGone, t.gone.Sub(t.deleted))
+			t, err = c.startClaimPod(ctx, cl, w, ns, fmt.Sprintf("dra-%02d", run))
+			if err != nil {
+				b.Fatalf("DRA pod, run %d: %v; nodelet log:\n%s", run, err, n.LogTail(40))
+			}
+			dra, draGone = append(dra, t.ready.Sub(t.created)), append(draGone, t.gone.Sub(t.deleted))
+		}
+		w.close()
+		prepared, unprepared := len(driver.Prepared()), len(driver.Unprepared())
+		driver.Stop()
+		stopNodelet()
+
+		p50, d50 := percentile(plain, 50), percentile(dra, 50)
+		g50, dg50 := percentile(plainGone, 50), percentile(draGone, 50)
+		printTable(fmt.Sprintf("a DRA pod beside a plain pod (%d runs each, node %s, %s)", singleRuns, benchNode, machine()), []row{
+			{"plain pod create→Ready p50", fmtDur(p50), "", ""},
+			{"DRA pod create→Ready p50 (with the test's allocation write)", fmtDur(d50), "", ""},
+			{"DRA pod − plain pod, create→Ready p50", fmtDur(d50 - p50), "", ""},
+			{"plain pod delete→gone p50 (grace 1s)", fmtDur(g50), "", ""},
+			{"DRA pod delete→gone p50 (grace 1s)", fmtDur(dg50), "", ""},
+			{"DRA pod − plain pod, delete→gone p50", fmtDur(dg50 - g50), "", ""},
+			{"NodePrepareResources / NodeUnprepareResources calls", fmt.Sprintf("%d / %d", prepared, unprepared), fmt.Sprintf("%d / %d", singleRuns, singleRuns), verdict(prepared == singleRuns && unprepared == singleRuns)},
+		})
+		b.ReportMetric(p50.Seconds()*1000, "ms-p50-plain")
+		b.ReportMetric(d50.Seconds()*1000, "ms-p50-dra")
+	}
+}
+
+// startClaimPod is startPod for a pod with a ResourceClaim of the stand-in
+// DRA driver: the claim is created first, and once the pod exists it is
+// allocated the driver's device and reserved for the pod, as the scheduler
+// would. The claim is deleted after the pod is gone.
+func (c *cluster) startClaimPod(ctx context.Context, cl client.Client, w *podWatch, ns, name string) (podTimes, error) {
+	var t podTimes
+	claim := &resourceapi.ResourceClaim{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: resourceapi.ResourceClaimSpec{Devices: resourceapi.DeviceClaim{Requests: []resourceapi.DeviceRequest{{
+			Name: "dev", Exactly: &resourceapi.ExactDeviceRequest{DeviceClassName: benchDRADriver},
+		}}}},
+	}
+	if err := cl.Create(ctx, claim); err != nil {
+		return t, fmt.Errorf("creating claim %s: %w", name, err)
+	}
+	pod := sleeperPod(ns, name)
+	pod.Spec.ResourceClaims = []corev1.PodResourceClaim{{Name: "dev", ResourceClaimName: ptr.To(name)}}
+	pod.Spec.Containers[0].Resources.Claims = []corev1.ResourceClaim{{Name: "dev"}}
+	t.created = time.Now()
+	created, err := c.admin.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{})
+	if err != nil {
+		return t, fmt.Errorf("creating pod %s: %w", name, err)
+	}
+	claim.Status = resourceapi.ResourceClaimStatus{
+		Allocation: &resourceapi.AllocationResult{Devices: resourceapi.DeviceAllocationResult{
+			Results: []resourceapi.DeviceRequestAllocationResult{{Request: "dev", Driver: benchDRADriver, Pool: benchNode, Device: "dev-0"}},
+		}},
+		ReservedFor: []resourceapi.ResourceClaimConsumerReference{{Resource: "pods", Name: created.Name, UID: created.UID}},
+	}
+	if err := cl.Status().Update(ctx, claim); err != nil {
+		return t, fmt.Errorf("allocating claim %s: %w", name, err)
+	}
+	var missing int
+	if t.ready, missing = w.waitAll([]string{name}, w.readyAt, podsTimeout); missing > 0 {
+		return t, fmt.Errorf("pod %s not Ready after %s", name, podsTimeout)
+	}
+	t.deleted = time.Now()
+	if err := c.deletePod(ctx, ns, name); err != nil {
+		return t, err
+	}
+	if t.gone, missing = w.waitAll([]string{name}, w.goneAt, podsTimeout); missing > 0 {
+		return t, fmt.Errorf("pod %s still in the API %s after deletion", name, podsTimeout)
+	}
+	if err := cl.Delete(ctx, claim); err != nil {
+		return t, fmt.Errorf("deleting claim %s: %w", name, err)
+	}
+	return t, nil
 }
