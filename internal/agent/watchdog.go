@@ -9,6 +9,7 @@ import (
 
 	"github.com/coreos/go-systemd/v22/daemon"
 	"github.com/go-logr/logr"
+	"k8s.io/apimachinery/pkg/util/wait"
 )
 
 // Watchdog tells systemd, as the kubelet does, that nodelet has started
@@ -55,9 +56,7 @@ func (w *Watchdog) Start(ctx context.Context) error {
 	}
 	period := interval / 2
 	w.Log.Info("Pinging the systemd watchdog", "interval", interval, "period", period)
-	t := time.NewTicker(period)
-	defer t.Stop()
-	for {
+	wait.NonSlidingUntilWithContext(ctx, func(ctx context.Context) {
 		if err := w.Health.Check(ctx); err != nil {
 			// systemd restarts nodelet once a whole interval passes
 			// without a ping.
@@ -65,12 +64,8 @@ func (w *Watchdog) Start(ctx context.Context) error {
 		} else if _, err := w.notify(daemon.SdNotifyWatchdog); err != nil {
 			w.Log.Error(err, "Unable to ping the systemd watchdog")
 		}
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C:
-		}
-	}
+	}, period)
+	return nil
 }
 
 // Check runs every /healthz check and returns their failures joined.

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"k8s.io/apimachinery/pkg/util/wait"
 	certutil "k8s.io/client-go/util/cert"
 )
 
@@ -76,18 +77,13 @@ func (w *fileWatcher) check() (loaded bool, err error) {
 	return false, nil
 }
 
-// runEvery calls f every period until ctx ends.
+// runEvery calls f every period until ctx ends, the first time a period
+// from now (the caller has just read the files).
 func runEvery(ctx context.Context, period time.Duration, f func()) {
-	t := time.NewTicker(period)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			f()
-		}
-	}
+	_ = wait.PollUntilContextCancel(ctx, period, false, func(context.Context) (bool, error) {
+		f()
+		return false, nil
+	})
 }
 
 // ClientCAs is the CA bundle of server.clientCAFile, read again when the

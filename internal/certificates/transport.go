@@ -11,6 +11,7 @@ import (
 
 	"github.com/go-logr/logr"
 	utilnet "k8s.io/apimachinery/pkg/util/net"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/connrotation"
 
@@ -95,14 +96,7 @@ func (t *rotatingTransport) clientCertificate(*tls.CertificateRequestInfo) (*tls
 // on its next start.
 func (t *rotatingTransport) closeOnChange(ctx context.Context, log logr.Logger, period, maxWithout time.Duration) error {
 	validSince := time.Now()
-	ticker := time.NewTicker(period)
-	defer ticker.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-ticker.C:
-		}
+	err := wait.PollUntilContextCancel(ctx, period, false, func(context.Context) (bool, error) {
 		cur := t.current()
 		if cur != nil {
 			validSince = time.Now()
@@ -110,15 +104,20 @@ func (t *rotatingTransport) closeOnChange(ctx context.Context, log logr.Logger, 
 				metrics.ClientCertificateTTL.Set(time.Until(cur.Leaf.NotAfter).Seconds())
 			}
 		} else if maxWithout > 0 && time.Since(validSince) > maxWithout {
-			return fmt.Errorf("no valid client certificate for %s", maxWithout)
+			return false, fmt.Errorf("no valid client certificate for %s", maxWithout)
 		}
 		if cur == nil || cur == t.last {
-			continue
+			return false, nil
 		}
 		t.last = cur
 		log.Info("Client certificate rotated, closing connections to the API server to use it", "expiration", expiration(cur))
 		t.dialer.CloseAll()
+		return false, nil
+	})
+	if ctx.Err() != nil {
+		return nil
 	}
+	return err
 }
 
 // expiration is c's NotAfter, or the zero time when c was not parsed.

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"k8s.io/apimachinery/pkg/util/wait"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	kubetypes "k8s.io/kubelet/pkg/types"
 	"k8s.io/utils/clock"
@@ -108,18 +109,13 @@ func (m *Manager) NeedLeaderElection() bool { return false }
 
 // Start rotates and sweeps every MonitorInterval until ctx ends.
 func (m *Manager) Start(ctx context.Context) error {
-	t := time.NewTicker(m.opts.MonitorInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C:
-		}
+	_ = wait.PollUntilContextCancel(ctx, m.opts.MonitorInterval, false, func(ctx context.Context) (bool, error) {
 		if err := m.Sync(ctx); err != nil && ctx.Err() == nil {
 			m.opts.Logger.Error(err, "Unable to manage container logs")
 		}
-	}
+		return false, nil
+	})
+	return nil
 }
 
 // Sync rotates every running container's log that reached MaxSize, with up

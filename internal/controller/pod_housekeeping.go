@@ -15,6 +15,7 @@ import (
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/klog/v2"
 	kubetypes "k8s.io/kubelet/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -124,25 +125,17 @@ func (h *housekeeper) Start(ctx context.Context) error {
 		return nil
 	}
 	// Runtime objects of static pods not read yet are not leftovers.
-	for !h.static.Ready() {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-time.After(time.Second):
-		}
+	if err := wait.PollUntilContextCancel(ctx, time.Second, true, func(context.Context) (bool, error) {
+		return h.static.Ready(), nil
+	}); err != nil {
+		return nil
 	}
-	t := time.NewTicker(h.period)
-	defer t.Stop()
-	for {
+	wait.NonSlidingUntilWithContext(ctx, func(ctx context.Context) {
 		if err := h.sweep(ctx); err != nil && ctx.Err() == nil {
 			h.log.Error(err, "Pod housekeeping failed")
 		}
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C:
-		}
-	}
+	}, h.period)
+	return nil
 }
 
 // leftovers is what the node holds, by pod UID, read before the API

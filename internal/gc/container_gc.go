@@ -12,6 +12,7 @@ import (
 
 	"github.com/go-logr/logr"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	kubetypes "k8s.io/kubelet/pkg/types"
 	"k8s.io/utils/clock"
@@ -60,18 +61,13 @@ func (g *ContainerGC) Start(ctx context.Context) error {
 	if g.Ready != nil && !g.Ready(ctx) {
 		return nil
 	}
-	t := time.NewTicker(g.Period)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C:
-		}
+	_ = wait.PollUntilContextCancel(ctx, g.Period, false, func(ctx context.Context) (bool, error) {
 		if err := g.GarbageCollect(ctx); err != nil && ctx.Err() == nil {
 			g.Log.Error(err, "Container garbage collection failed")
 		}
-	}
+		return false, nil
+	})
+	return nil
 }
 
 // GarbageCollect runs container GC once with the policy.

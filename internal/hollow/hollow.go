@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	fakeruntime "k8s.io/cri-api/pkg/apis/testing"
@@ -176,19 +177,14 @@ type trimCalls struct{ n *Node }
 
 // Start trims until ctx ends.
 func (t trimCalls) Start(ctx context.Context) error {
-	tick := time.NewTicker(callLogTrimPeriod)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-tick.C:
-			t.n.Runtime.Lock()
-			t.n.Runtime.Called = nil
-			t.n.Runtime.Unlock()
-			t.n.Images.Lock()
-			t.n.Images.Called = nil
-			t.n.Images.Unlock()
-		}
-	}
+	_ = wait.PollUntilContextCancel(ctx, callLogTrimPeriod, false, func(context.Context) (bool, error) {
+		t.n.Runtime.Lock()
+		t.n.Runtime.Called = nil
+		t.n.Runtime.Unlock()
+		t.n.Images.Lock()
+		t.n.Images.Called = nil
+		t.n.Images.Unlock()
+		return false, nil
+	})
+	return nil
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 )
 
 const (
@@ -61,16 +62,8 @@ func (s *URLSource) Start(ctx context.Context) error {
 		client = &c
 	}
 	client.CheckRedirect = s.checkRedirect
-	ticker := time.NewTicker(s.Period)
-	defer ticker.Stop()
-	for {
-		s.sync(ctx, client)
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-ticker.C:
-		}
-	}
+	wait.NonSlidingUntilWithContext(ctx, func(ctx context.Context) { s.sync(ctx, client) }, s.Period)
+	return nil
 }
 
 // sync fetches the URL once and calls Update or Report.
