@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -64,7 +66,7 @@ func WaitForAPIServer(ctx context.Context, cfg *rest.Config, nodeName string) bo
 		<-ctx.Done()
 		return false
 	}
-	delay := apiPollMin
+	backoff := wait.Backoff{Duration: apiPollMin, Factor: 2, Cap: apiPollMax, Steps: math.MaxInt32}
 	waiting := false
 	for {
 		reqCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
@@ -83,8 +85,7 @@ func WaitForAPIServer(ctx context.Context, cfg *rest.Config, nodeName string) bo
 		select {
 		case <-ctx.Done():
 			return false
-		case <-time.After(delay):
+		case <-time.After(backoff.Step()):
 		}
-		delay = min(2*delay, apiPollMax)
 	}
 }

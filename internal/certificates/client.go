@@ -6,12 +6,14 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"math"
 	"net/http"
 	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
 	certificatesv1 "k8s.io/api/certificates/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	clientset "k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/certificate"
@@ -194,7 +196,7 @@ func (a awaitCertificate) WrappedRoundTripper() http.RoundTripper { return a.nex
 // client present it (rotated from then on when the options say so).
 func (c *Client) bootstrap(ctx context.Context) error {
 	p := c.pending
-	delay := bootstrapRetryMin
+	backoff := wait.Backoff{Duration: bootstrapRetryMin, Factor: 2, Cap: bootstrapRetryMax, Steps: math.MaxInt32}
 	for {
 		err := requestAndStore(ctx, &p.opts, p.store, p.bootstrapCfg, p.reason)
 		if err == nil {
@@ -203,13 +205,13 @@ func (c *Client) bootstrap(ctx context.Context) error {
 		if ctx.Err() != nil {
 			return nil
 		}
+		delay := backoff.Step()
 		c.log.Error(err, "Unable to bootstrap the client certificate, retrying", "retryAfter", delay)
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-time.After(delay):
 		}
-		delay = min(2*delay, bootstrapRetryMax)
 	}
 	cfg, err := loadKubeconfig(p.opts.Kubeconfig)
 	if err != nil {

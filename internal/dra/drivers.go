@@ -16,6 +16,7 @@ import (
 	"github.com/go-logr/logr"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+	"k8s.io/client-go/util/workqueue"
 	drapb "k8s.io/kubelet/pkg/apis/dra/v1"
 )
 
@@ -230,19 +231,23 @@ func (d *Drivers) Start(ctx context.Context) error {
 		return nil
 	}
 	log := d.opts.Logger
-	startup, startupBackoff := true, time.Duration(0)
+	// The back-off of each driver's deletion, and of the deletion of the
+	// drivers not registered under startupKey (no driver's name).
+	const startupKey = ""
+	backoff := workqueue.NewTypedItemExponentialFailureRateLimiter[string](time.Second, maxWipeBackoff)
+	startup := true
 	var startupAt time.Time
-	backoff := map[string]time.Duration{}
 	for {
 		now := time.Now()
 		next := time.Hour
 		if startup && !now.Before(startupAt) {
 			if err := d.wipeUnregistered(ctx); err != nil {
-				startupBackoff = nextBackoff(startupBackoff)
-				startupAt = now.Add(startupBackoff)
-				log.V(1).Info("Deleting the ResourceSlices of drivers not registered failed, will retry", "err", err.Error(), "retryIn", startupBackoff)
+				retryIn := backoff.When(startupKey)
+				startupAt = now.Add(retryIn)
+				log.V(1).Info("Deleting the ResourceSlices of drivers not registered failed, will retry", "err", err.Error(), "retryIn", retryIn)
 			} else {
 				startup = false
+				backoff.Forget(startupKey)
 			}
 		}
 		if startup {
@@ -265,14 +270,14 @@ func (d *Drivers) Start(ctx context.Context) error {
 				if err == nil {
 					delete(d.wipes, name)
 				} else {
-					backoff[name] = nextBackoff(backoff[name])
-					d.wipes[name] = now.Add(backoff[name])
-					next = min(next, backoff[name])
+					retryIn := backoff.When(name)
+					d.wipes[name] = now.Add(retryIn)
+					next = min(next, retryIn)
 				}
 			}
 			d.mu.Unlock()
 			if err == nil {
-				delete(backoff, name)
+				backoff.Forget(name)
 				log.Info("Deleted the ResourceSlices of a DRA driver gone from the node", "driver", name)
 			} else if ctx.Err() == nil {
 				log.V(1).Info("Deleting the ResourceSlices of a DRA driver failed, will retry", "driver", name, "err", err.Error())
@@ -308,13 +313,6 @@ func (d *Drivers) wipeUnregistered(ctx context.Context) error {
 		d.opts.Logger.Info("Deleted the ResourceSlices of a DRA driver not registered", "driver", name)
 	}
 	return errors.Join(errs...)
-}
-
-func nextBackoff(d time.Duration) time.Duration {
-	if d <= 0 {
-		return time.Second
-	}
-	return min(2*d, maxWipeBackoff)
 }
 
 // dial makes a client connection to a unix socket; it connects at the

@@ -10,6 +10,7 @@ import (
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
@@ -99,7 +100,11 @@ type Workers struct {
 	// other UIDs may share (a pod deleted and created again): Named
 	// answers without a look at every worker, per watch event of a pod.
 	named map[types.NamespacedName][]types.UID
-	wg    sync.WaitGroup
+	// backOff is the wait after a pod's failed sync, by UID: BackOffBase
+	// doubling to BackOffMax with each failure in a row, forgotten when a
+	// sync succeeds or the worker goes.
+	backOff workqueue.TypedRateLimiter[types.UID]
+	wg      sync.WaitGroup
 }
 
 // New returns Workers running opts.Sync.
@@ -116,7 +121,12 @@ func New(opts Options) (*Workers, error) {
 	if opts.Clock == nil {
 		opts.Clock = clock.RealClock{}
 	}
-	return &Workers{opts: opts, workers: map[types.UID]*worker{}, named: map[types.NamespacedName][]types.UID{}}, nil
+	return &Workers{
+		opts:    opts,
+		workers: map[types.UID]*worker{},
+		named:   map[types.NamespacedName][]types.UID{},
+		backOff: workqueue.NewTypedItemExponentialFailureRateLimiter[types.UID](opts.BackOffBase, opts.BackOffMax),
+	}, nil
 }
 
 // worker is the state of one pod's worker; fields are guarded by Workers.mu.
@@ -138,10 +148,8 @@ type worker struct {
 	timer    clock.Timer
 	timerGen uint64
 	due      bool
-	// failures counts the syncs that failed in a row (the back-off);
 	// synced says the last sync succeeded and did not finish the pod.
-	failures int
-	synced   bool
+	synced bool
 	// running is the work of the sync in flight (nil when idle) and
 	// cancel its context's cancel function.
 	running *Work
@@ -292,6 +300,7 @@ func (p *Workers) addLocked(w *worker) {
 // removeLocked removes w; p.mu is held.
 func (p *Workers) removeLocked(w *worker) {
 	delete(p.workers, w.key.UID)
+	p.backOff.Forget(w.key.UID)
 	n := types.NamespacedName{Namespace: w.key.Namespace, Name: w.key.Name}
 	uids := slices.DeleteFunc(p.named[n], func(uid types.UID) bool { return uid == w.key.UID })
 	if len(uids) == 0 {
@@ -385,13 +394,12 @@ func (p *Workers) run(w *worker) {
 			outcome = "canceled"
 		case res.Err != nil:
 			outcome = "error"
-			w.failures++
-			delay = p.backOff(w.failures)
+			delay = p.backOff.When(w.key.UID)
 			if res.RetryWithin > 0 {
 				delay = min(delay, res.RetryWithin)
 			}
 		default:
-			w.failures = 0
+			p.backOff.Forget(w.key.UID)
 		}
 		if delay > 0 {
 			p.armLocked(w, delay)
@@ -429,12 +437,4 @@ func (p *Workers) stopTimerLocked(w *worker) {
 	}
 	w.timerGen++
 	w.due = false
-}
-
-func (p *Workers) backOff(failures int) time.Duration {
-	d := p.opts.BackOffBase
-	for i := 1; i < failures && d < p.opts.BackOffMax; i++ {
-		d *= 2
-	}
-	return min(d, p.opts.BackOffMax)
 }
