@@ -10,6 +10,7 @@ import (
 	resourcehelper "k8s.io/component-helpers/resource"
 
 	"github.com/nodelet/nodelet/internal/kuberuntime/criconfig"
+	"github.com/nodelet/nodelet/internal/podspec"
 )
 
 // CFS and shares arithmetic of the kubelet's cgroup manager.
@@ -154,7 +155,7 @@ func QoSParent(kubepods Name, class v1.PodQOSClass) Name {
 
 // PodName is the pod's cgroup: pod<uid> under its QoS class's cgroup.
 func PodName(kubepods Name, pod *v1.Pod) Name {
-	return QoSParent(kubepods, criconfig.PodQOS(pod)).Child(PodPrefix + string(pod.UID))
+	return QoSParent(kubepods, podspec.PodQOS(pod)).Child(PodPrefix + string(pod.UID))
 }
 
 // PodUID is the UID of a pod cgroup's name (pod<uid>), ok false for
@@ -206,7 +207,7 @@ func PodConfig(pod *v1.Pod, s PodSettings) Config {
 	period := uint64(s.CPUQuota.PeriodOrDefault())
 	shares := MilliCPUToShares(reqs.Cpu().MilliValue())
 	quota, mem := Unlimited, Unlimited
-	switch criconfig.PodQOS(pod) {
+	switch podspec.PodQOS(pod) {
 	case v1.PodQOSGuaranteed:
 		quota = s.CPUQuota.Of(limits.Cpu().MilliValue())
 		mem = limits.Memory().Value()
@@ -267,7 +268,7 @@ func hugePageBounds(requests v1.ResourceList, sizes []string) map[string]int64 {
 func podMemoryQoS(pod *v1.Pod, reqs, limits v1.ResourceList, memLimited bool, q criconfig.MemoryQoS) map[string]string {
 	unified := map[string]string{}
 	if request := reqs.Memory().Value(); q.TieredReservation && request > 0 {
-		switch criconfig.PodQOS(pod) {
+		switch podspec.PodQOS(pod) {
 		case v1.PodQOSGuaranteed:
 			unified[criconfig.UnifiedMemoryMin] = strconv.FormatInt(request, 10)
 		case v1.PodQOSBurstable:
@@ -336,7 +337,7 @@ type QoSPod struct {
 // QoSPodOf summarizes pod for QoSConfigs.
 func QoSPodOf(pod *v1.Pod) QoSPod {
 	reqs := resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{})
-	return QoSPod{Class: criconfig.PodQOS(pod), CPURequest: reqs.Cpu().MilliValue(), MemoryRequest: reqs.Memory().Value()}
+	return QoSPod{Class: podspec.PodQOS(pod), CPURequest: reqs.Cpu().MilliValue(), MemoryRequest: reqs.Memory().Value()}
 }
 
 // QoSConfigs are the settings of the kubepods, burstable and besteffort

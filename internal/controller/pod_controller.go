@@ -25,7 +25,6 @@ import (
 	"github.com/nodelet/nodelet/internal/checkpoint"
 	"github.com/nodelet/nodelet/internal/cri"
 	"github.com/nodelet/nodelet/internal/executor"
-	"github.com/nodelet/nodelet/internal/kuberuntime/criconfig"
 	"github.com/nodelet/nodelet/internal/kuberuntime/plan"
 	"github.com/nodelet/nodelet/internal/kuberuntime/planner"
 	"github.com/nodelet/nodelet/internal/kuberuntime/state"
@@ -33,6 +32,7 @@ import (
 	"github.com/nodelet/nodelet/internal/metrics"
 	"github.com/nodelet/nodelet/internal/nodeinfo"
 	"github.com/nodelet/nodelet/internal/objectstore"
+	"github.com/nodelet/nodelet/internal/podspec"
 	"github.com/nodelet/nodelet/internal/podworkers"
 	"github.com/nodelet/nodelet/internal/prober"
 	"github.com/nodelet/nodelet/internal/runtimestate"
@@ -734,18 +734,18 @@ func (r *PodReconciler) writeStatus(ctx context.Context, s *podScope) error {
 // runtime handler's features.
 func wantsRecursiveReadOnly(pod *corev1.Pod) bool {
 	for i := range pod.Spec.InitContainers {
-		if criconfig.WantsRecursiveReadOnly(&pod.Spec.InitContainers[i]) {
+		if podspec.WantsRecursiveReadOnly(&pod.Spec.InitContainers[i]) {
 			return true
 		}
 	}
 	for i := range pod.Spec.Containers {
-		if criconfig.WantsRecursiveReadOnly(&pod.Spec.Containers[i]) {
+		if podspec.WantsRecursiveReadOnly(&pod.Spec.Containers[i]) {
 			return true
 		}
 	}
 	for i := range pod.Spec.EphemeralContainers {
 		c := corev1.Container{VolumeMounts: pod.Spec.EphemeralContainers[i].VolumeMounts}
-		if criconfig.WantsRecursiveReadOnly(&c) {
+		if podspec.WantsRecursiveReadOnly(&c) {
 			return true
 		}
 	}

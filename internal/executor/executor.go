@@ -26,6 +26,7 @@ import (
 	"github.com/nodelet/nodelet/internal/kuberuntime/plan"
 	"github.com/nodelet/nodelet/internal/kuberuntime/state"
 	"github.com/nodelet/nodelet/internal/nodeinfo"
+	"github.com/nodelet/nodelet/internal/podspec"
 )
 
 // Event reasons, as the kubelet emits them.
@@ -260,7 +261,7 @@ func (e *Executor) Start(ctx context.Context, pod *v1.Pod, rt state.PodRuntime, 
 	for name, b := range a.BackingOff {
 		switch b.Reason {
 		case state.ReasonCrashLoopBackOff:
-			e.Recorder.Eventf(pod, v1.EventTypeWarning, EventBackOff, "Back-off restarting failed container %s in pod %s", name, criconfig.PodDesc(pod))
+			e.Recorder.Eventf(pod, v1.EventTypeWarning, EventBackOff, "Back-off restarting failed container %s in pod %s", name, podspec.PodDesc(pod))
 		case state.ReasonImagePullBackOff:
 			e.Recorder.Eventf(pod, v1.EventTypeNormal, EventBackOff, "Back-off pulling image %q", b.Image)
 		}

@@ -17,8 +17,8 @@ import (
 	utilexec "k8s.io/utils/exec"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
-	"github.com/nodelet/nodelet/internal/kuberuntime/criconfig"
 	"github.com/nodelet/nodelet/internal/kuberuntime/state"
+	"github.com/nodelet/nodelet/internal/podspec"
 )
 
 // Event reasons of failed lifecycle hooks, as the kubelet emits them. Their
@@ -157,7 +157,7 @@ func httpHook(ctx context.Context, t hookTarget, g *v1.HTTPGetAction) error {
 	if host == "" {
 		return errors.New("failed to find networking container: the pod has no IP")
 	}
-	port, err := criconfig.ResolvePort(g.Port, t.spec)
+	port, err := podspec.ResolvePort(g.Port, t.spec)
 	if err != nil {
 		return err
 	}
@@ -240,7 +240,7 @@ func (e *Executor) runPreStop(ctx context.Context, pod *v1.Pod, rt state.PodRunt
 	if h == nil {
 		return
 	}
-	t := hookTarget{pod: pod, name: name, spec: criconfig.ContainerSpec(pod, name), id: id, podIP: podIP(pod, rt)}
+	t := hookTarget{pod: pod, name: name, spec: podspec.ContainerSpec(pod, name), id: id, podIP: podIP(pod, rt)}
 	err := e.runHook(ctx, t, h, time.Duration(timeout)*time.Second)
 	switch {
 	case err == nil:

@@ -12,6 +12,7 @@ import (
 
 	"github.com/nodelet/nodelet/internal/cri"
 	"github.com/nodelet/nodelet/internal/kuberuntime/criconfig"
+	"github.com/nodelet/nodelet/internal/podspec"
 )
 
 // runtimeClassResource names RuntimeClasses in errors as the API server
@@ -73,10 +74,10 @@ func (e *Executor) runtimeHandler(ctx context.Context, pod *v1.Pod) (string, err
 
 // recursiveReadOnly marks the mounts of c that its volume mounts ask to be
 // read-only recursively, where the pod's runtime handler can make them so
-// (criconfig.RecursiveReadOnly). A runtime whose features cannot be read
+// (podspec.RecursiveReadOnly). A runtime whose features cannot be read
 // supports none.
 func (e *Executor) recursiveReadOnly(ctx context.Context, pod *v1.Pod, c *v1.Container, mounts []*runtimeapi.Mount) error {
-	if !criconfig.WantsRecursiveReadOnly(c) {
+	if !podspec.WantsRecursiveReadOnly(c) {
 		return nil
 	}
 	if _, err := e.runtimeHandler(ctx, pod); err != nil {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/nodelet/nodelet/internal/kuberuntime/criconfig"
 	"github.com/nodelet/nodelet/internal/kuberuntime/state"
+	"github.com/nodelet/nodelet/internal/podspec"
 )
 
 const (
@@ -32,7 +33,7 @@ func (e *Executor) fillTerminationMessages(pod *v1.Pod, rt *state.PodRuntime) {
 		if c.State != state.ContainerExited {
 			continue
 		}
-		spec := criconfig.ContainerSpec(pod, c.Name)
+		spec := podspec.ContainerSpec(pod, c.Name)
 		if spec == nil {
 			continue
 		}

@@ -29,6 +29,7 @@ import (
 	"github.com/nodelet/nodelet/internal/kuberuntime/planner"
 	"github.com/nodelet/nodelet/internal/kuberuntime/state"
 	"github.com/nodelet/nodelet/internal/kuberuntime/status"
+	"github.com/nodelet/nodelet/internal/podspec"
 	"github.com/nodelet/nodelet/internal/volume"
 )
 
@@ -413,7 +414,7 @@ func runPipeline(t *testing.T, g *gen, pod *v1.Pod, links []link) {
 		}
 		rt.Containers = append(rt.Containers, state.Container{ID: fmt.Sprintf("id%d", i), Name: c.Name, SandboxID: "sb",
 			State:    pick(g, []state.ContainerState{state.ContainerRunning, state.ContainerExited}),
-			ExitCode: int32(g.intn(2)), StartedAt: now, FinishedAt: now.Add(time.Second), Hash: criconfig.ContainerHash(c)})
+			ExitCode: int32(g.intn(2)), StartedAt: now, FinishedAt: now.Add(time.Second), Hash: podspec.ContainerHash(c)})
 	}
 	for _, s := range actions.ContainersToStart {
 		st.RecordStart(s.Name, s.RestartCount, s.PrevFinishedAt, s.MaxCrashLoopBackOff, now)

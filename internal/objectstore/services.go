@@ -18,8 +18,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 
-	"github.com/nodelet/nodelet/internal/kuberuntime/criconfig"
 	"github.com/nodelet/nodelet/internal/metrics"
+	"github.com/nodelet/nodelet/internal/podspec"
 )
 
 const servicesResource = "services"
@@ -120,7 +120,7 @@ func NewServiceWatcher(c kubernetes.Interface, syncTimeout time.Duration, log lo
 		client: c, syncTimeout: syncTimeout, log: log, ctx: ctx, cancel: cancel,
 		pods: map[types.UID]string{}, namespaces: map[string]*serviceWatch{},
 	}
-	w.master = w.startWatch(metav1.NamespaceDefault, criconfig.MasterServiceName)
+	w.master = w.startWatch(metav1.NamespaceDefault, podspec.MasterServiceName)
 	return w
 }
 
@@ -205,7 +205,7 @@ func (w *ServiceWatcher) Master(ctx context.Context) (*v1.Service, error) {
 	if err := w.master.store.wait(ctx, w.syncTimeout); err != nil {
 		return nil, fmt.Errorf("reading Service default/kubernetes: %w", err)
 	}
-	obj, ok, err := w.master.store.GetByKey(metav1.NamespaceDefault + "/" + criconfig.MasterServiceName)
+	obj, ok, err := w.master.store.GetByKey(metav1.NamespaceDefault + "/" + podspec.MasterServiceName)
 	if err != nil || !ok {
 		return nil, err
 	}
@@ -213,7 +213,7 @@ func (w *ServiceWatcher) Master(ctx context.Context) (*v1.Service, error) {
 }
 
 // ServiceEnv is the service environment of pod's containers
-// (criconfig.ServiceEnv over what this watcher holds): the pod must be
+// (podspec.ServiceEnv over what this watcher holds): the pod must be
 // registered when it has service links.
 func (w *ServiceWatcher) ServiceEnv(ctx context.Context, pod *v1.Pod) (map[string]string, error) {
 	if !NeedsServiceLinks(pod) {
@@ -221,13 +221,13 @@ func (w *ServiceWatcher) ServiceEnv(ctx context.Context, pod *v1.Pod) (map[strin
 		if err != nil {
 			return nil, err
 		}
-		return criconfig.ServiceEnv(pod.Namespace, false, master, nil), nil
+		return podspec.ServiceEnv(pod.Namespace, false, master, nil), nil
 	}
 	master, services, err := w.ServicesFor(ctx, pod.Namespace)
 	if err != nil {
 		return nil, err
 	}
-	return criconfig.ServiceEnv(pod.Namespace, true, master, services), nil
+	return podspec.ServiceEnv(pod.Namespace, true, master, services), nil
 }
 
 // startWatch starts a reflector over the Services of namespace, only the

@@ -23,7 +23,7 @@ import (
 	remote "k8s.io/cri-client/pkg"
 	utilexec "k8s.io/utils/exec"
 
-	"github.com/nodelet/nodelet/internal/kuberuntime/criconfig"
+	"github.com/nodelet/nodelet/internal/podspec"
 )
 
 // UserAgent is the User-Agent of HTTP and gRPC probes, the kubelet's.
@@ -276,7 +276,7 @@ func expandCommand(cmd []string, c *corev1.Container) []string {
 	}
 	out := make([]string, len(cmd))
 	for i, arg := range cmd {
-		out[i] = criconfig.ExpandVars(arg, func(name string) (string, bool) { v, ok := env[name]; return v, ok })
+		out[i] = podspec.ExpandVars(arg, func(name string) (string, bool) { v, ok := env[name]; return v, ok })
 	}
 	return out
 }
@@ -297,7 +297,7 @@ func (t target) endpoint(host string, port intstr.IntOrString) (string, int, err
 	if host == "" {
 		return "", 0, errors.New("the pod has no IP yet")
 	}
-	n, err := criconfig.ResolvePort(port, t.container)
+	n, err := podspec.ResolvePort(port, t.container)
 	if err != nil {
 		return "", 0, err
 	}

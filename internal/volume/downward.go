@@ -10,7 +10,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 
-	"github.com/nodelet/nodelet/internal/kuberuntime/criconfig"
+	"github.com/nodelet/nodelet/internal/podspec"
 )
 
 // downwardAPIPayload writes each item's field or resource value.
@@ -51,7 +51,7 @@ func fieldValue(pod *v1.Pod, path string) (string, error) {
 	case path == "metadata.annotations":
 		return formatMap(pod.Annotations), nil
 	case strings.HasPrefix(path, "metadata."):
-		v, err := criconfig.PodFieldValue(pod, path, nil, nil)
+		v, err := podspec.PodFieldValue(pod, path, nil, nil)
 		if err != nil {
 			return "", fmt.Errorf("field path %q is not supported in a volume", path)
 		}
@@ -74,7 +74,7 @@ func formatMap(m map[string]string) string {
 // the divisor and rounded up. A limit the container does not set is the
 // node's allocatable amount.
 func (m *Manager) resourceValue(pod *v1.Pod, ref *v1.ResourceFieldSelector) (string, error) {
-	c := criconfig.ContainerSpec(pod, ref.ContainerName)
+	c := podspec.ContainerSpec(pod, ref.ContainerName)
 	if c == nil {
 		return "", fmt.Errorf("container %q not found in pod", ref.ContainerName)
 	}
@@ -90,5 +90,5 @@ func (m *Manager) resourceValue(pod *v1.Pod, ref *v1.ResourceFieldSelector) (str
 			}
 		}
 	}
-	return criconfig.ResourceFieldValue(c, ref.Resource, ref.Divisor, alloc)
+	return podspec.ResourceFieldValue(c, ref.Resource, ref.Divisor, alloc)
 }

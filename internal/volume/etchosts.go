@@ -12,7 +12,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
-	"github.com/nodelet/nodelet/internal/kuberuntime/criconfig"
+	"github.com/nodelet/nodelet/internal/podspec"
 )
 
 const (
@@ -99,9 +99,9 @@ func (m *Manager) etcHostsContent(pod *v1.Pod, podIPs []string) ([]byte, error) 
 }
 
 // hostnameAndDomain returns the pod's hostname and domain as its sandbox
-// has them (criconfig.PodHostnameAndDomain).
+// has them (podspec.PodHostnameAndDomain).
 func (m *Manager) hostnameAndDomain(pod *v1.Pod) (string, string, error) {
-	return criconfig.PodHostnameAndDomain(pod, m.clusterDomain)
+	return podspec.PodHostnameAndDomain(pod, m.clusterDomain)
 }
 
 // etcHostsMount mounts the pod's hosts file at /etc/hosts if WriteEtcHosts

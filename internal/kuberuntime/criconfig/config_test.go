@@ -14,6 +14,7 @@ import (
 
 	"github.com/nodelet/nodelet/internal/kuberuntime/podtest"
 	"github.com/nodelet/nodelet/internal/kuberuntime/state"
+	"github.com/nodelet/nodelet/internal/podspec"
 )
 
 func TestParseResolvConf(t *testing.T) {
@@ -87,39 +88,6 @@ func TestPodDNSConfig(t *testing.T) {
 			got := PodDNSConfig(tt.pod, tt.opts)
 			if diff := cmp.Diff(tt.want, got, protocmp.Transform()); diff != "" {
 				t.Errorf("DNS config (-want +got):\n%s", diff)
-			}
-		})
-	}
-}
-
-func TestPodHostname(t *testing.T) {
-	long := strings.Repeat("a", 62) + "-b"
-	tests := []struct {
-		name    string
-		pod     *v1.Pod
-		want    string
-		wantErr bool
-	}{
-		{"pod name", podtest.NewPod(), "web", false},
-		{"spec hostname", podtest.NewPod(func(p *v1.Pod) { p.Spec.Hostname = "h" }), "h", false},
-		{"truncated without trailing dash", podtest.NewPod(func(p *v1.Pod) { p.Name = long }), strings.Repeat("a", 62), false},
-		{"FQDN", podtest.NewPod(func(p *v1.Pod) { p.Spec.Subdomain, p.Spec.SetHostnameAsFQDN = "sub", ptr.To(true) }), "web.sub.default.svc.cluster.local", false},
-		{"hostnameOverride wins, without a domain", podtest.NewPod(func(p *v1.Pod) {
-			p.Spec.Hostname, p.Spec.Subdomain, p.Spec.SetHostnameAsFQDN = "h", "sub", ptr.To(true)
-			p.Spec.HostnameOverride = ptr.To("db-0.example.internal")
-		}), "db-0.example.internal", false},
-		{"hostnameOverride not a DNS subdomain", podtest.NewPod(func(p *v1.Pod) { p.Spec.HostnameOverride = ptr.To("Not_Valid") }), "", true},
-		{"hostnameOverride cut to 63", podtest.NewPod(func(p *v1.Pod) { p.Spec.HostnameOverride = ptr.To(strings.Repeat("a", 62) + ".b") }),
-			strings.Repeat("a", 62), false},
-		{"FQDN too long", podtest.NewPod(func(p *v1.Pod) {
-			p.Spec.Hostname, p.Spec.Subdomain, p.Spec.SetHostnameAsFQDN = strings.Repeat("h", 40), "sub", ptr.To(true)
-		}), "", true},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			got, err := PodHostname(tt.pod, "cluster.local")
-			if (err != nil) != tt.wantErr || got != tt.want {
-				t.Errorf("PodHostname = %q, %v; want %q (error %v)", got, err, tt.want, tt.wantErr)
 			}
 		})
 	}
@@ -243,46 +211,6 @@ func TestContainerConfigOOMGroupKill(t *testing.T) {
 	}
 }
 
-func TestComputePodQOS(t *testing.T) {
-	req := func(cpu, mem string) v1.ResourceList {
-		l := v1.ResourceList{}
-		if cpu != "" {
-			l[v1.ResourceCPU] = resource.MustParse(cpu)
-		}
-		if mem != "" {
-			l[v1.ResourceMemory] = resource.MustParse(mem)
-		}
-		return l
-	}
-	res := func(name string, r, l v1.ResourceList) podtest.Option {
-		return podtest.Modify(name, func(c *v1.Container) { c.Resources = v1.ResourceRequirements{Requests: r, Limits: l} })
-	}
-	tests := []struct {
-		name string
-		pod  *v1.Pod
-		want v1.PodQOSClass
-	}{
-		{"nothing", podtest.NewPod(), v1.PodQOSBestEffort},
-		{"equal requests and limits", podtest.NewPod(res("app", req("1", "1Gi"), req("1", "1Gi"))), v1.PodQOSGuaranteed},
-		{"limits only", podtest.NewPod(func(p *v1.Pod) { p.Spec.Containers[0].Resources.Limits = req("1", "1Gi") }), v1.PodQOSBurstable},
-		{"cpu only", podtest.NewPod(res("app", req("1", ""), req("1", ""))), v1.PodQOSBurstable},
-		{"requests below limits", podtest.NewPod(res("app", req("500m", "1Gi"), req("1", "1Gi"))), v1.PodQOSBurstable},
-		{"one guaranteed one best effort", podtest.NewPod(podtest.Containers("a", "b"), res("a", req("1", "1Gi"), req("1", "1Gi"))), v1.PodQOSBurstable},
-		{"init container counts", podtest.NewPod(podtest.Inits("init"), res("app", req("1", "1Gi"), req("1", "1Gi"))), v1.PodQOSBurstable},
-		{"pod-level resources decide", podtest.NewPod(func(p *v1.Pod) {
-			p.Spec.Resources = &v1.ResourceRequirements{Requests: req("1", "1Gi"), Limits: req("1", "1Gi")}
-		}), v1.PodQOSGuaranteed},
-		{"status wins", podtest.NewPod(func(p *v1.Pod) { p.Status.QOSClass = v1.PodQOSGuaranteed }), v1.PodQOSGuaranteed},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			if got := PodQOS(tt.pod); got != tt.want {
-				t.Errorf("PodQOS = %s, want %s", got, tt.want)
-			}
-		})
-	}
-}
-
 func TestContainerConfig(t *testing.T) {
 	pod := podtest.NewPod(func(p *v1.Pod) {
 		p.Spec.TerminationGracePeriodSeconds = ptr.To[int64](45)
@@ -321,7 +249,7 @@ func TestContainerConfig(t *testing.T) {
 		Mounts:     mounts,
 		Labels: map[string]string{
 			"io.kubernetes.pod.name": "web", "io.kubernetes.pod.namespace": "default", "io.kubernetes.pod.uid": "uid-1",
-			"io.kubernetes.container.name": "app", state.ContainerHashLabel: ContainerHash(&pod.Spec.Containers[0]),
+			"io.kubernetes.container.name": "app", state.ContainerHashLabel: podspec.ContainerHash(&pod.Spec.Containers[0]),
 			state.SandboxIDLabel: "s1", "nodelet.io/node": "n1",
 		},
 		Annotations: map[string]string{
@@ -424,7 +352,7 @@ func TestEphemeralContainerConfig(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			c := ContainerSpec(tt.pod, "debugger")
+			c := podspec.ContainerSpec(tt.pod, "debugger")
 			cfg, err := ContainerConfig(tt.pod, c, ContainerOptions{SandboxID: "s1", TargetContainerID: tt.targetID})
 			if err != nil {
 				t.Fatalf("ContainerConfig: %v", err)
@@ -436,24 +364,6 @@ func TestEphemeralContainerConfig(t *testing.T) {
 				t.Errorf("metadata %v, log path %q, labels %v", cfg.Metadata, cfg.LogPath, cfg.Labels)
 			}
 		})
-	}
-}
-
-func TestContainerHash(t *testing.T) {
-	a := v1.Container{Name: "app", Image: "busybox:1"}
-	b := a
-	b.Env = []v1.EnvVar{{Name: "X", Value: "y"}}
-	c := a
-	c.Image = "busybox:2"
-	if ContainerHash(&a) != ContainerHash(&b) {
-		t.Error("fields that cannot change altered the hash")
-	}
-	if ContainerHash(&a) == ContainerHash(&c) {
-		t.Error("an image change kept the hash")
-	}
-	same := a
-	if ContainerHash(&a) != ContainerHash(&same) {
-		t.Error("hash is not stable")
 	}
 }
 

@@ -13,6 +13,7 @@ import (
 	kubetypes "k8s.io/kubelet/pkg/types"
 
 	"github.com/nodelet/nodelet/internal/kuberuntime/state"
+	"github.com/nodelet/nodelet/internal/podspec"
 )
 
 // Container annotations, with the kubelet's keys so that crictl users find
@@ -178,7 +179,7 @@ func expandAll(in []string, lookup func(string) (string, bool)) []string {
 	}
 	out := make([]string, len(in))
 	for i, s := range in {
-		out[i] = ExpandVars(s, lookup)
+		out[i] = podspec.ExpandVars(s, lookup)
 	}
 	return out
 }
@@ -197,7 +198,7 @@ func containerLabels(pod *v1.Pod, c *v1.Container, opts ContainerOptions) map[st
 		kubetypes.KubernetesPodNamespaceLabel:  pod.Namespace,
 		kubetypes.KubernetesPodUIDLabel:        string(pod.UID),
 		kubetypes.KubernetesContainerNameLabel: c.Name,
-		state.ContainerHashLabel:               ContainerHash(c),
+		state.ContainerHashLabel:               podspec.ContainerHash(c),
 	}
 	if opts.SandboxID != "" {
 		labels[state.SandboxIDLabel] = opts.SandboxID
@@ -229,4 +230,15 @@ func containerAnnotations(pod *v1.Pod, c *v1.Container, restartCount uint32) map
 		}
 	}
 	return a
+}
+
+// shareTargetPID has an ephemeral container join the process namespace of
+// the container targetID, when it would otherwise get one of its own (the
+// pod neither shares one among its containers nor uses the host's).
+func shareTargetPID(ns *runtimeapi.NamespaceOption, targetID string) {
+	if targetID == "" || ns == nil || ns.Pid != runtimeapi.NamespaceMode_CONTAINER {
+		return
+	}
+	ns.Pid = runtimeapi.NamespaceMode_TARGET
+	ns.TargetId = targetID
 }

@@ -7,6 +7,8 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/nodelet/nodelet/internal/podspec"
 )
 
 func TestPodLogDirectory(t *testing.T) {
@@ -65,7 +67,7 @@ func TestPodLogDirectory(t *testing.T) {
 
 func TestPodDesc(t *testing.T) {
 	pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "web", UID: "uid-1"}}
-	if got := PodDesc(pod); got != "web_default(uid-1)" {
+	if got := podspec.PodDesc(pod); got != "web_default(uid-1)" {
 		t.Errorf("PodDesc = %q, want web_default(uid-1)", got)
 	}
 }

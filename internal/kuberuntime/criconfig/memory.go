@@ -13,6 +13,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/nodelet/nodelet/internal/admission"
+	"github.com/nodelet/nodelet/internal/podspec"
 )
 
 // The cgroup v2 files of the memory settings the kubelet sets through
@@ -99,7 +100,7 @@ func setUnified(r *runtimeapi.LinuxContainerResources, key, value string) {
 // container of a Burstable pod that is not critical and asks for memory
 // with a request other than its limit; NoSwap for every other.
 func ContainerSwapBehavior(pod *v1.Pod, c *v1.Container, o ResourceOptions) string {
-	if o.Swap.Behavior != LimitedSwap || !o.Swap.Controller || !o.CgroupV2 || admission.CriticalPod(pod) || PodQOS(pod) != v1.PodQOSBurstable {
+	if o.Swap.Behavior != LimitedSwap || !o.Swap.Controller || !o.CgroupV2 || admission.CriticalPod(pod) || podspec.PodQOS(pod) != v1.PodQOSBurstable {
 		return NoSwap
 	}
 	req, lim := c.Resources.Requests.Memory(), c.Resources.Limits.Memory()
@@ -176,7 +177,7 @@ func applyMemoryQoS(r *runtimeapi.LinuxContainerResources, pod *v1.Pod, c *v1.Co
 	q := o.MemoryQoS
 	request, limit := c.Resources.Requests.Memory().Value(), c.Resources.Limits.Memory().Value()
 	if request != 0 && q.TieredReservation {
-		if PodQOS(pod) == v1.PodQOSGuaranteed {
+		if podspec.PodQOS(pod) == v1.PodQOSGuaranteed {
 			setUnified(r, UnifiedMemoryMin, strconv.FormatInt(request, 10))
 		} else {
 			setUnified(r, UnifiedMemoryLow, strconv.FormatInt(request, 10))

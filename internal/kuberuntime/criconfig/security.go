@@ -11,6 +11,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/nodelet/nodelet/internal/admission"
+	"github.com/nodelet/nodelet/internal/podspec"
 )
 
 // effectiveSecurityContext merges the pod's security context into the
@@ -142,14 +143,14 @@ func verifyRunAsNonRoot(pod *v1.Pod, c *v1.Container, sc v1.SecurityContext, ima
 	switch {
 	case sc.RunAsUser != nil:
 		if *sc.RunAsUser == 0 {
-			return &ConfigError{Err: fmt.Errorf("container's runAsUser breaks non-root policy (pod: %q, container: %s)", PodDesc(pod), c.Name)}
+			return &ConfigError{Err: fmt.Errorf("container's runAsUser breaks non-root policy (pod: %q, container: %s)", podspec.PodDesc(pod), c.Name)}
 		}
 	case imageUID != nil:
 		if *imageUID == 0 {
-			return &ConfigError{Err: fmt.Errorf("container has runAsNonRoot and image will run as root (pod: %q, container: %s)", PodDesc(pod), c.Name)}
+			return &ConfigError{Err: fmt.Errorf("container has runAsNonRoot and image will run as root (pod: %q, container: %s)", podspec.PodDesc(pod), c.Name)}
 		}
 	case imageUser != "":
-		return &ConfigError{Err: fmt.Errorf("container has runAsNonRoot and image has non-numeric user (%s), cannot verify user is non-root (pod: %q, container: %s)", imageUser, PodDesc(pod), c.Name)}
+		return &ConfigError{Err: fmt.Errorf("container has runAsNonRoot and image has non-numeric user (%s), cannot verify user is non-root (pod: %q, container: %s)", imageUser, podspec.PodDesc(pod), c.Name)}
 	}
 	return nil
 }

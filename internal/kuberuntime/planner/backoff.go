@@ -6,13 +6,13 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 
-	"github.com/nodelet/nodelet/internal/kuberuntime/criconfig"
 	"github.com/nodelet/nodelet/internal/kuberuntime/plan"
 	"github.com/nodelet/nodelet/internal/kuberuntime/state"
+	"github.com/nodelet/nodelet/internal/podspec"
 )
 
 func crashLoopMessage(delay time.Duration, container string, pod *v1.Pod) string {
-	return fmt.Sprintf("back-off %s restarting failed container=%s pod=%s", delay, container, criconfig.PodDesc(pod))
+	return fmt.Sprintf("back-off %s restarting failed container=%s pod=%s", delay, container, podspec.PodDesc(pod))
 }
 
 func imagePullBackOffMessage(image string, w *state.WaitingReason) string {

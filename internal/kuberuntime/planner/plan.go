@@ -7,9 +7,9 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 
-	"github.com/nodelet/nodelet/internal/kuberuntime/criconfig"
 	"github.com/nodelet/nodelet/internal/kuberuntime/plan"
 	"github.com/nodelet/nodelet/internal/kuberuntime/state"
+	"github.com/nodelet/nodelet/internal/podspec"
 )
 
 // Messages explaining why a new sandbox is needed (the kubelet's wording;
@@ -466,5 +466,5 @@ func nextRestartCount(rt state.PodRuntime, st state.PodState, name string) uint3
 // hashChanged reports whether a container instance was created from a spec
 // that differs from c. Instances without a hash label are not judged.
 func hashChanged(c *v1.Container, instance *state.Container) bool {
-	return instance.Hash != "" && instance.Hash != criconfig.ContainerHash(c)
+	return instance.Hash != "" && instance.Hash != podspec.ContainerHash(c)
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/nodelet/nodelet/internal/kuberuntime/podtest"
 	"github.com/nodelet/nodelet/internal/kuberuntime/state"
 	"github.com/nodelet/nodelet/internal/kuberuntime/statetest"
+	"github.com/nodelet/nodelet/internal/podspec"
 )
 
 func TestPodStateRecords(t *testing.T) {
@@ -123,7 +124,7 @@ func TestComputePodActions(t *testing.T) {
 		return state.PodState{Containers: map[string]state.ContainerRecord{name: {Created: true, LastStart: podtest.At(0)}}}
 	}
 	changedOld := statetest.Running(changed, "app", "s1", 0)
-	changedOld.Hash = criconfig.ContainerHash(&pod.Spec.Containers[0])
+	changedOld.Hash = podspec.ContainerHash(&pod.Spec.Containers[0])
 
 	tests := []struct {
 		name string

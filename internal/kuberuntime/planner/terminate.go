@@ -5,9 +5,9 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 
-	"github.com/nodelet/nodelet/internal/kuberuntime/criconfig"
 	"github.com/nodelet/nodelet/internal/kuberuntime/plan"
 	"github.com/nodelet/nodelet/internal/kuberuntime/state"
+	"github.com/nodelet/nodelet/internal/podspec"
 )
 
 // DefaultGracePeriodSeconds applies when neither the deletion nor the spec
@@ -98,7 +98,7 @@ func PlanTermination(pod *v1.Pod, rt state.PodRuntime, st state.PodState, now ti
 			tp.Remove = append(tp.Remove, inst.ID)
 			continue
 		}
-		spec := criconfig.ContainerSpec(pod, inst.Name)
+		spec := podspec.ContainerSpec(pod, inst.Name)
 		if h := preStopHandler(spec); h != nil && !overdue && !term.PreStopRan(inst.ID) && inst.State == state.ContainerRunning {
 			tp.PreStop = append(tp.PreStop, plan.PreStopHook{ContainerID: inst.ID, Name: inst.Name, Handler: h, Timeout: timeout})
 		}

@@ -13,7 +13,7 @@ import (
 // pod name/namespace/uid and container name labels from k8s.io/kubelet/pkg/types.
 const (
 	// ContainerHashLabel holds the hash of the spec a container was created
-	// from (criconfig.ContainerHash).
+	// from (podspec.ContainerHash).
 	ContainerHashLabel = "nodelet.io/container-hash"
 	// SandboxIDLabel holds the ID of the sandbox a container was created in;
 	// the CRI's ContainerStatus does not report it.

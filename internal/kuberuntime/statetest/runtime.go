@@ -6,9 +6,9 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 
-	"github.com/nodelet/nodelet/internal/kuberuntime/criconfig"
 	"github.com/nodelet/nodelet/internal/kuberuntime/podtest"
 	"github.com/nodelet/nodelet/internal/kuberuntime/state"
+	"github.com/nodelet/nodelet/internal/podspec"
 )
 
 // Scene is what a planner or status case starts from: the pod, what the
@@ -45,8 +45,8 @@ func Instance(pod *v1.Pod, name, sandboxID string, attempt uint32, cs state.Cont
 		ImageRef:  "sha256:abc",
 		SandboxID: sandboxID,
 	}
-	if spec := criconfig.ContainerSpec(pod, name); spec != nil {
-		c.Hash = criconfig.ContainerHash(spec)
+	if spec := podspec.ContainerSpec(pod, name); spec != nil {
+		c.Hash = podspec.ContainerHash(spec)
 	}
 	return c
 }

@@ -3,8 +3,8 @@ package status
 import (
 	v1 "k8s.io/api/core/v1"
 
-	"github.com/nodelet/nodelet/internal/kuberuntime/criconfig"
 	"github.com/nodelet/nodelet/internal/kuberuntime/state"
+	"github.com/nodelet/nodelet/internal/podspec"
 )
 
 // allocatedResources returns the resources allocated to the named
@@ -14,7 +14,7 @@ func allocatedResources(pod *v1.Pod, st state.PodState, name string) v1.Resource
 	if r, ok := st.Allocated[name]; ok {
 		return r
 	}
-	if c := criconfig.ContainerSpec(pod, name); c != nil {
+	if c := podspec.ContainerSpec(pod, name); c != nil {
 		return c.Resources
 	}
 	return v1.ResourceRequirements{}

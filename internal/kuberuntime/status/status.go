@@ -9,9 +9,9 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/nodelet/nodelet/internal/kuberuntime/criconfig"
 	"github.com/nodelet/nodelet/internal/kuberuntime/planner"
 	"github.com/nodelet/nodelet/internal/kuberuntime/state"
+	"github.com/nodelet/nodelet/internal/podspec"
 )
 
 // Container state reasons the kubelet reports besides the waiting ones.
@@ -85,7 +85,7 @@ func ComputePodStatus(pod *v1.Pod, rt state.PodRuntime, st state.PodState, in In
 	}
 	s := v1.PodStatus{
 		ObservedGeneration: pod.Generation,
-		QOSClass:           criconfig.PodQOS(pod),
+		QOSClass:           podspec.PodQOS(pod),
 		StartTime:          b.startTime(),
 	}
 	b.setIPs(&s)
@@ -275,7 +275,7 @@ func (b *statusBuilder) setVolumeMounts(c *v1.Container, cs *v1.ContainerStatus)
 		vs := v1.VolumeMountStatus{Name: vm.Name, MountPath: vm.MountPath, ReadOnly: vm.ReadOnly}
 		if vm.ReadOnly {
 			mode := v1.RecursiveReadOnlyDisabled
-			if rro, err := criconfig.RecursiveReadOnly(vm, b.in.RecursiveReadOnly); err == nil && rro {
+			if rro, err := podspec.RecursiveReadOnly(vm, b.in.RecursiveReadOnly); err == nil && rro {
 				mode = v1.RecursiveReadOnlyEnabled
 			}
 			vs.RecursiveReadOnly = &mode

@@ -1,4 +1,4 @@
-package criconfig
+package podspec
 
 import (
 	"testing"
