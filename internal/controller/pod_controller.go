@@ -78,7 +78,7 @@ type PodReconciler struct {
 	Feed *podFeed
 	// Static holds the static pods of the manifest sources (nil: none);
 	// API says whether the API server has been reached (nil: always).
-	Static *staticPods
+	Static *staticpod.Store
 	API    *apiGate
 	// APIReader reads from the API server what the node's cache cannot
 	// have: the pod, bound elsewhere, that holds a static pod's name.
@@ -942,7 +942,7 @@ func (r *PodReconciler) syncGone(ctx context.Context, w podworkers.Work) podwork
 	}
 	r.deleted.Delete(pod.UID)
 	if staticpod.IsStatic(pod) {
-		r.Static.forget(pod.UID)
+		r.Static.Forget(pod.UID)
 		if err := r.deleteOrphanMirror(ctx, pod.Namespace, pod.Name); err != nil {
 			log.FromContext(ctx).Error(err, "Unable to delete the mirror pod of a removed static pod")
 		}

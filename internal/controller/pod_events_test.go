@@ -24,12 +24,12 @@ func TestEventRouter(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &PodReconciler{Workers: workers, Static: newStaticPods(staticpod.SourceFile), Log: logr.Discard()}
+	r := &PodReconciler{Workers: workers, Static: staticpod.NewStore(staticpod.SourceFile), Log: logr.Discard()}
 	pods, err := staticpod.Decode([]byte("apiVersion: v1\nkind: Pod\nmetadata: {name: etcd, namespace: kube-system}\nspec:\n  containers: [{name: etcd, image: etcd:1}]\n"), staticpod.SourceFile, "/m/etcd.yaml", "n1")
 	if err != nil {
 		t.Fatal(err)
 	}
-	r.Static.pods.Set(staticpod.SourceFile, pods)
+	r.Static.Set(staticpod.SourceFile, pods)
 	static := pods[0]
 	e := newEventRouter(r, nil)
 
@@ -77,7 +77,7 @@ func TestRuntimeEventsNudgeWorkers(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go func() { _ = workers.Start(ctx) }()
-	r := &PodReconciler{Workers: workers, Static: newStaticPods(staticpod.SourceFile), Log: logr.Discard(), Relisted: &fakeRelisted{n: 7}}
+	r := &PodReconciler{Workers: workers, Static: staticpod.NewStore(staticpod.SourceFile), Log: logr.Discard(), Relisted: &fakeRelisted{n: 7}}
 	e := newEventRouter(r, nil)
 	stub := func(uid types.UID) event.TypedGenericEvent[*corev1.Pod] {
 		p := &corev1.Pod{}

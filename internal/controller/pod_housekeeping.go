@@ -27,6 +27,7 @@ import (
 	"github.com/nodelet/nodelet/internal/cri"
 	"github.com/nodelet/nodelet/internal/nomount"
 	"github.com/nodelet/nodelet/internal/podworkers"
+	"github.com/nodelet/nodelet/internal/staticpod"
 )
 
 // housekeepingPeriod is how often the node is swept for what gone pods
@@ -102,7 +103,7 @@ type housekeeper struct {
 	node    string
 	workers podWorkerSet
 	// static are the node's static pods (nil: none).
-	static *staticPods
+	static *staticpod.Store
 	memory podMemory
 	// cgroups, when set, holds the pods' cgroups.
 	cgroups podCgroups

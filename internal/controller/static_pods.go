@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -31,97 +30,6 @@ const EventFailedValidation = "FailedValidation"
 // static pod still holds looks again whether that one has stopped.
 const staticWaitPeriod = time.Second
 
-// staticPods holds the node's static pods, merged from the manifest
-// sources, and what the API server would otherwise hold of them: their
-// last status. A nil *staticPods has none.
-type staticPods struct {
-	pods *staticpod.Pods
-
-	mu     sync.Mutex
-	status map[types.UID]corev1.PodStatus
-	// pending are the sources that have not reported yet.
-	pending map[string]bool
-}
-
-func newStaticPods(sources ...string) *staticPods {
-	s := &staticPods{pods: staticpod.NewPods(sources...), status: map[types.UID]corev1.PodStatus{}, pending: map[string]bool{}}
-	for _, src := range sources {
-		s.pending[src] = true
-	}
-	return s
-}
-
-// withStatus returns a copy of p with the last status nodelet computed
-// for it, or Pending when none.
-func (s *staticPods) withStatus(p *corev1.Pod) *corev1.Pod {
-	out := p.DeepCopy()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if st, ok := s.status[p.UID]; ok {
-		out.Status = *st.DeepCopy()
-	}
-	return out
-}
-
-// Get returns the static pod of a full name, with its status.
-func (s *staticPods) Get(namespace, name string) (*corev1.Pod, bool) {
-	if s == nil {
-		return nil, false
-	}
-	p, ok := s.pods.Get(namespace, name)
-	if !ok {
-		return nil, false
-	}
-	return s.withStatus(p), true
-}
-
-// SetStatus records the status computed for a static pod.
-func (s *staticPods) SetStatus(uid types.UID, st corev1.PodStatus) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.status[uid] = *st.DeepCopy()
-}
-
-// forget drops the status of a static pod that is gone.
-func (s *staticPods) forget(uid types.UID) {
-	if s == nil {
-		return
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	delete(s.status, uid)
-}
-
-// reported marks a source as having reported once.
-func (s *staticPods) reported(source string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	delete(s.pending, source)
-}
-
-// Ready reports whether every source has reported once: before that, a
-// mirror pod or runtime objects may belong to a static pod not read yet.
-func (s *staticPods) Ready() bool {
-	if s == nil {
-		return true
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return len(s.pending) == 0
-}
-
-// UIDs returns the static pods' UIDs.
-func (s *staticPods) UIDs() map[types.UID]bool {
-	out := map[types.UID]bool{}
-	if s == nil {
-		return out
-	}
-	for _, p := range s.pods.List() {
-		out[p.UID] = true
-	}
-	return out
-}
-
 // setupStaticPods makes the static pod sources of the configuration and
 // adds them to the runnables that do not wait for the API server. Their
 // pods go straight to the pod workers.
@@ -137,7 +45,7 @@ func setupStaticPods(mgr ctrl.Manager, d *Deps, r *PodReconciler) error {
 	if len(sources) == 0 {
 		return nil
 	}
-	r.Static = newStaticPods(sources...)
+	r.Static = staticpod.NewStore(sources...)
 	r.APIReader = mgr.GetAPIReader()
 	logger := mgr.GetLogger().WithName("staticpods")
 	if cfg.StaticPodPath != "" {
@@ -174,22 +82,22 @@ func setupStaticPods(mgr ctrl.Manager, d *Deps, r *PodReconciler) error {
 // changed ones go to their workers, removed ones (a changed manifest
 // gives a new UID) are stopped as gone.
 func (r *PodReconciler) staticUpdate(source string, pods []*corev1.Pod) {
-	changes, dupes := r.Static.pods.Set(source, pods)
-	r.Static.reported(source)
+	changes, dupes := r.Static.Set(source, pods)
+	r.Static.Reported(source)
 	report := r.reportManifest(source)
 	for _, p := range dupes {
 		report(p)
 	}
 	for _, p := range changes.Removed {
 		r.Log.Info("Static pod removed", "pod", klog.KObj(p), "podUID", p.UID, "source", source)
-		r.Workers.Gone(podworkers.KeyOf(p), r.Static.withStatus(p))
+		r.Workers.Gone(podworkers.KeyOf(p), r.Static.WithStatus(p))
 	}
 	for _, p := range changes.Added {
 		r.Log.Info("Static pod added", "pod", klog.KObj(p), "podUID", p.UID, "source", source)
-		r.Workers.Update(r.Static.withStatus(p))
+		r.Workers.Update(r.Static.WithStatus(p))
 	}
 	for _, p := range changes.Updated {
-		r.Workers.Update(r.Static.withStatus(p))
+		r.Workers.Update(r.Static.WithStatus(p))
 	}
 }
 
@@ -197,7 +105,7 @@ func (r *PodReconciler) staticUpdate(source string, pods []*corev1.Pod) {
 // Event on the Node; the other static pods are not affected.
 func (r *PodReconciler) reportManifest(source string) func(staticpod.Problem) {
 	return func(p staticpod.Problem) {
-		r.Static.reported(source)
+		r.Static.Reported(source)
 		r.Log.Error(p.Err, "Ignoring a static pod manifest", "source", p.Source, "origin", p.Origin)
 		r.Recorder.Eventf(r.nodeRef(), corev1.EventTypeWarning, EventFailedValidation,
 			"Error validating static pod manifest %s from %s, ignoring: %s", p.Origin, p.Source, shortened(p.Err.Error(), maxManifestErrorInEvent))
@@ -506,7 +414,7 @@ func (r *PodReconciler) syncStatics() {
 	if r.Static == nil {
 		return
 	}
-	for _, p := range r.Static.pods.List() {
-		r.Workers.Update(r.Static.withStatus(p))
+	for _, p := range r.Static.List() {
+		r.Workers.Update(r.Static.WithStatus(p))
 	}
 }

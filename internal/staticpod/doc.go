@@ -3,7 +3,8 @@
 // (URLSource), decodes, defaults and validates each manifest (Decode,
 // SetDefaults, Validate), names the pods after the node and gives each a UID
 // that is a hash of its manifest, merges the pods of all sources with the
-// first of two pods of one name winning (Pods), and builds the mirror pods
+// first of two pods of one name winning (Pods), keeps them with their last
+// status and whether every source has reported (Store), and builds the mirror pods
 // that show static pods in the API server (Mirror, MirrorCurrent). It does not
 // run pods: the pod engine consumes the pods it hands out, which callers must
 // treat as immutable.
