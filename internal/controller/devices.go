@@ -9,9 +9,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	"github.com/nodelet/nodelet/internal/deviceplugin"
+	"github.com/nodelet/nodelet/internal/dra"
 	"github.com/nodelet/nodelet/internal/executor"
 	"github.com/nodelet/nodelet/internal/nodeinfo"
 	"github.com/nodelet/nodelet/internal/podresources"
+	"github.com/nodelet/nodelet/internal/podspec"
 )
 
 // devicesFor returns the device plugin manager the node and pod
@@ -69,7 +71,7 @@ func setupDevices(mgr ctrl.Manager, d *Deps, admit *Admitter, exec *executor.Exe
 	exec.Devices = devices
 	srv := &podresources.Server{
 		Dir:    filepath.Join(d.Config.RootDir, podresources.DirName),
-		Source: podResourcesSource{Admitter: admit, Manager: devices},
+		Source: podResourcesSource{Admitter: admit, Manager: devices, claims: claimsFor(mgr, d)},
 		Logger: mgr.GetLogger().WithName("podresources"),
 	}
 	if err := d.local(mgr).Add(manager.RunnableFunc(srv.Start)); err != nil {
@@ -83,4 +85,25 @@ func setupDevices(mgr ctrl.Manager, d *Deps, admit *Admitter, exec *executor.Exe
 type podResourcesSource struct {
 	*Admitter
 	*deviceplugin.Manager
+	claims *dra.Manager
+}
+
+// Claims implements podresources.Source: the prepared claims the
+// container uses, with their drivers' devices.
+func (s podResourcesSource) Claims(pod *corev1.Pod, container string) []podresources.Claim {
+	c := podspec.ContainerSpec(pod, container)
+	if c == nil || s.claims == nil {
+		return nil
+	}
+	var out []podresources.Claim
+	for _, st := range s.claims.ContainerClaims(pod, c) {
+		claim := podresources.Claim{Name: st.Name, Namespace: st.Namespace}
+		for _, d := range st.Drivers {
+			for _, dev := range d.Devices {
+				claim.Devices = append(claim.Devices, podresources.ClaimDevice{Driver: d.Name, Pool: dev.Pool, Device: dev.Device, CDIDeviceIDs: dev.CDIDeviceIDs})
+			}
+		}
+		out = append(out, claim)
+	}
+	return out
 }

@@ -395,6 +395,31 @@ func (m *Manager) CDIDevices(pod *v1.Pod, c *v1.Container) ([]string, error) {
 	return out, nil
 }
 
+// ContainerClaims returns the claims container c of pod uses that are
+// prepared for the pod, in name order, with every device their drivers
+// prepared: what the pod resources API reports. A claim the container
+// cannot name or that is not prepared is left out.
+func (m *Manager) ContainerClaims(pod *v1.Pod, c *v1.Container) []ClaimState {
+	uses, err := ContainerClaims(pod, c, m.opts.ExtendedResources)
+	if err != nil || len(uses) == 0 {
+		return nil
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []ClaimState
+	for _, name := range slices.Sorted(maps.Keys(uses)) {
+		st := m.claimByNameLocked(pod.Namespace, name)
+		if st == nil || !st.Prepared || !slices.Contains(st.PodUIDs, pod.UID) {
+			continue
+		}
+		cp := *st
+		cp.PodUIDs = slices.Clone(st.PodUIDs)
+		cp.Drivers = slices.Clone(st.Drivers)
+		out = append(out, cp)
+	}
+	return out
+}
+
 func (m *Manager) claimByNameLocked(namespace, name string) *ClaimState {
 	for _, st := range m.claims {
 		if st.Namespace == namespace && st.Name == name {

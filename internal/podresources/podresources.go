@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/go-logr/logr"
+	"golang.org/x/time/rate"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -25,6 +26,11 @@ const (
 	DirName = "pod-resources"
 	// SocketName is its socket there.
 	SocketName = "kubelet.sock"
+	// QPS and Burst bound the calls the API answers, all clients
+	// together, as the kubelet's do; a call over them fails with
+	// ResourceExhausted.
+	QPS   = 100
+	Burst = 10
 )
 
 // Source is what the API reports.
@@ -35,14 +41,35 @@ type Source interface {
 	Assigned(uid types.UID, container string) map[string][]string
 	// Healthy returns the healthy devices of each resource.
 	Healthy() map[string][]string
+	// Claims returns the prepared ResourceClaims a container of the pod
+	// uses, in name order.
+	Claims(pod *corev1.Pod, container string) []Claim
+}
+
+// Claim is a prepared ResourceClaim, with the devices its drivers
+// prepared.
+type Claim struct {
+	Name, Namespace string
+	Devices         []ClaimDevice
+}
+
+// ClaimDevice is one device a driver prepared for a claim.
+type ClaimDevice struct {
+	Driver, Pool, Device string
+	CDIDeviceIDs         []string
 }
 
 // PodResources is what pod holds: its containers (and restartable init
-// containers, which run beside them) with their devices.
-func PodResources(pod *corev1.Pod, assigned func(types.UID, string) map[string][]string) *api.PodResources {
+// containers, which run beside them) with their device plugins' devices
+// and their prepared ResourceClaims.
+func PodResources(pod *corev1.Pod, src Source) *api.PodResources {
 	out := &api.PodResources{Name: pod.Name, Namespace: pod.Namespace}
 	add := func(name string) {
-		out.Containers = append(out.Containers, &api.ContainerResources{Name: name, Devices: Devices(assigned(pod.UID, name))})
+		out.Containers = append(out.Containers, &api.ContainerResources{
+			Name:             name,
+			Devices:          Devices(src.Assigned(pod.UID, name)),
+			DynamicResources: DynamicResources(src.Claims(pod, name)),
+		})
 	}
 	for _, c := range pod.Spec.InitContainers {
 		if c.RestartPolicy != nil && *c.RestartPolicy == corev1.ContainerRestartPolicyAlways {
@@ -62,6 +89,24 @@ func Devices(byResource map[string][]string) []*api.ContainerDevices {
 		if len(byResource[name]) > 0 {
 			out = append(out, &api.ContainerDevices{ResourceName: name, DeviceIds: slices.Clone(byResource[name])})
 		}
+	}
+	return out
+}
+
+// DynamicResources turns prepared claims into the API's list, each
+// device with its driver, pool and CDI device IDs.
+func DynamicResources(claims []Claim) []*api.DynamicResource {
+	var out []*api.DynamicResource
+	for _, c := range claims {
+		r := &api.DynamicResource{ClaimName: c.Name, ClaimNamespace: c.Namespace}
+		for _, d := range c.Devices {
+			res := &api.ClaimResource{DriverName: d.Driver, PoolName: d.Pool, DeviceName: d.Device}
+			for _, id := range d.CDIDeviceIDs {
+				res.CdiDevices = append(res.CdiDevices, &api.CDIDevice{Name: id})
+			}
+			r.ClaimResources = append(r.ClaimResources, res)
+		}
+		out = append(out, r)
 	}
 	return out
 }
@@ -86,7 +131,7 @@ func (s *Server) List(context.Context, *api.ListPodResourcesRequest) (*api.ListP
 		return strings.Compare(a.Name, b.Name)
 	})
 	for _, p := range pods {
-		resp.PodResources = append(resp.PodResources, PodResources(p, s.Source.Assigned))
+		resp.PodResources = append(resp.PodResources, PodResources(p, s.Source))
 	}
 	return resp, nil
 }
@@ -95,7 +140,7 @@ func (s *Server) List(context.Context, *api.ListPodResourcesRequest) (*api.ListP
 func (s *Server) Get(_ context.Context, req *api.GetPodResourcesRequest) (*api.GetPodResourcesResponse, error) {
 	for _, p := range s.Source.Pods() {
 		if p.Name == req.GetPodName() && p.Namespace == req.GetPodNamespace() {
-			return &api.GetPodResourcesResponse{PodResources: PodResources(p, s.Source.Assigned)}, nil
+			return &api.GetPodResourcesResponse{PodResources: PodResources(p, s.Source)}, nil
 		}
 	}
 	return nil, status.Errorf(codes.NotFound, "pod %s in namespace %s not found", req.GetPodName(), req.GetPodNamespace())
@@ -131,7 +176,7 @@ func (s *Server) Start(ctx context.Context) error {
 		_ = l.Close()
 		return fmt.Errorf("restricting the pod resources socket: %w", err)
 	}
-	srv := grpc.NewServer()
+	srv := grpc.NewServer(grpc.UnaryInterceptor(rateLimited(rate.NewLimiter(QPS, Burst))))
 	api.RegisterPodResourcesListerServer(srv, s)
 	go func() {
 		<-ctx.Done()
@@ -142,4 +187,15 @@ func (s *Server) Start(ctx context.Context) error {
 		return fmt.Errorf("serving the pod resources API: %w", err)
 	}
 	return nil
+}
+
+// rateLimited fails the calls over l with ResourceExhausted, as the
+// kubelet does, so that no client can keep the node agent busy answering.
+func rateLimited(l *rate.Limiter) grpc.UnaryServerInterceptor {
+	return func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+		if !l.Allow() {
+			return nil, status.Error(codes.ResourceExhausted, "rejected by rate limit")
+		}
+		return handler(ctx, req)
+	}
 }

@@ -8,8 +8,11 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"golang.org/x/time/rate"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/testing/protocmp"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -22,6 +25,7 @@ type fakeSource struct {
 	pods     []*corev1.Pod
 	assigned map[types.UID]map[string]map[string][]string
 	healthy  map[string][]string
+	claims   map[types.UID]map[string][]Claim
 }
 
 func (f fakeSource) Pods() []*corev1.Pod { return f.pods }
@@ -29,6 +33,9 @@ func (f fakeSource) Assigned(uid types.UID, c string) map[string][]string {
 	return f.assigned[uid][c]
 }
 func (f fakeSource) Healthy() map[string][]string { return f.healthy }
+func (f fakeSource) Claims(p *corev1.Pod, c string) []Claim {
+	return f.claims[p.UID][c]
+}
 
 func pod(ns, name string, containers ...string) *corev1.Pod {
 	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, UID: types.UID(ns + "/" + name)}}
@@ -44,17 +51,22 @@ func TestPodResources(t *testing.T) {
 		{Name: "setup"},
 		{Name: "sidecar", RestartPolicy: ptr.To(corev1.ContainerRestartPolicyAlways)},
 	}
+	claim := Claim{Name: "gpu-claim", Namespace: "ns", Devices: []ClaimDevice{
+		{Driver: "gpu.example.com", Pool: "node-1", Device: "gpu-0", CDIDeviceIDs: []string{"example.com/gpu=gpu-0"}},
+		{Driver: "gpu.example.com", Pool: "node-1", Device: "gpu-1"},
+	}}
 	for _, tc := range []struct {
 		name     string
 		pod      *corev1.Pod
 		assigned map[string]map[string][]string
+		claims   map[string][]Claim
 		want     *api.PodResources
 	}{
-		{"no devices", pod("ns", "a", "main"), nil,
+		{"no devices", pod("ns", "a", "main"), nil, nil,
 			&api.PodResources{Name: "a", Namespace: "ns", Containers: []*api.ContainerResources{{Name: "main"}}}},
 		{"devices by resource", pod("ns", "a", "main", "other"), map[string]map[string][]string{
 			"main": {"example.com/nic": {"n0"}, "example.com/gpu": {"g1", "g0"}},
-		}, &api.PodResources{Name: "a", Namespace: "ns", Containers: []*api.ContainerResources{
+		}, nil, &api.PodResources{Name: "a", Namespace: "ns", Containers: []*api.ContainerResources{
 			{Name: "main", Devices: []*api.ContainerDevices{
 				{ResourceName: "example.com/gpu", DeviceIds: []string{"g1", "g0"}},
 				{ResourceName: "example.com/nic", DeviceIds: []string{"n0"}},
@@ -63,13 +75,25 @@ func TestPodResources(t *testing.T) {
 		}}},
 		{"sidecars are listed, plain init containers are not", withInit, map[string]map[string][]string{
 			"setup": {"example.com/gpu": {"g0"}}, "main": {"example.com/gpu": {"g0"}},
-		}, &api.PodResources{Name: "a", Namespace: "ns", Containers: []*api.ContainerResources{
+		}, nil, &api.PodResources{Name: "a", Namespace: "ns", Containers: []*api.ContainerResources{
 			{Name: "sidecar"},
 			{Name: "main", Devices: []*api.ContainerDevices{{ResourceName: "example.com/gpu", DeviceIds: []string{"g0"}}}},
 		}}},
+		{"prepared claims with their devices", pod("ns", "a", "main", "other"), nil, map[string][]Claim{"main": {claim}},
+			&api.PodResources{Name: "a", Namespace: "ns", Containers: []*api.ContainerResources{
+				{Name: "main", DynamicResources: []*api.DynamicResource{{ClaimName: "gpu-claim", ClaimNamespace: "ns", ClaimResources: []*api.ClaimResource{
+					{DriverName: "gpu.example.com", PoolName: "node-1", DeviceName: "gpu-0", CdiDevices: []*api.CDIDevice{{Name: "example.com/gpu=gpu-0"}}},
+					{DriverName: "gpu.example.com", PoolName: "node-1", DeviceName: "gpu-1"},
+				}}}},
+				{Name: "other"},
+			}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got := PodResources(tc.pod, func(_ types.UID, c string) map[string][]string { return tc.assigned[c] })
+			src := fakeSource{
+				assigned: map[types.UID]map[string]map[string][]string{tc.pod.UID: tc.assigned},
+				claims:   map[types.UID]map[string][]Claim{tc.pod.UID: tc.claims},
+			}
+			got := PodResources(tc.pod, src)
 			if diff := cmp.Diff(tc.want, got, protocmp.Transform()); diff != "" {
 				t.Fatalf("(-want +got):\n%s", diff)
 			}
@@ -138,5 +162,19 @@ func TestServer(t *testing.T) {
 	alloc, err := c.GetAllocatableResources(ctx, &api.AllocatableResourcesRequest{})
 	if err != nil || len(alloc.Devices) != 1 || len(alloc.Devices[0].DeviceIds) != 2 {
 		t.Errorf("GetAllocatableResources = %v, %v", alloc, err)
+	}
+}
+
+func TestRateLimited(t *testing.T) {
+	call := rateLimited(rate.NewLimiter(0, 2))
+	handler := func(context.Context, any) (any, error) { return "ok", nil }
+	for i := range 2 {
+		if got, err := call(context.Background(), nil, nil, handler); err != nil || got != "ok" {
+			t.Fatalf("call %d within the burst = %v, %v", i, got, err)
+		}
+	}
+	_, err := call(context.Background(), nil, nil, handler)
+	if status.Code(err) != codes.ResourceExhausted {
+		t.Fatalf("call over the burst: %v, want ResourceExhausted", err)
 	}
 }

@@ -9,10 +9,13 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
 	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	podresourcesapi "k8s.io/kubelet/pkg/apis/podresources/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -117,6 +120,24 @@ var _ = Describe("DRA drivers", Ordered, func() {
 		b, err := os.ReadFile(state)
 		Expect(err).NotTo(HaveOccurred())
 		Expect(string(b)).To(ContainSubstring(string(claim.UID)))
+
+		By("reporting the claim and its device through the pod resources API")
+		conn, err := grpc.NewClient("unix://"+filepath.Join(env.Nodelet.RootDir, "pod-resources", "kubelet.sock"),
+			grpc.WithTransportCredentials(insecure.NewCredentials()))
+		Expect(err).NotTo(HaveOccurred())
+		DeferCleanup(conn.Close)
+		got, err := podresourcesapi.NewPodResourcesListerClient(conn).Get(ctx, &podresourcesapi.GetPodResourcesRequest{PodName: pod.Name, PodNamespace: ns})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(got.GetPodResources().GetContainers()).To(HaveLen(1))
+		dyn := got.GetPodResources().GetContainers()[0].GetDynamicResources()
+		Expect(dyn).To(HaveLen(1))
+		Expect(dyn[0].GetClaimName()).To(Equal("dev"))
+		Expect(dyn[0].GetClaimNamespace()).To(Equal(ns))
+		Expect(dyn[0].GetClaimResources()).To(HaveLen(1))
+		res := dyn[0].GetClaimResources()[0]
+		Expect([]string{res.GetDriverName(), res.GetPoolName(), res.GetDeviceName()}).To(Equal([]string{draDriverName, draNode, "dev-0"}))
+		Expect(res.GetCdiDevices()).To(HaveLen(1))
+		Expect(res.GetCdiDevices()[0].GetName()).To(Equal(dradriver.CDIKind + "=dev-0"))
 
 		By("killing and restarting nodelet: the pod keeps its container, nothing is prepared again")
 		Expect(env.Nodelet.Kill()).To(Succeed())
