@@ -195,6 +195,20 @@ func TestPrepareBatchesSharesAndUnprepares(t *testing.T) {
 		t.Errorf("CDI devices (-want +got):\n%s", diff)
 	}
 
+	var names []string
+	for _, c := range m.ContainerClaims(p1, &p1.Spec.Containers[0]) {
+		names = append(names, c.Name)
+		if !c.Prepared || len(c.Drivers) == 0 || len(c.Drivers[0].Devices) == 0 {
+			t.Errorf("claim %s reported without its prepared devices: %+v", c.Name, c)
+		}
+	}
+	if diff := cmp.Diff([]string{"gpu", "mixed", "net"}, names); diff != "" {
+		t.Errorf("the container's claims for the pod resources API (-want +got):\n%s", diff)
+	}
+	if p3 := podUsing("p3", "mixed"); len(m.ContainerClaims(p3, &p3.Spec.Containers[0])) != 0 {
+		t.Error("a claim not prepared for the pod is reported for it")
+	}
+
 	// A restarted manager knows the prepared claims and prepares nothing again.
 	m = NewManager(Options{Reader: reader, Drivers: drivers, StatePath: path})
 	if err := m.Prepare(ctx, p1); err != nil {
