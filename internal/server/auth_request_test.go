@@ -24,6 +24,7 @@ import (
 	fakeclient "sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
+	"github.com/nodelet/nodelet/internal/stats/statstest"
 	"github.com/nodelet/nodelet/test/utils"
 )
 
@@ -416,7 +417,7 @@ func TestHandlerAuthenticatesAndAuthorizes(t *testing.T) {
 	otherCert, _ := signCert(t, clientTemplate("bob", "ops"), nil, nil)
 
 	f := newAPIFixture(t)
-	f.opts.Stats = newStatsFixture(t).provider
+	f.opts.Stats = statstest.New(t).Provider
 	rv := &reviews{
 		tokens: map[string]authnv1.UserInfo{
 			"alice-token": {Username: "alice"}, // stats and logs

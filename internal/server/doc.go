@@ -17,9 +17,6 @@
 // exec, attach and port-forward ask the CRI for a streaming URL and proxy
 // the upgraded (SPDY or WebSocket) connection to the runtime's streaming
 // server with apimachinery's UpgradeAwareHandler, closing it after
-// StreamIdleTimeout without traffic; stats come from the CRI stats calls,
-// the host's /proc and statfs of its filesystems, in the types of
-// k8s.io/kubelet/pkg/apis/stats/v1alpha1, and /metrics/resource turns a
-// fresh summary into the families metrics-server reads at each scrape, on a
-// Prometheus registry of its own.
+// StreamIdleTimeout without traffic. /stats/summary, /metrics/resource and
+// /metrics/cadvisor serve what a stats.Provider (internal/stats) computes.
 package server

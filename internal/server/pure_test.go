@@ -177,30 +177,3 @@ func TestParseStreamOptions(t *testing.T) {
 		})
 	}
 }
-
-func TestHostParsers(t *testing.T) {
-	g := NewWithT(t)
-	busy, err := ParseProcStatCPU([]byte("cpu  100 10 50 1000 20 5 5 1 0 0\ncpu0 1 1 1 1 1 1 1 1 0 0\nbtime 1700000000\n"))
-	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(busy).To(BeEquivalentTo((100 + 10 + 50 + 5 + 5 + 1) * 10_000_000))
-	boot, err := ParseBootTime([]byte("cpu 1 2 3 4\nbtime 1700000000\n"))
-	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(boot).To(BeEquivalentTo(1700000000))
-	_, err = ParseProcStatCPU([]byte("intr 1\n"))
-	g.Expect(err).To(HaveOccurred())
-
-	mem, err := ParseHostMemory([]byte("MemTotal: 1000 kB\nMemFree: 200 kB\nMemAvailable: 600 kB\nInactive(file): 300 kB\nAnonPages: 100 kB\n"))
-	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(mem).To(Equal(HostMemory{Capacity: 1024000, Usage: 819200, WorkingSet: 512000, Available: 512000, RSS: 102400}))
-	_, err = ParseHostMemory([]byte("MemFree: 1 kB\n"))
-	g.Expect(err).To(HaveOccurred())
-
-	dev, err := ParseNetDev([]byte(`Inter-|   Receive                                                |  Transmit
- face |bytes    packets errs drop fifo frame compressed multicast|bytes    packets errs drop fifo colls carrier compressed
-    lo:  100 1 0 0 0 0 0 0 100 1 0 0 0 0 0 0
-  eth0: 2000 20 3 1 0 0 0 0 4000 40 5 2 0 0 0 0
-`))
-	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(dev).To(Equal([]NetDev{{Name: "eth0", RxBytes: 2000, RxErrors: 3, TxBytes: 4000, TxErrs: 5,
-		RxPackets: 20, RxDropped: 1, TxPackets: 40, TxDropped: 2}}))
-}

@@ -24,6 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/nodelet/nodelet/internal/cri"
+	"github.com/nodelet/nodelet/internal/stats"
 )
 
 // errNotFound marks a pod or container this node does not run (404).
@@ -60,7 +61,7 @@ type Options struct {
 	// Runtime is the container runtime.
 	Runtime cri.Runtime
 	// Stats builds /stats/summary and /metrics/resource.
-	Stats *StatsProvider
+	Stats *stats.Provider
 	// Metrics is served on /metrics, and its prober families on
 	// /metrics/probes.
 	Metrics prometheus.Gatherer

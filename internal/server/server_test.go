@@ -31,6 +31,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	"github.com/nodelet/nodelet/internal/cri"
+	"github.com/nodelet/nodelet/internal/stats/statstest"
 )
 
 // recordingRuntime is the CRI fake that also keeps the streaming requests
@@ -120,7 +121,7 @@ func serveFakeStream(w http.ResponseWriter, r *http.Request) {
 // ephemeral container "debug" (exited); pod "elsewhere" is another
 // node's. Each container's log file holds a line that names it.
 const (
-	apiNode = statsNode
+	apiNode = statstest.NodeName
 	webUID  = "uid-web"
 )
 
@@ -398,7 +399,7 @@ func TestUncleanPathsAreRedirectedNotServed(t *testing.T) {
 	// handler once cleaned must not be served under the first one's
 	// permission, only redirected.
 	f := newAPIFixture(t)
-	f.opts.Stats = newStatsFixture(t).provider
+	f.opts.Stats = statstest.New(t).Provider
 	for _, tc := range []struct{ path, location string }{
 		{"/stats/../pods", "/pods"},
 		{"/stats/summary/../../exec/ns/web/app?command=ls&output=1", "/exec/ns/web/app?command=ls&output=1"},

@@ -19,6 +19,7 @@ import (
 	"github.com/nodelet/nodelet/internal/cri"
 	"github.com/nodelet/nodelet/internal/features"
 	"github.com/nodelet/nodelet/internal/nodeinfo"
+	"github.com/nodelet/nodelet/internal/stats"
 )
 
 // CertDir is where the self-signed serving certificate is kept, under the
@@ -29,7 +30,7 @@ const CertDir = "pki"
 // node-scoped cache and client: the serving certificate, the client CAs,
 // the token and access reviews. configz serves /configz; volumes, when
 // not nil, gives the pods' volume stats to /stats/summary.
-func NewFromConfig(cfg *v1alpha1.NodeletConfiguration, mgr ctrl.Manager, rt cri.Runtime, configz http.Handler, volumes VolumeStatsCache) (*Server, error) {
+func NewFromConfig(cfg *v1alpha1.NodeletConfiguration, mgr ctrl.Manager, rt cri.Runtime, configz http.Handler, volumes stats.VolumeStatsCache) (*Server, error) {
 	sc := cfg.Server
 	log := ctrl.Log.WithName("certificates")
 	nodeIP := startNodeIP(cfg.NodeIP)
@@ -84,7 +85,7 @@ func NewFromConfig(cfg *v1alpha1.NodeletConfiguration, mgr ctrl.Manager, rt cri.
 	if err != nil {
 		return nil, err
 	}
-	stats := &StatsProvider{
+	summary := &stats.Provider{
 		NodeName: cfg.NodeName, Pods: mgr.GetClient(), Runtime: rt, Host: nodeinfo.OSHost{},
 		RootDir: cfg.RootDir, PodLogsDir: cfg.PodLogsDir, Volumes: volumes,
 	}
@@ -97,7 +98,7 @@ func NewFromConfig(cfg *v1alpha1.NodeletConfiguration, mgr ctrl.Manager, rt cri.
 		NodeName:      cfg.NodeName,
 		Pods:          mgr.GetClient(),
 		Runtime:       rt,
-		Stats:         stats,
+		Stats:         summary,
 		Metrics:       ctrlmetrics.Registry,
 		Configz:       configz,
 		IdleTimeout:   sc.IdleTimeout.Duration,
@@ -110,7 +111,7 @@ func NewFromConfig(cfg *v1alpha1.NodeletConfiguration, mgr ctrl.Manager, rt cri.
 
 // NewReadOnlyFromConfig builds the read-only port's server of cfg, or
 // returns nil when server.readOnlyPort is 0.
-func NewReadOnlyFromConfig(cfg *v1alpha1.NodeletConfiguration, mgr ctrl.Manager, rt cri.Runtime, volumes VolumeStatsCache) *Server {
+func NewReadOnlyFromConfig(cfg *v1alpha1.NodeletConfiguration, mgr ctrl.Manager, rt cri.Runtime, volumes stats.VolumeStatsCache) *Server {
 	if cfg.Server.ReadOnlyPort == 0 {
 		return nil
 	}
@@ -121,7 +122,7 @@ func NewReadOnlyFromConfig(cfg *v1alpha1.NodeletConfiguration, mgr ctrl.Manager,
 		NodeName: cfg.NodeName,
 		Pods:     mgr.GetClient(),
 		Runtime:  rt,
-		Stats: &StatsProvider{
+		Stats: &stats.Provider{
 			NodeName: cfg.NodeName, Pods: mgr.GetClient(), Runtime: rt, Host: nodeinfo.OSHost{},
 			RootDir: cfg.RootDir, PodLogsDir: cfg.PodLogsDir, Volumes: volumes,
 		},

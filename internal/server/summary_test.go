@@ -9,7 +9,6 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	. "github.com/onsi/gomega"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -19,27 +18,28 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/nodelet/nodelet/internal/cri"
+	"github.com/nodelet/nodelet/internal/stats/statstest"
 )
 
 // summaryServer serves the stats fixture's provider, with an image
 // filesystem, a writable layer and a log file for web's container.
-func summaryServer(t *testing.T) (*statsFixture, http.Handler) {
+func summaryServer(t *testing.T) (*statstest.Fixture, http.Handler) {
 	t.Helper()
-	f := newStatsFixture(t)
+	f := statstest.New(t)
 	images := fake.NewFakeImageService()
 	images.SetFakeFilesystemUsage([]*runtimeapi.FilesystemUsage{{
 		FsId:       &runtimeapi.FilesystemIdentifier{Mountpoint: "/var/lib/containerd"},
 		UsedBytes:  &runtimeapi.UInt64Value{Value: 250},
 		InodesUsed: &runtimeapi.UInt64Value{Value: 25},
 	}})
-	rt, err := cri.New(f.rs, images, cri.Options{NodeName: statsNode})
+	rt, err := cri.New(f.RuntimeService, images, cri.Options{NodeName: statstest.NodeName})
 	if err != nil {
 		t.Fatal(err)
 	}
-	f.provider.Runtime = rt
-	now := f.clock.Now().UnixNano()
-	f.rs.SetFakeContainerStats([]*runtimeapi.ContainerStats{{
-		Attributes: &runtimeapi.ContainerAttributes{Id: f.ctrID, Metadata: &runtimeapi.ContainerMetadata{Name: "app"}, Labels: cri.OwnerLabels(statsNode)},
+	f.Provider.Runtime = rt
+	now := f.Clock.Now().UnixNano()
+	f.RuntimeService.SetFakeContainerStats([]*runtimeapi.ContainerStats{{
+		Attributes: &runtimeapi.ContainerAttributes{Id: f.ContainerID, Metadata: &runtimeapi.ContainerMetadata{Name: "app"}, Labels: cri.OwnerLabels(statstest.NodeName)},
 		Cpu: &runtimeapi.CpuUsage{Timestamp: now, UsageCoreNanoSeconds: &runtimeapi.UInt64Value{Value: 3_000_000_000},
 			UsageNanoCores: &runtimeapi.UInt64Value{Value: 250_000_000}},
 		Memory: &runtimeapi.MemoryUsage{Timestamp: now, WorkingSetBytes: &runtimeapi.UInt64Value{Value: 4096},
@@ -47,7 +47,7 @@ func summaryServer(t *testing.T) (*statsFixture, http.Handler) {
 		WritableLayer: &runtimeapi.FilesystemUsage{Timestamp: now, UsedBytes: &runtimeapi.UInt64Value{Value: 300},
 			InodesUsed: &runtimeapi.UInt64Value{Value: 3}},
 	}})
-	logDir := filepath.Join(f.provider.PodLogsDir, "ns_web_uid-web", "app")
+	logDir := filepath.Join(f.Provider.PodLogsDir, "ns_web_uid-web", "app")
 	if err := os.MkdirAll(logDir, 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -55,13 +55,13 @@ func summaryServer(t *testing.T) (*statsFixture, http.Handler) {
 		t.Fatal(err)
 	}
 	s := New(Options{
-		NodeName:      statsNode,
+		NodeName:      statstest.NodeName,
 		Authenticator: NewAuthenticator(Authenticator{Anonymous: true}),
-		Authorizer:    NewAuthorizer(Authorizer{NodeName: statsNode}),
-		Pods:          f.provider.Pods,
+		Authorizer:    NewAuthorizer(Authorizer{NodeName: statstest.NodeName}),
+		Pods:          f.Provider.Pods,
 		Runtime:       rt,
-		Stats:         f.provider,
-		Clock:         f.clock,
+		Stats:         f.Provider,
+		Clock:         f.Clock,
 	})
 	return f, s.Handler()
 }
@@ -81,11 +81,11 @@ func getSummary(t *testing.T, h http.Handler, method, target string) (*statsapi.
 func TestSummaryEndpoint(t *testing.T) {
 	g := NewWithT(t)
 	f, h := summaryServer(t)
-	at := metav1.NewTime(f.clock.Now())
+	at := metav1.NewTime(f.Clock.Now())
 	sum, raw := getSummary(t, h, http.MethodGet, "/stats/summary")
 
 	n := sum.Node
-	g.Expect(n.NodeName).To(Equal(statsNode))
+	g.Expect(n.NodeName).To(Equal(statstest.NodeName))
 	g.Expect(n.StartTime.Unix()).To(BeEquivalentTo(1000), "boot time")
 	g.Expect(n.CPU.Time.Equal(&at)).To(BeTrue())
 	g.Expect(n.CPU.UsageCoreNanoSeconds).To(Equal(ptr.To[uint64](2_000_000_000)))
@@ -140,7 +140,7 @@ func TestSummaryEndpoint(t *testing.T) {
 	g.Expect(web.EphemeralStorage.CapacityBytes).To(Equal(ptr.To[uint64](1000)))
 
 	post, _ := getSummary(t, h, http.MethodPost, "/stats/summary")
-	g.Expect(post.Node.NodeName).To(Equal(statsNode))
+	g.Expect(post.Node.NodeName).To(Equal(statstest.NodeName))
 	g.Expect(post.Pods).To(HaveLen(2))
 }
 
@@ -175,14 +175,14 @@ func TestSummaryOnlyCPUAndMemory(t *testing.T) {
 func TestSummaryEndpointErrors(t *testing.T) {
 	g := NewWithT(t)
 	f, h := summaryServer(t)
-	f.provider.Host = fakeHost{}
+	f.Provider.Host = statstest.Host{}
 	w := httptest.NewRecorder()
 	h.ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/stats/summary", http.NoBody))
 	g.Expect(w.Code).To(Equal(http.StatusInternalServerError))
 	g.Expect(w.Body.String()).To(ContainSubstring("reading node CPU usage"))
 
 	f, h = summaryServer(t)
-	f.rs.InjectError("ListContainerStats", statusNotFound())
+	f.RuntimeService.InjectError("ListContainerStats", statusNotFound())
 	w = httptest.NewRecorder()
 	h.ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/stats/summary", http.NoBody))
 	g.Expect(w.Code).To(Equal(http.StatusNotFound), "a runtime NotFound keeps its meaning")
@@ -195,7 +195,7 @@ func TestResourceMetrics(t *testing.T) {
 	w := httptest.NewRecorder()
 	h.ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/metrics/resource", http.NoBody))
 	g.Expect(w.Code).To(Equal(http.StatusOK))
-	ms := f.clock.Now().UnixMilli()
+	ms := f.Clock.Now().UnixMilli()
 	body := w.Body.String()
 	for _, line := range []string{
 		"resource_scrape_error 0",
@@ -215,7 +215,7 @@ func TestResourceMetrics(t *testing.T) {
 	g.Expect(body).To(MatchRegexp(`(?m)^container_start_time_seconds\{container="app",namespace="ns",pod="web"\} \S+ \d+$`))
 	g.Expect(body).NotTo(ContainSubstring(`pod="idle"`), "a pod without usage has no series")
 
-	f.provider.Host = fakeHost{}
+	f.Provider.Host = statstest.Host{}
 	w = httptest.NewRecorder()
 	h.ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/metrics/resource", http.NoBody))
 	g.Expect(w.Code).To(Equal(http.StatusOK))
@@ -225,59 +225,22 @@ func TestResourceMetrics(t *testing.T) {
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
 
-func TestNanoCores(t *testing.T) {
-	g := NewWithT(t)
-	p := &StatsProvider{}
-	t0 := time.Unix(100, 0)
-	g.Expect(p.nanoCores("c", t0, 1_000)).To(BeNil(), "first sample")
-	g.Expect(p.nanoCores("c", t0.Add(2*time.Second), 1_000_001_000)).To(Equal(ptr.To[uint64](500_000_000)))
-	g.Expect(p.nanoCores("c", t0.Add(2*time.Second), 2_000_000_000)).To(BeNil(), "no time passed")
-	g.Expect(p.nanoCores("c", t0.Add(3*time.Second), 10)).To(BeNil(), "the counter went back: a new container")
-	g.Expect(p.nanoCores("c", t0.Add(4*time.Second), 100_000_010)).To(Equal(ptr.To[uint64](100_000_000)), "from the reset")
-	g.Expect(p.nanoCores("c", t0, 200_000_000)).To(BeNil(), "a sample older than the last")
-	g.Expect(p.nanoCores("other", t0, 5)).To(BeNil(), "samples are by key")
-	g.Expect(p.nanoCores("", t0, 5)).To(BeNil())
-
-	p.forget(map[string]bool{"other": true})
-	g.Expect(p.cpu).To(HaveKey("other"))
-	g.Expect(p.cpu).To(HaveKey(""), "the node's sample is kept")
-	g.Expect(p.cpu).NotTo(HaveKey("c"))
-}
-
-func TestNetworkStats(t *testing.T) {
-	g := NewWithT(t)
-	ts := metav1.NewTime(time.Unix(100, 0))
-	dev := []byte("h|h\nh|h\n    lo: 1 1 0 0 0 0 0 0 1 1 0 0 0 0 0 0\n" +
-		"  eth0: 10 1 2 0 0 0 0 0 20 2 3 0 0 0 0 0\n" +
-		"  eth1: 30 1 0 0 0 0 0 0 40 2 0 0 0 0 0 0\n")
-	ns := networkStats(ts, dev, "eth1")
-	g.Expect(ns.Name).To(Equal("eth1"), "the default route's interface")
-	g.Expect(ns.RxBytes).To(Equal(ptr.To[uint64](30)))
-	g.Expect(ns.Interfaces).To(HaveLen(2), "loopback left out")
-	g.Expect(ns.Interfaces[0].RxErrors).To(Equal(ptr.To[uint64](2)))
-	g.Expect(ns.Interfaces[0].TxErrors).To(Equal(ptr.To[uint64](3)))
-
-	ns = networkStats(ts, dev, "")
-	g.Expect(ns.Name).To(Equal("eth0"), "without a default route, the first one")
-	g.Expect(networkStats(ts, []byte("h|h\nh|h\n    lo: 1 1 0 0 0 0 0 0 1 1 0 0 0 0 0 0\n"), "lo")).To(BeNil())
-}
-
 // On a cgroup v2 host the summary carries pressure stall information: the
 // node's from the root cgroup's pressure files, a container's from the
 // runtime's stats. A cgroup v1 host (TestSummaryEndpoint) has none.
 func TestSummaryPressure(t *testing.T) {
 	g := NewWithT(t)
 	f, h := summaryServer(t)
-	host := f.provider.Host.(fakeHost)
+	host := f.Provider.Host.(statstest.Host)
 	host["/sys/fs/cgroup/cpu.pressure"] = "some avg10=1.50 avg60=0.50 avg300=0.10 total=2000\nfull avg10=0.00 avg60=0.00 avg300=0.00 total=0\n"
 	host["/sys/fs/cgroup/memory.pressure"] = "some avg10=0.00 avg60=0.00 avg300=0.00 total=7\nfull avg10=0.00 avg60=0.00 avg300=0.00 total=3\n"
 	host["/sys/fs/cgroup/io.pressure"] = "some avg10=2.00 avg60=1.00 avg300=0.25 total=90\nfull avg10=1.00 avg60=0.50 avg300=0.12 total=40\n"
-	now := f.clock.Now().UnixNano()
+	now := f.Clock.Now().UnixNano()
 	psi := func(some, full uint64) *runtimeapi.PsiStats {
 		return &runtimeapi.PsiStats{Some: &runtimeapi.PsiData{Total: some, Avg10: 3.5}, Full: &runtimeapi.PsiData{Total: full}}
 	}
-	f.rs.SetFakeContainerStats([]*runtimeapi.ContainerStats{{
-		Attributes: &runtimeapi.ContainerAttributes{Id: f.ctrID, Metadata: &runtimeapi.ContainerMetadata{Name: "app"}, Labels: cri.OwnerLabels(statsNode)},
+	f.RuntimeService.SetFakeContainerStats([]*runtimeapi.ContainerStats{{
+		Attributes: &runtimeapi.ContainerAttributes{Id: f.ContainerID, Metadata: &runtimeapi.ContainerMetadata{Name: "app"}, Labels: cri.OwnerLabels(statstest.NodeName)},
 		Cpu:        &runtimeapi.CpuUsage{Timestamp: now, UsageCoreNanoSeconds: &runtimeapi.UInt64Value{Value: 1}, Psi: psi(100, 10)},
 		Memory: &runtimeapi.MemoryUsage{Timestamp: now, WorkingSetBytes: &runtimeapi.UInt64Value{Value: 1},
 			Psi: psi(200, 20)},
@@ -308,38 +271,4 @@ func TestSummaryPressure(t *testing.T) {
 	only, _ := getSummary(t, h, http.MethodGet, "/stats/summary?only_cpu_and_memory=true")
 	g.Expect(only.Node.CPU.PSI).NotTo(BeNil())
 	g.Expect(only.Node.IO).To(BeNil(), "only CPU and memory")
-}
-
-func TestParsePressure(t *testing.T) {
-	for _, tc := range []struct {
-		name, in string
-		want     *statsapi.PSIStats
-		wantErr  bool
-	}{
-		{name: "some and full", in: "some avg10=0.36 avg60=0.06 avg300=0.01 total=52747\nfull avg10=0.10 avg60=0.02 avg300=0.00 total=1000\n",
-			want: &statsapi.PSIStats{Some: statsapi.PSIData{Avg10: 0.36, Avg60: 0.06, Avg300: 0.01, Total: 52_747_000},
-				Full: statsapi.PSIData{Avg10: 0.1, Avg60: 0.02, Total: 1_000_000}}},
-		{name: "cpu before 5.13: some alone", in: "some avg10=1.00 avg60=2.00 avg300=3.00 total=5\n",
-			want: &statsapi.PSIStats{Some: statsapi.PSIData{Avg10: 1, Avg60: 2, Avg300: 3, Total: 5000}}},
-		{name: "unknown fields skipped", in: "some avg10=0.00 avg60=0.00 avg300=0.00 total=1 extra=9\n",
-			want: &statsapi.PSIStats{Some: statsapi.PSIData{Total: 1000}}},
-		{name: "empty", in: "", wantErr: true},
-		{name: "full alone", in: "full avg10=0.00 avg60=0.00 avg300=0.00 total=1\n", wantErr: true},
-		{name: "missing total", in: "some avg10=0.00 avg60=0.00 avg300=0.00\n", wantErr: true},
-		{name: "bad number", in: "some avg10=x avg60=0.00 avg300=0.00 total=1\n", wantErr: true},
-		{name: "negative total", in: "some avg10=0 avg60=0 avg300=0 total=-1\n", wantErr: true},
-		{name: "unknown line", in: "most avg10=0 avg60=0 avg300=0 total=1\n", wantErr: true},
-		{name: "no equals", in: "some avg10\n", wantErr: true},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			g := NewWithT(t)
-			got, err := ParsePressure([]byte(tc.in))
-			if tc.wantErr {
-				g.Expect(err).To(HaveOccurred())
-				return
-			}
-			g.Expect(err).NotTo(HaveOccurred())
-			g.Expect(got).To(Equal(tc.want))
-		})
-	}
 }

@@ -1,4 +1,4 @@
-package server
+package stats
 
 import (
 	"bufio"
@@ -182,7 +182,7 @@ var cgroupFiles = map[bool][][2]string{
 // readCgroup reads the files of the cgroup at dir (a path inside the
 // hierarchy); a file that cannot be read (gone, or a controller the host
 // lacks) is left out.
-func (p *StatsProvider) readCgroup(v2 bool, dir string) cgroupStats {
+func (p *Provider) readCgroup(v2 bool, dir string) cgroupStats {
 	files := map[string][]byte{}
 	for _, cf := range cgroupFiles[v2] {
 		if b, err := p.Host.ReadFile(path.Join(cgroupRoot, cf[0], dir, cf[1])); err == nil {
@@ -201,10 +201,10 @@ func (p *StatsProvider) readCgroup(v2 bool, dir string) cgroupStats {
 // It also returns the cgroup paths it found, keyed the same, and each
 // pod's interface counters, by UID, read from its sandbox's network
 // namespace.
-func (p *StatsProvider) readPodCgroups(ctx context.Context, containers []*runtimeapi.Container) (map[string]cgroupStats, map[string]string, map[string][]NetDev) {
+func (p *Provider) readPodCgroups(ctx context.Context, containers []*runtimeapi.Container) (map[string]cgroupStats, map[string]string, map[string][]netDev) {
 	out := map[string]cgroupStats{}
 	paths := map[string]string{}
-	nets := map[string][]NetDev{}
+	nets := map[string][]netDev{}
 	byPod := map[string][]*runtimeapi.Container{}
 	for _, c := range containers {
 		uid := c.GetLabels()[kubetypes.KubernetesPodUIDLabel]
@@ -216,7 +216,7 @@ func (p *StatsProvider) readPodCgroups(ctx context.Context, containers []*runtim
 			continue
 		}
 		if dev, err := p.Host.ReadFile(fmt.Sprintf("/proc/%d/net/dev", pid)); err == nil {
-			if ifaces, err := ParseNetDev(dev); err == nil {
+			if ifaces, err := parseNetDev(dev); err == nil {
 				nets[uid] = ifaces
 			}
 		}

@@ -1,4 +1,4 @@
-package server
+package stats
 
 import (
 	"errors"
@@ -61,7 +61,7 @@ func (u *fsUsage) add(bytes, inodes *uint64) {
 // it cannot be read. One small file: measured on the request path. A
 // measure that is not complete is a lower bound, still better than
 // nothing.
-func (p *StatsProvider) etcHostsUsage(uid types.UID) fsUsage {
+func (p *Provider) etcHostsUsage(uid types.UID) fsUsage {
 	if p.RootDir == "" {
 		return fsUsage{}
 	}

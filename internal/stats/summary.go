@@ -1,12 +1,10 @@
-package server
+package stats
 
 import (
 	"context"
 	"fmt"
 	"io/fs"
-	"net/http"
 	"path/filepath"
-	"strconv"
 	"sync"
 	"time"
 
@@ -24,14 +22,14 @@ import (
 	"github.com/nodelet/nodelet/internal/nodeinfo"
 )
 
-// UnifiedCgroupRoot is where the root of a cgroup v2 hierarchy is mounted
+// unifiedCgroupRoot is where the root of a cgroup v2 hierarchy is mounted
 // on a host that boots cgroup v2 alone: the node's pressure files
 // (cpu.pressure, memory.pressure, io.pressure) are read there.
-const UnifiedCgroupRoot = "/sys/fs/cgroup"
+const unifiedCgroupRoot = "/sys/fs/cgroup"
 
-// StatsProvider computes the node's resource usage summary from the CRI
+// Provider computes the node's resource usage summary from the CRI
 // stats calls and the host.
-type StatsProvider struct {
+type Provider struct {
 	NodeName   string
 	Pods       client.Reader
 	Runtime    cri.Runtime
@@ -59,7 +57,7 @@ type cpuSample struct {
 
 // nanoCores returns the CPU rate since the previous sample of key and
 // records this one; nil for the first sample.
-func (p *StatsProvider) nanoCores(key string, at time.Time, total uint64) *uint64 {
+func (p *Provider) nanoCores(key string, at time.Time, total uint64) *uint64 {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.cpu == nil {
@@ -75,7 +73,7 @@ func (p *StatsProvider) nanoCores(key string, at time.Time, total uint64) *uint6
 }
 
 // forget drops the CPU samples of containers not in keep.
-func (p *StatsProvider) forget(keep map[string]bool) {
+func (p *Provider) forget(keep map[string]bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for k := range p.cpu {
@@ -85,7 +83,7 @@ func (p *StatsProvider) forget(keep map[string]bool) {
 	}
 }
 
-func (p *StatsProvider) now() time.Time {
+func (p *Provider) now() time.Time {
 	if p.Clock == nil {
 		return time.Now()
 	}
@@ -94,7 +92,7 @@ func (p *StatsProvider) now() time.Time {
 
 // Summary returns the node's summary; onlyCPUAndMemory leaves out
 // filesystems and networks, as metrics-server asks.
-func (p *StatsProvider) Summary(ctx context.Context, onlyCPUAndMemory bool) (*statsapi.Summary, error) {
+func (p *Provider) Summary(ctx context.Context, onlyCPUAndMemory bool) (*statsapi.Summary, error) {
 	node, err := p.nodeStats(ctx, onlyCPUAndMemory)
 	if err != nil {
 		return nil, err
@@ -106,7 +104,7 @@ func (p *StatsProvider) Summary(ctx context.Context, onlyCPUAndMemory bool) (*st
 	return &statsapi.Summary{Node: *node, Pods: pods}, nil
 }
 
-func (p *StatsProvider) nodeStats(ctx context.Context, onlyCPUAndMemory bool) (*statsapi.NodeStats, error) {
+func (p *Provider) nodeStats(ctx context.Context, onlyCPUAndMemory bool) (*statsapi.NodeStats, error) {
 	now := p.now()
 	ts := metav1.NewTime(now)
 	n := &statsapi.NodeStats{NodeName: p.NodeName}
@@ -114,10 +112,10 @@ func (p *StatsProvider) nodeStats(ctx context.Context, onlyCPUAndMemory bool) (*
 	if err != nil {
 		return nil, fmt.Errorf("reading node CPU usage: %w", err)
 	}
-	if boot, err := ParseBootTime(stat); err == nil {
+	if boot, err := parseBootTime(stat); err == nil {
 		n.StartTime = metav1.NewTime(time.Unix(boot, 0))
 	}
-	busy, err := ParseProcStatCPU(stat)
+	busy, err := parseProcStatCPU(stat)
 	if err != nil {
 		return nil, err
 	}
@@ -126,7 +124,7 @@ func (p *StatsProvider) nodeStats(ctx context.Context, onlyCPUAndMemory bool) (*
 	if err != nil {
 		return nil, fmt.Errorf("reading node memory usage: %w", err)
 	}
-	mem, err := ParseHostMemory(meminfo)
+	mem, err := parseHostMemory(meminfo)
 	if err != nil {
 		return nil, err
 	}
@@ -177,12 +175,12 @@ func (p *StatsProvider) nodeStats(ctx context.Context, onlyCPUAndMemory bool) (*
 // rootPressure is the pressure stall information of the root cgroup for
 // resource ("cpu", "memory", "io"), as the kubelet reports the node's:
 // nil where the root cgroup has none (cgroup v1, a kernel without PSI).
-func (p *StatsProvider) rootPressure(resource string) *statsapi.PSIStats {
-	data, err := p.Host.ReadFile(filepath.Join(UnifiedCgroupRoot, resource+".pressure"))
+func (p *Provider) rootPressure(resource string) *statsapi.PSIStats {
+	data, err := p.Host.ReadFile(filepath.Join(unifiedCgroupRoot, resource+".pressure"))
 	if err != nil {
 		return nil
 	}
-	psi, err := ParsePressure(data)
+	psi, err := parsePressure(data)
 	if err != nil {
 		return nil
 	}
@@ -190,7 +188,7 @@ func (p *StatsProvider) rootPressure(resource string) *statsapi.PSIStats {
 }
 
 func networkStats(ts metav1.Time, dev []byte, defaultIface string) *statsapi.NetworkStats {
-	ifaces, err := ParseNetDev(dev)
+	ifaces, err := parseNetDev(dev)
 	if err != nil || len(ifaces) == 0 {
 		return nil
 	}
@@ -211,7 +209,7 @@ func networkStats(ts metav1.Time, dev []byte, defaultIface string) *statsapi.Net
 	return ns
 }
 
-func (p *StatsProvider) fsStats(ts metav1.Time, path string) (*statsapi.FsStats, error) {
+func (p *Provider) fsStats(ts metav1.Time, path string) (*statsapi.FsStats, error) {
 	f, err := p.Host.Statfs(path)
 	if err != nil {
 		return nil, err
@@ -227,7 +225,7 @@ func (p *StatsProvider) fsStats(ts metav1.Time, path string) (*statsapi.FsStats,
 	}, nil
 }
 
-func (p *StatsProvider) podStats(ctx context.Context, onlyCPUAndMemory bool) ([]statsapi.PodStats, error) {
+func (p *Provider) podStats(ctx context.Context, onlyCPUAndMemory bool) ([]statsapi.PodStats, error) {
 	list := &corev1.PodList{}
 	if err := p.Pods.List(ctx, list); err != nil {
 		return nil, fmt.Errorf("listing pods for stats: %w", err)
@@ -378,7 +376,7 @@ func (p *StatsProvider) podStats(ctx context.Context, onlyCPUAndMemory bool) ([]
 
 // sandboxStats returns the runtime's pod-level stats by pod UID, or nil
 // when the runtime has no ListPodSandboxStats.
-func (p *StatsProvider) sandboxStats(ctx context.Context) map[string]*runtimeapi.PodSandboxStats {
+func (p *Provider) sandboxStats(ctx context.Context) map[string]*runtimeapi.PodSandboxStats {
 	p.mu.Lock()
 	skip := p.noSandboxStats
 	p.mu.Unlock()
@@ -402,7 +400,7 @@ func (p *StatsProvider) sandboxStats(ctx context.Context) map[string]*runtimeapi
 }
 
 // readySandboxes maps pod UIDs to their ready sandbox.
-func (p *StatsProvider) readySandboxes(ctx context.Context) map[string]string {
+func (p *Provider) readySandboxes(ctx context.Context) map[string]string {
 	found, err := p.Runtime.ListPodSandboxes(ctx, &runtimeapi.PodSandboxFilter{
 		State: &runtimeapi.PodSandboxStateValue{State: runtimeapi.PodSandboxState_SANDBOX_READY},
 	})
@@ -419,7 +417,7 @@ func (p *StatsProvider) readySandboxes(ctx context.Context) map[string]string {
 // sandboxNetwork reads a pod's interface counters from its network
 // namespace, through the sandbox's process, for runtimes without
 // ListPodSandboxStats; nil when they cannot be read.
-func (p *StatsProvider) sandboxNetwork(ctx context.Context, ts metav1.Time, sandboxID string) *statsapi.NetworkStats {
+func (p *Provider) sandboxNetwork(ctx context.Context, ts metav1.Time, sandboxID string) *statsapi.NetworkStats {
 	pid, err := p.Runtime.PodSandboxPid(ctx, sandboxID)
 	if err != nil || pid <= 0 {
 		return nil
@@ -498,16 +496,6 @@ func dirUsage(dir string) (bytes, inodes uint64) {
 		return nil
 	})
 	return bytes, inodes
-}
-
-func (s *Server) serveSummary(w http.ResponseWriter, r *http.Request) {
-	only, _ := strconv.ParseBool(r.URL.Query().Get("only_cpu_and_memory"))
-	sum, err := s.opts.Stats.Summary(r.Context(), only)
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	writeJSON(w, sum)
 }
 
 // memoryStats converts the runtime's memory usage (with a working set) to

@@ -1,4 +1,4 @@
-package server
+package stats
 
 import (
 	"bufio"
@@ -14,10 +14,10 @@ import (
 // userHZ is the unit of /proc/stat's CPU times (USER_HZ, 100 on Linux).
 const userHZ = 100
 
-// ParseProcStatCPU returns the busy CPU time of the machine in nanoseconds
+// parseProcStatCPU returns the busy CPU time of the machine in nanoseconds
 // from /proc/stat's "cpu" line: every state but idle and iowait (guest time
 // is already counted in user and nice).
-func ParseProcStatCPU(data []byte) (uint64, error) {
+func parseProcStatCPU(data []byte) (uint64, error) {
 	sc := bufio.NewScanner(bytes.NewReader(data))
 	for sc.Scan() {
 		f := strings.Fields(sc.Text())
@@ -41,15 +41,15 @@ func ParseProcStatCPU(data []byte) (uint64, error) {
 	return 0, fmt.Errorf("parsing /proc/stat: no cpu line")
 }
 
-// HostMemory is the memory use of the machine, in bytes, in the kubelet's
+// hostMemory is the memory use of the machine, in bytes, in the kubelet's
 // terms: the working set is what is in use less the inactive file cache,
 // which the kernel can take back without pressure.
-type HostMemory struct {
+type hostMemory struct {
 	Capacity, Usage, WorkingSet, Available, RSS uint64
 }
 
-// ParseHostMemory reads /proc/meminfo.
-func ParseHostMemory(data []byte) (HostMemory, error) {
+// parseHostMemory reads /proc/meminfo.
+func parseHostMemory(data []byte) (hostMemory, error) {
 	v := map[string]uint64{}
 	sc := bufio.NewScanner(bytes.NewReader(data))
 	for sc.Scan() {
@@ -69,26 +69,26 @@ func ParseHostMemory(data []byte) (HostMemory, error) {
 	}
 	total, ok := v["MemTotal"]
 	if !ok {
-		return HostMemory{}, fmt.Errorf("parsing /proc/meminfo: no MemTotal")
+		return hostMemory{}, fmt.Errorf("parsing /proc/meminfo: no MemTotal")
 	}
-	m := HostMemory{Capacity: total, Usage: total - min(v["MemFree"], total)}
+	m := hostMemory{Capacity: total, Usage: total - min(v["MemFree"], total)}
 	m.WorkingSet = m.Usage - min(v["Inactive(file)"], m.Usage)
 	m.Available = total - m.WorkingSet
 	m.RSS = v["AnonPages"]
 	return m, nil
 }
 
-// NetDev is one interface's counters from /proc/net/dev.
-type NetDev struct {
+// netDev is one interface's counters from /proc/net/dev.
+type netDev struct {
 	Name                               string
 	RxBytes, RxErrors, TxBytes, TxErrs uint64
 	RxPackets, RxDropped               uint64
 	TxPackets, TxDropped               uint64
 }
 
-// ParseNetDev reads /proc/<pid>/net/dev, loopback left out.
-func ParseNetDev(data []byte) ([]NetDev, error) {
-	var out []NetDev
+// parseNetDev reads /proc/<pid>/net/dev, loopback left out.
+func parseNetDev(data []byte) ([]netDev, error) {
+	var out []netDev
 	sc := bufio.NewScanner(bytes.NewReader(data))
 	for sc.Scan() {
 		name, rest, ok := strings.Cut(sc.Text(), ":")
@@ -110,7 +110,7 @@ func ParseNetDev(data []byte) ([]NetDev, error) {
 		}
 		// Receive: bytes packets errs drop fifo frame compressed multicast;
 		// transmit: bytes packets errs ...
-		out = append(out, NetDev{
+		out = append(out, netDev{
 			Name: name, RxBytes: n[0], RxErrors: n[2], TxBytes: n[8], TxErrs: n[10],
 			RxPackets: n[1], RxDropped: n[3], TxPackets: n[9], TxDropped: n[11],
 		})
@@ -118,8 +118,8 @@ func ParseNetDev(data []byte) ([]NetDev, error) {
 	return out, nil
 }
 
-// ParseBootTime returns btime (seconds since the epoch) from /proc/stat.
-func ParseBootTime(data []byte) (int64, error) {
+// parseBootTime returns btime (seconds since the epoch) from /proc/stat.
+func parseBootTime(data []byte) (int64, error) {
 	sc := bufio.NewScanner(bytes.NewReader(data))
 	for sc.Scan() {
 		if rest, ok := strings.CutPrefix(sc.Text(), "btime "); ok {
@@ -133,13 +133,13 @@ func ParseBootTime(data []byte) (int64, error) {
 	return 0, fmt.Errorf("parsing /proc/stat: no btime line")
 }
 
-// ParsePressure reads a pressure stall information file (a cgroup v2
+// parsePressure reads a pressure stall information file (a cgroup v2
 // cgroup's cpu.pressure, memory.pressure or io.pressure, or
 // /proc/pressure/*): a "some" and an optional "full" line of avg10, avg60,
 // avg300 (percent) and total (microseconds, converted to the summary API's
 // nanoseconds). A missing "full" line (cpu.pressure before Linux 5.13)
 // reads as zeros.
-func ParsePressure(data []byte) (*statsapi.PSIStats, error) {
+func parsePressure(data []byte) (*statsapi.PSIStats, error) {
 	var psi statsapi.PSIStats
 	var some bool
 	sc := bufio.NewScanner(bytes.NewReader(data))

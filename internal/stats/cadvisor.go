@@ -1,4 +1,4 @@
-package server
+package stats
 
 import (
 	"context"
@@ -111,11 +111,11 @@ var (
 // cadvisorCollector turns a fresh summary, the pods' specs and the
 // runtime's container IDs into the /metrics/cadvisor families at every
 // scrape.
-type cadvisorCollector struct{ p *StatsProvider }
+type cadvisorCollector struct{ p *Provider }
 
 // CadvisorRegistry returns a registry that serves /metrics/cadvisor. A
 // scrape that cannot read the stats fails (the handler answers 500).
-func (p *StatsProvider) CadvisorRegistry() *prometheus.Registry {
+func (p *Provider) CadvisorRegistry() *prometheus.Registry {
 	r := prometheus.NewRegistry()
 	r.MustRegister(cadvisorCollector{p})
 	return r
@@ -155,7 +155,7 @@ type cadvisorInput struct {
 	// id label.
 	cgroupPaths map[string]string
 	// netdev holds the pods' interface counters by UID.
-	netdev map[string][]NetDev
+	netdev map[string][]netDev
 	now    time.Time
 }
 
@@ -169,7 +169,7 @@ type cadvisorMachine struct {
 
 // readMachine reads the machine's identity and size; a file it cannot read
 // leaves its field empty.
-func (p *StatsProvider) readMachine() cadvisorMachine {
+func (p *Provider) readMachine() cadvisorMachine {
 	read := func(name string) string {
 		b, err := p.Host.ReadFile(name)
 		if err != nil {
@@ -182,7 +182,7 @@ func (p *StatsProvider) readMachine() cadvisorMachine {
 		systemUUID: read(nodeinfo.ProductUUIDPath), cores: p.Host.NumCPU(),
 	}
 	if b, err := p.Host.ReadFile(nodeinfo.MeminfoPath); err == nil {
-		if mem, err := ParseHostMemory(b); err == nil {
+		if mem, err := parseHostMemory(b); err == nil {
 			m.memoryBytes = mem.Capacity
 		}
 	}
@@ -192,7 +192,7 @@ func (p *StatsProvider) readMachine() cadvisorMachine {
 // containerKey keys a container by its pod's UID and its name.
 func containerKey(podUID, name string) string { return podUID + "/" + name }
 
-func (p *StatsProvider) cadvisorInput(ctx context.Context) (cadvisorInput, error) {
+func (p *Provider) cadvisorInput(ctx context.Context) (cadvisorInput, error) {
 	sum, err := p.Summary(ctx, false)
 	if err != nil {
 		return cadvisorInput{}, err

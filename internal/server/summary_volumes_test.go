@@ -37,7 +37,7 @@ func TestSummaryVolumes(t *testing.T) {
 	g := NewWithT(t)
 	f, h := summaryServer(t)
 	claim := &statsapi.PVCReference{Name: "claim", Namespace: "ns"}
-	f.provider.Volumes = fakeVolumeCache{"uid-web": {UID: "uid-web", Namespace: "ns", Name: "web", Volumes: []volumestats.VolumeStats{
+	f.Provider.Volumes = fakeVolumeCache{"uid-web": {UID: "uid-web", Namespace: "ns", Name: "web", Volumes: []volumestats.VolumeStats{
 		volume("secret", 7, false, nil),
 		volume("data", 1000, true, nil),
 		volume("pv", 5, false, claim),
@@ -72,8 +72,8 @@ func TestSummaryVolumes(t *testing.T) {
 func TestSummaryCountsEtcHosts(t *testing.T) {
 	g := NewWithT(t)
 	f, h := summaryServer(t)
-	f.provider.RootDir = t.TempDir()
-	hosts := filepath.Join(f.provider.RootDir, "pods", "uid-web", "etc-hosts")
+	f.Provider.RootDir = t.TempDir()
+	hosts := filepath.Join(f.Provider.RootDir, "pods", "uid-web", "etc-hosts")
 	g.Expect(os.MkdirAll(filepath.Dir(hosts), 0o750)).To(Succeed())
 	g.Expect(os.WriteFile(hosts, []byte(strings.Repeat("127.0.0.1 localhost\n", 300)), 0o644)).To(Succeed())
 	u, err := volumestats.DiskUsage(hosts)
