@@ -31,7 +31,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	"github.com/nodelet/nodelet/internal/cri"
-	"github.com/nodelet/nodelet/internal/server"
+	"github.com/nodelet/nodelet/internal/nodeapi"
 )
 
 // The node API fixture: node "fuzz-node" runs pod ns/web (containers app,
@@ -268,11 +268,11 @@ func newAPIFixture(tb testing.TB) *apiFixture {
 		},
 	}).Build()
 
-	s := server.New(server.Options{
+	s := nodeapi.New(nodeapi.Options{
 		NodeName: apiNode,
-		Authenticator: server.NewAuthenticator(server.Authenticator{Reviewer: reviewer, Anonymous: true,
+		Authenticator: nodeapi.NewAuthenticator(nodeapi.Authenticator{Reviewer: reviewer, Anonymous: true,
 			FailureCacheTTL: -1, ReviewQPS: 1e9, ReviewBurst: 1 << 30}),
-		Authorizer:        server.NewAuthorizer(server.Authorizer{Reviewer: reviewer, NodeName: apiNode}),
+		Authorizer:        nodeapi.NewAuthorizer(nodeapi.Authorizer{Reviewer: reviewer, NodeName: apiNode}),
 		Pods:              reviewer,
 		Runtime:           rt,
 		StreamIdleTimeout: time.Second,

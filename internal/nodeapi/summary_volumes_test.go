@@ -1,4 +1,4 @@
-package server
+package nodeapi
 
 import (
 	"net/http"

@@ -1,4 +1,4 @@
-// Package server is nodelet's node API: the HTTPS endpoint on
+// Package nodeapi is nodelet's node API: the HTTPS endpoint on
 // server.address:server.port that the API server calls for kubectl logs,
 // exec, attach, port-forward and cp, and that metrics-server and monitoring
 // scrape, on the kubelet's paths and with the kubelet's answers.
@@ -19,4 +19,4 @@
 // server with apimachinery's UpgradeAwareHandler, closing it after
 // StreamIdleTimeout without traffic. /stats/summary, /metrics/resource and
 // /metrics/cadvisor serve what a stats.Provider (internal/stats) computes.
-package server
+package nodeapi
