@@ -27,7 +27,7 @@ const threeLines = "2026-01-02T03:04:00.000000000Z stdout F one\n" +
 
 func TestContainerLogsQuery(t *testing.T) {
 	f := newAPIFixture(t)
-	f.writeLog(f.ids["app"], threeLines)
+	f.WriteLog(f.ids["app"], threeLines)
 	for _, tc := range []struct {
 		query string
 		code  int
@@ -155,7 +155,7 @@ func TestContainerLogsOfAContainerNotOwnedAreNotServed(t *testing.T) {
 		Labels:   map[string]string{kubetypes.KubernetesPodUIDLabel: webUID},
 	}, nil)
 	g.Expect(err).NotTo(HaveOccurred())
-	f.writeLog(foreign, "2026-01-02T03:04:00.000000000Z stdout F secret\n")
+	f.WriteLog(foreign, "2026-01-02T03:04:00.000000000Z stdout F secret\n")
 	pod := &corev1.Pod{}
 	g.Expect(f.pods.Get(ctx, client.ObjectKey{Namespace: "ns", Name: "web"}, pod)).To(Succeed())
 	pod.Status.ContainerStatuses[0].ContainerID = "containerd://" + foreign
@@ -176,8 +176,8 @@ func TestContainerLogsIgnoreTheStatus(t *testing.T) {
 	g := NewWithT(t)
 	f := newAPIFixture(t)
 	ctx := context.Background()
-	other := f.runSandbox("uid-other", "other")
-	victim := f.container(other, "uid-other", "app", 0, true, "the other pod's secret")
+	other := f.RunSandbox("uid-other", "other")
+	victim := f.Container(other, "uid-other", "app", 0, true, "the other pod's secret")
 	pod := &corev1.Pod{}
 	g.Expect(f.pods.Get(ctx, client.ObjectKey{Namespace: "ns", Name: "web"}, pod)).To(Succeed())
 	for i := range pod.Status.ContainerStatuses {
@@ -217,7 +217,7 @@ func TestContainerLogsAreSentChunkedInFull(t *testing.T) {
 		want.WriteString(line + "\n")
 	}
 	g.Expect(want.Len()).To(BeNumerically(">", logBufferSize))
-	f.writeLog(f.ids["app"], log.String())
+	f.WriteLog(f.ids["app"], log.String())
 	srv := httptest.NewServer(f.server().Handler())
 	defer srv.Close()
 
@@ -245,7 +245,7 @@ func followApp(t *testing.T) (*apiFixture, string, *bufio.Reader) {
 	t.Helper()
 	g := NewWithT(t)
 	f := newAPIFixture(t)
-	path := f.writeLog(f.ids["app"], "2026-01-02T03:04:00.000000000Z stdout F first\n")
+	path := f.WriteLog(f.ids["app"], "2026-01-02T03:04:00.000000000Z stdout F first\n")
 	srv := httptest.NewServer(f.server().Handler())
 	t.Cleanup(srv.Close)
 	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
@@ -280,7 +280,7 @@ func TestFollowedLogsArriveLineByLine(t *testing.T) {
 	g.Expect(line).To(Equal("second\n"), "while the container runs")
 
 	appendLog("last")
-	g.Expect(f.rt.StopContainer(ctx, f.ids["app"], 0)).To(Succeed())
+	g.Expect(f.Client.StopContainer(ctx, f.ids["app"], 0)).To(Succeed())
 	rest, err := io.ReadAll(r)
 	g.Expect(err).NotTo(HaveOccurred(), "the stream ends once the container stopped")
 	g.Expect(string(rest)).To(Equal("last\n"))
@@ -334,7 +334,7 @@ func TestFollowedLogsContinueAcrossRotation(t *testing.T) {
 	g.Expect(f.do(http.MethodGet, "/containerLogs/ns/web/app?tailLines=1").Body.String()).To(Equal("after rotation 1\n"))
 
 	appendTo(path, "last")
-	g.Expect(f.rt.StopContainer(ctx, f.ids["app"], 0)).To(Succeed())
+	g.Expect(f.Client.StopContainer(ctx, f.ids["app"], 0)).To(Succeed())
 	rest, err := io.ReadAll(r)
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(string(rest)).To(Equal("last\n"))

@@ -1,6 +1,7 @@
 package nodeapi
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -8,8 +9,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -24,13 +23,13 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	fake "k8s.io/cri-api/pkg/apis/testing"
-	kubetypes "k8s.io/kubelet/pkg/types"
 	clocktesting "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	fakeclient "sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	"github.com/nodelet/nodelet/internal/cri"
+	"github.com/nodelet/nodelet/internal/nodeapi/nodeapitest"
 	"github.com/nodelet/nodelet/internal/stats/statstest"
 )
 
@@ -92,19 +91,9 @@ func (r *recordingRuntime) ExecSync(ctx context.Context, id string, cmd []string
 	return r.syncStdout, r.syncStderr, r.syncErr
 }
 
-// serveFakeStream is the runtime's streaming server: it switches
-// protocols, says what it was asked for, then echoes one line.
-func serveFakeStream(w http.ResponseWriter, r *http.Request) {
-	if r.Header.Get("Upgrade") == "" {
-		http.Error(w, "upgrade required", http.StatusBadRequest)
-		return
-	}
-	conn, buf, err := http.NewResponseController(w).Hijack()
-	if err != nil {
-		return
-	}
-	defer func() { _ = conn.Close() }()
-	_, _ = fmt.Fprintf(buf, "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: %s\r\n\r\n", r.Header.Get("Upgrade"))
+// fakeStreamSession is a session of the runtime's streaming server: it
+// says what it was asked for, then echoes one line.
+func fakeStreamSession(r *http.Request, buf *bufio.ReadWriter) {
 	_, _ = fmt.Fprintf(buf, "runtime stream %s %s\n", r.Method, r.URL.Path)
 	_ = buf.Flush()
 	line, err := buf.ReadString('\n')
@@ -126,11 +115,10 @@ const (
 )
 
 type apiFixture struct {
-	t      *testing.T
-	rs     *recordingRuntime
-	rt     *cri.Client
-	clock  *clocktesting.FakePassiveClock
-	logDir string
+	*nodeapitest.Runtime
+	t     *testing.T
+	rs    *recordingRuntime
+	clock *clocktesting.FakePassiveClock
 	// sandbox is web's ready sandbox; ids are the containers by role:
 	// app, app-old, sidecar-old, nolog, init, debug.
 	sandbox string
@@ -146,24 +134,19 @@ type apiFixture struct {
 
 func newAPIFixture(t *testing.T) *apiFixture {
 	t.Helper()
-	f := &apiFixture{t: t, logDir: t.TempDir(), ids: map[string]string{},
+	f := &apiFixture{t: t, ids: map[string]string{},
 		clock: clocktesting.NewFakePassiveClock(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))}
-	f.stream = httptest.NewServer(http.HandlerFunc(serveFakeStream))
-	t.Cleanup(f.stream.Close)
+	f.stream = nodeapitest.StreamServer(t, fakeStreamSession)
 	f.rs = &recordingRuntime{FakeRuntimeService: fake.NewFakeRuntimeService(), streamURL: f.stream.URL}
-	rt, err := cri.New(f.rs, fake.NewFakeImageService(), cri.Options{NodeName: apiNode})
-	if err != nil {
-		t.Fatal(err)
-	}
-	f.rt = rt
-	f.sandbox = f.runSandbox(webUID, "web")
+	f.Runtime = nodeapitest.NewRuntime(t, apiNode, f.rs, f.rs.FakeRuntimeService)
+	f.sandbox = f.RunSandbox(webUID, "web")
 
-	f.ids["app-old"] = f.container(f.sandbox, webUID, "app", 0, false, "app's first run")
-	f.ids["app"] = f.container(f.sandbox, webUID, "app", 1, true, "app's second run")
-	f.ids["sidecar-old"] = f.container(f.sandbox, webUID, "sidecar", 0, false, "sidecar crashed")
-	f.ids["nolog"] = f.container(f.sandbox, webUID, "nolog", 0, true, "")
-	f.ids["init"] = f.container(f.sandbox, webUID, "init", 0, false, "init done")
-	f.ids["debug"] = f.container(f.sandbox, webUID, "debug", 0, false, "debugged")
+	f.ids["app-old"] = f.Container(f.sandbox, webUID, "app", 0, false, "app's first run")
+	f.ids["app"] = f.Container(f.sandbox, webUID, "app", 1, true, "app's second run")
+	f.ids["sidecar-old"] = f.Container(f.sandbox, webUID, "sidecar", 0, false, "sidecar crashed")
+	f.ids["nolog"] = f.Container(f.sandbox, webUID, "nolog", 0, true, "")
+	f.ids["init"] = f.Container(f.sandbox, webUID, "init", 0, false, "init done")
+	f.ids["debug"] = f.Container(f.sandbox, webUID, "debug", 0, false, "debugged")
 
 	running := func(name, id string) corev1.ContainerStatus {
 		return corev1.ContainerStatus{Name: name, ContainerID: "containerd://" + id,
@@ -217,64 +200,10 @@ func newAPIFixture(t *testing.T) *apiFixture {
 		Authenticator: NewAuthenticator(Authenticator{Anonymous: true}),
 		Authorizer:    NewAuthorizer(Authorizer{NodeName: apiNode}),
 		Pods:          f.pods,
-		Runtime:       rt,
+		Runtime:       f.Client,
 		Clock:         f.clock,
 	}
 	return f
-}
-
-// runSandbox runs a ready sandbox of the pod with uid and returns its ID.
-func (f *apiFixture) runSandbox(uid, name string) string {
-	f.t.Helper()
-	id, err := f.rt.RunPodSandbox(context.Background(), &runtimeapi.PodSandboxConfig{
-		Metadata: &runtimeapi.PodSandboxMetadata{Name: name, Namespace: "ns", Uid: uid},
-		Labels:   map[string]string{kubetypes.KubernetesPodUIDLabel: uid},
-	}, "")
-	if err != nil {
-		f.t.Fatal(err)
-	}
-	return id
-}
-
-// container creates an owned container of the pod with uid, running or
-// exited, whose log file holds line (no log file when line is empty).
-func (f *apiFixture) container(sandbox, uid, name string, attempt uint32, running bool, line string) string {
-	f.t.Helper()
-	ctx := context.Background()
-	id, err := f.rt.CreateContainer(ctx, sandbox, &runtimeapi.ContainerConfig{
-		Metadata: &runtimeapi.ContainerMetadata{Name: name, Attempt: attempt},
-		Image:    &runtimeapi.ImageSpec{Image: "busybox"},
-		Labels:   map[string]string{kubetypes.KubernetesPodUIDLabel: uid, kubetypes.KubernetesContainerNameLabel: name},
-	}, nil)
-	if err != nil {
-		f.t.Fatal(err)
-	}
-	if err := f.rt.StartContainer(ctx, id); err != nil {
-		f.t.Fatal(err)
-	}
-	if !running {
-		if err := f.rt.StopContainer(ctx, id, 0); err != nil {
-			f.t.Fatal(err)
-		}
-	}
-	if line != "" {
-		f.writeLog(id, "2026-01-02T03:04:00.000000000Z stdout F "+line+"\n")
-	}
-	return id
-}
-
-// writeLog makes content, in the CRI log format, the log file of container
-// id.
-func (f *apiFixture) writeLog(id, content string) string {
-	f.t.Helper()
-	path := filepath.Join(f.logDir, id+".log")
-	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
-		f.t.Fatal(err)
-	}
-	f.rs.Lock()
-	f.rs.Containers[id].LogPath = path
-	f.rs.Unlock()
-	return path
 }
 
 // server builds the Server from the fixture's options as they are now.

@@ -120,9 +120,9 @@ func TestStreamsPickTheNewestRunningContainerOfThePod(t *testing.T) {
 	f := newAPIFixture(t)
 	// app restarted while its previous run is still stopping; another pod
 	// has a running container of the same name.
-	newer := f.container(f.sandbox, webUID, "app", 2, true, "")
-	otherSandbox := f.runSandbox("uid-other", "other")
-	other := f.container(otherSandbox, "uid-other", "app", 9, true, "")
+	newer := f.Container(f.sandbox, webUID, "app", 2, true, "")
+	otherSandbox := f.RunSandbox("uid-other", "other")
+	other := f.Container(otherSandbox, "uid-other", "app", 9, true, "")
 	f.rs.Lock()
 	f.rs.Containers[f.ids["app"]].CreatedAt = 200
 	f.rs.Containers[newer].CreatedAt = 300
@@ -184,7 +184,7 @@ func TestPortForward(t *testing.T) {
 
 	// Only a ready sandbox is forwarded to.
 	f.rs.forwards = nil
-	g.Expect(f.rt.StopPodSandbox(context.Background(), f.sandbox)).To(Succeed())
+	g.Expect(f.Client.StopPodSandbox(context.Background(), f.sandbox)).To(Succeed())
 	w := f.do(http.MethodGet, "/portForward/ns/web?port=80")
 	g.Expect(w.Code).To(Equal(http.StatusBadRequest))
 	g.Expect(w.Body.String()).To(ContainSubstring(`pod "web" has no running sandbox`))
