@@ -31,11 +31,11 @@ import (
 	"github.com/nodelet/nodelet/internal/cri"
 	"github.com/nodelet/nodelet/internal/memlimit"
 	"github.com/nodelet/nodelet/internal/memprofile"
+	"github.com/nodelet/nodelet/internal/nodeapi"
 	"github.com/nodelet/nodelet/internal/nodeinfo"
 	"github.com/nodelet/nodelet/internal/options"
 	"github.com/nodelet/nodelet/internal/residency"
 	"github.com/nodelet/nodelet/internal/residency/atinit"
-	"github.com/nodelet/nodelet/internal/server"
 	"github.com/nodelet/nodelet/internal/version"
 )
 
@@ -138,7 +138,7 @@ func Run(args []string, reg controller.Registry) int {
 			log.Error(err, "Unable to set up the node API server")
 			return 1
 		}
-		srv, err := server.NewFromConfig(cfg, mgr, deps.Runtime, configz, deps.VolumeStats())
+		srv, err := nodeapi.NewFromConfig(cfg, mgr, deps.Runtime, configz, deps.VolumeStats())
 		if err != nil {
 			log.Error(err, "Unable to set up the node API server")
 			return 1
@@ -148,7 +148,7 @@ func Run(args []string, reg controller.Registry) int {
 			return 1
 		}
 	}
-	if ro := server.NewReadOnlyFromConfig(cfg, mgr, deps.Runtime, deps.VolumeStats()); ro != nil {
+	if ro := nodeapi.NewReadOnlyFromConfig(cfg, mgr, deps.Runtime, deps.VolumeStats()); ro != nil {
 		if err := mgr.Add(ro); err != nil {
 			log.Error(err, "Unable to add the node API's read-only port")
 			return 1

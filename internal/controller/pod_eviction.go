@@ -12,7 +12,7 @@ import (
 	"github.com/nodelet/nodelet/internal/eviction"
 	"github.com/nodelet/nodelet/internal/kuberuntime/planner"
 	"github.com/nodelet/nodelet/internal/nodeinfo"
-	"github.com/nodelet/nodelet/internal/server"
+	"github.com/nodelet/nodelet/internal/stats"
 	"github.com/nodelet/nodelet/internal/volume"
 )
 
@@ -21,7 +21,7 @@ import (
 // admission and the node reconciler the node's pressure conditions.
 func setupEviction(mgr ctrl.Manager, d *Deps, r *PodReconciler, volumes *volume.Manager) error {
 	cfg := d.Config
-	stats := &server.StatsProvider{
+	summary := &stats.Provider{
 		NodeName: cfg.NodeName, Pods: mgr.GetClient(), Runtime: d.Runtime, Host: nodeinfo.OSHost{},
 		RootDir: cfg.RootDir, PodLogsDir: cfg.PodLogsDir, Volumes: d.VolumeStats(),
 	}
@@ -29,7 +29,7 @@ func setupEviction(mgr ctrl.Manager, d *Deps, r *PodReconciler, volumes *volume.
 		Config:    cfg,
 		Host:      nodeinfo.OSHost{},
 		ImageFs:   d.Runtime,
-		Stats:     stats,
+		Stats:     summary,
 		Volumes:   volumes,
 		Pods:      mgr.GetClient(),
 		Evictor:   r,

@@ -6,7 +6,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/nodelet/nodelet/internal/csi"
-	"github.com/nodelet/nodelet/internal/server"
+	"github.com/nodelet/nodelet/internal/stats"
 	"github.com/nodelet/nodelet/internal/volumestats"
 )
 
@@ -39,7 +39,7 @@ func setupVolumeStats(mgr ctrl.Manager, d *Deps, volumes volumestats.VolumeSourc
 // VolumeStats returns the cache of the pods' volume stats, for the node
 // API's summary; nil when the pod controller is not set up or volume stats
 // are disabled.
-func (d *Deps) VolumeStats() server.VolumeStatsCache {
+func (d *Deps) VolumeStats() stats.VolumeStatsCache {
 	if d.volumeStats == nil {
 		return nil
 	}

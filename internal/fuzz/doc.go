@@ -13,8 +13,9 @@
 // an env value, then runs each pod through FuzzPodPipeline's checks.
 //
 // FuzzNodeAPI sends arbitrary requests (method, path, query, headers,
-// upgrade requests, body) over a real connection to the node API's handler
-// and checks that nothing panics, that a malformed request gets a 4xx and
+// upgrade requests, body) over a real connection to the node API's handler,
+// over a runtime built with internal/nodeapi/nodeapitest as the node API's
+// own tests build theirs, and checks that nothing panics, that a malformed request gets a 4xx and
 // never a 5xx, that no exec, attach, port-forward or run is served without
 // an allowed create on nodes/proxy nor a log without an allowed get, and
 // that no log but the named pod's named container's is ever read.

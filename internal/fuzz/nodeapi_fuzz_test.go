@@ -10,8 +10,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -31,7 +29,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	"github.com/nodelet/nodelet/internal/cri"
-	"github.com/nodelet/nodelet/internal/server"
+	"github.com/nodelet/nodelet/internal/nodeapi"
+	"github.com/nodelet/nodelet/internal/nodeapi/nodeapitest"
 )
 
 // The node API fixture: node "fuzz-node" runs pod ns/web (containers app,
@@ -149,72 +148,22 @@ func (r *recordingRuntime) ReadLogs(ctx context.Context, path, id string, opts *
 	return r.Client.ReadLogs(ctx, path, id, opts, stdout, stderr)
 }
 
-// serveStream is the runtime's streaming server: it switches protocols and
-// ends the session at once.
-func serveStream(w http.ResponseWriter, r *http.Request) {
-	if r.Header.Get("Upgrade") == "" {
-		http.Error(w, "upgrade required", http.StatusBadRequest)
-		return
-	}
-	conn, buf, err := http.NewResponseController(w).Hijack()
-	if err != nil {
-		return
-	}
-	_, _ = fmt.Fprintf(buf, "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: %s\r\n\r\n", r.Header.Get("Upgrade"))
-	_ = buf.Flush()
-	_ = conn.Close()
-}
-
 func newAPIFixture(tb testing.TB) *apiFixture {
 	tb.Helper()
-	ctx := context.Background()
 	f := &apiFixture{uids: map[string]string{}}
-	stream := httptest.NewServer(http.HandlerFunc(serveStream))
-	tb.Cleanup(stream.Close)
+	stream := nodeapitest.StreamServer(tb, nil)
 	f.fake = fakecri.NewFakeRuntimeService()
-	criClient, err := cri.New(f.fake, fakecri.NewFakeImageService(), cri.Options{NodeName: apiNode})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	rt := &recordingRuntime{Client: criClient, f: f, streamURL: stream.URL}
-	logDir := tb.TempDir()
+	runtime := nodeapitest.NewRuntime(tb, apiNode, f.fake, f.fake)
+	rt := &recordingRuntime{Client: runtime.Client, f: f, streamURL: stream.URL}
 
 	sandbox := func(uid, name string) string {
-		id, err := rt.RunPodSandbox(ctx, &runtimeapi.PodSandboxConfig{
-			Metadata: &runtimeapi.PodSandboxMetadata{Name: name, Namespace: "ns", Uid: uid},
-			Labels:   map[string]string{kubetypes.KubernetesPodUIDLabel: uid},
-		}, "")
-		if err != nil {
-			tb.Fatal(err)
-		}
+		id := runtime.RunSandbox(uid, name)
 		f.uids[uid] = "ns/" + name
 		return id
 	}
 	container := func(sb, uid, name string, attempt uint32, running bool, line string) string {
-		id, err := rt.CreateContainer(ctx, sb, &runtimeapi.ContainerConfig{
-			Metadata: &runtimeapi.ContainerMetadata{Name: name, Attempt: attempt},
-			Image:    &runtimeapi.ImageSpec{Image: "busybox"},
-			Labels:   map[string]string{kubetypes.KubernetesPodUIDLabel: uid, kubetypes.KubernetesContainerNameLabel: name},
-		}, nil)
-		if err != nil {
-			tb.Fatal(err)
-		}
-		if err := rt.StartContainer(ctx, id); err != nil {
-			tb.Fatal(err)
-		}
-		if !running {
-			if err := rt.StopContainer(ctx, id, 0); err != nil {
-				tb.Fatal(err)
-			}
-		}
-		path := filepath.Join(logDir, id+".log")
-		content := fmt.Sprintf("2026-01-02T03:04:00.000000000Z stdout F %s\n2026-01-02T03:04:01.000000000Z stderr F %s again\n", line, line)
-		if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
-			tb.Fatal(err)
-		}
-		f.fake.Lock()
-		f.fake.Containers[id].LogPath = path
-		f.fake.Unlock()
+		id := runtime.Container(sb, uid, name, attempt, running, "")
+		runtime.WriteLog(id, fmt.Sprintf("2026-01-02T03:04:00.000000000Z stdout F %s\n2026-01-02T03:04:01.000000000Z stderr F %s again\n", line, line))
 		return id
 	}
 	webSandbox := sandbox("uid-web", "web")
@@ -268,11 +217,11 @@ func newAPIFixture(tb testing.TB) *apiFixture {
 		},
 	}).Build()
 
-	s := server.New(server.Options{
+	s := nodeapi.New(nodeapi.Options{
 		NodeName: apiNode,
-		Authenticator: server.NewAuthenticator(server.Authenticator{Reviewer: reviewer, Anonymous: true,
+		Authenticator: nodeapi.NewAuthenticator(nodeapi.Authenticator{Reviewer: reviewer, Anonymous: true,
 			FailureCacheTTL: -1, ReviewQPS: 1e9, ReviewBurst: 1 << 30}),
-		Authorizer:        server.NewAuthorizer(server.Authorizer{Reviewer: reviewer, NodeName: apiNode}),
+		Authorizer:        nodeapi.NewAuthorizer(nodeapi.Authorizer{Reviewer: reviewer, NodeName: apiNode}),
 		Pods:              reviewer,
 		Runtime:           rt,
 		StreamIdleTimeout: time.Second,

@@ -2,8 +2,8 @@
 // once per process, on controller-runtime's registry (beside
 // controller-runtime's own), which the manager serves on its metrics address
 // and the node API on /metrics. The /metrics/resource families that
-// metrics-server reads are not here: the node API computes them from a stats
-// summary at each scrape (internal/server).
+// metrics-server reads are not here: the node API serves them, computed from
+// a stats summary at each scrape (internal/stats).
 //
 // Where a metric means what a kubelet metric means it carries the kubelet's
 // name and labels (kubelet_running_pods, kubelet_runtime_operations_total,
