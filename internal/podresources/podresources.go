@@ -26,10 +26,11 @@ const (
 	DirName = "pod-resources"
 	// SocketName is its socket there.
 	SocketName = "kubelet.sock"
-	// QPS and Burst bound the calls the API answers, all clients
-	// together, as the kubelet's do; a call over them fails with
+	// QPS is how many calls a second the API answers, all clients
+	// together, as the kubelet's does; a call over it fails with
 	// ResourceExhausted.
-	QPS   = 100
+	QPS = 100
+	// Burst is how many calls the API answers at once above QPS.
 	Burst = 10
 )
 
