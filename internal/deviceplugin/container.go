@@ -43,6 +43,32 @@ func ApplyResponses(cfg *runtimeapi.ContainerConfig, responses []*pluginapi.Cont
 	cfg.Mounts = append(mounts, cfg.Mounts...)
 }
 
+// ContainerEnv returns the variables the plugins' Allocate responses give
+// the container, a later resource's over an earlier one's as they are
+// applied (ApplyResponses): what $(VAR) in its command and args sees
+// besides its own variables. A container holding no devices has none.
+func (m *Manager) ContainerEnv(pod *corev1.Pod, container string) (map[string]string, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out map[string]string
+	for _, k := range slices.SortedFunc(maps.Keys(m.assignments), func(a, b key) int { return cmpString(a.resource, b.resource) }) {
+		if k.pod != pod.UID || k.container != container {
+			continue
+		}
+		resp := &pluginapi.ContainerAllocateResponse{}
+		if err := proto.Unmarshal(m.assignments[k].AllocResp, resp); err != nil {
+			return nil, fmt.Errorf("decoding the allocation of %s to container %s: %w", k.resource, container, err)
+		}
+		for name, v := range resp.GetEnvs() {
+			if out == nil {
+				out = map[string]string{}
+			}
+			out[name] = v
+		}
+	}
+	return out, nil
+}
+
 // ContainerDevices runs PreStartContainer for the container's devices
 // where their plugin asks for it, then adds to cfg what the plugins'
 // Allocate responses give the container. A container holding no devices

@@ -90,10 +90,20 @@ func envOf(t *testing.T, m *deviceplugin.Manager, pod *corev1.Pod) string {
 	if err := m.ContainerDevices(context.Background(), pod, "c", cfg); err != nil {
 		t.Fatal(err)
 	}
+	env, err := m.ContainerEnv(pod, "c")
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, kv := range cfg.Envs {
 		if kv.Key == fakeplugin.EnvName {
+			if env[fakeplugin.EnvName] != string(kv.Value) {
+				t.Errorf("ContainerEnv gives %s=%q, the config %q", fakeplugin.EnvName, env[fakeplugin.EnvName], kv.Value)
+			}
 			return string(kv.Value)
 		}
+	}
+	if len(env) != 0 {
+		t.Errorf("ContainerEnv of a container without devices: %v", env)
 	}
 	return ""
 }

@@ -188,12 +188,17 @@ type ClaimPreparer interface {
 	CDIDevices(pod *v1.Pod, c *v1.Container) ([]string, error)
 }
 
-// ContainerDevices gives a container the devices allocated to it: it runs
-// the plugins' PreStartContainer where they ask for it and adds their
-// environment, mounts, device nodes, annotations and CDI devices to cfg.
-// A container without devices is left as it is.
+// ContainerDevices gives a container the devices the device plugins
+// allocated to it.
 type ContainerDevices interface {
+	// ContainerDevices runs the plugins' PreStartContainer where they ask
+	// for it and adds their environment, mounts, device nodes,
+	// annotations and CDI devices to cfg. A container without devices is
+	// left as it is.
 	ContainerDevices(ctx context.Context, pod *v1.Pod, container string, cfg *runtimeapi.ContainerConfig) error
+	// ContainerEnv is the environment they give the container, which
+	// $(VAR) in its command and args sees.
+	ContainerEnv(pod *v1.Pod, container string) (map[string]string, error)
 }
 
 // RuntimeClassReader reads RuntimeClasses (node.k8s.io/v1) by name. A
@@ -638,6 +643,11 @@ func (e *Executor) containerConfig(ctx context.Context, pod *v1.Pod, c *v1.Conta
 	devices, err := e.Volumes.Devices(pod, c)
 	if err != nil {
 		return nil, err
+	}
+	if e.Devices != nil {
+		if opts.DeviceEnv, err = e.Devices.ContainerEnv(pod, c.Name); err != nil {
+			return nil, err
+		}
 	}
 	cfg, err := criconfig.ContainerConfig(pod, c, opts)
 	if err != nil {

@@ -61,6 +61,11 @@ type ContainerOptions struct {
 	// container's subPathExpr mounts with it; nil has ContainerConfig
 	// resolve it.
 	Env []EnvVar
+	// DeviceEnv are the variables the device plugins' allocations give
+	// the container. As the kubelet, $(VAR) in its command and args sees
+	// them below the container's own variables; its own variables'
+	// values do not see them.
+	DeviceEnv map[string]string
 	// ImageRef is the pulled image's reference (ID or digest).
 	ImageRef string
 	// ImageUID and ImageUser are the user of the image (from its status),
@@ -140,7 +145,8 @@ func ContainerConfig(pod *v1.Pod, c *v1.Container, opts ContainerOptions) (*runt
 				return env[i].Value, true
 			}
 		}
-		return "", false
+		v, ok := opts.DeviceEnv[name]
+		return v, ok
 	}
 	cfg := &runtimeapi.ContainerConfig{
 		Metadata:    &runtimeapi.ContainerMetadata{Name: c.Name, Attempt: opts.RestartCount},

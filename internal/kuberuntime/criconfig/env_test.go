@@ -241,3 +241,21 @@ func checkSubPathExpansions(t *testing.T, env []EnvVar, tests []struct{ expr, wa
 		}
 	}
 }
+
+func TestDeviceEnvInCommandAndArgs(t *testing.T) {
+	pod := podtest.NewPod(podtest.Modify("app", func(c *v1.Container) {
+		c.Command = []string{"/bin/sh", "-c"}
+		c.Args = []string{"echo $(GPU) $(SHARED) $(OWN)"}
+		c.Env = []v1.EnvVar{{Name: "SHARED", Value: "mine"}, {Name: "OWN", Value: "$(GPU)"}}
+	}))
+	opts := ContainerOptions{DeviceEnv: map[string]string{"GPU": "gpu-0", "SHARED": "plugin's"}}
+	cfg, err := ContainerConfig(pod, &pod.Spec.Containers[0], opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The plugin's variables expand in args, below the container's own;
+	// the container's own values do not see them (OWN stays literal).
+	if got, want := cfg.Args[0], "echo gpu-0 mine $(GPU)"; got != want {
+		t.Errorf("args %q, want %q", got, want)
+	}
+}
