@@ -16,8 +16,11 @@ import (
 	"github.com/go-logr/logr"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
 	"k8s.io/client-go/util/workqueue"
 	drapb "k8s.io/kubelet/pkg/apis/dra/v1"
+
+	"github.com/nodelet/nodelet/internal/metrics"
 )
 
 // Defaults of the driver registry.
@@ -137,7 +140,7 @@ func (d *Drivers) RegisterPlugin(name, endpoint string, services []string) error
 		// One plugin instance cannot take over another's endpoint.
 		return fmt.Errorf("endpoint %s already registered for DRA driver plugin %s", endpoint, name)
 	}
-	conn, err := dial(endpoint)
+	conn, err := dial(name, endpoint)
 	if err != nil {
 		return fmt.Errorf("create gRPC connection to DRA driver %s plugin at endpoint %s: %w", name, endpoint, err)
 	}
@@ -317,11 +320,23 @@ func (d *Drivers) wipeUnregistered(ctx context.Context) error {
 
 // dial makes a client connection to a unix socket; it connects at the
 // first call.
-func dial(path string) (*grpc.ClientConn, error) {
+func dial(driver, path string) (*grpc.ClientConn, error) {
 	return grpc.NewClient("passthrough:///"+path,
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithContextDialer(func(ctx context.Context, addr string) (net.Conn, error) {
 			var d net.Dialer
 			return d.DialContext(ctx, "unix", addr)
-		}))
+		}),
+		grpc.WithUnaryInterceptor(timed(driver)))
+}
+
+// timed records each call to the driver's plugin in
+// dra_grpc_operations_duration_seconds, as the kubelet does.
+func timed(driver string) grpc.UnaryClientInterceptor {
+	return func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+		start := time.Now()
+		err := invoker(ctx, method, req, reply, cc, opts...)
+		metrics.DRAGRPCOperationsDuration.WithLabelValues(driver, method, status.Code(err).String()).Observe(time.Since(start).Seconds())
+		return err
+	}
 }

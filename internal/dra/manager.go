@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 	"sync"
 	"time"
 
@@ -15,6 +16,8 @@ import (
 	drapb "k8s.io/kubelet/pkg/apis/dra/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/nodelet/nodelet/internal/metrics"
 )
 
 // DriverClients gives the DRA service of a registered driver (Drivers
@@ -73,6 +76,7 @@ func NewManager(opts Options) *Manager {
 		c := st.Claims[i]
 		m.claims[c.UID] = &c
 	}
+	m.countInUseLocked()
 	return m
 }
 
@@ -86,10 +90,19 @@ func (m *Manager) Prepare(ctx context.Context, pod *v1.Pod) error {
 	if len(pod.Spec.ResourceClaims) == 0 && (!m.opts.ExtendedResources || pod.Status.ExtendedResourceClaimStatus == nil) {
 		return nil
 	}
-	if err := m.prepare(ctx, pod); err != nil {
+	start := time.Now()
+	err := m.prepare(ctx, pod)
+	observeOperation("PrepareResources", start, err)
+	if err != nil {
 		return fmt.Errorf("prepare dynamic resources: %w", err)
 	}
 	return nil
+}
+
+// observeOperation records one pod's preparation or unpreparation of all
+// its claims, as the kubelet's dra_operations_duration_seconds.
+func observeOperation(name string, start time.Time, err error) {
+	metrics.DRAOperationsDuration.WithLabelValues(name, strconv.FormatBool(err != nil)).Observe(time.Since(start).Seconds())
 }
 
 // toPrepare is one claim a pod uses, as read and checked.
@@ -281,17 +294,22 @@ func (m *Manager) markPrepared(claims []toPrepare) error {
 // before its status says it is done (the claim's reservation is dropped
 // then). Idempotent: a pod that uses no prepared claim costs nothing.
 func (m *Manager) Unprepare(ctx context.Context, pod types.UID) error {
-	if err := m.unprepare(ctx, pod); err != nil {
+	start := time.Now()
+	batches, done, changed := m.release(pod)
+	if !changed {
+		return nil
+	}
+	err := m.unprepare(ctx, batches, done)
+	observeOperation("UnprepareResources", start, err)
+	if err != nil {
 		return fmt.Errorf("unprepare dynamic resources: %w", err)
 	}
 	return nil
 }
 
-func (m *Manager) unprepare(ctx context.Context, pod types.UID) error {
-	batches, done, changed := m.release(pod)
-	if !changed {
-		return nil
-	}
+// unprepare calls the drivers of the claims release took the pod off, then
+// forgets the claims done.
+func (m *Manager) unprepare(ctx context.Context, batches map[string][]*drapb.Claim, done []types.UID) error {
 	for _, driver := range slices.Sorted(maps.Keys(batches)) {
 		c, timeout, err := m.client(driver)
 		if err != nil {
@@ -395,6 +413,27 @@ func (m *Manager) CDIDevices(pod *v1.Pod, c *v1.Container) ([]string, error) {
 	return out, nil
 }
 
+// countInUseLocked sets dra_resource_claims_in_use from the claims pods
+// use (prepared or being prepared), by driver and across all drivers.
+func (m *Manager) countInUseLocked() {
+	byDriver := map[string]float64{}
+	var all float64
+	for _, c := range m.claims {
+		if len(c.PodUIDs) == 0 {
+			continue
+		}
+		all++
+		for _, d := range c.Drivers {
+			byDriver[d.Name]++
+		}
+	}
+	metrics.DRAResourceClaimsInUse.Reset()
+	metrics.DRAResourceClaimsInUse.WithLabelValues(metrics.DRAAnyDriver).Set(all)
+	for name, n := range byDriver {
+		metrics.DRAResourceClaimsInUse.WithLabelValues(name).Set(n)
+	}
+}
+
 // ContainerClaims returns the claims container c of pod uses that are
 // prepared for the pod, in name order, with every device their drivers
 // prepared: what the pod resources API reports. A claim the container
@@ -443,6 +482,7 @@ func (m *Manager) Claims() []ClaimState {
 }
 
 func (m *Manager) saveLocked() error {
+	m.countInUseLocked()
 	if m.opts.StatePath == "" {
 		return nil
 	}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"google.golang.org/grpc"
 	v1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
@@ -21,6 +22,8 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+
+	"github.com/nodelet/nodelet/internal/metrics"
 )
 
 // answers is how a fake driver answers: fail is each claim's error,
@@ -195,6 +198,11 @@ func TestPrepareBatchesSharesAndUnprepares(t *testing.T) {
 		t.Errorf("CDI devices (-want +got):\n%s", diff)
 	}
 
+	for driver, want := range map[string]float64{metrics.DRAAnyDriver: 3, "gpu.example.com": 2, "net.example.com": 2} {
+		if got := testutil.ToFloat64(metrics.DRAResourceClaimsInUse.WithLabelValues(driver)); got != want {
+			t.Errorf("dra_resource_claims_in_use{driver_name=%q} = %v, want %v", driver, got, want)
+		}
+	}
 	var names []string
 	for _, c := range m.ContainerClaims(p1, &p1.Spec.Containers[0]) {
 		names = append(names, c.Name)
@@ -263,6 +271,12 @@ func TestPrepareBatchesSharesAndUnprepares(t *testing.T) {
 	}
 	if got := m.Claims(); len(got) != 0 {
 		t.Errorf("claims left: %v", got)
+	}
+	if got := testutil.ToFloat64(metrics.DRAResourceClaimsInUse.WithLabelValues(metrics.DRAAnyDriver)); got != 0 {
+		t.Errorf("claims in use once every pod is done: %v", got)
+	}
+	if got := testutil.CollectAndCount(metrics.DRAOperationsDuration, "dra_operations_duration_seconds"); got != 4 {
+		t.Errorf("dra_operations_duration_seconds has %d series, want PrepareResources and UnprepareResources, each with and without errors", got)
 	}
 	st, err := LoadState(path, time.Now())
 	if err != nil || len(st.Claims) != 0 {

@@ -3,6 +3,7 @@ package e2e
 import (
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -138,6 +139,15 @@ var _ = Describe("DRA drivers", Ordered, func() {
 		Expect([]string{res.GetDriverName(), res.GetPoolName(), res.GetDeviceName()}).To(Equal([]string{draDriverName, draNode, "dev-0"}))
 		Expect(res.GetCdiDevices()).To(HaveLen(1))
 		Expect(res.GetCdiDevices()[0].GetName()).To(Equal(dradriver.CDIKind + "=dev-0"))
+
+		By("counting the claim in use and the driver's call in the kubelet's DRA metrics")
+		text, err := env.Nodelet.Metrics(ctx)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(text).To(ContainSubstring(`dra_resource_claims_in_use{driver_name="` + draDriverName + `"} 1`))
+		Expect(text).To(MatchRegexp(`dra_resource_claims_in_use\{driver_name="<any>"\} [1-9]`))
+		Expect(text).To(MatchRegexp(`dra_grpc_operations_duration_seconds_count\{driver_name="` + regexp.QuoteMeta(draDriverName) +
+			`",grpc_status_code="OK",method_name="/k8s.io.kubelet.pkg.apis.dra.v1.DRAPlugin/NodePrepareResources"\} 1\n`))
+		Expect(text).To(MatchRegexp(`dra_operations_duration_seconds_count\{is_error="false",operation_name="PrepareResources"\} [1-9]`))
 
 		By("killing and restarting nodelet: the pod keeps its container, nothing is prepared again")
 		Expect(env.Nodelet.Kill()).To(Succeed())
