@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -33,7 +34,7 @@ type options struct {
 	// suite is "node" (the single-node selection), "network" (the
 	// sig-network selection on a multi-node cluster of nodeCount nodes) or
 	// "storage" (the CSI mock specs on a one-node cluster of the network
-	// kind).
+	// kind) or "dra" (the DRA specs on such a cluster).
 	suite     string
 	nodeCount int
 }
@@ -70,11 +71,11 @@ func parseFlags() (options, error) {
 	flag.Var(&skip, "skip", "also skip specs matching this expression (repeatable)")
 	flag.BoolVar(&o.list, "list", false, "print the selected specs and exit")
 	flag.BoolVar(&o.smoke, "smoke", false, "run the smoke subset of make test instead of the whole selection")
-	flag.StringVar(&o.suite, "suite", envOr("SUITE", "node"), "node: node and volume specs on one node; network: sig-network specs on a multi-node cluster with kube-proxy and CoreDNS; storage: the CSI mock specs on one node with kube-proxy and CoreDNS (env SUITE)")
+	flag.StringVar(&o.suite, "suite", envOr("SUITE", "node"), "node: node and volume specs on one node; network: sig-network specs on a multi-node cluster with kube-proxy and CoreDNS; storage: the CSI mock specs on one node with kube-proxy and CoreDNS; dra: the dynamic resource allocation specs on such a node (env SUITE)")
 	flag.IntVar(&o.nodeCount, "nodes", 3, "nodes of the network suite's cluster")
 	flag.Parse()
-	if o.suite != "node" && o.suite != "network" && o.suite != "storage" {
-		return o, fmt.Errorf("-suite %q: want node, network or storage", o.suite)
+	if !slices.Contains([]string{"node", "network", "storage", "dra"}, o.suite) {
+		return o, fmt.Errorf("-suite %q: want node, network, storage or dra", o.suite)
 	}
 	o.out = reportDir(o.out, o.suite, time.Now())
 	if o.suite == "network" && o.nodeCount < 2 {
@@ -157,6 +158,10 @@ func selection(o options, skips []conformance.SkipEntry, agent conformance.Agent
 		s.focus = conformance.StorageFocus
 		s.skip = append(append([]string{}, conformance.StorageSkip...), conformance.SkipPatterns(skips, agent)...)
 	}
+	if o.suite == "dra" {
+		s.focus = conformance.DRAFocus
+		s.skip = append(append([]string{}, conformance.DRASkip...), conformance.SkipPatterns(skips, agent)...)
+	}
 	if len(o.focus) > 0 {
 		// Ginkgo ORs focus expressions (and Go's regexp has no look-ahead
 		// to AND them): an explicit focus replaces the selection's, the
@@ -196,12 +201,19 @@ func runAgent(ctx context.Context, o options, agent conformance.Agent, sel selec
 	if err != nil {
 		return nil, err
 	}
-	if o.suite == "storage" {
+	switch o.suite {
+	case "storage":
 		storage, err := conformance.StorageImageArchives(ctx, os.Stderr)
 		if err != nil {
 			return nil, err
 		}
 		maps.Copy(images, storage)
+	case "dra":
+		dra, err := conformance.DRAImageArchives(ctx, os.Stderr)
+		if err != nil {
+			return nil, err
+		}
+		maps.Copy(images, dra)
 	}
 	dir := filepath.Join(o.out, string(agent))
 	if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -209,23 +221,29 @@ func runAgent(ctx context.Context, o options, agent conformance.Agent, sel selec
 	}
 	var c startedCluster
 	title := "the suite on " + string(agent)
-	if o.suite == "network" || o.suite == "storage" {
+	if o.suite == "network" || o.suite == "storage" || o.suite == "dra" {
+		// The storage and DRA suites run on one node: their drivers'
+		// manifests mount the node agent's root directory, which e2e.test
+		// knows as one path.
+		oneNode := o.suite != "network"
 		nodes := o.nodeCount
 		title = fmt.Sprintf("the network suite on %d nodes of %s", nodes, agent)
-		if o.suite == "storage" {
-			// One node: the CSI specs' manifests mount the node agent's
-			// root directory, which e2e.test knows as one path.
+		if oneNode {
 			nodes = 1
-			title = "the storage suite on one node of " + string(agent)
+			title = "the " + o.suite + " suite on one node of " + string(agent)
 		}
 		mopts := conformance.MultiNodeOptions{Agent: agent, Nodes: nodes, BinDir: bin, Images: images, Log: os.Stdout}
-		if o.suite == "storage" && agent == conformance.AgentNodelet {
-			// Short, for the CSI drivers' socket paths.
-			if mopts.NodeletRootDir, err = os.MkdirTemp("", "nlcsi-"); err != nil {
+		if o.suite == "dra" {
+			mopts.APIServerArgs = conformance.DRAAPIServerArgs
+			mopts.CDISpecDirs = []string{conformance.DRACDISpecDir}
+		}
+		if oneNode && agent == conformance.AgentNodelet {
+			// Short, for the drivers' socket paths.
+			if mopts.NodeletRootDir, err = os.MkdirTemp("", map[string]string{"storage": "nlcsi-", "dra": "nldra-"}[o.suite]); err != nil {
 				return nil, fmt.Errorf("creating nodelet's root directory: %w", err)
 			}
 		}
-		if o.suite == "storage" && agent == conformance.AgentKubelet {
+		if oneNode && agent == conformance.AgentKubelet {
 			// The same for the kubelet, whose directory holds its root
 			// (and is removed by its Stop).
 			if mopts.KubeletDir, err = os.MkdirTemp("", "nlk-"); err != nil {
@@ -240,7 +258,7 @@ func runAgent(ctx context.Context, o options, agent conformance.Agent, sel selec
 		if mopts.NodeletRootDir != "" {
 			c.stop = func() error { return errors.Join(mc.Stop(), removeRootDir(mopts.NodeletRootDir)) }
 		}
-		if o.suite == "storage" {
+		if oneNode {
 			c.rootDir = mc.RootDir(mc.Nodes[0])
 		}
 	} else {

@@ -47,6 +47,21 @@ func TestSelectionStorage(t *testing.T) {
 			skipped: []string{"[sig-storage] CSI Mock Y"},
 		},
 		{
+			name:  "the DRA specs on one node",
+			o:     options{suite: "dra"},
+			agent: conformance.AgentKubelet,
+			runs: []string{
+				"[sig-node] [DRA] kubelet [Feature:DynamicResourceAllocation] must retry NodePrepareResources",
+				"[sig-node] [DRA] kubelet [Feature:DynamicResourceAllocation] sequential update with pods replacing each other [KubeletMinVersion:1.33] [Slow]",
+			},
+			skipped: []string{
+				"[sig-node] [DRA] kubelet [Feature:DynamicResourceAllocation] on multiple nodes with node-local resources uses all resources",
+				"[sig-node] [DRA] kubelet [Feature:DynamicResourceAllocation] on single node supports extended resources together with ResourceClaim [Serial]",
+				"[sig-node] Pods should get a host IP [Conformance] [NodeConformance]",
+				"[sig-storage] CSI Mock workload info Z",
+			},
+		},
+		{
 			name:    "an explicit focus keeps the skips",
 			o:       options{suite: "storage", focus: []string{`CSI Mock volume expansion`}},
 			agent:   conformance.AgentNodelet,

@@ -69,3 +69,44 @@ func TestNetworkSelection(t *testing.T) {
 		}
 	}
 }
+
+// TestDRASelection checks which spec names (Kubernetes 1.37's, as the
+// dry run prints them) the DRA suite's focus and skip expressions select.
+func TestDRASelection(t *testing.T) {
+	tests := []struct {
+		name string
+		want bool
+	}{
+		{"[sig-node] [DRA] kubelet [Feature:DynamicResourceAllocation] registers plugin", true},
+		{"[sig-node] [DRA] kubelet [Feature:DynamicResourceAllocation] on single node supports claim and class parameters", true},
+		{"[sig-node] [DRA] control plane supports claim and class parameters", true},
+		{"[sig-node] [DRA] kubelet [Feature:DynamicResourceAllocation] sequential update with pods replacing each other [KubeletMinVersion:1.33] [Slow]", true},
+		{"[sig-node] [DRA] kubelet [Feature:DynamicResourceAllocation] [FeatureGate:DRAPartitionableDevices] must consume and free up counters [Beta] [FeatureGate:DynamicResourceAllocation]", true},
+		{"[sig-node] [DRA] CRUD Tests resource.k8s.io/v1 ResourceClaim [Conformance]", true},
+		{"[sig-api-machinery] ResourceQuota should create a ResourceQuota and capture the life of a ResourceClaim [FeatureGate:DynamicResourceAllocation] [DRA]", true},
+		// Serial.
+		{"[sig-node] [DRA] kubelet [Feature:DynamicResourceAllocation] on single node supports extended resources together with ResourceClaim [Serial]", false},
+		// Gates off by default.
+		{"[sig-node] [DRA] CRUD Tests resource.k8s.io/v1alpha3 ResourcePoolStatusRequest [FeatureGate:DRAResourcePoolStatus] [Alpha] [Feature:OffByDefault] [FeatureGate:DynamicResourceAllocation]", false},
+		{"[sig-node] [DRA] kubelet [Feature:DynamicResourceAllocation] [FeatureGate:GenericWorkload] [FeatureGate:DRAWorkloadResourceClaims] [KubeletMinVersion:1.36] allocates devices for PodGroups [Beta] [Feature:OffByDefault] [FeatureGate:DynamicResourceAllocation]", false},
+		// Two nodes.
+		{"[sig-node] [DRA] kubelet [Feature:DynamicResourceAllocation] on multiple nodes with node-local resources uses all resources", false},
+		{"[sig-node] [DRA] control plane with different ResourceSlices keeps pod pending because of CEL runtime errors", false},
+		// Not DRA.
+		{"[sig-node] Pods should get a host IP [Conformance] [NodeConformance]", false},
+	}
+	match := func(exprs []string, name string) bool {
+		for _, e := range exprs {
+			if regexp.MustCompile(e).MatchString(name) {
+				return true
+			}
+		}
+		return false
+	}
+	for _, tt := range tests {
+		got := match(DRAFocus, tt.name) && !match(DRASkip, tt.name)
+		if got != tt.want {
+			t.Errorf("%q: selected %v, want %v", tt.name, got, tt.want)
+		}
+	}
+}
