@@ -99,6 +99,22 @@ func SkipList() ([]SkipEntry, error) {
 	return entries, nil
 }
 
+// SkipEntriesIn returns the entries whose spec one of the focus
+// expressions selects: the skip list's entries of one suite.
+func SkipEntriesIn(entries []SkipEntry, focus []string) []SkipEntry {
+	res := make([]*regexp.Regexp, 0, len(focus))
+	for _, f := range focus {
+		res = append(res, regexp.MustCompile(f))
+	}
+	var out []SkipEntry
+	for _, e := range entries {
+		if slices.ContainsFunc(res, func(re *regexp.Regexp) bool { return re.MatchString(e.Name) }) {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
 // SkipPatterns turns the skip entries for agent into --skip expressions
 // matching exactly their names.
 func SkipPatterns(entries []SkipEntry, agent Agent) []string {

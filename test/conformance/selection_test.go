@@ -110,3 +110,25 @@ func TestDRASelection(t *testing.T) {
 		}
 	}
 }
+
+// TestSkipEntriesIn checks that a suite's summary counts its own entries
+// of the skip list: the storage entries are not the node suite's.
+func TestSkipEntriesIn(t *testing.T) {
+	entries, err := SkipList()
+	if err != nil {
+		t.Fatal(err)
+	}
+	storage := SkipEntriesIn(entries, StorageFocus)
+	node := SkipEntriesIn(entries, ConformanceFocus)
+	if len(storage) == 0 || len(node) == 0 {
+		t.Fatalf("%d storage and %d node entries, want some of each", len(storage), len(node))
+	}
+	if len(storage)+len(node) > len(entries) {
+		t.Errorf("%d storage and %d node entries of %d: some counted twice", len(storage), len(node), len(entries))
+	}
+	for _, e := range storage {
+		if !strings.HasPrefix(e.Name, "[sig-storage] CSI Mock") {
+			t.Errorf("%q counted as a storage suite entry", e.Name)
+		}
+	}
+}
