@@ -48,23 +48,15 @@ func TestNetworkSelection(t *testing.T) {
 		{"[sig-network] NetworkPolicy API should support creating NetworkPolicy API operations [Conformance]", false},
 		{"[sig-node] Pods should get a host IP [Conformance] [NodeConformance]", false},
 	}
-	match := func(exprs []string, name string) bool {
-		for _, e := range exprs {
-			if regexp.MustCompile(e).MatchString(name) {
-				return true
-			}
-		}
-		return false
-	}
 	skip := append(append([]string{}, ConformanceSkip...), NetworkSkip...)
 	for _, tt := range tests {
-		got := match(NetworkFocus, tt.name) && !match(skip, tt.name)
+		got := matchAny(NetworkFocus, tt.name) && !matchAny(skip, tt.name)
 		if got != tt.want {
 			t.Errorf("%q: selected %v, want %v", tt.name, got, tt.want)
 		}
 	}
 	for _, f := range NetworkSmokeFocus {
-		if !match(NetworkFocus, regexp.MustCompile(`\\(.)`).ReplaceAllString(f, "$1")) {
+		if !matchAny(NetworkFocus, regexp.MustCompile(`\\(.)`).ReplaceAllString(f, "$1")) {
 			t.Errorf("smoke spec %q is outside NetworkFocus", f)
 		}
 	}
@@ -95,16 +87,8 @@ func TestDRASelection(t *testing.T) {
 		// Not DRA.
 		{"[sig-node] Pods should get a host IP [Conformance] [NodeConformance]", false},
 	}
-	match := func(exprs []string, name string) bool {
-		for _, e := range exprs {
-			if regexp.MustCompile(e).MatchString(name) {
-				return true
-			}
-		}
-		return false
-	}
 	for _, tt := range tests {
-		got := match(DRAFocus, tt.name) && !match(DRASkip, tt.name)
+		got := matchAny(DRAFocus, tt.name) && !matchAny(DRASkip, tt.name)
 		if got != tt.want {
 			t.Errorf("%q: selected %v, want %v", tt.name, got, tt.want)
 		}
@@ -131,4 +115,15 @@ func TestSkipEntriesIn(t *testing.T) {
 			t.Errorf("%q counted as a storage suite entry", e.Name)
 		}
 	}
+}
+
+// matchAny reports whether one of the regular expressions exprs matches
+// name, as ginkgo's --focus and --skip do.
+func matchAny(exprs []string, name string) bool {
+	for _, e := range exprs {
+		if regexp.MustCompile(e).MatchString(name) {
+			return true
+		}
+	}
+	return false
 }
