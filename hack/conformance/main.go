@@ -6,7 +6,9 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"maps"
+	"math/rand/v2"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -240,14 +242,14 @@ func runAgent(ctx context.Context, o options, agent conformance.Agent, sel selec
 		}
 		if oneNode && agent == conformance.AgentNodelet {
 			// Short, for the drivers' socket paths.
-			if mopts.NodeletRootDir, err = os.MkdirTemp("", map[string]string{"storage": "nlcsi-", "dra": "nldra-"}[o.suite]); err != nil {
+			if mopts.NodeletRootDir, err = agentDir(o.suite, "nlcsi-", "/tmp/nd"); err != nil {
 				return nil, fmt.Errorf("creating nodelet's root directory: %w", err)
 			}
 		}
 		if oneNode && agent == conformance.AgentKubelet {
 			// The same for the kubelet, whose directory holds its root
 			// (and is removed by its Stop).
-			if mopts.KubeletDir, err = os.MkdirTemp("", "nlk-"); err != nil {
+			if mopts.KubeletDir, err = agentDir(o.suite, "nlk-", "/tmp/kd"); err != nil {
 				return nil, fmt.Errorf("creating the kubelet's directory: %w", err)
 			}
 		}
@@ -275,6 +277,31 @@ func runAgent(ctx context.Context, o options, agent conformance.Agent, sel selec
 		c = startedCluster{kubeconfig: sc.Kubeconfig, nodes: 1, logs: logs, leftovers: conformance.Leftovers(sc), stop: sc.Stop}
 	}
 	return runSuite(ctx, o, sel, bin, dir, title, c)
+}
+
+// agentDir makes a node agent's directory for the storage suite (a
+// temporary directory named by prefix) or for the DRA suite, whose
+// sockets are longer: a rolling update's DRA socket is
+// <root>/plugins/<driver>/dra-<pod UID>.sock, 89 bytes past the root for
+// the long driver name a spec uses, where a Unix socket's path has at most
+// 107. The DRA suite's directory is short in the form <short><4 hex
+// digits>, 11 bytes, so that the kubelet's root (<dir>/root) is 16 bytes,
+// the length of /var/lib/kubelet.
+func agentDir(suite, prefix, short string) (string, error) {
+	if suite != "dra" {
+		return os.MkdirTemp("", prefix)
+	}
+	for range 100 {
+		dir := fmt.Sprintf("%s%04x", short, rand.IntN(1<<16))
+		err := os.Mkdir(dir, 0o700)
+		if err == nil {
+			return dir, nil
+		}
+		if !errors.Is(err, fs.ErrExist) {
+			return "", fmt.Errorf("creating the agent's directory: %w", err)
+		}
+	}
+	return "", fmt.Errorf("creating the agent's directory: every name %s<4 hex digits> tried exists", short)
 }
 
 // removeRootDir removes a node agent's root directory made outside the
