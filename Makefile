@@ -203,6 +203,11 @@ conformance-storage: deps envtest ## Kubernetes' CSI mock specs on a 1-node clus
 	export KUBEBUILDER_ASSETS="$$(bash hack/envtest.sh)"; \
 	$(GO) run ./hack/conformance -suite storage $(CONFORMANCE_FLAGS)
 
+.PHONY: conformance-dra
+conformance-dra: deps envtest runtime ## Kubernetes' DRA specs ([DRA]) on a 1-node cluster, the test driver in e2e.test, nodelet and the real kubelet as the node's agent (NODE, FOCUS).
+	export KUBEBUILDER_ASSETS="$$(bash hack/envtest.sh)"; \
+	$(GO) run ./hack/conformance -suite dra $(CONFORMANCE_FLAGS)
+
 .PHONY: conformance-network-smoke
 conformance-network-smoke: deps envtest ## The network smoke subset on a 2-node nodelet cluster (not in make test).
 	export KUBEBUILDER_ASSETS="$$(bash hack/envtest.sh)"; \

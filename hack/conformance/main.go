@@ -6,10 +6,13 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"maps"
+	"math/rand/v2"
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -33,7 +36,7 @@ type options struct {
 	// suite is "node" (the single-node selection), "network" (the
 	// sig-network selection on a multi-node cluster of nodeCount nodes) or
 	// "storage" (the CSI mock specs on a one-node cluster of the network
-	// kind).
+	// kind) or "dra" (the DRA specs on such a cluster).
 	suite     string
 	nodeCount int
 }
@@ -70,11 +73,11 @@ func parseFlags() (options, error) {
 	flag.Var(&skip, "skip", "also skip specs matching this expression (repeatable)")
 	flag.BoolVar(&o.list, "list", false, "print the selected specs and exit")
 	flag.BoolVar(&o.smoke, "smoke", false, "run the smoke subset of make test instead of the whole selection")
-	flag.StringVar(&o.suite, "suite", envOr("SUITE", "node"), "node: node and volume specs on one node; network: sig-network specs on a multi-node cluster with kube-proxy and CoreDNS; storage: the CSI mock specs on one node with kube-proxy and CoreDNS (env SUITE)")
+	flag.StringVar(&o.suite, "suite", envOr("SUITE", "node"), "node: node and volume specs on one node; network: sig-network specs on a multi-node cluster with kube-proxy and CoreDNS; storage: the CSI mock specs on one node with kube-proxy and CoreDNS; dra: the dynamic resource allocation specs on such a node (env SUITE)")
 	flag.IntVar(&o.nodeCount, "nodes", 3, "nodes of the network suite's cluster")
 	flag.Parse()
-	if o.suite != "node" && o.suite != "network" && o.suite != "storage" {
-		return o, fmt.Errorf("-suite %q: want node, network or storage", o.suite)
+	if !slices.Contains([]string{"node", "network", "storage", "dra"}, o.suite) {
+		return o, fmt.Errorf("-suite %q: want node, network, storage or dra", o.suite)
 	}
 	o.out = reportDir(o.out, o.suite, time.Now())
 	if o.suite == "network" && o.nodeCount < 2 {
@@ -125,7 +128,8 @@ func run(ctx context.Context, o options) error {
 		}
 		fmt.Printf("conformance: %s done in %s: %d passed, %d failed\n", agent, walls[agent].Round(time.Second), r.Count(conformance.Passed), r.Count(conformance.Failed))
 	}
-	summary := conformance.Summarize(o.nodes, reports, walls, skips, events)
+	// The skip list's entries of this suite: those its focus selects.
+	summary := conformance.Summarize(o.nodes, reports, walls, conformance.SkipEntriesIn(skips, selection(o, nil, o.nodes[0]).focus), events)
 	fmt.Print(summary)
 	if err := os.WriteFile(filepath.Join(o.out, "summary.txt"), []byte(summary), 0o644); err != nil {
 		return fmt.Errorf("writing the summary: %w", err)
@@ -156,6 +160,10 @@ func selection(o options, skips []conformance.SkipEntry, agent conformance.Agent
 	if o.suite == "storage" {
 		s.focus = conformance.StorageFocus
 		s.skip = append(append([]string{}, conformance.StorageSkip...), conformance.SkipPatterns(skips, agent)...)
+	}
+	if o.suite == "dra" {
+		s.focus = conformance.DRAFocus
+		s.skip = append(append([]string{}, conformance.DRASkip...), conformance.SkipPatterns(skips, agent)...)
 	}
 	if len(o.focus) > 0 {
 		// Ginkgo ORs focus expressions (and Go's regexp has no look-ahead
@@ -196,12 +204,19 @@ func runAgent(ctx context.Context, o options, agent conformance.Agent, sel selec
 	if err != nil {
 		return nil, err
 	}
-	if o.suite == "storage" {
+	switch o.suite {
+	case "storage":
 		storage, err := conformance.StorageImageArchives(ctx, os.Stderr)
 		if err != nil {
 			return nil, err
 		}
 		maps.Copy(images, storage)
+	case "dra":
+		dra, err := conformance.DRAImageArchives(ctx, os.Stderr)
+		if err != nil {
+			return nil, err
+		}
+		maps.Copy(images, dra)
 	}
 	dir := filepath.Join(o.out, string(agent))
 	if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -209,26 +224,32 @@ func runAgent(ctx context.Context, o options, agent conformance.Agent, sel selec
 	}
 	var c startedCluster
 	title := "the suite on " + string(agent)
-	if o.suite == "network" || o.suite == "storage" {
+	if o.suite == "network" || o.suite == "storage" || o.suite == "dra" {
+		// The storage and DRA suites run on one node: their drivers'
+		// manifests mount the node agent's root directory, which e2e.test
+		// knows as one path.
+		oneNode := o.suite != "network"
 		nodes := o.nodeCount
 		title = fmt.Sprintf("the network suite on %d nodes of %s", nodes, agent)
-		if o.suite == "storage" {
-			// One node: the CSI specs' manifests mount the node agent's
-			// root directory, which e2e.test knows as one path.
+		if oneNode {
 			nodes = 1
-			title = "the storage suite on one node of " + string(agent)
+			title = "the " + o.suite + " suite on one node of " + string(agent)
 		}
 		mopts := conformance.MultiNodeOptions{Agent: agent, Nodes: nodes, BinDir: bin, Images: images, Log: os.Stdout}
-		if o.suite == "storage" && agent == conformance.AgentNodelet {
-			// Short, for the CSI drivers' socket paths.
-			if mopts.NodeletRootDir, err = os.MkdirTemp("", "nlcsi-"); err != nil {
+		if o.suite == "dra" {
+			mopts.APIServerArgs = conformance.DRAAPIServerArgs
+			mopts.CDISpecDirs = []string{conformance.DRACDISpecDir}
+		}
+		if oneNode && agent == conformance.AgentNodelet {
+			// Short, for the drivers' socket paths.
+			if mopts.NodeletRootDir, err = agentDir(o.suite, "nlcsi-", "/tmp/nd"); err != nil {
 				return nil, fmt.Errorf("creating nodelet's root directory: %w", err)
 			}
 		}
-		if o.suite == "storage" && agent == conformance.AgentKubelet {
+		if oneNode && agent == conformance.AgentKubelet {
 			// The same for the kubelet, whose directory holds its root
 			// (and is removed by its Stop).
-			if mopts.KubeletDir, err = os.MkdirTemp("", "nlk-"); err != nil {
+			if mopts.KubeletDir, err = agentDir(o.suite, "nlk-", "/tmp/kd"); err != nil {
 				return nil, fmt.Errorf("creating the kubelet's directory: %w", err)
 			}
 		}
@@ -240,7 +261,7 @@ func runAgent(ctx context.Context, o options, agent conformance.Agent, sel selec
 		if mopts.NodeletRootDir != "" {
 			c.stop = func() error { return errors.Join(mc.Stop(), removeRootDir(mopts.NodeletRootDir)) }
 		}
-		if o.suite == "storage" {
+		if oneNode {
 			c.rootDir = mc.RootDir(mc.Nodes[0])
 		}
 	} else {
@@ -256,6 +277,31 @@ func runAgent(ctx context.Context, o options, agent conformance.Agent, sel selec
 		c = startedCluster{kubeconfig: sc.Kubeconfig, nodes: 1, logs: logs, leftovers: conformance.Leftovers(sc), stop: sc.Stop}
 	}
 	return runSuite(ctx, o, sel, bin, dir, title, c)
+}
+
+// agentDir makes a node agent's directory for the storage suite (a
+// temporary directory named by prefix) or for the DRA suite, whose
+// sockets are longer: a rolling update's DRA socket is
+// <root>/plugins/<driver>/dra-<pod UID>.sock, 89 bytes past the root for
+// the long driver name a spec uses, where a Unix socket's path has at most
+// 107. The DRA suite's directory is short in the form <short><4 hex
+// digits>, 11 bytes, so that the kubelet's root (<dir>/root) is 16 bytes,
+// the length of /var/lib/kubelet.
+func agentDir(suite, prefix, short string) (string, error) {
+	if suite != "dra" {
+		return os.MkdirTemp("", prefix)
+	}
+	for range 100 {
+		dir := fmt.Sprintf("%s%04x", short, rand.IntN(1<<16))
+		err := os.Mkdir(dir, 0o700)
+		if err == nil {
+			return dir, nil
+		}
+		if !errors.Is(err, fs.ErrExist) {
+			return "", fmt.Errorf("creating the agent's directory: %w", err)
+		}
+	}
+	return "", fmt.Errorf("creating the agent's directory: every name %s<4 hex digits> tried exists", short)
 }
 
 // removeRootDir removes a node agent's root directory made outside the

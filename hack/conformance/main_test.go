@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -45,6 +46,21 @@ func TestSelectionStorage(t *testing.T) {
 			o:       options{suite: "storage"},
 			agent:   conformance.AgentKubelet,
 			skipped: []string{"[sig-storage] CSI Mock Y"},
+		},
+		{
+			name:  "the DRA specs on one node",
+			o:     options{suite: "dra"},
+			agent: conformance.AgentKubelet,
+			runs: []string{
+				"[sig-node] [DRA] kubelet [Feature:DynamicResourceAllocation] must retry NodePrepareResources",
+				"[sig-node] [DRA] kubelet [Feature:DynamicResourceAllocation] sequential update with pods replacing each other [KubeletMinVersion:1.33] [Slow]",
+			},
+			skipped: []string{
+				"[sig-node] [DRA] kubelet [Feature:DynamicResourceAllocation] on multiple nodes with node-local resources uses all resources",
+				"[sig-node] [DRA] kubelet [Feature:DynamicResourceAllocation] on single node supports extended resources together with ResourceClaim [Serial]",
+				"[sig-node] Pods should get a host IP [Conformance] [NodeConformance]",
+				"[sig-storage] CSI Mock workload info Z",
+			},
 		},
 		{
 			name:    "an explicit focus keeps the skips",
@@ -91,5 +107,34 @@ func TestReportDir(t *testing.T) {
 		if got := reportDir(c.out, c.suite, now); got != c.want {
 			t.Errorf("reportDir(%q, %q) = %q, want %q", c.out, c.suite, got, c.want)
 		}
+	}
+}
+
+// TestAgentDir checks that the DRA suite's agent directories are short
+// enough for the longest DRA socket of the specs (a rolling update's, 89
+// bytes past the root) under the kubelet's root, <dir>/root.
+func TestAgentDir(t *testing.T) {
+	const longestSocketPastRoot = len("/plugins/gpu.dra-example-driver.sigs.k8s.io/dra-a2d8fac4-a22b-4723-b28c-e461b2f9096a.sock")
+	short := filepath.Join(t.TempDir(), "kd")
+	dir, err := agentDir("dra", "nlk-", short)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st, err := os.Stat(dir); err != nil || !st.IsDir() {
+		t.Fatalf("%s: not a directory (%v)", dir, err)
+	}
+	if len(dir) != len(short)+4 {
+		t.Errorf("%s: want %s and 4 hex digits", dir, short)
+	}
+	if got := len("/tmp/kd0000/root") + longestSocketPastRoot; got > 107 {
+		t.Errorf("the kubelet's longest DRA socket path has %d bytes, more than a Unix socket's 107", got)
+	}
+	other, err := agentDir("storage", "nlk-", short)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(other)
+	if !strings.HasPrefix(filepath.Base(other), "nlk-") {
+		t.Errorf("storage suite's directory %s, want a temporary one named nlk-*", other)
 	}
 }

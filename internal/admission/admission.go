@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	v1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -285,16 +286,21 @@ const ReasonOutOfPrefix = "OutOf"
 // other scalar resources whether the node has them or not (an absent one
 // has nothing to give), extended resources only when the node advertises
 // them (one it does not is taken for a cluster-level resource the node
-// does not count), and never an extended resource the pod gets from a
-// DRA claim (status.extendedResourceClaimStatus).
+// does not count), and never a resource the pod gets from a DRA claim
+// (status.extendedResourceClaimStatus): an extended resource, or a
+// device class's implicit deviceclass.resource.kubernetes.io/<class>, which
+// no node advertises.
 func scalarRequests(pod *v1.Pod, want, alloc v1.ResourceList) []v1.ResourceName {
 	var out []v1.ResourceName
 	for name, q := range want {
 		if q.IsZero() || !isScalarResource(name) {
 			continue
 		}
+		if (isExtendedResource(name) || strings.HasPrefix(string(name), resourceapi.ResourceDeviceClassPrefix)) && claimBacked(pod, name) {
+			continue
+		}
 		if isExtendedResource(name) {
-			if _, advertised := alloc[name]; !advertised || claimBacked(pod, name) {
+			if _, advertised := alloc[name]; !advertised {
 				continue
 			}
 		}

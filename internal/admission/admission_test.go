@@ -85,6 +85,10 @@ func pods(n int, opts ...podOpt) []*v1.Pod {
 	return out
 }
 
+// deviceClassResource is the extended resource name that a DeviceClass
+// without an explicit one is requested by (DRAExtendedResource).
+const deviceClassResource v1.ResourceName = "deviceclass.resource.kubernetes.io/gpu-class"
+
 func TestAdmit(t *testing.T) {
 	always := v1.ContainerRestartPolicyAlways
 	never := v1.ContainerRestartPolicyNever
@@ -166,6 +170,12 @@ func TestAdmit(t *testing.T) {
 			p.Status.ExtendedResourceClaimStatus = &v1.PodExtendedResourceClaimStatus{ResourceClaimName: "c",
 				RequestMappings: []v1.ContainerExtendedResourceRequest{{ContainerName: "c", ResourceName: string(gpu), RequestName: "r"}}}
 		}), node: withAlloc(node(110, "2", "4Gi"), gpu, "2")},
+		{name: "a device class's implicit extended resource a DRA claim provides", pod: pod("new", scalar(deviceClassResource, "2"), func(p *v1.Pod) {
+			p.Status.ExtendedResourceClaimStatus = &v1.PodExtendedResourceClaimStatus{ResourceClaimName: "c",
+				RequestMappings: []v1.ContainerExtendedResourceRequest{{ContainerName: "c", ResourceName: string(deviceClassResource), RequestName: "r"}}}
+		}), node: node(110, "2", "4Gi")},
+		{name: "a device class's implicit extended resource without a claim", pod: pod("new", scalar(deviceClassResource, "2")),
+			node: node(110, "2", "4Gi"), wantReason: "OutOf" + string(deviceClassResource)},
 		{name: "huge pages fit", pod: pod("new", scalar(hugepages2Mi, "4Mi")), node: withAlloc(node(110, "2", "4Gi"), hugepages2Mi, "8Mi"),
 			admitted: pods(1, scalar(hugepages2Mi, "4Mi"))},
 		{name: "huge pages over allocatable", pod: pod("new", scalar(hugepages2Mi, "6Mi")),

@@ -754,8 +754,10 @@ func wantsRecursiveReadOnly(pod *corev1.Pod) bool {
 
 // patchStatus writes status with one strategic-merge patch of the status
 // subresource when it differs from what the API server holds, so
-// conditions others own (readiness gates) are kept.
+// conditions others own (readiness gates) are kept, and the claim statuses
+// others write are left as they are (status.KeepOthers).
 func (r *PodReconciler) patchStatus(ctx context.Context, s *podScope, want corev1.PodStatus) error {
+	want = status.KeepOthers(s.pod.Status, want)
 	if staticpod.IsStatic(s.pod) {
 		return r.writeStaticStatus(ctx, s, want)
 	}

@@ -33,6 +33,12 @@ type MultiNodeOptions struct {
 	// KubeletDir, when set, is the kubelet's directory (one node only),
 	// whose root is <KubeletDir>/root: short for the same reason.
 	KubeletDir string
+	// APIServerArgs are more kube-apiserver flags (name without dashes →
+	// value).
+	APIServerArgs map[string]string
+	// CDISpecDirs are more directories of CDI specs the nodes' containerds
+	// read.
+	CDISpecDirs []string
 }
 
 // MultiNodeCluster is a started multi-node cluster.
@@ -57,10 +63,12 @@ func StartMultiNodeCluster(ctx context.Context, opts MultiNodeOptions) (*MultiNo
 		opts.Log = io.Discard
 	}
 	copts := utils.ClusterOptions{
-		Nodes:        opts.Nodes,
-		NamePrefix:   "conformance-" + string(opts.Agent),
-		Images:       []string{utils.PauseImage},
-		ReadyTimeout: multiNodeReadyTimeout,
+		Nodes:         opts.Nodes,
+		NamePrefix:    "conformance-" + string(opts.Agent),
+		Images:        []string{utils.PauseImage},
+		ReadyTimeout:  multiNodeReadyTimeout,
+		APIServerArgs: opts.APIServerArgs,
+		CDISpecDirs:   opts.CDISpecDirs,
 		Addons: func(ctx context.Context, c *utils.Cluster) error {
 			start := time.Now()
 			for _, n := range c.Nodes {
@@ -193,3 +201,19 @@ func (c *MultiNodeCluster) RootDir(n *utils.ClusterNode) string {
 	}
 	return ""
 }
+
+// DRAAPIServerArgs serve the resource.k8s.io versions besides v1 that the
+// DRA specs use, as the specs' own cluster configuration does
+// (test/e2e/dra/kind.yaml): v1beta1 and v1beta2 (the specs "with v1beta1
+// API" and "with v1beta2 API"), and v1alpha3 (ResourcePoolStatusRequests,
+// whose gate DRAResourcePoolStatus is on by default). Feature gates stay
+// at their defaults.
+var DRAAPIServerArgs = map[string]string{
+	"runtime-config": "resource.k8s.io/v1beta1=true,resource.k8s.io/v1beta2=true,resource.k8s.io/v1alpha3=true",
+}
+
+// DRACDISpecDir is where the DRA test driver's pod writes the CDI specs of
+// the devices it prepares: a hostPath volume of dra-test-driver-proxy.yaml
+// that e2e.test does not move with the agent's root directory. The node's
+// containerd reads it besides its own CDI directory.
+const DRACDISpecDir = "/var/run/cdi"

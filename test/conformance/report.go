@@ -46,11 +46,12 @@ func List(ctx context.Context, binDir string, focus, skip []string) ([]string, e
 // (which do not belong in the skip list).
 func Summarize(agents []Agent, reports map[Agent]*Report, walls map[Agent]time.Duration, skips []SkipEntry, events map[Agent]map[string][]string) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "\n%-10s %8s %8s %10s\n", "agent", "passed", "failed", "wall")
+	fmt.Fprintf(&b, "\n%-10s %8s %8s %8s %10s\n", "agent", "passed", "failed", "skipped", "wall")
 	for _, a := range agents {
 		r := reports[a]
-		fmt.Fprintf(&b, "%-10s %8d %8d %10s\n", a, r.Count(Passed), r.Count(Failed), walls[a].Round(time.Second))
+		fmt.Fprintf(&b, "%-10s %8d %8d %8d %10s\n", a, r.Count(Passed), r.Count(Failed), len(r.SkippedAtRunTime()), walls[a].Round(time.Second))
 	}
+	b.WriteString("(skipped: specs that started and skipped themselves)\n")
 	for _, a := range agents {
 		n := 0
 		for _, e := range skips {
@@ -68,6 +69,15 @@ func Summarize(agents []Agent, reports map[Agent]*Report, walls map[Agent]time.D
 			fmt.Fprintf(&b, "- %s\n%s\n", n, indent(r.Specs[n].Message, "    "))
 			for _, e := range events[a][n] {
 				fmt.Fprintf(&b, "    %s event: %s\n", a, e)
+			}
+		}
+	}
+	for _, a := range agents {
+		r := reports[a]
+		if skipped := r.SkippedAtRunTime(); len(skipped) > 0 {
+			fmt.Fprintf(&b, "\nSkipped at run time on %s (%d):\n", a, len(skipped))
+			for _, n := range skipped {
+				fmt.Fprintf(&b, "- %s\n%s\n", n, indent(r.Specs[n].Message, "    "))
 			}
 		}
 	}

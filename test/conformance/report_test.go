@@ -20,8 +20,15 @@ func TestReadJUnit(t *testing.T) {
 	if got := r.Specs[failed].Message; got != "Timed out after 240.001s.\nExpected\n    content\n[FAILED] Timed out after 240.001s." {
 		t.Errorf("message = %q", got)
 	}
-	if got := r.Count(Skipped); got != 1 {
-		t.Errorf("skipped = %d, want 1", got)
+	if got := r.Count(Skipped); got != 2 {
+		t.Errorf("skipped = %d, want 2", got)
+	}
+	selfSkipped := "[sig-node] [DRA] kubelet uses all resources"
+	if got := r.SkippedAtRunTime(); !reflect.DeepEqual(got, []string{selfSkipped}) {
+		t.Errorf("skipped at run time = %q", got)
+	}
+	if got := r.Specs[selfSkipped].Message; got != "2 ready nodes required, only have 1" {
+		t.Errorf("skip message = %q", got)
 	}
 }
 

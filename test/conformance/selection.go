@@ -99,6 +99,22 @@ func SkipList() ([]SkipEntry, error) {
 	return entries, nil
 }
 
+// SkipEntriesIn returns the entries whose spec one of the focus
+// expressions selects: the skip list's entries of one suite.
+func SkipEntriesIn(entries []SkipEntry, focus []string) []SkipEntry {
+	res := make([]*regexp.Regexp, 0, len(focus))
+	for _, f := range focus {
+		res = append(res, regexp.MustCompile(f))
+	}
+	var out []SkipEntry
+	for _, e := range entries {
+		if slices.ContainsFunc(res, func(re *regexp.Regexp) bool { return re.MatchString(e.Name) }) {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
 // SkipPatterns turns the skip entries for agent into --skip expressions
 // matching exactly their names.
 func SkipPatterns(entries []SkipEntry, agent Agent) []string {
@@ -154,4 +170,35 @@ var StorageSkip = []string{
 	`\[Disruptive\]`,
 	`\[Flaky\]`,
 	`\[Feature:[^\]]*\]`,
+}
+
+// DRAFocus selects Kubernetes' dynamic resource allocation specs
+// (test/e2e/dra, labelled [DRA]): their test driver runs inside e2e.test
+// and reaches the node agent through a pod that forwards its registration
+// and DRA sockets (dra-test-driver-proxy.yaml), so the specs see every
+// NodePrepareResources and NodeUnprepareResources call; the control-plane
+// specs among them exercise the API server, the scheduler and the
+// controller-manager.
+var DRAFocus = []string{
+	`\[DRA\]`,
+}
+
+// DRASkip replaces ConformanceSkip in the DRA suite. Serial, disruptive
+// and flaky specs do not run; [Slow] ones do (they are about the node
+// agent), and so do [Feature:DynamicResourceAllocation] ones (CDI in the
+// runtime, the driver's sockets under the agent's root directory: the
+// cluster has both) and those of feature gates on by default in 1.37,
+// beta ones included. Left out besides:
+var DRASkip = []string{
+	`\[Serial\]`,
+	`\[Disruptive\]`,
+	`\[Flaky\]`,
+	// specs of feature gates off by default (alpha ones, beta ones off by
+	// default, GenericWorkload, deprecated and locked off: the framework
+	// marks every one of them so), which the cluster leaves off;
+	`\[Feature:OffByDefault\]`,
+	// and the specs that need two nodes: the cluster has one (the driver's
+	// manifest mounts the node agent's root directory, which e2e.test
+	// knows as one path).
+	`\[DRA\] (control plane|kubelet \[Feature:DynamicResourceAllocation\] on multiple nodes) with (different ResourceSlices|node-local resources) `,
 }

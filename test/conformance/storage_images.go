@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
@@ -57,6 +58,10 @@ type hostBinaryImage struct {
 	StandIn bool
 	// Extra are more stand-ins the image holds at /<name>.
 	Extra []string
+	// OnBusybox builds the image on the harness's busybox (BusyboxImage,
+	// bash as /bin/sh): for images whose pods run shell commands, as
+	// the real image's base allows.
+	OnBusybox bool
 }
 
 // storageRecipes are the storage suite's images of host binaries: the
@@ -65,8 +70,23 @@ var storageRecipes = []hostBinaryImage{
 	{Image: CSIProvisionerImage, Binary: "csi-provisioner", Entrypoint: "csi-provisioner"},
 	{Image: CSIAttacherImage, Binary: "csi-attacher", Entrypoint: "csi-attacher"},
 	{Image: CSIRegistrarImage, Binary: "csi-registrar", Entrypoint: "csi-node-driver-registrar", StandIn: true},
-	{Image: HostpathPluginImage, Binary: "csi-mock-proxy", Entrypoint: "hostpathplugin", StandIn: true, Extra: []string{"csi-mock-driver"}},
+	hostpathPluginRecipe,
 }
+
+// hostpathPluginRecipe is hostpathplugin's stand-in. The real image's base
+// has a shell, and the DRA specs' driver pod (dra-test-driver-proxy.yaml)
+// runs in it: its command is a shell loop of sleep, and e2e.test execs the
+// proxy mode, then rm, mkdir, base64 -d, mv in it to write the driver's
+// CDI specs.
+var hostpathPluginRecipe = hostBinaryImage{
+	Image: HostpathPluginImage, Binary: "csi-mock-proxy", Entrypoint: "hostpathplugin",
+	StandIn: true, Extra: []string{"csi-mock-driver"}, OnBusybox: true,
+}
+
+// draRecipes are the DRA suite's images of host binaries: only the
+// hostpathplugin stand-in, whose proxy mode forwards the driver's
+// registration and DRA sockets to e2e.test.
+var draRecipes = []hostBinaryImage{hostpathPluginRecipe}
 
 // standInCommands are the stand-ins' packages by binary name.
 var standInCommands = map[string]string{
@@ -104,9 +124,26 @@ func sidecarVersions(recipes []hostBinaryImage) ([]string, error) {
 // returns image name → archive path. The sidecars' first build takes
 // several minutes; progress, when not nil, gets its lines.
 func StorageImageArchives(ctx context.Context, progress io.Writer) (map[string]string, error) {
-	sidecars, err := buildSidecars(ctx, progress)
-	if err != nil {
-		return nil, err
+	return hostBinaryArchives(ctx, progress, storageRecipes, true)
+}
+
+// DRAImageArchives builds the DRA suite's images (draRecipes) like
+// StorageImageArchives, without the sidecars.
+func DRAImageArchives(ctx context.Context, progress io.Writer) (map[string]string, error) {
+	return hostBinaryArchives(ctx, progress, draRecipes, false)
+}
+
+// hostBinaryArchives builds the images of recipes, and BusyboxPrevImage
+// when withBusyboxPrev, into <cache>/conformance-storage-images/<key>
+// (the key covers every image's content) and returns image name →
+// archive path.
+func hostBinaryArchives(ctx context.Context, progress io.Writer, recipes []hostBinaryImage, withBusyboxPrev bool) (map[string]string, error) {
+	sidecars := ""
+	if slices.ContainsFunc(recipes, func(r hostBinaryImage) bool { return !r.StandIn }) {
+		var err error
+		if sidecars, err = buildSidecars(ctx, progress, recipes); err != nil {
+			return nil, err
+		}
 	}
 	// A fixed directory: the binaries' paths are in the images, and in
 	// their cache key.
@@ -118,9 +155,9 @@ func StorageImageArchives(ctx context.Context, progress io.Writer) (map[string]s
 		return nil, err
 	}
 	h := sha256.New()
-	fmt.Fprintln(h, "conformance-storage-images-v1")
+	fmt.Fprintln(h, "conformance-storage-images-v2")
 	layers := map[string]*imagebuild.Layer{}
-	for _, r := range storageRecipes {
+	for _, r := range recipes {
 		dir := sidecars
 		if r.StandIn {
 			dir = standIns
@@ -138,7 +175,7 @@ func StorageImageArchives(ctx context.Context, progress io.Writer) (map[string]s
 			l.Symlink(e, filepath.Join(dir, e))
 		}
 		layers[r.Image] = l
-		fmt.Fprintln(h, r.Image, r.Entrypoint, sum)
+		fmt.Fprintln(h, r.Image, r.Entrypoint, r.OnBusybox, sum)
 	}
 	busybox, err := utils.ImageArchive(ctx, utils.BusyboxImage)
 	if err != nil {
@@ -166,9 +203,22 @@ func StorageImageArchives(ctx context.Context, progress io.Writer) (map[string]s
 		out[image] = path
 		return nil
 	}
-	for _, r := range storageRecipes {
-		layer, entrypoint := layers[r.Image], r.Entrypoint
-		build := func(context.Context, string) (v1.Image, error) {
+	for _, r := range recipes {
+		layer, entrypoint, withShell := layers[r.Image], r.Entrypoint, r.OnBusybox
+		build := func(ctx context.Context, _ string) (v1.Image, error) {
+			if withShell {
+				base, err := onBusybox(ctx, nil, func(*v1.Config) {})
+				if err != nil {
+					return nil, err
+				}
+				img, err := imagebuild.Append(base, layer, utils.ImageEpoch)
+				if err != nil {
+					return nil, err
+				}
+				return imagebuild.EditConfig(img, func(c *v1.Config) {
+					c.Entrypoint, c.Cmd = []string{"/" + entrypoint}, nil
+				})
+			}
 			return imagebuild.Single(layer, runtime.GOARCH, utils.ImageEpoch, v1.Config{
 				Entrypoint: []string{"/" + entrypoint},
 				Env:        []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"},
@@ -178,16 +228,18 @@ func StorageImageArchives(ctx context.Context, progress io.Writer) (map[string]s
 			return nil, err
 		}
 	}
-	if err := add(BusyboxPrevImage, buildBusybox); err != nil {
-		return nil, err
+	if withBusyboxPrev {
+		if err := add(BusyboxPrevImage, buildBusybox); err != nil {
+			return nil, err
+		}
 	}
 	return out, nil
 }
 
 // buildSidecars runs hack/csi.sh for the sidecar images' versions and
 // returns the directory of the binaries.
-func buildSidecars(ctx context.Context, progress io.Writer) (string, error) {
-	env, err := sidecarVersions(storageRecipes)
+func buildSidecars(ctx context.Context, progress io.Writer, recipes []hostBinaryImage) (string, error) {
+	env, err := sidecarVersions(recipes)
 	if err != nil {
 		return "", err
 	}
@@ -206,7 +258,7 @@ func buildSidecars(ctx context.Context, progress io.Writer) (string, error) {
 		return "", fmt.Errorf("building the CSI sidecars (%s): %w", strings.Join(env, " "), err)
 	}
 	var names []string
-	for _, r := range storageRecipes {
+	for _, r := range recipes {
 		if !r.StandIn {
 			names = append(names, r.Binary)
 		}

@@ -85,3 +85,23 @@ func TestStorageRecipes(t *testing.T) {
 		t.Errorf("%d images, want %d", len(seen), len(entrypoints))
 	}
 }
+
+// TestDRARecipes checks the DRA suite's images: storage's own recipes (one
+// build serves both suites), stand-ins only (no sidecar to build), and a
+// hostpathplugin with a shell, which the DRA driver's pod runs.
+func TestDRARecipes(t *testing.T) {
+	if len(draRecipes) == 0 {
+		t.Fatal("no DRA recipes")
+	}
+	for _, r := range draRecipes {
+		if !slices.ContainsFunc(storageRecipes, func(s hostBinaryImage) bool { return s.Image == r.Image && s.Binary == r.Binary }) {
+			t.Errorf("%s: not the storage suite's recipe", r.Image)
+		}
+		if !r.StandIn {
+			t.Errorf("%s: not a stand-in", r.Image)
+		}
+		if r.Image == HostpathPluginImage && !r.OnBusybox {
+			t.Errorf("%s: without a shell", r.Image)
+		}
+	}
+}

@@ -136,7 +136,9 @@ const (
 type SpecResult struct {
 	Name    string
 	Outcome Outcome
-	// Message is the failure's message (the first lines of it).
+	// Message is the failure's message (the first lines of it), or why
+	// a spec that started skipped itself (empty for the specs the focus
+	// and skip expressions left out).
 	Message  string
 	Duration time.Duration
 }
@@ -155,6 +157,19 @@ func (r *Report) Count(o Outcome) int {
 		}
 	}
 	return n
+}
+
+// SkippedAtRunTime returns the names of the specs that started and
+// skipped themselves, sorted.
+func (r *Report) SkippedAtRunTime() []string {
+	var names []string
+	for _, s := range r.Specs {
+		if s.Outcome == Skipped && s.Message != "" {
+			names = append(names, s.Name)
+		}
+	}
+	sort.Strings(names)
+	return names
 }
 
 // Names returns the names of the specs with outcome o, sorted.
@@ -229,6 +244,12 @@ func caseResult(c junitCase) SpecResult {
 		res.Outcome, res.Message = Failed, firstLines(c.Error.Message+"\n"+c.Error.Text, 6)
 	case c.Skipped != nil || c.Status == "skipped" || c.Status == "pending":
 		res.Outcome = Skipped
+		// Ginkgo writes a bare "skipped" for a spec it never started,
+		// "skipped - <why>" for one that skipped itself (too few nodes,
+		// a missing capability).
+		if c.Skipped != nil && c.Skipped.Message != "skipped" {
+			res.Message = firstLines(strings.TrimPrefix(c.Skipped.Message, "skipped - "), 3)
+		}
 	}
 	return res
 }

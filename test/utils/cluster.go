@@ -69,6 +69,12 @@ type ClusterOptions struct {
 	// StartAgent's agent (ClusterKubelet) run: a host of its own for what
 	// an install writes to the paths it names.
 	NodeMounts *NodeMountOptions
+	// APIServerArgs are more kube-apiserver flags, name (without dashes)
+	// to value: API versions the cluster serves (runtime-config), say.
+	APIServerArgs map[string]string
+	// CDISpecDirs are more directories of CDI specs every node's
+	// containerd reads (ContainerdOptions.CDISpecDirs).
+	CDISpecDirs []string
 }
 
 // ClusterPart is something StartCluster made: a node network, a directory
@@ -138,7 +144,7 @@ type Cluster struct {
 // containerd writes its CNI configuration from the pod CIDR nodelet hands
 // it (the Node's spec.podCIDRs, CRI UpdateRuntimeConfig).
 func (c *Cluster) nodeContainerdOptions(node *ClusterNode) ContainerdOptions {
-	opts := ContainerdOptions{Images: c.Options.Images, NetNS: node.Net.Namespace, PodCIDRFromRuntime: true}
+	opts := ContainerdOptions{Images: c.Options.Images, NetNS: node.Net.Namespace, PodCIDRFromRuntime: true, CDISpecDirs: c.Options.CDISpecDirs}
 	if node.Mounts != nil {
 		opts.MountNS = node.Mounts.NSPath
 	}
@@ -233,6 +239,7 @@ func (c *Cluster) startControlPlane(ctx context.Context) error {
 		BootstrapTokenAuth:      true,
 		ServiceAccountAdmission: true,
 		BindAddress:             c.Network.HostIP,
+		Args:                    c.Options.APIServerArgs,
 	})
 	if err != nil {
 		return err

@@ -63,6 +63,11 @@ type ContainerdOptions struct {
 	// its pod CIDR's gateway: with HostIP, the Node's pod CIDR must be
 	// Subnet.
 	PodCIDRFromRuntime bool
+	// CDISpecDirs are more directories of CDI specs the CRI reads, after
+	// its own (CDISpecDir): a machine-wide one such as /var/run/cdi, where
+	// a driver's pod writes specs through a hostPath volume. They are made
+	// when missing.
+	CDISpecDirs []string
 }
 
 // Containerd is a private containerd started by StartContainerd. Its root,
@@ -397,7 +402,7 @@ disabled_plugins = [
   # CDI devices (DRA drivers', always applied by containerd 2.4) from a
   # directory of this instance, which the tests' drivers write their specs
   # into (CDISpecDir).
-  cdi_spec_dirs = [{{q .CDIDir}}]
+  cdi_spec_dirs = [{{.CDIDirs}}]
 
   [plugins."io.containerd.cri.v1.runtime".containerd]
     default_runtime_name = "runc"
@@ -505,11 +510,16 @@ func (c *Containerd) writeConfig() error {
 		"Bridge":        c.Bridge,
 		"Subnet":        c.Subnet.String(),
 		"IPAMDir":       filepath.Join(c.Dir, "cni", "ipam"),
-		"CDIDir":        c.CDISpecDir(),
+		"CDIDirs":       tomlStrings(append([]string{c.CDISpecDir()}, c.opts.CDISpecDirs...)),
 	}
 	for _, d := range []string{"root", "state", "opt", "runc", "cni/net.d", "cni/ipam", "certs.d", "cdi"} {
 		if err := os.MkdirAll(filepath.Join(c.Dir, d), 0o755); err != nil {
 			return fmt.Errorf("creating containerd directory %s: %w", d, err)
+		}
+	}
+	for _, d := range c.opts.CDISpecDirs {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return fmt.Errorf("creating the CDI spec directory %s: %w", d, err)
 		}
 	}
 	if n := c.opts.RootTmpfsBytes; n > 0 {
@@ -548,6 +558,15 @@ func (c *Containerd) CDISpecDir() string { return filepath.Join(c.Dir, "cdi") }
 // configuration is version 3.
 func (c *Containerd) containerd2() bool {
 	return IsContainerd2()
+}
+
+// tomlStrings renders strs as the items of a TOML array of strings.
+func tomlStrings(strs []string) string {
+	quoted := make([]string, len(strs))
+	for i, s := range strs {
+		quoted[i] = strconv.Quote(s)
+	}
+	return strings.Join(quoted, ", ")
 }
 
 func writeTemplate(path string, t *template.Template, data any) error {

@@ -39,6 +39,10 @@ func TestContainerdConfigLoads(t *testing.T) {
 				socket: filepath.Join(dir, "containerd.sock"),
 				config: filepath.Join(dir, "config.toml"),
 			}
+			extraCDI := filepath.Join(dir, "var-run-cdi")
+			if podCIDRFromRuntime {
+				c.opts.CDISpecDirs = []string{extraCDI}
+			}
 			if err := c.writeConfig(); err != nil {
 				t.Fatal(err)
 			}
@@ -89,6 +93,11 @@ func TestContainerdConfigLoads(t *testing.T) {
 					struct{ table, line string }{images + ".pinned_images", `sandbox = "` + PauseImage + `"`},
 					struct{ table, line string }{`"io.containerd.nri.v1.nri"`, ``},
 				)
+				cdi := `cdi_spec_dirs = ["` + c.CDISpecDir() + `"]`
+				if podCIDRFromRuntime {
+					cdi = `cdi_spec_dirs = ["` + c.CDISpecDir() + `", "` + extraCDI + `"]`
+				}
+				want = append(want, struct{ table, line string }{cri, cdi})
 			} else {
 				want = append(want,
 					struct{ table, line string }{cri + ".cni", `bin_dir = "/usr/lib/cni"`},

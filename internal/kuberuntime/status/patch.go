@@ -32,3 +32,17 @@ func Patch(uid types.UID, was, want v1.PodStatus) ([]byte, error) {
 	}
 	return patch, nil
 }
+
+// KeepOthers returns want with the fields of the pod's status that other
+// components write as they are in was: the ResourceClaim controller's
+// resourceClaimStatuses and the scheduler's extendedResourceClaimStatus and
+// nodeAllocatableResourceClaimStatuses. The node agent computes a status
+// without them, and a patch that dropped them would be refused by the
+// NodeRestriction admission plugin ("cannot update resource claim
+// statues"): every status write of a pod with claims would fail.
+func KeepOthers(was, want v1.PodStatus) v1.PodStatus {
+	want.ResourceClaimStatuses = was.ResourceClaimStatuses
+	want.ExtendedResourceClaimStatus = was.ExtendedResourceClaimStatus
+	want.NodeAllocatableResourceClaimStatuses = was.NodeAllocatableResourceClaimStatuses
+	return want
+}

@@ -93,3 +93,36 @@ func TestPatchTakesTheStoredStatusToTheNewOne(t *testing.T) {
 		})
 	}
 }
+
+// TestKeepOthersLeavesTheClaimStatusesAlone checks that a status the node
+// computes keeps what the ResourceClaim controller and the scheduler wrote,
+// so that the patch does not touch it (NodeRestriction refuses one that
+// does).
+func TestKeepOthersLeavesTheClaimStatusesAlone(t *testing.T) {
+	claim := "pod-claim-x7"
+	was := v1.PodStatus{
+		Phase:                 v1.PodPending,
+		ResourceClaimStatuses: []v1.PodResourceClaimStatus{{Name: "gpu", ResourceClaimName: &claim}},
+		ExtendedResourceClaimStatus: &v1.PodExtendedResourceClaimStatus{ResourceClaimName: "pod-extended-resources-2",
+			RequestMappings: []v1.ContainerExtendedResourceRequest{{ContainerName: "c", ResourceName: "example.com/gpu", RequestName: "container-0-request-0"}}},
+		NodeAllocatableResourceClaimStatuses: []v1.NodeAllocatableResourceClaimStatus{{ResourceClaimName: "pod-claim-x7"}},
+	}
+	want := KeepOthers(was, v1.PodStatus{Phase: v1.PodRunning})
+	patch, err := Patch("uid-1", was, want)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got map[string]any
+	if err := json.Unmarshal(patch, &got); err != nil {
+		t.Fatal(err)
+	}
+	status, _ := got["status"].(map[string]any)
+	for _, field := range []string{"resourceClaimStatuses", "extendedResourceClaimStatus", "nodeAllocatableResourceClaimStatuses"} {
+		if _, ok := status[field]; ok {
+			t.Errorf("the patch changes %s: %s", field, patch)
+		}
+	}
+	if status["phase"] != string(v1.PodRunning) {
+		t.Errorf("the patch does not set the phase: %s", patch)
+	}
+}
