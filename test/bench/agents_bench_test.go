@@ -180,20 +180,7 @@ func BenchmarkSideBySide(b *testing.B) {
 func (c *cluster) runAgent(b *testing.B, floor *criFloor, name string, iter int, points []int) agentRun {
 	b.Helper()
 	ctx := b.Context()
-	label := fmt.Sprintf("sidebyside-%d", iter)
-	var ag agent
-	switch name {
-	case nodeletAgentName:
-		ag = c.startNodeletAgent(b, label)
-	case kubeletAgentName:
-		ag = c.startKubeletAgent(b, label, func() error {
-			ctx, cancel := context.WithTimeout(context.Background(), agentStopTimeout)
-			defer cancel()
-			return floor.clearRuntime(ctx)
-		})
-	default:
-		b.Fatalf("no agent %q", name)
-	}
+	ag := c.startAgent(b, floor, name, fmt.Sprintf("sidebyside-%d", iter))
 	run := agentRun{name: name}
 	time.Sleep(idleSettle)
 	run.idle = readMemSplit(ag.pid())
@@ -222,6 +209,24 @@ func (c *cluster) runAgent(b *testing.B, floor *criFloor, name string, iter int,
 		b.Fatalf("clearing up after %s: %v", name, err)
 	}
 	return run
+}
+
+// startAgent starts the named agent for benchNode and waits for its Node to
+// be Ready; label names its kept log.
+func (c *cluster) startAgent(b *testing.B, floor *criFloor, name, label string) agent {
+	b.Helper()
+	switch name {
+	case nodeletAgentName:
+		return c.startNodeletAgent(b, label)
+	case kubeletAgentName:
+		return c.startKubeletAgent(b, label, func() error {
+			ctx, cancel := context.WithTimeout(context.Background(), agentStopTimeout)
+			defer cancel()
+			return floor.clearRuntime(ctx)
+		})
+	}
+	b.Fatalf("no agent %q", name)
+	return nil
 }
 
 // burstOn creates n sleeper pods at once in ns, waits for all to be Ready,
@@ -391,6 +396,8 @@ type figure struct {
 	// kubelet; maxValue bounds nodelet's value; maxOverFloor bounds
 	// nodelet − floor.
 	maxVsFloor, maxVsKubelet, maxValue, maxOverFloor float64
+	// mustBeZero: nodelet's value must be 0.
+	mustBeZero bool
 	// note is the target column of a row without a bound.
 	note string
 }
@@ -423,6 +430,9 @@ func (f figure) target() string {
 	if f.maxVsKubelet > 0 {
 		parts = append(parts, fmt.Sprintf("≤ %.2f× kubelet", f.maxVsKubelet))
 	}
+	if f.mustBeZero {
+		parts = append(parts, "0")
+	}
 	if len(parts) == 0 {
 		return f.note
 	}
@@ -454,6 +464,15 @@ func (f figure) met() string {
 		over = f.nodelet - f.floor
 	}
 	check(f.maxOverFloor, over)
+	if f.mustBeZero {
+		bounded = true
+		switch {
+		case !known(f.nodelet):
+			unknown = true
+		case f.nodelet != 0:
+			missed = true
+		}
+	}
 	switch {
 	case !bounded:
 		return ""

@@ -234,6 +234,27 @@ func (f *criFloor) clearRuntime(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
+// runtimeObjects returns the IDs of every sandbox and container on the
+// containerd, whoever made them.
+func (f *criFloor) runtimeObjects(ctx context.Context) (map[string]bool, error) {
+	sandboxes, err := f.rs.ListPodSandbox(ctx, nil)
+	if err != nil {
+		return nil, fmt.Errorf("listing sandboxes: %w", err)
+	}
+	containers, err := f.rs.ListContainers(ctx, nil)
+	if err != nil {
+		return nil, fmt.Errorf("listing containers: %w", err)
+	}
+	ids := make(map[string]bool, len(sandboxes)+len(containers))
+	for _, s := range sandboxes {
+		ids[s.GetId()] = true
+	}
+	for _, c := range containers {
+		ids[c.GetId()] = true
+	}
+	return ids, nil
+}
+
 // runtimeVersion is the runtime's name and version, as the CRI tells it.
 func (f *criFloor) runtimeVersion(ctx context.Context) string {
 	v, err := f.rs.Version(ctx, "v1")
