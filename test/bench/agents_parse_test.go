@@ -73,6 +73,7 @@ func TestParsePoints(t *testing.T) {
 		{"", []int{50, 110, 250}, false},
 		{"110, 50", []int{50, 110}, false},
 		{"110,110", []int{110}, false},
+		{"none", nil, false},
 		{"100", nil, true},
 		{"fifty", nil, true},
 	} {
