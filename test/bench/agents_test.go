@@ -60,8 +60,9 @@ const (
 	// names, and without one the kubelet records a warning Event for
 	// every pod sync.
 	benchClusterDNS = "10.96.0.10"
-	// agentStopTimeout bounds clearing the runtime after an agent.
-	agentStopTimeout = 2 * time.Minute
+	// agentStopTimeout bounds clearing the runtime after an agent: 250
+	// pods on a busy machine take more than two minutes.
+	agentStopTimeout = 5 * time.Minute
 )
 
 // sharedAgentSettings are the configuration fields both agents get, under
