@@ -151,10 +151,12 @@ func SetUpErrors(err error) []*SetUpError {
 // Manager sets up and tears down pod volumes under one root directory. It is
 // safe for concurrent use; calls for the same pod are serialized.
 type Manager struct {
-	rootDir         string
-	hostRoot        hostRoot
-	fetcher         Fetcher
-	mounter         mount.Interface
+	rootDir  string
+	hostRoot hostRoot
+	fetcher  Fetcher
+	mounter  mount.Interface
+	// mounts reads the mounter's table for teardowns (mountTable).
+	mounts          *mountTable
 	clock           clock.PassiveClock
 	clusterDomain   string
 	nodeHostsFile   string
@@ -254,6 +256,7 @@ func New(rootDir string, f Fetcher, opts ...Option) (*Manager, error) {
 	if m.mounter == nil {
 		m.mounter = newSysMounter()
 	}
+	m.mounts = &mountTable{list: m.mounter.List}
 	if m.hostRoot, err = newHostRoot(m.hostRoot.dir); err != nil {
 		return nil, fmt.Errorf("creating volume manager: %w", err)
 	}

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/mount-utils"
@@ -69,12 +70,18 @@ func (m *Manager) unmountUnder(dir string) error {
 	if err != nil {
 		return fmt.Errorf("resolving %s: %w", dir, err)
 	}
-	mps, err := m.mounter.List()
+	mps, err := m.mounts.List()
 	if err != nil {
 		return fmt.Errorf("listing mounts: %w", err)
 	}
 	var targets []string
 	for _, mp := range mps {
+		// Only a path with one of the two as prefix can be within it:
+		// filepath.Rel, which PathWithinBase calls, allocates for every
+		// entry of a table that grows with the pods.
+		if p := filepath.Clean(mp.Path); !strings.HasPrefix(p, resolved) && !strings.HasPrefix(p, filepath.Clean(dir)) {
+			continue
+		}
 		if mount.PathWithinBase(mp.Path, resolved) || mount.PathWithinBase(mp.Path, dir) {
 			targets = append(targets, mp.Path)
 		}

@@ -21,8 +21,8 @@ const (
 	// 253 pod addresses.
 	scaleMaxPods = 250
 	// restPods is the point whose pods sit at rest for restWindowLong, to
-	// measure what an agent costs with nothing to do.
-	restPods = 50
+	// measure what an agent costs with nothing to do: a full node.
+	restPods = scaleMaxPods
 	// restSettle passes between the last pod Ready and the rest window.
 	restSettle = 5 * time.Second
 	// restWindowLong is the rest window: a whole syncFrequency (1 m) of
@@ -36,15 +36,18 @@ const (
 	// pod on an idle node.
 	sideBySideSingleRuns = 10
 	// kubeletPointsEnv, when set to a comma-separated list of pod counts,
-	// replaces the kubelet's points of the curve (the default is all).
+	// replaces the kubelet's points of the curve (the default is all);
+	// "none" leaves the kubelet out, to profile nodelet alone.
 	kubeletPointsEnv = "NODELET_BENCH_KUBELET_POINTS"
 
-	// Targets against the kubelet (nodelet ÷ kubelet at most).
-	allReadyVsKubelet = 0.6
-	p50VsKubelet      = 0.3
-	allGoneVsKubelet  = 0.8
+	// Targets against the kubelet (nodelet ÷ kubelet at most); the
+	// wall-clock targets are against the CRI floor alone.
 	rssVsKubelet      = 0.3
 	cpuVsKubelet      = 0.3
+	requestsVsKubelet = 0.5
+	// cpuFlatFactor bounds the agent's CPU per pod at scaleMaxPods
+	// against burstPods': a cost per pod that stays flat.
+	cpuFlatFactor = 1.1
 	// restCPUTarget is nodelet's CPU at rest with restPods pods, in cores.
 	restCPUTarget = 0.003
 	// superlinearFactor: a curve whose last segment costs more per pod
@@ -52,8 +55,14 @@ const (
 	superlinearFactor = 1.3
 )
 
-// curvePoints are the scale curve's bursts, after the idle point (0 pods).
-var curvePoints = []int{restPods, burstPods, scaleMaxPods}
+// curvePoints are the scale curve's bursts, after the idle point (0 pods);
+// goalPoints those the goal's wall-clock, memory and request figures are
+// read at, with their peak RSS targets.
+var (
+	curvePoints    = []int{10, 50, burstPods, scaleMaxPods}
+	goalPoints     = []int{burstPods, scaleMaxPods}
+	peakRSSTargets = map[int]int64{burstPods: peakRSSTarget, scaleMaxPods: peakRSSTarget250}
+)
 
 // point is what one burst of pods through an agent measured.
 type point struct {
@@ -117,8 +126,8 @@ type floorRun struct {
 // nodelet, one after the other, on the same API server and containerd
 // with the same settings (sharedAgentSettings), after the CRI floor, and
 // measures each the same way: single pods on the idle node, then bursts of
-// 50 (with a rest window), 110 and 250 pods, each created at once and
-// deleted at once. It prints one table of the goal's figures with the
+// 10, 50, 110 and 250 pods (the last with a rest window), each created at
+// once and deleted at once. It prints one table of the goal's figures with the
 // floor, the kubelet and nodelet side by side, and each agent's scale
 // curve with its marginal cost per pod.
 func BenchmarkSideBySide(b *testing.B) {
@@ -149,7 +158,10 @@ func BenchmarkSideBySide(b *testing.B) {
 			fr.single = append(fr.single, d)
 		}
 		nodelet := c.runAgent(b, floor, nodeletAgentName, i, curvePoints)
-		kubelet := c.runAgent(b, floor, kubeletAgentName, i, kubeletPoints)
+		kubelet := agentRun{name: kubeletAgentName}
+		if len(kubeletPoints) > 0 {
+			kubelet = c.runAgent(b, floor, kubeletAgentName, i, kubeletPoints)
+		}
 
 		header := fmt.Sprintf("%s; load average %s before, %s after (the machine is shared)",
 			machineDetails(floor.runtimeVersion(ctx)), loadBefore, loadAverage())
@@ -180,20 +192,7 @@ func BenchmarkSideBySide(b *testing.B) {
 func (c *cluster) runAgent(b *testing.B, floor *criFloor, name string, iter int, points []int) agentRun {
 	b.Helper()
 	ctx := b.Context()
-	label := fmt.Sprintf("sidebyside-%d", iter)
-	var ag agent
-	switch name {
-	case nodeletAgentName:
-		ag = c.startNodeletAgent(b, label)
-	case kubeletAgentName:
-		ag = c.startKubeletAgent(b, label, func() error {
-			ctx, cancel := context.WithTimeout(context.Background(), agentStopTimeout)
-			defer cancel()
-			return floor.clearRuntime(ctx)
-		})
-	default:
-		b.Fatalf("no agent %q", name)
-	}
+	ag := c.startAgent(b, floor, name, fmt.Sprintf("sidebyside-%d", iter))
 	run := agentRun{name: name}
 	time.Sleep(idleSettle)
 	run.idle = readMemSplit(ag.pid())
@@ -222,6 +221,24 @@ func (c *cluster) runAgent(b *testing.B, floor *criFloor, name string, iter int,
 		b.Fatalf("clearing up after %s: %v", name, err)
 	}
 	return run
+}
+
+// startAgent starts the named agent for benchNode and waits for its Node to
+// be Ready; label names its kept log.
+func (c *cluster) startAgent(b *testing.B, floor *criFloor, name, label string) agent {
+	b.Helper()
+	switch name {
+	case nodeletAgentName:
+		return c.startNodeletAgent(b, label)
+	case kubeletAgentName:
+		return c.startKubeletAgent(b, label, func() error {
+			ctx, cancel := context.WithTimeout(context.Background(), agentStopTimeout)
+			defer cancel()
+			return floor.clearRuntime(ctx)
+		})
+	}
+	b.Fatalf("no agent %q", name)
+	return nil
 }
 
 // burstOn creates n sleeper pods at once in ns, waits for all to be Ready,
@@ -295,6 +312,9 @@ func (c *cluster) burstOn(b *testing.B, ag agent, ns string, n int, rest time.Du
 		p.restRSS = readMemSplit(ag.pid()).rss
 	}
 
+	if a, ok := ag.(*nodeletAgent); ok {
+		stopProfile = profileWindow(b, a.n, fmt.Sprintf("sbs-%d-teardown", n))
+	}
 	cpu2, req2 := usage(), requests()
 	t1 := time.Now()
 	err := forEach(n, createWorkers, func(j int) error { return c.deletePod(ctx, ns, names[j]) })
@@ -307,6 +327,7 @@ func (c *cluster) burstOn(b *testing.B, ag agent, ns string, n int, rest time.Du
 	}
 	p.allGone = lastGone.Sub(t1)
 	cpu3, req3 := usage(), requests()
+	stopProfile()
 	p.cpuTeardown = cpu3 - cpu2
 	p.peak = readMemSplit(ag.pid()).peak
 
@@ -363,8 +384,11 @@ func parseStatCPU(stat string) (time.Duration, error) {
 // parsePoints reads a comma-separated list of pod counts, each one of
 // allowed; empty is all of allowed.
 func parsePoints(s string, allowed []int) ([]int, error) {
-	if strings.TrimSpace(s) == "" {
+	switch strings.TrimSpace(s) {
+	case "":
 		return allowed, nil
+	case "none":
+		return nil, nil
 	}
 	var out []int
 	for f := range strings.SplitSeq(s, ",") {
@@ -391,6 +415,8 @@ type figure struct {
 	// kubelet; maxValue bounds nodelet's value; maxOverFloor bounds
 	// nodelet − floor.
 	maxVsFloor, maxVsKubelet, maxValue, maxOverFloor float64
+	// mustBeZero: nodelet's value must be 0.
+	mustBeZero bool
 	// note is the target column of a row without a bound.
 	note string
 }
@@ -423,6 +449,9 @@ func (f figure) target() string {
 	if f.maxVsKubelet > 0 {
 		parts = append(parts, fmt.Sprintf("≤ %.2f× kubelet", f.maxVsKubelet))
 	}
+	if f.mustBeZero {
+		parts = append(parts, "0")
+	}
 	if len(parts) == 0 {
 		return f.note
 	}
@@ -454,6 +483,15 @@ func (f figure) met() string {
 		over = f.nodelet - f.floor
 	}
 	check(f.maxOverFloor, over)
+	if f.mustBeZero {
+		bounded = true
+		switch {
+		case !known(f.nodelet):
+			unknown = true
+		case f.nodelet != 0:
+			missed = true
+		}
+	}
 	switch {
 	case !bounded:
 		return ""
@@ -472,9 +510,9 @@ func fmtCore(v float64) string    { return fmt.Sprintf("%.2f %% of a core", v*10
 func fmtPerPod(v float64) string  { return fmt.Sprintf("%.2f", v) }
 func fmtMillis(v float64) string  { return fmt.Sprintf("%.1f ms", v*1000) }
 
-// sideBySideFigures are the table's rows: the goal's figures at burstPods
-// and restPods, the single pod, the memory split and the marginal cost
-// per pod.
+// sideBySideFigures are the table's rows: the goal's figures at goalPoints,
+// the agent's CPU per pod along the curve, the rest at restPods, the
+// single pod, the memory split and the marginal cost per pod.
 func sideBySideFigures(fr floorRun, kubelet, nodelet agentRun) []figure {
 	// each reads one quantity of an agent's point, NaN without it.
 	each := func(pods int, get func(point) float64) (k, n float64) {
@@ -511,23 +549,60 @@ func sideBySideFigures(fr floorRun, kubelet, nodelet agentRun) []figure {
 		}
 		return float64(v)
 	}
+	// The goal's wall-clock, memory and request figures, at each of the
+	// points it names.
+	var figs []figure
+	for _, n := range goalPoints {
+		pods := fmt.Sprintf("%d pods", n)
+		figs = append(figs,
+			row(figure{name: pods + " all Ready", floor: floorAt(n, func(r floorBurst) float64 { return r.start.Seconds() }),
+				format: fmtSeconds, maxVsFloor: burstFloorFactor},
+				n, func(p point) float64 { return seconds(p.allReady) }),
+			row(figure{name: "create→Ready p50 of the " + pods, floor: floorAt(n, func(r floorBurst) float64 { return pct(r.running, 50) }),
+				format: fmtSeconds, maxVsFloor: burstFloorFactor},
+				n, func(p point) float64 { return pct(p.toReady, 50) }),
+			row(figure{name: "create→Ready p99 of the " + pods, floor: floorAt(n, func(r floorBurst) float64 { return pct(r.running, 99) }),
+				format: fmtSeconds, maxVsFloor: burstFloorFactor},
+				n, func(p point) float64 { return pct(p.toReady, 99) }),
+			row(figure{name: pods + " all gone (grace 1 s)", floor: floorAt(n, func(r floorBurst) float64 { return r.remove.Seconds() }),
+				format: fmtSeconds, maxVsFloor: teardownFloorFactor},
+				n, func(p point) float64 { return seconds(p.allGone) }),
+			row(figure{name: "peak RSS at " + pods, floor: nan, format: fmtMiB, maxValue: float64(peakRSSTargets[n]), maxVsKubelet: rssVsKubelet},
+				n, func(p point) float64 { return float64(p.peak) }),
+			row(figure{name: "API requests/pod, " + pods + " start+teardown", floor: nan, format: fmtPerPod, maxVsKubelet: requestsVsKubelet},
+				n, func(p point) float64 { return perPod(p, "") }),
+		)
+	}
+	// The agent's CPU per pod along the curve: flat, and a fraction of
+	// the kubelet's.
+	for _, phase := range []struct {
+		name string
+		cpu  func(point) time.Duration
+	}{
+		{"start", func(p point) time.Duration { return p.cpuStart }},
+		{"teardown", func(p point) time.Duration { return p.cpuTeardown }},
+	} {
+		perPodCPU := func(p point) float64 { return seconds(phase.cpu(p)) / float64(p.pods) }
+		for _, n := range curvePoints {
+			figs = append(figs, row(figure{name: fmt.Sprintf("agent CPU/pod, %d-pod %s", n, phase.name), floor: nan, format: fmtMillis, maxVsKubelet: cpuVsKubelet},
+				n, perPodCPU))
+		}
+		k250, n250 := each(scaleMaxPods, perPodCPU)
+		k110, n110 := each(burstPods, perPodCPU)
+		figs = append(figs, figure{name: fmt.Sprintf("… %d-pod ÷ %d-pod (flat)", scaleMaxPods, burstPods), floor: nan,
+			kubelet: quotient(k250, k110), nodelet: quotient(n250, n110),
+			format: func(v float64) string { return fmt.Sprintf("%.2f×", v) }, maxValue: cpuFlatFactor})
+	}
 	n110 := fmt.Sprintf("%d pods", burstPods)
-	figs := []figure{
-		row(figure{name: n110 + " all Ready", floor: floorAt(burstPods, func(r floorBurst) float64 { return r.start.Seconds() }),
-			format: fmtSeconds, maxVsFloor: burstFloorFactor, maxVsKubelet: allReadyVsKubelet},
-			burstPods, func(p point) float64 { return seconds(p.allReady) }),
-		row(figure{name: "create→Ready p50 of the " + fmt.Sprint(burstPods), floor: floorAt(burstPods, func(r floorBurst) float64 { return pct(r.running, 50) }),
-			format: fmtSeconds, maxVsKubelet: p50VsKubelet},
-			burstPods, func(p point) float64 { return pct(p.toReady, 50) }),
-		row(figure{name: "create→Ready p90 of the " + fmt.Sprint(burstPods), floor: floorAt(burstPods, func(r floorBurst) float64 { return pct(r.running, 90) }),
+	figs = append(figs,
+		row(figure{name: fmt.Sprintf("agent CPU at rest, %d pods", restPods), floor: nan, format: fmtCore, maxValue: restCPUTarget},
+			restPods, func(p point) float64 { return p.restCPU }),
+		row(figure{name: fmt.Sprintf("RSS at rest, %d pods", restPods), floor: nan, format: fmtMiB},
+			restPods, func(p point) float64 { return float64(p.restRSS) }),
+		row(figure{name: "create→Ready p90 of the " + n110, floor: floorAt(burstPods, func(r floorBurst) float64 { return pct(r.running, 90) }),
 			format: fmtSeconds},
 			burstPods, func(p point) float64 { return pct(p.toReady, 90) }),
-		row(figure{name: n110 + " all gone (grace 1 s)", floor: floorAt(burstPods, func(r floorBurst) float64 { return r.remove.Seconds() }),
-			format: fmtSeconds, maxVsFloor: teardownFloorFactor, maxVsKubelet: allGoneVsKubelet},
-			burstPods, func(p point) float64 { return seconds(p.allGone) }),
-		row(figure{name: "peak RSS at " + n110, floor: nan, format: fmtMiB, maxValue: peakRSSTarget, maxVsKubelet: rssVsKubelet},
-			burstPods, func(p point) float64 { return float64(p.peak) }),
-		row(figure{name: "agent CPU, " + n110 + " start", floor: nan, format: fmtSeconds, maxValue: burstCPUTarget.Seconds(), maxVsKubelet: cpuVsKubelet},
+		row(figure{name: "agent CPU, " + n110 + " start", floor: nan, format: fmtSeconds, maxValue: burstCPUTarget.Seconds()},
 			burstPods, func(p point) float64 { return seconds(p.cpuStart) }),
 		row(figure{name: "agent CPU, " + n110 + " teardown", floor: nan, format: fmtSeconds},
 			burstPods, func(p point) float64 { return seconds(p.cpuTeardown) }),
@@ -546,15 +621,9 @@ func sideBySideFigures(fr floorRun, kubelet, nodelet agentRun) []figure {
 		row(figure{name: "CRI calls/pod, " + n110 + " start", floor: floorAt(burstPods, func(r floorBurst) float64 { return float64(r.criCalls) / float64(burstPods) }),
 			format: fmtPerPod},
 			burstPods, func(p point) float64 { return p.criCallsStart / float64(p.pods) }),
-		row(figure{name: fmt.Sprintf("agent CPU at rest, %d pods", restPods), floor: nan, format: fmtCore, maxValue: restCPUTarget},
-			restPods, func(p point) float64 { return p.restCPU }),
-		row(figure{name: fmt.Sprintf("RSS at rest, %d pods", restPods), floor: nan, format: fmtMiB},
-			restPods, func(p point) float64 { return float64(p.restRSS) }),
-		row(figure{name: "API requests/pod, " + n110 + " start+teardown", floor: nan, format: fmtPerPod},
-			burstPods, func(p point) float64 { return perPod(p, "") }),
-		row(figure{name: "… of them PATCH (status)", floor: nan, format: fmtPerPod},
+		row(figure{name: "… of them PATCH (status), " + n110, floor: nan, format: fmtPerPod},
 			burstPods, func(p point) float64 { return perPod(p, "/PATCH") }),
-		row(figure{name: "… of them POST (Events)", floor: nan, format: fmtPerPod},
+		row(figure{name: "… of them POST (Events), " + n110, floor: nan, format: fmtPerPod},
 			burstPods, func(p point) float64 { return perPod(p, "/POST") }),
 		row(figure{name: "RSS at " + n110 + " all Ready", floor: nan, format: fmtMiB},
 			burstPods, func(p point) float64 { return float64(p.mem.rss) }),
@@ -566,7 +635,7 @@ func sideBySideFigures(fr floorRun, kubelet, nodelet agentRun) []figure {
 			burstPods, func(p point) float64 { return goValue(p.heapInuse) }),
 		row(figure{name: "Go sys at " + n110, floor: nan, format: fmtMiB},
 			burstPods, func(p point) float64 { return goValue(p.goSys) }),
-	}
+	)
 	kc, nc := curveOf(kubelet), curveOf(nodelet)
 	figs = append(figs,
 		figure{name: "marginal RSS per pod", floor: nan, kubelet: kc.rss.slope, nodelet: nc.rss.slope, format: fmtKiB, note: "printed"},

@@ -73,6 +73,7 @@ func TestParsePoints(t *testing.T) {
 		{"", []int{50, 110, 250}, false},
 		{"110, 50", []int{50, 110}, false},
 		{"110,110", []int{110}, false},
+		{"none", nil, false},
 		{"100", nil, true},
 		{"fifty", nil, true},
 	} {
@@ -117,6 +118,9 @@ func TestFigureMet(t *testing.T) {
 		{"absolute bound missed", with(func(f *figure) { f.floor, f.nodelet, f.maxValue = nan, 1.1, 1 }), "MISSED", "≤ 1.00s"},
 		{"within the floor plus", with(func(f *figure) { f.floor, f.nodelet, f.maxOverFloor = 0.3, 0.32, 0.03 }), "ok", "≤ floor + 30ms"},
 		{"beyond the floor plus", with(func(f *figure) { f.floor, f.nodelet, f.maxOverFloor = 0.3, 0.34, 0.03 }), "MISSED", "≤ floor + 30ms"},
+		{"none, as must be", with(func(f *figure) { f.nodelet, f.mustBeZero = 0, true }), "ok", "0"},
+		{"some, where none must be", with(func(f *figure) { f.nodelet, f.mustBeZero = 1, true }), "MISSED", "0"},
+		{"none must be, not measured", with(func(f *figure) { f.nodelet, f.mustBeZero = nan, true }), "n/a", "0"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := tc.fig.met(); got != tc.want {

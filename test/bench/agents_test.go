@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -40,6 +41,12 @@ type agent interface {
 	runtimeCalls() (calls float64, ok bool)
 	// logTail is the end of the agent's log, for failures.
 	logTail(lines int) string
+	// kill ends the agent's process with sig (SIGKILL: a crash) and
+	// waits for it to be gone, leaving its pods running in the runtime;
+	// start starts it again on the same directory and configuration and
+	// returns once its health endpoint answers.
+	kill(sig syscall.Signal) error
+	start(ctx context.Context) error
 	// stop ends the agent, removes what it left in the runtime and its
 	// directory. Stopping twice is harmless.
 	stop()
@@ -53,8 +60,9 @@ const (
 	// names, and without one the kubelet records a warning Event for
 	// every pod sync.
 	benchClusterDNS = "10.96.0.10"
-	// agentStopTimeout bounds clearing the runtime after an agent.
-	agentStopTimeout = 2 * time.Minute
+	// agentStopTimeout bounds clearing the runtime after an agent: 250
+	// pods on a busy machine take more than two minutes.
+	agentStopTimeout = 5 * time.Minute
 )
 
 // sharedAgentSettings are the configuration fields both agents get, under
@@ -108,6 +116,15 @@ func (a *nodeletAgent) name() string             { return nodeletAgentName }
 func (a *nodeletAgent) pid() int                 { return a.n.PID() }
 func (a *nodeletAgent) logTail(lines int) string { return a.n.LogTail(lines) }
 func (a *nodeletAgent) stop()                    { a.stopFn() }
+
+func (a *nodeletAgent) kill(sig syscall.Signal) error {
+	if sig == syscall.SIGKILL {
+		return a.n.Kill()
+	}
+	return a.n.Stop()
+}
+
+func (a *nodeletAgent) start(ctx context.Context) error { return a.n.Restart(ctx) }
 
 func (a *nodeletAgent) goMemory() (heapInuse, sys int64, ok bool) {
 	m, err := nodeletMetrics(a.n)
@@ -176,6 +193,23 @@ func (c *cluster) startKubeletAgent(b *testing.B, label string, clearRuntime fun
 func (a *kubeletAgent) name() string             { return kubeletAgentName }
 func (a *kubeletAgent) pid() int                 { return a.proc }
 func (a *kubeletAgent) logTail(lines int) string { return a.k.LogTail(lines) }
+
+func (a *kubeletAgent) kill(sig syscall.Signal) error { return a.k.Kill(sig) }
+
+func (a *kubeletAgent) start(ctx context.Context) error {
+	if err := a.k.Restart(); err != nil {
+		return err
+	}
+	if err := a.k.WaitHealthy(ctx, nodeReadyTimeout); err != nil {
+		return err
+	}
+	proc, err := processNamed(a.k.Dir, "kubelet")
+	if err != nil {
+		return fmt.Errorf("finding the kubelet's process: %w", err)
+	}
+	a.proc = proc
+	return nil
+}
 
 func (a *kubeletAgent) goMemory() (heapInuse, sys int64, ok bool) {
 	m, err := kubeletMetrics(a.k.ServerAddr)

@@ -216,14 +216,18 @@ func (f *criFloor) clearRuntime(ctx context.Context) error {
 			errs = append(errs, fmt.Errorf("stopping sandbox %s: %w", s.GetId(), err))
 			continue
 		}
-		// A killed container may still be seen running for a moment.
+		// A killed container may still be seen running for a while on
+		// a busy machine: stop the sandbox's containers themselves, and
+		// try again for up to clearRetryFor.
 		var err error
-		for attempt := range 5 {
+		deadline := time.Now().Add(clearRetryFor)
+		for attempt := 0; ; attempt++ {
 			if attempt > 0 {
 				time.Sleep(200 * time.Millisecond)
+				f.stopContainersOf(ctx, s.GetId())
 				_ = f.rs.StopPodSandbox(ctx, s.GetId())
 			}
-			if err = f.rs.RemovePodSandbox(ctx, s.GetId()); err == nil {
+			if err = f.rs.RemovePodSandbox(ctx, s.GetId()); err == nil || time.Now().After(deadline) {
 				break
 			}
 		}
@@ -232,6 +236,42 @@ func (f *criFloor) clearRuntime(ctx context.Context) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// clearRetryFor bounds the tries to remove one sandbox in clearRuntime.
+const clearRetryFor = 30 * time.Second
+
+// stopContainersOf stops the sandbox's containers at once; errors are left
+// to the removal that follows.
+func (f *criFloor) stopContainersOf(ctx context.Context, sandbox string) {
+	containers, err := f.rs.ListContainers(ctx, &runtimeapi.ContainerFilter{PodSandboxId: sandbox})
+	if err != nil {
+		return
+	}
+	for _, c := range containers {
+		_ = f.rs.StopContainer(ctx, c.GetId(), 0)
+	}
+}
+
+// runtimeObjects returns the IDs of every sandbox and container on the
+// containerd, whoever made them.
+func (f *criFloor) runtimeObjects(ctx context.Context) (map[string]bool, error) {
+	sandboxes, err := f.rs.ListPodSandbox(ctx, nil)
+	if err != nil {
+		return nil, fmt.Errorf("listing sandboxes: %w", err)
+	}
+	containers, err := f.rs.ListContainers(ctx, nil)
+	if err != nil {
+		return nil, fmt.Errorf("listing containers: %w", err)
+	}
+	ids := make(map[string]bool, len(sandboxes)+len(containers))
+	for _, s := range sandboxes {
+		ids[s.GetId()] = true
+	}
+	for _, c := range containers {
+		ids[c.GetId()] = true
+	}
+	return ids, nil
 }
 
 // runtimeVersion is the runtime's name and version, as the CRI tells it.

@@ -211,11 +211,14 @@ func sleeperPod(ns, name string) *corev1.Pod {
 }
 
 // podWatch records, from an informer on one namespace, when each pod was
-// first seen Ready and when it was seen deleted.
+// first seen Ready and when it was seen deleted, and, once expect was
+// called, when it was first seen as expected.
 type podWatch struct {
 	mu      sync.Mutex
 	ready   map[string]time.Time
 	gone    map[string]time.Time
+	want    func(*corev1.Pod) bool
+	matched map[string]time.Time
 	changed chan struct{}
 	stop    chan struct{}
 }
@@ -262,15 +265,30 @@ func (w *podWatch) close() {
 func (w *podWatch) observe(obj any) {
 	now := time.Now()
 	pod, ok := obj.(*corev1.Pod)
-	if !ok || !utils.PodReady(pod) {
+	if !ok {
 		return
 	}
 	w.mu.Lock()
-	if _, seen := w.ready[pod.Name]; !seen {
+	ready := utils.PodReady(pod)
+	if _, seen := w.ready[pod.Name]; !seen && ready {
 		w.ready[pod.Name] = now
 	}
+	match := w.want != nil && w.want(pod)
+	if _, seen := w.matched[pod.Name]; !seen && match {
+		w.matched[pod.Name] = now
+	}
 	w.mu.Unlock()
-	w.notify()
+	if ready || match {
+		w.notify()
+	}
+}
+
+// expect starts recording when each pod is first seen as want says, from
+// the events that follow (matchedAt).
+func (w *podWatch) expect(want func(*corev1.Pod) bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.want, w.matched = want, map[string]time.Time{}
 }
 
 func (w *podWatch) deleted(obj any) {
@@ -309,6 +327,14 @@ func (w *podWatch) goneAt(name string) (time.Time, bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	t, ok := w.gone[name]
+	return t, ok
+}
+
+// matchedAt returns when a pod was first seen as expect wants.
+func (w *podWatch) matchedAt(name string) (time.Time, bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	t, ok := w.matched[name]
 	return t, ok
 }
 

@@ -29,8 +29,10 @@ const (
 	burstFloorFactor = 1.05
 	// teardownFloorFactor bounds deleting the burst against removing the
 	// same pods straight through the CRI.
-	teardownFloorFactor = 1.1
+	teardownFloorFactor = 1.05
 	peakRSSTarget       = 35 * mib
+	// peakRSSTarget250 is the peak RSS target of a node of 250 pods.
+	peakRSSTarget250 = 45 * mib
 	// burstCPUTarget bounds the agent's CPU from the first create to the
 	// last pod Ready.
 	burstCPUTarget    = time.Second

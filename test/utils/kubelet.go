@@ -81,6 +81,8 @@ type Kubelet struct {
 	supervising bool
 	stopping    bool
 	restarts    int
+	// argv is the command line of every process, for Restart.
+	argv []string
 }
 
 // kubeletStopTimeout is how long the kubelet gets between SIGTERM and SIGKILL.
@@ -230,6 +232,9 @@ func (k *Kubelet) configure() ([]string, error) {
 // start runs argv from a supervisor that, once Supervise was called,
 // starts it again a second after it exits.
 func (k *Kubelet) start(argv []string) error {
+	k.mu.Lock()
+	k.argv = argv
+	k.mu.Unlock()
 	cmd, err := k.run(argv)
 	if err != nil {
 		return err
@@ -373,6 +378,47 @@ func (k *Kubelet) Terminate() {
 		_ = cmd.Process.Kill()
 		<-done
 	}
+}
+
+// Kill ends the kubelet process with sig (SIGKILL: a crash; SIGKILL after
+// kubeletStopTimeout when sig does not end it) and waits for it to be gone,
+// leaving its directory and its pods running in the runtime: Restart
+// starts it again. Not for a supervised kubelet, whose supervisor would
+// start it again itself.
+func (k *Kubelet) Kill(sig syscall.Signal) error {
+	k.mu.Lock()
+	cmd, done, supervising := k.cmd, k.done, k.supervising
+	k.mu.Unlock()
+	switch {
+	case supervising:
+		return errors.New("killing the kubelet: its supervisor would start it again")
+	case cmd == nil || done == nil:
+		return errors.New("killing the kubelet: it was never started")
+	}
+	_ = cmd.Process.Signal(sig)
+	select {
+	case <-done:
+	case <-time.After(kubeletStopTimeout):
+		_ = cmd.Process.Kill()
+		<-done
+	}
+	return nil
+}
+
+// Restart starts the kubelet again after Kill, with the same command line,
+// configuration and directory, as a node's service manager would. It does
+// not wait for the new process: callers wait for /healthz or the Node.
+func (k *Kubelet) Restart() error {
+	if k.Running() {
+		return errors.New("restarting the kubelet: it is still running")
+	}
+	k.mu.Lock()
+	argv := k.argv
+	k.mu.Unlock()
+	if argv == nil {
+		return errors.New("restarting the kubelet: it was never started")
+	}
+	return k.start(argv)
 }
 
 // Stop terminates the kubelet and removes its directory and the mounts it
