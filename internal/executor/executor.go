@@ -156,6 +156,8 @@ type Executor struct {
 	// stopped holds the IDs of the sandboxes this process stopped (a
 	// StopPodSandbox that succeeded) and has not removed yet.
 	stopped sync.Map
+	// firstLook answers each pod name's first Observe.
+	firstLook firstLook
 }
 
 // PodCgroups manages one cgroup per pod, the parent of its sandbox

@@ -62,6 +62,13 @@ func (presentImages) EnsureVolumeImage(_ context.Context, _ *v1.Pod, _ *v1.Conta
 func newFakeExecutor(t *testing.T) (*Executor, *fakeruntime.FakeRuntimeService) {
 	t.Helper()
 	rs := fakeruntime.NewFakeRuntimeService()
+	return newFakeExecutorOn(t, rs), rs
+}
+
+// newFakeExecutorOn is an executor on the fake runtime rs: a process of its
+// own, as after a restart.
+func newFakeExecutorOn(t *testing.T, rs *fakeruntime.FakeRuntimeService) *Executor {
+	t.Helper()
 	rt, err := cri.New(rs, fakeruntime.NewFakeImageService(), cri.Options{NodeName: fakeNode})
 	if err != nil {
 		t.Fatal(err)
@@ -75,7 +82,7 @@ func newFakeExecutor(t *testing.T) (*Executor, *fakeruntime.FakeRuntimeService) 
 		Sandbox:     criconfig.SandboxOptions{PodLogsDir: t.TempDir(), ExtraLabels: cri.OwnerLabels(fakeNode)},
 		Node:        func(context.Context) (nodeinfo.Facts, error) { return nodeinfo.Facts{}, nil },
 		ServiceEnv:  func(context.Context, *v1.Pod) (map[string]string, error) { return nil, nil },
-	}, rs
+	}
 }
 
 func fakePod(containers ...string) *v1.Pod {
@@ -579,6 +586,7 @@ func TestObserveListsContainersOnlyWhenASandboxIsListed(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
 	e, rs := newFakeExecutor(t)
+	spendFirstLook(e)
 	pod := fakePod("app")
 	obs, err := e.Observe(ctx, pod)
 	g.Expect(err).NotTo(HaveOccurred())

@@ -27,23 +27,33 @@ type Observed struct {
 // Observe lists the sandboxes and containers nodelet owns for the pod's
 // namespace/name and reads the status of those that belong to the pod's
 // UID; the others are stale. Containers are listed only when a sandbox is.
+// The first Observe of each name in a process's first minute takes what
+// one list of the whole node saw instead (see firstLook).
 func (e *Executor) Observe(ctx context.Context, pod *v1.Pod) (*Observed, error) {
 	namespace, name, uid := pod.Namespace, pod.Name, pod.UID
 	sel := map[string]string{
 		kubetypes.KubernetesPodNamespaceLabel: namespace,
 		kubetypes.KubernetesPodNameLabel:      name,
 	}
-	sandboxes, err := e.Runtime.ListPodSandboxes(ctx, &runtimeapi.PodSandboxFilter{LabelSelector: sel})
-	if err != nil {
-		return nil, fmt.Errorf("listing sandboxes of %s/%s: %w", namespace, name, err)
-	}
+	var sandboxes []*runtimeapi.PodSandbox
 	var containers []*runtimeapi.Container
-	// A container lives in a sandbox, and a sandbox's removal removes its
-	// containers: without a sandbox of the name there is none (a pod's
-	// first sync).
-	if len(sandboxes) > 0 {
-		if containers, err = e.Runtime.ListContainers(ctx, &runtimeapi.ContainerFilter{LabelSelector: sel}); err != nil {
-			return nil, fmt.Errorf("listing containers of %s/%s: %w", namespace, name, err)
+	if seen, ok := e.firstLook.take(ctx, e.Runtime, e.now(), types.NamespacedName{Namespace: namespace, Name: name}); ok {
+		sandboxes = seen.sandboxes
+		if len(sandboxes) > 0 {
+			containers = seen.containers
+		}
+	} else {
+		var err error
+		if sandboxes, err = e.Runtime.ListPodSandboxes(ctx, &runtimeapi.PodSandboxFilter{LabelSelector: sel}); err != nil {
+			return nil, fmt.Errorf("listing sandboxes of %s/%s: %w", namespace, name, err)
+		}
+		// A container lives in a sandbox, and a sandbox's removal removes
+		// its containers: without a sandbox of the name there is none (a
+		// pod's first sync).
+		if len(sandboxes) > 0 {
+			if containers, err = e.Runtime.ListContainers(ctx, &runtimeapi.ContainerFilter{LabelSelector: sel}); err != nil {
+				return nil, fmt.Errorf("listing containers of %s/%s: %w", namespace, name, err)
+			}
 		}
 	}
 	obs := &Observed{}
