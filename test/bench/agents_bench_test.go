@@ -306,10 +306,17 @@ func (c *cluster) burstOn(b *testing.B, ag agent, ns string, n int, rest time.Du
 
 	if rest > 0 {
 		time.Sleep(restSettle)
+		stopRest := func() {}
+		if a, ok := ag.(*nodeletAgent); ok {
+			// One CPU profile over the whole window: fetching one a
+			// second would be most of what a node at rest records.
+			stopRest = profileWindowChunked(b, a.n, fmt.Sprintf("sbs-%d-rest", n), int(rest/time.Second))
+		}
 		r0 := usage()
 		time.Sleep(rest)
 		p.restCPU = (usage() - r0).Seconds() / rest.Seconds()
 		p.restRSS = readMemSplit(ag.pid()).rss
+		stopRest()
 	}
 
 	if a, ok := ag.(*nodeletAgent); ok {
