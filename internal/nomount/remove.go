@@ -139,3 +139,17 @@ func openBeneath(dirfd int, name string) (int, error) {
 	}
 	return fd, nil
 }
+
+// SeesBindMounts reports whether RemoveAll stops at every mount point here,
+// bind mounts of the same file system included: whether the kernel has
+// openat2 (Linux 5.6). Without it only mounts of other file systems stop
+// it, so callers that rely on RemoveAll to find a mount must read the
+// mount table instead. It asks the kernel at each call.
+func SeesBindMounts() bool {
+	fd, err := openat2(unix.AT_FDCWD, "/", &unix.OpenHow{Flags: unix.O_PATH | unix.O_DIRECTORY | unix.O_CLOEXEC})
+	if err != nil {
+		return false
+	}
+	_ = unix.Close(fd)
+	return true
+}

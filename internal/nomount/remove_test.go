@@ -185,6 +185,9 @@ func TestRemoveAllWithoutOpenat2(t *testing.T) {
 	openat2 = func(int, string, *unix.OpenHow) (int, error) { return -1, unix.ENOSYS }
 	t.Cleanup(func() { openat2 = saved })
 
+	if SeesBindMounts() {
+		t.Error("SeesBindMounts without openat2")
+	}
 	root := t.TempDir()
 	tree := filepath.Join(root, "pod")
 	write(t, filepath.Join(tree, "a", "b", "file"), "x")

@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/nodelet/nodelet/internal/keylock"
+	"github.com/nodelet/nodelet/internal/nomount"
 )
 
 const (
@@ -156,7 +157,14 @@ type Manager struct {
 	fetcher  Fetcher
 	mounter  mount.Interface
 	// mounts reads the mounter's table for teardowns (mountTable).
-	mounts          *mountTable
+	mounts *mountTable
+	// removeFirst: a teardown unmounts the pod's volume directories that
+	// are mount roots and removes the pod's directory before it reads the
+	// mount table, which it reads only when the removal met a mount point.
+	// Only with the system's mounter on a kernel that tells mount roots
+	// and whose removal sees every mount point (nomount.SeesBindMounts):
+	// another mounter's mounts are not the kernel's.
+	removeFirst     bool
 	clock           clock.PassiveClock
 	clusterDomain   string
 	nodeHostsFile   string
@@ -255,6 +263,7 @@ func New(rootDir string, f Fetcher, opts ...Option) (*Manager, error) {
 	}
 	if m.mounter == nil {
 		m.mounter = newSysMounter()
+		m.removeFirst = nomount.SeesBindMounts() && statxSeesMountRoots()
 	}
 	m.mounts = &mountTable{list: m.mounter.List}
 	if m.hostRoot, err = newHostRoot(m.hostRoot.dir); err != nil {

@@ -8,12 +8,14 @@ import (
 	"path/filepath"
 	"slices"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/mount-utils"
+	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/nodelet/nodelet/internal/nomount"
 )
@@ -279,4 +281,88 @@ func setUpTmpfsOrSkip(t *testing.T, e *testEnv, pod *v1.Pod) {
 		t.Fatalf("SetUp: %v", err)
 	}
 	t.Cleanup(func() { _ = e.m.TearDown(ctx, pod.UID) })
+}
+
+// TestTearDownReadsNoMountTableForVolumeMounts tears down pods with the
+// system's mounter: a pod without mounts, and one whose memory-backed
+// volume is a tmpfs, are removed without reading the mount table; a mount
+// below a volume's root makes the teardown read it and unmount it. The
+// tmpfs cases need the privilege to mount and are skipped without it.
+func TestTearDownReadsNoMountTableForVolumeMounts(t *testing.T) {
+	if !nomount.SeesBindMounts() || !statxSeesMountRoots() {
+		t.Skip("the kernel has no openat2 or no STATX_ATTR_MOUNT_ROOT: every teardown reads the mount table")
+	}
+	e := &testEnv{f: newFakeFetcher(), clock: clocktesting.NewFakeClock(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)), root: t.TempDir()}
+	e.f.clock = e.clock
+	m, err := New(e.root, e.f, WithClock(e.clock))
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	if !m.removeFirst {
+		t.Fatal("the system's mounter on this kernel tears down without the table")
+	}
+	e.m = m
+	reads := 0
+	list := m.mounts.list
+	m.mounts.list = func() ([]mount.MountPoint, error) { reads++; return list() }
+	ctx := context.Background()
+	tearDown := func(t *testing.T, pod *v1.Pod, wantReads int) {
+		t.Helper()
+		reads = 0
+		if err := m.TearDown(ctx, pod.UID); err != nil {
+			t.Fatalf("TearDown: %v", err)
+		}
+		if reads != wantReads {
+			t.Errorf("mount table read %d times, want %d", reads, wantReads)
+		}
+		if n := mountsUnder(t, m.PodDir(pod.UID)); n != 0 {
+			t.Errorf("%d mounts left under the pod directory", n)
+		}
+		if _, err := os.Stat(m.PodDir(pod.UID)); !os.IsNotExist(err) {
+			t.Errorf("pod directory still exists: %v", err)
+		}
+	}
+	writeIn := func(t *testing.T, dir string) {
+		t.Helper()
+		if err := os.WriteFile(filepath.Join(dir, "data"), []byte("x"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	t.Run("no mounts", func(t *testing.T) {
+		pod := testPod(v1.Volume{Name: "scratch", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{}}})
+		if err := m.SetUp(ctx, pod); err != nil {
+			t.Fatalf("SetUp: %v", err)
+		}
+		writeIn(t, m.volumeDir(pod.UID, emptyDirPlugin, "scratch"))
+		tearDown(t, pod, 0)
+	})
+	t.Run("a tmpfs volume", func(t *testing.T) {
+		pod := testPod(v1.Volume{Name: "mem", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{Medium: v1.StorageMediumMemory}}})
+		pod.UID = "uid-2"
+		setUpTmpfsOrSkip(t, e, pod)
+		assertTmpfs(t, m.volumeDir(pod.UID, emptyDirPlugin, "mem"), 0)
+		writeIn(t, m.volumeDir(pod.UID, emptyDirPlugin, "mem"))
+		tearDown(t, pod, 0)
+	})
+	t.Run("a mount inside a volume", func(t *testing.T) {
+		pod := testPod(v1.Volume{Name: "scratch", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{}}})
+		pod.UID = "uid-3"
+		if err := m.SetUp(ctx, pod); err != nil {
+			t.Fatalf("SetUp: %v", err)
+		}
+		inner := filepath.Join(m.volumeDir(pod.UID, emptyDirPlugin, "scratch"), "mnt")
+		if err := os.Mkdir(inner, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := unix.Mount("tmpfs", inner, "tmpfs", 0, ""); err != nil {
+			if errors.Is(err, unix.EPERM) {
+				t.Skipf("mounting is not permitted here: %v", err)
+			}
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = unix.Unmount(inner, unix.MNT_DETACH) })
+		writeIn(t, inner)
+		tearDown(t, pod, 1)
+	})
 }
