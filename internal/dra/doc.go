@@ -1,10 +1,11 @@
 // Package dra is the node's side of Dynamic Resource Allocation, as the
 // kubelet does it. Drivers register through the plugin watcher on
 // <rootDir>/plugins_registry (internal/csi hands DRAPlugin registrations
-// to Drivers, which speaks the v1 DRAPlugin service); when a driver's last
-// plugin goes, its ResourceSlices of this node are deleted after 30
-// seconds unless it comes back, and at start those of every driver not
-// registered are.
+// to Drivers, which calls a plugin's v1 DRAPlugin service, or its v1beta1
+// one through the library's conversion when it serves only that); when a
+// driver's last plugin goes, its ResourceSlices of this node are deleted
+// after 30 seconds unless it comes back, and at start those of every
+// driver not registered are.
 //
 // Before a pod's sandbox is made, Manager reads every ResourceClaim the
 // pod uses (its spec.resourceClaims, by name or through a template, and

@@ -19,6 +19,7 @@ import (
 	"google.golang.org/grpc/status"
 	"k8s.io/client-go/util/workqueue"
 	drapb "k8s.io/kubelet/pkg/apis/dra/v1"
+	drapbv1beta1 "k8s.io/kubelet/pkg/apis/dra/v1beta1"
 
 	"github.com/nodelet/nodelet/internal/metrics"
 )
@@ -36,8 +37,10 @@ const (
 )
 
 // SupportedServices are the gRPC services of a DRA driver nodelet calls,
-// as drivers name them in their registration's supported versions.
-var SupportedServices = []string{drapb.DRAPluginService}
+// as drivers name them in their registration's supported versions, the
+// preferred first: a plugin that serves only v1beta1 is called through the
+// library's conversion to and from v1.
+var SupportedServices = []string{drapb.DRAPluginService, drapbv1beta1.DRAPluginService}
 
 // SliceCleaner deletes this node's ResourceSlices.
 type SliceCleaner interface {
@@ -80,6 +83,8 @@ type Drivers struct {
 
 type driverPlugin struct {
 	endpoint string
+	// services are the gRPC services the plugin announced.
+	services []string
 	conn     *grpc.ClientConn
 }
 
@@ -122,7 +127,7 @@ func validateServices(services []string) error {
 	if len(services) == 0 {
 		return errors.New("empty list of supported gRPC services (aka supported versions)")
 	}
-	if !slices.ContainsFunc(services, func(s string) bool { return slices.Contains(SupportedServices, s) }) {
+	if pluginService(services) == "" {
 		return fmt.Errorf("none of services supported by the plugin (%q) are supported by nodelet (%q)", services, SupportedServices)
 	}
 	return nil
@@ -144,7 +149,7 @@ func (d *Drivers) RegisterPlugin(name, endpoint string, services []string) error
 	if err != nil {
 		return fmt.Errorf("create gRPC connection to DRA driver %s plugin at endpoint %s: %w", name, endpoint, err)
 	}
-	d.plugins[name] = append(d.plugins[name], &driverPlugin{endpoint: endpoint, conn: conn})
+	d.plugins[name] = append(d.plugins[name], &driverPlugin{endpoint: endpoint, services: slices.Clone(services), conn: conn})
 	delete(d.wipes, name)
 	d.opts.Logger.Info("Registered DRA driver", "driver", name, "endpoint", endpoint, "plugins", len(d.plugins[name]))
 	return nil
@@ -175,8 +180,9 @@ func (d *Drivers) DeRegisterPlugin(name, endpoint string) {
 }
 
 // Client returns the named driver's service on its newest plugin, and
-// the timeout of each call. The error of a driver not registered is the
-// kubelet's.
+// the timeout of each call: the v1 service when the plugin announced it,
+// else its v1beta1 service behind the conversion to v1. The error of a
+// driver not registered is the kubelet's.
 func (d *Drivers) Client(name string) (drapb.DRAPluginClient, time.Duration, error) {
 	if name == "" {
 		return nil, 0, errors.New("DRA driver name is empty")
@@ -187,7 +193,27 @@ func (d *Drivers) Client(name string) (drapb.DRAPluginClient, time.Duration, err
 	if len(ps) == 0 {
 		return nil, 0, fmt.Errorf("DRA driver %s is not registered", name)
 	}
-	return drapb.NewDRAPluginClient(ps[len(ps)-1].conn), d.opts.CallTimeout, nil
+	return ps[len(ps)-1].client(), d.opts.CallTimeout, nil
+}
+
+// client is the DRA service of the plugin, in the version it speaks that
+// nodelet prefers (a validated plugin speaks one of them).
+func (p *driverPlugin) client() drapb.DRAPluginClient {
+	if pluginService(p.services) == drapbv1beta1.DRAPluginService {
+		return drapbv1beta1.V1Beta1ClientWrapper{DRAPluginClient: drapbv1beta1.NewDRAPluginClient(p.conn)}
+	}
+	return drapb.NewDRAPluginClient(p.conn)
+}
+
+// pluginService returns the DRA service nodelet calls among those a plugin
+// announced: the first of SupportedServices it lists, "" for none.
+func pluginService(announced []string) string {
+	for _, s := range SupportedServices {
+		if slices.Contains(announced, s) {
+			return s
+		}
+	}
+	return ""
 }
 
 // Names returns the registered drivers, sorted.
