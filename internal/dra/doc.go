@@ -27,7 +27,20 @@
 // that a restarted nodelet neither prepares a claim twice nor leaks one; a
 // corrupt file is logged and set aside.
 //
+// A plugin that also announces a DRAResourceHealth service (v1, or
+// v1alpha1 converted) has its NodeWatchResources stream watched by
+// Drivers: opened at registration, opened again with back-off when it
+// breaks, closed when the plugin goes. Health keeps each device's health
+// by driver, pool and device as the kubelet does: a report holds for its
+// timeout (DefaultHealthTimeout unless the driver gives one), and a
+// driver's devices are Unknown once its last stream ended; it tells which
+// devices changed, and Manager.PodsUsing which pods use them.
+// Manager.ResourceStatus gives a pod's containers their
+// allocatedResourcesStatus entries (claim:<name>[/<request>], each device
+// as <driver>/<pool>/<device>).
+//
 // The pure parts (which claims a pod and a container use, whether a claim
 // may be used by a pod, which drivers prepare it, which CDI devices a
-// request gets) are functions of the pod and the claim, table-tested.
+// request gets, how a health report changes what is known, a container's
+// allocatedResourcesStatus) are functions of their inputs, table-tested.
 package dra
