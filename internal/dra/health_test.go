@@ -88,7 +88,7 @@ func TestHealthAt(t *testing.T) {
 }
 
 func TestApplyHealthReport(t *testing.T) {
-	at := func(d time.Duration) time.Time { return t0.Add(d) }
+	at := t0.Add
 	dh := func(h v1.ResourceHealthStatus, msg string, updated time.Time) DeviceHealth {
 		return DeviceHealth{Health: h, Message: msg, Updated: updated, Timeout: 10 * time.Second}
 	}
