@@ -11,6 +11,7 @@ import (
 	"github.com/nodelet/nodelet/internal/deviceplugin"
 	"github.com/nodelet/nodelet/internal/dra"
 	"github.com/nodelet/nodelet/internal/executor"
+	"github.com/nodelet/nodelet/internal/features"
 	"github.com/nodelet/nodelet/internal/nodeinfo"
 	"github.com/nodelet/nodelet/internal/podresources"
 	"github.com/nodelet/nodelet/internal/podspec"
@@ -20,16 +21,21 @@ import (
 // reconcilers share, made (and added to run before the API server
 // answers) by the first of them set up. It serves registrations on
 // <rootDir>/device-plugins/kubelet.sock and asks for a Node status write
-// whenever the devices change.
+// whenever the devices change, and, with the ResourceHealthStatus gate on,
+// for a status write of the pods holding a device whose health changed.
 func devicesFor(mgr ctrl.Manager, d *Deps) (*deviceplugin.Manager, error) {
 	if d.devices != nil {
 		return d.devices, nil
 	}
-	m, err := deviceplugin.New(deviceplugin.Options{
+	opts := deviceplugin.Options{
 		Dir:      filepath.Join(d.Config.RootDir, deviceplugin.DirName),
 		OnChange: kickNode(d),
 		Logger:   mgr.GetLogger().WithName("deviceplugin"),
-	})
+	}
+	if features.Enabled(features.ResourceHealthStatus) {
+		opts.OnHealthChange = resourceUpdatesFor(d, mgr.GetLogger().WithName("pod")).Pods
+	}
+	m, err := deviceplugin.New(opts)
 	if err != nil {
 		return nil, err
 	}

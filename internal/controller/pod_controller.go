@@ -91,6 +91,10 @@ type PodReconciler struct {
 	// Network is the runtime's network state, for the pods held while it
 	// is not ready (nil: never held).
 	Network *runtimestate.Network
+	// ResourceStatus returns, by container name, the health of the
+	// devices a pod's containers hold (their allocatedResourcesStatus);
+	// nil reports none (the ResourceHealthStatus gate off).
+	ResourceStatus func(pod *corev1.Pod) map[string][]corev1.ResourceStatus
 
 	// written holds, by pod UID, the resourceVersion of nodelet's own last
 	// status write, so the watch event it causes does not sync the pod again.
@@ -712,6 +716,9 @@ func (r *PodReconciler) writeStatus(ctx context.Context, s *podScope) error {
 	}
 	if r.Exec != nil && wantsRecursiveReadOnly(s.pod) {
 		in.RecursiveReadOnly = r.Exec.SupportsRecursiveReadOnly(ctx, s.pod)
+	}
+	if r.ResourceStatus != nil {
+		in.AllocatedResourcesStatus = r.ResourceStatus(s.pod)
 	}
 	st := status.ComputePodStatus(s.pod, s.obs.Runtime, s.state, in)
 	if (st.Phase == corev1.PodSucceeded || st.Phase == corev1.PodFailed) && len(s.obs.Runtime.Live()) == 0 {

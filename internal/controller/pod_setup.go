@@ -214,7 +214,17 @@ func setupPodController(mgr ctrl.Manager, d *Deps) error {
 	}
 	// Once the API server is reached, static pods make their mirror pods.
 	eng.api.OnOpen(r.syncStatics)
-	events := newEventRouter(r, relister.Events(), probes.Events())
+	podEvents := []<-chan event.TypedGenericEvent[*corev1.Pod]{probes.Events()}
+	if features.Enabled(features.ResourceHealthStatus) {
+		updates := resourceUpdatesFor(d, r.Log)
+		updates.setKeys(workers.Keys)
+		podEvents = append(podEvents, updates.Events())
+		devices, claims := d.devices, claimsFor(mgr, d)
+		r.ResourceStatus = func(pod *corev1.Pod) map[string][]corev1.ResourceStatus {
+			return allocatedResourcesStatus(devices.ResourceStatus(pod), claims.ResourceStatus(pod))
+		}
+	}
+	events := newEventRouter(r, relister.Events(), podEvents...)
 	if err := d.local(mgr).Add(events); err != nil {
 		return fmt.Errorf("adding the pod event router: %w", err)
 	}

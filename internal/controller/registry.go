@@ -64,6 +64,12 @@ type Deps struct {
 	// ResourceClaims (see draDriversFor and claimsFor).
 	draDrivers *dra.Drivers
 	claims     *dra.Manager
+	// draHealth is the DRA devices' health, and resourceUpdates turns
+	// device health changes into pod status writes; both nil with the
+	// ResourceHealthStatus gate off (see draDriversFor and
+	// resourceUpdatesFor).
+	draHealth       *dra.Health
+	resourceUpdates *resourceUpdates
 }
 
 // Runner runs runnables: agent.Local, or the manager itself.

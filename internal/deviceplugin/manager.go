@@ -48,7 +48,11 @@ type Options struct {
 	// OnChange, when set, is called (without waiting on it being done)
 	// when the resources the Node reports change.
 	OnChange func()
-	Logger   logr.Logger
+	// OnHealthChange, when set (the ResourceHealthStatus gate), is told
+	// of the pods holding a device whose health changed, so that their
+	// status is written again; it must not block.
+	OnHealthChange func(pods []types.UID)
+	Logger         logr.Logger
 }
 
 // Manager serves the Registration API, watches the registered plugins and
@@ -89,6 +93,9 @@ type endpoint struct {
 	cancel  context.CancelFunc
 	// devices maps a device ID to its health.
 	devices map[string]bool
+	// listed: the plugin listed its devices since it registered (until
+	// then devices holds those it had before, unhealthy).
+	listed bool
 	// stopped is when its stream ended; zero while it runs.
 	stopped time.Time
 }
@@ -211,6 +218,7 @@ func (m *Manager) connect(ctx context.Context, name, socket string, opts *plugin
 		opts = &pluginapi.DevicePluginOptions{}
 	}
 	m.mu.Lock()
+	before := m.healthViewLocked(name)
 	m.generation++
 	ep := &endpoint{socket: socket, gen: m.generation, client: client, conn: conn, options: opts, cancel: cancel, devices: map[string]bool{}}
 	if old := m.resources[name]; old != nil {
@@ -224,7 +232,9 @@ func (m *Manager) connect(ctx context.Context, name, socket string, opts *plugin
 	}
 	m.resources[name] = ep
 	delete(m.removed, name)
+	pods := m.podsToUpdateLocked(name, before)
 	m.mu.Unlock()
+	m.healthChanged(pods)
 	for {
 		resp, err := stream.Recv()
 		if err != nil {
@@ -237,26 +247,33 @@ func (m *Manager) connect(ctx context.Context, name, socket string, opts *plugin
 			devices[d.GetID()] = d.GetHealth() == pluginapi.Healthy
 		}
 		m.mu.Lock()
+		var pods []types.UID
 		if m.resources[name] == ep {
+			before := m.healthViewLocked(name)
 			ep.devices = devices
+			ep.listed = true
+			pods = m.podsToUpdateLocked(name, before)
 		}
 		m.mu.Unlock()
 		log.V(1).Info("Device plugin listed devices", "devices", len(devices))
 		m.changed()
+		m.healthChanged(pods)
 	}
 }
 
-// stop marks a plugin's devices unhealthy when its stream ends, and drops
-// the resource after the grace period unless it registers again.
+// stop marks a plugin's devices unhealthy (their health Unknown in pod
+// statuses) when its stream ends, and drops the resource after the grace
+// period unless it registers again.
 func (m *Manager) stop(name string, ep *endpoint) {
 	m.mu.Lock()
-	defer m.changed()
-	defer m.mu.Unlock()
 	ep.cancel()
 	_ = ep.conn.Close()
 	if m.resources[name] != ep {
+		m.mu.Unlock()
+		m.changed()
 		return // replaced by a new registration
 	}
+	before := m.healthViewLocked(name)
 	for id := range ep.devices {
 		ep.devices[id] = false
 	}
@@ -264,6 +281,10 @@ func (m *Manager) stop(name string, ep *endpoint) {
 	ep.client = nil
 	m.expireLater(name, ep)
 	m.saveLocked()
+	pods := m.podsToUpdateLocked(name, before)
+	m.mu.Unlock()
+	m.changed()
+	m.healthChanged(pods)
 }
 
 // expireLater drops the resource after the grace period if ep is still its

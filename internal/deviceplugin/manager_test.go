@@ -4,10 +4,12 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -220,5 +222,80 @@ func TestManagerRestartKeepsAssignments(t *testing.T) {
 	}
 	if len(p.Allocated()) != 1 {
 		t.Errorf("%d Allocate calls, want 1 (the restart must not allocate again)", len(p.Allocated()))
+	}
+}
+
+// TestManagerReportsDeviceHealth checks the health a pod's container
+// status reports of its devices, and that the pod is named each time it
+// changes: as the plugin lists it, Unknown once the plugin is gone.
+func TestManagerReportsDeviceHealth(t *testing.T) {
+	ctx := context.Background()
+	dir := shortDir(t)
+	changed := make(chan []types.UID, 10)
+	m, err := deviceplugin.New(deviceplugin.Options{Dir: dir, GracePeriod: time.Minute, OnHealthChange: func(pods []types.UID) { changed <- pods }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runCtx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); _ = m.Start(runCtx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	p := &fakeplugin.Plugin{Dir: dir, Resource: gpu, Endpoint: "gpu.sock", Devices: []string{"dev-0", "dev-1"}}
+	waitFor(t, "the registration socket", func() bool {
+		_, err := os.Stat(filepath.Join(dir, deviceplugin.SocketName))
+		return err == nil
+	})
+	if err := p.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Stop)
+	waitFor(t, "two healthy devices", func() bool { c, a, _ := counts(m); return c == 2 && a == 2 })
+	pod := gpuPod("a", 1)
+	if err := m.Allocate(ctx, pod, nil); err != nil {
+		t.Fatal(err)
+	}
+	dev := m.Assigned("a", "c")[gpu][0]
+	statusIs := func(what string, h corev1.ResourceHealthStatus) {
+		t.Helper()
+		want := map[string][]corev1.ResourceStatus{"c": {{Name: gpu, Resources: []corev1.ResourceHealth{{ResourceID: corev1.ResourceID(dev), Health: h}}}}}
+		if diff := cmp.Diff(want, m.ResourceStatus(pod)); diff != "" {
+			t.Errorf("%s: allocatedResourcesStatus (-want +got):\n%s", what, diff)
+		}
+	}
+	podNamed := func(what string) {
+		t.Helper()
+		select {
+		case got := <-changed:
+			if !slices.Equal(got, []types.UID{"a"}) {
+				t.Errorf("%s: pods %v, want a", what, got)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%s: no health change", what)
+		}
+	}
+	statusIs("healthy", corev1.ResourceHealthStatusHealthy)
+
+	p.SetHealthy(dev, false)
+	podNamed("the device unhealthy")
+	statusIs("unhealthy", corev1.ResourceHealthStatusUnhealthy)
+
+	other := "dev-0"
+	if dev == other {
+		other = "dev-1"
+	}
+	p.SetHealthy(other, false)
+	waitFor(t, "the other device unhealthy", func() bool { _, a, _ := counts(m); return a == 0 })
+	select {
+	case got := <-changed:
+		t.Errorf("pods %v named for a device they do not hold", got)
+	default:
+	}
+
+	p.Stop()
+	podNamed("the plugin gone")
+	statusIs("the plugin gone", corev1.ResourceHealthStatusUnknown)
+
+	if got := m.ResourceStatus(gpuPod("b", 1)); got != nil {
+		t.Errorf("a pod without devices: %v", got)
 	}
 }

@@ -1,10 +1,11 @@
 // Package dra is the node's side of Dynamic Resource Allocation, as the
 // kubelet does it. Drivers register through the plugin watcher on
 // <rootDir>/plugins_registry (internal/csi hands DRAPlugin registrations
-// to Drivers, which speaks the v1 DRAPlugin service); when a driver's last
-// plugin goes, its ResourceSlices of this node are deleted after 30
-// seconds unless it comes back, and at start those of every driver not
-// registered are.
+// to Drivers, which calls a plugin's v1 DRAPlugin service, or its v1beta1
+// one through the library's conversion when it serves only that); when a
+// driver's last plugin goes, its ResourceSlices of this node are deleted
+// after 30 seconds unless it comes back, and at start those of every
+// driver not registered are.
 //
 // Before a pod's sandbox is made, Manager reads every ResourceClaim the
 // pod uses (its spec.resourceClaims, by name or through a template, and
@@ -26,7 +27,20 @@
 // that a restarted nodelet neither prepares a claim twice nor leaks one; a
 // corrupt file is logged and set aside.
 //
+// A plugin that also announces a DRAResourceHealth service (v1, or
+// v1alpha1 converted) has its NodeWatchResources stream watched by
+// Drivers: opened at registration, opened again with back-off when it
+// breaks, closed when the plugin goes. Health keeps each device's health
+// by driver, pool and device as the kubelet does: a report holds for its
+// timeout (DefaultHealthTimeout unless the driver gives one), and a
+// driver's devices are Unknown once its last stream ended; it tells which
+// devices changed, and Manager.PodsUsing which pods use them.
+// Manager.ResourceStatus gives a pod's containers their
+// allocatedResourcesStatus entries (claim:<name>[/<request>], each device
+// as <driver>/<pool>/<device>).
+//
 // The pure parts (which claims a pod and a container use, whether a claim
 // may be used by a pod, which drivers prepare it, which CDI devices a
-// request gets) are functions of the pod and the claim, table-tested.
+// request gets, how a health report changes what is known, a container's
+// allocatedResourcesStatus) are functions of their inputs, table-tested.
 package dra

@@ -15,10 +15,14 @@ import (
 
 	"github.com/go-logr/logr"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 	"k8s.io/client-go/util/workqueue"
+	drahealthv1 "k8s.io/kubelet/pkg/apis/dra-health/v1"
+	drahealthv1alpha1 "k8s.io/kubelet/pkg/apis/dra-health/v1alpha1"
 	drapb "k8s.io/kubelet/pkg/apis/dra/v1"
+	drapbv1beta1 "k8s.io/kubelet/pkg/apis/dra/v1beta1"
 
 	"github.com/nodelet/nodelet/internal/metrics"
 )
@@ -33,11 +37,32 @@ const (
 	DefaultWipeDelay = 30 * time.Second
 	// maxWipeBackoff caps the retry period of a failed deletion.
 	maxWipeBackoff = 5 * time.Minute
+	// DefaultHealthRetry is the first wait before a driver's health
+	// stream that ended is opened again; the wait doubles up to
+	// maxHealthRetry, and starts over once a stream brought a report.
+	DefaultHealthRetry = time.Second
+	maxHealthRetry     = 30 * time.Second
 )
 
 // SupportedServices are the gRPC services of a DRA driver nodelet calls,
-// as drivers name them in their registration's supported versions.
-var SupportedServices = []string{drapb.DRAPluginService}
+// as drivers name them in their registration's supported versions, the
+// preferred first: a plugin that serves only v1beta1 is called through the
+// library's conversion to and from v1.
+var SupportedServices = []string{drapb.DRAPluginService, drapbv1beta1.DRAPluginService}
+
+// HealthServices are the versions of the optional DRAResourceHealth
+// service nodelet watches, the preferred first, as the kubelet's: v1alpha1
+// through the library's conversion to v1.
+var HealthServices = []string{drahealthv1.DRAResourceHealthService, drahealthv1alpha1.DRAResourceHealthService}
+
+// HealthReceiver takes what the drivers' health streams say (Health
+// implements it).
+type HealthReceiver interface {
+	// Report is one NodeWatchResources answer of the driver.
+	Report(driver string, devices []*drahealthv1.DeviceHealth)
+	// Forget is told when the driver's last health stream ended.
+	Forget(driver string)
+}
 
 // SliceCleaner deletes this node's ResourceSlices.
 type SliceCleaner interface {
@@ -57,6 +82,14 @@ type DriversOptions struct {
 	// DefaultCallTimeout.
 	WipeDelay   time.Duration
 	CallTimeout time.Duration
+	// Health, when set, gets the device health reports of the plugins
+	// that announce a DRAResourceHealth service (HealthServices): each
+	// such plugin's NodeWatchResources stream is opened when it
+	// registers, opened again with back-off (HealthRetry, zero is
+	// DefaultHealthRetry) when it ends, and closed when the plugin goes.
+	// Nil watches none (the ResourceHealthStatus gate off).
+	Health      HealthReceiver
+	HealthRetry time.Duration
 	Logger      logr.Logger
 }
 
@@ -76,11 +109,25 @@ type Drivers struct {
 	// wipes are the drivers whose slices are to be deleted, with when.
 	wipes map[string]time.Time
 	kick  chan struct{}
+	// healthStreams counts the open health streams of each driver.
+	healthStreams map[string]int
 }
 
 type driverPlugin struct {
 	endpoint string
+	// services are the gRPC services the plugin announced.
+	services []string
 	conn     *grpc.ClientConn
+	// stopHealth ends the watch of its health stream; nil for none.
+	stopHealth context.CancelFunc
+}
+
+// stop ends the plugin's health watch and closes its connection.
+func (p *driverPlugin) stop() {
+	if p.stopHealth != nil {
+		p.stopHealth()
+	}
+	_ = p.conn.Close()
 }
 
 // NewDrivers returns an empty registry.
@@ -91,7 +138,10 @@ func NewDrivers(opts DriversOptions) *Drivers {
 	if opts.CallTimeout <= 0 {
 		opts.CallTimeout = DefaultCallTimeout
 	}
-	return &Drivers{opts: opts, plugins: map[string][]*driverPlugin{}, wipes: map[string]time.Time{}, kick: make(chan struct{}, 1)}
+	if opts.HealthRetry <= 0 {
+		opts.HealthRetry = DefaultHealthRetry
+	}
+	return &Drivers{opts: opts, plugins: map[string][]*driverPlugin{}, wipes: map[string]time.Time{}, kick: make(chan struct{}, 1), healthStreams: map[string]int{}}
 }
 
 // ValidatePlugin checks a DRA driver's registration: a name, a service
@@ -122,14 +172,15 @@ func validateServices(services []string) error {
 	if len(services) == 0 {
 		return errors.New("empty list of supported gRPC services (aka supported versions)")
 	}
-	if !slices.ContainsFunc(services, func(s string) bool { return slices.Contains(SupportedServices, s) }) {
+	if pluginService(services) == "" {
 		return fmt.Errorf("none of services supported by the plugin (%q) are supported by nodelet (%q)", services, SupportedServices)
 	}
 	return nil
 }
 
-// RegisterPlugin adds a validated plugin of the named driver; a pending
-// deletion of the driver's slices is called off.
+// RegisterPlugin adds a validated plugin of the named driver, and watches
+// its health stream when it has one (see DriversOptions.Health); a
+// pending deletion of the driver's slices is called off.
 func (d *Drivers) RegisterPlugin(name, endpoint string, services []string) error {
 	if err := d.ValidatePlugin(name, endpoint, services); err != nil {
 		return err
@@ -144,9 +195,16 @@ func (d *Drivers) RegisterPlugin(name, endpoint string, services []string) error
 	if err != nil {
 		return fmt.Errorf("create gRPC connection to DRA driver %s plugin at endpoint %s: %w", name, endpoint, err)
 	}
-	d.plugins[name] = append(d.plugins[name], &driverPlugin{endpoint: endpoint, conn: conn})
+	p := &driverPlugin{endpoint: endpoint, services: slices.Clone(services), conn: conn}
+	healthService := pickHealthService(services)
+	if d.opts.Health != nil && healthService != "" {
+		ctx, cancel := context.WithCancel(context.Background())
+		p.stopHealth = cancel
+		go d.watchHealth(ctx, name, p, healthService)
+	}
+	d.plugins[name] = append(d.plugins[name], p)
 	delete(d.wipes, name)
-	d.opts.Logger.Info("Registered DRA driver", "driver", name, "endpoint", endpoint, "plugins", len(d.plugins[name]))
+	d.opts.Logger.Info("Registered DRA driver", "driver", name, "endpoint", endpoint, "plugins", len(d.plugins[name]), "healthService", healthService)
 	return nil
 }
 
@@ -160,7 +218,7 @@ func (d *Drivers) DeRegisterPlugin(name, endpoint string) {
 	if i < 0 {
 		return
 	}
-	_ = ps[i].conn.Close()
+	ps[i].stop()
 	ps = slices.Delete(ps, i, i+1)
 	if len(ps) == 0 {
 		delete(d.plugins, name)
@@ -175,8 +233,9 @@ func (d *Drivers) DeRegisterPlugin(name, endpoint string) {
 }
 
 // Client returns the named driver's service on its newest plugin, and
-// the timeout of each call. The error of a driver not registered is the
-// kubelet's.
+// the timeout of each call: the v1 service when the plugin announced it,
+// else its v1beta1 service behind the conversion to v1. The error of a
+// driver not registered is the kubelet's.
 func (d *Drivers) Client(name string) (drapb.DRAPluginClient, time.Duration, error) {
 	if name == "" {
 		return nil, 0, errors.New("DRA driver name is empty")
@@ -187,7 +246,27 @@ func (d *Drivers) Client(name string) (drapb.DRAPluginClient, time.Duration, err
 	if len(ps) == 0 {
 		return nil, 0, fmt.Errorf("DRA driver %s is not registered", name)
 	}
-	return drapb.NewDRAPluginClient(ps[len(ps)-1].conn), d.opts.CallTimeout, nil
+	return ps[len(ps)-1].client(), d.opts.CallTimeout, nil
+}
+
+// client is the DRA service of the plugin, in the version it speaks that
+// nodelet prefers (a validated plugin speaks one of them).
+func (p *driverPlugin) client() drapb.DRAPluginClient {
+	if pluginService(p.services) == drapbv1beta1.DRAPluginService {
+		return drapbv1beta1.V1Beta1ClientWrapper{DRAPluginClient: drapbv1beta1.NewDRAPluginClient(p.conn)}
+	}
+	return drapb.NewDRAPluginClient(p.conn)
+}
+
+// pluginService returns the DRA service nodelet calls among those a plugin
+// announced: the first of SupportedServices it lists, "" for none.
+func pluginService(announced []string) string {
+	for _, s := range SupportedServices {
+		if slices.Contains(announced, s) {
+			return s
+		}
+	}
+	return ""
 }
 
 // Names returns the registered drivers, sorted.
@@ -210,13 +289,14 @@ func (d *Drivers) wake() {
 	}
 }
 
-// Close closes the connections to every plugin.
+// Close ends the health watches and closes the connections to every
+// plugin.
 func (d *Drivers) Close() {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	for _, ps := range d.plugins {
 		for _, p := range ps {
-			_ = p.conn.Close()
+			p.stop()
 		}
 	}
 	d.plugins = map[string][]*driverPlugin{}
@@ -316,6 +396,90 @@ func (d *Drivers) wipeUnregistered(ctx context.Context) error {
 		d.opts.Logger.Info("Deleted the ResourceSlices of a DRA driver not registered", "driver", name)
 	}
 	return errors.Join(errs...)
+}
+
+// pickHealthService returns the health service nodelet watches among
+// those a plugin announced, "" for none.
+func pickHealthService(announced []string) string {
+	for _, s := range HealthServices {
+		if slices.Contains(announced, s) {
+			return s
+		}
+	}
+	return ""
+}
+
+// watchHealth opens the plugin's health stream, and opens it again with
+// back-off whenever it ends, until ctx ends (the plugin went) or the
+// plugin turns out not to serve the service it announced.
+func (d *Drivers) watchHealth(ctx context.Context, driver string, p *driverPlugin, service string) {
+	log := d.opts.Logger.WithValues("driver", driver, "endpoint", p.endpoint, "healthService", service)
+	retry := d.opts.HealthRetry
+	for {
+		received, err := d.streamHealth(ctx, driver, p.conn, service)
+		if ctx.Err() != nil {
+			return
+		}
+		if status.Code(err) == codes.Unimplemented {
+			log.Info("DRA driver does not serve the health service it announced, not watching it", "err", err.Error())
+			return
+		}
+		if received {
+			retry = d.opts.HealthRetry
+		}
+		log.V(1).Info("DRA driver health stream ended, opening it again", "err", fmt.Sprint(err), "retryIn", retry)
+		t := time.NewTimer(retry)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+		retry = min(2*retry, maxHealthRetry)
+	}
+}
+
+// streamHealth opens the plugin's NodeWatchResources stream and hands
+// each answer to the health receiver until the stream ends; the driver's
+// health is then forgotten unless another of its plugins' streams is
+// open (a rolling update). received says whether an answer came.
+func (d *Drivers) streamHealth(ctx context.Context, driver string, conn *grpc.ClientConn, service string) (received bool, err error) {
+	stream, err := openHealthStream(ctx, conn, service)
+	if err != nil {
+		return false, err
+	}
+	d.mu.Lock()
+	d.healthStreams[driver]++
+	d.mu.Unlock()
+	defer func() {
+		d.mu.Lock()
+		d.healthStreams[driver]--
+		last := d.healthStreams[driver] <= 0
+		if last {
+			delete(d.healthStreams, driver)
+		}
+		d.mu.Unlock()
+		if last {
+			d.opts.Health.Forget(driver)
+		}
+	}()
+	for {
+		resp, err := stream.Recv()
+		if err != nil {
+			return received, err
+		}
+		received = true
+		d.opts.Health.Report(driver, resp.GetDevices())
+	}
+}
+
+// openHealthStream opens the NodeWatchResources stream of the service's
+// version, a v1alpha1 one converted to v1.
+func openHealthStream(ctx context.Context, conn *grpc.ClientConn, service string) (drahealthv1.DRAResourceHealth_NodeWatchResourcesClient, error) {
+	if service == drahealthv1alpha1.DRAResourceHealthService {
+		return drahealthv1.V1Alpha1ClientWrapper{Client: drahealthv1alpha1.NewDRAResourceHealthClient(conn)}.NodeWatchResources(ctx, &drahealthv1.NodeWatchResourcesRequest{})
+	}
+	return drahealthv1.NewDRAResourceHealthClient(conn).NodeWatchResources(ctx, &drahealthv1.NodeWatchResourcesRequest{})
 }
 
 // dial makes a client connection to a unix socket; it connects at the

@@ -42,7 +42,12 @@ type Options struct {
 	// StatePath is the checkpoint file (<rootDir>/dra_manager_state); ""
 	// keeps none.
 	StatePath string
-	Logger    logr.Logger
+	// Health, when set (the ResourceHealthStatus gate), is the devices'
+	// health that ResourceStatus reports; HealthMessages (the
+	// ResourceHealthStatusMessage gate) adds the drivers' messages.
+	Health         *Health
+	HealthMessages bool
+	Logger         logr.Logger
 }
 
 // Manager prepares the ResourceClaims of pods before their sandboxes are

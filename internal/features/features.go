@@ -70,6 +70,13 @@ const (
 	// PodObservedGenerationTracking: observedGeneration in pod status and
 	// conditions.
 	PodObservedGenerationTracking featuregate.Feature = "PodObservedGenerationTracking"
+	// ResourceHealthStatus: the health of the devices a container holds
+	// (device plugins' and DRA drivers'), in its status'
+	// allocatedResourcesStatus, and the DRA drivers' health streams.
+	ResourceHealthStatus featuregate.Feature = "ResourceHealthStatus"
+	// ResourceHealthStatusMessage: a DRA driver's message about a
+	// device's health, in allocatedResourcesStatus.
+	ResourceHealthStatusMessage featuregate.Feature = "ResourceHealthStatusMessage"
 	// RecursiveReadOnlyMounts: recursiveReadOnly on volume mounts.
 	RecursiveReadOnlyMounts featuregate.Feature = "RecursiveReadOnlyMounts"
 	// SupplementalGroupsPolicy: securityContext.supplementalGroupsPolicy.
@@ -97,6 +104,8 @@ var specs = map[featuregate.Feature]featuregate.FeatureSpec{
 	PodCertificateRequest:                            {Default: true, PreRelease: featuregate.GA},
 	PodObservedGenerationTracking:                    {Default: true, PreRelease: featuregate.GA, LockToDefault: true},
 	RecursiveReadOnlyMounts:                          {Default: true, PreRelease: featuregate.GA, LockToDefault: true},
+	ResourceHealthStatus:                             {Default: true, PreRelease: featuregate.Beta},
+	ResourceHealthStatusMessage:                      {Default: true, PreRelease: featuregate.Beta},
 	SupplementalGroupsPolicy:                         {Default: true, PreRelease: featuregate.GA, LockToDefault: true},
 	UserNamespacesSupport:                            {Default: true, PreRelease: featuregate.GA, LockToDefault: true},
 }

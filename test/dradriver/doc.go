@@ -6,6 +6,8 @@
 // to it in the claim (read from the API server) and writes the CDI spec
 // of those devices: each sets an environment variable naming the device
 // and mounts a host directory holding a file that names it. It records
-// every call, so a test can see what the agent asked. It runs in the
-// test's process.
+// every call, so a test can see what the agent asked. It also serves and
+// announces the DRAResourceHealth service (v1): each stream sends the
+// health of the devices SetHealth set, again at each change. It runs in
+// the test's process.
 package dradriver

@@ -11,9 +11,11 @@ import (
 	"path/filepath"
 	"slices"
 	"sync"
+	"time"
 
 	"google.golang.org/grpc"
 	resourceapi "k8s.io/api/resource/v1"
+	drahealthv1 "k8s.io/kubelet/pkg/apis/dra-health/v1"
 	drapb "k8s.io/kubelet/pkg/apis/dra/v1"
 	registerapi "k8s.io/kubelet/pkg/apis/pluginregistration/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -29,6 +31,10 @@ const (
 	// CDIKind is the kind of the driver's CDI devices: their IDs are
 	// <CDIKind>=<device>.
 	CDIKind = "nodelet.test/dra"
+	// HealthTimeout is the health_check_timeout_seconds of the driver's
+	// health reports: it reports only on change, so each report holds
+	// long.
+	HealthTimeout = 10 * time.Minute
 )
 
 // Driver is a stand-in DRA driver.
@@ -58,6 +64,10 @@ type Driver struct {
 	unprepared  []string
 	registered  []bool
 	regMessages []string
+	// health is each device's health, by pool and device, as SetHealth
+	// set it; watchers are the open health streams' wake-ups.
+	health   map[string]*drahealthv1.DeviceHealth
+	watchers map[chan struct{}]bool
 }
 
 // Endpoint is the driver's DRA socket.
@@ -91,6 +101,7 @@ func (d *Driver) Start() error {
 	}
 	draSrv, regSrv := grpc.NewServer(), grpc.NewServer()
 	drapb.RegisterDRAPluginServer(draSrv, d)
+	drahealthv1.RegisterDRAResourceHealthServer(draSrv, healthServer{d: d})
 	registerapi.RegisterRegistrationServer(regSrv, registration{d: d})
 	d.mu.Lock()
 	d.servers = []*grpc.Server{draSrv, regSrv}
@@ -278,7 +289,7 @@ func (r registration) GetInfo(context.Context, *registerapi.InfoRequest) (*regis
 		Type:              registerapi.DRAPlugin,
 		Name:              r.d.Name,
 		Endpoint:          r.d.Endpoint(),
-		SupportedVersions: []string{drapb.DRAPluginService},
+		SupportedVersions: []string{drapb.DRAPluginService, drahealthv1.DRAResourceHealthService},
 	}, nil
 }
 
@@ -290,4 +301,70 @@ func (r registration) NotifyRegistrationStatus(_ context.Context, st *registerap
 		r.d.regMessages = append(r.d.regMessages, st.GetError())
 	}
 	return &registerapi.RegistrationStatusResponse{}, nil
+}
+
+// SetHealth sets a device's health and message, and sends the health of
+// every device set so far on each open health stream.
+func (d *Driver) SetHealth(pool, device string, health drahealthv1.HealthStatus, message string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.health == nil {
+		d.health = map[string]*drahealthv1.DeviceHealth{}
+	}
+	d.health[pool+"/"+device] = &drahealthv1.DeviceHealth{
+		Device:                    &drahealthv1.DeviceIdentifier{PoolName: pool, DeviceName: device},
+		Health:                    health,
+		Message:                   message,
+		LastUpdatedTime:           time.Now().Unix(),
+		HealthCheckTimeoutSeconds: int64(HealthTimeout / time.Second),
+	}
+	for ch := range d.watchers {
+		select {
+		case ch <- struct{}{}:
+		default:
+		}
+	}
+}
+
+func (d *Driver) healthReport() *drahealthv1.NodeWatchResourcesResponse {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	resp := &drahealthv1.NodeWatchResourcesResponse{}
+	for _, key := range slices.Sorted(maps.Keys(d.health)) {
+		resp.Devices = append(resp.Devices, d.health[key])
+	}
+	return resp
+}
+
+// healthServer is the driver's DRAResourceHealth service.
+type healthServer struct {
+	drahealthv1.UnimplementedDRAResourceHealthServer
+	d *Driver
+}
+
+// NodeWatchResources sends the health of every device set so far, and
+// again at each change, until the agent closes the stream.
+func (h healthServer) NodeWatchResources(_ *drahealthv1.NodeWatchResourcesRequest, s grpc.ServerStreamingServer[drahealthv1.NodeWatchResourcesResponse]) error {
+	wake := make(chan struct{}, 1)
+	h.d.mu.Lock()
+	if h.d.watchers == nil {
+		h.d.watchers = map[chan struct{}]bool{}
+	}
+	h.d.watchers[wake] = true
+	h.d.mu.Unlock()
+	defer func() {
+		h.d.mu.Lock()
+		delete(h.d.watchers, wake)
+		h.d.mu.Unlock()
+	}()
+	for {
+		if err := s.Send(h.d.healthReport()); err != nil {
+			return err
+		}
+		select {
+		case <-s.Context().Done():
+			return nil
+		case <-wake:
+		}
+	}
 }

@@ -65,6 +65,17 @@ var _ = Describe("Device plugins and pod resources", Ordered, func() {
 		Expect(err).NotTo(HaveOccurred(), "reading %s: %s", fakeplugin.EnvName, stderr)
 		return strings.TrimSpace(string(stdout))
 	}
+	// deviceHealthIs waits for the pod's container status to report its
+	// one device with that health, as the kubelet's (allocatedResourcesStatus).
+	deviceHealthIs := func(ctx SpecContext, ns, name, device string, health corev1.ResourceHealthStatus) {
+		GinkgoHelper()
+		utils.WaitForPod(ctx, env.Admin, ns, name, podStartTimeout, func(g Gomega, p *corev1.Pod) {
+			g.Expect(p.Status.ContainerStatuses).To(HaveLen(1))
+			g.Expect(p.Status.ContainerStatuses[0].AllocatedResourcesStatus).To(Equal([]corev1.ResourceStatus{{
+				Name: gpu, Resources: []corev1.ResourceHealth{{ResourceID: corev1.ResourceID(device), Health: health}},
+			}}))
+		})
+	}
 	// register registers the plugin once nodelet's kubelet.sock answers
 	// (a plugin watches for it and registers again).
 	register := func(ctx SpecContext, p *fakeplugin.Plugin) {
@@ -72,7 +83,7 @@ var _ = Describe("Device plugins and pod resources", Ordered, func() {
 		Eventually(func() error { return p.Register(ctx) }).WithContext(ctx).WithTimeout(podStartTimeout).WithPolling(pollInterval).Should(Succeed())
 	}
 
-	It("advertises a plugin's devices, hands each to one pod, keeps them across restarts and frees them with the pod", func(ctx SpecContext) {
+	It("advertises a plugin's devices, hands each to one pod, reports their health, keeps them across restarts and frees them with the pod", func(ctx SpecContext) {
 		dir := filepath.Join(env.Nodelet.RootDir, "device-plugins")
 		plugin := &fakeplugin.Plugin{Dir: dir, Resource: string(gpu), Endpoint: "e2e-gpu.sock", Devices: []string{"dev-0", "dev-1"}, PreStartRequired: true}
 		Eventually(func() error { return plugin.Start(ctx) }).WithContext(ctx).WithTimeout(podStartTimeout).WithPolling(pollInterval).Should(Succeed())
@@ -120,6 +131,16 @@ var _ = Describe("Device plugins and pod resources", Ordered, func() {
 		}
 		Expect(held).To(Equal(map[string]string{"gpu-a": devA, "gpu-b": devB}), "the rejected pod holds nothing")
 
+		By("reporting each device's health in its pod's status, again when it changes")
+		deviceHealthIs(ctx, ns, "gpu-a", devA, corev1.ResourceHealthStatusHealthy)
+		deviceHealthIs(ctx, ns, "gpu-b", devB, corev1.ResourceHealthStatusHealthy)
+		plugin.SetHealthy(devA, false)
+		deviceHealthIs(ctx, ns, "gpu-a", devA, corev1.ResourceHealthStatusUnhealthy)
+		gpuCounts(ctx, "2", "1")
+		deviceHealthIs(ctx, ns, "gpu-b", devB, corev1.ResourceHealthStatusHealthy)
+		plugin.SetHealthy(devA, true)
+		deviceHealthIs(ctx, ns, "gpu-a", devA, corev1.ResourceHealthStatusHealthy)
+
 		By("keeping the assignments checkpointed, 0600")
 		info, err = os.Stat(filepath.Join(dir, "nodelet_internal_checkpoint"))
 		Expect(err).NotTo(HaveOccurred())
@@ -140,8 +161,10 @@ var _ = Describe("Device plugins and pod resources", Ordered, func() {
 		By("restarting the plugin: nothing allocatable while it is away, all again once it registers")
 		plugin.Stop()
 		gpuCounts(ctx, "2", "0")
+		deviceHealthIs(ctx, ns, "gpu-a", devA, corev1.ResourceHealthStatusUnknown)
 		Expect(plugin.Start(ctx)).To(Succeed())
 		gpuCounts(ctx, "2", "2")
+		deviceHealthIs(ctx, ns, "gpu-a", devA, corev1.ResourceHealthStatusHealthy)
 
 		By("deleting a pod: a new pod gets its device")
 		Expect(env.Admin.Delete(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "gpu-a"}})).To(Succeed())

@@ -16,6 +16,7 @@ import (
 	resourceapi "k8s.io/api/resource/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	drahealthv1 "k8s.io/kubelet/pkg/apis/dra-health/v1"
 	podresourcesapi "k8s.io/kubelet/pkg/apis/podresources/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -49,7 +50,7 @@ var _ = Describe("DRA drivers", Ordered, func() {
 		return strings.TrimSpace(string(stdout))
 	}
 
-	It("registers a driver, runs a pod with the CDI devices it prepared, unprepares them with the pod and deletes the slices of a driver gone", func(ctx SpecContext) {
+	It("registers a driver, runs a pod with the CDI devices it prepared, reports their health, unprepares them with the pod and deletes the slices of a driver gone", func(ctx SpecContext) {
 		driver := &dradriver.Driver{
 			Name:        draDriverName,
 			RegistryDir: filepath.Join(env.Nodelet.RootDir, "plugins_registry"),
@@ -112,6 +113,25 @@ var _ = Describe("DRA drivers", Ordered, func() {
 		})
 		Expect(execIn(ctx, running, "echo $"+dradriver.EnvName+"; cat "+dradriver.MountPath+"/dev-0")).To(Equal("dev-0\ndev-0"))
 		Expect(driver.Prepared()).To(Equal([]string{string(claim.UID)}))
+
+		By("reporting the device's health, as its driver's health stream says, in the pod's status")
+		deviceHealthIs := func(health corev1.ResourceHealthStatus, message *string) {
+			GinkgoHelper()
+			utils.WaitForPod(ctx, env.Admin, ns, pod.Name, podStartTimeout, func(g Gomega, p *corev1.Pod) {
+				g.Expect(p.Status.ContainerStatuses).To(HaveLen(1))
+				g.Expect(p.Status.ContainerStatuses[0].AllocatedResourcesStatus).To(Equal([]corev1.ResourceStatus{{
+					Name: "claim:dev",
+					Resources: []corev1.ResourceHealth{{
+						ResourceID: corev1.ResourceID(draDriverName + "/" + draNode + "/dev-0"), Health: health, Message: message,
+					}},
+				}}))
+			})
+		}
+		deviceHealthIs(corev1.ResourceHealthStatusUnknown, nil)
+		driver.SetHealth(draNode, "dev-0", drahealthv1.HealthStatus_UNHEALTHY, "ECC errors")
+		deviceHealthIs(corev1.ResourceHealthStatusUnhealthy, ptr.To("ECC errors"))
+		driver.SetHealth(draNode, "dev-0", drahealthv1.HealthStatus_HEALTHY, "")
+		deviceHealthIs(corev1.ResourceHealthStatusHealthy, nil)
 
 		By("keeping the prepared claim checkpointed, 0600")
 		state := filepath.Join(env.Nodelet.RootDir, "dra_manager_state")

@@ -44,6 +44,10 @@ type Inputs struct {
 	// recursive read-only mounts: the volume mounts' status says which
 	// are.
 	RecursiveReadOnly bool
+	// AllocatedResourcesStatus are, by container name, the health of the
+	// devices each regular container holds (its allocatedResourcesStatus,
+	// sorted by the caller); nil with the ResourceHealthStatus gate off.
+	AllocatedResourcesStatus map[string][]v1.ResourceStatus
 }
 
 // statusBuilder holds what one status computation reads.
@@ -94,7 +98,9 @@ func ComputePodStatus(pod *v1.Pod, rt state.PodRuntime, st state.PodState, in In
 		s.InitContainerStatuses = append(s.InitContainerStatuses, b.containerStatus(&pod.Spec.InitContainers[i], true, hasInit))
 	}
 	for i := range pod.Spec.Containers {
-		s.ContainerStatuses = append(s.ContainerStatuses, b.containerStatus(&pod.Spec.Containers[i], false, hasInit))
+		cs := b.containerStatus(&pod.Spec.Containers[i], false, hasInit)
+		cs.AllocatedResourcesStatus = in.AllocatedResourcesStatus[cs.Name]
+		s.ContainerStatuses = append(s.ContainerStatuses, cs)
 	}
 	s.EphemeralContainerStatuses = b.ephemeralContainerStatuses(hasInit)
 	s.Phase = b.phase(s)

@@ -560,3 +560,29 @@ func TestVolumeMountStatus(t *testing.T) {
 		t.Errorf("a container without volume mounts reports %v", vm)
 	}
 }
+
+func TestAllocatedResourcesStatus(t *testing.T) {
+	pod := podtest.NewPod(podtest.Inits("init"), podtest.Containers("app", "waiting"))
+	ready := []state.Sandbox{statetest.Sandbox("s1", 0)}
+	rt := statetest.Runtime(ready, statetest.Running(pod, "app", "s1", 0))
+	gpu := []v1.ResourceStatus{{Name: "example.com/gpu", Resources: []v1.ResourceHealth{{ResourceID: "dev-0", Health: v1.ResourceHealthStatusUnhealthy}}}}
+	claim := []v1.ResourceStatus{{Name: "claim:gpu", Resources: []v1.ResourceHealth{{ResourceID: "gpu.example.com/node/gpu-0", Health: v1.ResourceHealthStatusHealthy}}}}
+	s := ComputePodStatus(pod, rt, state.PodState{}, Inputs{Now: podtest.At(1), AllocatedResourcesStatus: map[string][]v1.ResourceStatus{
+		"app": gpu, "waiting": claim, "init": gpu,
+	}})
+	got := map[string][]v1.ResourceStatus{}
+	for _, cs := range append(s.InitContainerStatuses, s.ContainerStatuses...) {
+		if cs.AllocatedResourcesStatus != nil {
+			got[cs.Name] = cs.AllocatedResourcesStatus
+		}
+	}
+	// A container not started yet reports its devices too; an init
+	// container does not, as with the kubelet.
+	want := map[string][]v1.ResourceStatus{"app": gpu, "waiting": claim}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("allocatedResourcesStatus (-want +got):\n%s", diff)
+	}
+	if s := ComputePodStatus(pod, rt, state.PodState{}, Inputs{Now: podtest.At(1)}); s.ContainerStatuses[0].AllocatedResourcesStatus != nil {
+		t.Errorf("without devices: %v", s.ContainerStatuses[0].AllocatedResourcesStatus)
+	}
+}
