@@ -13,10 +13,14 @@ import (
 // read now.
 type DeviceHealthFunc func(driver string, device DeviceKey) (v1.ResourceHealthStatus, string)
 
-// ResourceID is a DRA device's ID in a pod's allocatedResourcesStatus:
-// <driver>/<pool>/<device>, unique in the cluster.
-func ResourceID(driver string, device DeviceKey) v1.ResourceID {
-	return v1.ResourceID(driver + "/" + device.Pool + "/" + device.Device)
+// ResourceID is a prepared DRA device's ID in a pod's
+// allocatedResourcesStatus, as the kubelet writes it: the device's first
+// CDI device ID, or <driver>/<pool>/<device> when it has none.
+func ResourceID(driver string, dev Device) v1.ResourceID {
+	if len(dev.CDIDeviceIDs) > 0 {
+		return v1.ResourceID(dev.CDIDeviceIDs[0])
+	}
+	return v1.ResourceID(driver + "/" + dev.Pool + "/" + dev.Device)
 }
 
 // claimUse is one claim (or one request of it) a container uses, and the
@@ -87,7 +91,7 @@ func baseRequest(name string) string {
 // container c of pod, as the kubelet reports them with ResourceHealthStatus
 // on: one per claim (or request of one) the container uses that is
 // prepared for the pod (prepared, by claim name), listing each device its
-// drivers prepared for it as <driver>/<pool>/<device> with its health,
+// drivers prepared for it (ResourceID) with its health,
 // and its message when messages is on (the ResourceHealthStatusMessage
 // gate) and the driver gave one. Entries are sorted by name and devices by
 // ID, so that equal states make equal statuses; an entry without devices
@@ -105,7 +109,7 @@ func ContainerResourceStatus(pod *v1.Pod, c *v1.Container, prepared map[string]C
 					continue
 				}
 				key := DeviceKey{Pool: dev.Pool, Device: dev.Device}
-				rh := v1.ResourceHealth{ResourceID: ResourceID(d.Name, key), Health: v1.ResourceHealthStatusUnknown}
+				rh := v1.ResourceHealth{ResourceID: ResourceID(d.Name, dev), Health: v1.ResourceHealthStatusUnknown}
 				if health != nil {
 					h, msg := health(d.Name, key)
 					rh.Health = h

@@ -40,7 +40,7 @@ func TestContainerResourceStatus(t *testing.T) {
 		}}}},
 		"shared-net": {Name: "shared-net", Namespace: "ns", Prepared: true, Drivers: []DriverState{
 			{Name: "sriov.example.com", Devices: []Device{{Pool: "node", Device: "vf-0"}, {Pool: "node", Device: "vf-0"}}},
-			{Name: "ib.example.com", Devices: []Device{{Pool: "fabric", Device: "port-1"}}},
+			{Name: "ib.example.com", Devices: []Device{{Pool: "fabric", Device: "port-1", CDIDeviceIDs: []string{"ib.example.com/port=port-1", "ib.example.com/port=all"}}}},
 		}},
 		"pod-ext": {Name: "pod-ext", Namespace: "ns", Prepared: true, Drivers: []DriverState{{Name: "gpu.example.com", Devices: []Device{
 			{RequestNames: []string{"container-0-request-0"}, Pool: "node", Device: "gpu-7"},
@@ -98,9 +98,10 @@ func TestContainerResourceStatus(t *testing.T) {
 					rh("gpu.example.com/node/gpu-1", v1.ResourceHealthStatusHealthy, "ok"),
 				}},
 				{Name: "claim:gpus/small", Resources: []v1.ResourceHealth{rh("gpu.example.com/node/gpu-0-mig-3", v1.ResourceHealthStatusUnknown)}},
-				// Devices of two drivers, one device twice: once.
+				// Devices of two drivers, one device twice: once; a
+				// device with CDI devices by its first.
 				{Name: "claim:net", Resources: []v1.ResourceHealth{
-					rh("ib.example.com/fabric/port-1", v1.ResourceHealthStatusUnknown),
+					rh("ib.example.com/port=port-1", v1.ResourceHealthStatusUnknown),
 					rh("sriov.example.com/node/vf-0", v1.ResourceHealthStatusUnknown),
 				}},
 			}},

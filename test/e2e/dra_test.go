@@ -122,7 +122,8 @@ var _ = Describe("DRA drivers", Ordered, func() {
 				g.Expect(p.Status.ContainerStatuses[0].AllocatedResourcesStatus).To(Equal([]corev1.ResourceStatus{{
 					Name: "claim:dev",
 					Resources: []corev1.ResourceHealth{{
-						ResourceID: corev1.ResourceID(draDriverName + "/" + draNode + "/dev-0"), Health: health, Message: message,
+						// The device's CDI device ID, as the kubelet names it.
+						ResourceID: corev1.ResourceID(dradriver.CDIKind + "=dev-0"), Health: health, Message: message,
 					}},
 				}}))
 			})
