@@ -20,7 +20,8 @@ import (
 	"github.com/nodelet/nodelet/internal/ctrlqueue"
 )
 
-// setupCSI registers CSI and DRA drivers as the kubelet does: the plugin
+// setupCSI registers CSI and DRA drivers, and device plugins that do not
+// use kubelet.sock, as the kubelet does: the plugin
 // watcher on <rootDir>/plugins_registry runs without the API server (a
 // driver registered while it is unreachable is usable at once), and the
 // writer of the node's CSINode, node ID annotation and topology labels and
@@ -37,11 +38,15 @@ func setupCSI(mgr ctrl.Manager, deps *Deps) error {
 		return err
 	}
 	drivers := draDriversFor(mgr, deps)
+	devices, err := devicesFor(mgr, deps)
+	if err != nil {
+		return err
+	}
 	watcher := csi.NewWatcher(csi.WatcherOptions{
 		Dir:       filepath.Join(cfg.RootDir, csi.PluginsRegistryDir),
 		Registry:  csiDriversFor(deps),
 		Installer: csi.Installers{nodeInfo, refresher},
-		Handlers:  map[string]csi.PluginHandler{registerapi.DRAPlugin: drivers},
+		Handlers:  map[string]csi.PluginHandler{registerapi.DRAPlugin: drivers, registerapi.DevicePlugin: devices},
 	})
 	if err := deps.local(mgr).Add(watcher); err != nil {
 		return fmt.Errorf("adding the plugin registration watcher: %w", err)

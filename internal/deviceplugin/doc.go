@@ -1,6 +1,7 @@
 // Package deviceplugin is nodelet's device manager for the kubelet's device
 // plugin API (k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1): a Registration
-// server on <rootDir>/device-plugins/kubelet.sock, one ListAndWatch stream per
+// server on <rootDir>/device-plugins/kubelet.sock (and a handler of the plugin
+// watcher's DevicePlugin registrations), one ListAndWatch stream per
 // registered resource whose devices become the Node's capacity (every device)
 // and allocatable (the healthy ones), the allocation of devices to the
 // containers of admitted pods (GetPreferredAllocation, Allocate), what

@@ -74,6 +74,9 @@ type Manager struct {
 	assignments map[key]*Assignment
 	// generation numbers the endpoints.
 	generation uint64
+	// running is Start's context once it started: the life of the
+	// plugins registered through the plugin watcher.
+	running context.Context
 }
 
 // key names one container's share of one resource.
@@ -136,6 +139,9 @@ func New(opts Options) (*Manager, error) {
 // Start serves the Registration API on Dir/kubelet.sock until ctx ends.
 // The socket is made anew, so that plugins watching it register again.
 func (m *Manager) Start(ctx context.Context) error {
+	m.mu.Lock()
+	m.running = ctx
+	m.mu.Unlock()
 	sock := filepath.Join(m.opts.Dir, SocketName)
 	if err := os.Remove(sock); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("removing stale device plugin registration socket: %w", err)

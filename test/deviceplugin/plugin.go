@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -14,6 +15,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
+	registerapi "k8s.io/kubelet/pkg/apis/pluginregistration/v1"
 )
 
 // EnvName is the variable Allocate sets to the allocated device IDs,
@@ -31,13 +33,20 @@ type Plugin struct {
 	Devices                 []string
 	// PreStartRequired and Preferred are the options it registers with.
 	PreStartRequired, Preferred bool
+	// RegistryDir, when set, is the agent's plugins_registry directory:
+	// the plugin registers through the plugin watcher there (a
+	// registration socket named after Endpoint) instead of kubelet.sock.
+	RegistryDir string
 
 	mu        sync.Mutex
 	server    *grpc.Server
-	unhealthy map[string]bool
-	updates   chan struct{}
-	allocated [][]string
-	preStarts [][]string
+	regServer *grpc.Server
+	// registered are the plugin watcher's answers, in order.
+	registered []bool
+	unhealthy  map[string]bool
+	updates    chan struct{}
+	allocated  [][]string
+	preStarts  [][]string
 }
 
 // Start serves the plugin's socket (made anew) and registers with the
@@ -58,7 +67,60 @@ func (p *Plugin) Start(ctx context.Context) error {
 	srv := p.server
 	p.mu.Unlock()
 	go func() { _ = srv.Serve(l) }()
+	if p.RegistryDir != "" {
+		return p.serveRegistration()
+	}
 	return p.Register(ctx)
+}
+
+// serveRegistration serves the plugin watcher's Registration service on
+// RegistryDir/<Endpoint>.
+func (p *Plugin) serveRegistration() error {
+	sock := filepath.Join(p.RegistryDir, p.Endpoint)
+	if err := os.Remove(sock); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	l, err := net.Listen("unix", sock)
+	if err != nil {
+		return fmt.Errorf("listening on %s: %w", sock, err)
+	}
+	srv := grpc.NewServer()
+	registerapi.RegisterRegistrationServer(srv, registration{p: p})
+	p.mu.Lock()
+	p.regServer = srv
+	p.mu.Unlock()
+	go func() { _ = srv.Serve(l) }()
+	return nil
+}
+
+// Registered returns the plugin watcher's answers so far (true: accepted).
+func (p *Plugin) Registered() []bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return slices.Clone(p.registered)
+}
+
+// registration is the plugin's Registration service for the plugin
+// watcher.
+type registration struct {
+	registerapi.UnimplementedRegistrationServer
+	p *Plugin
+}
+
+func (r registration) GetInfo(context.Context, *registerapi.InfoRequest) (*registerapi.PluginInfo, error) {
+	return &registerapi.PluginInfo{
+		Type:              registerapi.DevicePlugin,
+		Name:              r.p.Resource,
+		Endpoint:          filepath.Join(r.p.Dir, r.p.Endpoint),
+		SupportedVersions: []string{pluginapi.Version},
+	}, nil
+}
+
+func (r registration) NotifyRegistrationStatus(_ context.Context, st *registerapi.RegistrationStatus) (*registerapi.RegistrationStatusResponse, error) {
+	r.p.mu.Lock()
+	defer r.p.mu.Unlock()
+	r.p.registered = append(r.p.registered, st.GetPluginRegistered())
+	return &registerapi.RegistrationStatusResponse{}, nil
 }
 
 // Register registers the plugin with the agent (again).
@@ -83,9 +145,13 @@ func (p *Plugin) Register(ctx context.Context) error {
 // Stop stops serving: the agent's streams end.
 func (p *Plugin) Stop() {
 	p.mu.Lock()
-	srv := p.server
-	p.server = nil
+	srv, reg := p.server, p.regServer
+	p.server, p.regServer = nil, nil
 	p.mu.Unlock()
+	if reg != nil {
+		reg.Stop()
+		_ = os.Remove(filepath.Join(p.RegistryDir, p.Endpoint))
+	}
 	if srv != nil {
 		srv.Stop()
 	}
