@@ -38,12 +38,17 @@ func TestSetupCSI(t *testing.T) {
 	if err := setupCSI(mgr, deps); err != nil {
 		t.Fatal(err)
 	}
-	if len(local.added) != 1 {
-		t.Fatalf("runnables added to run without the API server: %d, want the plugin watcher", len(local.added))
+	// The plugin watcher, and the device plugin manager it hands device
+	// plugins to.
+	if len(local.added) != 2 {
+		t.Fatalf("runnables added to run without the API server: %d, want the device plugin manager and the plugin watcher", len(local.added))
 	}
-	w, ok := local.added[0].(*csi.Watcher)
+	w, ok := local.added[1].(*csi.Watcher)
 	if !ok {
-		t.Fatalf("local runnable is %T, want *csi.Watcher", local.added[0])
+		t.Fatalf("last local runnable is %T, want *csi.Watcher", local.added[1])
+	}
+	if deps.devices == nil {
+		t.Error("no device plugin manager for the watcher's DevicePlugin registrations")
 	}
 	if reg := csiDriversFor(deps); reg == nil || reg != csiDriversFor(deps) {
 		t.Error("csiDriversFor does not return one registry")
