@@ -26,6 +26,10 @@
 // and of those the step created (the pod's state records them), listing
 // nothing: only the pod's worker creates objects of its UID. When the look
 // before found objects of another pod of the name, it lists as Observe.
+// The first Observe of each name in the minute after the process's first
+// one takes what a single list of the whole node saw then instead of
+// listing (firstLook): a restarted agent looks at a full node with two list
+// calls, not two per pod.
 //
 // RemovePod stops a sandbox before removing it, as the CRI asks, unless
 // this process stopped it already and the runtime shows it stopped: the
