@@ -63,6 +63,9 @@ type Manager struct {
 	// unpreparing are the claims whose NodeUnprepareResources is under
 	// way or failed: no pod may start using them.
 	unpreparing map[types.UID]bool
+	// countedDrivers are the drivers dra_resource_claims_in_use has a
+	// series of.
+	countedDrivers map[string]bool
 }
 
 // NewManager returns a manager with the state checkpointed at
@@ -432,10 +435,20 @@ func (m *Manager) countInUseLocked() {
 			byDriver[d.Name]++
 		}
 	}
-	metrics.DRAResourceClaimsInUse.Reset()
+	// Each series is set in place and only those of drivers no claim uses
+	// any more are deleted: a scrape never sees the gauge empty.
 	metrics.DRAResourceClaimsInUse.WithLabelValues(metrics.DRAAnyDriver).Set(all)
 	for name, n := range byDriver {
 		metrics.DRAResourceClaimsInUse.WithLabelValues(name).Set(n)
+	}
+	for name := range m.countedDrivers {
+		if _, ok := byDriver[name]; !ok {
+			metrics.DRAResourceClaimsInUse.DeleteLabelValues(name)
+		}
+	}
+	m.countedDrivers = map[string]bool{}
+	for name := range byDriver {
+		m.countedDrivers[name] = true
 	}
 }
 

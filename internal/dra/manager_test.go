@@ -275,6 +275,9 @@ func TestPrepareBatchesSharesAndUnprepares(t *testing.T) {
 	if got := testutil.ToFloat64(metrics.DRAResourceClaimsInUse.WithLabelValues(metrics.DRAAnyDriver)); got != 0 {
 		t.Errorf("claims in use once every pod is done: %v", got)
 	}
+	if got := testutil.CollectAndCount(metrics.DRAResourceClaimsInUse, "dra_resource_claims_in_use"); got != 1 {
+		t.Errorf("dra_resource_claims_in_use has %d series once every pod is done, want only %s's", got, metrics.DRAAnyDriver)
+	}
 	if got := testutil.CollectAndCount(metrics.DRAOperationsDuration, "dra_operations_duration_seconds"); got != 4 {
 		t.Errorf("dra_operations_duration_seconds has %d series, want PrepareResources and UnprepareResources, each with and without errors", got)
 	}
