@@ -45,36 +45,57 @@ func BenchmarkDevicePodStart(b *testing.B) {
 		}
 		ns := c.newNamespace(b, fmt.Sprintf("bench-devices-%d", i))
 		w := c.watchPods(b, ns)
-		var plain, device, plainGone, deviceGone []time.Duration
-		for run := range singleRuns {
-			t, err := c.startPod(ctx, w, sleeperPod(ns, fmt.Sprintf("plain-%02d", run)))
-			if err != nil {
-				b.Fatalf("plain pod, run %d: %v; nodelet log:\n%s", run, err, n.LogTail(40))
-			}
-			plain, plainGone = append(plain, t.ready.Sub(t.created)), append(plainGone, t.gone.Sub(t.deleted))
-			t, err = c.startPod(ctx, w, devicePod(ns, fmt.Sprintf("device-%02d", run)))
-			if err != nil {
-				b.Fatalf("device pod, run %d: %v; nodelet log:\n%s", run, err, n.LogTail(40))
-			}
-			device, deviceGone = append(device, t.ready.Sub(t.created)), append(deviceGone, t.gone.Sub(t.deleted))
-		}
+		a := c.alternate(b, n, w, ns, "device", func(run int) (podTimes, error) {
+			return c.startPod(ctx, w, devicePod(ns, fmt.Sprintf("device-%02d", run)))
+		})
 		w.close()
 		plugin.Stop()
 		stopNodelet()
 
-		p50, d50 := percentile(plain, 50), percentile(device, 50)
-		g50, dg50 := percentile(plainGone, 50), percentile(deviceGone, 50)
-		printTable(fmt.Sprintf("a device plugin's pod beside a plain pod (%d runs each, node %s, %s)", singleRuns, benchNode, machine()), []row{
-			{"plain pod create→Ready p50", fmtDur(p50), "", ""},
-			{"device pod create→Ready p50", fmtDur(d50), "", ""},
-			{"device pod − plain pod, create→Ready p50", fmtDur(d50 - p50), "", ""},
-			{"plain pod delete→gone p50 (grace 1s)", fmtDur(g50), "", ""},
-			{"device pod delete→gone p50 (grace 1s)", fmtDur(dg50), "", ""},
-			{"device pod − plain pod, delete→gone p50", fmtDur(dg50 - g50), "", ""},
-		})
+		rows, p50, d50 := a.rows("device pod")
+		printTable(fmt.Sprintf("a device plugin's pod beside a plain pod (%d runs each, node %s, %s)", singleRuns, benchNode, machine()), rows)
 		b.ReportMetric(p50.Seconds()*1000, "ms-p50-plain")
 		b.ReportMetric(d50.Seconds()*1000, "ms-p50-device")
 	}
+}
+
+// alternated is what a plain pod and a pod of another kind, started one at
+// a time in turn, took in each run.
+type alternated struct{ plain, other, plainGone, otherGone []time.Duration }
+
+// alternate starts a plain pod and then a pod of another kind (start),
+// singleRuns times, so that both see the same machine load.
+func (c *cluster) alternate(b *testing.B, n *utils.Nodelet, w *podWatch, ns, kind string, start func(run int) (podTimes, error)) alternated {
+	b.Helper()
+	var a alternated
+	for run := range singleRuns {
+		t, err := c.startPod(b.Context(), w, sleeperPod(ns, fmt.Sprintf("plain-%02d", run)))
+		if err != nil {
+			b.Fatalf("plain pod, run %d: %v; nodelet log:\n%s", run, err, n.LogTail(40))
+		}
+		a.plain, a.plainGone = append(a.plain, t.ready.Sub(t.created)), append(a.plainGone, t.gone.Sub(t.deleted))
+		if t, err = start(run); err != nil {
+			b.Fatalf("%s pod, run %d: %v; nodelet log:\n%s", kind, run, err, n.LogTail(40))
+		}
+		a.other, a.otherGone = append(a.other, t.ready.Sub(t.created)), append(a.otherGone, t.gone.Sub(t.deleted))
+	}
+	return a
+}
+
+// rows are the table rows of an alternation: each kind's create→Ready and
+// delete→gone p50 and their differences; p50 and o50 are the plain and the
+// other pods' create→Ready p50.
+func (a alternated) rows(other string) (rows []row, p50, o50 time.Duration) {
+	p50, o50 = percentile(a.plain, 50), percentile(a.other, 50)
+	g50, og50 := percentile(a.plainGone, 50), percentile(a.otherGone, 50)
+	return []row{
+		{"plain pod create→Ready p50", fmtDur(p50), "", ""},
+		{other + " create→Ready p50", fmtDur(o50), "", ""},
+		{other + " − plain pod, create→Ready p50", fmtDur(o50 - p50), "", ""},
+		{"plain pod delete→gone p50 (grace 1s)", fmtDur(g50), "", ""},
+		{other + " delete→gone p50 (grace 1s)", fmtDur(og50), "", ""},
+		{other + " − plain pod, delete→gone p50", fmtDur(og50 - g50), "", ""},
+	}, p50, o50
 }
 
 // devicePod is a sleeper pod that asks for one device of benchDevice.
@@ -143,35 +164,17 @@ func BenchmarkDRAPodStart(b *testing.B) {
 		}
 		ns := c.newNamespace(b, fmt.Sprintf("bench-dra-%d", i))
 		w := c.watchPods(b, ns)
-		var plain, dra, plainGone, draGone []time.Duration
-		for run := range singleRuns {
-			t, err := c.startPod(ctx, w, sleeperPod(ns, fmt.Sprintf("plain-%02d", run)))
-			if err != nil {
-				b.Fatalf("plain pod, run %d: %v; nodelet log:\n%s", run, err, n.LogTail(40))
-			}
-			plain, plainGone = append(plain, t.ready.Sub(t.created)), append(plainGone, t.gone.Sub(t.deleted))
-			t, err = c.startClaimPod(ctx, cl, w, ns, fmt.Sprintf("dra-%02d", run))
-			if err != nil {
-				b.Fatalf("DRA pod, run %d: %v; nodelet log:\n%s", run, err, n.LogTail(40))
-			}
-			dra, draGone = append(dra, t.ready.Sub(t.created)), append(draGone, t.gone.Sub(t.deleted))
-		}
+		a := c.alternate(b, n, w, ns, "DRA", func(run int) (podTimes, error) {
+			return c.startClaimPod(ctx, cl, w, ns, fmt.Sprintf("dra-%02d", run))
+		})
 		w.close()
 		prepared, unprepared := len(driver.Prepared()), len(driver.Unprepared())
 		driver.Stop()
 		stopNodelet()
 
-		p50, d50 := percentile(plain, 50), percentile(dra, 50)
-		g50, dg50 := percentile(plainGone, 50), percentile(draGone, 50)
-		printTable(fmt.Sprintf("a DRA pod beside a plain pod (%d runs each, node %s, %s)", singleRuns, benchNode, machine()), []row{
-			{"plain pod create→Ready p50", fmtDur(p50), "", ""},
-			{"DRA pod create→Ready p50 (with the test's allocation write)", fmtDur(d50), "", ""},
-			{"DRA pod − plain pod, create→Ready p50", fmtDur(d50 - p50), "", ""},
-			{"plain pod delete→gone p50 (grace 1s)", fmtDur(g50), "", ""},
-			{"DRA pod delete→gone p50 (grace 1s)", fmtDur(dg50), "", ""},
-			{"DRA pod − plain pod, delete→gone p50", fmtDur(dg50 - g50), "", ""},
-			{"NodePrepareResources / NodeUnprepareResources calls", fmt.Sprintf("%d / %d", prepared, unprepared), fmt.Sprintf("%d / %d", singleRuns, singleRuns), verdict(prepared == singleRuns && unprepared == singleRuns)},
-		})
+		rows, p50, d50 := a.rows("DRA pod")
+		rows = append(rows, row{"NodePrepareResources / NodeUnprepareResources calls", fmt.Sprintf("%d / %d", prepared, unprepared), fmt.Sprintf("%d / %d", singleRuns, singleRuns), verdict(prepared == singleRuns && unprepared == singleRuns)})
+		printTable(fmt.Sprintf("a DRA pod beside a plain pod (%d runs each, node %s, %s; the DRA pod's create→Ready includes the test's allocation write)", singleRuns, benchNode, machine()), rows)
 		b.ReportMetric(p50.Seconds()*1000, "ms-p50-plain")
 		b.ReportMetric(d50.Seconds()*1000, "ms-p50-dra")
 	}
