@@ -127,6 +127,12 @@ func devicePluginArgs(opts DevicePluginRunOptions, envPath, report string) []str
 	return args
 }
 
+// kubeletDevicePluginDir is the kubelet's device plugins directory
+// (k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1.DevicePluginPath), which
+// its --root-dir does not move: one per machine, so one kubelet with
+// device plugins at a time.
+const kubeletDevicePluginDir = "/var/lib/kubelet/device-plugins"
+
 // DevicePluginEnvironment is what the specs are told of c, with the agent
 // control at control.
 func DevicePluginEnvironment(c *Cluster, control string) (deviceplugin.Environment, error) {
@@ -141,9 +147,13 @@ func DevicePluginEnvironment(c *Cluster, control string) (deviceplugin.Environme
 	switch {
 	case c.Nodelet != nil:
 		env.RootDir = c.Nodelet.RootDir
+		env.DevicePluginDir = filepath.Join(env.RootDir, "device-plugins")
 		env.AgentHealthz = "http://" + c.Nodelet.HealthzAddr + "/healthz"
 	case c.Kubelet != nil:
 		env.RootDir = filepath.Join(c.Kubelet.Dir, "root")
+		// Not under its root directory: the kubelet's device manager
+		// serves the path compiled into it.
+		env.DevicePluginDir = kubeletDevicePluginDir
 		env.AgentHealthz = "http://" + c.Kubelet.HealthzAddr + "/healthz"
 	default:
 		return env, errors.New("the cluster has no node agent")

@@ -757,11 +757,11 @@ func matchContainerDevices(ident string, contDevs []*podresourcesv1.ContainerDev
 // DaemonSet manifest (sample-device-plugin.yaml of the node suite) with
 // CDI on, as the node suite runs it. Its host paths are the node agent's
 // and runtime's: the agent's device plugins directory (mounted where the
-// plugin looks for the agent's socket), its plugins_registry, and the
-// runtime's CDI spec directory as /var/run/cdi.
+// plugin looks for the agent's socket), the plugins_registry of its root
+// directory, and the runtime's CDI spec directory as /var/run/cdi.
 func getSampleDevicePluginPod() *corev1.Pod {
 	GinkgoHelper()
-	pluginDir := filepath.Join(env.RootDir, "device-plugins")
+	pluginDir := env.DevicePluginDir
 	registryDir := filepath.Join(env.RootDir, "plugins_registry")
 	for _, d := range []string{pluginDir, registryDir, env.CDISpecDir} {
 		Expect(os.MkdirAll(d, 0o755)).To(Succeed())

@@ -15,10 +15,14 @@ type Environment struct {
 	NodeName string `json:"nodeName"`
 	// Agent names the node agent (nodelet or kubelet), for messages.
 	Agent string `json:"agent"`
-	// RootDir is the agent's root directory: the device plugins' sockets
-	// are in RootDir/device-plugins, the pod resources API's in
-	// RootDir/pod-resources.
+	// RootDir is the agent's root directory: the pod resources API's
+	// socket is in RootDir/pod-resources.
 	RootDir string `json:"rootDir"`
+	// DevicePluginDir is where the agent serves the device plugin
+	// registration (kubelet.sock) and looks for the plugins' sockets:
+	// RootDir/device-plugins for nodelet; the kubelet's is compiled in,
+	// /var/lib/kubelet/device-plugins whatever its root directory.
+	DevicePluginDir string `json:"devicePluginDir"`
 	// CDISpecDir is a directory of CDI specs the node's runtime reads,
 	// which the sample device plugin's pod mounts as /var/run/cdi.
 	CDISpecDir string `json:"cdiSpecDir"`
