@@ -197,11 +197,19 @@ func DevicePluginSpecsBinary(ctx context.Context) (string, error) {
 // agentControlTimeout bounds one stop or start of the agent.
 const agentControlTimeout = 3 * time.Minute
 
+// agentSettle is how long a start waits past the agent's first healthy
+// answer. Here an agent answers its health check half a second after it
+// starts, before it has read its pods back from the API server; on a
+// node, a systemctl restart and the agent's start take seconds, and the
+// node suite's restart specs, which go on at once, lean on that (the
+// kubelet listed no pod in its first pod resources answer without it).
+const agentSettle = 5 * time.Second
+
 // AgentControl lets the device plugin specs stop and start the node agent
 // of a Cluster, which the harness owns, as the node suite's specs use
 // systemctl: POST /stop stops it (SIGTERM, as systemctl stop and kill
 // do), POST /start starts it again on the same directory and returns
-// once it is healthy, POST /restart does both. It listens on loopback;
+// once it is healthy and agentSettle has passed, POST /restart does both. It listens on loopback;
 // one request is served at a time.
 type AgentControl struct {
 	// URL is its base URL.
@@ -297,5 +305,10 @@ func (a *AgentControl) start(ctx context.Context) error {
 		}
 	}
 	a.stopped = false
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(agentSettle):
+	}
 	return nil
 }
