@@ -232,7 +232,7 @@ func waitForPod(ctx context.Context, namespace, name, what string, timeout, inte
 			if last != nil {
 				state = fmt.Sprintf("phase %s, reason %q, message %q, ready %v", last.Status.Phase, last.Status.Reason, last.Status.Message, podReady(last))
 			}
-			return fmt.Errorf("timed out after %s waiting for pod %s/%s to be %s (%s; last error: %v)", timeout, namespace, name, what, state, lastErr)
+			return fmt.Errorf("timed out after %s waiting for pod %s/%s to be %s (%s; last error: %w)", timeout, namespace, name, what, state, lastErr)
 		case <-time.After(interval):
 		}
 	}
@@ -286,7 +286,7 @@ func waitForPodNotFound(ctx context.Context, namespace, name string, timeout tim
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("timed out after %s waiting for pod %s/%s to be gone (last error: %v)", timeout, namespace, name, err)
+			return fmt.Errorf("timed out after %s waiting for pod %s/%s to be gone (last error: %w)", timeout, namespace, name, err)
 		case <-time.After(poll):
 		}
 	}
@@ -571,7 +571,7 @@ func waitForContainerRemoval(ctx context.Context, containerName, podName, podNS 
 func agentControl(ctx context.Context, what string) error {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, env.AgentControl+"/"+what, nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, env.AgentControl+"/"+what, http.NoBody)
 	if err != nil {
 		return err
 	}
