@@ -208,13 +208,18 @@ conformance-dra: deps envtest runtime ## Kubernetes' DRA specs ([DRA]) on a 1-no
 	export KUBEBUILDER_ASSETS="$$(bash hack/envtest.sh)"; \
 	$(GO) run ./hack/conformance -suite dra $(CONFORMANCE_FLAGS)
 
+.PHONY: conformance-deviceplugin
+conformance-deviceplugin: deps envtest runtime ## The node suite's device plugin and pod resources specs (our ports, with the sample device plugin) on a 1-node cluster, nodelet and the real kubelet as the node's agent (NODE, FOCUS).
+	export KUBEBUILDER_ASSETS="$$(bash hack/envtest.sh)"; \
+	$(GO) run ./hack/conformance -suite deviceplugin $(CONFORMANCE_FLAGS)
+
 .PHONY: conformance-network-smoke
 conformance-network-smoke: deps envtest ## The network smoke subset on a 2-node nodelet cluster (not in make test).
 	export KUBEBUILDER_ASSETS="$$(bash hack/envtest.sh)"; \
 	NODELET_NETWORK_SMOKE=1 $(GO) test -count=1 -timeout $(TEST_TIMEOUT) -run TestNetworkSmoke -v ./test/conformance/
 
 .PHONY: conformance-build
-conformance-build: ## Build e2e.test, ginkgo, kubelet and agnhost into the cache (a no-op when present).
+conformance-build: ## Build e2e.test, ginkgo, kubelet, agnhost and the sample device plugin into the cache (a no-op when present).
 	@bash hack/conformance.sh >/dev/null
 
 .PHONY: csi-build

@@ -2,7 +2,8 @@
 # Builds what the conformance run needs from the Go module proxy, into a cache
 # outside the work tree (like hack/envtest.sh): Kubernetes' e2e.test, the
 # ginkgo CLI at the version k8s.io/kubernetes pins, the real kubelet (the
-# comparison column) and agnhost (the e2e suite's test image, static).
+# comparison column), agnhost (the e2e suite's test image, static) and the
+# sample device plugin (the node suite's device plugin image, static).
 # A no-op when the binaries are already there. Prints the directory on stdout.
 #
 #   hack/conformance.sh            build (or find) the binaries, print the directory
@@ -13,7 +14,7 @@ HACK_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 K8S_VERSION="${K8S_VERSION:-1.37.0}"
 CACHE_ROOT="${NODELET_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/nodelet}"
 OUT="$CACHE_ROOT/conformance-$K8S_VERSION"
-ALL=(e2e.test ginkgo kubelet agnhost)
+ALL=(e2e.test ginkgo kubelet agnhost sample-device-plugin)
 WANT=("$@")
 [[ ${#WANT[@]} -gt 0 ]] || WANT=("${ALL[@]}")
 
@@ -104,6 +105,13 @@ build() {
 		# build settings of e2e.test, so it reuses its compiled packages.
 		timed "agnhost (static)" go build -ldflags="-s -w" \
 			-o "$OUT/$b.tmp" k8s.io/kubernetes/test/images/agnhost
+		;;
+	sample-device-plugin)
+		# The node suite's device plugin (test/images/sample-device-plugin):
+		# static like agnhost, for an image on the harness's busybox.
+		go get -tool "k8s.io/kubernetes/test/images/sample-device-plugin@v$K8S_VERSION" >&2
+		timed "sample-device-plugin (static)" go build -ldflags="-s -w" \
+			-o "$OUT/$b.tmp" k8s.io/kubernetes/test/images/sample-device-plugin
 		;;
 	*)
 		echo "conformance: unknown binary $b (want one of ${ALL[*]})" >&2

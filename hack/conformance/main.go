@@ -36,7 +36,9 @@ type options struct {
 	// suite is "node" (the single-node selection), "network" (the
 	// sig-network selection on a multi-node cluster of nodeCount nodes) or
 	// "storage" (the CSI mock specs on a one-node cluster of the network
-	// kind) or "dra" (the DRA specs on such a cluster).
+	// kind) or "dra" (the DRA specs on such a cluster) or "deviceplugin"
+	// (our ports of the node suite's device plugin and pod resources
+	// specs on a one-node cluster).
 	suite     string
 	nodeCount int
 }
@@ -73,11 +75,14 @@ func parseFlags() (options, error) {
 	flag.Var(&skip, "skip", "also skip specs matching this expression (repeatable)")
 	flag.BoolVar(&o.list, "list", false, "print the selected specs and exit")
 	flag.BoolVar(&o.smoke, "smoke", false, "run the smoke subset of make test instead of the whole selection")
-	flag.StringVar(&o.suite, "suite", envOr("SUITE", "node"), "node: node and volume specs on one node; network: sig-network specs on a multi-node cluster with kube-proxy and CoreDNS; storage: the CSI mock specs on one node with kube-proxy and CoreDNS; dra: the dynamic resource allocation specs on such a node (env SUITE)")
+	flag.StringVar(&o.suite, "suite", envOr("SUITE", "node"), "node: node and volume specs on one node; network: sig-network specs on a multi-node cluster with kube-proxy and CoreDNS; storage: the CSI mock specs on one node with kube-proxy and CoreDNS; dra: the dynamic resource allocation specs on such a node; deviceplugin: the node suite's device plugin and pod resources specs, ported, on one node (env SUITE)")
 	flag.IntVar(&o.nodeCount, "nodes", 3, "nodes of the network suite's cluster")
 	flag.Parse()
-	if !slices.Contains([]string{"node", "network", "storage", "dra"}, o.suite) {
-		return o, fmt.Errorf("-suite %q: want node, network, storage or dra", o.suite)
+	if !slices.Contains([]string{"node", "network", "storage", "dra", "deviceplugin"}, o.suite) {
+		return o, fmt.Errorf("-suite %q: want node, network, storage, dra or deviceplugin", o.suite)
+	}
+	if o.suite == "deviceplugin" && (o.list || o.smoke) {
+		return o, errors.New("-list and -smoke are not for the deviceplugin suite")
 	}
 	o.out = reportDir(o.out, o.suite, time.Now())
 	if o.suite == "network" && o.nodeCount < 2 {
@@ -118,7 +123,11 @@ func run(ctx context.Context, o options) error {
 	walls := map[conformance.Agent]time.Duration{}
 	for _, agent := range o.nodes {
 		start := time.Now()
-		r, err := runAgent(ctx, o, agent, selection(o, skips, agent))
+		runOne := runAgent
+		if o.suite == "deviceplugin" {
+			runOne = runDevicePluginAgent
+		}
+		r, err := runOne(ctx, o, agent, selection(o, skips, agent))
 		if err != nil {
 			return fmt.Errorf("running the suite on %s: %w", agent, err)
 		}
@@ -130,6 +139,9 @@ func run(ctx context.Context, o options) error {
 	}
 	// The skip list's entries of this suite: those its focus selects.
 	summary := conformance.Summarize(o.nodes, reports, walls, conformance.SkipEntriesIn(skips, selection(o, nil, o.nodes[0]).focus), events)
+	if o.suite == "deviceplugin" {
+		summary = conformance.SpecTable(o.nodes, reports) + summary + notPorted()
+	}
 	fmt.Print(summary)
 	if err := os.WriteFile(filepath.Join(o.out, "summary.txt"), []byte(summary), 0o644); err != nil {
 		return fmt.Errorf("writing the summary: %w", err)
@@ -164,6 +176,11 @@ func selection(o options, skips []conformance.SkipEntry, agent conformance.Agent
 	if o.suite == "dra" {
 		s.focus = conformance.DRAFocus
 		s.skip = append(append([]string{}, conformance.DRASkip...), conformance.SkipPatterns(skips, agent)...)
+	}
+	if o.suite == "deviceplugin" {
+		// Every spec of our ports runs: they are the selection.
+		s.focus = conformance.DevicePluginFocus
+		s.skip = conformance.SkipPatterns(skips, agent)
 	}
 	if len(o.focus) > 0 {
 		// Ginkgo ORs focus expressions (and Go's regexp has no look-ahead
@@ -363,7 +380,20 @@ type startedCluster struct {
 
 // runSuite runs the selection on c (title says what, in the progress
 // line), then keeps its logs in dir, stops it and checks nothing is left.
-func runSuite(ctx context.Context, o options, sel selected, bin, dir, title string, c startedCluster) (_ *conformance.Report, err error) {
+func runSuite(ctx context.Context, o options, sel selected, bin, dir, title string, c startedCluster) (*conformance.Report, error) {
+	return onCluster(dir, c, func(out io.Writer) (*conformance.Report, error) {
+		fmt.Printf("conformance: running %s (%d procs); output in %s\n", title, o.procs, filepath.Join(dir, "e2e.log"))
+		return conformance.Run(ctx, conformance.RunOptions{
+			BinDir: bin, Kubeconfig: c.kubeconfig, Nodes: c.nodes, KubeletRootDir: c.rootDir, Focus: sel.focus, Skip: sel.skip,
+			Procs: o.procs, ReportDir: dir, Timeout: o.timeout, Output: out,
+		})
+	})
+}
+
+// onCluster runs a suite on c with its output in dir/e2e.log (and the
+// progress on stdout), then keeps c's logs in dir, stops it and checks
+// nothing is left.
+func onCluster(dir string, c startedCluster, run func(out io.Writer) (*conformance.Report, error)) (_ *conformance.Report, err error) {
 	defer func() {
 		// The logs are kept with the report; then nothing may be left.
 		for name, path := range c.logs() {
@@ -381,11 +411,62 @@ func runSuite(ctx context.Context, o options, sel selected, bin, dir, title stri
 		return nil, fmt.Errorf("creating the suite log: %w", err)
 	}
 	defer logf.Close()
-	fmt.Printf("conformance: running %s (%d procs); output in %s\n", title, o.procs, logf.Name())
-	return conformance.Run(ctx, conformance.RunOptions{
-		BinDir: bin, Kubeconfig: c.kubeconfig, Nodes: c.nodes, KubeletRootDir: c.rootDir, Focus: sel.focus, Skip: sel.skip,
-		Procs: o.procs, ReportDir: dir, Timeout: o.timeout, Output: io.MultiWriter(logf, conformance.ProgressWriter(os.Stdout)),
+	return run(io.MultiWriter(logf, conformance.ProgressWriter(os.Stdout)))
+}
+
+// runDevicePluginAgent runs the selection of our device plugin and pod
+// resources specs on a one-node cluster of agent with the sample device
+// plugin's image.
+func runDevicePluginAgent(ctx context.Context, o options, agent conformance.Agent, sel selected) (*conformance.Report, error) {
+	bin, err := conformance.DevicePluginBinaries(ctx, os.Stderr, agent)
+	if err != nil {
+		return nil, err
+	}
+	images, err := conformance.ImageArchives(ctx, filepath.Join(bin, conformance.AgnhostBinary))
+	if err != nil {
+		return nil, err
+	}
+	plugin, err := conformance.DevicePluginImageArchives(ctx, filepath.Join(bin, conformance.SampleDevicePluginBinary))
+	if err != nil {
+		return nil, err
+	}
+	maps.Copy(images, plugin)
+	// Built before the cluster starts, so that its clock does not run
+	// while the specs compile.
+	if _, err := conformance.DevicePluginSpecsBinary(ctx); err != nil {
+		return nil, err
+	}
+	dir := filepath.Join(o.out, string(agent))
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("creating the report directory: %w", err)
+	}
+	sc, err := conformance.StartCluster(ctx, conformance.ClusterOptions{
+		Agent: agent, NodeName: "deviceplugin-" + string(agent), BinDir: bin, Images: images, Log: os.Stdout,
 	})
+	if err != nil {
+		return nil, err
+	}
+	logs := func() map[string]string {
+		return map[string]string{string(agent) + ".log": sc.AgentLog(), "containerd.log": sc.Containerd.LogPath()}
+	}
+	c := startedCluster{kubeconfig: sc.Kubeconfig, nodes: 1, logs: logs, leftovers: conformance.Leftovers(sc), stop: sc.Stop}
+	return onCluster(dir, c, func(out io.Writer) (*conformance.Report, error) {
+		fmt.Printf("conformance: running the device plugin suite on %s; output in %s\n", agent, filepath.Join(dir, "e2e.log"))
+		return conformance.RunDevicePluginSpecs(ctx, conformance.DevicePluginRunOptions{
+			Cluster: sc, ReportDir: dir, Focus: sel.focus, Skip: sel.skip, Timeout: o.timeout, Output: out,
+		})
+	})
+}
+
+// notPorted lists the node suite's specs the deviceplugin suite leaves
+// out, with why.
+func notPorted() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "\nNot ported (%d):\n", len(conformance.DevicePluginNotPorted))
+	for _, e := range conformance.DevicePluginNotPorted {
+		fmt.Fprintf(&b, "- %s\n    %s\n", e.Name, e.Reason)
+	}
+	return b.String()
 }
 
 // reportDir is where a suite's reports go: under out, in a subdirectory

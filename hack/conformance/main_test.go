@@ -63,6 +63,19 @@ func TestSelectionStorage(t *testing.T) {
 			},
 		},
 		{
+			name:  "our ports of the node suite's device plugin specs",
+			o:     options{suite: "deviceplugin"},
+			agent: conformance.AgentNodelet,
+			runs: []string{
+				"[sig-node] Device Plugin [Serial] [Feature:DevicePlugin] DevicePlugin [Serial] [Disruptive] Can schedule a pod that requires a device",
+				"[sig-node] POD Resources API [Serial] [Feature:PodResourcesAPI] with the builtin rate limit values [Flaky] should hit throttling when calling podresources List in a tight loop",
+			},
+			skipped: []string{
+				"[sig-node] Pods should get a host IP [Conformance] [NodeConformance]",
+				"[sig-node] [DRA] kubelet [Feature:DynamicResourceAllocation] must retry NodePrepareResources",
+			},
+		},
+		{
 			name:    "an explicit focus keeps the skips",
 			o:       options{suite: "storage", focus: []string{`CSI Mock volume expansion`}},
 			agent:   conformance.AgentNodelet,

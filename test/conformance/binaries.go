@@ -15,6 +15,9 @@ const (
 	GinkgoBinary  = "ginkgo"
 	KubeletBinary = "kubelet"
 	AgnhostBinary = "agnhost"
+	// SampleDevicePluginBinary is Kubernetes' sample device plugin
+	// (test/images/sample-device-plugin), the device plugin suite's.
+	SampleDevicePluginBinary = "sample-device-plugin"
 )
 
 // Binaries returns the directory holding the named binaries, building the

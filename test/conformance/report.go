@@ -237,3 +237,44 @@ func (p *progress) handle(line string) {
 		p.pending = true
 	}
 }
+
+// SpecTable is a markdown table of every spec's outcome on each agent
+// (passed, failed, skipped; blank where the agent did not run it) and
+// the totals: for suites small enough to show spec by spec.
+func SpecTable(agents []Agent, reports map[Agent]*Report) string {
+	names := map[string]bool{}
+	for _, a := range agents {
+		for n := range reports[a].Specs {
+			names[n] = true
+		}
+	}
+	sorted := make([]string, 0, len(names))
+	for n := range names {
+		sorted = append(sorted, n)
+	}
+	sort.Strings(sorted)
+	var b strings.Builder
+	b.WriteString("\n| spec |")
+	for _, a := range agents {
+		fmt.Fprintf(&b, " %s |", a)
+	}
+	b.WriteString("\n|---|")
+	for range agents {
+		b.WriteString("---|")
+	}
+	b.WriteString("\n")
+	for _, n := range sorted {
+		fmt.Fprintf(&b, "| %s |", strings.ReplaceAll(n, "|", `\|`))
+		for _, a := range agents {
+			fmt.Fprintf(&b, " %s |", reports[a].Specs[n].Outcome)
+		}
+		b.WriteString("\n")
+	}
+	b.WriteString("| **total** (passed / failed / skipped) |")
+	for _, a := range agents {
+		r := reports[a]
+		fmt.Fprintf(&b, " %d / %d / %d |", r.Count(Passed), r.Count(Failed), r.Count(Skipped))
+	}
+	b.WriteString("\n")
+	return b.String()
+}

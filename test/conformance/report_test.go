@@ -52,3 +52,28 @@ func TestSkipList(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+func TestSpecTable(t *testing.T) {
+	reports := map[Agent]*Report{
+		AgentNodelet: {Specs: map[string]SpecResult{
+			"b spec": {Name: "b spec", Outcome: Failed},
+			"a spec": {Name: "a spec", Outcome: Passed},
+		}},
+		AgentKubelet: {Specs: map[string]SpecResult{
+			"a spec": {Name: "a spec", Outcome: Passed},
+			"b spec": {Name: "b spec", Outcome: Passed},
+			"c|spec": {Name: "c|spec", Outcome: Skipped},
+		}},
+	}
+	want := `
+| spec | nodelet | kubelet |
+|---|---|---|
+| a spec | passed | passed |
+| b spec | failed | passed |
+| c\|spec |  | skipped |
+| **total** (passed / failed / skipped) | 1 / 1 / 0 | 2 / 0 / 1 |
+`
+	if got := SpecTable([]Agent{AgentNodelet, AgentKubelet}, reports); got != want {
+		t.Errorf("SpecTable =\n%s\nwant\n%s", got, want)
+	}
+}
