@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/time/rate"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -19,6 +20,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	api "k8s.io/kubelet/pkg/apis/podresources/v1"
+	"k8s.io/kubelet/pkg/apis/podresources/v1alpha1"
+
+	"github.com/nodelet/nodelet/internal/metrics"
 )
 
 const (
@@ -123,6 +127,12 @@ type Server struct {
 
 // List reports every admitted pod that has not finished.
 func (s *Server) List(context.Context, *api.ListPodResourcesRequest) (*api.ListPodResourcesResponse, error) {
+	counted(apiV1, metrics.PodResourcesRequestsList)
+	return s.list(), nil
+}
+
+// list is List's answer.
+func (s *Server) list() *api.ListPodResourcesResponse {
 	resp := &api.ListPodResourcesResponse{}
 	pods := s.Source.Pods()
 	slices.SortFunc(pods, func(a, b *corev1.Pod) int {
@@ -134,22 +144,69 @@ func (s *Server) List(context.Context, *api.ListPodResourcesRequest) (*api.ListP
 	for _, p := range pods {
 		resp.PodResources = append(resp.PodResources, PodResources(p, s.Source))
 	}
-	return resp, nil
+	return resp
 }
 
 // Get reports one pod.
 func (s *Server) Get(_ context.Context, req *api.GetPodResourcesRequest) (*api.GetPodResourcesResponse, error) {
+	counted(apiV1, metrics.PodResourcesRequestsGet)
 	for _, p := range s.Source.Pods() {
 		if p.Name == req.GetPodName() && p.Namespace == req.GetPodNamespace() {
 			return &api.GetPodResourcesResponse{PodResources: PodResources(p, s.Source)}, nil
 		}
 	}
+	metrics.PodResourcesErrorsGet.WithLabelValues(apiV1).Inc()
 	return nil, status.Errorf(codes.NotFound, "pod %s in namespace %s not found", req.GetPodName(), req.GetPodNamespace())
 }
 
 // GetAllocatableResources reports the healthy devices.
 func (s *Server) GetAllocatableResources(context.Context, *api.AllocatableResourcesRequest) (*api.AllocatableResourcesResponse, error) {
+	counted(apiV1, metrics.PodResourcesRequestsGetAllocatable)
 	return &api.AllocatableResourcesResponse{Devices: Devices(s.Source.Healthy())}, nil
+}
+
+// The API versions served, as the request counters' server_api_version.
+const (
+	apiV1       = "v1"
+	apiV1alpha1 = "v1alpha1"
+)
+
+// counted counts a request of the API version in the total and in the
+// method's counter.
+func counted(version string, method *prometheus.CounterVec) {
+	metrics.PodResourcesRequestsTotal.WithLabelValues(version).Inc()
+	method.WithLabelValues(version).Inc()
+}
+
+// v1alpha1Server serves the API's v1alpha1, which the kubelet still
+// serves beside v1 and older clients (the node e2e suite's among them)
+// call: List, each container's devices.
+type v1alpha1Server struct {
+	v1alpha1.UnimplementedPodResourcesListerServer
+	s *Server
+}
+
+// List reports what v1's List does, devices only.
+func (a v1alpha1Server) List(context.Context, *v1alpha1.ListPodResourcesRequest) (*v1alpha1.ListPodResourcesResponse, error) {
+	counted(apiV1alpha1, metrics.PodResourcesRequestsList)
+	return toV1alpha1(a.s.list()), nil
+}
+
+// toV1alpha1 converts a v1 List answer to v1alpha1's: names and devices.
+func toV1alpha1(in *api.ListPodResourcesResponse) *v1alpha1.ListPodResourcesResponse {
+	out := &v1alpha1.ListPodResourcesResponse{}
+	for _, p := range in.GetPodResources() {
+		pr := &v1alpha1.PodResources{Name: p.GetName(), Namespace: p.GetNamespace()}
+		for _, c := range p.GetContainers() {
+			cr := &v1alpha1.ContainerResources{Name: c.GetName()}
+			for _, d := range c.GetDevices() {
+				cr.Devices = append(cr.Devices, &v1alpha1.ContainerDevices{ResourceName: d.GetResourceName(), DeviceIds: d.GetDeviceIds()})
+			}
+			pr.Containers = append(pr.Containers, cr)
+		}
+		out.PodResources = append(out.PodResources, pr)
+	}
+	return out
 }
 
 // Start serves the API until ctx ends, on a socket made anew (0600, in a
@@ -179,6 +236,7 @@ func (s *Server) Start(ctx context.Context) error {
 	}
 	srv := grpc.NewServer(grpc.UnaryInterceptor(rateLimited(rate.NewLimiter(QPS, Burst))))
 	api.RegisterPodResourcesListerServer(srv, s)
+	v1alpha1.RegisterPodResourcesListerServer(srv, v1alpha1Server{s: s})
 	go func() {
 		<-ctx.Done()
 		srv.Stop()

@@ -8,17 +8,23 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"golang.org/x/time/rate"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/testing/protocmp"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	api "k8s.io/kubelet/pkg/apis/podresources/v1"
+	"k8s.io/kubelet/pkg/apis/podresources/v1alpha1"
 	"k8s.io/utils/ptr"
+
+	"github.com/nodelet/nodelet/internal/metrics"
 )
 
 type fakeSource struct {
@@ -162,6 +168,39 @@ func TestServer(t *testing.T) {
 	alloc, err := c.GetAllocatableResources(ctx, &api.AllocatableResourcesRequest{})
 	if err != nil || len(alloc.Devices) != 1 || len(alloc.Devices[0].DeviceIds) != 2 {
 		t.Errorf("GetAllocatableResources = %v, %v", alloc, err)
+	}
+
+	// v1alpha1's List, as older clients call it: the same pods, devices
+	// only.
+	old, err := v1alpha1.NewPodResourcesListerClient(conn).List(ctx, &v1alpha1.ListPodResourcesRequest{})
+	if err != nil {
+		t.Fatalf("v1alpha1 List: %v", err)
+	}
+	want := &v1alpha1.ListPodResourcesResponse{PodResources: []*v1alpha1.PodResources{
+		{Name: "a", Namespace: "ns", Containers: []*v1alpha1.ContainerResources{{Name: "main"}}},
+		{Name: "b", Namespace: "ns", Containers: []*v1alpha1.ContainerResources{{Name: "main", Devices: []*v1alpha1.ContainerDevices{{ResourceName: "example.com/gpu", DeviceIds: []string{"g0"}}}}}},
+	}}
+	if !proto.Equal(old, want) {
+		t.Errorf("v1alpha1 List = %v, want %v", old, want)
+	}
+
+	// The kubelet's request counters, by API version.
+	for _, tc := range []struct {
+		counter *prometheus.CounterVec
+		version string
+		want    float64
+	}{
+		{metrics.PodResourcesRequestsTotal, "v1", 4},
+		{metrics.PodResourcesRequestsList, "v1", 1},
+		{metrics.PodResourcesRequestsGet, "v1", 2},
+		{metrics.PodResourcesErrorsGet, "v1", 1},
+		{metrics.PodResourcesRequestsGetAllocatable, "v1", 1},
+		{metrics.PodResourcesRequestsTotal, "v1alpha1", 1},
+		{metrics.PodResourcesRequestsList, "v1alpha1", 1},
+	} {
+		if got := testutil.ToFloat64(tc.counter.WithLabelValues(tc.version)); got != tc.want {
+			t.Errorf("%s{server_api_version=%q} = %v, want %v", tc.counter.WithLabelValues(tc.version).Desc(), tc.version, got, tc.want)
+		}
 	}
 }
 
