@@ -126,12 +126,11 @@ func New(opts Options) (*Manager, error) {
 	for _, a := range st.Assignments {
 		m.assignments[key{a.PodUID, a.ContainerName, a.ResourceName}] = &a
 	}
-	for name, ids := range st.Registered {
-		ep := &endpoint{devices: map[string]bool{}, stopped: now}
-		for _, id := range ids {
-			ep.devices[id] = false
-		}
-		m.resources[name] = ep
+	// A resource registered before the restart is kept, without devices,
+	// as the kubelet keeps it: the Node reports it with capacity 0 until
+	// its plugin registers again, and drops it after the grace period.
+	for name := range st.Registered {
+		m.resources[name] = &endpoint{devices: map[string]bool{}, stopped: now}
 	}
 	return m, nil
 }

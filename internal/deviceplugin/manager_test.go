@@ -65,6 +65,11 @@ func start(t *testing.T, ctx context.Context, dir string, grace time.Duration) *
 	return m
 }
 
+func hasResource(l corev1.ResourceList, name corev1.ResourceName) bool {
+	_, ok := l[name]
+	return ok
+}
+
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
@@ -205,8 +210,13 @@ func TestManagerRestartKeepsAssignments(t *testing.T) {
 	<-done
 
 	m2 := start(t, ctx, dir, time.Minute)
-	if c, a, _ := counts(m2); c != 3 || a != 0 {
-		t.Errorf("after a restart, before the plugin registers: capacity %d allocatable %d, want 3 and 0", c, a)
+	// As the kubelet: the resource stays, with no devices until its
+	// plugin registers again.
+	if c, a, removed := counts(m2); c != 0 || a != 0 || removed {
+		t.Errorf("after a restart, before the plugin registers: capacity %d allocatable %d (removed %v), want the resource at 0 and 0", c, a, removed)
+	}
+	if capacity, _, _ := m2.Resources(); !hasResource(capacity, gpu) {
+		t.Errorf("after a restart the Node's capacity %v has no %s", capacity, gpu)
 	}
 	if got := envOf(t, m2, a); got != "dev-2,dev-1" {
 		t.Fatalf("after a restart the pod has %q, want dev-2,dev-1", got)
