@@ -117,6 +117,10 @@ func (m *Manager) healthChanged(pods []types.UID) {
 func (m *Manager) ResourceStatus(pod *corev1.Pod) map[string][]corev1.ResourceStatus {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if len(m.assignments) == 0 {
+		// Every pod's status write asks: most nodes hold no device.
+		return nil
+	}
 	var out map[string][]corev1.ResourceStatus
 	health := func(resource, id string) corev1.ResourceHealthStatus {
 		ep := m.resources[resource]
