@@ -6,8 +6,9 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/conversion"
 
 	"github.com/nodelet/nodelet/internal/kuberuntime/planner"
 	"github.com/nodelet/nodelet/internal/kuberuntime/state"
@@ -121,38 +122,37 @@ func ComputePodStatus(pod *v1.Pod, rt state.PodRuntime, st state.PodState, in In
 }
 
 // Equal reports whether two statuses would show the same, comparing
-// times at the second precision the API keeps.
+// times at the second precision the API keeps and conditions without
+// their probe times.
 func Equal(a, b v1.PodStatus) bool {
-	return equality.Semantic.DeepEqual(normalizeTimes(a), normalizeTimes(b))
+	return statusEquality.DeepEqual(a, b)
 }
 
-func normalizeTimes(s v1.PodStatus) v1.PodStatus {
-	s = *s.DeepCopy()
-	if s.StartTime != nil {
-		t := s.StartTime.Rfc3339Copy()
-		s.StartTime = &t
+// statusEquality compares as equality.Semantic does, but metav1.Time at
+// second precision and conditions without LastProbeTime: in place, where
+// normalizing two copies first made every comparison copy both statuses.
+var statusEquality = newStatusEquality()
+
+func newStatusEquality() conversion.Equalities {
+	e := conversion.EqualitiesOrDie(
+		func(a, b resource.Quantity) bool { return a.Cmp(b) == 0 },
+		func(a, b metav1.Time) bool {
+			return a.Truncate(time.Second).Equal(b.Truncate(time.Second))
+		},
+	)
+	// Compared field by field through another type, so that this
+	// function is not called again for the same pair.
+	if err := e.AddFunc(func(a, b v1.PodCondition) bool {
+		a.LastProbeTime, b.LastProbeTime = metav1.Time{}, metav1.Time{}
+		return e.DeepEqual(conditionFields(a), conditionFields(b))
+	}); err != nil {
+		panic(err)
 	}
-	for i := range s.Conditions {
-		s.Conditions[i].LastTransitionTime = s.Conditions[i].LastTransitionTime.Rfc3339Copy()
-		s.Conditions[i].LastProbeTime = metav1.Time{}
-	}
-	for _, list := range [][]v1.ContainerStatus{s.InitContainerStatuses, s.ContainerStatuses, s.EphemeralContainerStatuses} {
-		for i := range list {
-			normalizeState(&list[i].State)
-			normalizeState(&list[i].LastTerminationState)
-		}
-	}
-	return s
+	return e
 }
 
-func normalizeState(st *v1.ContainerState) {
-	if st.Running != nil {
-		st.Running.StartedAt = st.Running.StartedAt.Rfc3339Copy()
-	}
-	if t := st.Terminated; t != nil {
-		t.StartedAt, t.FinishedAt = t.StartedAt.Rfc3339Copy(), t.FinishedAt.Rfc3339Copy()
-	}
-}
+// conditionFields is a PodCondition compared field by field.
+type conditionFields v1.PodCondition
 
 // apiTime converts a time to the API's second precision.
 func apiTime(t time.Time) metav1.Time {

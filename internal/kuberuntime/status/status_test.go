@@ -8,6 +8,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
@@ -352,13 +353,24 @@ func TestEqualIgnoresSubSecondTimes(t *testing.T) {
 		},
 		"the pod's start, by 1 s": func(s *v1.PodStatus) { s.StartTime = &metav1.Time{Time: podtest.T0.Add(time.Second)} },
 		"no start time":           func(s *v1.PodStatus) { s.StartTime = nil },
-		"another condition":       func(s *v1.PodStatus) { s.Conditions = append(s.Conditions, v1.PodCondition{Type: v1.PodScheduled}) },
+		"a condition's type":      func(s *v1.PodStatus) { s.Conditions[0].Type = v1.ContainersReady },
+		"a container's allocated memory": func(s *v1.PodStatus) {
+			s.ContainerStatuses[0].AllocatedResources = v1.ResourceList{v1.ResourceMemory: resource.MustParse("2Mi")}
+		},
+		"another condition": func(s *v1.PodStatus) { s.Conditions = append(s.Conditions, v1.PodCondition{Type: v1.PodScheduled}) },
 	} {
 		c := *b.DeepCopy()
 		change(&c)
 		if Equal(a, c) || Equal(c, a) {
 			t.Errorf("%s changed, the statuses compared equal", name)
 		}
+	}
+	same := *b.DeepCopy()
+	same.ContainerStatuses[0].AllocatedResources = v1.ResourceList{v1.ResourceCPU: resource.MustParse("1")}
+	withMilli := *b.DeepCopy()
+	withMilli.ContainerStatuses[0].AllocatedResources = v1.ResourceList{v1.ResourceCPU: resource.MustParse("1000m")}
+	if !Equal(same, withMilli) {
+		t.Error("1 and 1000m CPUs compared unequal")
 	}
 	if !Equal(a, b) {
 		t.Error("the statuses changed under the comparisons")
