@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
@@ -892,7 +893,7 @@ func (r *PodReconciler) removeDeleted(ctx context.Context, s *podScope) (syncRes
 	// remove the pod from the node a second time.
 	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), finalDeleteTimeout)
 	defer cancel()
-	err := r.Delete(dctx, s.pod, client.GracePeriodSeconds(0), client.Preconditions{UID: &uid})
+	err := r.Delete(dctx, podMetadata(s.pod), client.GracePeriodSeconds(0), client.Preconditions{UID: &uid})
 	switch {
 	case err == nil:
 		log.FromContext(ctx).Info("Pod terminated and deleted")
@@ -901,6 +902,16 @@ func (r *PodReconciler) removeDeleted(ctx context.Context, s *podScope) (syncRes
 	}
 	r.deleted.Store(uid, true)
 	return syncResult{finished: true}, nil
+}
+
+// podMetadata names pod for a request whose answer nodelet does not read:
+// through the metadata client, the answer to a deletion is not decoded,
+// where the typed client decodes the whole pod it gets back.
+func podMetadata(pod *corev1.Pod) *metav1.PartialObjectMetadata {
+	m := &metav1.PartialObjectMetadata{}
+	m.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Pod"))
+	m.Namespace, m.Name = pod.Namespace, pod.Name
+	return m
 }
 
 // syncGone stops and removes everything of a pod that is no longer in the
