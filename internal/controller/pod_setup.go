@@ -63,7 +63,7 @@ func setupPodController(mgr ctrl.Manager, d *Deps) error {
 	if d.Checkpoints == nil {
 		return errors.New("the pod controller needs a checkpoint store")
 	}
-	cfg, store := d.Config, d.Checkpoints
+	cfg, store := d.Config, newPodStates(d.Checkpoints)
 	// Admission and host IPs read this node's Node; make sure the cache
 	// watches it even when the node controller is disabled.
 	if _, err := mgr.GetCache().GetInformer(context.Background(), &corev1.Node{}); err != nil {

@@ -31,6 +31,14 @@ type ResizeCondition struct {
 	Since time.Time `json:"since"`
 }
 
+func (c *ResizeCondition) clone() *ResizeCondition {
+	if c == nil {
+		return nil
+	}
+	o := *c
+	return &o
+}
+
 // Actuated is what one container instance runs with.
 type Actuated struct {
 	// ContainerID is the instance the resources were applied to.

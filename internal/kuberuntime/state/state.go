@@ -247,6 +247,43 @@ func (s *PodState) RecordPreStopDone(containerID string, now time.Time) {
 	s.Terminating.PreStopDone = append(s.Terminating.PreStopDone, containerID)
 }
 
+// Clone returns a deep copy of s: nothing of it shares memory with s.
+func (s PodState) Clone() PodState {
+	c := s
+	c.SandboxFailure = s.SandboxFailure.clone()
+	if s.Containers != nil {
+		c.Containers = make(map[string]ContainerRecord, len(s.Containers))
+		for name, r := range s.Containers {
+			r.Waiting = r.Waiting.clone()
+			if r.Actuated != nil {
+				a := *r.Actuated
+				a.Resources = *r.Actuated.Resources.DeepCopy()
+				r.Actuated = &a
+			}
+			c.Containers[name] = r
+		}
+	}
+	c.Terminating = s.Terminating.Clone()
+	if s.Allocated != nil {
+		c.Allocated = make(map[string]v1.ResourceRequirements, len(s.Allocated))
+		for name, r := range s.Allocated {
+			c.Allocated[name] = *r.DeepCopy()
+		}
+	}
+	c.ResizePending = s.ResizePending.clone()
+	c.ResizeInProgress = s.ResizeInProgress.clone()
+	c.LastStatus = s.LastStatus.DeepCopy()
+	return c
+}
+
+func (w *WaitingReason) clone() *WaitingReason {
+	if w == nil {
+		return nil
+	}
+	c := *w
+	return &c
+}
+
 // RecordStatus records the status that was written to the API server.
 func (s *PodState) RecordStatus(status v1.PodStatus) {
 	s.LastStatus = status.DeepCopy()
