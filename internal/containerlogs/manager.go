@@ -141,9 +141,9 @@ func (m *Manager) Sync(ctx context.Context) error {
 	}
 	// A directory that cannot be opened sends every log to rotate, which
 	// reports why.
-	root, err := os.OpenRoot(m.opts.PodLogsDir)
+	dir, err := openLogsDir(m.opts.PodLogsDir)
 	if err == nil {
-		defer func() { _ = root.Close() }()
+		defer func() { _ = dir.Close() }()
 	}
 	// keep holds the links of every listed container, want those whose
 	// log path is known: a status that cannot be read keeps a link, but
@@ -162,7 +162,7 @@ func (m *Manager) Sync(ctx context.Context) error {
 			continue
 		}
 		want[name] = logPath
-		if c.GetState() != runtimeapi.ContainerState_CONTAINER_RUNNING || !m.due(root, logPath) {
+		if c.GetState() != runtimeapi.ContainerState_CONTAINER_RUNNING || !m.due(dir, logPath) {
 			continue
 		}
 		if jobs == nil {
@@ -190,22 +190,22 @@ func (m *Manager) Sync(ctx context.Context) error {
 }
 
 // due reports whether the log at logPath is for rotate to look at: it has
-// reached MaxSize, or it is outside PodLogsDir, not a regular file or
-// cannot be read (rotate says so). root is PodLogsDir opened, or nil when
-// it could not be.
-func (m *Manager) due(root *os.Root, logPath string) bool {
+// reached MaxSize, or it is outside PodLogsDir, not a regular file, behind
+// a link or cannot be read (rotate says so). dir is PodLogsDir opened, or
+// nil when it could not be.
+func (m *Manager) due(dir *logsDir, logPath string) bool {
 	rel, ok := m.inLogsDir(logPath)
-	if !ok || root == nil {
+	if !ok || dir == nil {
 		return true
 	}
-	fi, err := root.Lstat(rel)
+	regular, size, err := dir.lstat(rel)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		return false
-	case err != nil || !fi.Mode().IsRegular():
+	case err != nil || !regular:
 		return true
 	}
-	return fi.Size() >= m.opts.MaxSize
+	return size >= m.opts.MaxSize
 }
 
 // logPath is the log path of container id ("" for none), from an earlier

@@ -96,7 +96,7 @@ func newManager(t *testing.T, rt Runtime, clk *clocktesting.FakeClock, maxFiles 
 	return m, logs, links
 }
 
-func writeLog(t *testing.T, path string, size int) {
+func writeLog(t testing.TB, path string, size int) {
 	t.Helper()
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		t.Fatal(err)
