@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -76,7 +77,10 @@ type Manager struct {
 // runtime for the status of new containers only (a container's log path
 // never changes).
 type knownContainer struct {
-	link         string
+	link string
+	// listedLink is the link name made of the container's labels once a
+	// sync listed it ("" before), so that later syncs make it no more.
+	listedLink   string
 	logPath      string
 	logPathKnown bool
 }
@@ -148,15 +152,12 @@ func (m *Manager) Sync(ctx context.Context) error {
 	// keep holds the links of every listed container, want those whose
 	// log path is known: a status that cannot be read keeps a link, but
 	// does not make one.
-	keep, want := map[string]bool{}, map[string]string{}
+	keep, want := make(map[string]bool, len(containers)), make(map[string]string, len(containers))
 	var jobs chan job
 	var wg sync.WaitGroup
 	for _, c := range containers {
-		l := c.GetLabels()
-		name := LinkName(l[kubetypes.KubernetesPodNameLabel], l[kubetypes.KubernetesPodNamespaceLabel],
-			l[kubetypes.KubernetesContainerNameLabel], c.GetId())
+		name := m.noteListed(c)
 		keep[name] = true
-		m.noteLink(c.GetId(), name)
 		logPath, ok := m.logPath(ctx, c.GetId())
 		if !ok || logPath == "" {
 			continue
@@ -248,13 +249,21 @@ func (m *Manager) forgetUnlisted(listed []*runtimeapi.Container) {
 	}
 }
 
-// noteLink records name as the link name of container id.
-func (m *Manager) noteLink(id, name string) {
+// noteListed records the link name of the listed container c, made of
+// its labels, and returns it. The name is made once per container: its
+// labels never change.
+func (m *Manager) noteListed(c *runtimeapi.Container) string {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	k := m.known[id]
-	k.link = name
-	m.known[id] = k
+	k := m.known[c.GetId()]
+	if k.listedLink == "" {
+		l := c.GetLabels()
+		k.listedLink = LinkName(l[kubetypes.KubernetesPodNameLabel], l[kubetypes.KubernetesPodNamespaceLabel],
+			l[kubetypes.KubernetesContainerNameLabel], c.GetId())
+	}
+	k.link = k.listedLink
+	m.known[c.GetId()] = k
+	return k.link
 }
 
 // noteCreated records the link name and log path of a container just
@@ -550,6 +559,12 @@ func (m *Manager) sweepLinks(links []fs.DirEntry, keep map[string]bool, want map
 		}
 	}
 	for name, logPath := range want {
+		// A link listed at the start of the sync is there, or was removed
+		// since and is made at the next one: only the others are looked
+		// for. links is sorted by name, as os.ReadDir returns it.
+		if _, listed := slices.BinarySearchFunc(links, name, compareEntryName); listed {
+			continue
+		}
 		link := filepath.Join(m.opts.LinksDir, name)
 		if _, err := os.Lstat(link); !errors.Is(err, fs.ErrNotExist) {
 			continue
@@ -565,6 +580,9 @@ func (m *Manager) sweepLinks(links []fs.DirEntry, keep map[string]bool, want map
 		m.opts.Logger.V(1).Info("Made a missing log link", "link", name, "path", logPath)
 	}
 }
+
+// compareEntryName orders the directory entry e by name against name.
+func compareEntryName(e fs.DirEntry, name string) int { return strings.Compare(e.Name(), name) }
 
 // linkState reads what PlanLinkSweep needs of the entry e of the links
 // directory: the pod log directory its target lies in and that

@@ -459,3 +459,40 @@ func TestSyncRotatesOnlyRunningLogsAtMaxSizeAndCountsUnreadableOnes(t *testing.T
 		t.Errorf("files of the small log: %v", got)
 	}
 }
+
+// TestSyncRemakesTheLinksRemovedSinceTheLastSync removes some of the
+// links of running containers between syncs: the next sync makes them
+// again, and leaves the others as they are.
+func TestSyncRemakesTheLinksRemovedSinceTheLastSync(t *testing.T) {
+	clk := clocktesting.NewFakeClock(time.Date(2026, 11, 24, 23, 0, 0, 0, time.UTC))
+	rt := &fakeRuntime{}
+	m, logs, links := newManager(t, rt, clk, 3)
+	var want []string
+	for _, c := range []string{"a", "b", "c", "d", "e"} {
+		log := filepath.Join(logs, "ns_p_uid", c, "0.log")
+		writeLog(t, log, 1)
+		rt.add("id-"+c, "p", c, log, runtimeapi.ContainerState_CONTAINER_RUNNING)
+		want = append(want, LinkName("p", "ns", c, "id-"+c))
+	}
+	repaired := testutil.ToFloat64(metrics.ContainerLogLinksRepaired)
+	if err := m.Sync(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if got := names(t, links); !slices.Equal(got, want) {
+		t.Fatalf("links after the first sync: %v, want %v", got, want)
+	}
+	for _, name := range []string{want[1], want[4]} {
+		if err := os.Remove(filepath.Join(links, name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := m.Sync(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if got := names(t, links); !slices.Equal(got, want) {
+		t.Errorf("links after a sync: %v, want %v", got, want)
+	}
+	if got := testutil.ToFloat64(metrics.ContainerLogLinksRepaired) - repaired; got != 7 {
+		t.Errorf("links repaired: %v, want 7 (five made, two made again)", got)
+	}
+}
