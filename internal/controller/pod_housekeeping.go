@@ -114,6 +114,12 @@ type housekeeper struct {
 	claims podClaims
 	period time.Duration
 	log    logr.Logger
+
+	// markedDirs are the pod log directories, by pod, that a sweep found
+	// marked as this node's or marked itself, while they are listed: the
+	// marker of a pod that stays is not read again (see markerReads).
+	// Only sweep uses it, and sweeps never run at once.
+	markedDirs map[types.UID]string
 }
 
 // NeedLeaderElection implements manager.LeaderElectionRunnable.
@@ -145,7 +151,9 @@ func (h *housekeeper) Start(ctx context.Context) error {
 // directories and checkpoints (under rootDir) and the reconciler's memory
 // are nodelet's records of its pods; the pod log directories and pod
 // cgroups are what is found in podLogsDir and under kubepods, which may
-// hold a kubelet's pods too.
+// hold a kubelet's pods too. The pod log directories are listed before
+// the API server's pods; their markers, which say who made them, are read
+// after, once it is known which pods may be gone (readMarkers).
 type leftovers struct {
 	runtime map[types.UID]podworkers.Key
 	dirs    []types.UID
@@ -161,7 +169,8 @@ type leftovers struct {
 // podLogDir is a pod log directory found in podLogsDir.
 type podLogDir struct {
 	path string
-	// marked says its marker names this node: nodelet made it.
+	// marked says its marker names this node: nodelet made it. read
+	// leaves it unset; readMarkers sets it.
 	marked bool
 }
 
@@ -272,6 +281,7 @@ func (h *housekeeper) sweep(ctx context.Context) error {
 	for _, k := range h.workers.Keys() {
 		busy[k.UID] = true
 	}
+	h.readMarkers(ctx, left.logDirs, live, busy)
 	p := planSweep(left, live, busy)
 
 	// A worker started since the workers were listed owns its pod.
@@ -330,7 +340,11 @@ func (h *housekeeper) sweep(ctx context.Context) error {
 		}
 	}
 	for _, dir := range p.mark {
-		if err := containerlogs.MarkPodDir(dir, h.node); err != nil && !errors.Is(err, os.ErrNotExist) {
+		err := containerlogs.MarkPodDir(dir, h.node)
+		if err == nil && h.node != "" {
+			h.markedDirs[logDirUID(filepath.Base(dir))] = dir
+		}
+		if err != nil && !errors.Is(err, os.ErrNotExist) {
 			errs = append(errs, err)
 		}
 	}
@@ -364,8 +378,8 @@ func logDirUID(name string) types.UID {
 }
 
 // read lists what the node holds of pods: runtime objects nodelet owns,
-// pod directories, checkpoints, log directories (whose marker it reads),
-// pod cgroups, and the reconciler's memory.
+// pod directories, checkpoints, log directories (their markers are read
+// later, by readMarkers), pod cgroups, and the reconciler's memory.
 func (h *housekeeper) read(ctx context.Context) (leftovers, error) {
 	left := leftovers{runtime: map[types.UID]podworkers.Key{}, logDirs: map[types.UID]podLogDir{}}
 	add := func(labels map[string]string) {
@@ -413,16 +427,7 @@ func (h *housekeeper) read(ctx context.Context) (leftovers, error) {
 		if !e.IsDir() || uid == "" {
 			continue
 		}
-		dir := filepath.Join(h.logsDir, e.Name())
-		owner, err := containerlogs.PodDirOwner(dir)
-		if errors.Is(err, os.ErrNotExist) {
-			continue // removed since it was listed
-		}
-		if err != nil {
-			// Counted as unmarked: nodelet's only by a record of its pod.
-			log.FromContext(ctx).Error(err, "Unable to read whose pod log directory this is", "path", dir)
-		}
-		left.logDirs[uid] = podLogDir{path: dir, marked: h.node != "" && owner == h.node}
+		left.logDirs[uid] = podLogDir{path: filepath.Join(h.logsDir, e.Name())}
 	}
 	if h.cgroups != nil {
 		if left.cgroups, err = h.cgroups.PodUIDs(); err != nil {
@@ -434,6 +439,65 @@ func (h *housekeeper) read(ctx context.Context) (leftovers, error) {
 		left.claims = h.claims.PodUIDs()
 	}
 	return left, nil
+}
+
+// markerReads lists, sorted, the pods of logDirs whose log directory's
+// marker a sweep reads: every pod that may be gone (neither live nor
+// busy), for whether its directory is removed hangs on its marker, read
+// afresh; and the others whose directory is not known to be marked
+// (known: the directories by pod an earlier sweep found or made marked),
+// for whether it gets a marker hangs on it. The directories of the rest
+// are marked: on a node at rest no marker is read.
+func markerReads(logDirs map[types.UID]podLogDir, live, busy map[types.UID]bool, known map[types.UID]string) []types.UID {
+	var out []types.UID
+	for uid, d := range logDirs {
+		if gone := !live[uid] && !busy[uid]; gone || known[uid] != d.path {
+			out = append(out, uid)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// readMarkers sets whether each of the pod log directories of logDirs is
+// marked as this node's: by its marker for those markerReads gives, else
+// by markedDirs. A directory removed since it was listed is dropped; a
+// marker that cannot be read is logged and counts as none (the directory
+// is nodelet's only by a record of its pod). markedDirs keeps the
+// directories listed, and learns what was read.
+//
+// The markers are read after the API server's pods are listed, the
+// directories before: a pod created meanwhile has no directory in
+// logDirs, and a marker read later is the one read before or one its pod's
+// worker, which the sweep sees started, wrote since.
+func (h *housekeeper) readMarkers(ctx context.Context, logDirs map[types.UID]podLogDir, live, busy map[types.UID]bool) {
+	if h.markedDirs == nil {
+		h.markedDirs = map[types.UID]string{}
+	}
+	for uid, path := range h.markedDirs {
+		if logDirs[uid].path != path {
+			delete(h.markedDirs, uid)
+		}
+	}
+	for _, uid := range markerReads(logDirs, live, busy, h.markedDirs) {
+		dir := logDirs[uid].path
+		delete(h.markedDirs, uid)
+		owner, err := containerlogs.PodDirOwner(dir)
+		if errors.Is(err, os.ErrNotExist) {
+			delete(logDirs, uid) // removed since it was listed
+			continue
+		}
+		if err != nil {
+			log.FromContext(ctx).Error(err, "Unable to read whose pod log directory this is", "path", dir)
+		}
+		if h.node != "" && owner == h.node {
+			h.markedDirs[uid] = dir
+		}
+	}
+	for uid, d := range logDirs {
+		d.marked = h.markedDirs[uid] == d.path
+		logDirs[uid] = d
+	}
 }
 
 // heldUIDs implements podMemory: the pods admitted, probed or holding a

@@ -15,6 +15,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	fakeruntime "k8s.io/cri-api/pkg/apis/testing"
 	kubetypes "k8s.io/kubelet/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	fakeclient "sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	"github.com/nodelet/nodelet/internal/checkpoint"
@@ -368,4 +369,78 @@ func TestHousekeepingSweep(t *testing.T) {
 	g.Expect(ckpts).To(gm.ConsistOf("pod-live", "pod-busy", "pod-late"))
 	g.Expect(cgroups.uids).To(gm.ConsistOf(uids("live", "kuid", "ouid")), "the kubelet's and the other node's cgroups stay")
 	g.Expect(filepath.Join(logsDir, "ns_kube_kuid", "app")).To(gm.BeADirectory())
+}
+
+func TestMarkerReads(t *testing.T) {
+	tests := []struct {
+		name       string
+		logDirs    map[types.UID]podLogDir
+		live, busy map[types.UID]bool
+		known      map[types.UID]string
+		want       []types.UID
+	}{
+		{name: "no log directory"},
+		{name: "the directories of pods that may be gone are read, known or not",
+			logDirs: logDirs(false, "b", "a"), known: map[types.UID]string{"a": logDirOf("a")}, want: uids("a", "b")},
+		{name: "the directories of live and busy pods known to be marked are not read",
+			logDirs: logDirs(false, "live", "busy"), live: set("live"), busy: set("busy"),
+			known: map[types.UID]string{"live": logDirOf("live"), "busy": logDirOf("busy")}},
+		{name: "the directories of live and busy pods not known to be marked are read",
+			logDirs: logDirs(false, "live", "busy"), live: set("live"), busy: set("busy"), want: uids("busy", "live")},
+		{name: "a directory known by another path is read",
+			logDirs: logDirs(false, "live"), live: set("live"), known: map[types.UID]string{"live": "/logs/other_pod_live"},
+			want: uids("live")},
+		{name: "several pods, sorted, each by its own rule",
+			logDirs: logDirs(false, "z", "live", "new", "busy", "k"), live: set("live", "new"), busy: set("busy"),
+			known: map[types.UID]string{"live": logDirOf("live"), "busy": logDirOf("busy"), "z": logDirOf("z")},
+			want:  uids("k", "new", "z")},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			g := gm.NewWithT(t)
+			g.Expect(markerReads(tt.logDirs, tt.live, tt.busy, tt.known)).To(gm.Equal(tt.want))
+		})
+	}
+}
+
+// TestHousekeepingReadsTheMarkersOfGonePodsAgain sweeps a node whose two
+// pods, each with a marked log directory and nothing else, are in the API
+// server, then sweeps it again once both are gone and one's marker names
+// another node: the directory whose marker names this node goes, the
+// other stays, as if no sweep had seen them before.
+func TestHousekeepingReadsTheMarkersOfGonePodsAgain(t *testing.T) {
+	g := gm.NewWithT(t)
+	ctx := context.Background()
+	const node = "node-a"
+	rt, err := cri.New(fakeruntime.NewFakeRuntimeService(), fakeruntime.NewFakeImageService(), cri.Options{NodeName: node})
+	g.Expect(err).NotTo(gm.HaveOccurred())
+	store, err := checkpoint.NewFileStore(t.TempDir())
+	g.Expect(err).NotTo(gm.HaveOccurred())
+	logsDir := t.TempDir()
+	var pods []client.Object
+	for _, p := range []string{"mine", "taken"} {
+		dir := filepath.Join(logsDir, "ns_pod-"+p+"_"+p)
+		g.Expect(os.MkdirAll(filepath.Join(dir, "app"), 0o755)).To(gm.Succeed())
+		g.Expect(containerlogs.MarkPodDir(dir, node)).To(gm.Succeed())
+		pods = append(pods, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "pod-" + p, UID: types.UID(p)}})
+	}
+	h := &housekeeper{
+		pods:    fakeclient.NewClientBuilder().WithObjects(pods...).Build(),
+		runtime: rt,
+		dirs:    &fakeDirs{},
+		store:   store,
+		logsDir: logsDir,
+		node:    node,
+		workers: &fakeWorkers{},
+		memory:  &fakeMemory{held: map[types.UID]bool{}, noted: map[types.UID]bool{}},
+	}
+	g.Expect(h.sweep(ctx)).To(gm.Succeed())
+	g.Expect(filepath.Join(logsDir, "ns_pod-mine_mine")).To(gm.BeADirectory())
+	g.Expect(filepath.Join(logsDir, "ns_pod-taken_taken")).To(gm.BeADirectory())
+
+	g.Expect(containerlogs.MarkPodDir(filepath.Join(logsDir, "ns_pod-taken_taken"), "node-b")).To(gm.Succeed())
+	h.pods = fakeclient.NewClientBuilder().Build()
+	g.Expect(h.sweep(ctx)).To(gm.Succeed())
+	g.Expect(filepath.Join(logsDir, "ns_pod-mine_mine")).NotTo(gm.BeAnExistingFile())
+	g.Expect(filepath.Join(logsDir, "ns_pod-taken_taken", "app")).To(gm.BeADirectory(), "another node's directory stays")
 }
