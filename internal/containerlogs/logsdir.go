@@ -14,6 +14,18 @@ import (
 // os.Root path from then on. Tests set it to take that path.
 var noOpenat2 atomic.Bool
 
+// openat2 is unix.Openat2; tests replace it to take the path of kernels
+// without it.
+var openat2 = unix.Openat2
+
+// beneathNoLinks is how lstatat2 opens a path: for an fstat, below the
+// directory, without following a link in any component. Never written:
+// a shared value spares an allocation per open.
+var beneathNoLinks = unix.OpenHow{
+	Flags:   unix.O_PATH | unix.O_NOFOLLOW | unix.O_CLOEXEC,
+	Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS,
+}
+
 // openRetries bounds the lookups one size check tries when the kernel
 // asks for another (EAGAIN, EINTR).
 const openRetries = 4
@@ -83,13 +95,9 @@ func (d *logsDir) lstat(rel string) (regular bool, size int64, err error) {
 // lstatat2 is lstat with one openat2 that resolves rel beneath the
 // directory, refusing every link, and an fstat of what it opened.
 func (d *logsDir) lstatat2(rel string) (regular bool, size int64, err error) {
-	how := unix.OpenHow{
-		Flags:   unix.O_PATH | unix.O_NOFOLLOW | unix.O_CLOEXEC,
-		Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS,
-	}
 	fd := -1
 	for range openRetries {
-		fd, err = unix.Openat2(d.fd, rel, &how)
+		fd, err = openat2(d.fd, rel, &beneathNoLinks)
 		if !errors.Is(err, unix.EAGAIN) && !errors.Is(err, unix.EINTR) {
 			break
 		}

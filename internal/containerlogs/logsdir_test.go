@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"golang.org/x/sys/unix"
 )
 
 // TestDue checks which logs a sync sends to rotate, through openat2 and
@@ -59,6 +60,7 @@ func TestDue(t *testing.T) {
 			wantRoot: new(false)},
 		{name: "a log outside the pod log directory", path: "../outside/small.log", want: true},
 	}
+	t.Cleanup(func() { noOpenat2.Store(false) })
 	for _, fallback := range []bool{false, true} {
 		noOpenat2.Store(fallback)
 		dir, err := openLogsDir(logs)
@@ -84,5 +86,48 @@ func TestDue(t *testing.T) {
 	noOpenat2.Store(false)
 	if !m.due(nil, filepath.Join(logs, "ns_p_uid/c/small.log")) {
 		t.Error("a log is not due when the pod log directory could not be opened")
+	}
+}
+
+// TestDueWithoutOpenat2 checks the size checks of a kernel that answers
+// openat2 with ENOSYS: they take the os.Root path, from the first one on.
+func TestDueWithoutOpenat2(t *testing.T) {
+	saved := openat2
+	openat2 = func(int, string, *unix.OpenHow) (int, error) { return -1, unix.ENOSYS }
+	t.Cleanup(func() {
+		openat2 = saved
+		noOpenat2.Store(false)
+	})
+	logs := t.TempDir()
+	writeLog(t, filepath.Join(logs, "ns_p_uid", "c", "small.log"), 99)
+	writeLog(t, filepath.Join(logs, "ns_p_uid", "c", "big.log"), 100)
+	if err := os.Symlink("c", filepath.Join(logs, "ns_p_uid", "in")); err != nil {
+		t.Fatal(err)
+	}
+	m, err := New(&fakeRuntime{}, Options{PodLogsDir: logs, MaxSize: 100, MaxFiles: 2, MaxWorkers: 1,
+		MonitorInterval: time.Second, Logger: logr.Discard()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir, err := openLogsDir(logs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = dir.Close() }()
+	for _, tt := range []struct {
+		path string
+		want bool
+	}{
+		{path: "ns_p_uid/c/small.log"},
+		{path: "ns_p_uid/c/big.log", want: true},
+		{path: "ns_p_uid/c/gone.log"},
+		{path: "ns_p_uid/in/small.log"},
+	} {
+		if got := m.due(dir, filepath.Join(logs, tt.path)); got != tt.want {
+			t.Errorf("%s: due %v, want %v", tt.path, got, tt.want)
+		}
+	}
+	if !noOpenat2.Load() {
+		t.Error("the size checks still try openat2")
 	}
 }
