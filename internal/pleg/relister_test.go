@@ -32,7 +32,7 @@ type env struct {
 	r     *Relister
 }
 
-func newEnv(t *testing.T, opts Options) *env {
+func newEnv(t testing.TB, opts Options) *env {
 	t.Helper()
 	fr := fake.NewFakeRuntimeService()
 	rt, err := cri.New(fr, fake.NewFakeImageService(), cri.Options{NodeName: testNode})
@@ -50,7 +50,7 @@ func newEnv(t *testing.T, opts Options) *env {
 
 // runPod starts a sandbox and one running container for pod uid and
 // returns their IDs.
-func (e *env) runPod(t *testing.T, uid string) (sandboxID, containerID string) {
+func (e *env) runPod(t testing.TB, uid string) (sandboxID, containerID string) {
 	t.Helper()
 	cfg := &runtimeapi.PodSandboxConfig{
 		Metadata: &runtimeapi.PodSandboxMetadata{Name: "pod-" + uid, Namespace: "ns", Uid: uid},
