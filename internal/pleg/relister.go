@@ -124,7 +124,10 @@ type Relister struct {
 	// sandboxes and containers are the lists snapshot was made of.
 	sandboxes  []*runtimeapi.PodSandbox
 	containers []*runtimeapi.Container
-	pending    map[types.UID]PodRef // changed pods the channel could not take yet
+	// builder builds each snapshot from the last, keeping the records of
+	// the pods that did not change.
+	builder snapshotBuilder
+	pending map[types.UID]PodRef // changed pods the channel could not take yet
 }
 
 var (
@@ -379,7 +382,7 @@ func (r *Relister) list(ctx context.Context) (_ Snapshot, same bool, _ error) {
 		return r.snapshot, true, nil
 	}
 	r.sandboxes, r.containers = sandboxes, containers
-	return NewSnapshot(sandboxes, containers), false, nil
+	return r.builder.build(r.snapshot, sandboxes, containers), false, nil
 }
 
 // deliver sends one event per changed or still pending pod without
@@ -415,7 +418,10 @@ func podStub(ref PodRef) *corev1.Pod {
 func (r *Relister) Listed() uint64 { return r.listed.Load() }
 
 // Record returns the runtime objects of the pod with uid at the last
-// relist (nil when it had none). The caller must not modify it.
+// relist (nil when it had none). A record is never modified once handed
+// out: a pod whose objects did not change keeps its record from relist to
+// relist, and one that changed gets a new one. The caller must not modify
+// it.
 func (r *Relister) Record(uid types.UID) *PodRecord {
 	if s := r.last.Load(); s != nil {
 		return (*s)[uid]

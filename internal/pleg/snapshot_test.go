@@ -141,6 +141,9 @@ func TestDiff(t *testing.T) {
 			old := NewSnapshot(base())
 			cur := NewSnapshot(tc.mutate(base()))
 			g.Expect(Diff(old, cur)).To(Equal(tc.want))
+			sbs, cs := tc.mutate(base())
+			next := NextSnapshot(old, sbs, cs)
+			g.Expect(Diff(old, next)).To(Equal(tc.want), "from a snapshot that keeps the unchanged records")
 		})
 	}
 }
