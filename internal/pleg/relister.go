@@ -121,9 +121,9 @@ type Relister struct {
 
 	mu       sync.Mutex // serializes relists; guards the fields below
 	snapshot Snapshot
-	// sandboxes and containers are the lists snapshot was made of.
-	sandboxes  []*runtimeapi.PodSandbox
-	containers []*runtimeapi.Container
+	// sandboxes and containers remember the lists snapshot was made of.
+	sandboxes  listed[*runtimeapi.PodSandbox]
+	containers listed[*runtimeapi.Container]
 	// builder builds each snapshot from the last, keeping the records of
 	// the pods that did not change.
 	builder snapshotBuilder
@@ -375,14 +375,57 @@ func (r *Relister) list(ctx context.Context) (_ Snapshot, same bool, _ error) {
 	if err != nil {
 		return nil, false, fmt.Errorf("relisting containers: %w", err)
 	}
-	// In a fixed order: a runtime lists in any.
-	slices.SortFunc(sandboxes, func(a, b *runtimeapi.PodSandbox) int { return cmp.Compare(a.GetId(), b.GetId()) })
-	slices.SortFunc(containers, func(a, b *runtimeapi.Container) int { return cmp.Compare(a.GetId(), b.GetId()) })
-	if r.snapshot != nil && slices.Equal(sandboxes, r.sandboxes) && slices.Equal(containers, r.containers) {
+	if r.snapshot != nil && r.sandboxes.same(sandboxes) && r.containers.same(containers) {
 		return r.snapshot, true, nil
 	}
-	r.sandboxes, r.containers = sandboxes, containers
+	// In a fixed order, as a snapshot names a pod after its first object:
+	// a runtime lists in any.
+	slices.SortFunc(sandboxes, func(a, b *runtimeapi.PodSandbox) int { return cmp.Compare(a.GetId(), b.GetId()) })
+	slices.SortFunc(containers, func(a, b *runtimeapi.Container) int { return cmp.Compare(a.GetId(), b.GetId()) })
+	r.sandboxes.remember(sandboxes)
+	r.containers.remember(containers)
 	return r.builder.build(r.snapshot, sandboxes, containers), false, nil
+}
+
+// listed remembers the objects of one kind a relist listed, to tell
+// whether the next list holds the same objects without sorting it: a
+// runtime lists in any order, and sorting was most of a relist that found
+// nothing changed.
+type listed[T comparable] struct {
+	// at holds each object's position in the list remembered.
+	at map[T]int
+	// marks holds, by position, the check that last found the object.
+	marks []uint64
+	check uint64
+}
+
+// same reports whether list holds exactly the objects remembered, each
+// once, in any order.
+func (l *listed[T]) same(list []T) bool {
+	if l.at == nil || len(list) != len(l.marks) {
+		return false
+	}
+	l.check++
+	for _, o := range list {
+		i, ok := l.at[o]
+		if !ok || l.marks[i] == l.check {
+			return false
+		}
+		l.marks[i] = l.check
+	}
+	return true
+}
+
+// remember makes list's objects the ones remembered.
+func (l *listed[T]) remember(list []T) {
+	if l.at == nil {
+		l.at = make(map[T]int, len(list))
+	}
+	clear(l.at)
+	for i, o := range list {
+		l.at[o] = i
+	}
+	l.marks = slices.Grow(l.marks[:0], len(list))[:len(list)]
 }
 
 // deliver sends one event per changed or still pending pod without

@@ -258,3 +258,34 @@ func TestRelistOfTheSameObjectsReusesItsSnapshot(t *testing.T) {
 	g.Expect(r.Record("u1").Objects).To(HaveKeyWithValue("c1", ObjectState{Kind: KindContainer, State: "CONTAINER_EXITED"}))
 	g.Expect(r.Listed()).To(Equal(uint64(3)))
 }
+
+func TestListedTellsTheSameObjectsInAnyOrder(t *testing.T) {
+	a, b, c, d := new(int), new(int), new(int), new(int)
+	for name, tc := range map[string]struct {
+		remembered, list []*int
+		want             bool
+	}{
+		"none":                     {remembered: []*int{}, list: nil, want: true},
+		"the same, in order":       {remembered: []*int{a, b, c}, list: []*int{a, b, c}, want: true},
+		"the same, in other order": {remembered: []*int{a, b, c}, list: []*int{c, a, b}, want: true},
+		"one replaced":             {remembered: []*int{a, b, c}, list: []*int{a, d, c}},
+		"one fewer":                {remembered: []*int{a, b, c}, list: []*int{a, c}},
+		"one more":                 {remembered: []*int{a, b, c}, list: []*int{a, b, c, d}},
+		"one twice, one missing":   {remembered: []*int{a, b, c}, list: []*int{a, b, b}},
+		"twice before, and now":    {remembered: []*int{a, b, b}, list: []*int{b, a, b}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			var l listed[*int]
+			if l.same(tc.list) {
+				t.Fatal("same before anything was remembered")
+			}
+			l.remember(tc.remembered)
+			// Twice: a check must not depend on the one before.
+			for range 2 {
+				if got := l.same(tc.list); got != tc.want {
+					t.Errorf("same = %v, want %v", got, tc.want)
+				}
+			}
+		})
+	}
+}
