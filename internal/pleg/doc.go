@@ -10,8 +10,10 @@
 // event router nudges the pod's worker directly when it has one, and Listed
 // and Record let that worker skip a change its last sync saw). A relist
 // whose lists hold the same objects as the last one's (cri's brief lists
-// hand out unchanged objects again) reuses its snapshot. A pod whose
-// objects all disappeared is reported from the previous list. Events are
+// hand out unchanged objects again, in any order) reuses its snapshot
+// without sorting them; a relist whose lists changed keeps the record of
+// every pod whose objects did not (a record never changes once made, so
+// Record's readers need no copy). A pod whose objects all disappeared is reported from the previous list. Events are
 // never dropped and never block a relist: one the channel cannot take now is
 // sent again with the next relist. The Relister is a manager.Runnable that
 // runs without leader election, and reports itself unhealthy (Healthy) when
