@@ -301,6 +301,12 @@ func (m *Manager) ensurePodDir(uid types.UID) error {
 	if err := mkdirMode(filepath.Join(m.PodDir(uid), volumesDirName), stateDirMode); err != nil {
 		return fmt.Errorf("creating pod volumes directory: %w", err)
 	}
+	// Each container start makes a directory in it for its termination
+	// message file: made here with the others, that is one mkdir a start
+	// instead of a failed one, a stat and two more.
+	if err := mkdirMode(filepath.Join(m.PodDir(uid), containersDirName), stateDirMode); err != nil {
+		return fmt.Errorf("creating pod containers directory: %w", err)
+	}
 	return nil
 }
 

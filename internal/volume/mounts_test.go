@@ -375,6 +375,8 @@ func TestMountsTerminationMessage(t *testing.T) {
 		t.Fatalf("SetUp: %v", err)
 	}
 	c := &pod.Spec.Containers[0]
+	// The set-up made the directory of the containers' files.
+	assertMode(t, filepath.Join(e.root, "pods", "uid-1", "containers"), stateDirMode)
 
 	mounts, err := e.m.Mounts(pod, c, 3, nil, nil)
 	if err != nil {
