@@ -16,6 +16,7 @@ import (
 	storagev1 "k8s.io/api/storage/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
@@ -194,6 +195,7 @@ func setupPodController(mgr ctrl.Manager, d *Deps) error {
 		Metrics:  newPodMetrics(mgr.GetClient(), d.Runtime),
 		Prober:   probes,
 		Feed:     eng.pods,
+		Pods:     eng.core,
 		API:      eng.api,
 		Log:      mgr.GetLogger().WithName("pod"),
 		Network: runtimestate.NewNetwork(d.Runtime, runtimestate.NetworkOptions{
@@ -298,6 +300,9 @@ type podEngine struct {
 	pullRecords *images.PullRecords
 	// api opens once the API server has been reached.
 	api *apiGate
+	// core is a clientset's core/v1 client, for requests whose answer is
+	// not read.
+	core corev1client.CoreV1Interface
 }
 
 // pullRecords opens the image pull records in <rootDir>/image_manager, as
@@ -400,6 +405,7 @@ func podEngineFor(mgr ctrl.Manager, d *Deps) (*podEngine, error) {
 		recorder: mgr.GetEventRecorderFor("nodelet"), //nolint:staticcheck // the core/v1 events kubectl describe shows
 		pods:     newPodFeed(),
 		api:      api,
+		core:     cs.CoreV1(),
 	}
 	return d.engine, nil
 }
