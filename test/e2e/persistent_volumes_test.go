@@ -124,12 +124,22 @@ var _ = Describe("Persistent volumes", Ordered, func() {
 			return apierrors.IsNotFound(env.Admin.Get(ctx, client.ObjectKeyFromObject(pod), pod))
 		}).WithContext(ctx).WithTimeout(pvTimeout).WithPolling(pollInterval).Should(BeTrue())
 	}
-	// expectWaitingOnVolume waits for the pod's FailedMount Event saying
-	// msg, then checks that no sandbox is made for it.
+	// expectWaitingOnVolume waits for a FailedMount Event of the pod saying
+	// msg, then checks that no sandbox is made for it. (The pod's first
+	// sync may come before the Node authorizer lets the node read the
+	// claim, and its Event says so: another FailedMount, before this one.)
 	expectWaitingOnVolume := func(ctx SpecContext, ns, name, msg string) {
 		GinkgoHelper()
 		Eventually(func(g Gomega) {
-			g.Expect(podEvent(ctx, g, env.Admin, ns, name, "FailedMount", corev1.EventTypeWarning)).To(Equal(msg))
+			var events corev1.EventList
+			g.Expect(env.Admin.List(ctx, &events, client.InNamespace(ns))).To(Succeed())
+			var messages []string
+			for _, e := range events.Items {
+				if e.InvolvedObject.Name == name && e.Reason == "FailedMount" && e.Type == corev1.EventTypeWarning {
+					messages = append(messages, e.Message)
+				}
+			}
+			g.Expect(messages).To(ContainElement(msg))
 		}).WithContext(ctx).WithTimeout(pvTimeout).WithPolling(pollInterval).Should(Succeed())
 		rs, _ := newCRIClients(ctx)
 		Consistently(func(g Gomega) {
