@@ -36,13 +36,25 @@ type Sample struct {
 }
 
 // Needed is what the process holds that a collection cannot give back:
-// the live heap and everything the runtime maps outside the heap.
+// the live heap, the room in the heap's spans that no object uses (a
+// span goes back only once all its objects are dead) and everything the
+// runtime maps outside the heap. The runtime counts the same outside its
+// heap goal when it holds the process to the limit.
 func (s Sample) Needed() uint64 {
 	heap := s.HeapReleased + s.HeapFree + s.HeapObjects + s.HeapUnused
 	if s.Total < heap {
 		return s.LiveHeap
 	}
-	return s.LiveHeap + s.Total - heap
+	return s.LiveHeap + s.HeapUnused + s.Total - heap
+}
+
+// Held is what the process holds from the operating system now: all the
+// runtime maps less what it has released.
+func (s Sample) Held() uint64 {
+	if s.Total < s.HeapReleased {
+		return 0
+	}
+	return s.Total - s.HeapReleased
 }
 
 // Options are the limit's terms.
@@ -58,10 +70,20 @@ type Options struct {
 }
 
 // Limit returns the memory limit for s: HeadroomPercent over Needed,
-// within Floor and Ceiling.
+// within Floor and Ceiling, but no lower than half-way between that and
+// what the process holds now (Held). The runtime lowers its heap goal by
+// as much as it holds over the limit, until the scavenger has returned
+// the difference: a limit far below what is held (the moment after many
+// objects died, their pages free but not yet returned) would bring the
+// goal down to the live heap and start one collection after another. Half
+// the way leaves the goal the headroom's, and each collection halves what
+// is held over the target.
 func Limit(s Sample, o Options) int64 {
 	needed := float64(s.Needed())
 	limit := needed + needed*float64(o.HeadroomPercent)/100
+	if held := float64(s.Held()); held > limit {
+		limit += (held - limit) / 2
+	}
 	if limit > math.MaxInt64/2 {
 		limit = math.MaxInt64 / 2
 	}
