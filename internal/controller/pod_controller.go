@@ -102,6 +102,10 @@ type PodReconciler struct {
 	// nil reports none (the ResourceHealthStatus gate off).
 	ResourceStatus func(pod *corev1.Pod) map[string][]corev1.ResourceStatus
 
+	// shared reads the pods Reconcile hands to the workers without a copy
+	// (nil: through the Client, a copy each).
+	shared *sharedPods
+
 	// written holds, by pod UID, the resourceVersion of nodelet's own last
 	// status write, so the watch event it causes does not sync the pod again.
 	written sync.Map
@@ -209,8 +213,8 @@ type podScope struct {
 // earlier run of the agent) are found by the next sync of a pod of that
 // name, live or gone, or by housekeeping.
 func (r *PodReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
-	pod := &corev1.Pod{}
-	if err := r.Get(ctx, req.NamespacedName, pod); err != nil {
+	pod, err := r.readPod(ctx, req.NamespacedName)
+	if err != nil {
 		if !apierrors.IsNotFound(err) {
 			return ctrl.Result{}, fmt.Errorf("reading pod: %w", err)
 		}
@@ -256,6 +260,20 @@ func (r *PodReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.R
 		r.Workers.Update(pod)
 	}
 	return ctrl.Result{}, nil
+}
+
+// readPod reads the pod of key from the cache: the cache's own object,
+// which nobody may change, when the reconciler reads shared pods, a copy
+// otherwise. Reconcile hands it to the pod's worker.
+func (r *PodReconciler) readPod(ctx context.Context, key types.NamespacedName) (*corev1.Pod, error) {
+	if r.shared != nil {
+		return r.shared.Get(key)
+	}
+	pod := &corev1.Pod{}
+	if err := r.Get(ctx, key, pod); err != nil {
+		return nil, err
+	}
+	return pod, nil
 }
 
 // handOverStale starts a gone-pod worker for each UID, other than those
@@ -943,6 +961,10 @@ func (r *PodReconciler) syncGone(ctx context.Context, w podworkers.Work) podwork
 	if _, removed := r.deleted.LoadAndDelete(pod.UID); removed && !staticpod.IsStatic(pod) {
 		// Its last sync removed it from the node, then deleted it.
 		return podworkers.Result{Finished: true}
+	}
+	if w.Pod != nil {
+		// The worker's pod may be the cache's own object (readPod).
+		pod = w.Pod.DeepCopy()
 	}
 	s := &podScope{pod: pod}
 	var err error

@@ -202,6 +202,7 @@ func setupPodController(mgr ctrl.Manager, d *Deps) error {
 			Logger: mgr.GetLogger().WithName("runtimestate"),
 		}),
 		Relisted: relister,
+		shared:   newSharedPods(mgr.GetCache()),
 	}
 	workers, err := podworkers.New(podworkers.Options{Sync: tracedSync(d.TracerProvider, r.syncPod), Settled: r.settled, Logger: mgr.GetLogger().WithName("podworkers")})
 	if err != nil {

@@ -33,7 +33,8 @@ func KeyOf(pod *corev1.Pod) Key {
 type Work struct {
 	Key Key
 	// Pod is the latest pod the worker was handed; nil when the worker was
-	// started for a pod known only from the runtime (after a restart).
+	// started for a pod known only from the runtime (after a restart). It
+	// may be the API cache's own object: nobody changes it.
 	Pod *corev1.Pod
 	// Gone: the pod is no longer in the API server (or has another UID
 	// there): stop and remove everything of it.
