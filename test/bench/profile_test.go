@@ -48,11 +48,14 @@ func profilingWanted() bool {
 }
 
 // windowProfile records one window of a benchmark: CPU profiles in
-// profileChunk-second pieces for as long as the window lasts, and the
+// profileChunk-second pieces for as long as the window lasts, the
 // allocation profile at its start and end (compare them with
-// `go tool pprof -base <name>-allocs-start.pb.gz <name>-allocs-end.pb.gz`).
+// `go tool pprof -base <name>-allocs-start.pb.gz <name>-allocs-end.pb.gz`),
+// and the heap and goroutine profiles at the window's highest resident
+// memory (<name>-heap-peak, <name>-goroutine-peak, <name>-peak.txt).
 type windowProfile struct {
 	b     *testing.B
+	pid   int
 	base  string
 	dir   string
 	name  string
@@ -83,12 +86,13 @@ func profileWindowChunked(b *testing.B, n *utils.Nodelet, name string, chunk int
 		return func() {}
 	}
 	p := &windowProfile{
-		b: b, base: "http://" + n.MetricsAddr + "/debug/pprof/", dir: dir,
+		b: b, pid: n.PID(), base: "http://" + n.MetricsAddr + "/debug/pprof/", dir: dir,
 		name: name + "-" + time.Now().Format("150405"), chunk: max(chunk, 1), stop: make(chan struct{}),
 	}
 	p.save("allocs", "allocs-start")
-	p.done.Add(1)
+	p.done.Add(2)
 	go p.cpuLoop()
+	go p.peakLoop()
 	var once sync.Once
 	return func() {
 		once.Do(func() {
@@ -110,6 +114,51 @@ func (p *windowProfile) cpuLoop() {
 		default:
 		}
 		p.save(fmt.Sprintf("profile?seconds=%d", p.chunk), fmt.Sprintf("cpu-%03d", i))
+	}
+}
+
+// peakSampleEvery is how often peakLoop reads the resident memory, and
+// peakStep how far above the highest reading so far it must be to take the
+// profiles again.
+const (
+	peakSampleEvery = 200 * time.Millisecond
+	peakStep        = 512 << 10
+)
+
+// peakLoop saves the heap and goroutine profiles each time nodelet's
+// resident memory rises peakStep above its highest reading of the window,
+// so that the last ones saved are those of the window's peak. The heap
+// profile's in-use figures are those of the last collection before it.
+func (p *windowProfile) peakLoop() {
+	defer p.done.Done()
+	t := time.NewTicker(peakSampleEvery)
+	defer t.Stop()
+	var high int64
+	for {
+		select {
+		case <-p.stop:
+			return
+		case <-t.C:
+		}
+		m := readMemSplit(p.pid)
+		if m.rss < high+peakStep {
+			continue
+		}
+		high = m.rss
+		p.save("heap", "heap-peak")
+		p.save("goroutine", "goroutine-peak")
+		// The text form ends with the runtime's memory statistics
+		// (stacks, heap in use, its spans).
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		if err := fetchTo(ctx, p.base+"heap?debug=1", filepath.Join(p.dir, p.name+"-heap-peak.txt")); err != nil {
+			p.b.Logf("profiling %s: %v", p.name, err)
+		}
+		cancel()
+		note := fmt.Sprintf("at %s: rss %d KiB, anonymous %d KiB, file %d KiB\n",
+			time.Now().Format(time.RFC3339Nano), m.rss>>10, m.anon>>10, m.file>>10)
+		if err := os.WriteFile(filepath.Join(p.dir, p.name+"-peak.txt"), []byte(note), 0o644); err != nil {
+			p.b.Logf("profiling %s: %v", p.name, err)
+		}
 	}
 }
 
