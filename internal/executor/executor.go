@@ -256,9 +256,14 @@ func (e *Executor) Start(ctx context.Context, pod *v1.Pod, rt state.PodRuntime, 
 			return err
 		}
 	}
-	sb, err := e.ensureSandbox(ctx, pod, rt, st, a, save)
-	if err != nil {
-		return err
+	// A running pod's sandbox config is built only for a container to
+	// start in it: most syncs of a running pod start nothing.
+	var sb *sandbox
+	if a.CreateSandbox || len(a.EphemeralContainersToStart)+len(a.InitContainersToStart)+len(a.ContainersToStart) > 0 {
+		var err error
+		if sb, err = e.ensureSandbox(ctx, pod, rt, st, a, save); err != nil {
+			return err
+		}
 	}
 	for id, k := range a.ContainersToKill {
 		if err := e.killContainer(ctx, pod, id, k.Name, k.Message, k.PreStop, k.GracePeriodSeconds); err != nil {
