@@ -34,6 +34,7 @@ import (
 	"github.com/nodelet/nodelet/internal/metrics"
 	"github.com/nodelet/nodelet/internal/nodeinfo"
 	"github.com/nodelet/nodelet/internal/objectstore"
+	"github.com/nodelet/nodelet/internal/podcache"
 	"github.com/nodelet/nodelet/internal/podspec"
 	"github.com/nodelet/nodelet/internal/podworkers"
 	"github.com/nodelet/nodelet/internal/prober"
@@ -104,7 +105,7 @@ type PodReconciler struct {
 
 	// shared reads the pods Reconcile hands to the workers without a copy
 	// (nil: through the Client, a copy each).
-	shared *sharedPods
+	shared *podcache.Shared
 
 	// written holds, by pod UID, the resourceVersion of nodelet's own last
 	// status write, so the watch event it causes does not sync the pod again.
@@ -264,7 +265,9 @@ func (r *PodReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.R
 
 // readPod reads the pod of key from the cache: the cache's own object,
 // which nobody may change, when the reconciler reads shared pods, a copy
-// otherwise. Reconcile hands it to the pod's worker.
+// otherwise. Reconcile hands it to the pod's worker, and each sync of a
+// pod in the API server works on it (a status patch decodes the answer
+// into a copy).
 func (r *PodReconciler) readPod(ctx context.Context, key types.NamespacedName) (*corev1.Pod, error) {
 	if r.shared != nil {
 		return r.shared.Get(key)
@@ -800,7 +803,11 @@ func (r *PodReconciler) patchStatus(ctx context.Context, s *podScope, want corev
 		return err
 	}
 	// A failed patch leaves s.pod as it was; a written one is the API
-	// server's answer.
+	// server's answer, decoded into a copy: s.pod may be the cache's own
+	// object (readPod), which nobody may change.
+	if r.shared != nil {
+		s.pod = s.pod.DeepCopy()
+	}
 	r.writing.Store(s.pod.UID, want)
 	defer r.writing.Delete(s.pod.UID)
 	if err := r.Status().Patch(ctx, s.pod, client.RawPatch(types.StrategicMergePatchType, patch)); err != nil {

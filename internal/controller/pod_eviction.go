@@ -32,6 +32,7 @@ func setupEviction(mgr ctrl.Manager, d *Deps, r *PodReconciler, volumes *volume.
 		Stats:     summary,
 		Volumes:   volumes,
 		Pods:      mgr.GetClient(),
+		PodLister: r.shared,
 		Evictor:   r,
 		Reclaimer: engineReclaimer{d},
 		Recorder:  r.Recorder,

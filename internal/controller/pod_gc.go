@@ -10,7 +10,6 @@ import (
 	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	"github.com/nodelet/nodelet/api/v1alpha1"
@@ -47,13 +46,13 @@ func setupGarbageCollection(mgr ctrl.Manager, d *Deps, r *PodReconciler) error {
 		Clock:     clock.RealClock{},
 		Log:       log.WithName("containers"),
 		Live: func(ctx context.Context) (map[types.UID]bool, error) {
-			var pods corev1.PodList
-			if err := mgr.GetClient().List(ctx, &pods, client.UnsafeDisableDeepCopy); err != nil {
+			pods, err := r.shared.ListPods(ctx)
+			if err != nil {
 				return nil, fmt.Errorf("listing this node's pods: %w", err)
 			}
-			live := map[types.UID]bool{}
-			for i := range pods.Items {
-				live[pods.Items[i].UID] = true
+			live := make(map[types.UID]bool, len(pods))
+			for _, pod := range pods {
+				live[pod.UID] = true
 			}
 			for _, k := range r.Workers.Keys() {
 				live[k.UID] = true
@@ -82,11 +81,11 @@ func setupGarbageCollection(mgr ctrl.Manager, d *Deps, r *PodReconciler) error {
 		Clock: clock.RealClock{},
 		Log:   log.WithName("images"),
 		VolumeImages: func(ctx context.Context) ([]string, error) {
-			var pods corev1.PodList
-			if err := mgr.GetClient().List(ctx, &pods, client.UnsafeDisableDeepCopy); err != nil {
+			pods, err := r.shared.ListPods(ctx)
+			if err != nil {
 				return nil, fmt.Errorf("listing this node's pods: %w", err)
 			}
-			return volumeImages(pods.Items), nil
+			return volumeImages(pods), nil
 		},
 	}
 	if records := eng.pullRecords; records != nil {
@@ -104,13 +103,13 @@ func setupGarbageCollection(mgr ctrl.Manager, d *Deps, r *PodReconciler) error {
 
 // volumeImages are the references of the image volumes of pods that have
 // not finished, which image GC must keep.
-func volumeImages(pods []corev1.Pod) []string {
+func volumeImages(pods []*corev1.Pod) []string {
 	var refs []string
-	for i := range pods {
-		if p := pods[i].Status.Phase; p == corev1.PodSucceeded || p == corev1.PodFailed {
+	for _, pod := range pods {
+		if p := pod.Status.Phase; p == corev1.PodSucceeded || p == corev1.PodFailed {
 			continue
 		}
-		for _, vol := range pods[i].Spec.Volumes {
+		for _, vol := range pod.Spec.Volumes {
 			if vol.Image != nil {
 				refs = append(refs, vol.Image.Reference)
 			}

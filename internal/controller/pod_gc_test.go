@@ -8,15 +8,15 @@ import (
 )
 
 func TestVolumeImagesAreThoseOfUnfinishedPods(t *testing.T) {
-	pod := func(phase corev1.PodPhase, refs ...string) corev1.Pod {
-		p := corev1.Pod{Status: corev1.PodStatus{Phase: phase}}
+	pod := func(phase corev1.PodPhase, refs ...string) *corev1.Pod {
+		p := &corev1.Pod{Status: corev1.PodStatus{Phase: phase}}
 		p.Spec.Volumes = append(p.Spec.Volumes, corev1.Volume{Name: "scratch", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}})
 		for _, r := range refs {
 			p.Spec.Volumes = append(p.Spec.Volumes, corev1.Volume{Name: r, VolumeSource: corev1.VolumeSource{Image: &corev1.ImageVolumeSource{Reference: r}}})
 		}
 		return p
 	}
-	got := volumeImages([]corev1.Pod{
+	got := volumeImages([]*corev1.Pod{
 		pod(corev1.PodRunning, "data:1", "models:2"),
 		pod(corev1.PodPending, "data:3"),
 		pod(corev1.PodSucceeded, "done:1"),

@@ -19,13 +19,13 @@ import (
 	"k8s.io/klog/v2"
 	kubetypes "k8s.io/kubelet/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/nodelet/nodelet/internal/checkpoint"
 	"github.com/nodelet/nodelet/internal/containerlogs"
 	"github.com/nodelet/nodelet/internal/cri"
 	"github.com/nodelet/nodelet/internal/nomount"
+	"github.com/nodelet/nodelet/internal/podcache"
 	"github.com/nodelet/nodelet/internal/podworkers"
 	"github.com/nodelet/nodelet/internal/staticpod"
 )
@@ -92,7 +92,7 @@ type podMemory interface {
 // the kubepods cgroup) hold the kubelet's pods too (see planSweep).
 type housekeeper struct {
 	// pods lists this node's pods, from the cache, which Start waits for.
-	pods    client.Reader
+	pods    podcache.Lister
 	cache   cache.Cache
 	runtime cri.BriefLister
 	dirs    podDirs
@@ -266,13 +266,13 @@ func (h *housekeeper) sweep(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	var pods corev1.PodList
-	if err := h.pods.List(ctx, &pods, client.UnsafeDisableDeepCopy); err != nil {
+	pods, err := h.pods.ListPods(ctx)
+	if err != nil {
 		return fmt.Errorf("listing this node's pods: %w", err)
 	}
-	live := map[types.UID]bool{}
-	for i := range pods.Items {
-		live[pods.Items[i].UID] = true
+	live := make(map[types.UID]bool, len(pods))
+	for _, pod := range pods {
+		live[pod.UID] = true
 	}
 	for uid := range h.static.UIDs() {
 		live[uid] = true

@@ -12,7 +12,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	kubetypes "k8s.io/kubelet/pkg/types"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/nodelet/nodelet/internal/checkpoint"
 	"github.com/nodelet/nodelet/internal/containerlogs"
@@ -39,13 +38,11 @@ func (r *listedRuntime) ListContainers(context.Context, *runtimeapi.ContainerFil
 
 // listedPods lists the same pods at each call, as the cache does.
 type listedPods struct {
-	client.Reader
-	pods []corev1.Pod
+	pods []*corev1.Pod
 }
 
-func (r *listedPods) List(_ context.Context, list client.ObjectList, _ ...client.ListOption) error {
-	list.(*corev1.PodList).Items = r.pods
-	return nil
+func (r *listedPods) ListPods(context.Context) ([]*corev1.Pod, error) {
+	return r.pods, nil
 }
 
 // newRestingHousekeeper returns the housekeeper of a node at rest that
@@ -86,7 +83,7 @@ func newRestingHousekeeper(b *testing.B) *housekeeper {
 		dirs.dirs = append(dirs.dirs, uid)
 		memory.held[uid], memory.noted[uid] = true, true
 		workers.keys = append(workers.keys, podworkers.Key{Namespace: "ns", Name: name, UID: uid})
-		pods.pods = append(pods.pods, corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, UID: uid}})
+		pods.pods = append(pods.pods, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, UID: uid}})
 	}
 	return &housekeeper{
 		pods:    pods,

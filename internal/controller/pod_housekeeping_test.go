@@ -22,6 +22,7 @@ import (
 	"github.com/nodelet/nodelet/internal/containerlogs"
 	"github.com/nodelet/nodelet/internal/cri"
 	"github.com/nodelet/nodelet/internal/kuberuntime/state"
+	"github.com/nodelet/nodelet/internal/podcache"
 	"github.com/nodelet/nodelet/internal/podworkers"
 )
 
@@ -304,7 +305,7 @@ func TestHousekeepingSweep(t *testing.T) {
 	livePod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "pod-live", UID: "live"}}
 	workers := &fakeWorkers{keys: []podworkers.Key{keyOf("busy")}, started: set("late")}
 	h := &housekeeper{
-		pods:    fakeclient.NewClientBuilder().WithObjects(livePod).Build(),
+		pods:    podcache.FromReader(fakeclient.NewClientBuilder().WithObjects(livePod).Build()),
 		runtime: rt,
 		dirs:    dirs,
 		store:   store,
@@ -425,7 +426,7 @@ func TestHousekeepingReadsTheMarkersOfGonePodsAgain(t *testing.T) {
 		pods = append(pods, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "pod-" + p, UID: types.UID(p)}})
 	}
 	h := &housekeeper{
-		pods:    fakeclient.NewClientBuilder().WithObjects(pods...).Build(),
+		pods:    podcache.FromReader(fakeclient.NewClientBuilder().WithObjects(pods...).Build()),
 		runtime: rt,
 		dirs:    &fakeDirs{},
 		store:   store,
@@ -439,7 +440,7 @@ func TestHousekeepingReadsTheMarkersOfGonePodsAgain(t *testing.T) {
 	g.Expect(filepath.Join(logsDir, "ns_pod-taken_taken")).To(gm.BeADirectory())
 
 	g.Expect(containerlogs.MarkPodDir(filepath.Join(logsDir, "ns_pod-taken_taken"), "node-b")).To(gm.Succeed())
-	h.pods = fakeclient.NewClientBuilder().Build()
+	h.pods = podcache.FromReader(fakeclient.NewClientBuilder().Build())
 	g.Expect(h.sweep(ctx)).To(gm.Succeed())
 	g.Expect(filepath.Join(logsDir, "ns_pod-mine_mine")).NotTo(gm.BeAnExistingFile())
 	g.Expect(filepath.Join(logsDir, "ns_pod-taken_taken", "app")).To(gm.BeADirectory(), "another node's directory stays")

@@ -42,6 +42,7 @@ import (
 	"github.com/nodelet/nodelet/internal/nodeinfo"
 	"github.com/nodelet/nodelet/internal/objectstore"
 	"github.com/nodelet/nodelet/internal/pleg"
+	"github.com/nodelet/nodelet/internal/podcache"
 	"github.com/nodelet/nodelet/internal/podworkers"
 	"github.com/nodelet/nodelet/internal/prober"
 	"github.com/nodelet/nodelet/internal/runtimestate"
@@ -202,7 +203,7 @@ func setupPodController(mgr ctrl.Manager, d *Deps) error {
 			Logger: mgr.GetLogger().WithName("runtimestate"),
 		}),
 		Relisted: relister,
-		shared:   newSharedPods(mgr.GetCache()),
+		shared:   podcache.NewShared(mgr.GetCache()),
 	}
 	workers, err := podworkers.New(podworkers.Options{Sync: tracedSync(d.TracerProvider, r.syncPod), Settled: r.settled, Logger: mgr.GetLogger().WithName("podworkers")})
 	if err != nil {
@@ -241,7 +242,7 @@ func setupPodController(mgr ctrl.Manager, d *Deps) error {
 		return err
 	}
 	hk := &housekeeper{
-		pods:     mgr.GetClient(),
+		pods:     r.shared,
 		cache:    mgr.GetCache(),
 		runtime:  cri.BriefOf(r.Runtime),
 		dirs:     eng.volumes,

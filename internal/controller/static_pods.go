@@ -135,8 +135,9 @@ func (r *PodReconciler) nodeRef() *corev1.ObjectReference {
 }
 
 // podFor returns the pod a worker runs: the static pod of its name when
-// there is one, else the API server's pod (never a mirror pod). A static
-// pod removed from its source is not looked for in the API server.
+// there is one, else the API server's pod (never a mirror pod), as the
+// cache holds it (readPod). A static pod removed from its source is not
+// looked for in the API server.
 func (r *PodReconciler) podFor(ctx context.Context, w podworkers.Work) (*corev1.Pod, error) {
 	if p, ok := r.Static.Get(w.Key.Namespace, w.Key.Name); ok {
 		return p, nil
@@ -144,8 +145,8 @@ func (r *PodReconciler) podFor(ctx context.Context, w podworkers.Work) (*corev1.
 	if w.Pod != nil && staticpod.IsStatic(w.Pod) {
 		return nil, apierrors.NewNotFound(corev1.Resource("pods"), w.Key.Name)
 	}
-	pod := &corev1.Pod{}
-	if err := r.Get(ctx, types.NamespacedName{Namespace: w.Key.Namespace, Name: w.Key.Name}, pod); err != nil {
+	pod, err := r.readPod(ctx, types.NamespacedName{Namespace: w.Key.Namespace, Name: w.Key.Name})
+	if err != nil {
 		return nil, err
 	}
 	if staticpod.IsMirror(pod) {

@@ -22,6 +22,7 @@ import (
 	"github.com/nodelet/nodelet/internal/kuberuntime/planner"
 	"github.com/nodelet/nodelet/internal/metrics"
 	"github.com/nodelet/nodelet/internal/nodeinfo"
+	"github.com/nodelet/nodelet/internal/podcache"
 	"github.com/nodelet/nodelet/internal/volumestats"
 )
 
@@ -57,6 +58,8 @@ type VolumePaths interface {
 // reclaimed before evicting); Stats, Volumes and ImageFs may be nil too
 // (pods' usage, emptyDir usage and the image filesystem are then unknown).
 // DiskUsage measures an emptyDir volume (nil: volumestats.DiskUsage).
+// Pods reads a pod an eviction waits for; PodLister lists the node's pods
+// at each round (nil: through Pods).
 type Options struct {
 	Config    *v1alpha1.NodeletConfiguration
 	Host      nodeinfo.Host
@@ -65,6 +68,7 @@ type Options struct {
 	Volumes   VolumePaths
 	DiskUsage func(dir string) (volumestats.Usage, error)
 	Pods      client.Reader
+	PodLister podcache.Lister
 	Evictor   Evictor
 	Reclaimer NodeReclaimer
 	Recorder  record.EventRecorder
@@ -105,6 +109,9 @@ func New(opts Options) (*Manager, error) {
 	}
 	if opts.DiskUsage == nil {
 		opts.DiskUsage = volumestats.DiskUsage
+	}
+	if opts.PodLister == nil {
+		opts.PodLister = podcache.FromReader(opts.Pods)
 	}
 	return &Manager{
 		opts: opts,
@@ -240,13 +247,12 @@ func (m *Manager) observe(ctx context.Context) (Observations, time.Time) {
 
 // activePods are the pods of this node that run and are not evicted yet.
 func (m *Manager) activePods(ctx context.Context) ([]*v1.Pod, error) {
-	var list v1.PodList
-	if err := m.opts.Pods.List(ctx, &list, client.UnsafeDisableDeepCopy); err != nil {
+	pods, err := m.opts.PodLister.ListPods(ctx)
+	if err != nil {
 		return nil, fmt.Errorf("listing pods: %w", err)
 	}
 	var out []*v1.Pod
-	for i := range list.Items {
-		p := &list.Items[i]
+	for _, p := range pods {
 		if p.Spec.NodeName != m.opts.Config.NodeName || planner.PodFinished(p) || m.opts.Evictor.Evicted(p.UID) {
 			continue
 		}

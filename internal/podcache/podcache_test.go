@@ -1,7 +1,8 @@
-package controller
+package podcache
 
 import (
 	"context"
+	"slices"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -11,6 +12,7 @@ import (
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 )
 
 // podInformers is a cache.Informers whose pod informer is inf; it
@@ -36,7 +38,7 @@ func TestSharedPodsReadTheInformersObjects(t *testing.T) {
 		t.Fatal(err)
 	}
 	informers := &podInformers{inf: inf}
-	shared := newSharedPods(informers)
+	shared := NewShared(informers)
 
 	got, err := shared.Get(types.NamespacedName{Namespace: "ns", Name: "web"})
 	if err != nil {
@@ -50,8 +52,32 @@ func TestSharedPodsReadTheInformersObjects(t *testing.T) {
 			t.Errorf("Get(%s) = %v, want NotFound", key, err)
 		}
 	}
+	list, err := shared.ListPods(context.Background())
+	if err != nil {
+		t.Fatalf("ListPods: %v", err)
+	}
+	if len(list) != 1 || list[0] != pod {
+		t.Errorf("ListPods = %v, want the informer's own object alone", list)
+	}
 	if informers.calls != 1 {
 		t.Errorf("the informer was looked up %d times, want once", informers.calls)
+	}
+}
+
+func TestFromReaderListsEveryPod(t *testing.T) {
+	a := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "a"}}
+	b := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "other", Name: "b"}}
+	got, err := FromReader(fake.NewClientBuilder().WithObjects(a, b).Build()).ListPods(context.Background())
+	if err != nil {
+		t.Fatalf("ListPods: %v", err)
+	}
+	var names []string
+	for _, p := range got {
+		names = append(names, p.Namespace+"/"+p.Name)
+	}
+	slices.Sort(names)
+	if !slices.Equal(names, []string{"ns/a", "other/b"}) {
+		t.Errorf("ListPods = %v, want ns/a and other/b", names)
 	}
 }
 
@@ -59,9 +85,12 @@ func TestSharedPodsReadTheInformersObjects(t *testing.T) {
 type storeless struct{ cache.Informer }
 
 func TestSharedPodsWithoutAStoreFail(t *testing.T) {
-	shared := newSharedPods(&podInformers{inf: storeless{}})
+	shared := NewShared(&podInformers{inf: storeless{}})
 	_, err := shared.Get(types.NamespacedName{Namespace: "ns", Name: "web"})
 	if err == nil || apierrors.IsNotFound(err) {
 		t.Fatalf("Get = %v, want an error that is not NotFound", err)
+	}
+	if _, err := shared.ListPods(context.Background()); err == nil {
+		t.Fatal("ListPods succeeded without the informer's store")
 	}
 }
