@@ -103,8 +103,10 @@ type PodReconciler struct {
 	// nil reports none (the ResourceHealthStatus gate off).
 	ResourceStatus func(pod *corev1.Pod) map[string][]corev1.ResourceStatus
 
-	// shared reads the pods Reconcile hands to the workers without a copy
-	// (nil: through the Client, a copy each).
+	// shared reads this node's pods from the informer's store without a
+	// copy: Reconcile and each sync (readPod), housekeeping, the garbage
+	// collectors and the eviction manager (nil, in tests: readPod goes
+	// through the Client, a copy each).
 	shared *podcache.Shared
 
 	// written holds, by pod UID, the resourceVersion of nodelet's own last
