@@ -19,10 +19,11 @@ import (
 )
 
 // BriefLister lists a node's own sandboxes and containers as Client does,
-// but each object carries only its ID, state, sandbox ID, sandbox metadata
-// and the labels that name its pod and container: what a relist compares.
-// A relist every second decoded every label and annotation of every object
-// into new maps, most of the agent's allocations at rest.
+// but each object carries only its ID, state, creation time, sandbox ID,
+// metadata and the labels that name its pod and container: what a relist
+// compares and what the container garbage collector sorts by. A relist
+// every second decoded every label and annotation of every object into new
+// maps, most of the agent's allocations at rest.
 //
 // The objects a brief lister returns are shared between its calls: an
 // object unchanged since the last unfiltered list is that list's object.
@@ -367,8 +368,8 @@ func eachField(b []byte, f func(num protowire.Number, typ protowire.Type, v []by
 	return nil
 }
 
-// decodeSandbox decodes a PodSandbox's id (1), metadata (2), state (3)
-// and brief labels (5).
+// decodeSandbox decodes a PodSandbox's id (1), metadata (2), state (3),
+// created_at (4) and brief labels (5).
 func (c briefCodec) decodeSandbox(b []byte) (*runtimeapi.PodSandbox, error) {
 	sb := &runtimeapi.PodSandbox{}
 	err := eachField(b, func(num protowire.Number, typ protowire.Type, v []byte, n uint64) error {
@@ -381,6 +382,8 @@ func (c briefCodec) decodeSandbox(b []byte) (*runtimeapi.PodSandbox, error) {
 			return err
 		case num == sandboxStateField && typ == protowire.VarintType:
 			sb.State = runtimeapi.PodSandboxState(n)
+		case num == 4 && typ == protowire.VarintType:
+			sb.CreatedAt = int64(n)
 		case num == 5 && typ == protowire.BytesType:
 			var err error
 			sb.Labels, err = c.addLabel(sb.Labels, v)
@@ -412,7 +415,7 @@ func (c briefCodec) decodeSandboxMetadata(b []byte) (*runtimeapi.PodSandboxMetad
 }
 
 // decodeContainer decodes a Container's id (1), pod_sandbox_id (2),
-// state (6) and brief labels (8).
+// metadata (3), state (6), created_at (7) and brief labels (8).
 func (c briefCodec) decodeContainer(b []byte) (*runtimeapi.Container, error) {
 	ctr := &runtimeapi.Container{}
 	err := eachField(b, func(num protowire.Number, typ protowire.Type, v []byte, n uint64) error {
@@ -421,8 +424,14 @@ func (c briefCodec) decodeContainer(b []byte) (*runtimeapi.Container, error) {
 			ctr.Id = c.strs.get(v)
 		case num == 2 && typ == protowire.BytesType:
 			ctr.PodSandboxId = c.strs.get(v)
+		case num == 3 && typ == protowire.BytesType:
+			md, err := c.decodeContainerMetadata(v)
+			ctr.Metadata = md
+			return err
 		case num == containerStateField && typ == protowire.VarintType:
 			ctr.State = runtimeapi.ContainerState(n)
+		case num == 7 && typ == protowire.VarintType:
+			ctr.CreatedAt = int64(n)
 		case num == 8 && typ == protowire.BytesType:
 			var err error
 			ctr.Labels, err = c.addLabel(ctr.Labels, v)
@@ -431,6 +440,21 @@ func (c briefCodec) decodeContainer(b []byte) (*runtimeapi.Container, error) {
 		return nil
 	})
 	return ctr, err
+}
+
+// decodeContainerMetadata decodes ContainerMetadata: name (1), attempt (2).
+func (c briefCodec) decodeContainerMetadata(b []byte) (*runtimeapi.ContainerMetadata, error) {
+	md := &runtimeapi.ContainerMetadata{}
+	err := eachField(b, func(num protowire.Number, typ protowire.Type, v []byte, n uint64) error {
+		switch {
+		case num == 1 && typ == protowire.BytesType:
+			md.Name = c.strs.get(v)
+		case num == 2 && typ == protowire.VarintType:
+			md.Attempt = uint32(n)
+		}
+		return nil
+	})
+	return md, err
 }
 
 // addLabel adds the map entry b (key 1, value 2) to labels when its key is

@@ -87,8 +87,8 @@ func TestBriefCodecKeepsWhatARelistReads(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []*runtimeapi.PodSandbox{
-		{Id: "sb1", Metadata: sandboxes[0].Metadata, State: runtimeapi.PodSandboxState_SANDBOX_READY, Labels: briefOf(fullLabels())},
-		{Id: "sb2", Metadata: sandboxes[1].Metadata, State: runtimeapi.PodSandboxState_SANDBOX_NOTREADY},
+		{Id: "sb1", Metadata: sandboxes[0].Metadata, State: runtimeapi.PodSandboxState_SANDBOX_READY, CreatedAt: 1234567890, Labels: briefOf(fullLabels())},
+		{Id: "sb2", Metadata: sandboxes[1].Metadata, State: runtimeapi.PodSandboxState_SANDBOX_NOTREADY, CreatedAt: 1234567890},
 	}
 	if len(got.items) != len(want) {
 		t.Fatalf("decoded %d sandboxes, want %d", len(got.items), len(want))
@@ -108,8 +108,8 @@ func TestBriefCodecKeepsWhatARelistReads(t *testing.T) {
 		t.Fatal(err)
 	}
 	wantC := []*runtimeapi.Container{
-		{Id: "c1", PodSandboxId: "sb-c1", State: runtimeapi.ContainerState_CONTAINER_RUNNING, Labels: briefOf(fullLabels())},
-		{Id: "c2", PodSandboxId: "sb-c2", State: runtimeapi.ContainerState_CONTAINER_EXITED},
+		{Id: "c1", PodSandboxId: "sb-c1", Metadata: containers[0].Metadata, State: runtimeapi.ContainerState_CONTAINER_RUNNING, CreatedAt: 1234567890, Labels: briefOf(fullLabels())},
+		{Id: "c2", PodSandboxId: "sb-c2", Metadata: containers[1].Metadata, State: runtimeapi.ContainerState_CONTAINER_EXITED, CreatedAt: 1234567890},
 	}
 	if len(gotC.items) != len(wantC) {
 		t.Fatalf("decoded %d containers, want %d", len(gotC.items), len(wantC))
@@ -334,7 +334,8 @@ func TestBriefCodecRecallsUnchangedObjects(t *testing.T) {
 	if first[1].GetState() != runtimeapi.ContainerState_CONTAINER_RUNNING {
 		t.Error("an object handed out before was modified")
 	}
-	want := &runtimeapi.Container{Id: "c2", PodSandboxId: "sb-c2", State: runtimeapi.ContainerState_CONTAINER_EXITED, Labels: briefOf(fullLabels())}
+	want := &runtimeapi.Container{Id: "c2", PodSandboxId: "sb-c2", Metadata: exited.Metadata,
+		State: runtimeapi.ContainerState_CONTAINER_EXITED, CreatedAt: exited.CreatedAt, Labels: briefOf(fullLabels())}
 	if !proto.Equal(changed[1], want) {
 		t.Errorf("decoded %v, want %v", changed[1], want)
 	}

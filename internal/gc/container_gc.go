@@ -134,11 +134,15 @@ func (g *ContainerGC) logPaths(ctx context.Context, containers []state.Container
 // read lists nodelet's sandboxes and containers by pod, then which pods
 // are live.
 func (g *ContainerGC) read(ctx context.Context) ([]PodObjects, error) {
-	sandboxes, err := g.Runtime.ListPodSandboxes(ctx, nil)
+	// The brief lists hold what GroupByPod reads, and hand out again the
+	// objects of the relist before: no label or annotation of every
+	// object decoded into new maps each period.
+	lister := cri.BriefOf(g.Runtime)
+	sandboxes, err := lister.ListPodSandboxes(ctx, nil)
 	if err != nil {
 		return nil, fmt.Errorf("listing sandboxes for garbage collection: %w", err)
 	}
-	containers, err := g.Runtime.ListContainers(ctx, nil)
+	containers, err := lister.ListContainers(ctx, nil)
 	if err != nil {
 		return nil, fmt.Errorf("listing containers for garbage collection: %w", err)
 	}
