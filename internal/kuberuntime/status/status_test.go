@@ -2,6 +2,7 @@ package status
 
 import (
 	"fmt"
+	"reflect"
 	"testing"
 	"time"
 
@@ -374,6 +375,41 @@ func TestEqualIgnoresSubSecondTimes(t *testing.T) {
 	}
 	if !Equal(a, b) {
 		t.Error("the statuses changed under the comparisons")
+	}
+}
+
+// TestEqualEncodingsCoverEveryField: Equal takes two statuses of the same
+// protobuf encoding for equal, which holds only while every field of a
+// status, at every depth, is encoded. A field the encoding leaves out
+// (protobuf:"-", or none) would make two different statuses equal.
+func TestEqualEncodingsCoverEveryField(t *testing.T) {
+	seen := map[reflect.Type]bool{}
+	var walk func(typ reflect.Type, path string)
+	walk = func(typ reflect.Type, path string) {
+		for typ.Kind() == reflect.Pointer || typ.Kind() == reflect.Slice || typ.Kind() == reflect.Map {
+			if typ.Kind() == reflect.Map {
+				walk(typ.Key(), path+"[key]")
+			}
+			typ = typ.Elem()
+		}
+		// Types of other packages (times, quantities, UIDs) encode
+		// themselves whole.
+		if typ.Kind() != reflect.Struct || typ.PkgPath() != reflect.TypeFor[v1.PodStatus]().PkgPath() || seen[typ] {
+			return
+		}
+		seen[typ] = true
+		for f := range typ.Fields() {
+			tag, ok := f.Tag.Lookup("protobuf")
+			if !ok || tag == "-" {
+				t.Errorf("%s.%s is not in the protobuf encoding", path, f.Name)
+				continue
+			}
+			walk(f.Type, path+"."+f.Name)
+		}
+	}
+	walk(reflect.TypeFor[v1.PodStatus](), "PodStatus")
+	if !seen[reflect.TypeFor[v1.ContainerStatus]()] {
+		t.Error("the walk did not reach ContainerStatus")
 	}
 }
 
