@@ -232,7 +232,7 @@ func setupPodController(mgr ctrl.Manager, d *Deps) error {
 	if err := d.local(mgr).Add(events); err != nil {
 		return fmt.Errorf("adding the pod event router: %w", err)
 	}
-	if err := setupVolumeStats(mgr, d, eng.volumes); err != nil {
+	if err := setupVolumeStats(mgr, d, r.shared, eng.volumes); err != nil {
 		return err
 	}
 	if err := setupEviction(mgr, d, r, eng.volumes); err != nil {

@@ -6,23 +6,24 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/nodelet/nodelet/internal/csi"
+	"github.com/nodelet/nodelet/internal/podcache"
 	"github.com/nodelet/nodelet/internal/stats"
 	"github.com/nodelet/nodelet/internal/volumestats"
 )
 
 // setupVolumeStats adds the volume stats calculator over the pod engine's
-// volume manager (CSI volumes measured by their drivers), unless
-// volumeStatsAggPeriod disables it, and hands it to
-// the volume stats metrics. The summaries of the eviction manager and of
-// the node API read its cache (Deps.VolumeStats).
-func setupVolumeStats(mgr ctrl.Manager, d *Deps, volumes volumestats.VolumeSource) error {
+// volume manager (CSI volumes measured by their drivers) and the cache's
+// pods, unless volumeStatsAggPeriod disables it, and hands it to the
+// volume stats metrics. The summaries of the eviction manager and of the
+// node API read its cache (Deps.VolumeStats).
+func setupVolumeStats(mgr ctrl.Manager, d *Deps, pods podcache.Lister, volumes volumestats.VolumeSource) error {
 	cfg := d.Config
 	if cfg.VolumeStatsAggPeriod == nil || cfg.VolumeStatsAggPeriod.Duration <= 0 {
 		return nil
 	}
 	calc := &volumestats.Calculator{
 		NodeName: cfg.NodeName,
-		Pods:     mgr.GetClient(),
+		Pods:     pods,
 		Volumes:  volumes,
 		CSI:      csi.StatsMeasurer{Drivers: csiDriversFor(d)},
 		Period:   cfg.VolumeStatsAggPeriod.Duration,

@@ -20,7 +20,8 @@ import (
 	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
-	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/nodelet/nodelet/internal/podcache"
 )
 
 // Measure is what a CSI driver reports of one volume.
@@ -66,8 +67,9 @@ type PodStats struct {
 type Calculator struct {
 	// NodeName selects the pods (spec.nodeName) that are measured.
 	NodeName string
-	// Pods lists the pods, from the manager's node-scoped cache.
-	Pods client.Reader
+	// Pods lists the pods, from the manager's node-scoped cache: the
+	// cache's own objects, which the calculator only reads.
+	Pods podcache.Lister
 	// Volumes says where each volume is and how to measure it.
 	Volumes VolumeSource
 	// CSI measures KindCSI volumes; nil leaves them out.
@@ -123,12 +125,12 @@ func (c *Calculator) Start(ctx context.Context) error {
 	}
 	defer c.stopAll()
 	wait.UntilWithContext(ctx, func(ctx context.Context) {
-		list := &v1.PodList{}
-		if err := c.Pods.List(ctx, list, client.UnsafeDisableDeepCopy); err != nil {
+		pods, err := c.Pods.ListPods(ctx)
+		if err != nil {
 			c.Log.V(1).Info("Unable to list pods for volume stats", "err", err)
 			return
 		}
-		c.Sync(ctx, list.Items)
+		c.Sync(ctx, pods)
 	}, c.Period)
 	return nil
 }
@@ -137,7 +139,7 @@ func (c *Calculator) Start(ctx context.Context) error {
 // measured yet, hands the others their pod's newest object, and forgets
 // the pods not in pods. Measures run until ctx ends (that of the first
 // Sync).
-func (c *Calculator) Sync(ctx context.Context, pods []v1.Pod) {
+func (c *Calculator) Sync(ctx context.Context, pods []*v1.Pod) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.pods == nil {
@@ -145,8 +147,7 @@ func (c *Calculator) Sync(ctx context.Context, pods []v1.Pod) {
 	}
 	seen := map[types.UID]bool{}
 	now := time.Now()
-	for i := range pods {
-		pod := &pods[i]
+	for _, pod := range pods {
 		if pod.Spec.NodeName != c.NodeName {
 			continue
 		}

@@ -186,7 +186,7 @@ func TestSync(t *testing.T) {
 	other := testPod()
 	other.UID, other.Name, other.Spec.NodeName = "uid-2", "elsewhere", "other-node"
 
-	c.Sync(ctx, []v1.Pod{*pod, *other})
+	c.Sync(ctx, []*v1.Pod{pod, other})
 	waitMeasured(t, c, pod.UID)
 	if s, _ := c.PodVolumeStats(pod.UID); len(s.Volumes) != 1 || s.Volumes[0].Name != "data" {
 		t.Fatalf("PodVolumeStats = %+v", s)
@@ -231,11 +231,11 @@ func TestPodsBetweenMeasuresHoldNoGoroutines(t *testing.T) {
 	defer func() { cancel(); c.stopAll() }()
 	before := runtime.NumGoroutine()
 	const n = 50
-	pods := make([]v1.Pod, n)
+	pods := make([]*v1.Pod, n)
 	for i := range pods {
 		p := testPod(v1.Volume{Name: "data", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{}}})
 		p.UID, p.Name = types.UID(fmt.Sprintf("uid-%d", i)), fmt.Sprintf("pod-%d", i)
-		pods[i] = *p
+		pods[i] = p
 	}
 	c.Sync(ctx, pods)
 	for i := range pods {
