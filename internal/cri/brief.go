@@ -491,6 +491,65 @@ func briefLabel(k []byte) string {
 	return ""
 }
 
+// The numbers of a Container's image fields: image (an ImageSpec, whose
+// image is field 1), image_ref and image_id.
+const (
+	containerImageField    protowire.Number = 4
+	containerImageRefField protowire.Number = 5
+	containerImageIDField  protowire.Number = 10
+)
+
+// allContainersRequest lists every container of the runtime, nodelet's or
+// not: an empty filter.
+var allContainersRequest = func() encoded {
+	b, err := proto.Marshal(&runtimeapi.ListContainersRequest{Filter: &runtimeapi.ContainerFilter{}})
+	if err != nil {
+		panic(fmt.Sprintf("images codec: %v", err))
+	}
+	return b
+}()
+
+// imageSet is what imagesCodec decodes a ListContainers answer into: the
+// image names, references and IDs of its containers.
+type imageSet map[string]bool
+
+// imagesCodec decodes a ListContainers answer into an imageSet, and nothing
+// else of its containers; it marshals requests as briefCodec does.
+type imagesCodec struct{ briefCodec }
+
+func (imagesCodec) Unmarshal(data mem.BufferSlice, v any) error {
+	used, ok := v.(imageSet)
+	if !ok {
+		return fmt.Errorf("images codec: cannot unmarshal into %T", v)
+	}
+	buf := data.MaterializeToBuffer(listBuffers)
+	defer buf.Free()
+	add := func(b []byte) {
+		if len(b) > 0 && !used[string(b)] {
+			used[string(b)] = true
+		}
+	}
+	return eachItem(buf.ReadOnlyData(), func(b []byte) error {
+		return eachField(b, func(num protowire.Number, typ protowire.Type, v []byte, _ uint64) error {
+			if typ != protowire.BytesType {
+				return nil
+			}
+			switch num {
+			case containerImageField:
+				return eachField(v, func(num protowire.Number, typ protowire.Type, v []byte, _ uint64) error {
+					if num == 1 && typ == protowire.BytesType {
+						add(v)
+					}
+					return nil
+				})
+			case containerImageRefField, containerImageIDField:
+				add(v)
+			}
+			return nil
+		})
+	})
+}
+
 // BriefOf returns rt's brief lister, or rt itself when it has none.
 func BriefOf(rt Runtime) BriefLister {
 	if b, ok := rt.(interface{ Brief() BriefLister }); ok {

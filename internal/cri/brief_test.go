@@ -230,6 +230,18 @@ func TestBriefListerOverGRPC(t *testing.T) {
 		t.Errorf("container selector sent: %v, want %v", srv.containerFilter.GetLabelSelector(), want)
 	}
 
+	// The images in use are those of every container, nodelet's or not.
+	used, err := c.ImagesInUse(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := map[string]bool{"busybox": true, "sha256:0123": true}; !maps.Equal(used, want) {
+		t.Errorf("images in use: %v, want %v", used, want)
+	}
+	if srv.containerFilter == nil || len(srv.containerFilter.GetLabelSelector()) != 0 {
+		t.Errorf("images in use listed with filter %v, want an empty one", srv.containerFilter)
+	}
+
 	// Without a connection of its own, the client lists in full.
 	if _, ok := (&Client{}).Brief().(*Client); !ok {
 		t.Error("a client without a brief connection did not list through itself")
@@ -285,6 +297,36 @@ func BenchmarkListContainersDecode(b *testing.B) {
 			}
 		}
 	})
+}
+
+// TestImagesCodecReadsWhatAFullListHolds: the images codec finds, in a
+// ListContainers answer, the images a full decode of it names.
+func TestImagesCodecReadsWhatAFullListHolds(t *testing.T) {
+	other := fullContainer("c2", runtimeapi.ContainerState_CONTAINER_EXITED, nil)
+	other.Image = &runtimeapi.ImageSpec{Image: "registry.k8s.io/pause:3.10", Annotations: map[string]string{"a": "b"}, UserSpecifiedImage: "pause"}
+	other.ImageRef, other.ImageId = "sha256:feed", "sha256:beef"
+	bare := &runtimeapi.Container{Id: "c3"}
+	resp := &runtimeapi.ListContainersResponse{Containers: []*runtimeapi.Container{
+		fullContainer("c1", runtimeapi.ContainerState_CONTAINER_RUNNING, fullLabels()), other, bare,
+	}}
+	want := map[string]bool{}
+	for _, c := range resp.Containers {
+		for _, s := range []string{c.GetImage().GetImage(), c.GetImageRef(), c.GetImageId()} {
+			if s != "" {
+				want[s] = true
+			}
+		}
+	}
+	got := imageSet{}
+	if err := (imagesCodec{}).Unmarshal(bufferOf(t, resp), got); err != nil {
+		t.Fatal(err)
+	}
+	if !maps.Equal(got, imageSet(want)) {
+		t.Errorf("images decoded: %v, want %v", got, want)
+	}
+	if err := (imagesCodec{}).Unmarshal(mem.BufferSlice{mem.SliceBuffer([]byte{0x0a, 0x05, 0x01})}, imageSet{}); err == nil {
+		t.Error("a malformed answer decoded without an error")
+	}
 }
 
 func TestInternerHandsOutOneStringPerValue(t *testing.T) {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"google.golang.org/grpc"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
@@ -24,6 +25,16 @@ func (c *Client) ImagesInUse(ctx context.Context) (_ map[string]bool, err error)
 	defer func(start time.Time) { observe("list_containers", start, err) }(time.Now())
 	ctx, cancel := c.timeout(ctx)
 	defer cancel()
+	if c.brief != nil {
+		// Over the brief lists' connection, only the images of each
+		// container are decoded: the image GC asks every 30s, and a full
+		// list decoded every container's labels and annotations.
+		used := imageSet{}
+		if err := c.brief.Invoke(ctx, methodListContainers, allContainersRequest, used, grpc.ForceCodecV2(imagesCodec{})); err != nil {
+			return nil, fmt.Errorf("listing the images of the runtime's containers: %w", err)
+		}
+		return used, nil
+	}
 	all, err := c.runtime.ListContainers(ctx, &runtimeapi.ContainerFilter{})
 	if err != nil {
 		return nil, fmt.Errorf("listing the images of the runtime's containers: %w", err)
