@@ -14,10 +14,12 @@
 // response; FeatureCache keeps them so that pod syncs do not ask again.
 // Brief (BriefOf for any Runtime) lists the same owned objects over a
 // connection of Dial's own with a codec that decodes only IDs, states,
-// sandbox metadata and the labels naming the pod and container, for the
-// callers that list every second or so and read nothing else; an object
-// whose ID and state are those of the last unfiltered list is that list's
-// object again, shared and never modified. WatchChanges, over that
+// creation times, metadata and the labels naming the pod and container,
+// for the callers that list every second or so (and the container
+// collector) and read nothing else; ImagesInUse goes over that connection
+// too and decodes only each container's images. An object whose ID and
+// state are those of the last unfiltered list is that list's object
+// again, shared and never modified. WatchChanges, over that
 // connection, subscribes to containerd's own event service (on the CRI
 // socket) for the CRI namespace's task exits, OOM kills and container
 // removals, so that the relister lists the runtime when something
