@@ -212,7 +212,7 @@ func (c *cluster) runAgent(b *testing.B, floor *criFloor, name string, iter int,
 		ns := c.newNamespace(b, fmt.Sprintf("sbs-%s-%d-%d", name, iter, n))
 		var rest time.Duration
 		if n == restPods {
-			rest = restWindowLong
+			rest = restWindowFor(b, restWindowLong)
 		}
 		run.points = append(run.points, c.burstOn(b, ag, ns, n, rest))
 	}

@@ -139,7 +139,7 @@ func BenchmarkPodBurst110(b *testing.B) {
 
 		// What the node costs at rest, with all pods running: the part of
 		// the burst's CPU that grows with time rather than with pods.
-		rest := restWindowFor(b)
+		rest := restWindowFor(b, restWindow)
 		stopProfile = profileWindowChunked(b, n, "burst-rest", int(rest/time.Second))
 		time.Sleep(rest)
 		stopProfile()

@@ -23,17 +23,18 @@ const (
 	// whole seconds, so a window is saved as consecutive chunks, which
 	// `go tool pprof` merges when given them all.
 	profileChunk = 1
-	// restWindowEnv overrides the burst's rest window (a Go duration), to
-	// profile the node at rest over a whole resync period.
+	// restWindowEnv overrides the rest window of the burst and of the
+	// side-by-side run (a Go duration), to profile or compare the node at
+	// rest over several resync periods.
 	restWindowEnv = "NODELET_BENCH_REST_WINDOW"
 )
 
-// restWindowFor is the burst's rest window: restWindow unless
-// $NODELET_BENCH_REST_WINDOW names another.
-func restWindowFor(b *testing.B) time.Duration {
+// restWindowFor is a rest window: def unless $NODELET_BENCH_REST_WINDOW
+// names another.
+func restWindowFor(b *testing.B, def time.Duration) time.Duration {
 	v := os.Getenv(restWindowEnv)
 	if v == "" {
-		return restWindow
+		return def
 	}
 	d, err := time.ParseDuration(v)
 	if err != nil || d <= 0 {
