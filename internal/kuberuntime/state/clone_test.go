@@ -79,56 +79,6 @@ func allSet(t *testing.T, path string, v reflect.Value) {
 	}
 }
 
-// sharesMemory returns the path of a pointer, map or slice that a and b
-// (of the same type) share, or "".
-func sharesMemory(path string, a, b reflect.Value) string {
-	switch a.Kind() {
-	case reflect.Pointer:
-		if a.IsNil() || b.IsNil() {
-			return ""
-		}
-		if a.Pointer() == b.Pointer() {
-			return path
-		}
-		return sharesMemory(path, a.Elem(), b.Elem())
-	case reflect.Map:
-		if a.IsNil() || b.IsNil() {
-			return ""
-		}
-		if a.Pointer() == b.Pointer() {
-			return path
-		}
-		for _, k := range a.MapKeys() {
-			if bv := b.MapIndex(k); bv.IsValid() {
-				if p := sharesMemory(path+"["+k.String()+"]", a.MapIndex(k), bv); p != "" {
-					return p
-				}
-			}
-		}
-	case reflect.Slice:
-		if a.Len() > 0 && b.Len() > 0 && a.Pointer() == b.Pointer() {
-			return path
-		}
-		for i := range min(a.Len(), b.Len()) {
-			if p := sharesMemory(path, a.Index(i), b.Index(i)); p != "" {
-				return p
-			}
-		}
-	case reflect.Struct:
-		for i := range a.NumField() {
-			if !a.Type().Field(i).IsExported() {
-				// time.Time's location, a Quantity's cached string:
-				// not the state's to copy.
-				continue
-			}
-			if p := sharesMemory(path+"."+a.Type().Field(i).Name, a.Field(i), b.Field(i)); p != "" {
-				return p
-			}
-		}
-	}
-	return ""
-}
-
 func TestCloneCopiesEverything(t *testing.T) {
 	s := fullState()
 	allSet(t, "PodState", reflect.ValueOf(s))
@@ -136,13 +86,20 @@ func TestCloneCopiesEverything(t *testing.T) {
 	if !reflect.DeepEqual(s, c) {
 		t.Fatalf("the clone differs:\n%+v\n%+v", s, c)
 	}
-	if p := sharesMemory("PodState", reflect.ValueOf(s), reflect.ValueOf(c)); p != "" {
+	// The last status, which nobody changes in place, is shared; nothing
+	// else is.
+	if c.LastStatus != s.LastStatus {
+		t.Error("the clone has a last status of its own")
+	}
+	ownS, ownC := s, c
+	ownS.LastStatus, ownC.LastStatus = nil, nil
+	if p := podtest.SharedPath("PodState", ownS, ownC); p != "" {
 		t.Errorf("the clone shares %s with the state", p)
 	}
 	// A change to the clone leaves the state as it was.
 	c.Containers["app"].Waiting.Reason = "other"
 	c.Terminating.PreStopDone[0] = "other"
-	c.LastStatus.Conditions[0].Status = v1.ConditionFalse
+	c.RecordStatus(v1.PodStatus{Phase: v1.PodFailed})
 	if !reflect.DeepEqual(s, fullState()) {
 		t.Error("a change to the clone changed the state")
 	}
@@ -159,16 +116,27 @@ func TestCloneOfEmpty(t *testing.T) {
 	}
 }
 
-// TestSharesMemoryFinds checks the checker: a shallow copy shares.
-func TestSharesMemoryFinds(t *testing.T) {
+// TestSharedPathFinds checks the checker: a shallow copy shares.
+func TestSharedPathFinds(t *testing.T) {
 	s := fullState()
 	shallow := s
-	if p := sharesMemory("PodState", reflect.ValueOf(s), reflect.ValueOf(shallow)); p == "" {
+	if p := podtest.SharedPath("PodState", s, shallow); p == "" {
 		t.Error("a shallow copy was found to share nothing")
 	}
 	c := s.Clone()
+	c.LastStatus = s.LastStatus.DeepCopy()
 	c.Allocated = s.Allocated
-	if p := sharesMemory("PodState", reflect.ValueOf(s), reflect.ValueOf(c)); p != "PodState.Allocated" {
+	if p := podtest.SharedPath("PodState", s, c); p != "PodState.Allocated" {
 		t.Errorf("a shared map was reported as %q", p)
+	}
+}
+
+func TestRecordStatusKeepsACopy(t *testing.T) {
+	var s PodState
+	st := v1.PodStatus{Phase: v1.PodRunning, Conditions: []v1.PodCondition{{Type: v1.PodReady, Status: v1.ConditionTrue}}}
+	s.RecordStatus(st)
+	st.Conditions[0].Status = v1.ConditionFalse
+	if got := s.LastStatus.Conditions[0].Status; got != v1.ConditionTrue {
+		t.Errorf("a change to the recorded status reached the state: Ready %s", got)
 	}
 }

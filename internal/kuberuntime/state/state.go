@@ -59,7 +59,8 @@ type PodState struct {
 	ResizeInProgress *ResizeCondition `json:"resizeInProgress,omitempty"`
 	// LastStatus is the status last written to the API server; it is the
 	// base of the next status (transition times, start time, terminal phase)
-	// and lets the caller skip identical patches.
+	// and lets the caller skip identical patches. Nobody changes it in
+	// place: RecordStatus replaces it, and a Clone shares it.
 	LastStatus *v1.PodStatus `json:"lastStatus,omitempty"`
 }
 
@@ -247,7 +248,9 @@ func (s *PodState) RecordPreStopDone(containerID string, now time.Time) {
 	s.Terminating.PreStopDone = append(s.Terminating.PreStopDone, containerID)
 }
 
-// Clone returns a deep copy of s: nothing of it shares memory with s.
+// Clone returns a deep copy of s: nothing of it shares memory with s but
+// LastStatus, which is never changed in place. Every sync of a pod clones
+// its state, and a status is most of a state's size.
 func (s PodState) Clone() PodState {
 	c := s
 	c.SandboxFailure = s.SandboxFailure.clone()
@@ -272,7 +275,6 @@ func (s PodState) Clone() PodState {
 	}
 	c.ResizePending = s.ResizePending.clone()
 	c.ResizeInProgress = s.ResizeInProgress.clone()
-	c.LastStatus = s.LastStatus.DeepCopy()
 	return c
 }
 
@@ -284,7 +286,8 @@ func (w *WaitingReason) clone() *WaitingReason {
 	return &c
 }
 
-// RecordStatus records the status that was written to the API server.
+// RecordStatus records the status that was written to the API server, as
+// a copy of its own: the caller may go on changing status.
 func (s *PodState) RecordStatus(status v1.PodStatus) {
 	s.LastStatus = status.DeepCopy()
 }

@@ -634,3 +634,55 @@ func TestAllocatedResourcesStatus(t *testing.T) {
 		t.Errorf("without devices: %v", s.ContainerStatuses[0].AllocatedResourcesStatus)
 	}
 }
+
+// TestComputeLeavesTheLastStatusAlone: the last status is shared by every
+// copy of a pod's state (state.PodState.Clone), so the status built on it
+// must neither change it nor share memory with it, which the caller may
+// change.
+func TestComputeLeavesTheLastStatusAlone(t *testing.T) {
+	pod := podtest.NewPod(podtest.Inits("setup"), podtest.Containers("app", "side"), podtest.Ephemerals("debug"))
+	started := metav1.NewTime(podtest.T0)
+	terminated := func(code int32) *v1.ContainerStateTerminated {
+		return &v1.ContainerStateTerminated{ExitCode: code, Reason: "Error", StartedAt: started, FinishedAt: started}
+	}
+	last := &v1.PodStatus{
+		Phase: v1.PodRunning, StartTime: &started, Reason: "r", Message: "m",
+		PodIP: "10.0.0.5", PodIPs: []v1.PodIP{{IP: "10.0.0.5"}},
+		HostIP: "192.168.1.2", HostIPs: []v1.HostIP{{IP: "192.168.1.2"}},
+		Conditions: []v1.PodCondition{
+			{Type: v1.PodReady, Status: v1.ConditionTrue, LastTransitionTime: started},
+			{Type: v1.PodInitialized, Status: v1.ConditionTrue, LastTransitionTime: started},
+			{Type: v1.ContainersReady, Status: v1.ConditionTrue, LastTransitionTime: started},
+		},
+		InitContainerStatuses: []v1.ContainerStatus{{Name: "setup", State: v1.ContainerState{Terminated: terminated(0)},
+			VolumeMounts: []v1.VolumeMountStatus{{Name: "v", MountPath: "/v"}}}},
+		ContainerStatuses: []v1.ContainerStatus{
+			{Name: "app", RestartCount: 1, Ready: true, Started: ptr.To(true),
+				State:                v1.ContainerState{Running: &v1.ContainerStateRunning{StartedAt: started}},
+				LastTerminationState: v1.ContainerState{Terminated: terminated(1)},
+				User:                 &v1.ContainerUser{Linux: &v1.LinuxContainerUser{UID: 1, GID: 1, SupplementalGroups: []int64{1}}}},
+			{Name: "side", State: v1.ContainerState{Terminated: terminated(2)}, LastTerminationState: v1.ContainerState{Terminated: terminated(3)}},
+		},
+		EphemeralContainerStatuses: []v1.ContainerStatus{{Name: "debug", State: v1.ContainerState{Terminated: terminated(4)}}},
+	}
+	ready := []state.Sandbox{statetest.Sandbox("s1", 0)}
+	stopped := []state.Sandbox{statetest.NotReady(statetest.Sandbox("s1", 0))}
+	deleted := podtest.NewPod(podtest.Inits("setup"), podtest.Containers("app", "side"), podtest.Ephemerals("debug"), podtest.Deleted(30))
+	for name, in := range map[string]statetest.Scene{
+		"nothing in the runtime": {Pod: pod},
+		"running":                {Pod: pod, RT: statetest.Runtime(ready, statetest.Running(pod, "app", "s1", 2), statetest.Running(pod, "debug", "s1", 0))},
+		"app state unknown":      {Pod: pod, RT: statetest.Runtime(ready, statetest.Instance(pod, "app", "s1", 2, state.ContainerUnknown))},
+		"deleted and stopped":    {Pod: deleted, RT: statetest.Runtime(stopped, statetest.Exited(deleted, "app", "s1", 2, 137, podtest.At(time.Second)))},
+	} {
+		t.Run(name, func(t *testing.T) {
+			want := last.DeepCopy()
+			s := ComputePodStatus(in.Pod, in.RT, state.PodState{LastStatus: last}, Inputs{Now: podtest.At(time.Minute), HostIPs: []string{"192.168.1.2"}})
+			if !equality.Semantic.DeepEqual(last, want) {
+				t.Fatalf("the last status changed: %s", cmp.Diff(want, last))
+			}
+			if p := podtest.SharedPath("PodStatus", *last, s); p != "" {
+				t.Errorf("the new status shares %s with the last", p)
+			}
+		})
+	}
+}
