@@ -320,7 +320,7 @@ func (r *PodReconciler) syncPod(ctx context.Context, w podworkers.Work) podworke
 		return podworkers.Result{Err: fmt.Errorf("reading pod: %w", err)}
 	}
 	res, err := r.sync(ctx, pod)
-	return podworkers.Result{RequeueAfter: res.RequeueAfter, Err: err, RetryWithin: syncRetry(err), Finished: res.finished}
+	return podworkers.Result{RequeueAfter: res.RequeueAfter, Periodic: res.periodic, Err: err, RetryWithin: syncRetry(err), Finished: res.finished}
 }
 
 // volumeProcessRetry is how often a pod whose volumes wait for their
@@ -343,6 +343,9 @@ func volumeRetry(err error) time.Duration {
 // syncResult is what one sync of a live pod asks of its worker.
 type syncResult struct {
 	RequeueAfter time.Duration
+	// periodic: RequeueAfter is the pod's periodic resync (syncFrequency),
+	// which the workers spread and align as the kubelet's.
+	periodic bool
 	// finished: the pod is terminal or deleted and nothing of it is left.
 	finished bool
 }
@@ -444,7 +447,7 @@ func (r *PodReconciler) finish(ctx context.Context, s *podScope, res syncResult,
 		return r.removeDeleted(ctx, s)
 	}
 	if s.retryMirror && !res.finished && (res.RequeueAfter == 0 || res.RequeueAfter > mirrorRetryPeriod) {
-		res.RequeueAfter = mirrorRetryPeriod
+		res.RequeueAfter, res.periodic = mirrorRetryPeriod, false
 	}
 	return res, nil
 }
@@ -675,7 +678,7 @@ func (r *PodReconciler) syncRunning(ctx context.Context, s *podScope) (syncResul
 		requeue = min(requeue, max(at.Sub(r.now()), time.Second))
 	}
 	requeue = resizeRequeue(s.state, requeue)
-	return syncResult{RequeueAfter: requeue}, nil
+	return syncResult{RequeueAfter: requeue, periodic: requeue == r.Config.SyncFrequency.Duration}, nil
 }
 
 // volumeRefreshTimeout bounds a token request made while the API server

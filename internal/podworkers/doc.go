@@ -12,7 +12,10 @@
 // pod it was handed; updates that arrive during a sync are coalesced into
 // one more sync after it. The sync reports when to run again
 // (RequeueAfter), an error (retried with a per-pod exponential back-off),
-// or that the pod is finished, which ends the worker.
+// or that the pod is finished, which ends the worker. A periodic resync
+// comes as the kubelet's: jittered up to half its period later, and on a
+// whole second, so that the resyncs of a full node wake it about once a
+// second rather than once per pod.
 //
 // The relister's events Nudge a worker instead of updating it: a nudge only
 // says the runtime's objects of the pod changed. When the pod's last sync

@@ -3,6 +3,7 @@ package podworkers
 import (
 	"context"
 	"errors"
+	"math/rand/v2"
 	"slices"
 	"sync"
 	"time"
@@ -65,6 +66,33 @@ type Result struct {
 	// Finished: nothing is left to do for the pod; the worker ends. A
 	// later Update starts a new one.
 	Finished bool
+	// Periodic marks RequeueAfter as the pod's periodic resync, which
+	// comes as the kubelet's does: after 1 to 1.5 times RequeueAfter
+	// (resyncJitter), on a whole second of the clock (resyncTick).
+	Periodic bool
+}
+
+const (
+	// resyncJitter is how much later than its period, at most, a periodic
+	// resync comes, as a share of the period: the kubelet's pod workers
+	// spread their resyncs so.
+	resyncJitter = 0.5
+	// resyncTick is the grid periodic resyncs fire on, as the kubelet's
+	// sync loop picks the pods due at each tick of a one-second ticker:
+	// the resyncs of many pods that fall due within a second wake the
+	// process once, not once each.
+	resyncTick = time.Second
+)
+
+// resyncAt returns when a periodic resync of period d, set at now, fires:
+// after d jittered by up to resyncJitter of it (jitter, in [0, 1), draws
+// where), then at the next whole resyncTick.
+func resyncAt(now time.Time, d time.Duration, jitter float64) time.Time {
+	at := now.Add(d + time.Duration(jitter*resyncJitter*float64(d)))
+	if tick := at.Truncate(resyncTick); tick.Before(at) {
+		at = tick.Add(resyncTick)
+	}
+	return at
 }
 
 // SyncFunc syncs one pod. It must return promptly once ctx is cancelled.
@@ -401,6 +429,10 @@ func (p *Workers) run(w *worker) {
 			}
 		default:
 			p.backOff.Forget(w.key.UID)
+			if res.Periodic && delay > 0 {
+				now := p.opts.Clock.Now()
+				delay = resyncAt(now, delay, rand.Float64()).Sub(now)
+			}
 		}
 		if delay > 0 {
 			p.armLocked(w, delay)

@@ -410,3 +410,52 @@ func TestNamedFollowsTheWorkersOfAName(t *testing.T) {
 	p.Update(named("d"))
 	g.Expect(uids()).To(ConsistOf(types.UID("d")))
 }
+
+func TestResyncAtIsJitteredOnWholeSeconds(t *testing.T) {
+	now := time.Date(2026, 3, 1, 12, 0, 0, 300_000_000, time.UTC)
+	for _, tt := range []struct {
+		jitter float64
+		want   time.Time
+	}{
+		// 12:01:00.3 is not a whole second: the next one.
+		{0, time.Date(2026, 3, 1, 12, 1, 1, 0, time.UTC)},
+		// 12:01:15.3
+		{0.5, time.Date(2026, 3, 1, 12, 1, 16, 0, time.UTC)},
+		// 12:01:29.9 (the draw is below 1)
+		{0.98, time.Date(2026, 3, 1, 12, 1, 30, 0, time.UTC)},
+	} {
+		if got := resyncAt(now, time.Minute, tt.jitter); !got.Equal(tt.want) {
+			t.Errorf("jitter %v: %s, want %s", tt.jitter, got, tt.want)
+		}
+	}
+	// On a whole second already, it stays there.
+	whole := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	if got := resyncAt(whole, time.Minute, 0); !got.Equal(whole.Add(time.Minute)) {
+		t.Errorf("from a whole second: %s, want %s", got, whole.Add(time.Minute))
+	}
+}
+
+// A periodic requeue comes no sooner than its period and no later than
+// 1.5 times it and a second; the other requeues come when asked.
+func TestPeriodicResyncComesAsTheKubelets(t *testing.T) {
+	g := NewWithT(t)
+	clk := asyncClock{testingclock.NewFakeClock(time.Date(2026, 3, 1, 12, 0, 0, 300_000_000, time.UTC))}
+	r := &recorder{fn: func(_ context.Context, w Work) Result {
+		return Result{RequeueAfter: time.Minute, Periodic: w.Key.Name != "p-exact"}
+	}}
+	p := startWith(t, Options{Sync: r.sync, Clock: clk})
+	const pods = 20
+	for i := range pods {
+		p.Update(pod(strconv.Itoa(i)))
+	}
+	p.Update(pod("exact"))
+	g.Eventually(r.count).Should(Equal(pods + 1))
+
+	clk.Step(time.Minute)
+	g.Eventually(r.count).Should(Equal(pods+2), "the exact requeue")
+	g.Expect(r.last().Key.Name).To(Equal("p-exact"))
+	clk.Step(500 * time.Millisecond)
+	g.Consistently(r.count, 200*time.Millisecond).Should(Equal(pods+2), "no periodic resync before 12:01:01")
+	clk.Step(30*time.Second - 300*time.Millisecond)
+	g.Eventually(r.count).Should(Equal(2*pods+2), "every periodic resync by 12:01:30")
+}
