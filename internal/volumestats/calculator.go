@@ -91,7 +91,15 @@ type Calculator struct {
 	// measures counts the measures in flight.
 	sched    *scheduler
 	measures sync.WaitGroup
+	// wakeAt is when the scheduler looks at the pods again by its timer;
+	// zero when it waits for a poke only.
+	wakeAt time.Time
 }
+
+// measureTick is the grid the measures are scheduled on: the pods that
+// fall due within the same second are measured at one wake of the
+// scheduler, not at one each.
+const measureTick = time.Second
 
 // scheduler is the one goroutine that starts each pod's measure when it is
 // due: wake asks it to look at the pods again, done is closed when it has
@@ -216,6 +224,12 @@ func (c *Calculator) startDue(ctx context.Context) time.Duration {
 	}
 	now := time.Now()
 	var after time.Duration
+	defer func() {
+		c.wakeAt = time.Time{}
+		if after > 0 {
+			c.wakeAt = now.Add(after)
+		}
+	}()
 	for _, l := range c.pods {
 		if l.measuring {
 			continue
@@ -237,9 +251,17 @@ func (c *Calculator) startDue(ctx context.Context) time.Duration {
 			defer c.mu.Unlock()
 			l.measuring = false
 			// Every period after the last measure ended, with a jitter
-			// of up to one period, as the kubelet's calculators.
-			l.next = time.Now().Add(wait.Jitter(c.Period, 1.0))
-			c.pokeLocked()
+			// of up to one period, as the kubelet's calculators, on the
+			// next whole second. The scheduler needs to know only when
+			// that comes before it looks again anyway.
+			at := time.Now().Add(wait.Jitter(c.Period, 1.0))
+			if tick := at.Truncate(measureTick); tick.Before(at) {
+				at = tick.Add(measureTick)
+			}
+			l.next = at
+			if c.wakeAt.IsZero() || at.Before(c.wakeAt) {
+				c.pokeLocked()
+			}
 		}()
 	}
 	return after

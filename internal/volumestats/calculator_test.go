@@ -308,3 +308,48 @@ func TestMeasurePodIncompleteWalk(t *testing.T) {
 		t.Errorf("logged %q, want one line naming the volume", logged)
 	}
 }
+
+// The measures after the first fall on whole seconds, so that the pods of
+// a full node due within a second are measured at one wake.
+func TestMeasuresFallOnWholeSeconds(t *testing.T) {
+	dir := t.TempDir()
+	// With its jitter, a second spreads the next measures over a whole
+	// second.
+	const period = time.Second
+	c := &Calculator{NodeName: "node", Period: period, Volumes: fakeSource{{Name: "data", Path: dir, Metrics: KindDu}}}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer func() { cancel(); c.stopAll() }()
+	const n = 20
+	pods := make([]*v1.Pod, n)
+	for i := range pods {
+		p := testPod(v1.Volume{Name: "data", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{}}})
+		p.UID, p.Name = types.UID(fmt.Sprintf("uid-%d", i)), fmt.Sprintf("pod-%d", i)
+		pods[i] = p
+	}
+	c.Sync(ctx, pods)
+	first := map[types.UID]time.Time{}
+	for _, p := range pods {
+		waitMeasured(t, c, p.UID)
+		s, _ := c.PodVolumeStats(p.UID)
+		first[p.UID] = s.Volumes[0].Time.Time
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for _, p := range pods {
+		for {
+			s, _ := c.PodVolumeStats(p.UID)
+			if at := s.Volumes[0].Time.Time; at.After(first[p.UID]) {
+				// Started at a whole second; by half a second the
+				// measure has read its clock. Twenty random times would
+				// all be so one time in a million.
+				if ns := at.Nanosecond(); ns >= int(500*time.Millisecond) {
+					t.Errorf("pod %s measured again at %s, %d ms after a whole second", p.Name, at.Format(time.StampMilli), ns/int(time.Millisecond))
+				}
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("pod %s was not measured again", p.Name)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+}

@@ -10,7 +10,9 @@
 // volume stats calculators do. Unlike the kubelet's, which run a goroutine
 // per pod for the pod's whole life, one goroutine keeps the schedule, and
 // each measure runs on a goroutine of its own only while it measures (a
-// walk of a large directory holds up no other pod). A
+// walk of a large directory holds up no other pod); the measures after a
+// pod's first fall on whole seconds, so that those due within a second
+// wake the schedule once. A
 // VolumeSource says where each volume lives on the node and how it is
 // measured (a walk of the directory, statfs of its file system, the CSI
 // driver, or not at all); the volume manager implements it.
