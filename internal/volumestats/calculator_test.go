@@ -220,6 +220,18 @@ func waitMeasured(t *testing.T, c *Calculator, uid types.UID) {
 	}
 }
 
+// emptyDirPods returns n pods of the node, each with an emptyDir volume
+// "data".
+func emptyDirPods(n int) []*v1.Pod {
+	pods := make([]*v1.Pod, n)
+	for i := range pods {
+		p := testPod(v1.Volume{Name: "data", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{}}})
+		p.UID, p.Name = types.UID(fmt.Sprintf("uid-%d", i)), fmt.Sprintf("pod-%d", i)
+		pods[i] = p
+	}
+	return pods
+}
+
 // One goroutine schedules every pod's measures: pods between measures
 // hold none, and each is measured again a period (and a jitter of up to
 // one) after its last measure.
@@ -231,12 +243,7 @@ func TestPodsBetweenMeasuresHoldNoGoroutines(t *testing.T) {
 	defer func() { cancel(); c.stopAll() }()
 	before := runtime.NumGoroutine()
 	const n = 50
-	pods := make([]*v1.Pod, n)
-	for i := range pods {
-		p := testPod(v1.Volume{Name: "data", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{}}})
-		p.UID, p.Name = types.UID(fmt.Sprintf("uid-%d", i)), fmt.Sprintf("pod-%d", i)
-		pods[i] = p
-	}
+	pods := emptyDirPods(n)
 	c.Sync(ctx, pods)
 	for i := range pods {
 		waitMeasured(t, c, pods[i].UID)
@@ -319,13 +326,7 @@ func TestMeasuresFallOnWholeSeconds(t *testing.T) {
 	c := &Calculator{NodeName: "node", Period: period, Volumes: fakeSource{{Name: "data", Path: dir, Metrics: KindDu}}}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer func() { cancel(); c.stopAll() }()
-	const n = 20
-	pods := make([]*v1.Pod, n)
-	for i := range pods {
-		p := testPod(v1.Volume{Name: "data", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{}}})
-		p.UID, p.Name = types.UID(fmt.Sprintf("uid-%d", i)), fmt.Sprintf("pod-%d", i)
-		pods[i] = p
-	}
+	pods := emptyDirPods(20)
 	c.Sync(ctx, pods)
 	first := map[types.UID]time.Time{}
 	for _, p := range pods {
