@@ -104,7 +104,7 @@ func BenchmarkDue250(b *testing.B) {
 // checkSizes checks the sizes of the logs at paths as Sync does.
 func checkSizes(b *testing.B, m *Manager, paths []string) {
 	b.Helper()
-	dir, err := openLogsDir(m.opts.PodLogsDir)
+	dir, err := openLogsDir(m.opts.PodLogsDir, m.dirs)
 	if err != nil {
 		b.Fatal(err)
 	}

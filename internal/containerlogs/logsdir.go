@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
+	"sync"
 	"sync/atomic"
 
 	"golang.org/x/sys/unix"
@@ -31,18 +33,23 @@ var beneathNoLinks = unix.OpenHow{
 const openRetries = 4
 
 // logsDir is the pod log directory opened for the size checks of one
-// Sync: one openat2 and one fstat per log where the kernel has openat2,
-// else an os.Root, which opens each component of the path in turn.
+// Sync: where the kernel has openat2, one fstatat per log in its
+// directory, kept open between syncs by dirs (one openat2, an fstat and a
+// close when dirs is nil or full); else an os.Root, which opens each
+// component of the path in turn.
 type logsDir struct {
 	// dir is the directory's path.
 	dir string
 	// fd is the directory opened with O_PATH, or -1 with root set.
 	fd   int
 	root *os.Root
+	// dirs, when set, keeps the logs' directories open.
+	dirs *dirCache
 }
 
-// openLogsDir opens the pod log directory dir for size checks.
-func openLogsDir(dir string) (*logsDir, error) {
+// openLogsDir opens the pod log directory dir for size checks, the logs'
+// directories kept open in dirs (nil for none).
+func openLogsDir(dir string, dirs *dirCache) (*logsDir, error) {
 	if noOpenat2.Load() {
 		root, err := os.OpenRoot(dir)
 		if err != nil {
@@ -54,7 +61,7 @@ func openLogsDir(dir string) (*logsDir, error) {
 	if err != nil {
 		return nil, fmt.Errorf("opening the pod log directory: %w", &os.PathError{Op: "open", Path: dir, Err: err})
 	}
-	return &logsDir{dir: dir, fd: fd}, nil
+	return &logsDir{dir: dir, fd: fd, dirs: dirs}, nil
 }
 
 // Close closes the directory.
@@ -92,16 +99,31 @@ func (d *logsDir) lstat(rel string) (regular bool, size int64, err error) {
 	return fi.Mode().IsRegular(), fi.Size(), nil
 }
 
-// lstatat2 is lstat with one openat2 that resolves rel beneath the
-// directory, refusing every link, and an fstat of what it opened.
+// lstatat2 is lstat through openat2: an fstatat of the log's name in its
+// directory, which dirs keeps open (O_PATH, opened beneath the pod log
+// directory refusing every link), or without dirs one openat2 of rel and
+// an fstat of what it opened.
 func (d *logsDir) lstatat2(rel string) (regular bool, size int64, err error) {
-	fd := -1
-	for range openRetries {
-		fd, err = openat2(d.fd, rel, &beneathNoLinks)
-		if !errors.Is(err, unix.EAGAIN) && !errors.Is(err, unix.EINTR) {
-			break
-		}
+	parent, name := filepath.Split(rel)
+	if d.dirs == nil || parent == "" {
+		return d.lstatOpen(rel)
 	}
+	var st unix.Stat_t
+	// rel is clean: its directory is parent without the last slash.
+	ok, err := d.dirs.fstatat(d.fd, parent[:len(parent)-1], name, &st)
+	switch {
+	case err != nil:
+		return false, 0, err
+	case !ok:
+		return d.lstatOpen(rel)
+	}
+	return st.Mode&unix.S_IFMT == unix.S_IFREG, st.Size, nil
+}
+
+// lstatOpen is lstat with one openat2 that resolves rel beneath the
+// directory, refusing every link, and an fstat of what it opened.
+func (d *logsDir) lstatOpen(rel string) (regular bool, size int64, err error) {
+	fd, err := openBeneath(d.fd, rel, &beneathNoLinks)
 	if err != nil {
 		return false, 0, &os.PathError{Op: "openat2", Path: rel, Err: err}
 	}
@@ -112,3 +134,126 @@ func (d *logsDir) lstatat2(rel string) (regular bool, size int64, err error) {
 	}
 	return st.Mode&unix.S_IFMT == unix.S_IFREG, st.Size, nil
 }
+
+// openBeneath is openat2, tried again while the kernel asks for another
+// lookup (EAGAIN, EINTR).
+func openBeneath(dirfd int, rel string, how *unix.OpenHow) (fd int, err error) {
+	for range openRetries {
+		fd, err = openat2(dirfd, rel, how)
+		if !errors.Is(err, unix.EAGAIN) && !errors.Is(err, unix.EINTR) {
+			break
+		}
+	}
+	return fd, err
+}
+
+// dirBeneathNoLinks is how a dirCache opens a log's directory: as
+// beneathNoLinks, and only a directory.
+var dirBeneathNoLinks = unix.OpenHow{
+	Flags:   beneathNoLinks.Flags | unix.O_DIRECTORY,
+	Resolve: beneathNoLinks.Resolve,
+}
+
+// dirCache keeps the logs' directories open (O_PATH) between syncs, by
+// their path relative to the pod log directory, so that a size check is
+// one fstatat: at rest a sync checks the same logs every time. A directory
+// no sync looked at since the last sweep is closed by the next. A log
+// missing from a directory kept open is looked for again in a fresh open
+// of its path: the directory may have been removed and made again. At
+// most max are open: beyond, a check opens what it looks at and closes
+// it. Safe for concurrent use.
+type dirCache struct {
+	mu   sync.Mutex
+	max  int
+	fds  map[string]int
+	used map[string]bool
+}
+
+// newDirCache returns a cache of at most max directories.
+func newDirCache(max int) *dirCache {
+	return &dirCache{max: max, fds: map[string]int{}, used: map[string]bool{}}
+}
+
+// fstatat stats name, without following a link, in the directory dir
+// below the directory root (an fd of the pod log directory); errors are
+// *os.PathError. ok is false, with nothing done, when the cache is full
+// and dir not in it.
+func (c *dirCache) fstatat(root int, dir, name string, st *unix.Stat_t) (ok bool, err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	fd, cached := c.fds[dir]
+	if !cached && len(c.fds) >= c.max {
+		return false, nil
+	}
+	c.used[dir] = true
+	for {
+		if !cached {
+			if fd, err = openBeneath(root, dir, &dirBeneathNoLinks); err != nil {
+				return true, &os.PathError{Op: "openat2", Path: dir, Err: err}
+			}
+			c.fds[dir] = fd
+		}
+		for range openRetries {
+			if err = unix.Fstatat(fd, name, st, unix.AT_SYMLINK_NOFOLLOW); !errors.Is(err, unix.EINTR) {
+				break
+			}
+		}
+		if !cached || !errors.Is(err, unix.ENOENT) {
+			break
+		}
+		// The directory kept open may be gone, or made again since: the
+		// log is looked for again in what is at its path now.
+		c.closeLocked(dir)
+		cached = false
+	}
+	if err != nil {
+		return true, &os.PathError{Op: "fstatat", Path: filepath.Join(dir, name), Err: err}
+	}
+	return true, nil
+}
+
+// sweep closes the directories no check looked at since the last sweep.
+func (c *dirCache) sweep() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for dir := range c.fds {
+		if !c.used[dir] {
+			c.closeLocked(dir)
+		}
+	}
+	clear(c.used)
+}
+
+// closeAll closes every directory.
+func (c *dirCache) closeAll() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for dir := range c.fds {
+		c.closeLocked(dir)
+	}
+	clear(c.used)
+}
+
+func (c *dirCache) closeLocked(dir string) {
+	_ = unix.Close(c.fds[dir])
+	delete(c.fds, dir)
+}
+
+// open tells how many directories are open.
+func (c *dirCache) open() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.fds)
+}
+
+// maxCachedDirs is how many logs' directories a manager keeps open: an
+// eighth of the process's file limit, at most 4096, so that the cache
+// never takes the descriptors the rest of nodelet needs.
+var maxCachedDirs = sync.OnceValue(func() int {
+	const most = 4096
+	var lim unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &lim); err != nil {
+		return 0
+	}
+	return int(min(lim.Cur/8, most))
+})

@@ -61,31 +61,104 @@ func TestDue(t *testing.T) {
 		{name: "a log outside the pod log directory", path: "../outside/small.log", want: true},
 	}
 	t.Cleanup(func() { noOpenat2.Store(false) })
-	for _, fallback := range []bool{false, true} {
-		noOpenat2.Store(fallback)
-		dir, err := openLogsDir(logs)
+	for _, mode := range []struct {
+		name     string
+		fallback bool
+		dirs     *dirCache
+	}{
+		{name: "openat2, directories kept open", dirs: m.dirs},
+		{name: "openat2, no room to keep directories open", dirs: newDirCache(0)},
+		{name: "os.Root", fallback: true},
+	} {
+		noOpenat2.Store(mode.fallback)
+		dir, err := openLogsDir(logs, mode.dirs)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if (dir.root != nil) != fallback {
-			t.Fatalf("os.Root path: %v, want %v", dir.root != nil, fallback)
+		if (dir.root != nil) != mode.fallback {
+			t.Fatalf("%s: os.Root path: %v", mode.name, dir.root != nil)
 		}
 		for _, tt := range tests {
 			want := tt.want
-			if fallback && tt.wantRoot != nil {
+			if mode.fallback && tt.wantRoot != nil {
 				want = *tt.wantRoot
 			}
 			if got := m.due(dir, filepath.Join(logs, tt.path)); got != want {
-				t.Errorf("%s (os.Root path: %v): due %v, want %v", tt.name, fallback, got, want)
+				t.Errorf("%s (%s): due %v, want %v", tt.name, mode.name, got, want)
 			}
 		}
 		if err := dir.Close(); err != nil {
 			t.Error(err)
 		}
 	}
+	// Of the directories looked at, the one left open holds the logs
+	// (ns_p_uid/c); the others are no directory or are behind a link.
+	if got := m.dirs.open(); got != 1 {
+		t.Errorf("%d directories kept open, want 1", got)
+	}
 	noOpenat2.Store(false)
 	if !m.due(nil, filepath.Join(logs, "ns_p_uid/c/small.log")) {
 		t.Error("a log is not due when the pod log directory could not be opened")
+	}
+}
+
+// TestDirectoriesKeptOpen checks what the size checks keep open between
+// syncs: the directory of each log checked, closed once its log is no
+// longer checked, and never the directory of a log that was removed and
+// made again in its place.
+func TestDirectoriesKeptOpen(t *testing.T) {
+	logs := t.TempDir()
+	a, b := filepath.Join(logs, "ns_a_uid", "c"), filepath.Join(logs, "ns_b_uid", "c")
+	writeLog(t, filepath.Join(a, "0.log"), 10)
+	writeLog(t, filepath.Join(b, "0.log"), 10)
+	m, err := New(&fakeRuntime{}, Options{PodLogsDir: logs, MaxSize: 100, MaxFiles: 2, MaxWorkers: 1,
+		MonitorInterval: time.Second, Logger: logr.Discard()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	check := func(paths ...string) []bool {
+		t.Helper()
+		dir, err := openLogsDir(logs, m.dirs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = dir.Close() }()
+		var due []bool
+		for _, p := range paths {
+			due = append(due, m.due(dir, p))
+		}
+		m.dirs.sweep()
+		return due
+	}
+	if due := check(filepath.Join(a, "0.log"), filepath.Join(b, "0.log")); due[0] || due[1] {
+		t.Fatalf("small logs due: %v", due)
+	}
+	if got := m.dirs.open(); got != 2 {
+		t.Fatalf("%d directories open after checking two logs, want 2", got)
+	}
+	// b's log is no longer checked: its directory is closed.
+	check(filepath.Join(a, "0.log"))
+	if got := m.dirs.open(); got != 1 {
+		t.Fatalf("%d directories open after checking one log, want 1", got)
+	}
+	// a's directory is removed and made again, its log now at MaxSize.
+	if err := os.RemoveAll(a); err != nil {
+		t.Fatal(err)
+	}
+	writeLog(t, filepath.Join(a, "0.log"), 100)
+	if due := check(filepath.Join(a, "0.log")); !due[0] {
+		t.Error("the log of a directory made again is not due at MaxSize")
+	}
+	// A log that grows is seen through the directory kept open.
+	writeLog(t, filepath.Join(b, "0.log"), 10)
+	check(filepath.Join(b, "0.log"))
+	writeLog(t, filepath.Join(b, "0.log"), 200)
+	if due := check(filepath.Join(b, "0.log")); !due[0] {
+		t.Error("a log grown to MaxSize is not due")
+	}
+	m.dirs.closeAll()
+	if got := m.dirs.open(); got != 0 {
+		t.Errorf("%d directories open after closeAll", got)
 	}
 }
 
@@ -109,7 +182,7 @@ func TestDueWithoutOpenat2(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir, err := openLogsDir(logs)
+	dir, err := openLogsDir(logs, m.dirs)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -69,6 +69,9 @@ type Manager struct {
 	// linked or synced, by ID.
 	mu    sync.Mutex
 	known map[string]knownContainer
+	// dirs keeps the running containers' log directories open for the
+	// size checks.
+	dirs *dirCache
 }
 
 // knownContainer is what a Manager remembers of a container: its link
@@ -104,7 +107,7 @@ func New(runtime Runtime, opts Options) (*Manager, error) {
 	if opts.Clock == nil {
 		opts.Clock = clock.RealClock{}
 	}
-	return &Manager{runtime: runtime, opts: opts, known: map[string]knownContainer{}}, nil
+	return &Manager{runtime: runtime, opts: opts, known: map[string]knownContainer{}, dirs: newDirCache(maxCachedDirs())}, nil
 }
 
 // NeedLeaderElection implements manager.LeaderElectionRunnable: every node
@@ -119,6 +122,7 @@ func (m *Manager) Start(ctx context.Context) error {
 		}
 		return false, nil
 	})
+	m.dirs.closeAll()
 	return nil
 }
 
@@ -145,10 +149,13 @@ func (m *Manager) Sync(ctx context.Context) error {
 	}
 	// A directory that cannot be opened sends every log to rotate, which
 	// reports why.
-	dir, err := openLogsDir(m.opts.PodLogsDir)
+	dir, err := openLogsDir(m.opts.PodLogsDir, m.dirs)
 	if err == nil {
 		defer func() { _ = dir.Close() }()
 	}
+	// The directories of logs no longer checked are closed: their
+	// containers stopped or are gone.
+	defer m.dirs.sweep()
 	// keep holds the links of every listed container, want those whose
 	// log path is known: a status that cannot be read keeps a link, but
 	// does not make one.
