@@ -12,6 +12,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
+	"k8s.io/apimachinery/pkg/types"
 )
 
 // UniqueVolumeName is the name by which a CSI volume is listed in a Node's
@@ -47,19 +48,88 @@ type InUse struct {
 	reported map[v1.UniqueVolumeName]bool
 	// changed is closed and replaced at every MarkReported.
 	changed chan struct{}
+	// recordPods are the pods whose publish records List reads between
+	// its scans of every pod: those the last scan found with records and
+	// those noted since (notePod), each with the scan epoch it was found
+	// or noted in.
+	recordPods map[types.UID]uint64
+	// epoch counts the scans begun; untilScan the Lists until the next.
+	epoch     uint64
+	untilScan int
 }
+
+// listsPerScan is how often List reads every pod's directory for publish
+// records: at its first call, then every listsPerScan-th (five minutes at
+// the Node's status updates of ten seconds), a safety net for records
+// that no Publish of this process noted.
+const listsPerScan = 30
 
 // NewInUse returns the tracker of the volumes under rootDir. kick, when
 // set, is called when a volume becomes in use, to have the Node's status
-// written without waiting for its next update.
+// written without waiting for its next update. The Publisher that writes
+// under rootDir must be given it (Options.InUse): between its
+// scans of every pod, List reads the records of the pods it found then
+// and of those the Publisher wrote records for since.
 func NewInUse(rootDir string, kick func()) *InUse {
 	return &InUse{
-		root:     rootDir,
-		kick:     kick,
-		pending:  map[v1.UniqueVolumeName]int{},
-		noAttach: map[string]bool{},
-		reported: map[v1.UniqueVolumeName]bool{},
-		changed:  make(chan struct{}),
+		root:       rootDir,
+		kick:       kick,
+		pending:    map[v1.UniqueVolumeName]int{},
+		noAttach:   map[string]bool{},
+		reported:   map[v1.UniqueVolumeName]bool{},
+		changed:    make(chan struct{}),
+		recordPods: map[types.UID]uint64{},
+	}
+}
+
+// notePod records that the pod has a publish record on disk, written
+// before the call: from now on every List reads it.
+func (u *InUse) notePod(uid types.UID) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	u.recordPods[uid] = u.epoch
+}
+
+// recordPaths returns the paths of the pods' publish records: of every
+// pod when a scan is due, else of the pods in recordPods.
+func (u *InUse) recordPaths() ([]string, error) {
+	u.mu.Lock()
+	scan := u.untilScan <= 0
+	if !scan {
+		u.untilScan--
+		uids := make([]types.UID, 0, len(u.recordPods))
+		for uid := range u.recordPods {
+			uids = append(uids, uid)
+		}
+		u.mu.Unlock()
+		return podRecordsOf(u.root, uids), nil
+	}
+	u.epoch++
+	epoch := u.epoch
+	u.mu.Unlock()
+	paths, pods, err := scanPodRecords(u.root)
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if err != nil {
+		return nil, err
+	}
+	u.untilScan = listsPerScan - 1
+	keepScanned(u.recordPods, pods, epoch)
+	return paths, nil
+}
+
+// keepScanned updates recordPods with what the scan of the given epoch
+// found: the pods it found, and those noted after it began (their records
+// may have come after the scan read their directories); the others have
+// no record left.
+func keepScanned(recordPods map[types.UID]uint64, found []types.UID, epoch uint64) {
+	for uid, e := range recordPods {
+		if e < epoch {
+			delete(recordPods, uid)
+		}
+	}
+	for _, uid := range found {
+		recordPods[uid] = max(recordPods[uid], epoch)
 	}
 }
 
@@ -121,7 +191,11 @@ func (u *InUse) DriverChanged(driver string, d *storagev1.CSIDriver) {
 // List returns the volumes in use, sorted: those being published and those
 // with a record on disk, but for drivers known not to need attaching.
 func (u *InUse) List() ([]v1.UniqueVolumeName, error) {
-	records, err := recordedVolumes(u.root)
+	paths, err := u.recordPaths()
+	var records []volData
+	if err == nil {
+		records, err = readRecords(u.root, paths)
+	}
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	set := map[v1.UniqueVolumeName]bool{}
@@ -177,25 +251,49 @@ func (u *InUse) waitReported(ctx context.Context, driver, handle string) error {
 // for a pod without CSI volumes. A glob of the same paths read every pod's
 // directory and its volumes directory, for each Node status update.
 func podRecords(root string) ([]string, error) {
+	paths, _, err := scanPodRecords(root)
+	return paths, err
+}
+
+// scanPodRecords is podRecords that also returns the pods with records.
+func scanPodRecords(root string) (paths []string, pods []types.UID, err error) {
 	podsDir := filepath.Join(root, podsDirName)
-	pods, err := os.ReadDir(podsDir)
+	entries, err := os.ReadDir(podsDir)
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return nil, fmt.Errorf("listing CSI volume records: %w", err)
+		return nil, nil, fmt.Errorf("listing CSI volume records: %w", err)
 	}
+	for _, pod := range entries {
+		uid := types.UID(pod.Name())
+		if p := appendPodRecords(paths, root, uid); len(p) > len(paths) {
+			paths, pods = p, append(pods, uid)
+		}
+	}
+	return paths, pods, nil
+}
+
+// podRecordsOf returns the paths of the publish records of the pods uids.
+func podRecordsOf(root string, uids []types.UID) []string {
 	var paths []string
-	for _, pod := range pods {
-		dir := filepath.Join(podsDir, pod.Name(), podVolumesDirName, podPluginDirName)
-		vols, err := os.ReadDir(dir)
-		if err != nil {
-			continue // no CSI volume, or a pod being removed
-		}
-		for _, v := range vols {
-			if v.IsDir() {
-				paths = append(paths, filepath.Join(dir, v.Name(), volDataFileName))
-			}
+	for _, uid := range uids {
+		paths = appendPodRecords(paths, root, uid)
+	}
+	return paths
+}
+
+// appendPodRecords appends the paths of the pod's publish records to
+// paths: none when it has no CSI volume or is being removed.
+func appendPodRecords(paths []string, root string, uid types.UID) []string {
+	dir := podCSIDir(root, uid)
+	vols, err := os.ReadDir(dir)
+	if err != nil {
+		return paths
+	}
+	for _, v := range vols {
+		if v.IsDir() {
+			paths = append(paths, filepath.Join(dir, v.Name(), volDataFileName))
 		}
 	}
-	return paths, nil
+	return paths
 }
 
 // recordedVolumes reads every CSI record under root: the pods' publish
@@ -206,6 +304,13 @@ func recordedVolumes(root string) ([]volData, error) {
 	if err != nil {
 		return nil, err
 	}
+	return readRecords(root, paths)
+}
+
+// readRecords reads the pods' publish records at podPaths and every
+// staging's record under root, as recordedVolumes.
+func readRecords(root string, podPaths []string) ([]volData, error) {
+	paths := podPaths
 	for _, pattern := range []string{
 		filepath.Join(driversDir(root), "*", "*", volDataFileName),
 		filepath.Join(blockDevicesDir(root), "*", blockDataDirName, volDataFileName),

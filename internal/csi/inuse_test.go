@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -13,6 +14,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 )
 
@@ -211,5 +213,97 @@ func TestRecordedVolumes(t *testing.T) {
 	slices.Sort(handles)
 	if diff := cmp.Diff([]string{"vol-1", "vol-2", "vol-3"}, handles); diff != "" {
 		t.Errorf("recorded volumes (-want +got):\n%s", diff)
+	}
+}
+
+// TestListReadsThePodsWithRecords: List reads every pod's directory at its
+// first call and every listsPerScan-th; between, the records of the pods
+// found then and of those a Publish noted, and sees those records go.
+func TestListReadsThePodsWithRecords(t *testing.T) {
+	// A driver that stages nothing: a pod's record is all there is of its
+	// volume on disk.
+	e := newEnv(t)
+	root := e.root
+	u := NewInUse(root, nil)
+	e.inUse = u
+	write := func(uid types.UID, handle string) {
+		t.Helper()
+		dir := publishDataDir(root, uid, "pv-"+handle)
+		if err := os.MkdirAll(dir, 0o750); err != nil {
+			t.Fatal(err)
+		}
+		if err := writeVolData(dir, volData{DriverName: testDriver, VolumeHandle: handle}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	list := func() []string {
+		t.Helper()
+		l, err := u.List()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var handles []string
+		for _, n := range l {
+			handles = append(handles, strings.TrimPrefix(string(n), csiPluginName+"/"+testDriver+"^"))
+		}
+		return handles
+	}
+	write("uid-1", "vol-1")
+	if err := os.MkdirAll(filepath.Join(root, podsDirName, "uid-0", podVolumesDirName), 0o750); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{"vol-1"}, list()); diff != "" {
+		t.Fatalf("first list (-want +got):\n%s", diff)
+	}
+	// A record that no Publish noted waits for the next scan.
+	write("uid-2", "vol-2")
+	for i := 1; i < listsPerScan; i++ {
+		if diff := cmp.Diff([]string{"vol-1"}, list()); diff != "" {
+			t.Fatalf("list %d after an unnoted record (-want +got):\n%s", i, diff)
+		}
+	}
+	if diff := cmp.Diff([]string{"vol-1", "vol-2"}, list()); diff != "" {
+		t.Fatalf("the scan after an unnoted record (-want +got):\n%s", diff)
+	}
+	// A Publish's record is read at once, and a record removed leaves the
+	// list.
+	e.attach("vol-3", nil)
+	u.MarkReported([]v1.UniqueVolumeName{UniqueVolumeName(testDriver, "vol-3")})
+	if _, err := e.publisher().Publish(context.Background(), testPod("web"), pvVolume("vol-3")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.RemoveAll(filepath.Join(root, podsDirName, "uid-1")); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{"vol-2", "vol-3"}, list()); diff != "" {
+		t.Errorf("after a Publish and a record removed (-want +got):\n%s", diff)
+	}
+}
+
+func TestKeepScanned(t *testing.T) {
+	for _, tt := range []struct {
+		name   string
+		before map[types.UID]uint64
+		found  []types.UID
+		epoch  uint64
+		want   map[types.UID]uint64
+	}{
+		{name: "the first scan", before: map[types.UID]uint64{}, found: []types.UID{"a"}, epoch: 1,
+			want: map[types.UID]uint64{"a": 1}},
+		{name: "a pod whose records went is dropped", before: map[types.UID]uint64{"a": 1, "b": 1}, found: []types.UID{"b"}, epoch: 2,
+			want: map[types.UID]uint64{"b": 2}},
+		{name: "a pod noted since the scan began is kept, found or not", before: map[types.UID]uint64{"a": 1, "n": 2, "m": 2},
+			found: []types.UID{"m"}, epoch: 2, want: map[types.UID]uint64{"n": 2, "m": 2}},
+		{name: "a pod noted before the scan began is kept only if found", before: map[types.UID]uint64{"n": 1, "m": 1},
+			found: []types.UID{"m"}, epoch: 2, want: map[types.UID]uint64{"m": 2}},
+		{name: "a later scan's note is kept by an earlier one", before: map[types.UID]uint64{"n": 3}, epoch: 2,
+			want: map[types.UID]uint64{"n": 3}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			keepScanned(tt.before, tt.found, tt.epoch)
+			if diff := cmp.Diff(tt.want, tt.before); diff != "" {
+				t.Errorf("(-want +got):\n%s", diff)
+			}
+		})
 	}
 }

@@ -84,7 +84,7 @@ type Options struct {
 	SetOwnership func(dir string, gid int64, policy *v1.PodFSGroupChangePolicy) error
 	// InUse tracks the volumes in use for the Node's status; when set, a
 	// volume that needs attaching is staged only once the Node's status
-	// lists it. Optional.
+	// lists it, and each publish record written is noted in it. Optional.
 	InUse *InUse
 	// ResourceExhausted is told the driver of a volume whose attachment
 	// failed with ResourceExhausted (AllocatableRefresher.ResourceExhausted).
@@ -506,6 +506,9 @@ func (p *Publisher) Publish(ctx context.Context, pod *v1.Pod, v *volume.CSIVolum
 		VolumeLifecycleMode: string(mode),
 	}); err != nil {
 		return "", err
+	}
+	if p.volumesInUse != nil {
+		p.volumesInUse.notePod(pod.UID)
 	}
 
 	var staging string
