@@ -169,9 +169,9 @@ type dirCache struct {
 	used map[string]bool
 }
 
-// newDirCache returns a cache of at most max directories.
-func newDirCache(max int) *dirCache {
-	return &dirCache{max: max, fds: map[string]int{}, used: map[string]bool{}}
+// newDirCache returns a cache of at most most directories.
+func newDirCache(most int) *dirCache {
+	return &dirCache{max: most, fds: map[string]int{}, used: map[string]bool{}}
 }
 
 // fstatat stats name, without following a link, in the directory dir
