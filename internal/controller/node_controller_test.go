@@ -27,17 +27,22 @@ import (
 var _ = Describe("Node controller", func() {
 	It("lists the CSI volumes on disk in the status's volumesInUse until they are torn down", func(ctx SpecContext) {
 		name := nodeName()
-		a := startAgent(name)
+		// Left on disk before the start, as by a publish before a crash: the
+		// tracker's first list reads every pod's directory (the records of a
+		// live publish are noted by the publisher, see package csi).
+		var staging string
+		a := startAgent(name, func(c *v1alpha1.NodeletConfiguration) {
+			By("recording a pod's CSI volume and a staging as a publish leaves them")
+			podVolume := filepath.Join(c.RootDir, "pods", "uid-1", "volumes", "kubernetes.io~csi", "pv-1")
+			staging = filepath.Join(c.RootDir, "plugins", "kubernetes.io", "csi", "csi.example.com", "0123abcd")
+			for dir, handle := range map[string]string{podVolume: "vol-1", staging: "vol-2"} {
+				Expect(os.MkdirAll(dir, 0o750)).To(Succeed())
+				Expect(os.WriteFile(filepath.Join(dir, "vol_data.json"),
+					[]byte(`{"driverName":"csi.example.com","volumeHandle":"`+handle+`"}`), 0o600)).To(Succeed())
+			}
+		})
 		waitReady(name, startTimeout)
 
-		By("recording a pod's CSI volume and a staging as a publish leaves them")
-		podVolume := filepath.Join(a.cfg.RootDir, "pods", "uid-1", "volumes", "kubernetes.io~csi", "pv-1")
-		staging := filepath.Join(a.cfg.RootDir, "plugins", "kubernetes.io", "csi", "csi.example.com", "0123abcd")
-		for dir, handle := range map[string]string{podVolume: "vol-1", staging: "vol-2"} {
-			Expect(os.MkdirAll(dir, 0o750)).To(Succeed())
-			Expect(os.WriteFile(filepath.Join(dir, "vol_data.json"),
-				[]byte(`{"driverName":"csi.example.com","volumeHandle":"`+handle+`"}`), 0o600)).To(Succeed())
-		}
 		Eventually(func(g Gomega) {
 			g.Expect(getNode(g, name).Status.VolumesInUse).To(Equal([]corev1.UniqueVolumeName{
 				"kubernetes.io/csi/csi.example.com^vol-1", "kubernetes.io/csi/csi.example.com^vol-2",
