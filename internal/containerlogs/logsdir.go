@@ -239,13 +239,6 @@ func (c *dirCache) closeLocked(dir string) {
 	delete(c.fds, dir)
 }
 
-// open tells how many directories are open.
-func (c *dirCache) open() int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return len(c.fds)
-}
-
 // maxCachedDirs is how many logs' directories a manager keeps open: an
 // eighth of the process's file limit, at most 4096, so that the cache
 // never takes the descriptors the rest of nodelet needs.

@@ -102,6 +102,13 @@ func TestDue(t *testing.T) {
 	}
 }
 
+// open tells how many directories are open.
+func (c *dirCache) open() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.fds)
+}
+
 // TestDirectoriesKeptOpen checks what the size checks keep open between
 // syncs: the directory of each log checked, closed once its log is no
 // longer checked, and never the directory of a log that was removed and

@@ -296,19 +296,9 @@ func appendPodRecords(paths []string, root string, uid types.UID) []string {
 	return paths
 }
 
-// recordedVolumes reads every CSI record under root: the pods' publish
-// records and the stagings'. Unreadable ones are skipped and reported in
-// the error, after the others.
-func recordedVolumes(root string) ([]volData, error) {
-	paths, err := podRecords(root)
-	if err != nil {
-		return nil, err
-	}
-	return readRecords(root, paths)
-}
-
 // readRecords reads the pods' publish records at podPaths and every
-// staging's record under root, as recordedVolumes.
+// staging's record under root. Unreadable ones are skipped and reported
+// in the error, after the others.
 func readRecords(root string, podPaths []string) ([]volData, error) {
 	paths := podPaths
 	for _, pattern := range []string{

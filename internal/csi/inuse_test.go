@@ -168,6 +168,16 @@ func TestDriverChangedTakesVolumesOutOfUse(t *testing.T) {
 	}
 }
 
+// recordedVolumes reads every CSI record under root: every pod's publish
+// records and the stagings'.
+func recordedVolumes(root string) ([]volData, error) {
+	paths, err := podRecords(root)
+	if err != nil {
+		return nil, err
+	}
+	return readRecords(root, paths)
+}
+
 // The records on disk are found where publishing and staging write them,
 // whatever else the pods' directories hold.
 func TestRecordedVolumes(t *testing.T) {
