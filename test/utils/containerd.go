@@ -68,6 +68,12 @@ type ContainerdOptions struct {
 	// a driver's pod writes specs through a hostPath volume. They are made
 	// when missing.
 	CDISpecDirs []string
+	// ExtraSubnets adds that many pod subnets behind Subnet, each
+	// 10.250.M.0/24 with M a slot of its own, for nodes of more than the
+	// 253 pods one /24 holds: host-local hands out the next subnet's
+	// addresses when one is full, and the bridge takes each subnet's
+	// gateway. Not with PodCIDRFromRuntime.
+	ExtraSubnets int
 }
 
 // Containerd is a private containerd started by StartContainerd. Its root,
@@ -77,8 +83,12 @@ type Containerd struct {
 	// Dir is the temporary directory holding everything of this instance.
 	Dir string
 	// Subnet is the pod subnet of this instance (10.250.N.0/24, or
-	// 10.249.N.0/24 with PodCIDRFromRuntime); every sandbox gets an IP in it.
+	// 10.249.N.0/24 with PodCIDRFromRuntime); every sandbox gets an IP in
+	// it, or with ExtraSubnets in one of Subnets.
 	Subnet *net.IPNet
+	// Subnets are Subnet and the ExtraSubnets after it, in the order
+	// host-local fills them.
+	Subnets []*net.IPNet
 	// Bridge is the name of the CNI bridge (nlbrN).
 	Bridge string
 	// Network is the name of the CNI network (nodelet-N).
@@ -92,6 +102,8 @@ type Containerd struct {
 	config  string
 	logPath string
 	slot    *slot
+	// extraSlots hold the ExtraSubnets' numbers.
+	extraSlots []*slot
 
 	mu      sync.Mutex
 	proc    *daemon // nil while the daemon is not running
@@ -192,6 +204,19 @@ func StartContainerd(ctx context.Context, opts ContainerdOptions) (_ *Containerd
 		prefix = runtimeSubnetPrefix
 	}
 	_, c.Subnet, _ = net.ParseCIDR(fmt.Sprintf("%s.%d.0/24", prefix, n))
+	c.Subnets = []*net.IPNet{c.Subnet}
+	if opts.ExtraSubnets > 0 && opts.PodCIDRFromRuntime {
+		return c, errors.New("starting containerd: ExtraSubnets with PodCIDRFromRuntime")
+	}
+	for range opts.ExtraSubnets {
+		s, err := acquireSlot(dir)
+		if err != nil {
+			return c, err
+		}
+		c.extraSlots = append(c.extraSlots, s)
+		_, subnet, _ := net.ParseCIDR(fmt.Sprintf("%s.%d.0/24", subnetPrefix, s.n))
+		c.Subnets = append(c.Subnets, subnet)
+	}
 
 	if err := c.writeConfig(); err != nil {
 		return c, err
@@ -452,7 +477,7 @@ var cniTemplate = template.Must(template.New("cni").Funcs(template.FuncMap{"q": 
       "hairpinMode": true,
       "ipam": {
         "type": "host-local",
-        "ranges": [[{"subnet": {{q .Subnet}}}]],
+        "ranges": [[{{.SubnetRanges}}]],
         "routes": [{"dst": "0.0.0.0/0"}],
         "dataDir": {{q .IPAMDir}}
       }
@@ -494,6 +519,24 @@ var cniConfTemplate = template.Must(template.New("cni-template").Delims("[[", "]
 }
 `))
 
+// subnets are the pod subnets host-local fills, in order.
+func (c *Containerd) subnets() []*net.IPNet {
+	if len(c.Subnets) == 0 {
+		return []*net.IPNet{c.Subnet}
+	}
+	return c.Subnets
+}
+
+// subnetRanges is host-local's range set of subnets: one range per
+// subnet, filled in order.
+func subnetRanges(subnets []*net.IPNet) string {
+	ranges := make([]string, len(subnets))
+	for i, s := range subnets {
+		ranges[i] = fmt.Sprintf(`{"subnet": %q}`, s.String())
+	}
+	return strings.Join(ranges, ", ")
+}
+
 func (c *Containerd) writeConfig() error {
 	vals := map[string]string{
 		"Root":          filepath.Join(c.Dir, "root"),
@@ -508,7 +551,7 @@ func (c *Containerd) writeConfig() error {
 		"RegistryHosts": filepath.Join(c.Dir, "certs.d"),
 		"Network":       c.Network,
 		"Bridge":        c.Bridge,
-		"Subnet":        c.Subnet.String(),
+		"SubnetRanges":  subnetRanges(c.subnets()),
 		"IPAMDir":       filepath.Join(c.Dir, "cni", "ipam"),
 		"CDIDirs":       tomlStrings(append([]string{c.CDISpecDir()}, c.opts.CDISpecDirs...)),
 	}
@@ -854,6 +897,9 @@ func (c *Containerd) Stop() error {
 	}
 	if c.slot != nil {
 		c.slot.release()
+	}
+	for _, s := range c.extraSlots {
+		s.release()
 	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("stopping containerd in %s: %w", c.Dir, err)

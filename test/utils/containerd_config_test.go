@@ -2,11 +2,13 @@ package utils
 
 import (
 	"context"
+	"encoding/json"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -155,4 +157,58 @@ func tomlTable(doc, name string) (string, bool) {
 		}
 	}
 	return strings.Join(body, "\n"), found
+}
+
+// TestCNIConfigRanges checks the CNI configuration of an instance with
+// more than one pod subnet: one range set (one address per pod) holding
+// every subnet as a range, in order, so host-local moves on to the next
+// when one is full.
+func TestCNIConfigRanges(t *testing.T) {
+	var subnets []*net.IPNet
+	for _, s := range []string{"10.250.7.0/24", "10.250.31.0/24", "10.250.2.0/24"} {
+		_, n, _ := net.ParseCIDR(s)
+		subnets = append(subnets, n)
+	}
+	for _, tc := range []struct {
+		name string
+		c    *Containerd
+		want []string
+	}{
+		{"one subnet", &Containerd{Subnet: subnets[0]}, []string{"10.250.7.0/24"}},
+		{"extra subnets", &Containerd{Subnet: subnets[0], Subnets: subnets}, []string{"10.250.7.0/24", "10.250.31.0/24", "10.250.2.0/24"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "net.conflist")
+			vals := map[string]string{"Network": "n", "Bridge": "b", "IPAMDir": "/x", "SubnetRanges": subnetRanges(tc.c.subnets())}
+			if err := writeTemplate(path, cniTemplate, vals); err != nil {
+				t.Fatal(err)
+			}
+			data, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var conf struct {
+				Plugins []struct {
+					IPAM struct {
+						Ranges [][]struct {
+							Subnet string `json:"subnet"`
+						} `json:"ranges"`
+					} `json:"ipam"`
+				} `json:"plugins"`
+			}
+			if err := json.Unmarshal(data, &conf); err != nil {
+				t.Fatalf("the CNI config is not JSON: %v\n%s", err, data)
+			}
+			if len(conf.Plugins) == 0 || len(conf.Plugins[0].IPAM.Ranges) != 1 {
+				t.Fatalf("want one range set, got %s", data)
+			}
+			var got []string
+			for _, r := range conf.Plugins[0].IPAM.Ranges[0] {
+				got = append(got, r.Subnet)
+			}
+			if !slices.Equal(got, tc.want) {
+				t.Errorf("ranges = %v, want %v", got, tc.want)
+			}
+		})
+	}
 }
