@@ -39,6 +39,14 @@ const (
 	// replaces the kubelet's points of the curve (the default is all);
 	// "none" leaves the kubelet out, to profile nodelet alone.
 	kubeletPointsEnv = "NODELET_BENCH_KUBELET_POINTS"
+	// densePodsEnv, when set to a pod count above scaleMaxPods (500, as
+	// clouds allow), adds a burst of that many pods to the end of the
+	// curve: both agents then get it as maxPods and the runtime enough
+	// pod subnets. The goal's rows stay at goalPoints.
+	densePodsEnv = "NODELET_BENCH_DENSE_PODS"
+	// maxDensePods bounds densePodsEnv: what the harness's private
+	// containerd and this machine kind are known to hold.
+	maxDensePods = 1000
 
 	// Targets against the kubelet (nodelet ÷ kubelet at most); the
 	// wall-clock targets are against the CRI floor alone.
@@ -131,9 +139,13 @@ type floorRun struct {
 // floor, the kubelet and nodelet side by side, and each agent's scale
 // curve with its marginal cost per pod.
 func BenchmarkSideBySide(b *testing.B) {
-	c := startCluster(b)
+	points, err := sideBySidePoints(os.Getenv(densePodsEnv))
+	if err != nil {
+		b.Fatalf("%s: %v", densePodsEnv, err)
+	}
+	c := startClusterFor(b, points[len(points)-1])
 	floor := newCRIFloor(b, c.ctrd)
-	kubeletPoints, err := parsePoints(os.Getenv(kubeletPointsEnv), curvePoints)
+	kubeletPoints, err := parsePoints(os.Getenv(kubeletPointsEnv), points)
 	if err != nil {
 		b.Fatalf("%s: %v", kubeletPointsEnv, err)
 	}
@@ -143,7 +155,7 @@ func BenchmarkSideBySide(b *testing.B) {
 		// The floor first, with no agent running: the kubelet removes
 		// sandboxes it did not make.
 		fr := floorRun{bursts: map[int]floorBurst{}}
-		for _, n := range curvePoints {
+		for _, n := range points {
 			r, err := floor.timedBurst(ctx, n, criWorkers)
 			if err != nil {
 				b.Fatalf("CRI floor, %d pods: %v", n, err)
@@ -157,7 +169,7 @@ func BenchmarkSideBySide(b *testing.B) {
 			}
 			fr.single = append(fr.single, d)
 		}
-		nodelet := c.runAgent(b, floor, nodeletAgentName, i, curvePoints)
+		nodelet := c.runAgent(b, floor, nodeletAgentName, i, points)
 		kubelet := agentRun{name: kubeletAgentName}
 		if len(kubeletPoints) > 0 {
 			kubelet = c.runAgent(b, floor, kubeletAgentName, i, kubeletPoints)
@@ -166,13 +178,13 @@ func BenchmarkSideBySide(b *testing.B) {
 		header := fmt.Sprintf("%s; load average %s before, %s after (the machine is shared)",
 			machineDetails(floor.runtimeVersion(ctx)), loadBefore, loadAverage())
 		printSideBySide(fmt.Sprintf("nodelet beside the kubelet (node %s, %d pods; %s)", benchNode, burstPods, header),
-			sideBySideFigures(fr, kubelet, nodelet))
+			sideBySideFigures(fr, kubelet, nodelet, points))
 		fmt.Println("settings that differ:")
 		for _, d := range agentDifferences {
 			fmt.Println("  - " + d)
 		}
 		for _, r := range []agentRun{nodelet, kubelet} {
-			printCurve(r, fr)
+			printCurve(r, fr, c.maxPods)
 		}
 
 		if p, ok := nodelet.at(burstPods); ok {
@@ -388,6 +400,19 @@ func parseStatCPU(stat string) (time.Duration, error) {
 	return time.Duration(ticks) * time.Second / clkTck, nil
 }
 
+// sideBySidePoints is the side-by-side curve: curvePoints, and the dense
+// point that dense (densePodsEnv) names, if any.
+func sideBySidePoints(dense string) ([]int, error) {
+	if strings.TrimSpace(dense) == "" {
+		return curvePoints, nil
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(dense))
+	if err != nil || n <= scaleMaxPods || n > maxDensePods {
+		return nil, fmt.Errorf("%q: want a pod count above %d and at most %d", dense, scaleMaxPods, maxDensePods)
+	}
+	return append(slices.Clone(curvePoints), n), nil
+}
+
 // parsePoints reads a comma-separated list of pod counts, each one of
 // allowed; empty is all of allowed.
 func parsePoints(s string, allowed []int) ([]int, error) {
@@ -518,9 +543,9 @@ func fmtPerPod(v float64) string  { return fmt.Sprintf("%.2f", v) }
 func fmtMillis(v float64) string  { return fmt.Sprintf("%.1f ms", v*1000) }
 
 // sideBySideFigures are the table's rows: the goal's figures at goalPoints,
-// the agent's CPU per pod along the curve, the rest at restPods, the
-// single pod, the memory split and the marginal cost per pod.
-func sideBySideFigures(fr floorRun, kubelet, nodelet agentRun) []figure {
+// the agent's CPU per pod along the curve's points, the rest at restPods,
+// the single pod, the memory split and the marginal cost per pod.
+func sideBySideFigures(fr floorRun, kubelet, nodelet agentRun, points []int) []figure {
 	// each reads one quantity of an agent's point, NaN without it.
 	each := func(pods int, get func(point) float64) (k, n float64) {
 		k, n = nan, nan
@@ -557,26 +582,39 @@ func sideBySideFigures(fr floorRun, kubelet, nodelet agentRun) []figure {
 		return float64(v)
 	}
 	// The goal's wall-clock, memory and request figures, at each of the
-	// points it names.
+	// points it names; a dense point past them gets the same rows,
+	// without targets.
 	var figs []figure
-	for _, n := range goalPoints {
+	rowPoints := slices.Clone(goalPoints)
+	for _, n := range points {
+		if n > scaleMaxPods {
+			rowPoints = append(rowPoints, n)
+		}
+	}
+	for _, n := range rowPoints {
 		pods := fmt.Sprintf("%d pods", n)
+		target := func(v float64) float64 {
+			if slices.Contains(goalPoints, n) {
+				return v
+			}
+			return 0
+		}
 		figs = append(figs,
 			row(figure{name: pods + " all Ready", floor: floorAt(n, func(r floorBurst) float64 { return r.start.Seconds() }),
-				format: fmtSeconds, maxVsFloor: burstFloorFactor},
+				format: fmtSeconds, maxVsFloor: target(burstFloorFactor)},
 				n, func(p point) float64 { return seconds(p.allReady) }),
 			row(figure{name: "create→Ready p50 of the " + pods, floor: floorAt(n, func(r floorBurst) float64 { return pct(r.running, 50) }),
-				format: fmtSeconds, maxVsFloor: burstFloorFactor},
+				format: fmtSeconds, maxVsFloor: target(burstFloorFactor)},
 				n, func(p point) float64 { return pct(p.toReady, 50) }),
 			row(figure{name: "create→Ready p99 of the " + pods, floor: floorAt(n, func(r floorBurst) float64 { return pct(r.running, 99) }),
-				format: fmtSeconds, maxVsFloor: burstFloorFactor},
+				format: fmtSeconds, maxVsFloor: target(burstFloorFactor)},
 				n, func(p point) float64 { return pct(p.toReady, 99) }),
 			row(figure{name: pods + " all gone (grace 1 s)", floor: floorAt(n, func(r floorBurst) float64 { return r.remove.Seconds() }),
-				format: fmtSeconds, maxVsFloor: teardownFloorFactor},
+				format: fmtSeconds, maxVsFloor: target(teardownFloorFactor)},
 				n, func(p point) float64 { return seconds(p.allGone) }),
-			row(figure{name: "peak RSS at " + pods, floor: nan, format: fmtMiB, maxValue: float64(peakRSSTargets[n]), maxVsKubelet: rssVsKubelet},
+			row(figure{name: "peak RSS at " + pods, floor: nan, format: fmtMiB, maxValue: float64(peakRSSTargets[n]), maxVsKubelet: target(rssVsKubelet)},
 				n, func(p point) float64 { return float64(p.peak) }),
-			row(figure{name: "API requests/pod, " + pods + " start+teardown", floor: nan, format: fmtPerPod, maxVsKubelet: requestsVsKubelet},
+			row(figure{name: "API requests/pod, " + pods + " start+teardown", floor: nan, format: fmtPerPod, maxVsKubelet: target(requestsVsKubelet)},
 				n, func(p point) float64 { return perPod(p, "") }),
 		)
 	}
@@ -590,8 +628,12 @@ func sideBySideFigures(fr floorRun, kubelet, nodelet agentRun) []figure {
 		{"teardown", func(p point) time.Duration { return p.cpuTeardown }},
 	} {
 		perPodCPU := func(p point) float64 { return seconds(phase.cpu(p)) / float64(p.pods) }
-		for _, n := range curvePoints {
-			figs = append(figs, row(figure{name: fmt.Sprintf("agent CPU/pod, %d-pod %s", n, phase.name), floor: nan, format: fmtMillis, maxVsKubelet: cpuVsKubelet},
+		for _, n := range points {
+			vsKubelet := cpuVsKubelet
+			if n > scaleMaxPods {
+				vsKubelet = 0
+			}
+			figs = append(figs, row(figure{name: fmt.Sprintf("agent CPU/pod, %d-pod %s", n, phase.name), floor: nan, format: fmtMillis, maxVsKubelet: vsKubelet},
 				n, perPodCPU))
 		}
 		k250, n250 := each(scaleMaxPods, perPodCPU)
@@ -599,6 +641,15 @@ func sideBySideFigures(fr floorRun, kubelet, nodelet agentRun) []figure {
 		figs = append(figs, figure{name: fmt.Sprintf("… %d-pod ÷ %d-pod (flat)", scaleMaxPods, burstPods), floor: nan,
 			kubelet: quotient(k250, k110), nodelet: quotient(n250, n110),
 			format: func(v float64) string { return fmt.Sprintf("%.2f×", v) }, maxValue: cpuFlatFactor})
+		for _, n := range points {
+			if n <= scaleMaxPods {
+				continue
+			}
+			k, v := each(n, perPodCPU)
+			figs = append(figs, figure{name: fmt.Sprintf("… %d-pod ÷ %d-pod", n, burstPods), floor: nan,
+				kubelet: quotient(k, k110), nodelet: quotient(v, n110),
+				format: func(v float64) string { return fmt.Sprintf("%.2f×", v) }})
+		}
 	}
 	n110 := fmt.Sprintf("%d pods", burstPods)
 	figs = append(figs,

@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"fmt"
 	"maps"
 	"math"
 	"os"
@@ -81,6 +82,29 @@ func TestParsePoints(t *testing.T) {
 		if (err != nil) != tc.wantErr || !slices.Equal(got, tc.want) {
 			t.Errorf("parsePoints(%q) = %v, %v; want %v, error %v", tc.in, got, err, tc.want, tc.wantErr)
 		}
+	}
+}
+
+func TestSideBySidePoints(t *testing.T) {
+	for _, tc := range []struct {
+		in      string
+		want    []int
+		wantErr bool
+	}{
+		{"", curvePoints, false},
+		{" 500 ", append(slices.Clone(curvePoints), 500), false},
+		{fmt.Sprint(scaleMaxPods), nil, true},
+		{fmt.Sprint(maxDensePods + 1), nil, true},
+		{"many", nil, true},
+	} {
+		got, err := sideBySidePoints(tc.in)
+		if (err != nil) != tc.wantErr || !slices.Equal(got, tc.want) {
+			t.Errorf("sideBySidePoints(%q) = %v, %v; want %v, error %v", tc.in, got, err, tc.want, tc.wantErr)
+		}
+	}
+	// The default curve is not changed by a dense one.
+	if _, err := sideBySidePoints("500"); err != nil || len(curvePoints) != 4 {
+		t.Errorf("curvePoints = %v after a dense point", curvePoints)
 	}
 }
 

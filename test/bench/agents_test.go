@@ -72,9 +72,9 @@ const (
 // pulls in parallel (none happens: the image is local), image garbage
 // collection off, eviction only when the machine is really short, and the
 // same cluster DNS.
-func sharedAgentSettings() map[string]any {
+func (c *cluster) sharedAgentSettings() map[string]any {
 	return map[string]any{
-		"maxPods":                     scaleMaxPods,
+		"maxPods":                     c.maxPods,
 		"cgroupsPerQOS":               false,
 		"serializeImagePulls":         false,
 		"imageGCHighThresholdPercent": 100,
@@ -108,7 +108,7 @@ type nodeletAgent struct {
 // its Node to be Ready.
 func (c *cluster) startNodeletAgent(b *testing.B, label string) agent {
 	b.Helper()
-	n, stop := c.startNodeletWith(b, label, sharedAgentSettings())
+	n, stop := c.startNodeletWith(b, label, c.sharedAgentSettings())
 	return &nodeletAgent{n: n, stopFn: stop}
 }
 
@@ -162,7 +162,7 @@ type kubeletAgent struct {
 // clearRuntime removes what it leaves in the runtime when it stops.
 func (c *cluster) startKubeletAgent(b *testing.B, label string, clearRuntime func() error) agent {
 	b.Helper()
-	cfg := sharedAgentSettings()
+	cfg := c.sharedAgentSettings()
 	// Its /metrics open to the benchmark, for the Go runtime's numbers.
 	cfg["authentication"] = map[string]any{
 		"anonymous": map[string]any{"enabled": true},

@@ -58,17 +58,31 @@ type cluster struct {
 	ctrd  *utils.Containerd
 	api   *utils.APIServer
 	admin kubernetes.Interface
+	// maxPods is the agents' maxPods (sharedAgentSettings).
+	maxPods int
 }
 
 // startCluster starts containerd and the API server and stops them when
-// the benchmark ends.
+// the benchmark ends; the agents get maxPods scaleMaxPods.
 func startCluster(b *testing.B) *cluster {
+	b.Helper()
+	return startClusterFor(b, scaleMaxPods)
+}
+
+// podsPerSubnet is what the harness's containerd gives one pod subnet: a
+// /24 holds 253 pod addresses, and a few are left for the single pods
+// and for addresses still held by sandboxes on their way out.
+const podsPerSubnet = 240
+
+// startClusterFor is startCluster for agents of maxPods pods: the runtime
+// gets as many pod subnets as they need.
+func startClusterFor(b *testing.B, maxPods int) *cluster {
 	b.Helper()
 	// envtest logs through controller-runtime's logger; without one set
 	// it prints a warning with a stack trace.
 	quietLogger.Do(func() { ctrllog.SetLogger(logr.Discard()) })
 	ctx := b.Context()
-	ctrd, err := utils.StartContainerd(ctx, utils.ContainerdOptions{})
+	ctrd, err := utils.StartContainerd(ctx, utils.ContainerdOptions{ExtraSubnets: (maxPods - 1) / podsPerSubnet})
 	if err != nil {
 		b.Fatalf("starting containerd: %v", err)
 	}
@@ -94,7 +108,7 @@ func startCluster(b *testing.B) *cluster {
 	if err != nil {
 		b.Fatalf("creating the admin clientset: %v", err)
 	}
-	return &cluster{ctrd: ctrd, api: api, admin: admin}
+	return &cluster{ctrd: ctrd, api: api, admin: admin, maxPods: maxPods}
 }
 
 // startNodelet runs a nodelet for benchNode with the default configuration

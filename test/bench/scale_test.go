@@ -98,9 +98,9 @@ func linearity(g float64) string {
 
 // printCurve writes an agent's scale curve, with the CRI floor's bursts of
 // the same sizes, and its marginal cost per pod.
-func printCurve(r agentRun, fr floorRun) {
+func printCurve(r agentRun, fr floorRun, maxPods int) {
 	fmt.Println()
-	fmt.Printf("scale curve, %s (node %s, maxPods %d, %s)\n", r.name, benchNode, scaleMaxPods, machine())
+	fmt.Printf("scale curve, %s (node %s, maxPods %d, %s)\n", r.name, benchNode, maxPods, machine())
 	if len(r.points) == 0 {
 		fmt.Println("not measured")
 		return
