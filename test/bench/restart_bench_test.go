@@ -22,7 +22,8 @@ import (
 const (
 	// restartPodsEnv sets how many pods run through BenchmarkRestart's
 	// restart (default scaleMaxPods, the goal's figure; fewer to try it
-	// on a busy machine).
+	// on a busy machine, up to maxDensePods for a dense node, whose
+	// agents then get that maxPods).
 	restartPodsEnv = "NODELET_BENCH_RESTART_PODS"
 	// restartAgentsEnv picks the agents BenchmarkRestart restarts, a
 	// comma-separated list of nodelet and kubelet (default both).
@@ -83,8 +84,8 @@ type restartResult struct {
 // picks them).
 func BenchmarkRestart(b *testing.B) {
 	pods, err := envInt(restartPodsEnv, scaleMaxPods)
-	if err != nil || pods < 1 || pods > scaleMaxPods {
-		b.Fatalf("$%s: want a pod count from 1 to %d (%v)", restartPodsEnv, scaleMaxPods, err)
+	if err != nil || pods < 1 || pods > maxDensePods {
+		b.Fatalf("$%s: want a pod count from 1 to %d (%v)", restartPodsEnv, maxDensePods, err)
 	}
 	agents, err := parseAgents(os.Getenv(restartAgentsEnv))
 	if err != nil {
@@ -94,7 +95,7 @@ func BenchmarkRestart(b *testing.B) {
 	if err != nil {
 		b.Fatalf("$%s: %v", restartSignalEnv, err)
 	}
-	c := startCluster(b)
+	c := startClusterFor(b, max(pods, scaleMaxPods))
 	floor := newCRIFloor(b, c.ctrd)
 	for i := range b.N {
 		ctx := b.Context()
