@@ -169,10 +169,7 @@ func startNodeIP(nodeIP string) string {
 	if nodeIP != "" {
 		return nodeIP
 	}
-	host := nodeinfo.OSHost{}
-	route, _ := host.ReadFile(nodeinfo.RoutePath)
-	ifaces, _ := host.Interfaces()
-	if ip := nodeinfo.ChooseNodeIP(nodeinfo.DefaultRouteInterface(route), ifaces); ip != nil {
+	if ip := nodeinfo.NodeIP(nodeinfo.OSHost{}, func(string, error) {}); ip != nil {
 		return ip.String()
 	}
 	return ""

@@ -1,10 +1,13 @@
 package nodeinfo
 
 import (
+	"encoding/binary"
 	"fmt"
 	"net"
 	"os"
 	"runtime"
+	"slices"
+	"syscall"
 
 	"golang.org/x/sys/unix"
 )
@@ -37,6 +40,9 @@ type Host interface {
 	KernelRelease() (string, error)
 	// Interfaces lists the network interfaces with their addresses.
 	Interfaces() ([]Interface, error)
+	// Interface reads the named interface with its addresses, without
+	// listing the others.
+	Interface(name string) (Interface, error)
 }
 
 // Filesystem is the size of one filesystem, in bytes and inodes.
@@ -91,25 +97,122 @@ func (OSHost) KernelRelease() (string, error) {
 	return unix.ByteSliceToString(u.Release[:]), nil
 }
 
-// Interfaces lists the host's interfaces and their IP addresses.
+// Interfaces lists the host's interfaces and their IP addresses: one dump
+// of the links and one of the addresses. (net.Interface.Addrs dumps every
+// address of the host for the one interface it is asked about, so asking
+// it for each interface grows with the square of the interfaces: a node
+// has a veth per pod.)
 func (OSHost) Interfaces() ([]Interface, error) {
 	ifaces, err := net.Interfaces()
 	if err != nil {
 		return nil, fmt.Errorf("listing network interfaces: %w", err)
 	}
+	addrs, err := interfaceAddrs(0)
+	if err != nil {
+		return nil, err
+	}
 	out := make([]Interface, 0, len(ifaces))
 	for _, ifc := range ifaces {
-		addrs, err := ifc.Addrs()
-		if err != nil {
-			return nil, fmt.Errorf("listing addresses of %s: %w", ifc.Name, err)
+		out = append(out, Interface{
+			Name: ifc.Name, Up: ifc.Flags&net.FlagUp != 0, Loopback: ifc.Flags&net.FlagLoopback != 0,
+			Addrs: addrs[ifc.Index],
+		})
+	}
+	return out, nil
+}
+
+// Interface reads the named interface's flags and index from the kernel
+// (ioctl) and its addresses from one address dump: a node's address is
+// found without reading the links of its pods' veths.
+func (OSHost) Interface(name string) (Interface, error) {
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return Interface{}, fmt.Errorf("reading network interface %s: %w", name, os.NewSyscallError("socket", err))
+	}
+	defer unix.Close(fd)
+	ifr, err := unix.NewIfreq(name)
+	if err != nil {
+		return Interface{}, fmt.Errorf("reading network interface %q: %w", name, err)
+	}
+	if err := unix.IoctlIfreq(fd, unix.SIOCGIFFLAGS, ifr); err != nil {
+		return Interface{}, fmt.Errorf("reading network interface %s: %w", name, os.NewSyscallError("SIOCGIFFLAGS", err))
+	}
+	flags := ifr.Uint16()
+	if err := unix.IoctlIfreq(fd, unix.SIOCGIFINDEX, ifr); err != nil {
+		return Interface{}, fmt.Errorf("reading network interface %s: %w", name, os.NewSyscallError("SIOCGIFINDEX", err))
+	}
+	index := int(ifr.Uint32())
+	addrs, err := interfaceAddrs(index)
+	if err != nil {
+		return Interface{}, err
+	}
+	return Interface{Name: name, Up: flags&unix.IFF_UP != 0, Loopback: flags&unix.IFF_LOOPBACK != 0, Addrs: addrs[index]}, nil
+}
+
+// interfaceAddrs reads the IP addresses of the host's interface of that
+// index (every interface's with 0), by interface index, in one netlink
+// dump.
+func interfaceAddrs(index int) (map[int][]net.IP, error) {
+	rib, err := syscall.NetlinkRIB(syscall.RTM_GETADDR, syscall.AF_UNSPEC)
+	if err != nil {
+		return nil, fmt.Errorf("listing network addresses: %w", os.NewSyscallError("netlinkrib", err))
+	}
+	msgs, err := syscall.ParseNetlinkMessage(rib)
+	if err != nil {
+		return nil, fmt.Errorf("listing network addresses: %w", os.NewSyscallError("parsenetlinkmessage", err))
+	}
+	return parseAddrMessages(msgs, index)
+}
+
+// parseAddrMessages reads the addresses of an RTM_GETADDR dump, by
+// interface index, in the dump's order: those of the interface of index
+// only, or all with index 0. An address is its IFA_LOCAL where
+// it has one (the local end of a point-to-point link, whose IFA_ADDRESS
+// is the peer's), else its IFA_ADDRESS, as the standard library reads it.
+func parseAddrMessages(msgs []syscall.NetlinkMessage, index int) (map[int][]net.IP, error) {
+	out := map[int][]net.IP{}
+	for i := range msgs {
+		m := &msgs[i]
+		if m.Header.Type == syscall.NLMSG_DONE {
+			break
 		}
-		i := Interface{Name: ifc.Name, Up: ifc.Flags&net.FlagUp != 0, Loopback: ifc.Flags&net.FlagLoopback != 0}
-		for _, a := range addrs {
-			if n, ok := a.(*net.IPNet); ok {
-				i.Addrs = append(i.Addrs, n.IP)
+		if m.Header.Type != syscall.RTM_NEWADDR || len(m.Data) < syscall.SizeofIfAddrmsg {
+			continue
+		}
+		// struct ifaddrmsg: family, prefix length, flags, scope (one
+		// byte each), then the interface index (32 bits, host order).
+		family := m.Data[0]
+		ifIndex := int(binary.NativeEndian.Uint32(m.Data[4:8]))
+		if index != 0 && ifIndex != index {
+			continue
+		}
+		attrs, err := syscall.ParseNetlinkRouteAttr(m)
+		if err != nil {
+			return nil, fmt.Errorf("listing network addresses: %w", os.NewSyscallError("parsenetlinkrouteattr", err))
+		}
+		var local, address []byte
+		for _, a := range attrs {
+			switch a.Attr.Type {
+			case syscall.IFA_LOCAL:
+				local = a.Value
+			case syscall.IFA_ADDRESS:
+				address = a.Value
 			}
 		}
-		out = append(out, i)
+		v := address
+		if local != nil {
+			v = local
+		}
+		var ip net.IP
+		switch {
+		case family == syscall.AF_INET && len(v) == net.IPv4len:
+			ip = net.IPv4(v[0], v[1], v[2], v[3])
+		case family == syscall.AF_INET6 && len(v) == net.IPv6len:
+			ip = slices.Clone(net.IP(v))
+		default:
+			continue
+		}
+		out[ifIndex] = append(out[ifIndex], ip)
 	}
 	return out, nil
 }

@@ -165,21 +165,39 @@ func (o *Observer) readPIDs() (pidMax, tasks int64, err error) {
 func (o *Observer) addresses(soft func(string, error)) []corev1.NodeAddress {
 	ip := o.nodeIP
 	if ip == nil {
-		route, err := o.host.ReadFile(RoutePath)
-		if err != nil {
-			soft("default route", err)
-		}
-		ifaces, err := o.host.Interfaces()
-		if err != nil {
-			soft("network interfaces", err)
-		}
-		ip = ChooseNodeIP(DefaultRouteInterface(route), ifaces)
+		ip = NodeIP(o.host, soft)
 	}
 	var out []corev1.NodeAddress
 	if ip != nil {
 		out = append(out, corev1.NodeAddress{Type: corev1.NodeInternalIP, Address: ip.String()})
 	}
 	return append(out, corev1.NodeAddress{Type: corev1.NodeHostName, Address: o.nodeName})
+}
+
+// NodeIP is the address a node without a configured nodeIP reports, as
+// ChooseNodeIP picks it. The default route's interface is read alone
+// first: when it has an IPv4 address (as a node has) no other interface is
+// read, and a node has a veth per pod. soft is told of what could not be
+// read.
+func NodeIP(host Host, soft func(what string, err error)) net.IP {
+	route, err := host.ReadFile(RoutePath)
+	if err != nil {
+		soft("default route", err)
+	}
+	def := DefaultRouteInterface(route)
+	if def != "" {
+		ifc, err := host.Interface(def)
+		if err != nil {
+			soft("default route's interface", err)
+		} else if ip := defaultInterfaceIP(ifc); ip != nil {
+			return ip
+		}
+	}
+	ifaces, err := host.Interfaces()
+	if err != nil {
+		soft("network interfaces", err)
+	}
+	return ChooseNodeIP(def, ifaces)
 }
 
 func (o *Observer) systemInfo(soft func(string, error)) corev1.NodeSystemInfo {

@@ -3,6 +3,7 @@ package nodeinfo
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io/fs"
 	"net"
 	"runtime"
@@ -32,6 +33,15 @@ func (h fakeHost) Statfs(string) (Filesystem, error) { return h.fs, nil }
 func (fakeHost) NumCPU() int                         { return 2 }
 func (fakeHost) KernelRelease() (string, error)      { return "6.1.0-test", nil }
 func (h fakeHost) Interfaces() ([]Interface, error)  { return h.ifaces, nil }
+
+func (h fakeHost) Interface(name string) (Interface, error) {
+	for _, ifc := range h.ifaces {
+		if ifc.Name == name {
+			return ifc, nil
+		}
+	}
+	return Interface{}, fmt.Errorf("no interface %s", name)
+}
 
 type fakeRuntime struct {
 	err    error

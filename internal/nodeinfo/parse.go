@@ -130,15 +130,12 @@ func DefaultRouteInterface(route []byte) string {
 // global unicast address (IPv4 preferred) of any up, non-loopback interface.
 // It returns nil when there is none.
 func ChooseNodeIP(defaultIface string, ifaces []Interface) net.IP {
-	usable := func(ip net.IP) bool { return ip.IsGlobalUnicast() && !ip.IsLoopback() }
 	for _, ifc := range ifaces {
-		if ifc.Name != defaultIface || defaultIface == "" || !ifc.Up {
+		if ifc.Name != defaultIface || defaultIface == "" {
 			continue
 		}
-		for _, ip := range ifc.Addrs {
-			if ip.To4() != nil && usable(ip) {
-				return ip
-			}
+		if ip := defaultInterfaceIP(ifc); ip != nil {
+			return ip
 		}
 	}
 	var v6 net.IP
@@ -147,7 +144,7 @@ func ChooseNodeIP(defaultIface string, ifaces []Interface) net.IP {
 			continue
 		}
 		for _, ip := range ifc.Addrs {
-			if !usable(ip) {
+			if !usableNodeIP(ip) {
 				continue
 			}
 			if ip.To4() != nil {
@@ -160,3 +157,20 @@ func ChooseNodeIP(defaultIface string, ifaces []Interface) net.IP {
 	}
 	return v6
 }
+
+// defaultInterfaceIP is ChooseNodeIP's first choice on the default-route
+// interface ifc: its first global unicast IPv4 address while it is up, or
+// nil.
+func defaultInterfaceIP(ifc Interface) net.IP {
+	if !ifc.Up {
+		return nil
+	}
+	for _, ip := range ifc.Addrs {
+		if ip.To4() != nil && usableNodeIP(ip) {
+			return ip
+		}
+	}
+	return nil
+}
+
+func usableNodeIP(ip net.IP) bool { return ip.IsGlobalUnicast() && !ip.IsLoopback() }

@@ -1,6 +1,7 @@
 package nodeinfo
 
 import (
+	"errors"
 	"net"
 	"testing"
 )
@@ -107,6 +108,72 @@ func TestChooseNodeIP(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			if got := ChooseNodeIP(tt.def, tt.ifaces).String(); got != tt.want {
 				t.Errorf("got %s, want %s", got, tt.want)
+			}
+		})
+	}
+}
+
+// nodeIPHost is a Host with interfaces and a default route, counting the
+// listings of every interface.
+type nodeIPHost struct {
+	fakeHost
+	interfaceErr error
+	lists        *int
+}
+
+func (h nodeIPHost) Interfaces() ([]Interface, error) {
+	*h.lists++
+	return h.fakeHost.Interfaces()
+}
+
+func (h nodeIPHost) Interface(name string) (Interface, error) {
+	if h.interfaceErr != nil {
+		return Interface{}, h.interfaceErr
+	}
+	return h.fakeHost.Interface(name)
+}
+
+func TestNodeIP(t *testing.T) {
+	ip := net.ParseIP
+	route := func(iface string) string {
+		return "Iface\tDestination\tGateway\tFlags\tRefCnt\tUse\tMetric\tMask\tMTU\tWindow\tIRTT\n" +
+			iface + "\t00000000\t0100A8C0\t0003\t0\t0\t100\t00000000\t0\t0\t0\n"
+	}
+	eth0 := Interface{Name: "eth0", Up: true, Addrs: []net.IP{ip("fe80::1"), ip("172.17.0.5")}}
+	eth1 := Interface{Name: "eth1", Up: true, Addrs: []net.IP{ip("192.168.2.7")}}
+	v6only := Interface{Name: "eth2", Up: true, Addrs: []net.IP{ip("2001:db8::5")}}
+	down := Interface{Name: "eth3", Addrs: []net.IP{ip("10.0.0.9")}}
+	tests := []struct {
+		name         string
+		route        string
+		ifaces       []Interface
+		interfaceErr error
+		want         string
+		wantLists    int
+		wantSoft     int
+	}{
+		{name: "the default route's interface alone", route: route("eth1"), ifaces: []Interface{eth0, eth1}, want: "192.168.2.7"},
+		{name: "default interface without IPv4: another's IPv4 first", route: route("eth2"), ifaces: []Interface{v6only, eth1}, want: "192.168.2.7", wantLists: 1},
+		{name: "default interface down", route: route("eth3"), ifaces: []Interface{down, eth0}, want: "172.17.0.5", wantLists: 1},
+		{name: "no default route", route: route("")[:10], ifaces: []Interface{eth0, eth1}, want: "172.17.0.5", wantLists: 1},
+		{name: "no route file", ifaces: []Interface{eth1}, want: "192.168.2.7", wantLists: 1, wantSoft: 1},
+		{name: "default interface unreadable", route: route("eth1"), ifaces: []Interface{eth0, eth1}, interfaceErr: errors.New("gone"), want: "192.168.2.7", wantLists: 1, wantSoft: 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			lists, soft := 0, 0
+			files := map[string]string{}
+			if tt.route != "" {
+				files[RoutePath] = tt.route
+			}
+			h := nodeIPHost{fakeHost: fakeHost{files: files, ifaces: tt.ifaces}, interfaceErr: tt.interfaceErr, lists: &lists}
+			got := NodeIP(h, func(string, error) { soft++ })
+			if got.String() != tt.want || lists != tt.wantLists || soft != tt.wantSoft {
+				t.Errorf("NodeIP = %s after %d listings and %d soft errors; want %s, %d, %d", got, lists, soft, tt.want, tt.wantLists, tt.wantSoft)
+			}
+			// The same address as ChooseNodeIP over every interface.
+			if want := ChooseNodeIP(DefaultRouteInterface([]byte(tt.route)), tt.ifaces); !got.Equal(want) {
+				t.Errorf("NodeIP = %s, ChooseNodeIP = %s", got, want)
 			}
 		})
 	}

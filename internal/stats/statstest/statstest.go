@@ -2,6 +2,7 @@ package statstest
 
 import (
 	"context"
+	"fmt"
 	"io/fs"
 	"testing"
 	"time"
@@ -49,6 +50,11 @@ func (Host) KernelRelease() (string, error) { return "6.1", nil }
 
 // Interfaces is none.
 func (Host) Interfaces() ([]nodeinfo.Interface, error) { return nil, nil }
+
+// Interface finds no interface: the Host has none.
+func (Host) Interface(name string) (nodeinfo.Interface, error) {
+	return nodeinfo.Interface{}, fmt.Errorf("no interface %s", name)
+}
 
 // Fixture is a provider of NodeName's summary over the CRI fake and a Host:
 // pod ns/web (UID uid-web) has a ready sandbox and its container "app"
