@@ -69,20 +69,19 @@ func startCluster(b *testing.B) *cluster {
 	return startClusterFor(b, scaleMaxPods)
 }
 
-// podsPerSubnet is what the harness's containerd gives one pod subnet: a
-// /24 holds 253 pod addresses, and a few are left for the single pods
-// and for addresses still held by sandboxes on their way out.
-const podsPerSubnet = 240
+// spareAddresses are pod addresses beyond maxPods in the runtime's
+// subnet: for sandboxes on their way out while the next pods come.
+const spareAddresses = 3
 
 // startClusterFor is startCluster for agents of maxPods pods: the runtime
-// gets as many pod subnets as they need.
+// gets a pod subnet that holds them.
 func startClusterFor(b *testing.B, maxPods int) *cluster {
 	b.Helper()
 	// envtest logs through controller-runtime's logger; without one set
 	// it prints a warning with a stack trace.
 	quietLogger.Do(func() { ctrllog.SetLogger(logr.Discard()) })
 	ctx := b.Context()
-	ctrd, err := utils.StartContainerd(ctx, utils.ContainerdOptions{ExtraSubnets: (maxPods - 1) / podsPerSubnet})
+	ctrd, err := utils.StartContainerd(ctx, utils.ContainerdOptions{PodAddresses: maxPods + spareAddresses})
 	if err != nil {
 		b.Fatalf("starting containerd: %v", err)
 	}

@@ -50,39 +50,88 @@ func acquireSlot(dir string) (*slot, error) {
 	}
 	start := rand.IntN(maxSlot)
 	for i := range maxSlot {
-		n := (start+i)%maxSlot + 1
-		path := filepath.Join(slotDir, fmt.Sprintf("%d.lock", n))
-		f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
-		if err != nil {
-			return nil, fmt.Errorf("opening slot lock %s: %w", path, err)
+		s, err := takeSlot(dir, (start+i)%maxSlot+1)
+		if s != nil || err != nil {
+			return s, err
 		}
-		if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
-			f.Close()
-			continue
-		}
-		// Free: any previous holder is gone. Clean up after it.
-		bridge := slotBridge(n)
-		prev, _ := io.ReadAll(f)
-		if p := strings.TrimSpace(string(prev)); p != "" && p != dir {
-			_ = teardownInstance(p, bridge)
-		} else {
-			_ = deleteBridge(bridge)
-		}
-		if subnetInUse(n, bridge) {
-			f.Close()
-			continue
-		}
-		if err := f.Truncate(0); err != nil {
-			f.Close()
-			return nil, fmt.Errorf("recording slot %d: %w", n, err)
-		}
-		if _, err := f.WriteAt([]byte(dir+"\n"), 0); err != nil {
-			f.Close()
-			return nil, fmt.Errorf("recording slot %d: %w", n, err)
-		}
-		return &slot{n: n, f: f}, nil
 	}
 	return nil, fmt.Errorf("no free pod subnet: all %d slots in %s are held", maxSlot, slotDir)
+}
+
+// acquireSlotBlock takes count free slots N, N+1, … that follow each
+// other, from an N that count divides, at random: the /24s of one larger
+// subnet.
+func acquireSlotBlock(dir string, count int) ([]*slot, error) {
+	if err := os.MkdirAll(slotDir, 0o755); err != nil {
+		return nil, fmt.Errorf("creating %s: %w", slotDir, err)
+	}
+	blocks := maxSlot / count // slot 0 does not exist: blocks start at count
+	start := rand.IntN(blocks)
+	for i := range blocks {
+		first := ((start+i)%blocks + 1) * count
+		if first+count-1 > maxSlot {
+			continue
+		}
+		var held []*slot
+		for n := first; n < first+count; n++ {
+			s, err := takeSlot(dir, n)
+			if err != nil {
+				releaseAll(held)
+				return nil, err
+			}
+			if s == nil {
+				break
+			}
+			held = append(held, s)
+		}
+		if len(held) == count {
+			return held, nil
+		}
+		releaseAll(held)
+	}
+	return nil, fmt.Errorf("no free block of %d pod subnets: the slots in %s are held", count, slotDir)
+}
+
+func releaseAll(slots []*slot) {
+	for _, s := range slots {
+		s.release()
+	}
+}
+
+// takeSlot takes slot n when it is free, cleaning up whatever a dead
+// previous holder left and recording dir as the new holder; nil when
+// another holds it or its subnet is in use.
+func takeSlot(dir string, n int) (*slot, error) {
+	path := filepath.Join(slotDir, fmt.Sprintf("%d.lock", n))
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("opening slot lock %s: %w", path, err)
+	}
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		f.Close()
+		return nil, nil
+	}
+	// Free: any previous holder is gone. Clean up after it.
+	bridge := slotBridge(n)
+	prev, _ := io.ReadAll(f)
+	if p := strings.TrimSpace(string(prev)); p != "" && p != dir {
+		_ = teardownInstance(p, bridge)
+	} else {
+		_ = deleteBridge(bridge)
+	}
+	if subnetInUse(n, bridge) {
+		f.Close()
+		return nil, nil
+	}
+	if err := f.Truncate(0); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("recording slot %d: %w", n, err)
+	}
+	if _, err := f.WriteAt([]byte(dir+"\n"), 0); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("recording slot %d: %w", n, err)
+	}
+	return &slot{n: n, f: f}, nil
 }
 
 func (s *slot) release() {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/bits"
 	"net"
 	"os"
 	"os/exec"
@@ -68,12 +69,13 @@ type ContainerdOptions struct {
 	// a driver's pod writes specs through a hostPath volume. They are made
 	// when missing.
 	CDISpecDirs []string
-	// ExtraSubnets adds that many pod subnets behind Subnet, each
-	// 10.250.M.0/24 with M a slot of its own, for nodes of more than the
-	// 253 pods one /24 holds: host-local hands out the next subnet's
-	// addresses when one is full, and the bridge takes each subnet's
-	// gateway. Not with PodCIDRFromRuntime.
-	ExtraSubnets int
+	// PodAddresses, when above the 253 pod addresses of a /24, makes
+	// Subnet a larger block, 10.250.N.0/23 or /22 (up to 1021): 2 or 4
+	// slots that follow each other, from an N they divide, all held. (The
+	// CNI bridge plugin gives a bridge one IPv4 gateway, so a node of more
+	// pods needs one subnet that holds them.) Not with
+	// PodCIDRFromRuntime.
+	PodAddresses int
 }
 
 // Containerd is a private containerd started by StartContainerd. Its root,
@@ -83,12 +85,9 @@ type Containerd struct {
 	// Dir is the temporary directory holding everything of this instance.
 	Dir string
 	// Subnet is the pod subnet of this instance (10.250.N.0/24, or
-	// 10.249.N.0/24 with PodCIDRFromRuntime); every sandbox gets an IP in
-	// it, or with ExtraSubnets in one of Subnets.
+	// 10.249.N.0/24 with PodCIDRFromRuntime, or larger with PodAddresses);
+	// every sandbox gets an IP in it.
 	Subnet *net.IPNet
-	// Subnets are Subnet and the ExtraSubnets after it, in the order
-	// host-local fills them.
-	Subnets []*net.IPNet
 	// Bridge is the name of the CNI bridge (nlbrN).
 	Bridge string
 	// Network is the name of the CNI network (nodelet-N).
@@ -102,7 +101,8 @@ type Containerd struct {
 	config  string
 	logPath string
 	slot    *slot
-	// extraSlots hold the ExtraSubnets' numbers.
+	// extraSlots are the slots after slot that a Subnet of more than a
+	// /24 spans.
 	extraSlots []*slot
 
 	mu      sync.Mutex
@@ -192,7 +192,19 @@ func StartContainerd(ctx context.Context, opts ContainerdOptions) (_ *Containerd
 		}
 	}()
 
-	c.slot, err = acquireSlot(dir)
+	slots, err := subnetSlots(opts)
+	if err != nil {
+		return c, err
+	}
+	if slots == 1 {
+		c.slot, err = acquireSlot(dir)
+	} else {
+		var held []*slot
+		held, err = acquireSlotBlock(dir, slots)
+		if len(held) > 0 {
+			c.slot, c.extraSlots = held[0], held[1:]
+		}
+	}
 	if err != nil {
 		return c, err
 	}
@@ -203,20 +215,7 @@ func StartContainerd(ctx context.Context, opts ContainerdOptions) (_ *Containerd
 	if opts.PodCIDRFromRuntime {
 		prefix = runtimeSubnetPrefix
 	}
-	_, c.Subnet, _ = net.ParseCIDR(fmt.Sprintf("%s.%d.0/24", prefix, n))
-	c.Subnets = []*net.IPNet{c.Subnet}
-	if opts.ExtraSubnets > 0 && opts.PodCIDRFromRuntime {
-		return c, errors.New("starting containerd: ExtraSubnets with PodCIDRFromRuntime")
-	}
-	for range opts.ExtraSubnets {
-		s, err := acquireSlot(dir)
-		if err != nil {
-			return c, err
-		}
-		c.extraSlots = append(c.extraSlots, s)
-		_, subnet, _ := net.ParseCIDR(fmt.Sprintf("%s.%d.0/24", subnetPrefix, s.n))
-		c.Subnets = append(c.Subnets, subnet)
-	}
+	_, c.Subnet, _ = net.ParseCIDR(fmt.Sprintf("%s.%d.0/%d", prefix, n, 24-bits.TrailingZeros(uint(slots))))
 
 	if err := c.writeConfig(); err != nil {
 		return c, err
@@ -477,7 +476,7 @@ var cniTemplate = template.Must(template.New("cni").Funcs(template.FuncMap{"q": 
       "hairpinMode": true,
       "ipam": {
         "type": "host-local",
-        "ranges": [[{{.SubnetRanges}}]],
+        "ranges": [[{"subnet": {{q .Subnet}}}]],
         "routes": [{"dst": "0.0.0.0/0"}],
         "dataDir": {{q .IPAMDir}}
       }
@@ -519,22 +518,22 @@ var cniConfTemplate = template.Must(template.New("cni-template").Delims("[[", "]
 }
 `))
 
-// subnets are the pod subnets host-local fills, in order.
-func (c *Containerd) subnets() []*net.IPNet {
-	if len(c.Subnets) == 0 {
-		return []*net.IPNet{c.Subnet}
+// subnetSlots is how many /24 slots the pod subnet of opts spans: 1, 2
+// or 4.
+func subnetSlots(opts ContainerdOptions) (int, error) {
+	const perSlot = 256
+	switch n := opts.PodAddresses; {
+	case n <= perSlot-3:
+		return 1, nil
+	case opts.PodCIDRFromRuntime:
+		return 0, errors.New("starting containerd: PodAddresses with PodCIDRFromRuntime")
+	case n <= 2*perSlot-3:
+		return 2, nil
+	case n <= 4*perSlot-3:
+		return 4, nil
+	default:
+		return 0, fmt.Errorf("starting containerd: %d pod addresses, more than a /22 holds", n)
 	}
-	return c.Subnets
-}
-
-// subnetRanges is host-local's range set of subnets: one range per
-// subnet, filled in order.
-func subnetRanges(subnets []*net.IPNet) string {
-	ranges := make([]string, len(subnets))
-	for i, s := range subnets {
-		ranges[i] = fmt.Sprintf(`{"subnet": %q}`, s.String())
-	}
-	return strings.Join(ranges, ", ")
 }
 
 func (c *Containerd) writeConfig() error {
@@ -551,7 +550,7 @@ func (c *Containerd) writeConfig() error {
 		"RegistryHosts": filepath.Join(c.Dir, "certs.d"),
 		"Network":       c.Network,
 		"Bridge":        c.Bridge,
-		"SubnetRanges":  subnetRanges(c.subnets()),
+		"Subnet":        c.Subnet.String(),
 		"IPAMDir":       filepath.Join(c.Dir, "cni", "ipam"),
 		"CDIDirs":       tomlStrings(append([]string{c.CDISpecDir()}, c.opts.CDISpecDirs...)),
 	}

@@ -2,13 +2,11 @@ package utils
 
 import (
 	"context"
-	"encoding/json"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -159,56 +157,66 @@ func tomlTable(doc, name string) (string, bool) {
 	return strings.Join(body, "\n"), found
 }
 
-// TestCNIConfigRanges checks the CNI configuration of an instance with
-// more than one pod subnet: one range set (one address per pod) holding
-// every subnet as a range, in order, so host-local moves on to the next
-// when one is full.
-func TestCNIConfigRanges(t *testing.T) {
-	var subnets []*net.IPNet
-	for _, s := range []string{"10.250.7.0/24", "10.250.31.0/24", "10.250.2.0/24"} {
-		_, n, _ := net.ParseCIDR(s)
-		subnets = append(subnets, n)
-	}
+func TestSubnetSlots(t *testing.T) {
 	for _, tc := range []struct {
-		name string
-		c    *Containerd
-		want []string
+		opts    ContainerdOptions
+		want    int
+		wantErr bool
 	}{
-		{"one subnet", &Containerd{Subnet: subnets[0]}, []string{"10.250.7.0/24"}},
-		{"extra subnets", &Containerd{Subnet: subnets[0], Subnets: subnets}, []string{"10.250.7.0/24", "10.250.31.0/24", "10.250.2.0/24"}},
+		{ContainerdOptions{}, 1, false},
+		{ContainerdOptions{PodAddresses: 253}, 1, false},
+		{ContainerdOptions{PodAddresses: 254}, 2, false},
+		{ContainerdOptions{PodAddresses: 500}, 2, false},
+		{ContainerdOptions{PodAddresses: 509}, 2, false},
+		{ContainerdOptions{PodAddresses: 510}, 4, false},
+		{ContainerdOptions{PodAddresses: 1021}, 4, false},
+		{ContainerdOptions{PodAddresses: 1022}, 0, true},
+		{ContainerdOptions{PodAddresses: 500, PodCIDRFromRuntime: true}, 0, true},
+		{ContainerdOptions{PodAddresses: 100, PodCIDRFromRuntime: true}, 1, false},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			path := filepath.Join(t.TempDir(), "net.conflist")
-			vals := map[string]string{"Network": "n", "Bridge": "b", "IPAMDir": "/x", "SubnetRanges": subnetRanges(tc.c.subnets())}
-			if err := writeTemplate(path, cniTemplate, vals); err != nil {
-				t.Fatal(err)
-			}
-			data, err := os.ReadFile(path)
-			if err != nil {
-				t.Fatal(err)
-			}
-			var conf struct {
-				Plugins []struct {
-					IPAM struct {
-						Ranges [][]struct {
-							Subnet string `json:"subnet"`
-						} `json:"ranges"`
-					} `json:"ipam"`
-				} `json:"plugins"`
-			}
-			if err := json.Unmarshal(data, &conf); err != nil {
-				t.Fatalf("the CNI config is not JSON: %v\n%s", err, data)
-			}
-			if len(conf.Plugins) == 0 || len(conf.Plugins[0].IPAM.Ranges) != 1 {
-				t.Fatalf("want one range set, got %s", data)
-			}
-			var got []string
-			for _, r := range conf.Plugins[0].IPAM.Ranges[0] {
-				got = append(got, r.Subnet)
-			}
-			if !slices.Equal(got, tc.want) {
-				t.Errorf("ranges = %v, want %v", got, tc.want)
-			}
-		})
+		got, err := subnetSlots(tc.opts)
+		if got != tc.want || (err != nil) != tc.wantErr {
+			t.Errorf("subnetSlots(%+v) = %d, %v; want %d, error %v", tc.opts, got, err, tc.want, tc.wantErr)
+		}
 	}
+}
+
+// TestAcquireSlotBlock takes blocks of slots as a containerd of a larger
+// pod subnet does: slots that follow each other from a number the block's
+// size divides, each held until released.
+func TestAcquireSlotBlock(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("slot locks live under /run: needs root")
+	}
+	dir := filepath.Join(os.TempDir(), instanceDirPrefix+"slot-block-test")
+	for _, count := range []int{2, 4} {
+		held, err := acquireSlotBlock(dir, count)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(held) != count || held[0].n%count != 0 {
+			t.Fatalf("block of %d: slots %v", count, slotNumbers(held))
+		}
+		for i, s := range held {
+			if s.n != held[0].n+i {
+				t.Errorf("block of %d: slots %v do not follow each other", count, slotNumbers(held))
+			}
+		}
+		// Held: no other taker gets them.
+		for _, s := range held {
+			if other, err := takeSlot(dir+"-other", s.n); other != nil || err != nil {
+				t.Errorf("slot %d taken twice (%v)", s.n, err)
+				other.release()
+			}
+		}
+		releaseAll(held)
+	}
+}
+
+func slotNumbers(slots []*slot) []int {
+	var out []int
+	for _, s := range slots {
+		out = append(out, s.n)
+	}
+	return out
 }
