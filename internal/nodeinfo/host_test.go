@@ -124,7 +124,7 @@ func TestParseAddrMessages(t *testing.T) {
 		// address of the wrong length, a message too short to hold
 		// struct ifaddrmsg.
 		addrMessage(syscall.RTM_NEWLINK, syscall.AF_INET, 2, map[uint16][]byte{syscall.IFA_ADDRESS: v4("192.0.2.99")}),
-		addrMessage(syscall.RTM_NEWADDR, syscall.AF_PACKET, 2, map[uint16][]byte{syscall.IFA_ADDRESS: []byte{1, 2, 3, 4}}),
+		addrMessage(syscall.RTM_NEWADDR, syscall.AF_PACKET, 2, map[uint16][]byte{syscall.IFA_ADDRESS: {1, 2, 3, 4}}),
 		addrMessage(syscall.RTM_NEWADDR, syscall.AF_INET, 2, map[uint16][]byte{syscall.IFA_ADDRESS: v6("2001:db8::99")}),
 		{Header: syscall.NlMsghdr{Type: syscall.RTM_NEWADDR}, Data: []byte{syscall.AF_INET, 24}},
 		// Nothing after the end of the dump is read.
