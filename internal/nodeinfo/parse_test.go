@@ -84,13 +84,16 @@ func TestDefaultRouteInterface(t *testing.T) {
 	}
 }
 
+// Interfaces of the node address tests.
+var (
+	lo     = Interface{Name: "lo", Up: true, Loopback: true, Addrs: []net.IP{net.ParseIP("127.0.0.1"), net.ParseIP("::1")}}
+	eth0   = Interface{Name: "eth0", Up: true, Addrs: []net.IP{net.ParseIP("fe80::1"), net.ParseIP("172.17.0.5")}}
+	eth1   = Interface{Name: "eth1", Up: true, Addrs: []net.IP{net.ParseIP("192.168.2.7")}}
+	v6only = Interface{Name: "eth2", Up: true, Addrs: []net.IP{net.ParseIP("2001:db8::5")}}
+	down   = Interface{Name: "eth3", Addrs: []net.IP{net.ParseIP("10.0.0.9")}}
+)
+
 func TestChooseNodeIP(t *testing.T) {
-	ip := net.ParseIP
-	lo := Interface{Name: "lo", Up: true, Loopback: true, Addrs: []net.IP{ip("127.0.0.1"), ip("::1")}}
-	eth0 := Interface{Name: "eth0", Up: true, Addrs: []net.IP{ip("fe80::1"), ip("172.17.0.5")}}
-	eth1 := Interface{Name: "eth1", Up: true, Addrs: []net.IP{ip("192.168.2.7")}}
-	v6only := Interface{Name: "eth2", Up: true, Addrs: []net.IP{ip("2001:db8::5")}}
-	down := Interface{Name: "eth3", Addrs: []net.IP{ip("10.0.0.9")}}
 	tests := []struct {
 		name   string
 		def    string
@@ -134,15 +137,10 @@ func (h nodeIPHost) Interface(name string) (Interface, error) {
 }
 
 func TestNodeIP(t *testing.T) {
-	ip := net.ParseIP
 	route := func(iface string) string {
 		return "Iface\tDestination\tGateway\tFlags\tRefCnt\tUse\tMetric\tMask\tMTU\tWindow\tIRTT\n" +
 			iface + "\t00000000\t0100A8C0\t0003\t0\t0\t100\t00000000\t0\t0\t0\n"
 	}
-	eth0 := Interface{Name: "eth0", Up: true, Addrs: []net.IP{ip("fe80::1"), ip("172.17.0.5")}}
-	eth1 := Interface{Name: "eth1", Up: true, Addrs: []net.IP{ip("192.168.2.7")}}
-	v6only := Interface{Name: "eth2", Up: true, Addrs: []net.IP{ip("2001:db8::5")}}
-	down := Interface{Name: "eth3", Addrs: []net.IP{ip("10.0.0.9")}}
 	tests := []struct {
 		name         string
 		route        string
