@@ -42,26 +42,11 @@ type slot struct {
 	f *os.File
 }
 
-// acquireSlot picks a free N at random, cleans up whatever a dead previous
-// holder left, and records dir as the new holder.
-func acquireSlot(dir string) (*slot, error) {
-	if err := os.MkdirAll(slotDir, 0o755); err != nil {
-		return nil, fmt.Errorf("creating %s: %w", slotDir, err)
-	}
-	start := rand.IntN(maxSlot)
-	for i := range maxSlot {
-		s, err := takeSlot(dir, (start+i)%maxSlot+1)
-		if s != nil || err != nil {
-			return s, err
-		}
-	}
-	return nil, fmt.Errorf("no free pod subnet: all %d slots in %s are held", maxSlot, slotDir)
-}
-
-// acquireSlotBlock takes count free slots N, N+1, … that follow each
-// other, from an N that count divides, at random: the /24s of one larger
-// subnet.
-func acquireSlotBlock(dir string, count int) ([]*slot, error) {
+// acquireSlots takes count free slots N, N+1, … that follow each other,
+// from an N that count divides, at random (the /24s of one subnet; any
+// free N for one), cleaning up whatever a dead previous holder of each
+// left and recording dir as the new holder.
+func acquireSlots(dir string, count int) ([]*slot, error) {
 	if err := os.MkdirAll(slotDir, 0o755); err != nil {
 		return nil, fmt.Errorf("creating %s: %w", slotDir, err)
 	}
@@ -89,9 +74,24 @@ func acquireSlotBlock(dir string, count int) ([]*slot, error) {
 		}
 		releaseAll(held)
 	}
-	return nil, fmt.Errorf("no free block of %d pod subnets: the slots in %s are held", count, slotDir)
+	return nil, fmt.Errorf("no free pod subnet of %d slots: the slots in %s are held", count, slotDir)
 }
 
+// tryLockSlot opens the lock file at path and takes its lock without
+// waiting: nil and no error when another process holds it.
+func tryLockSlot(path string) (*os.File, error) {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("opening slot lock %s: %w", path, err)
+	}
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		f.Close()
+		return nil, nil //nolint:nilerr // held by another process
+	}
+	return f, nil
+}
+
+// releaseAll releases every slot of slots.
 func releaseAll(slots []*slot) {
 	for _, s := range slots {
 		s.release()
@@ -102,14 +102,9 @@ func releaseAll(slots []*slot) {
 // previous holder left and recording dir as the new holder; nil when
 // another holds it or its subnet is in use.
 func takeSlot(dir string, n int) (*slot, error) {
-	path := filepath.Join(slotDir, fmt.Sprintf("%d.lock", n))
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
-	if err != nil {
-		return nil, fmt.Errorf("opening slot lock %s: %w", path, err)
-	}
-	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
-		f.Close()
-		return nil, nil
+	f, err := tryLockSlot(filepath.Join(slotDir, fmt.Sprintf("%d.lock", n)))
+	if f == nil || err != nil {
+		return nil, err
 	}
 	// Free: any previous holder is gone. Clean up after it.
 	bridge := slotBridge(n)

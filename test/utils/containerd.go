@@ -196,18 +196,11 @@ func StartContainerd(ctx context.Context, opts ContainerdOptions) (_ *Containerd
 	if err != nil {
 		return c, err
 	}
-	if slots == 1 {
-		c.slot, err = acquireSlot(dir)
-	} else {
-		var held []*slot
-		held, err = acquireSlotBlock(dir, slots)
-		if len(held) > 0 {
-			c.slot, c.extraSlots = held[0], held[1:]
-		}
-	}
+	held, err := acquireSlots(dir, slots)
 	if err != nil {
 		return c, err
 	}
+	c.slot, c.extraSlots = held[0], held[1:]
 	n := c.slot.n
 	c.Bridge = slotBridge(n)
 	c.Network = fmt.Sprintf("nodelet-%d", n)

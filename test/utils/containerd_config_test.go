@@ -181,16 +181,16 @@ func TestSubnetSlots(t *testing.T) {
 	}
 }
 
-// TestAcquireSlotBlock takes blocks of slots as a containerd of a larger
-// pod subnet does: slots that follow each other from a number the block's
-// size divides, each held until released.
-func TestAcquireSlotBlock(t *testing.T) {
+// TestAcquireSlots takes slots as a containerd does, one for a /24 and
+// blocks for a larger pod subnet: slots that follow each other from a
+// number the block's size divides, each held until released.
+func TestAcquireSlots(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("slot locks live under /run: needs root")
 	}
 	dir := filepath.Join(os.TempDir(), instanceDirPrefix+"slot-block-test")
-	for _, count := range []int{2, 4} {
-		held, err := acquireSlotBlock(dir, count)
+	for _, count := range []int{1, 2, 4} {
+		held, err := acquireSlots(dir, count)
 		if err != nil {
 			t.Fatal(err)
 		}

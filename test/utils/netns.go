@@ -543,15 +543,11 @@ func lockNetSlot(n int) (*os.File, error) {
 		return nil, fmt.Errorf("creating %s: %w", netSlotDir, err)
 	}
 	path := filepath.Join(netSlotDir, fmt.Sprintf("%d.lock", n))
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
-	if err != nil {
-		return nil, fmt.Errorf("opening slot lock %s: %w", path, err)
+	f, err := tryLockSlot(path)
+	if err == nil && f == nil {
+		err = fmt.Errorf("locking %s: held by another process", path)
 	}
-	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
-		f.Close()
-		return nil, fmt.Errorf("locking %s: %w", path, err)
-	}
-	return f, nil
+	return f, err
 }
 
 // acquireNetSlot takes the lowest free slot whose subnet no interface of
